@@ -1,0 +1,16 @@
+//! ferroccl's device runtime.
+//!
+//! Everything a rank does on the GPU lives here, in `no_std` Rust that is compiled to
+//! PTX by `ptx/kernels`. The layers follow DESIGN.md: [`arch`] is the only module that
+//! speaks PTX; everything above it is written against `arch`'s functions, so the same
+//! code also runs on CPU threads (feature `host-emu`) for tests without a GPU.
+//!
+//! This crate must never allocate, never block without a spin budget, and never contain
+//! host-only scheduling: the host shim hands work over, the device decides how to do it.
+#![cfg_attr(not(feature = "host-emu"), no_std)]
+#![cfg_attr(target_arch = "nvptx64", feature(asm_experimental_arch))]
+
+#[cfg(target_arch = "nvptx64")]
+pub mod arch;
+
+pub mod selftest;

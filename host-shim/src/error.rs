@@ -1,0 +1,60 @@
+//! host-shim's one error type.
+
+use std::fmt;
+use std::time::Duration;
+
+use cudarc::driver::DriverError;
+
+/// Everything host-shim can fail with.
+#[derive(Debug)]
+pub enum Error {
+    /// The CUDA driver library (`libcuda.so`) could not be found or loaded.
+    NoDriver,
+    /// The driver is present but reports no CUDA device.
+    NoDevice,
+    /// A device ordinal past the number of devices.
+    NoSuchDevice { ordinal: usize, count: usize },
+    /// A CUDA driver call failed.
+    Cuda { call: &'static str, source: DriverError },
+    /// Device work did not finish in time; it may still be running.
+    Timeout { what: String, after: Duration },
+    /// A request the shim refuses before touching the device.
+    InvalidArgument(String),
+}
+
+/// host-shim's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// Wraps a driver error with the call that returned it.
+    pub(crate) fn cuda(call: &'static str) -> impl FnOnce(DriverError) -> Error {
+        move |source| Error::Cuda { call, source }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::NoDriver => f.write_str(
+                "no CUDA driver: libcuda.so could not be loaded (is an NVIDIA driver installed, \
+                 and on LD_LIBRARY_PATH?)",
+            ),
+            Self::NoDevice => f.write_str("no CUDA device: the driver is loaded but reports no GPU"),
+            Self::NoSuchDevice { ordinal, count } => {
+                write!(f, "no CUDA device {ordinal}: the driver reports {count} device(s)")
+            }
+            Self::Cuda { call, source } => write!(f, "{call} failed: {source}"),
+            Self::Timeout { what, after } => write!(f, "{what} did not finish within {after:?}"),
+            Self::InvalidArgument(why) => write!(f, "invalid argument: {why}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Cuda { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}

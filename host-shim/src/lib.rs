@@ -1,0 +1,17 @@
+//! ferroccl's host shim: a thin layer on top of cudarc.
+//!
+//! It finds devices, creates contexts, allocates device and host-mapped memory, enables
+//! peer access, loads the embedded PTX module and launches its kernels. It never
+//! schedules: chunking, channels and algorithm choice belong to the device runtime.
+
+mod driver;
+mod error;
+
+pub mod device;
+pub mod memory;
+pub mod module;
+pub mod selftest;
+pub mod stream;
+
+pub use driver::init;
+pub use error::{Error, Result};

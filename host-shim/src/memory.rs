@@ -1,0 +1,78 @@
+//! Host-mapped memory: page-locked host memory that kernels address directly.
+//!
+//! Device memory is cudarc's `CudaSlice`; this adds what cudarc leaves out: the device
+//! address of a mapped host allocation, and volatile access from the host while kernels
+//! may be writing it.
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaContext, DeviceRepr, PinnedHostSlice, ValidAsZeroBits, sys};
+
+use crate::{Error, Result};
+
+/// `len` values of `T` in page-locked host memory, mapped into the device's address space.
+pub struct HostMapped<T> {
+    host: PinnedHostSlice<T>,
+    device_ptr: sys::CUdeviceptr,
+    ptr: *mut T,
+}
+
+// SAFETY: the allocation is owned by this value; access goes through volatile reads and
+// writes whose races with the device are the caller's protocol.
+unsafe impl<T: Send> Send for HostMapped<T> {}
+
+impl<T: DeviceRepr + ValidAsZeroBits> HostMapped<T> {
+    /// Allocates `len` zeroed values, portable across contexts and mapped for the device.
+    pub fn zeroed(ctx: &Arc<CudaContext>, len: usize) -> Result<Self> {
+        if len == 0 {
+            return Err(Error::InvalidArgument("a host-mapped allocation needs at least one element".into()));
+        }
+        let flags = sys::CU_MEMHOSTALLOC_DEVICEMAP | sys::CU_MEMHOSTALLOC_PORTABLE;
+        // SAFETY: the memory is zeroed below before anyone reads it.
+        let mut host = unsafe { ctx.alloc_pinned_with_flags::<T>(len, flags) }
+            .map_err(Error::cuda("cuMemHostAlloc"))?;
+        let ptr = host.as_mut_ptr().map_err(Error::cuda("cuEventSynchronize"))?;
+        // SAFETY: `ptr` points to `len` writable `T`s; all-zero bits are a valid `T`.
+        unsafe { std::ptr::write_bytes(ptr, 0, len) };
+        let mut device_ptr = 0;
+        // SAFETY: `ptr` was returned by cuMemHostAlloc with DEVICEMAP; flags must be 0.
+        unsafe { sys::cuMemHostGetDevicePointer_v2(&mut device_ptr, ptr.cast(), 0) }
+            .result()
+            .map_err(Error::cuda("cuMemHostGetDevicePointer"))?;
+        Ok(Self { host, device_ptr, ptr })
+    }
+}
+
+impl<T: Copy> HostMapped<T> {
+    /// The address kernels use for element 0.
+    pub fn device_ptr(&self) -> u64 {
+        self.device_ptr
+    }
+
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        self.host.len()
+    }
+
+    /// Always false: allocations hold at least one element.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// Reads element `i` with a volatile load (the device may write it at any time).
+    ///
+    /// Ordering: none beyond the load itself; pair with the device's release store of a
+    /// flag that the caller read first.
+    pub fn read(&self, i: usize) -> T {
+        assert!(i < self.len(), "index {i} out of {} host-mapped elements", self.len());
+        // SAFETY: in bounds of a live allocation.
+        unsafe { self.ptr.add(i).read_volatile() }
+    }
+
+    /// Writes element `i` with a volatile store.
+    pub fn write(&mut self, i: usize, v: T) {
+        assert!(i < self.len(), "index {i} out of {} host-mapped elements", self.len());
+        // SAFETY: in bounds of a live allocation.
+        unsafe { self.ptr.add(i).write_volatile(v) }
+    }
+}

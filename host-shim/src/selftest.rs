@@ -1,0 +1,327 @@
+//! The GPU self-test harness behind `ferroccl test`.
+//!
+//! A test is a device function in `ptx/kernels/src/selftest.rs` plus a host check here.
+//! [`run`] runs every test on one GPU, prints one line per test and a final
+//! `N passed, N failed` line. Kernels bound every wait, and the host waits with a timeout,
+//! so a broken primitive fails its test instead of hanging the run.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, DeviceRepr, LaunchConfig, PushKernelArg};
+use device_rt::selftest::{self as abi, PublishMode, atomics, report};
+
+use crate::memory::HostMapped;
+use crate::module::{self, Module};
+use crate::{Error, stream};
+
+/// How long one test's kernels may run before the test fails with a timeout.
+const KERNEL_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// Why a test failed.
+#[derive(Debug)]
+pub struct Failure(String);
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl From<Error> for Failure {
+    fn from(e: Error) -> Self {
+        Failure(e.to_string())
+    }
+}
+
+type Outcome = Result<(), Failure>;
+
+/// Fails with `msg` unless `cond` holds.
+fn ensure(cond: bool, msg: impl FnOnce() -> String) -> Outcome {
+    if cond { Ok(()) } else { Err(Failure(msg())) }
+}
+
+/// Compares `got` with `want` element by element; reports the first few differences.
+fn ensure_eq_slices<T: PartialEq + fmt::Debug>(what: &str, got: &[T], want: &[T]) -> Outcome {
+    ensure(got.len() == want.len(), || format!("{what}: {} values, expected {}", got.len(), want.len()))?;
+    let bad: Vec<String> = (0..got.len())
+        .filter(|&i| got[i] != want[i])
+        .take(4)
+        .map(|i| format!("[{i}] = {:?}, expected {:?}", got[i], want[i]))
+        .collect();
+    ensure(bad.is_empty(), || format!("{what}: {}", bad.join("; ")))
+}
+
+/// One GPU with the module loaded: what every test runs on.
+pub struct Fixture {
+    pub ctx: Arc<CudaContext>,
+    pub stream: Arc<CudaStream>,
+    pub module: Module,
+}
+
+impl Fixture {
+    /// Loads the module on device `ordinal`.
+    pub fn new(ordinal: usize) -> Result<Self, Error> {
+        let ctx = crate::device::context(ordinal)?;
+        let stream = ctx.new_stream().map_err(Error::cuda("cuStreamCreate"))?;
+        let module = Module::load(&ctx)?;
+        Ok(Self { ctx, stream, module })
+    }
+
+    fn kernel(&self, name: &str) -> Result<CudaFunction, Error> {
+        self.module.kernel(name)
+    }
+
+    fn zeros<T: DeviceRepr + cudarc::driver::ValidAsZeroBits>(&self, len: usize) -> Result<CudaSlice<T>, Error> {
+        self.stream.alloc_zeros(len).map_err(Error::cuda("cuMemAlloc"))
+    }
+
+    fn upload<T: DeviceRepr>(&self, values: &[T]) -> Result<CudaSlice<T>, Error> {
+        self.stream.clone_htod(values).map_err(Error::cuda("cuMemcpyHtoD"))
+    }
+
+    fn finish(&self, what: &str) -> Result<(), Error> {
+        stream::wait(&self.stream, KERNEL_TIMEOUT, what)
+    }
+
+    fn download<T: DeviceRepr + Default + Clone>(&self, buf: &CudaSlice<T>) -> Result<Vec<T>, Error> {
+        self.stream.clone_dtoh(buf).map_err(Error::cuda("cuMemcpyDtoH"))
+    }
+}
+
+fn cfg(blocks: u32, threads: u32, smem: u32) -> LaunchConfig {
+    LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (threads, 1, 1), shared_mem_bytes: smem }
+}
+
+/// A named device test.
+pub struct SelfTest {
+    pub name: &'static str,
+    run: fn(&Fixture) -> Outcome,
+}
+
+/// Every self-test, in the order `ferroccl test` runs them.
+pub const ALL: &[SelfTest] = &[
+    SelfTest { name: "thread_ids", run: thread_ids },
+    SelfTest { name: "named_barriers", run: named_barriers },
+    SelfTest { name: "dynamic_smem", run: dynamic_smem },
+    SelfTest { name: "message_passing_device_memory", run: message_passing_device },
+    SelfTest { name: "message_passing_host_mapped", run: message_passing_host_mapped },
+    SelfTest { name: "atomics", run: atomics_test },
+    SelfTest { name: "warp_ops", run: warp_ops },
+    SelfTest { name: "clocks", run: clocks },
+];
+
+/// The result of one test.
+pub struct TestResult {
+    pub name: &'static str,
+    pub outcome: Outcome,
+    pub elapsed: Duration,
+}
+
+/// Runs every test whose name contains `filter` (all when `None`) on `fixture`, printing
+/// one line per test through `print`.
+pub fn run(fixture: &Fixture, filter: Option<&str>, mut print: impl FnMut(&TestResult)) -> Vec<TestResult> {
+    ALL.iter()
+        .filter(|t| filter.is_none_or(|f| t.name.contains(f)))
+        .map(|t| {
+            let start = Instant::now();
+            let outcome = (t.run)(fixture);
+            let result = TestResult { name: t.name, outcome, elapsed: start.elapsed() };
+            print(&result);
+            result
+        })
+        .collect()
+}
+
+fn thread_ids(fx: &Fixture) -> Outcome {
+    let (blocks, threads) = (3u32, 96u32);
+    let words = (blocks * threads) as usize * abi::THREAD_ID_WORDS;
+    let mut out = fx.zeros::<u32>(words)?;
+    let k = fx.kernel("selftest_thread_ids")?;
+    unsafe { fx.stream.launch_builder(&k).arg(&mut out).launch(cfg(blocks, threads, 0)) }
+        .map_err(Error::cuda("cuLaunchKernel"))?;
+    fx.finish("selftest_thread_ids")?;
+    let want: Vec<u32> = (0..blocks)
+        .flat_map(|b| (0..threads).flat_map(move |t| [b, t, threads, blocks, t % 32, t / 32]))
+        .collect();
+    ensure_eq_slices("ids", &fx.download(&out)?, &want)
+}
+
+fn named_barriers(fx: &Fixture) -> Outcome {
+    const THREADS: u32 = 256;
+    const HALF: u32 = 128;
+    let mut out = fx.zeros::<u32>(THREADS as usize)?;
+    let k = fx.kernel("selftest_named_barriers")?;
+    unsafe { fx.stream.launch_builder(&k).arg(&mut out).launch(cfg(1, THREADS, THREADS * 4)) }
+        .map_err(Error::cuda("cuLaunchKernel"))?;
+    fx.finish("selftest_named_barriers")?;
+    let ring_sum = |tid: u32| {
+        let base = tid / HALF * HALF;
+        let neighbour = base + (tid - base + 1) % HALF;
+        (0..abi::NAMED_BARRIER_ROUNDS[(tid / HALF) as usize])
+            .fold(0u32, |s, r| s.wrapping_add(abi::barrier_word(neighbour, r)))
+    };
+    let want: Vec<u32> = (0..THREADS)
+        .map(|tid| if tid < 64 { ring_sum(tid).wrapping_add(ring_sum(63 - tid)) } else { ring_sum(tid) })
+        .collect();
+    ensure_eq_slices("sums", &fx.download(&out)?, &want)
+}
+
+fn dynamic_smem(fx: &Fixture) -> Outcome {
+    const SMEM: u32 = 100 * 1024;
+    let mut out = fx.zeros::<u32>(3)?;
+    let k = fx.kernel("selftest_dynamic_smem")?;
+    module::allow_dynamic_smem(&k, SMEM)?;
+    unsafe { fx.stream.launch_builder(&k).arg(&mut out).launch(cfg(1, 256, SMEM)) }
+        .map_err(Error::cuda("cuLaunchKernel"))?;
+    fx.finish("selftest_dynamic_smem")?;
+    let got = fx.download(&out)?;
+    ensure_eq_slices("[size, mismatches, base % 16]", &got, &[SMEM, 0, 0])
+}
+
+/// Words and rounds of the message-passing tests.
+const MESSAGE_WORDS: u32 = 64 * 1024;
+const DEVICE_ROUNDS: u32 = 200;
+const HOST_MAPPED_ROUNDS: u32 = 20;
+
+/// Runs `selftest_message_passing` in every mode over `data`/`flags` (device addresses,
+/// which `reset` zeroes before each mode) and checks the report.
+fn message_passing(
+    fx: &Fixture,
+    data: u64,
+    flags: u64,
+    rounds: u32,
+    mut reset: impl FnMut() -> Result<(), Error>,
+) -> Outcome {
+    let k = fx.kernel("selftest_message_passing")?;
+    for mode in PublishMode::ALL {
+        reset()?;
+        let mut rep = fx.zeros::<u32>(report::WORDS)?;
+        let mode_arg = mode as u32;
+        unsafe {
+            fx.stream
+                .launch_builder(&k)
+                .arg(&data)
+                .arg(&flags)
+                .arg(&mut rep)
+                .arg(&MESSAGE_WORDS)
+                .arg(&rounds)
+                .arg(&mode_arg)
+                .launch(cfg(2, 256, 16))
+        }
+        .map_err(Error::cuda("cuLaunchKernel"))?;
+        fx.finish("selftest_message_passing")?;
+        let got = fx.download(&rep)?;
+        let mut want = [0u32; report::WORDS];
+        want[report::ROUNDS_SEEN] = rounds;
+        ensure_eq_slices(&format!("{mode:?} [mismatches, timed out, rounds, bad mode]"), &got, &want)?;
+    }
+    Ok(())
+}
+
+fn message_passing_device(fx: &Fixture) -> Outcome {
+    let mut data = fx.zeros::<u32>(MESSAGE_WORDS as usize)?;
+    let mut flags = fx.zeros::<u64>(2)?;
+    let (data_ptr, flags_ptr) = (device_ptr(fx, &data), device_ptr(fx, &flags));
+    let stream = fx.stream.clone();
+    message_passing(fx, data_ptr, flags_ptr, DEVICE_ROUNDS, || {
+        stream.memset_zeros(&mut data).map_err(Error::cuda("cuMemsetD8"))?;
+        stream.memset_zeros(&mut flags).map_err(Error::cuda("cuMemsetD8"))
+    })
+}
+
+fn message_passing_host_mapped(fx: &Fixture) -> Outcome {
+    let data = HostMapped::<u32>::zeroed(&fx.ctx, MESSAGE_WORDS as usize)?;
+    let mut flags = HostMapped::<u64>::zeroed(&fx.ctx, 2)?;
+    let (data_ptr, flags_ptr) = (data.device_ptr(), flags.device_ptr());
+    message_passing(fx, data_ptr, flags_ptr, HOST_MAPPED_ROUNDS, || {
+        flags.write(0, 0);
+        flags.write(1, 0);
+        Ok(())
+    })
+}
+
+fn device_ptr<T>(fx: &Fixture, buf: &CudaSlice<T>) -> u64 {
+    use cudarc::driver::DevicePtr;
+    let (ptr, _sync) = buf.device_ptr(&fx.stream);
+    ptr
+}
+
+fn atomics_test(fx: &Fixture) -> Outcome {
+    let (blocks, threads) = (8u32, 256u32);
+    let n = (blocks * threads) as u64;
+    let init = atomics::initial();
+    let mut c64 = fx.upload(&init)?;
+    let mut c32 = fx.upload(&init.map(|v| v as u32))?;
+    let mut exch64 = fx.zeros::<u64>(n as usize)?;
+    let mut exch32 = fx.zeros::<u32>(n as usize)?;
+    let k = fx.kernel("selftest_atomics")?;
+    unsafe {
+        fx.stream
+            .launch_builder(&k)
+            .arg(&mut c64)
+            .arg(&mut c32)
+            .arg(&mut exch64)
+            .arg(&mut exch32)
+            .launch(cfg(blocks, threads, 0))
+    }
+    .map_err(Error::cuda("cuLaunchKernel"))?;
+    fx.finish("selftest_atomics")?;
+    let mut want = [0u64; atomics::SLOTS];
+    want[atomics::ADD_GPU] = n;
+    want[atomics::ADD_SYS] = n * (n - 1) / 2;
+    want[atomics::MAX] = n - 1;
+    want[atomics::MIN] = atomics::MIN_OFFSET;
+    want[atomics::CAS] = n;
+    want[atomics::ADD_ACQ_REL] = 2 * n;
+    let check = |width: &str, got: Vec<u64>, log: Vec<u64>| -> Outcome {
+        let mut want = want;
+        want[atomics::EXCH] = got[atomics::EXCH];
+        ensure_eq_slices(&format!("u{width} counters"), &got, &want)?;
+        // Every exchange returned what the previous one stored: the old values plus the
+        // final value are the initial value and every thread index, each exactly once.
+        let mut seen: BTreeMap<u64, u32> = BTreeMap::new();
+        for v in log.into_iter().chain([got[atomics::EXCH]]) {
+            *seen.entry(v).or_default() += 1;
+        }
+        let expected: BTreeMap<u64, u32> = (0..n).chain([atomics::EXCH_INITIAL]).map(|v| (v, 1)).collect();
+        ensure(seen == expected, || format!("u{width} exchange chain is not a permutation of the thread indices"))
+    };
+    check("64", fx.download(&c64)?, fx.download(&exch64)?)?;
+    let widen = |v: Vec<u32>| v.into_iter().map(u64::from).collect::<Vec<_>>();
+    check("32", widen(fx.download(&c32)?), widen(fx.download(&exch32)?))
+}
+
+fn warp_ops(fx: &Fixture) -> Outcome {
+    const THREADS: u32 = 64;
+    let mut out = fx.zeros::<u32>(THREADS as usize * abi::WARP_OP_WORDS)?;
+    let k = fx.kernel("selftest_warp_ops")?;
+    unsafe { fx.stream.launch_builder(&k).arg(&mut out).launch(cfg(1, THREADS, 0)) }
+        .map_err(Error::cuda("cuLaunchKernel"))?;
+    fx.finish("selftest_warp_ops")?;
+    let want: Vec<u32> = (0..THREADS)
+        .flat_map(|t| {
+            let lane = t % 32;
+            [0xAAAA_AAAA, (31 - lane) * 3, lane ^ 1, 1, 1]
+        })
+        .collect();
+    ensure_eq_slices("[ballot, shfl_idx, shfl_xor, all, any]", &fx.download(&out)?, &want)
+}
+
+fn clocks(fx: &Fixture) -> Outcome {
+    const SLEEP_NS: u64 = 1_000_000;
+    let mut out = fx.zeros::<u64>(4)?;
+    let k = fx.kernel("selftest_clocks")?;
+    unsafe { fx.stream.launch_builder(&k).arg(&mut out).arg(&SLEEP_NS).launch(cfg(1, 1, 0)) }
+        .map_err(Error::cuda("cuLaunchKernel"))?;
+    fx.finish("selftest_clocks")?;
+    let v = fx.download(&out)?;
+    let (c0, c1, t0, t1) = (v[0], v[1], v[2], v[3]);
+    ensure(c1 > c0, || format!("clock64 did not advance: {c0} then {c1}"))?;
+    let slept = t1.wrapping_sub(t0);
+    ensure((SLEEP_NS..1_000_000_000).contains(&slept), || {
+        format!("globaltimer advanced {slept} ns over a sleep of at least {SLEEP_NS} ns")
+    })
+}

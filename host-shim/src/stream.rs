@@ -1,0 +1,28 @@
+//! Waiting for streams without hanging.
+
+use std::time::{Duration, Instant};
+
+use cudarc::driver::{CudaStream, result::DriverError, sys};
+
+use crate::{Error, Result};
+
+/// Waits until all work queued on `stream` has finished, polling `cuStreamQuery`, or
+/// returns [`Error::Timeout`] after `timeout` (the work may then still be running; the
+/// caller must not free memory it uses).
+///
+/// Ordering: on `Ok`, every write of the finished work is visible to the host.
+pub fn wait(stream: &CudaStream, timeout: Duration, what: &str) -> Result<()> {
+    let start = Instant::now();
+    loop {
+        // SAFETY: `stream` is a live stream.
+        match unsafe { sys::cuStreamQuery(stream.cu_stream()) } {
+            sys::cudaError_enum::CUDA_SUCCESS => return Ok(()),
+            sys::cudaError_enum::CUDA_ERROR_NOT_READY => {}
+            e => return Err(Error::Cuda { call: "cuStreamQuery", source: DriverError(e) }),
+        }
+        if start.elapsed() > timeout {
+            return Err(Error::Timeout { what: what.to_owned(), after: timeout });
+        }
+        std::thread::sleep(Duration::from_micros(20));
+    }
+}

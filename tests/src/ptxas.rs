@@ -1,0 +1,163 @@
+//! Finds `ptxas`, runs it on a PTX text with `-arch=sm_90a -v`, and parses the
+//! per-kernel resource report (registers, stack, spills).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The architecture the checks assemble for (Hopper with its arch-specific features,
+/// which `multimem` and `setmaxnreg` need).
+pub const ARCH: &str = "sm_90a";
+
+/// What ptxas reported for one kernel entry point.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct KernelReport {
+    pub registers: u32,
+    pub stack_frame: u32,
+    pub spill_stores: u32,
+    pub spill_loads: u32,
+}
+
+/// Locates ptxas: `$FERROCCL_PTXAS`, then `ptxas` on `PATH`, then the copy that
+/// `pip install nvidia-cuda-nvcc` puts under `site-packages/nvidia/cu13/bin`.
+pub fn find() -> Result<PathBuf, String> {
+    if let Some(p) = std::env::var_os("FERROCCL_PTXAS") {
+        return Ok(p.into());
+    }
+    if Command::new("ptxas").arg("--version").output().is_ok_and(|o| o.status.success()) {
+        return Ok("ptxas".into());
+    }
+    let out = Command::new("python3")
+        .args(["-c", "import nvidia, os; print(os.path.join(list(nvidia.__path__)[0], 'cu13', 'bin', 'ptxas'))"])
+        .output();
+    if let Ok(out) = out {
+        let p = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+        if out.status.success() && p.is_file() {
+            return Ok(p);
+        }
+    }
+    Err("ptxas not found: set FERROCCL_PTXAS, put ptxas on PATH, or `pip install nvidia-cuda-nvcc` \
+         (tests/run.sh does this)"
+        .into())
+}
+
+/// Assembles `ptx` with `ptxas -arch=sm_90a -v` and returns each kernel's report.
+pub fn assemble(ptxas: &Path, ptx: &str, scratch: &Path) -> Result<BTreeMap<String, KernelReport>, String> {
+    std::fs::create_dir_all(scratch).map_err(|e| format!("{}: {e}", scratch.display()))?;
+    let input = scratch.join("ferroccl.ptx");
+    std::fs::write(&input, ptx).map_err(|e| format!("{}: {e}", input.display()))?;
+    let out = Command::new(ptxas)
+        .arg(format!("-arch={ARCH}"))
+        .arg("-v")
+        .arg(&input)
+        .arg("-o")
+        .arg(scratch.join("ferroccl.cubin"))
+        .output()
+        .map_err(|e| format!("could not run {}: {e}", ptxas.display()))?;
+    let log = String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() {
+        return Err(format!("ptxas -arch={ARCH} failed ({}):\n{log}", out.status));
+    }
+    Ok(parse_report(&log))
+}
+
+/// Parses ptxas's `-v` output into per-kernel reports. Lines for non-entry functions
+/// (`Function properties for <func>` without a `Compiling entry function`) are ignored.
+pub fn parse_report(log: &str) -> BTreeMap<String, KernelReport> {
+    let mut reports = BTreeMap::new();
+    let mut current: Option<String> = None;
+    for line in log.lines() {
+        if let Some(rest) = line.split("Compiling entry function '").nth(1) {
+            let name = rest.split('\'').next().unwrap_or_default().to_owned();
+            reports.insert(name.clone(), KernelReport::default());
+            current = Some(name);
+        } else if let Some(rest) = line.split("Function properties for ").nth(1) {
+            let name = rest.trim();
+            if current.as_deref() != Some(name) {
+                current = None;
+            }
+        } else if let Some(report) = current.as_ref().and_then(|n| reports.get_mut(n)) {
+            if line.contains("bytes stack frame") {
+                report.stack_frame = number_before(line, "bytes stack frame");
+                report.spill_stores = number_before(line, "bytes spill stores");
+                report.spill_loads = number_before(line, "bytes spill loads");
+            } else if line.contains("Used ") && line.contains(" registers") {
+                report.registers = number_before(line, "registers");
+                current = None;
+            }
+        }
+    }
+    reports
+}
+
+fn number_before(line: &str, marker: &str) -> u32 {
+    line.split(marker)
+        .next()
+        .and_then(|head| head.split([',', ' ', ':']).filter(|w| !w.is_empty()).next_back())
+        .and_then(|w| w.parse().ok())
+        .unwrap_or(0)
+}
+
+/// The kernel names listed in a hot-list file (one per line, `#` comments).
+pub fn hot_list(text: &str) -> Vec<&str> {
+    text.lines()
+        .map(|l| l.split('#').next().unwrap_or("").trim())
+        .filter(|l| !l.is_empty())
+        .collect()
+}
+
+/// Checks that every hot kernel is in `reports` and spills nothing; returns one line per
+/// violation.
+pub fn hot_kernel_violations(hot: &[&str], reports: &BTreeMap<String, KernelReport>) -> Vec<String> {
+    hot.iter()
+        .filter_map(|&name| match reports.get(name) {
+            None => Some(format!("{name}: on the hot list but not an entry point of the PTX")),
+            Some(r) if r.spill_stores != 0 || r.spill_loads != 0 => Some(format!(
+                "{name}: {} bytes spill stores, {} bytes spill loads",
+                r.spill_stores, r.spill_loads
+            )),
+            Some(_) => None,
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LOG: &str = "ptxas info    : 0 bytes gmem
+ptxas info    : Compiling entry function 'hot_a' for 'sm_90a'
+ptxas info    : Function properties for hot_a
+    8 bytes stack frame, 4 bytes spill stores, 12 bytes spill loads
+ptxas info    : Used 255 registers, used 1 barriers
+ptxas info    : Function properties for helper
+    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Compiling entry function 'cool_b' for 'sm_90a'
+ptxas info    : Function properties for cool_b
+    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Used 23 registers, used 0 barriers
+";
+
+    #[test]
+    fn report_is_parsed_per_entry_point() {
+        let r = parse_report(LOG);
+        assert_eq!(r.len(), 2);
+        assert_eq!(r["hot_a"], KernelReport { registers: 255, stack_frame: 8, spill_stores: 4, spill_loads: 12 });
+        assert_eq!(r["cool_b"], KernelReport { registers: 23, ..Default::default() });
+    }
+
+    #[test]
+    fn spills_and_missing_kernels_are_violations() {
+        let r = parse_report(LOG);
+        assert!(hot_kernel_violations(&["cool_b"], &r).is_empty());
+        let v = hot_kernel_violations(&["hot_a", "gone"], &r);
+        assert_eq!(v.len(), 2);
+        assert!(v[0].contains("4 bytes spill stores, 12 bytes spill loads"), "{v:?}");
+        assert!(v[1].contains("not an entry point"), "{v:?}");
+    }
+
+    #[test]
+    fn hot_list_skips_comments_and_blanks() {
+        assert_eq!(hot_list("# c\n\nk1 # why\n  k2\n"), vec!["k1", "k2"]);
+    }
+}
