@@ -25,4 +25,4 @@ fi
 "${FERROCCL_PTXAS:-ptxas}" --version | tail -n 1
 
 # 3. Every host test, the PTX build (host-shim's build script) and the ptxas checks.
-cargo test --workspace --all-features 2>&1 | tee target-test.log
+cargo test --workspace --all-features
