@@ -266,6 +266,257 @@ pub unsafe fn st_release_sys_global<T: GlobalWord>(p: *mut T, v: T) {
 }
 
 // ---------------------------------------------------------------------------------------
+// Sized loads and stores (1, 2, 4, 8 and 16 bytes) at global addresses: what BytePack
+// moves. Addresses are global-window addresses (`cvta_to_global`), aligned to the size.
+// ---------------------------------------------------------------------------------------
+
+macro_rules! sized_access {
+    ($ld:ident, $st:ident, $t:ty, $reg:ident, $b:literal) => {
+        /// `ld.volatile.global` of one naturally aligned value: never cached in L1 or
+        /// elided, so data a peer wrote is seen once its flag was; no ordering by itself.
+        ///
+        /// # Safety
+        /// `addr` must be a global address of a readable, aligned value.
+        #[inline(always)]
+        pub unsafe fn $ld(addr: u64) -> $t {
+            let v: $t;
+            unsafe { asm!(concat!("ld.volatile.global.", $b, " {0}, [{1}];"), out($reg) v, in(reg64) addr, options(nostack, readonly)) };
+            v
+        }
+
+        /// `st.global` of one naturally aligned value (weak; order it with a fence or a
+        /// release before publishing).
+        ///
+        /// # Safety
+        /// `addr` must be a global address of a writable, aligned value.
+        #[inline(always)]
+        pub unsafe fn $st(addr: u64, v: $t) {
+            unsafe { asm!(concat!("st.global.", $b, " [{0}], {1};"), in(reg64) addr, in($reg) v, options(nostack)) };
+        }
+    };
+}
+
+sized_access!(ld_volatile_global_b16, st_global_b16, u16, reg16, "b16");
+sized_access!(ld_volatile_global_b32, st_global_b32, u32, reg32, "b32");
+sized_access!(ld_volatile_global_b64, st_global_b64, u64, reg64, "b64");
+
+/// `ld.volatile.global.u8`: as [`ld_volatile_global_b16`] for one byte.
+///
+/// # Safety
+/// `addr` must be a global address of a readable byte.
+#[inline(always)]
+pub unsafe fn ld_volatile_global_b8(addr: u64) -> u8 {
+    let v: u16;
+    unsafe { asm!("ld.volatile.global.u8 {0}, [{1}];", out(reg16) v, in(reg64) addr, options(nostack, readonly)) };
+    v as u8
+}
+
+/// `st.global.u8`: as [`st_global_b16`] for one byte.
+///
+/// # Safety
+/// `addr` must be a global address of a writable byte.
+#[inline(always)]
+pub unsafe fn st_global_b8(addr: u64, v: u8) {
+    unsafe { asm!("st.global.u8 [{0}], {1};", in(reg64) addr, in(reg16) v as u16, options(nostack)) };
+}
+
+/// `ld.volatile.global.v2.b64`: 16 bytes in one access; see [`ld_volatile_global_b16`].
+///
+/// # Safety
+/// `addr` must be a 16-byte aligned global address of 16 readable bytes.
+#[inline(always)]
+pub unsafe fn ld_volatile_global_v2b64(addr: u64) -> [u64; 2] {
+    let (a, b): (u64, u64);
+    unsafe { asm!("ld.volatile.global.v2.b64 {{{0}, {1}}}, [{2}];", out(reg64) a, out(reg64) b, in(reg64) addr, options(nostack, readonly)) };
+    [a, b]
+}
+
+/// `st.global.v2.b64`: 16 bytes in one access; see [`st_global_b16`].
+///
+/// # Safety
+/// `addr` must be a 16-byte aligned global address of 16 writable bytes.
+#[inline(always)]
+pub unsafe fn st_global_v2b64(addr: u64, v: [u64; 2]) {
+    unsafe { asm!("st.global.v2.b64 [{0}], {{{1}, {2}}};", in(reg64) addr, in(reg64) v[0], in(reg64) v[1], options(nostack)) };
+}
+
+// ---------------------------------------------------------------------------------------
+// Half-precision arithmetic (f16 and bf16 as raw bits), scalar and packed pairs; the
+// hardware rounds to nearest even. `min`/`max` return the non-NaN operand when one is NaN.
+// ---------------------------------------------------------------------------------------
+
+macro_rules! half_binary {
+    ($(#[$doc:meta])* $name:ident, $t:ty, $reg:ident, $instr:literal) => {
+        $(#[$doc])*
+        #[inline(always)]
+        pub fn $name(a: $t, b: $t) -> $t {
+            let r: $t;
+            // SAFETY: register-only arithmetic.
+            unsafe { asm!(concat!($instr, " {0}, {1}, {2};"), out($reg) r, in($reg) a, in($reg) b, options(pure, nomem, nostack)) };
+            r
+        }
+    };
+}
+
+half_binary!(/** `add.rn.f16`. */ add_f16, u16, reg16, "add.rn.f16");
+half_binary!(/** `mul.rn.f16`. */ mul_f16, u16, reg16, "mul.rn.f16");
+half_binary!(/** `min.f16`. */ min_f16, u16, reg16, "min.f16");
+half_binary!(/** `max.f16`. */ max_f16, u16, reg16, "max.f16");
+half_binary!(/** `add.rn.bf16`. */ add_bf16, u16, reg16, "add.rn.bf16");
+half_binary!(/** `mul.rn.bf16`. */ mul_bf16, u16, reg16, "mul.rn.bf16");
+half_binary!(/** `min.bf16`. */ min_bf16, u16, reg16, "min.bf16");
+half_binary!(/** `max.bf16`. */ max_bf16, u16, reg16, "max.bf16");
+half_binary!(/** `add.rn.f16x2`: two lanes at once. */ add_f16x2, u32, reg32, "add.rn.f16x2");
+half_binary!(/** `mul.rn.f16x2`. */ mul_f16x2, u32, reg32, "mul.rn.f16x2");
+half_binary!(/** `min.f16x2`. */ min_f16x2, u32, reg32, "min.f16x2");
+half_binary!(/** `max.f16x2`. */ max_f16x2, u32, reg32, "max.f16x2");
+half_binary!(/** `add.rn.bf16x2`. */ add_bf16x2, u32, reg32, "add.rn.bf16x2");
+half_binary!(/** `mul.rn.bf16x2`. */ mul_bf16x2, u32, reg32, "mul.rn.bf16x2");
+half_binary!(/** `min.bf16x2`. */ min_bf16x2, u32, reg32, "min.bf16x2");
+half_binary!(/** `max.bf16x2`. */ max_bf16x2, u32, reg32, "max.bf16x2");
+
+/// `cvt.f32.f16`: exact widening.
+#[inline(always)]
+pub fn f16_to_f32(h: u16) -> f32 {
+    let r: f32;
+    // SAFETY: register-only conversion.
+    unsafe { asm!("cvt.f32.f16 {0}, {1};", out(reg32) r, in(reg16) h, options(pure, nomem, nostack)) };
+    r
+}
+
+/// `cvt.rn.f16.f32`: round to nearest even.
+#[inline(always)]
+pub fn f32_to_f16(f: f32) -> u16 {
+    let r: u16;
+    // SAFETY: register-only conversion.
+    unsafe { asm!("cvt.rn.f16.f32 {0}, {1};", out(reg16) r, in(reg32) f, options(pure, nomem, nostack)) };
+    r
+}
+
+/// `cvt.f32.bf16`: exact widening.
+#[inline(always)]
+pub fn bf16_to_f32(h: u16) -> f32 {
+    let r: f32;
+    // SAFETY: register-only conversion.
+    unsafe { asm!("cvt.f32.bf16 {0}, {1};", out(reg32) r, in(reg16) h, options(pure, nomem, nostack)) };
+    r
+}
+
+/// `cvt.rn.bf16.f32`: round to nearest even.
+#[inline(always)]
+pub fn f32_to_bf16(f: f32) -> u16 {
+    let r: u16;
+    // SAFETY: register-only conversion.
+    unsafe { asm!("cvt.rn.bf16.f32 {0}, {1};", out(reg16) r, in(reg32) f, options(pure, nomem, nostack)) };
+    r
+}
+
+// ---------------------------------------------------------------------------------------
+// NVLink SHARP: multimem loads-with-reduce and stores on a multicast address. Only valid
+// on an address bound to a multicast object; ferroccl issues these only through
+// `HwMulticast`, which is enabled where the device supports multicast and the user opts in.
+// Ordering: `.relaxed.sys` (data; publish with a fence and a flag), except
+// `multimem_ld_reduce_acquire_min_u64` (NCCL's NvlsMinPolling), an acquire at system scope.
+// ---------------------------------------------------------------------------------------
+
+macro_rules! multimem_ld_reduce_v4 {
+    ($name:ident, $op:literal) => {
+        /// `multimem.ld_reduce.relaxed.sys.global` of 16 bytes: every device's copy,
+        /// reduced.
+        ///
+        /// # Safety
+        /// `addr` must be a 16-byte aligned multicast address.
+        #[inline(always)]
+        pub unsafe fn $name(addr: u64) -> [u32; 4] {
+            let (a, b, c, d): (u32, u32, u32, u32);
+            unsafe {
+                asm!(concat!("multimem.ld_reduce.relaxed.sys.global.", $op, " {{{0}, {1}, {2}, {3}}}, [{4}];"),
+                     out(reg32) a, out(reg32) b, out(reg32) c, out(reg32) d, in(reg64) addr, options(nostack))
+            };
+            [a, b, c, d]
+        }
+    };
+}
+
+macro_rules! multimem_ld_reduce_scalar {
+    ($name:ident, $t:ty, $reg:ident, $op:literal) => {
+        /// `multimem.ld_reduce.relaxed.sys.global` of one value: every device's copy,
+        /// reduced.
+        ///
+        /// # Safety
+        /// `addr` must be a naturally aligned multicast address.
+        #[inline(always)]
+        pub unsafe fn $name(addr: u64) -> $t {
+            let v: $t;
+            unsafe { asm!(concat!("multimem.ld_reduce.relaxed.sys.global.", $op, " {0}, [{1}];"), out($reg) v, in(reg64) addr, options(nostack)) };
+            v
+        }
+    };
+}
+
+multimem_ld_reduce_v4!(multimem_ld_reduce_add_v4_f32, "add.v4.f32");
+multimem_ld_reduce_v4!(multimem_ld_reduce_add_v4_f16x2, "add.v4.f16x2");
+multimem_ld_reduce_v4!(multimem_ld_reduce_add_v4_bf16x2, "add.v4.bf16x2");
+multimem_ld_reduce_v4!(multimem_ld_reduce_min_v4_f16x2, "min.v4.f16x2");
+multimem_ld_reduce_v4!(multimem_ld_reduce_max_v4_f16x2, "max.v4.f16x2");
+multimem_ld_reduce_v4!(multimem_ld_reduce_min_v4_bf16x2, "min.v4.bf16x2");
+multimem_ld_reduce_v4!(multimem_ld_reduce_max_v4_bf16x2, "max.v4.bf16x2");
+multimem_ld_reduce_scalar!(multimem_ld_reduce_add_f64, u64, reg64, "add.f64");
+multimem_ld_reduce_scalar!(multimem_ld_reduce_add_u32, u32, reg32, "add.u32");
+multimem_ld_reduce_scalar!(multimem_ld_reduce_min_u32, u32, reg32, "min.u32");
+multimem_ld_reduce_scalar!(multimem_ld_reduce_max_u32, u32, reg32, "max.u32");
+multimem_ld_reduce_scalar!(multimem_ld_reduce_min_s32, u32, reg32, "min.s32");
+multimem_ld_reduce_scalar!(multimem_ld_reduce_max_s32, u32, reg32, "max.s32");
+multimem_ld_reduce_scalar!(multimem_ld_reduce_add_u64, u64, reg64, "add.u64");
+multimem_ld_reduce_scalar!(multimem_ld_reduce_min_u64, u64, reg64, "min.u64");
+multimem_ld_reduce_scalar!(multimem_ld_reduce_max_u64, u64, reg64, "max.u64");
+multimem_ld_reduce_scalar!(multimem_ld_reduce_min_s64, u64, reg64, "min.s64");
+multimem_ld_reduce_scalar!(multimem_ld_reduce_max_s64, u64, reg64, "max.s64");
+
+/// `multimem.ld_reduce.acquire.sys.global.min.u64`: the smallest of every device's copy
+/// of a step counter, as an acquire at system scope (NCCL's NvlsMinPolling).
+///
+/// # Safety
+/// `addr` must be an 8-byte aligned multicast address.
+#[inline(always)]
+pub unsafe fn multimem_ld_reduce_acquire_min_u64(addr: u64) -> u64 {
+    let v: u64;
+    unsafe { asm!("multimem.ld_reduce.acquire.sys.global.min.u64 {0}, [{1}];", out(reg64) v, in(reg64) addr, options(nostack)) };
+    v
+}
+
+/// `multimem.st.relaxed.sys.global.v4.f32`: stores 16 bytes to every device's copy (the
+/// float type only names the width; bits are stored unchanged).
+///
+/// # Safety
+/// `addr` must be a 16-byte aligned multicast address.
+#[inline(always)]
+pub unsafe fn multimem_st_v4(addr: u64, v: [u32; 4]) {
+    unsafe {
+        asm!("multimem.st.relaxed.sys.global.v4.f32 [{0}], {{{1}, {2}, {3}, {4}}};",
+             in(reg64) addr, in(reg32) v[0], in(reg32) v[1], in(reg32) v[2], in(reg32) v[3], options(nostack))
+    };
+}
+
+/// `multimem.st.relaxed.sys.global.b64`: stores 8 bytes to every device's copy.
+///
+/// # Safety
+/// `addr` must be an 8-byte aligned multicast address.
+#[inline(always)]
+pub unsafe fn multimem_st_b64(addr: u64, v: u64) {
+    unsafe { asm!("multimem.st.relaxed.sys.global.b64 [{0}], {1};", in(reg64) addr, in(reg64) v, options(nostack)) };
+}
+
+/// `multimem.st.relaxed.sys.global.b32`: stores 4 bytes to every device's copy.
+///
+/// # Safety
+/// `addr` must be a 4-byte aligned multicast address.
+#[inline(always)]
+pub unsafe fn multimem_st_b32(addr: u64, v: u32) {
+    unsafe { asm!("multimem.st.relaxed.sys.global.b32 [{0}], {1};", in(reg64) addr, in(reg32) v, options(nostack)) };
+}
+
+// ---------------------------------------------------------------------------------------
 // Atomics.
 // ---------------------------------------------------------------------------------------
 
@@ -450,6 +701,11 @@ pub fn nanosleep(ns: u32) {
     // SAFETY: only delays the thread.
     unsafe { asm!("nanosleep.u32 {0};", in(reg32) ns, options(nomem, nostack)) };
 }
+
+/// One iteration of a busy-wait: nothing on the GPU (the poll itself is the back-off);
+/// the host twin yields the CPU here so that thousands of emulated threads can progress.
+#[inline(always)]
+pub fn spin_pause() {}
 
 /// `trap`: aborts the kernel; the host sees `CUDA_ERROR_LAUNCH_FAILED`. For broken
 /// invariants only: recoverable faults are reported through error codes.
