@@ -462,6 +462,7 @@ multimem_ld_reduce_v4!(multimem_ld_reduce_max_v4_f16x2, "max.v4.f16x2");
 multimem_ld_reduce_v4!(multimem_ld_reduce_min_v4_bf16x2, "min.v4.bf16x2");
 multimem_ld_reduce_v4!(multimem_ld_reduce_max_v4_bf16x2, "max.v4.bf16x2");
 multimem_ld_reduce_scalar!(multimem_ld_reduce_add_f64, u64, reg64, "add.f64");
+multimem_ld_reduce_scalar!(multimem_ld_reduce_add_f32, u32, reg32, "add.f32");
 multimem_ld_reduce_scalar!(multimem_ld_reduce_add_u32, u32, reg32, "add.u32");
 multimem_ld_reduce_scalar!(multimem_ld_reduce_min_u32, u32, reg32, "min.u32");
 multimem_ld_reduce_scalar!(multimem_ld_reduce_max_u32, u32, reg32, "max.u32");
@@ -505,6 +506,15 @@ pub unsafe fn multimem_st_v4(addr: u64, v: [u32; 4]) {
 #[inline(always)]
 pub unsafe fn multimem_st_b64(addr: u64, v: u64) {
     unsafe { asm!("multimem.st.relaxed.sys.global.b64 [{0}], {1};", in(reg64) addr, in(reg64) v, options(nostack)) };
+}
+
+/// `multimem.st.relaxed.sys.global.f16`: stores 2 bytes to every device's copy.
+///
+/// # Safety
+/// `addr` must be a 2-byte aligned multicast address.
+#[inline(always)]
+pub unsafe fn multimem_st_b16(addr: u64, v: u16) {
+    unsafe { asm!("multimem.st.relaxed.sys.global.f16 [{0}], {1};", in(reg64) addr, in(reg16) v, options(nostack)) };
 }
 
 /// `multimem.st.relaxed.sys.global.b32`: stores 4 bytes to every device's copy.

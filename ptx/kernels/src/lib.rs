@@ -6,6 +6,7 @@
 #![no_std]
 #![feature(abi_gpu_kernel)]
 
+mod copy;
 mod selftest;
 
 /// A panic on the device is a broken invariant: stop the kernel so the host sees a launch

@@ -1,0 +1,85 @@
+//! `reduce_copy` over a whole grid, driven by a [`ReduceCopyArgs`] block: the bodies of
+//! the standalone `reduce_copy_<dtype>` kernels (self-tests, benchmark), shared by the
+//! GPU entry points and the host twin.
+
+use core::mem::size_of;
+
+use super::{Operands, reduce_copy};
+use crate::arch;
+use crate::multicast::{Multicast, SwMulticast};
+use crate::redop::{Elem, Max, Min, PreMulSum, Prod, RedOp, RedOpKind, Sum, SumPostDiv};
+use crate::selftest::{REDUCE_COPY_MAX_BUFFERS as MAX_BUFFERS, ReduceCopyArgs};
+
+/// Hunks per warp iteration (NCCL's `COLL_UNROLL` on Hopper).
+pub const UNROLL: usize = 4;
+
+/// This CTA's share `[begin, end)` of `n` elements of `elt` bytes: equal shares, each
+/// starting on a 16-byte boundary of the buffers.
+fn cta_share(n: u64, elt: usize) -> (u64, u64) {
+    let quantum = (16 / elt) as u64;
+    let grid = u64::from(arch::grid_dim());
+    let per = n.div_ceil(grid).div_ceil(quantum) * quantum;
+    let begin = (u64::from(arch::block_idx()) * per).min(n);
+    (begin, (begin + per).min(n))
+}
+
+/// Runs `reduce_copy` with operator `Op` and multicast flavour `M` on this CTA's share
+/// of `a`'s elements, with all threads of the CTA.
+///
+/// # Safety
+/// `a`'s buffers hold `n_elts` elements (multicast ones are `M` handles); the block is a
+/// multiple of 32 threads and every thread calls this.
+#[inline(always)]
+pub unsafe fn reduce_copy_share<Op: RedOp, M: Multicast, const MULTIMEM_SRCS: usize, const MULTIMEM_DSTS: usize>(
+    a: &ReduceCopyArgs,
+) {
+    let elt = size_of::<Op::Elt>();
+    let (begin, end) = cta_share(a.n_elts, elt);
+    let x = Operands::<MAX_BUFFERS, MAX_BUFFERS> {
+        srcs: a.srcs,
+        nsrcs: a.nsrcs as usize,
+        dsts: a.dsts,
+        ndsts: a.ndsts as usize,
+        pre_op_args: a.pre_op_args,
+        offset: begin * elt as u64,
+    };
+    unsafe {
+        reduce_copy::<UNROLL, Op, M, MULTIMEM_SRCS, 1, MAX_BUFFERS, MULTIMEM_DSTS, 1, MAX_BUFFERS, MAX_BUFFERS>(
+            arch::thread_idx(),
+            arch::block_dim(),
+            a.red_arg,
+            a.post_op != 0,
+            &x,
+            (end - begin) as usize,
+        )
+    }
+}
+
+/// The operator a raw argument names.
+pub fn op_kind(op: u32) -> Option<RedOpKind> {
+    u8::try_from(op).ok().and_then(RedOpKind::from_u8)
+}
+
+/// `reduce_copy` over `a` with elements of type `T` and the operator `a.op` names:
+/// unicast buffers with any operator, or a software multicast source or destination
+/// with Sum. Traps on arguments the host must have refused.
+///
+/// # Safety
+/// As [`reduce_copy_share`].
+#[inline(always)]
+pub unsafe fn reduce_copy_args<T: Elem>(a: &ReduceCopyArgs) {
+    type Sw = SwMulticast;
+    unsafe {
+        match (op_kind(a.op), a.multicast_src, a.multicast_dst) {
+            (Some(RedOpKind::Sum), 0, 0) => reduce_copy_share::<Sum<T>, Sw, 0, 0>(a),
+            (Some(RedOpKind::Prod), 0, 0) => reduce_copy_share::<Prod<T>, Sw, 0, 0>(a),
+            (Some(RedOpKind::Min), 0, 0) => reduce_copy_share::<Min<T>, Sw, 0, 0>(a),
+            (Some(RedOpKind::Max), 0, 0) => reduce_copy_share::<Max<T>, Sw, 0, 0>(a),
+            (Some(RedOpKind::PreMulSum), 0, 0) => reduce_copy_share::<PreMulSum<T>, Sw, 0, 0>(a),
+            (Some(RedOpKind::SumPostDiv), 0, 0) => reduce_copy_share::<SumPostDiv<T>, Sw, 0, 0>(a),
+            (Some(RedOpKind::Sum), 1, 0) => reduce_copy_share::<Sum<T>, Sw, 1, 0>(a),
+            (Some(RedOpKind::Sum), 0, 1) => reduce_copy_share::<Sum<T>, Sw, 0, 1>(a),
+            _ => arch::trap(),
+        }
+    }
+}

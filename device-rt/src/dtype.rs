@@ -1,0 +1,100 @@
+//! Element types and their names as the host and the device exchange them.
+//!
+//! Always compiled (also without `arch`): host-shim validates work items with these.
+
+use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
+
+/// An element type, numbered as NCCL's `ncclDataType_t`.
+#[repr(u8)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DataType {
+    I8 = 0,
+    U8 = 1,
+    I32 = 2,
+    U32 = 3,
+    I64 = 4,
+    U64 = 5,
+    F16 = 6,
+    F32 = 7,
+    F64 = 8,
+    Bf16 = 9,
+}
+
+impl DataType {
+    /// Every type, in numbering order.
+    pub const ALL: [DataType; 10] = [
+        Self::I8,
+        Self::U8,
+        Self::I32,
+        Self::U32,
+        Self::I64,
+        Self::U64,
+        Self::F16,
+        Self::F32,
+        Self::F64,
+        Self::Bf16,
+    ];
+
+    /// The type numbered `v`, if any.
+    pub fn from_u8(v: u8) -> Option<Self> {
+        Self::ALL.get(usize::from(v)).copied()
+    }
+
+    /// Bytes per element.
+    pub const fn size(self) -> usize {
+        match self {
+            Self::I8 | Self::U8 => 1,
+            Self::F16 | Self::Bf16 => 2,
+            Self::I32 | Self::U32 | Self::F32 => 4,
+            Self::I64 | Self::U64 | Self::F64 => 8,
+        }
+    }
+
+    /// True for the floating-point types.
+    pub const fn is_float(self) -> bool {
+        matches!(self, Self::F16 | Self::Bf16 | Self::F32 | Self::F64)
+    }
+
+    /// The lower-case name used on command lines and in reports.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::I8 => "int8",
+            Self::U8 => "uint8",
+            Self::I32 => "int32",
+            Self::U32 => "uint32",
+            Self::I64 => "int64",
+            Self::U64 => "uint64",
+            Self::F16 => "half",
+            Self::F32 => "float",
+            Self::F64 => "double",
+            Self::Bf16 => "bfloat16",
+        }
+    }
+}
+
+/// An IEEE binary16 value, as its bits.
+#[repr(transparent)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub struct F16(pub u16);
+
+/// A bfloat16 value (the upper half of an f32), as its bits.
+#[repr(transparent)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub struct Bf16(pub u16);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbering_round_trips_and_sizes_match_rust_types() {
+        for (i, t) in DataType::ALL.into_iter().enumerate() {
+            assert_eq!(t as u8 as usize, i);
+            assert_eq!(DataType::from_u8(i as u8), Some(t));
+        }
+        assert_eq!(DataType::from_u8(10), None);
+        assert_eq!(DataType::F16.size(), core::mem::size_of::<F16>());
+        assert_eq!(DataType::Bf16.size(), core::mem::size_of::<Bf16>());
+        assert!(DataType::Bf16.is_float() && !DataType::U64.is_float());
+    }
+}

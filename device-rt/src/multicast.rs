@@ -1,0 +1,227 @@
+//! Multicast as a type parameter: one generic data path, two ways to reach every
+//! device's copy of a buffer.
+//!
+//! - [`HwMulticast`] (GPU only): the handle is a multicast address; `ld_reduce` is one
+//!   `multimem.ld_reduce` and `st` one `multimem.st`, done by the NVLink switch.
+//! - [`SwMulticast`]: the handle is the address of a [`SwMulticastTable`] listing each
+//!   device's unicast address; `ld_reduce` loads from every peer and reduces in peer
+//!   order (so every rank computes bit-identical results), `st` stores to every peer.
+//!
+//! ferroccl never creates a multicast object on shared machines (DESIGN.md), so
+//! `SwMulticast` is what runs; `HwMulticast` is compiled and checked by ptxas.
+
+use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
+
+/// Most devices one multicast handle can reach (one node).
+pub const MAX_MULTICAST_PEERS: usize = 8;
+
+/// What a [`SwMulticast`] handle points to, in device memory: the unicast address of the
+/// same buffer on each peer. Written by the host before use, read-only on the device.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub struct SwMulticastTable {
+    /// Peers in `peers` (1..=MAX_MULTICAST_PEERS).
+    pub npeers: u32,
+    /// Zero.
+    pub reserved: u32,
+    /// Each peer's address of the buffer (generic addresses; peer access enabled).
+    pub peers: [u64; MAX_MULTICAST_PEERS],
+}
+
+static_assertions::const_assert_eq!(core::mem::size_of::<SwMulticastTable>(), 72);
+static_assertions::const_assert_eq!(core::mem::offset_of!(SwMulticastTable, peers), 8);
+
+#[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
+mod flavours {
+    use super::{MAX_MULTICAST_PEERS, SwMulticastTable};
+    use crate::dtype::DataType;
+    use crate::pack::{self, BytePack, PackIo, PackSize, Size};
+    use crate::redop::{Elem, RedOp, RedOpKind};
+
+    /// A way to load-and-reduce from, and store to, every device's copy of a buffer.
+    pub trait Multicast {
+        /// The handle resolved once per thread (registers), then used for every pack.
+        type Target: Copy;
+
+        /// Reads what `handle` names (once per call of `reduce_copy`).
+        ///
+        /// # Safety
+        /// `handle` must be a valid handle of this flavour.
+        unsafe fn resolve(handle: u64) -> Self::Target;
+
+        /// The bitwise OR of every address behind `target`: its low bits tell the
+        /// alignment every access through it has.
+        fn address_bits(target: &Self::Target) -> u64;
+
+        /// The widest pack (bytes) that [`Multicast::ld_reduce`] supports for operator
+        /// `kind` on `dtype`, 0 when it supports none (NCCL's
+        /// `LoadMultimem_BigPackSize`).
+        fn big_pack_size(kind: RedOpKind, dtype: DataType) -> usize;
+
+        /// Loads the `N` bytes at `offset` from every device's copy and reduces them.
+        /// Ordering: relaxed (like `ld_volatile_global`).
+        ///
+        /// # Safety
+        /// `offset` must stay inside the buffer and keep `N`-byte alignment; `N` must be
+        /// an element size or at most `big_pack_size`.
+        unsafe fn ld_reduce<Op: RedOp, const N: usize>(op: &Op, target: &Self::Target, offset: u64) -> BytePack<N>
+        where
+            Size<N>: PackIo<N> + PackSize;
+
+        /// Stores `v` at `offset` in every device's copy. Ordering: weak stores.
+        ///
+        /// # Safety
+        /// As [`Multicast::ld_reduce`].
+        unsafe fn st<const N: usize>(target: &Self::Target, offset: u64, v: BytePack<N>)
+        where
+            Size<N>: PackIo<N> + PackSize;
+    }
+
+    /// Multicast done as loops over the peers' unicast addresses.
+    pub struct SwMulticast;
+
+    impl Multicast for SwMulticast {
+        type Target = SwMulticastTable;
+
+        #[inline(always)]
+        unsafe fn resolve(handle: u64) -> SwMulticastTable {
+            let table = unsafe { (handle as *const SwMulticastTable).read() };
+            if table.npeers == 0 || table.npeers as usize > MAX_MULTICAST_PEERS {
+                crate::arch::trap();
+            }
+            table
+        }
+
+        #[inline(always)]
+        fn address_bits(target: &SwMulticastTable) -> u64 {
+            let mut bits = 0;
+            for p in 0..target.npeers as usize {
+                bits |= target.peers[p];
+            }
+            bits
+        }
+
+        #[inline(always)]
+        fn big_pack_size(_kind: RedOpKind, _dtype: DataType) -> usize {
+            16
+        }
+
+        #[inline(always)]
+        unsafe fn ld_reduce<Op: RedOp, const N: usize>(op: &Op, target: &SwMulticastTable, offset: u64) -> BytePack<N>
+        where
+            Size<N>: PackIo<N> + PackSize,
+        {
+            let mut acc = unsafe { pack::ld_volatile_global::<N>(target.peers[0] + offset) };
+            for p in 1..target.npeers as usize {
+                let v = unsafe { pack::ld_volatile_global::<N>(target.peers[p] + offset) };
+                acc = op.reduce_pack(acc, v);
+            }
+            acc
+        }
+
+        #[inline(always)]
+        unsafe fn st<const N: usize>(target: &SwMulticastTable, offset: u64, v: BytePack<N>)
+        where
+            Size<N>: PackIo<N> + PackSize,
+        {
+            for p in 0..target.npeers as usize {
+                unsafe { pack::st_global::<N>(target.peers[p] + offset, v) };
+            }
+        }
+    }
+
+    /// Multicast through NVLink SHARP's `multimem` instructions (GPU only).
+    #[cfg(target_arch = "nvptx64")]
+    pub struct HwMulticast;
+
+    #[cfg(target_arch = "nvptx64")]
+    impl Multicast for HwMulticast {
+        type Target = u64;
+
+        #[inline(always)]
+        unsafe fn resolve(handle: u64) -> u64 {
+            handle
+        }
+
+        #[inline(always)]
+        fn address_bits(target: &u64) -> u64 {
+            *target
+        }
+
+        #[inline(always)]
+        fn big_pack_size(kind: RedOpKind, dtype: DataType) -> usize {
+            let (sum, min_max, float, size) = (kind.is_sum(), kind.is_min_max(), dtype.is_float(), dtype.size());
+            if float && sum && size < 8 {
+                16
+            } else if float && sum {
+                8
+            } else if float && min_max && size == 2 {
+                16
+            } else if !float && (sum || min_max) && size >= 4 {
+                size
+            } else {
+                0
+            }
+        }
+
+        #[inline(always)]
+        unsafe fn ld_reduce<Op: RedOp, const N: usize>(_op: &Op, target: &u64, offset: u64) -> BytePack<N>
+        where
+            Size<N>: PackIo<N> + PackSize,
+        {
+            use crate::arch::*;
+            use DataType as D;
+            use RedOpKind as K;
+            let a = *target + offset;
+            let kind = if Op::KIND.is_sum() { K::Sum } else { Op::KIND };
+            unsafe {
+                match (kind, <Op::Elt as Elem>::DTYPE, N) {
+                    (K::Sum, D::F32, 16) => BytePack::from_value(multimem_ld_reduce_add_v4_f32(a)),
+                    (K::Sum, D::F16, 16) => BytePack::from_value(multimem_ld_reduce_add_v4_f16x2(a)),
+                    (K::Sum, D::Bf16, 16) => BytePack::from_value(multimem_ld_reduce_add_v4_bf16x2(a)),
+                    (K::Min, D::F16, 16) => BytePack::from_value(multimem_ld_reduce_min_v4_f16x2(a)),
+                    (K::Max, D::F16, 16) => BytePack::from_value(multimem_ld_reduce_max_v4_f16x2(a)),
+                    (K::Min, D::Bf16, 16) => BytePack::from_value(multimem_ld_reduce_min_v4_bf16x2(a)),
+                    (K::Max, D::Bf16, 16) => BytePack::from_value(multimem_ld_reduce_max_v4_bf16x2(a)),
+                    (K::Sum, D::F64, 8) => BytePack::from_value(multimem_ld_reduce_add_f64(a)),
+                    (K::Sum, D::F32, 4) => BytePack::from_value(multimem_ld_reduce_add_f32(a)),
+                    (K::Sum, D::U32 | D::I32, 4) => BytePack::from_value(multimem_ld_reduce_add_u32(a)),
+                    (K::Min, D::U32, 4) => BytePack::from_value(multimem_ld_reduce_min_u32(a)),
+                    (K::Max, D::U32, 4) => BytePack::from_value(multimem_ld_reduce_max_u32(a)),
+                    (K::Min, D::I32, 4) => BytePack::from_value(multimem_ld_reduce_min_s32(a)),
+                    (K::Max, D::I32, 4) => BytePack::from_value(multimem_ld_reduce_max_s32(a)),
+                    (K::Sum, D::U64 | D::I64, 8) => BytePack::from_value(multimem_ld_reduce_add_u64(a)),
+                    (K::Min, D::U64, 8) => BytePack::from_value(multimem_ld_reduce_min_u64(a)),
+                    (K::Max, D::U64, 8) => BytePack::from_value(multimem_ld_reduce_max_u64(a)),
+                    (K::Min, D::I64, 8) => BytePack::from_value(multimem_ld_reduce_min_s64(a)),
+                    (K::Max, D::I64, 8) => BytePack::from_value(multimem_ld_reduce_max_s64(a)),
+                    // No multimem form (e.g. a single 16-bit float: multimem
+                    // reduces them only in pairs): the host
+                    // refuses such work before it reaches the device.
+                    _ => trap(),
+                }
+            }
+        }
+
+        #[inline(always)]
+        unsafe fn st<const N: usize>(target: &u64, offset: u64, v: BytePack<N>)
+        where
+            Size<N>: PackIo<N> + PackSize,
+        {
+            use crate::arch::*;
+            let a = *target + offset;
+            unsafe {
+                match N {
+                    16 => multimem_st_v4(a, v.to_value()),
+                    8 => multimem_st_b64(a, v.to_value()),
+                    4 => multimem_st_b32(a, v.to_value()),
+                    2 => multimem_st_b16(a, v.to_value()),
+                    _ => trap(),
+                }
+            }
+        }
+    }
+}
+
+#[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
+pub use flavours::*;

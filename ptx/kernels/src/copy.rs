@@ -1,0 +1,92 @@
+//! Standalone `reduce_copy` and block-reduction kernels: the device halves of the
+//! reduce_copy self-tests and benchmark.
+
+use device_rt::arch;
+use device_rt::block::block_reduce_args;
+use device_rt::copy::{op_kind, reduce_copy_args, reduce_copy_share};
+use device_rt::dtype::{Bf16, F16};
+use device_rt::multicast::HwMulticast;
+use device_rt::redop::{Max, Min, RedOpKind, Sum};
+use device_rt::selftest::ReduceCopyArgs;
+
+macro_rules! reduce_copy_kernel {
+    ($name:ident, $t:ty) => {
+        /// `device_rt::copy::reduce_copy_args` over `*args`.
+        ///
+        /// # Safety
+        /// `args` points to a valid `ReduceCopyArgs` whose buffers hold `n_elts`
+        /// elements; the block is a multiple of 32 threads.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "gpu-kernel" fn $name(args: *const ReduceCopyArgs) {
+            unsafe { reduce_copy_args::<$t>(&*args) }
+        }
+    };
+}
+
+reduce_copy_kernel!(reduce_copy_i8, i8);
+reduce_copy_kernel!(reduce_copy_u8, u8);
+reduce_copy_kernel!(reduce_copy_i32, i32);
+reduce_copy_kernel!(reduce_copy_u32, u32);
+reduce_copy_kernel!(reduce_copy_i64, i64);
+reduce_copy_kernel!(reduce_copy_u64, u64);
+reduce_copy_kernel!(reduce_copy_f16, F16);
+reduce_copy_kernel!(reduce_copy_f32, f32);
+reduce_copy_kernel!(reduce_copy_f64, f64);
+reduce_copy_kernel!(reduce_copy_bf16, Bf16);
+
+/// Every `multimem` form `HwMulticast` emits, with a multicast source (`dtype`, `op` pick
+/// one) or a multicast destination (`op` = Sum, f32). It exists so that ptxas checks the
+/// NVLink SHARP path; ferroccl never launches it on machines where it may not create a
+/// multicast object.
+///
+/// # Safety
+/// `args.srcs[0]`/`args.dsts[0]` must be multicast addresses bound to a multicast object.
+#[unsafe(no_mangle)]
+pub unsafe extern "gpu-kernel" fn reduce_copy_hw_multicast(args: *const ReduceCopyArgs, dtype: u32) {
+    use device_rt::dtype::DataType as D;
+    use RedOpKind as K;
+    type Hw = HwMulticast;
+    let a = unsafe { &*args };
+    let dtype = u8::try_from(dtype).ok().and_then(D::from_u8);
+    unsafe {
+        match (dtype, op_kind(a.op), a.multicast_dst) {
+            (Some(D::F32), Some(K::Sum), 1) => reduce_copy_share::<Sum<f32>, Hw, 0, 1>(a),
+            (Some(D::F32), Some(K::Sum), _) => reduce_copy_share::<Sum<f32>, Hw, 1, 0>(a),
+            (Some(D::F16), Some(K::Sum), _) => reduce_copy_share::<Sum<F16>, Hw, 1, 0>(a),
+            (Some(D::Bf16), Some(K::Sum), _) => reduce_copy_share::<Sum<Bf16>, Hw, 1, 0>(a),
+            (Some(D::F64), Some(K::Sum), _) => reduce_copy_share::<Sum<f64>, Hw, 1, 0>(a),
+            (Some(D::F16), Some(K::Min), _) => reduce_copy_share::<Min<F16>, Hw, 1, 0>(a),
+            (Some(D::F16), Some(K::Max), _) => reduce_copy_share::<Max<F16>, Hw, 1, 0>(a),
+            (Some(D::Bf16), Some(K::Min), _) => reduce_copy_share::<Min<Bf16>, Hw, 1, 0>(a),
+            (Some(D::Bf16), Some(K::Max), _) => reduce_copy_share::<Max<Bf16>, Hw, 1, 0>(a),
+            (Some(D::I32), Some(K::Sum), _) => reduce_copy_share::<Sum<i32>, Hw, 1, 0>(a),
+            (Some(D::U32), Some(K::Min), _) => reduce_copy_share::<Min<u32>, Hw, 1, 0>(a),
+            (Some(D::I32), Some(K::Max), _) => reduce_copy_share::<Max<i32>, Hw, 1, 0>(a),
+            (Some(D::U64), Some(K::Sum), _) => reduce_copy_share::<Sum<u64>, Hw, 1, 0>(a),
+            (Some(D::U64), Some(K::Max), _) => reduce_copy_share::<Max<u64>, Hw, 1, 0>(a),
+            (Some(D::I64), Some(K::Min), _) => reduce_copy_share::<Min<i64>, Hw, 1, 0>(a),
+            _ => arch::trap(),
+        }
+    }
+}
+
+macro_rules! block_reduce_kernel {
+    ($name:ident, $t:ty) => {
+        /// `device_rt::block::block_reduce_args` over `input`/`out`.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "gpu-kernel" fn $name(input: *const $t, out: *mut $t, op: u32) {
+            unsafe { block_reduce_args::<$t>(input, out, op) }
+        }
+    };
+}
+
+block_reduce_kernel!(block_reduce_i8, i8);
+block_reduce_kernel!(block_reduce_u8, u8);
+block_reduce_kernel!(block_reduce_i32, i32);
+block_reduce_kernel!(block_reduce_u32, u32);
+block_reduce_kernel!(block_reduce_i64, i64);
+block_reduce_kernel!(block_reduce_u64, u64);
+block_reduce_kernel!(block_reduce_f16, F16);
+block_reduce_kernel!(block_reduce_f32, f32);
+block_reduce_kernel!(block_reduce_f64, f64);
+block_reduce_kernel!(block_reduce_bf16, Bf16);
