@@ -55,6 +55,22 @@ impl DataType {
         matches!(self, Self::F16 | Self::Bf16 | Self::F32 | Self::F64)
     }
 
+    /// The short name that ends the names of per-type kernels (`reduce_copy_f32`).
+    pub const fn short_name(self) -> &'static str {
+        match self {
+            Self::I8 => "i8",
+            Self::U8 => "u8",
+            Self::I32 => "i32",
+            Self::U32 => "u32",
+            Self::I64 => "i64",
+            Self::U64 => "u64",
+            Self::F16 => "f16",
+            Self::F32 => "f32",
+            Self::F64 => "f64",
+            Self::Bf16 => "bf16",
+        }
+    }
+
     /// The lower-case name used on command lines and in reports.
     pub const fn name(self) -> &'static str {
         match self {

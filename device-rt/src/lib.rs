@@ -10,7 +10,16 @@
 #![cfg_attr(not(feature = "host-emu"), no_std)]
 #![cfg_attr(target_arch = "nvptx64", feature(asm_experimental_arch))]
 
-#[cfg(target_arch = "nvptx64")]
+#[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
 pub mod arch;
 
+#[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
+pub mod block;
+#[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
+pub mod copy;
+pub mod dtype;
+pub mod multicast;
+#[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
+pub mod pack;
+pub mod redop;
 pub mod selftest;

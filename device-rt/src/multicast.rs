@@ -36,7 +36,9 @@ mod flavours {
     use super::{MAX_MULTICAST_PEERS, SwMulticastTable};
     use crate::dtype::DataType;
     use crate::pack::{self, BytePack, PackIo, PackSize, Size};
-    use crate::redop::{Elem, RedOp, RedOpKind};
+    #[cfg(target_arch = "nvptx64")]
+    use crate::redop::Elem;
+    use crate::redop::{RedOp, RedOpKind};
 
     /// A way to load-and-reduce from, and store to, every device's copy of a buffer.
     pub trait Multicast {

@@ -10,6 +10,7 @@ mod error;
 pub mod device;
 pub mod memory;
 pub mod module;
+pub mod reference;
 pub mod selftest;
 pub mod stream;
 
