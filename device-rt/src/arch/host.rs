@@ -42,7 +42,7 @@ pub const WARP_SIZE: u32 = 32;
 const NAMED_BARRIERS: usize = 16;
 
 /// Stack of each emulated thread: device code keeps little on its stack.
-const THREAD_STACK_BYTES: usize = 256 * 1024;
+const THREAD_STACK_BYTES: usize = 1024 * 1024;
 
 /// How long a thread may wait at a barrier or warp operation before the twin calls it a
 /// deadlock and panics (a GPU would hang instead).

@@ -152,27 +152,41 @@ impl PtxBuild {
             return Err(BuildError::MissingKernelCrate { manifest });
         }
         self.check_toolchain()?;
+        // rustc writes the PTX only when cargo actually recompiles, so it goes to a
+        // stable place in the nested target dir (current whenever cargo calls the crate
+        // fresh) and is copied to `out` from there.
+        let emitted = self.target_dir.join("ferroccl-kernels.ptx");
+        self.nested_build(&manifest, &emitted)?;
+        if !emitted.is_file() {
+            // Fresh by cargo's fingerprints but the PTX is gone: rebuild from scratch.
+            std::fs::remove_dir_all(&self.target_dir)
+                .map_err(|source| BuildError::Io { path: self.target_dir.clone(), source })?;
+            self.nested_build(&manifest, &emitted)?;
+        }
+        let ptx = read(&emitted)?;
+        check_ptx(&ptx).map_err(|reason| BuildError::NoPtx { path: emitted.clone(), reason })?;
         let partial = out.with_extension("ptx.partial");
-        remove_if_present(&partial)?;
+        std::fs::write(&partial, &ptx).map_err(|source| BuildError::Io { path: partial.clone(), source })?;
+        std::fs::rename(&partial, out).map_err(|source| BuildError::Io { path: out.into(), source })
+    }
+
+    fn nested_build(&self, manifest: &Path, emitted: &Path) -> Result<(), BuildError> {
         let mut cmd = Command::new(&self.cargo);
         cmd.current_dir(&self.kernel_dir)
             .args(["rustc", "--release", "--target", TARGET, "-Zbuild-std=core"])
             .arg("--manifest-path")
-            .arg(&manifest)
+            .arg(manifest)
             .arg("--target-dir")
             .arg(&self.target_dir)
             .arg("--")
-            .arg(format!("--emit=asm={}", partial.display()))
+            .arg(format!("--emit=asm={}", emitted.display()))
             .args(["-C", &format!("target-cpu={TARGET_CPU}")])
             .args(["-C", &format!("target-feature={PTX_FEATURE}")])
             .env("RUSTC", &self.rustc);
         for var in SCRUBBED_ENV {
             cmd.env_remove(var);
         }
-        run(cmd, &self.cargo, "the nested nvptx build of the kernel crate")?;
-        let ptx = read(&partial)?;
-        check_ptx(&ptx).map_err(|reason| BuildError::NoPtx { path: partial.clone(), reason })?;
-        std::fs::rename(&partial, out).map_err(|source| BuildError::Io { path: out.into(), source })
+        run(cmd, &self.cargo, "the nested nvptx build of the kernel crate").map(drop)
     }
 
     fn check_toolchain(&self) -> Result<(), BuildError> {
