@@ -7,6 +7,7 @@
 mod driver;
 mod error;
 
+pub mod bench;
 pub mod device;
 pub mod memory;
 pub mod module;

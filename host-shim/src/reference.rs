@@ -379,7 +379,7 @@ pub fn matrix(scale: Scale, seed: u64) -> Vec<Case> {
         Scale::HostTwin => &[0, 1, 3, 5, 17, 33, 255, 1021, 4096, 65599],
     };
     let big_bytes = match scale {
-        Scale::Gpu => 64 << 20,
+        Scale::Gpu => 24 << 20,
         Scale::HostTwin => 6 << 20,
     };
     let mut cases = Vec::new();

@@ -6,6 +6,7 @@
 
 use std::process::ExitCode;
 
+use host_shim::bench::{self, ReduceCopyBench};
 use host_shim::{Error, device, selftest};
 
 const USAGE: &str = "usage: ferroccl <command>
@@ -13,6 +14,9 @@ const USAGE: &str = "usage: ferroccl <command>
 commands:
   info                        list CUDA devices and what they support
   test [--device N] [FILTER]  run the GPU self-tests (those whose name contains FILTER)
+  bench reduce_copy [--device N] [--bytes N] [--iters N] [--json PATH]
+                              reduce_copy (copy, 2- and 8-source sum; f32, bf16) against
+                              cuMemcpyDtoD of the same bytes, in one run
   ptx                         print the embedded PTX module
 
 environment:
@@ -24,6 +28,7 @@ fn main() -> ExitCode {
     let result = match args.first().map(String::as_str) {
         Some("info") if args.len() == 1 => info(),
         Some("test") => test(&args[1..]),
+        Some("bench") if args.get(1).map(String::as_str) == Some("reduce_copy") => bench_reduce_copy(&args[2..]),
         Some("ptx") if args.len() == 1 => {
             print!("{}", host_shim::module::PTX);
             Ok(ExitCode::SUCCESS)
@@ -95,6 +100,65 @@ fn test(args: &[String]) -> Result<ExitCode, Error> {
     let failed = results.iter().filter(|r| r.outcome.is_err()).count();
     println!("{} passed, {failed} failed", results.len() - failed);
     Ok(if failed == 0 && !results.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+fn bench_reduce_copy(args: &[String]) -> Result<ExitCode, Error> {
+    let mut ordinal = 0usize;
+    let mut cfg = ReduceCopyBench { bytes: 256 << 20, iters: 20 };
+    let mut json_path = None;
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        let mut value = |name: &str| {
+            it.next().cloned().ok_or_else(|| Error::InvalidArgument(format!("{name} needs a value")))
+        };
+        let number = |name: &str, v: String| {
+            v.parse::<usize>().map_err(|_| Error::InvalidArgument(format!("{name} {v}: not a number")))
+        };
+        match arg.as_str() {
+            "--device" | "-d" => ordinal = number("--device", value("--device")?)?,
+            "--bytes" => cfg.bytes = number("--bytes", value("--bytes")?)?,
+            "--iters" => cfg.iters = number("--iters", value("--iters")?)?,
+            "--json" => json_path = Some(value("--json")?),
+            other => return Err(Error::InvalidArgument(format!("unexpected argument {other:?}\n{USAGE}"))),
+        }
+    }
+    let info = device::list()?
+        .into_iter()
+        .nth(ordinal)
+        .ok_or(Error::NoSuchDevice { ordinal, count: device::list()?.len() })?;
+    let fixture = selftest::Fixture::new(ordinal)?;
+    println!(
+        "reduce_copy benchmark on device {ordinal} ({}, {} SMs): {} MiB per buffer, median of {} runs",
+        info.name,
+        info.sm_count,
+        cfg.bytes >> 20,
+        cfg.iters
+    );
+    let results = bench::reduce_copy(&fixture, &cfg, info.sm_count as u32)?;
+    print!("{}", bench::table(&results));
+    if let Some(path) = json_path {
+        let body = bench::json(&results, &cfg, &info.name, &utc_now());
+        std::fs::write(&path, body).map_err(|e| Error::InvalidArgument(format!("writing {path}: {e}")))?;
+        println!("wrote {path}");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The current time as `YYYY-MM-DDTHH:MM:SSZ`.
+fn utc_now() -> String {
+    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()) as i64;
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
 }
 
 /// A minimal `log` backend: level from `FERROCCL_LOG`, lines on stderr.

@@ -1,0 +1,210 @@
+//! `ferroccl bench reduce_copy`: reduce_copy's bandwidth on one GPU against
+//! `cuMemcpyDtoD` of the same bytes, in the same run.
+//!
+//! Bytes moved count every byte read and written: a copy of B bytes moves 2B, a sum of
+//! `k` sources into one destination moves (k + 1)·B. Times are CUDA-event medians.
+
+use std::fmt::Write as _;
+
+use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, LaunchConfig, PushKernelArg, sys};
+use device_rt::dtype::DataType;
+use device_rt::redop::RedOpKind;
+use device_rt::selftest::ReduceCopyArgs;
+use zerocopy::IntoBytes;
+
+use crate::reference::{self, Rng};
+use crate::selftest::Fixture;
+use crate::{Error, Result};
+
+/// What to measure.
+#[derive(Clone, Debug)]
+pub struct ReduceCopyBench {
+    /// Bytes per buffer.
+    pub bytes: usize,
+    /// Timed iterations per case (after 3 untimed ones).
+    pub iters: usize,
+}
+
+/// One measured case.
+#[derive(Clone, Debug)]
+pub struct Measurement {
+    pub name: String,
+    pub dtype: Option<DataType>,
+    pub nsrcs: usize,
+    pub grid: u32,
+    pub block: u32,
+    pub median_ms: f64,
+    /// Bytes read plus bytes written per second, in GB/s (1e9).
+    pub moved_gbps: f64,
+}
+
+/// Launch shapes tried for every case, as (CTAs per SM, threads per CTA).
+const SHAPES: [(u32, u32); 4] = [(1, 512), (2, 512), (4, 256), (1, 1024)];
+/// Sources per measured case: copy, 2-source sum, 8-source sum.
+const SOURCES: [usize; 3] = [1, 2, 8];
+
+/// Runs the benchmark: memcpy, then copy / sum2 / sum8 for f32 and bf16 in every shape.
+pub fn reduce_copy(fx: &Fixture, cfg: &ReduceCopyBench, sm_count: u32) -> Result<Vec<Measurement>> {
+    if cfg.bytes == 0 || cfg.bytes % 16 != 0 || cfg.iters == 0 {
+        return Err(Error::InvalidArgument(format!(
+            "reduce_copy bench needs a non-zero multiple of 16 bytes and iterations (got {} bytes, {} iterations)",
+            cfg.bytes, cfg.iters
+        )));
+    }
+    let mut srcs: Vec<CudaSlice<u8>> = (0..*SOURCES.iter().max().unwrap_or(&1))
+        .map(|_| fx.stream.alloc_zeros::<u8>(cfg.bytes).map_err(Error::cuda("cuMemAlloc")))
+        .collect::<Result<_>>()?;
+    let mut dst = fx.stream.alloc_zeros::<u8>(cfg.bytes).map_err(Error::cuda("cuMemAlloc"))?;
+    let mut rng = Rng::new(0xBE7C);
+    let mut results = Vec::new();
+
+    let memcpy_ms = median(time_ms(&fx.stream, cfg.iters, || {
+        fx.stream.memcpy_dtod(&srcs[0], &mut dst).map_err(Error::cuda("cuMemcpyDtoDAsync"))
+    })?);
+    results.push(Measurement {
+        name: "memcpy_dtod".into(),
+        dtype: None,
+        nsrcs: 1,
+        grid: 0,
+        block: 0,
+        median_ms: memcpy_ms,
+        moved_gbps: 2.0 * cfg.bytes as f64 / memcpy_ms / 1e6,
+    });
+
+    for dtype in [DataType::F32, DataType::Bf16] {
+        let host = reference::random_elements(dtype, cfg.bytes / dtype.size(), &mut rng);
+        for s in srcs.iter_mut() {
+            fx.stream.memcpy_htod(&host, s).map_err(Error::cuda("cuMemcpyHtoD"))?;
+        }
+        let kernel = fx.module.kernel(&format!("reduce_copy_{}", dtype.short_name()))?;
+        for nsrcs in SOURCES {
+            let mut args = ReduceCopyArgs {
+                n_elts: (cfg.bytes / dtype.size()) as u64,
+                nsrcs: nsrcs as u32,
+                ndsts: 1,
+                op: RedOpKind::Sum as u32,
+                ..Default::default()
+            };
+            for (s, buf) in srcs.iter().take(nsrcs).enumerate() {
+                args.srcs[s] = buf.device_ptr(&fx.stream).0;
+            }
+            args.dsts[0] = dst.device_ptr(&fx.stream).0;
+            let args_dev = fx.stream.clone_htod(args.as_bytes()).map_err(Error::cuda("cuMemcpyHtoD"))?;
+            let args_ptr = args_dev.device_ptr(&fx.stream).0;
+            for (per_sm, block) in SHAPES {
+                let grid = sm_count * per_sm;
+                let launch = LaunchConfig { grid_dim: (grid, 1, 1), block_dim: (block, 1, 1), shared_mem_bytes: 0 };
+                let ms = median(time_ms(&fx.stream, cfg.iters, || {
+                    // SAFETY: the argument block and every buffer it names are live and hold
+                    // `n_elts` elements.
+                    unsafe { fx.stream.launch_builder(&kernel).arg(&args_ptr).launch(launch) }
+                        .map(drop)
+                        .map_err(Error::cuda("cuLaunchKernel"))
+                })?);
+                results.push(Measurement {
+                    name: if nsrcs == 1 { "copy".into() } else { format!("sum{nsrcs}") },
+                    dtype: Some(dtype),
+                    nsrcs,
+                    grid,
+                    block,
+                    median_ms: ms,
+                    moved_gbps: (nsrcs + 1) as f64 * cfg.bytes as f64 / ms / 1e6,
+                });
+            }
+        }
+    }
+    Ok(results)
+}
+
+/// Runs `op` `iters` times after 3 warm-up runs, timing each with a pair of CUDA events;
+/// returns the milliseconds of each timed run.
+fn time_ms(stream: &std::sync::Arc<CudaStream>, iters: usize, mut op: impl FnMut() -> Result<()>) -> Result<Vec<f64>> {
+    let ctx = stream.context();
+    for _ in 0..3 {
+        op()?;
+    }
+    let mut times = Vec::with_capacity(iters);
+    for _ in 0..iters {
+        let start = ctx.new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT)).map_err(Error::cuda("cuEventCreate"))?;
+        let end = ctx.new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT)).map_err(Error::cuda("cuEventCreate"))?;
+        start.record(stream).map_err(Error::cuda("cuEventRecord"))?;
+        op()?;
+        end.record(stream).map_err(Error::cuda("cuEventRecord"))?;
+        crate::stream::wait(stream, std::time::Duration::from_secs(30), "a benchmark iteration")?;
+        times.push(f64::from(start.elapsed_ms(&end).map_err(Error::cuda("cuEventElapsedTime"))?));
+    }
+    Ok(times)
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// The fastest shape of `name` on `dtype`.
+pub fn best<'a>(results: &'a [Measurement], name: &str, dtype: DataType) -> Option<&'a Measurement> {
+    results
+        .iter()
+        .filter(|m| m.name == name && m.dtype == Some(dtype))
+        .min_by(|a, b| a.median_ms.total_cmp(&b.median_ms))
+}
+
+/// The results as a table, one line per measurement, with the ratio to memcpy's bytes
+/// moved per second.
+pub fn table(results: &[Measurement]) -> String {
+    let memcpy = results.iter().find(|m| m.dtype.is_none()).map_or(f64::NAN, |m| m.moved_gbps);
+    let mut out = format!("{:<12} {:>9} {:>6} {:>6} {:>10} {:>10} {:>10}\n", "case", "dtype", "grid", "block", "time_ms", "moved_GB/s", "vs_memcpy");
+    for m in results {
+        let _ = writeln!(
+            out,
+            "{:<12} {:>9} {:>6} {:>6} {:>10.3} {:>10.1} {:>10.3}",
+            m.name,
+            m.dtype.map_or("-", DataType::name),
+            m.grid,
+            m.block,
+            m.median_ms,
+            m.moved_gbps,
+            m.moved_gbps / memcpy
+        );
+    }
+    out
+}
+
+/// The results as `bench/results/reduce_copy.json`'s body: every measurement, the best
+/// shape per case, and the two headline ratios (the worse of f32 and bf16).
+pub fn json(results: &[Measurement], cfg: &ReduceCopyBench, gpu: &str, date_utc: &str) -> String {
+    let memcpy = results.iter().find(|m| m.dtype.is_none()).map_or(f64::NAN, |m| m.moved_gbps);
+    let ratio = |name: &str| {
+        [DataType::F32, DataType::Bf16]
+            .iter()
+            .filter_map(|&d| best(results, name, d))
+            .map(|m| m.moved_gbps / memcpy)
+            .fold(f64::INFINITY, f64::min)
+    };
+    let mut out = String::from("{\n");
+    let _ = writeln!(out, "  \"date_utc\": \"{date_utc}\",");
+    let _ = writeln!(out, "  \"gpu\": \"{gpu}\",");
+    let _ = writeln!(out, "  \"bytes_per_buffer\": {},", cfg.bytes);
+    let _ = writeln!(out, "  \"iterations\": {},", cfg.iters);
+    let _ = writeln!(out, "  \"memcpy_moved_gbps\": {memcpy:.1},");
+    let _ = writeln!(out, "  \"copy_vs_memcpy\": {:.4},", ratio("copy"));
+    let _ = writeln!(out, "  \"sum2_vs_memcpy_roofline\": {:.4},", ratio("sum2"));
+    let _ = writeln!(out, "  \"sum8_vs_memcpy_roofline\": {:.4},", ratio("sum8"));
+    out.push_str("  \"measurements\": [\n");
+    for (i, m) in results.iter().enumerate() {
+        let _ = writeln!(
+            out,
+            "    {{\"case\": \"{}\", \"dtype\": \"{}\", \"grid\": {}, \"block\": {}, \"median_ms\": {:.4}, \"moved_gbps\": {:.1}, \"vs_memcpy\": {:.4}}}{}",
+            m.name,
+            m.dtype.map_or("-", DataType::name),
+            m.grid,
+            m.block,
+            m.median_ms,
+            m.moved_gbps,
+            m.moved_gbps / memcpy,
+            if i + 1 == results.len() { "" } else { "," }
+        );
+    }
+    out.push_str("  ]\n}\n");
+    out
+}
