@@ -39,7 +39,7 @@ pub struct Measurement {
 }
 
 /// Launch shapes tried for every case, as (CTAs per SM, threads per CTA).
-const SHAPES: [(u32, u32); 4] = [(1, 512), (2, 512), (4, 256), (1, 1024)];
+const SHAPES: [(u32, u32); 4] = [(1, 512), (2, 512), (4, 256), (2, 256)];
 /// Sources per measured case: copy, 2-source sum, 8-source sum.
 const SOURCES: [usize; 3] = [1, 2, 8];
 
@@ -76,8 +76,8 @@ pub fn reduce_copy(fx: &Fixture, cfg: &ReduceCopyBench, sm_count: u32) -> Result
         for s in srcs.iter_mut() {
             fx.stream.memcpy_htod(&host, s).map_err(Error::cuda("cuMemcpyHtoD"))?;
         }
-        let kernel = fx.module.kernel(&format!("reduce_copy_{}", dtype.short_name()))?;
         for nsrcs in SOURCES {
+            let kernel = fx.module.kernel(&format!("reduce_copy_sum_{}_s{nsrcs}d1", dtype.short_name()))?;
             let mut args = ReduceCopyArgs {
                 n_elts: (cfg.bytes / dtype.size()) as u64,
                 nsrcs: nsrcs as u32,

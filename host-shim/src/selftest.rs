@@ -330,7 +330,7 @@ fn clocks(fx: &Fixture) -> Outcome {
 }
 
 /// Launch shapes the reduce_copy matrix cycles through: (CTAs, threads per CTA).
-const REDUCE_COPY_SHAPES: [(u32, u32); 5] = [(1, 32), (3, 64), (16, 256), (132, 512), (7, 1024)];
+const REDUCE_COPY_SHAPES: [(u32, u32); 5] = [(1, 32), (3, 64), (16, 256), (132, 512), (7, 96)];
 
 /// Runs every case of the reduce_copy matrix on the GPU and compares each output, bit for
 /// bit, with the host reference.

@@ -28,7 +28,7 @@ use crate::pack::{self, BytePack, PackIo, PackSize, Size};
 use crate::redop::{Elem, RedOp};
 
 mod standalone;
-pub use standalone::{UNROLL, op_kind, reduce_copy_args, reduce_copy_share};
+pub use standalone::{UNROLL, op_kind, reduce_copy_args, reduce_copy_fixed, reduce_copy_share};
 
 /// The buffers of one `reduce_copy`: addresses (global, or multicast handles for the
 /// first `MULTIMEM_SRCS`/`MULTIMEM_DSTS`), how many are used, and each source's pre-op
@@ -293,12 +293,12 @@ impl<
             };
         }
         let pre = (s < PRE_OP_SRCS).then(|| Op::new(x.pre_op_args[s]));
-        for (a, t) in acc.iter_mut().zip(tmp) {
+        for u in 0..UNROLL {
             let t = match &pre {
-                Some(p) if s >= MULTIMEM_SRCS => p.pre_op_pack(t),
-                _ => t,
+                Some(p) if s >= MULTIMEM_SRCS => p.pre_op_pack(tmp[u]),
+                _ => tmp[u],
             };
-            *a = self.op.reduce_pack(*a, t);
+            acc[u] = self.op.reduce_pack(acc[u], t);
         }
     }
 }

@@ -55,6 +55,37 @@ pub unsafe fn reduce_copy_share<Op: RedOp, M: Multicast, const MULTIMEM_SRCS: us
     }
 }
 
+/// Runs `reduce_copy` with exactly `NSRCS` unicast sources and `NDSTS` destinations
+/// (the first of `a`'s; its counts are ignored), all unrolled at compile time, and no
+/// pre- or post-op: the shapes collectives move data with (copy, recv-reduce-send, …),
+/// and what the benchmark measures.
+///
+/// # Safety
+/// As [`reduce_copy_share`], with `a.srcs[..NSRCS]` and `a.dsts[..NDSTS]` valid.
+#[inline(always)]
+pub unsafe fn reduce_copy_fixed<Op: RedOp, const NSRCS: usize, const NDSTS: usize>(a: &ReduceCopyArgs) {
+    let elt = size_of::<Op::Elt>();
+    let (begin, end) = cta_share(a.n_elts, elt);
+    let x = Operands::<NSRCS, NDSTS> {
+        srcs: core::array::from_fn(|s| a.srcs[s]),
+        nsrcs: NSRCS,
+        dsts: core::array::from_fn(|d| a.dsts[d]),
+        ndsts: NDSTS,
+        pre_op_args: [0; NSRCS],
+        offset: begin * elt as u64,
+    };
+    unsafe {
+        reduce_copy::<UNROLL, Op, SwMulticast, 0, NSRCS, NSRCS, 0, NDSTS, NDSTS, 0>(
+            arch::thread_idx(),
+            arch::block_dim(),
+            a.red_arg,
+            false,
+            &x,
+            (end - begin) as usize,
+        )
+    }
+}
+
 /// The operator a raw argument names.
 pub fn op_kind(op: u32) -> Option<RedOpKind> {
     u8::try_from(op).ok().and_then(RedOpKind::from_u8)

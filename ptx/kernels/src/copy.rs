@@ -3,7 +3,7 @@
 
 use device_rt::arch;
 use device_rt::block::block_reduce_args;
-use device_rt::copy::{op_kind, reduce_copy_args, reduce_copy_share};
+use device_rt::copy::{op_kind, reduce_copy_args, reduce_copy_fixed, reduce_copy_share};
 use device_rt::dtype::{Bf16, F16};
 use device_rt::multicast::HwMulticast;
 use device_rt::redop::{Max, Min, RedOpKind, Sum};
@@ -33,6 +33,29 @@ reduce_copy_kernel!(reduce_copy_f16, F16);
 reduce_copy_kernel!(reduce_copy_f32, f32);
 reduce_copy_kernel!(reduce_copy_f64, f64);
 reduce_copy_kernel!(reduce_copy_bf16, Bf16);
+
+macro_rules! reduce_copy_fixed_kernel {
+    ($name:ident, $t:ty, $srcs:literal, $dsts:literal) => {
+        /// `device_rt::copy::reduce_copy_fixed` (Sum) over `*args`: the hot shapes.
+        ///
+        /// # Safety
+        /// `args` points to a valid `ReduceCopyArgs` whose first sources and destinations
+        /// hold `n_elts` elements; the block is a multiple of 32 threads.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "gpu-kernel" fn $name(args: *const ReduceCopyArgs) {
+            unsafe { reduce_copy_fixed::<Sum<$t>, $srcs, $dsts>(&*args) }
+        }
+    };
+}
+
+reduce_copy_fixed_kernel!(reduce_copy_sum_f32_s1d1, f32, 1, 1);
+reduce_copy_fixed_kernel!(reduce_copy_sum_f32_s2d1, f32, 2, 1);
+reduce_copy_fixed_kernel!(reduce_copy_sum_f32_s2d2, f32, 2, 2);
+reduce_copy_fixed_kernel!(reduce_copy_sum_f32_s8d1, f32, 8, 1);
+reduce_copy_fixed_kernel!(reduce_copy_sum_bf16_s1d1, Bf16, 1, 1);
+reduce_copy_fixed_kernel!(reduce_copy_sum_bf16_s2d1, Bf16, 2, 1);
+reduce_copy_fixed_kernel!(reduce_copy_sum_bf16_s2d2, Bf16, 2, 2);
+reduce_copy_fixed_kernel!(reduce_copy_sum_bf16_s8d1, Bf16, 8, 1);
 
 /// Every `multimem` form `HwMulticast` emits, with a multicast source (`dtype`, `op` pick
 /// one) or a multicast destination (`op` = Sum, f32). It exists so that ptxas checks the
