@@ -113,6 +113,7 @@ pub const ALL: &[SelfTest] = &[
     SelfTest { name: "warp_ops", run: warp_ops },
     SelfTest { name: "clocks", run: clocks },
     SelfTest { name: "reduce_copy_matrix", run: reduce_copy_matrix },
+    SelfTest { name: "reduce_copy_fixed_shapes", run: reduce_copy_fixed_shapes },
     SelfTest { name: "block_reduce", run: block_reduce },
 ];
 
@@ -360,6 +361,49 @@ fn reduce_copy_matrix(fx: &Fixture) -> Outcome {
         layout.check(case, &region, &want).map_err(Failure)?;
     }
     println!("  {} reduce_copy cases", cases.len());
+    Ok(())
+}
+
+/// The fixed-shape Sum kernels the hot path uses: (kernel suffix, sources, destinations).
+pub const FIXED_SHAPES: [(usize, usize); 4] = [(1, 1), (2, 1), (2, 2), (8, 1)];
+
+/// Runs the fixed-shape kernels (`reduce_copy_sum_<dtype>_s<S>d<D>`) over odd sizes and
+/// misalignments and compares with the host reference.
+fn reduce_copy_fixed_shapes(fx: &Fixture) -> Outcome {
+    use device_rt::dtype::DataType;
+    use device_rt::redop::RedOpKind;
+    let mut rng = Rng::new(0xF1);
+    let mut arena = fx.zeros::<u8>(64 << 20)?;
+    let base = device_ptr(fx, &arena);
+    let mut count = 0;
+    for dtype in [DataType::F32, DataType::Bf16] {
+        for (nsrcs, ndsts) in FIXED_SHAPES {
+            let kernel = fx.kernel(&format!("reduce_copy_sum_{}_s{nsrcs}d{ndsts}", dtype.short_name()))?;
+            for (k, n) in [0usize, 1, 2, 33, 1000, 4099, 65537, (1 << 20) + 13].into_iter().enumerate() {
+                let mut case = Case::new(dtype, RedOpKind::Sum, n, nsrcs, ndsts);
+                if k % 2 == 1 {
+                    case.src_misalign = (0..nsrcs).map(|_| rng.below(16 / dtype.size()) * dtype.size()).collect();
+                    case.dst_misalign = (0..ndsts).map(|_| rng.below(16 / dtype.size()) * dtype.size()).collect();
+                }
+                let layout = Layout::new(&case);
+                let mut host = vec![0u8; layout.bytes];
+                let inputs = layout.fill(&case, &mut host, base, &mut rng);
+                let refs: Vec<&[u8]> = inputs.iter().map(Vec::as_slice).collect();
+                let want = reference::expected(&case, &refs);
+                fx.stream.memcpy_htod(&host, &mut arena.slice_mut(..layout.bytes)).map_err(Error::cuda("cuMemcpyHtoD"))?;
+                let (blocks, threads) = REDUCE_COPY_SHAPES[k % REDUCE_COPY_SHAPES.len()];
+                let args = base + layout.args as u64;
+                unsafe { fx.stream.launch_builder(&kernel).arg(&args).launch(cfg(blocks, threads, 0)) }
+                    .map_err(Error::cuda("cuLaunchKernel"))?;
+                fx.finish("reduce_copy fixed shape")?;
+                let (begin, end) = layout.output_region;
+                let region = fx.stream.clone_dtoh(&arena.slice(begin..end)).map_err(Error::cuda("cuMemcpyDtoH"))?;
+                layout.check(&case, &region, &want).map_err(Failure)?;
+                count += 1;
+            }
+        }
+    }
+    println!("  {count} fixed-shape cases");
     Ok(())
 }
 

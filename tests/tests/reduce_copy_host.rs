@@ -6,9 +6,10 @@
 use std::alloc::{Layout as AllocLayout, alloc_zeroed, dealloc};
 
 use device_rt::arch;
-use device_rt::copy::reduce_copy_args;
+use device_rt::copy::{reduce_copy_args, reduce_copy_fixed};
 use device_rt::dtype::{Bf16, DataType, F16};
 use device_rt::selftest::ReduceCopyArgs;
+use device_rt::redop::{RedOpKind, Sum};
 use host_shim::reference::{self, Case, Layout, Rng, Scale};
 
 /// Launch shapes cycled through: (CTAs, threads per CTA).
@@ -93,7 +94,7 @@ fn reduce_copy_matrix_matches_the_reference_bit_for_bit() {
 #[test]
 fn a_wrong_result_is_caught() {
     // The check itself must be able to fail: corrupt one output element after the run.
-    let case = Case::new(DataType::F32, device_rt::redop::RedOpKind::Sum, 1000, 2, 1);
+    let case = Case::new(DataType::F32, RedOpKind::Sum, 1000, 2, 1);
     let layout = Layout::new(&case);
     let mut arena = Arena::new(layout.bytes);
     let base = arena.ptr as u64;
@@ -107,4 +108,84 @@ fn a_wrong_result_is_caught() {
     arena.bytes()[layout.outputs[0] + 4 * 777] ^= 1;
     let err = layout.check(&case, &arena.bytes()[begin..end], &want).unwrap_err();
     assert!(err.contains("element 777"), "{err}");
+}
+
+/// The fixed-shape kernels' body (`reduce_copy_fixed`, Sum) for every shape the hot list
+/// has, over odd sizes and misalignments.
+#[test]
+fn fixed_shapes_match_the_reference() {
+    fn run_fixed<T: device_rt::redop::Elem, const S: usize, const D: usize>(dtype: DataType, rng: &mut Rng) {
+        for (k, n) in [0usize, 1, 2, 33, 1000, 4099, 65537].into_iter().enumerate() {
+            let mut case = Case::new(dtype, RedOpKind::Sum, n, S, D);
+            if k % 2 == 1 {
+                case.src_misalign = (0..S).map(|_| rng.below(16 / dtype.size()) * dtype.size()).collect();
+                case.dst_misalign = (0..D).map(|_| rng.below(16 / dtype.size()) * dtype.size()).collect();
+            }
+            let layout = Layout::new(&case);
+            let mut arena = Arena::new(layout.bytes);
+            let base = arena.ptr as u64;
+            let inputs = layout.fill(&case, &mut arena.bytes()[..layout.bytes], base, rng);
+            let refs: Vec<&[u8]> = inputs.iter().map(Vec::as_slice).collect();
+            let want = reference::expected(&case, &refs);
+            let args = (base + layout.args as u64) as usize;
+            let (grid, block) = SHAPES[k % SHAPES.len()];
+            arch::launch(grid, block, 0, move || unsafe {
+                reduce_copy_fixed::<Sum<T>, S, D>(&*(args as *const ReduceCopyArgs))
+            });
+            let (begin, end) = layout.output_region;
+            if let Err(e) = layout.check(&case, &arena.bytes()[begin..end], &want) {
+                panic!("fixed shape s{S}d{D}: {e}");
+            }
+        }
+    }
+    let mut rng = Rng::new(9);
+    run_fixed::<f32, 1, 1>(DataType::F32, &mut rng);
+    run_fixed::<f32, 2, 1>(DataType::F32, &mut rng);
+    run_fixed::<f32, 2, 2>(DataType::F32, &mut rng);
+    run_fixed::<f32, 8, 1>(DataType::F32, &mut rng);
+    run_fixed::<Bf16, 1, 1>(DataType::Bf16, &mut rng);
+    run_fixed::<Bf16, 2, 1>(DataType::Bf16, &mut rng);
+    run_fixed::<Bf16, 2, 2>(DataType::Bf16, &mut rng);
+    run_fixed::<Bf16, 8, 1>(DataType::Bf16, &mut rng);
+}
+
+/// Block reduction (Sum, Min, Max) of every type on the host twin against the reference.
+#[test]
+fn block_reduce_matches_the_reference() {
+    fn run<T: device_rt::redop::Elem>(rng: &mut Rng) {
+        const BLOCKS: usize = 2;
+        const THREADS: usize = 96;
+        let dtype = T::DTYPE;
+        let elt = dtype.size();
+        let values = if dtype.is_float() {
+            reference::small_elements(dtype, BLOCKS * THREADS, rng)
+        } else {
+            reference::random_elements(dtype, BLOCKS * THREADS, rng)
+        };
+        for op in [RedOpKind::Sum, RedOpKind::Min, RedOpKind::Max] {
+            let mut out = vec![0u8; BLOCKS * elt + 16];
+            let out_ptr = out.as_mut_ptr().align_offset(16);
+            let (input, output) = (values.as_ptr() as usize, out.as_mut_ptr() as usize + out_ptr);
+            arch::launch(BLOCKS as u32, THREADS as u32, (THREADS / 32 * 8) as u32, move || unsafe {
+                device_rt::block::block_reduce_args::<T>(input as *const T, output as *mut T, op as u32)
+            });
+            for b in 0..BLOCKS {
+                let inputs: Vec<&[u8]> = values[b * THREADS * elt..(b + 1) * THREADS * elt].chunks_exact(elt).collect();
+                let want = reference::expected(&Case::new(dtype, op, 1, THREADS, 1), &inputs);
+                let got = &out[out_ptr + b * elt..out_ptr + (b + 1) * elt];
+                assert_eq!(got, &want[..], "{} {} block {b}", dtype.name(), op.name());
+            }
+        }
+    }
+    let mut rng = Rng::new(3);
+    run::<i8>(&mut rng);
+    run::<u8>(&mut rng);
+    run::<i32>(&mut rng);
+    run::<u32>(&mut rng);
+    run::<i64>(&mut rng);
+    run::<u64>(&mut rng);
+    run::<F16>(&mut rng);
+    run::<f32>(&mut rng);
+    run::<f64>(&mut rng);
+    run::<Bf16>(&mut rng);
 }
