@@ -23,3 +23,6 @@ pub mod multicast;
 pub mod pack;
 pub mod redop;
 pub mod selftest;
+#[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
+pub mod spin;
+pub mod work;

@@ -4,6 +4,7 @@ use std::fmt;
 use std::time::Duration;
 
 use cudarc::driver::DriverError;
+use device_rt::work::{BadItem, WaitSite};
 
 /// Everything host-shim can fail with.
 #[derive(Debug)]
@@ -20,6 +21,17 @@ pub enum Error {
     Timeout { what: String, after: Duration },
     /// A request the shim refuses before touching the device.
     InvalidArgument(String),
+    /// A work item was refused: by the host before it was enqueued (`seq` 0), or by the
+    /// device's work loop, which then stopped.
+    BadWorkItem { reason: BadItem, seq: u64 },
+    /// The work loop was aborted (by `abort()` from any thread).
+    Aborted,
+    /// A wait inside the work loop ran past its spin budget; the loop stopped.
+    DeviceTimeout { site: Option<WaitSite>, seq: u64 },
+    /// The work loop has left (after a Shutdown item or an error): nothing more runs.
+    LoopClosed,
+    /// Shutdown did not complete in time; `outstanding` items had not completed.
+    ShutdownIncomplete { outstanding: u64 },
 }
 
 /// host-shim's result type.
@@ -46,6 +58,24 @@ impl fmt::Display for Error {
             Self::Cuda { call, source } => write!(f, "{call} failed: {source}"),
             Self::Timeout { what, after } => write!(f, "{what} did not finish within {after:?}"),
             Self::InvalidArgument(why) => write!(f, "invalid argument: {why}"),
+            Self::BadWorkItem { reason, seq: 0 } => write!(f, "work item refused: {}", reason.describe()),
+            Self::BadWorkItem { reason, seq } => {
+                write!(f, "work item {seq} refused by the device: {}; the work loop stopped", reason.describe())
+            }
+            Self::Aborted => f.write_str("the work loop was aborted"),
+            Self::DeviceTimeout { site, seq } => write!(
+                f,
+                "a wait in the work loop ({}, item {seq}) ran past its spin budget; the work loop stopped",
+                match site {
+                    Some(WaitSite::Barrier) => "barrier across channels",
+                    Some(WaitSite::Flag) => "waiting for a flag",
+                    None => "unknown wait",
+                }
+            ),
+            Self::LoopClosed => f.write_str("the work loop has shut down"),
+            Self::ShutdownIncomplete { outstanding } => {
+                write!(f, "shutdown did not complete in time: {outstanding} item(s) still outstanding")
+            }
         }
     }
 }

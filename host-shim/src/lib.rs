@@ -11,9 +11,11 @@ pub mod bench;
 pub mod device;
 pub mod memory;
 pub mod module;
+pub mod queue;
 pub mod reference;
 pub mod selftest;
 pub mod stream;
+pub mod work;
 
 pub use driver::init;
 pub use error::{Error, Result};

@@ -49,6 +49,11 @@ impl<T: Copy> HostMapped<T> {
         self.device_ptr
     }
 
+    /// The address the host uses for element 0 (for protocols that need atomics on it).
+    pub fn host_ptr(&self) -> *mut T {
+        self.ptr
+    }
+
     /// Number of elements.
     pub fn len(&self) -> usize {
         self.host.len()

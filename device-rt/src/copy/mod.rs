@@ -28,7 +28,7 @@ use crate::pack::{self, BytePack, PackIo, PackSize, Size};
 use crate::redop::{Elem, RedOp};
 
 mod standalone;
-pub use standalone::{UNROLL, op_kind, reduce_copy_args, reduce_copy_fixed, reduce_copy_share};
+pub use standalone::{UNROLL, op_kind, reduce_copy_args, reduce_copy_fixed, reduce_copy_grid, reduce_copy_share};
 
 /// The buffers of one `reduce_copy`: addresses (global, or multicast handles for the
 /// first `MULTIMEM_SRCS`/`MULTIMEM_DSTS`), how many are used, and each source's pre-op

@@ -55,21 +55,25 @@ pub unsafe fn reduce_copy_share<Op: RedOp, M: Multicast, const MULTIMEM_SRCS: us
     }
 }
 
-/// Runs `reduce_copy` with exactly `NSRCS` unicast sources and `NDSTS` destinations
-/// (the first of `a`'s; its counts are ignored), all unrolled at compile time, and no
-/// pre- or post-op: the shapes collectives move data with (copy, recv-reduce-send, …),
-/// and what the benchmark measures.
+/// Runs `reduce_copy` with exactly `NSRCS` unicast sources and `NDSTS` destinations,
+/// all unrolled at compile time, and no pre- or post-op, on this CTA's share of
+/// `n_elts`: the shapes collectives move data with (copy, recv-reduce-send, …).
 ///
 /// # Safety
-/// As [`reduce_copy_share`], with `a.srcs[..NSRCS]` and `a.dsts[..NDSTS]` valid.
+/// Every buffer holds `n_elts` elements aligned to the element size; the block is a
+/// multiple of 32 threads and every thread calls this.
 #[inline(always)]
-pub unsafe fn reduce_copy_fixed<Op: RedOp, const NSRCS: usize, const NDSTS: usize>(a: &ReduceCopyArgs) {
+pub unsafe fn reduce_copy_grid<Op: RedOp, const NSRCS: usize, const NDSTS: usize>(
+    srcs: [u64; NSRCS],
+    dsts: [u64; NDSTS],
+    n_elts: u64,
+) {
     let elt = size_of::<Op::Elt>();
-    let (begin, end) = cta_share(a.n_elts, elt);
+    let (begin, end) = cta_share(n_elts, elt);
     let x = Operands::<NSRCS, NDSTS> {
-        srcs: core::array::from_fn(|s| a.srcs[s]),
+        srcs,
         nsrcs: NSRCS,
-        dsts: core::array::from_fn(|d| a.dsts[d]),
+        dsts,
         ndsts: NDSTS,
         pre_op_args: [0; NSRCS],
         offset: begin * elt as u64,
@@ -78,10 +82,26 @@ pub unsafe fn reduce_copy_fixed<Op: RedOp, const NSRCS: usize, const NDSTS: usiz
         reduce_copy::<UNROLL, Op, SwMulticast, 0, NSRCS, NSRCS, 0, NDSTS, NDSTS, 0>(
             arch::thread_idx(),
             arch::block_dim(),
-            a.red_arg,
+            0,
             false,
             &x,
             (end - begin) as usize,
+        )
+    }
+}
+
+/// [`reduce_copy_grid`] over the first `NSRCS` sources and `NDSTS` destinations of `a`
+/// (its counts and operator are ignored): the fixed-shape benchmark kernels' body.
+///
+/// # Safety
+/// As [`reduce_copy_grid`].
+#[inline(always)]
+pub unsafe fn reduce_copy_fixed<Op: RedOp, const NSRCS: usize, const NDSTS: usize>(a: &ReduceCopyArgs) {
+    unsafe {
+        reduce_copy_grid::<Op, NSRCS, NDSTS>(
+            core::array::from_fn(|s| a.srcs[s]),
+            core::array::from_fn(|d| a.dsts[d]),
+            a.n_elts,
         )
     }
 }

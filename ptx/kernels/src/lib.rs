@@ -8,6 +8,7 @@
 
 mod copy;
 mod selftest;
+mod work;
 
 /// A panic on the device is a broken invariant: stop the kernel so the host sees a launch
 /// failure instead of wrong data.

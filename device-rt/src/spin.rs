@@ -1,0 +1,70 @@
+//! Bounded spinning: every wait on the device goes through [`SpinGuard`], which checks
+//! the host's abort flag and a time budget, so no wait can hang a GPU.
+
+use crate::arch;
+
+/// How a bounded wait ended, when it did not end with its condition met.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Interrupted {
+    /// The host set the abort flag.
+    Aborted,
+    /// The time budget ran out.
+    TimedOut,
+}
+
+/// Spins between two checks of the abort flag and the clock (NCCL checks every 10 000;
+/// fewer here because the abort flag is often in host memory, one PCIe read away).
+const SPINS_PER_CHECK: u32 = 256;
+
+/// The abort flag and time budget of one wait.
+pub struct SpinGuard {
+    abort: *const u64,
+    budget_ns: u64,
+    start_ns: u64,
+    spins: u32,
+}
+
+impl SpinGuard {
+    /// A guard for a wait starting now: it ends when `*abort` becomes non-zero or after
+    /// `budget_ns` nanoseconds (`u64::MAX`: never).
+    ///
+    /// # Safety
+    /// `abort` must stay readable (volatile loads) for the guard's life.
+    #[inline(always)]
+    pub unsafe fn new(abort: *const u64, budget_ns: u64) -> Self {
+        Self { abort, budget_ns, start_ns: arch::globaltimer_ns(), spins: 0 }
+    }
+
+    /// Call once per iteration of a polling loop: pauses, and every few hundred calls
+    /// reads the abort flag (volatile load: sees the host's store eventually, orders
+    /// nothing) and the clock. `Err` ends the wait.
+    #[inline(always)]
+    pub fn tick(&mut self) -> Result<(), Interrupted> {
+        arch::spin_pause();
+        self.spins += 1;
+        if self.spins % SPINS_PER_CHECK != 0 {
+            return Ok(());
+        }
+        // SAFETY: the constructor's contract.
+        if unsafe { arch::ld_volatile_global(self.abort) } != 0 {
+            return Err(Interrupted::Aborted);
+        }
+        if arch::globaltimer_ns().wrapping_sub(self.start_ns) > self.budget_ns {
+            return Err(Interrupted::TimedOut);
+        }
+        Ok(())
+    }
+}
+
+/// Spins until `ready()` holds, the host aborts, or `budget_ns` passes.
+///
+/// # Safety
+/// As [`SpinGuard::new`].
+#[inline(always)]
+pub unsafe fn spin_until(abort: *const u64, budget_ns: u64, mut ready: impl FnMut() -> bool) -> Result<(), Interrupted> {
+    let mut guard = unsafe { SpinGuard::new(abort, budget_ns) };
+    while !ready() {
+        guard.tick()?;
+    }
+    Ok(())
+}

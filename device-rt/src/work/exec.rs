@@ -1,0 +1,330 @@
+//! The persistent work loop: one launch per rank for the rank's lifetime; each CTA is a
+//! channel. Thread 0 of each channel polls the ring and the mailbox, copies the next item
+//! into shared memory, and a barrier hands it to every thread; the item is validated,
+//! dispatched through a `match` into monomorphized functions, and completed (release
+//! store). Errors, aborts and timeouts end the loop with a recorded status, never a hang.
+
+use core::mem::size_of;
+
+use super::item::{DeviceFunction, WorkItem, WorkKind};
+use super::queue::{LoopError, LoopShared, LoopState, MAILBOX_DONE, MAILBOX_PENDING, QueueHeader, WaitSite};
+use crate::arch::{self, AtomicWord};
+use crate::copy::reduce_copy_grid;
+use crate::dtype::{Bf16, DataType, F16};
+use crate::redop::Sum;
+use crate::spin::{Interrupted, SpinGuard, spin_until};
+
+/// What the loop was launched with.
+#[derive(Clone, Copy, Debug)]
+pub struct LoopArgs {
+    /// Host-mapped queue header.
+    pub header: *mut QueueHeader,
+    /// Host-mapped ring of `capacity` items.
+    pub ring: *const WorkItem,
+    /// Slots in the ring.
+    pub capacity: u64,
+    /// Device-memory loop state (mailbox, counters).
+    pub state: *mut LoopState,
+    /// How long any wait inside an item may spin.
+    pub spin_budget_ns: u64,
+}
+
+/// What thread 0's poll found.
+const VERDICT_RING: u64 = 1;
+const VERDICT_MAILBOX: u64 = 2;
+const VERDICT_ABORT: u64 = 3;
+const VERDICT_PEER_FAILED: u64 = 4;
+
+/// Why an item stopped the loop.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Stop {
+    /// This channel hit an error: record it (the first recorded error wins).
+    Error(LoopError, u32),
+    /// Another channel already recorded an error: leave quietly.
+    PeerFailed,
+}
+
+/// `wait_result` when a wait ended because another channel failed.
+const WAIT_PEER_FAILED: u64 = u64::MAX;
+
+/// Where the current item came from, for completion.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Source {
+    Ring(u64),
+    Mailbox(u64),
+}
+
+/// Runs the work loop until a Shutdown item, an abort, or an error.
+///
+/// # Safety
+/// `a`'s pointers are valid for the launch (the header and ring host-mapped, the state in
+/// device memory, zeroed before the launch); the CTA has `LOOP_SMEM_BYTES` of dynamic
+/// shared memory and a multiple of 32 threads; the grid is at most `MAX_CHANNELS` CTAs.
+pub unsafe fn work_loop(a: LoopArgs) {
+    let shared = arch::dyn_smem().cast::<LoopShared>();
+    let tid = arch::thread_idx();
+    let mut next_seq = 1u64;
+    let mut mailbox_done = u64::MAX;
+    loop {
+        if tid == 0 {
+            let verdict = unsafe { poll(&a, next_seq, mailbox_done, shared) };
+            unsafe { (&raw mut (*shared).verdict).write_volatile(verdict.0) };
+            unsafe { (&raw mut (*shared).wait_result).write_volatile(verdict.1) };
+        }
+        arch::barrier_sync_all();
+        let verdict = unsafe { (&raw const (*shared).verdict).read_volatile() };
+        let source = match verdict {
+            VERDICT_RING => Source::Ring(next_seq),
+            VERDICT_MAILBOX => Source::Mailbox(unsafe { (&raw const (*shared).wait_result).read_volatile() }),
+            VERDICT_ABORT => {
+                if tid == 0 {
+                    unsafe { record_error(&a, LoopError::Aborted, 0, 0) };
+                }
+                break;
+            }
+            _ => break,
+        };
+        let item = unsafe { (&raw const (*shared).item).read_volatile() };
+        let seq = if let Source::Ring(s) = source { s } else { 0 };
+        let kind = match item.validate() {
+            Ok(_) if matches!(source, Source::Ring(s) if item.seq != s) => Err(super::BadItem::WrongSequence),
+            other => other,
+        };
+        let kind = match kind {
+            Ok(kind) => kind,
+            Err(why) => {
+                if tid == 0 {
+                    unsafe { record_error(&a, LoopError::BadItem, why as u32, seq) };
+                }
+                break;
+            }
+        };
+        let outcome = unsafe { execute(&a, kind, &item, shared) };
+        arch::barrier_sync_all();
+        match outcome {
+            Ok(()) => {}
+            Err(Stop::Error(error, detail)) => {
+                if tid == 0 {
+                    unsafe { record_error(&a, error, detail, seq) };
+                }
+                break;
+            }
+            Err(Stop::PeerFailed) => break,
+        }
+        if tid == 0 {
+            unsafe { complete(&a, source) };
+        }
+        match source {
+            Source::Ring(_) => next_seq += 1,
+            Source::Mailbox(generation) => mailbox_done = generation,
+        }
+        if kind == WorkKind::Shutdown {
+            break;
+        }
+    }
+    if tid == 0 {
+        unsafe { leave(&a) };
+    }
+}
+
+/// Thread 0: waits for the next ring item (`next_seq`) or a mailbox item of a generation
+/// other than `mailbox_done`, and copies it into shared memory. Returns the verdict and,
+/// for the mailbox, the item's generation.
+unsafe fn poll(a: &LoopArgs, next_seq: u64, mailbox_done: u64, shared: *mut LoopShared) -> (u64, u64) {
+    let header = a.header;
+    let mailbox = unsafe { &raw mut (*a.state).mailbox };
+    let mut guard = unsafe { SpinGuard::new(&raw const (*header).abort, u64::MAX) };
+    loop {
+        if unsafe { arch::ld_acquire_sys_global(&raw const (*header).doorbell) } >= next_seq {
+            let slot = unsafe { a.ring.add(((next_seq - 1) % a.capacity) as usize) };
+            unsafe { copy_item(slot, &raw mut (*shared).item) };
+            return (VERDICT_RING, 0);
+        }
+        let state = unsafe { arch::ld_acquire_sys_global(&raw const (*mailbox).state) };
+        if state & 0xFFFF_FFFF == MAILBOX_PENDING {
+            let generation = unsafe { arch::ld_volatile_global(&raw const (*mailbox).generation) };
+            if generation != mailbox_done {
+                unsafe { copy_item(&raw const (*mailbox).item, &raw mut (*shared).item) };
+                return (VERDICT_MAILBOX, generation);
+            }
+        }
+        if unsafe { arch::ld_volatile_global(&raw const (*a.state).error_claimed) } != 0 {
+            return (VERDICT_PEER_FAILED, 0);
+        }
+        if guard.tick().is_err() {
+            return (VERDICT_ABORT, 0);
+        }
+    }
+}
+
+/// Copies an item word by word with volatile loads (the slot may be host memory that was
+/// rewritten since this SM last read it).
+unsafe fn copy_item(from: *const WorkItem, to: *mut WorkItem) {
+    let (from, to) = (from.cast::<u64>(), to.cast::<u64>());
+    for w in 0..size_of::<WorkItem>() / 8 {
+        unsafe { to.add(w).write_volatile(arch::ld_volatile_global(from.add(w))) };
+    }
+}
+
+/// Runs a validated item with every thread of the CTA.
+unsafe fn execute(a: &LoopArgs, kind: WorkKind, item: &WorkItem, shared: *mut LoopShared) -> Result<(), Stop> {
+    match kind {
+        WorkKind::NoOp | WorkKind::Shutdown => Ok(()),
+        WorkKind::ReduceCopy => {
+            unsafe { run_reduce_copy(item) };
+            Ok(())
+        }
+        WorkKind::Barrier => unsafe { channels_barrier(a, shared) },
+        WorkKind::Call => unsafe { call(a, item, shared) },
+    }
+}
+
+/// `dst = src` or `dst = src + src2` over this channel's share.
+unsafe fn run_reduce_copy(item: &WorkItem) {
+    let (src, src2, dst, n) = (item.src, item.src2, item.dst, item.count);
+    // `validate` guarantees a known type.
+    let Some(dtype) = DataType::from_u8(item.dtype) else { arch::trap() };
+    unsafe {
+        if src2 == 0 {
+            // A copy moves bits: any type of the element's size will do.
+            match dtype.size() {
+                1 => reduce_copy_grid::<Sum<u8>, 1, 1>([src], [dst], n),
+                2 => reduce_copy_grid::<Sum<F16>, 1, 1>([src], [dst], n),
+                4 => reduce_copy_grid::<Sum<u32>, 1, 1>([src], [dst], n),
+                _ => reduce_copy_grid::<Sum<u64>, 1, 1>([src], [dst], n),
+            }
+            return;
+        }
+        let (s, d) = ([src, src2], [dst]);
+        match dtype {
+            DataType::I8 => reduce_copy_grid::<Sum<i8>, 2, 1>(s, d, n),
+            DataType::U8 => reduce_copy_grid::<Sum<u8>, 2, 1>(s, d, n),
+            DataType::I32 => reduce_copy_grid::<Sum<i32>, 2, 1>(s, d, n),
+            DataType::U32 => reduce_copy_grid::<Sum<u32>, 2, 1>(s, d, n),
+            DataType::I64 => reduce_copy_grid::<Sum<i64>, 2, 1>(s, d, n),
+            DataType::U64 => reduce_copy_grid::<Sum<u64>, 2, 1>(s, d, n),
+            DataType::F16 => reduce_copy_grid::<Sum<F16>, 2, 1>(s, d, n),
+            DataType::F32 => reduce_copy_grid::<Sum<f32>, 2, 1>(s, d, n),
+            DataType::F64 => reduce_copy_grid::<Sum<f64>, 2, 1>(s, d, n),
+            DataType::Bf16 => reduce_copy_grid::<Sum<Bf16>, 2, 1>(s, d, n),
+        }
+    }
+}
+
+/// Thread 0 waits until `ready()`, bounded by the abort flag and the spin budget; every
+/// thread of the CTA gets the outcome.
+unsafe fn cta_wait(a: &LoopArgs, shared: *mut LoopShared, site: WaitSite, mut ready: impl FnMut() -> bool) -> Result<(), Stop> {
+    if arch::thread_idx() == 0 {
+        let claimed = unsafe { &raw const (*a.state).error_claimed };
+        let mut peer_failed = false;
+        let waited = unsafe {
+            spin_until(&raw const (*a.header).abort, a.spin_budget_ns, || {
+                peer_failed = arch::ld_volatile_global(claimed) != 0;
+                peer_failed || ready()
+            })
+        };
+        let outcome = match waited {
+            Ok(()) if peer_failed => WAIT_PEER_FAILED,
+            Ok(()) => 0,
+            Err(Interrupted::Aborted) => LoopError::Aborted.status(0),
+            Err(Interrupted::TimedOut) => LoopError::Timeout.status(site as u32),
+        };
+        unsafe { (&raw mut (*shared).wait_result).write_volatile(outcome) };
+    }
+    arch::barrier_sync_all();
+    match unsafe { (&raw const (*shared).wait_result).read_volatile() } {
+        0 => Ok(()),
+        WAIT_PEER_FAILED => Err(Stop::PeerFailed),
+        s if s as u32 == LoopError::Aborted as u32 => Err(Stop::Error(LoopError::Aborted, 0)),
+        s => Err(Stop::Error(LoopError::Timeout, (s >> 32) as u32)),
+    }
+}
+
+/// Every channel of the loop waits for every other (sense by generation).
+///
+/// Ordering: the arrival is an acq_rel atomic and the release of the generation a
+/// release store, so everything each channel did before the barrier is visible to every
+/// channel after it.
+unsafe fn channels_barrier(a: &LoopArgs, shared: *mut LoopShared) -> Result<(), Stop> {
+    let state = a.state;
+    let generation_ptr = unsafe { &raw mut (*state).barrier_generation };
+    let mut generation = 0;
+    if arch::thread_idx() == 0 {
+        generation = unsafe { arch::ld_acquire_sys_global(generation_ptr) };
+        let arrived = unsafe { u64::atomic_add_acq_rel_sys(&raw mut (*state).barrier_arrived, 1) } + 1;
+        if arrived == u64::from(arch::grid_dim()) {
+            unsafe { arch::st_relaxed_sys_global(&raw mut (*state).barrier_arrived, 0) };
+            unsafe { arch::st_release_sys_global(generation_ptr, generation + 1) };
+        }
+    }
+    unsafe { cta_wait(a, shared, WaitSite::Barrier, || arch::ld_acquire_sys_global(generation_ptr) != generation) }
+}
+
+/// Runs a device function.
+unsafe fn call(a: &LoopArgs, item: &WorkItem, shared: *mut LoopShared) -> Result<(), Stop> {
+    let Some(function) = DeviceFunction::from_u32(item.function) else { arch::trap() };
+    let leader = arch::block_idx() == 0 && arch::thread_idx() == 0;
+    let word = item.arg0 as *mut u64;
+    match function {
+        DeviceFunction::Timestamp => {
+            if leader {
+                unsafe { arch::st_volatile_global(word, arch::globaltimer_ns()) };
+            }
+            Ok(())
+        }
+        DeviceFunction::Increment => {
+            if leader {
+                unsafe { u64::atomic_add_relaxed_sys(word, 1) };
+            }
+            Ok(())
+        }
+        DeviceFunction::WaitAtLeast => {
+            let want = item.arg1;
+            unsafe { cta_wait(a, shared, WaitSite::Flag, || arch::ld_acquire_sys_global(word) >= want) }
+        }
+    }
+}
+
+/// Publishes the completion of the current item.
+///
+/// Ordering: the caller passed a CTA barrier after every thread's work, and the release
+/// store (or acq_rel atomic) makes that work visible before the completion is.
+unsafe fn complete(a: &LoopArgs, source: Source) {
+    match source {
+        Source::Ring(seq) => {
+            let slot = unsafe { (&raw mut (*a.header).cta_completed).cast::<u64>().add(arch::block_idx() as usize) };
+            unsafe { arch::st_release_sys_global(slot, seq) };
+        }
+        Source::Mailbox(generation) => {
+            let mailbox = unsafe { &raw mut (*a.state).mailbox };
+            arch::fence_acq_rel_sys();
+            let arrived = unsafe { u64::atomic_add_acq_rel_sys(&raw mut (*mailbox).arrived, 1) } + 1;
+            if arrived == u64::from(arch::grid_dim()) {
+                unsafe { arch::st_relaxed_sys_global(&raw mut (*mailbox).arrived, 0) };
+                unsafe { arch::st_relaxed_sys_global(&raw mut (*mailbox).generation, generation + 1) };
+                unsafe { arch::st_release_sys_global((&raw mut (*mailbox).state).cast::<u32>(), MAILBOX_DONE as u32) };
+            }
+        }
+    }
+}
+
+/// Records the loop's first error: the channel that wins the claim writes the details,
+/// then the status (release), so the host never sees a status without its details.
+unsafe fn record_error(a: &LoopArgs, error: LoopError, detail: u32, seq: u64) {
+    if unsafe { u64::atomic_cas_acq_rel_sys(&raw mut (*a.state).error_claimed, 0, 1) } == 0 {
+        unsafe { arch::st_volatile_global(&raw mut (*a.header).error_seq, seq) };
+        unsafe { arch::st_release_sys_global(&raw mut (*a.header).status, error.status(detail)) };
+    }
+}
+
+/// Leaves the loop: closes the mailbox (a stream waiting on it continues) and counts
+/// this channel out; the last channel out tells the host, after every channel's
+/// completions (acq_rel count, then a release store).
+unsafe fn leave(a: &LoopArgs) {
+    let state_hi = unsafe { (&raw mut (*a.state).mailbox.state).cast::<u32>().add(1) };
+    unsafe { arch::st_release_sys_global(state_hi, 1) };
+    let exited = unsafe { u64::atomic_add_acq_rel_sys(&raw mut (*a.state).exited, 1) } + 1;
+    if exited == u64::from(arch::grid_dim()) {
+        unsafe { arch::st_release_sys_global(&raw mut (*a.header).exited, exited) };
+    }
+}

@@ -1,0 +1,280 @@
+//! `WorkItem`: one unit of work as the host hands it to a rank's work loop, and the
+//! validation both sides apply to it (the host before enqueueing, the device before
+//! running it).
+
+use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
+
+use crate::dtype::DataType;
+use crate::redop::RedOpKind;
+
+/// What a work item asks the loop to do.
+#[repr(u8)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum WorkKind {
+    /// Nothing: completes at once (latency benchmarks, fences in the item order).
+    NoOp = 0,
+    /// Complete every earlier item, then leave the loop.
+    Shutdown = 1,
+    /// `dst = src` (no `src2`) or `dst = src ⊕ src2` (Sum), `count` elements of `dtype`,
+    /// split over the channels.
+    ReduceCopy = 2,
+    /// Every channel of the rank waits for every other.
+    Barrier = 3,
+    /// A device function of [`DeviceFunction`], with `arg0`/`arg1`.
+    Call = 4,
+}
+
+impl WorkKind {
+    /// Every kind, in numbering order.
+    pub const ALL: [WorkKind; 5] = [Self::NoOp, Self::Shutdown, Self::ReduceCopy, Self::Barrier, Self::Call];
+
+    /// The kind numbered `v`, if any.
+    pub fn from_u8(v: u8) -> Option<Self> {
+        Self::ALL.get(usize::from(v)).copied()
+    }
+}
+
+/// Device functions a [`WorkKind::Call`] item can run.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DeviceFunction {
+    /// Channel 0 writes `%globaltimer` (ns) to the `u64` at `arg0`.
+    Timestamp = 0,
+    /// Channel 0 adds 1 to the `u64` at `arg0` (atomic, system scope).
+    Increment = 1,
+    /// Every channel waits until the `u64` at `arg0` is at least `arg1` — a peer's flag,
+    /// polled with acquire loads at system scope; ends with an error on abort or when
+    /// the loop's spin budget runs out.
+    WaitAtLeast = 2,
+}
+
+impl DeviceFunction {
+    /// Every function, in numbering order.
+    pub const ALL: [DeviceFunction; 3] = [Self::Timestamp, Self::Increment, Self::WaitAtLeast];
+
+    /// The function numbered `v`, if any.
+    pub fn from_u32(v: u32) -> Option<Self> {
+        Self::ALL.get(v as usize).copied()
+    }
+}
+
+/// One unit of work: 128 bytes, written by the host into the rank's queue (or a stream
+/// mailbox) and copied into shared memory by the loop.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub struct WorkItem {
+    /// Position in the rank's queue, from 1; the device checks it, so a slot the host
+    /// has not finished writing is never run.
+    pub seq: u64,
+    /// A [`WorkKind`] number.
+    pub kind: u8,
+    /// A [`DataType`] number (ReduceCopy).
+    pub dtype: u8,
+    /// A [`RedOpKind`] number (ReduceCopy with `src2`).
+    pub op: u8,
+    /// Zero.
+    pub flags: u8,
+    /// A [`DeviceFunction`] number (Call).
+    pub function: u32,
+    /// Elements (ReduceCopy).
+    pub count: u64,
+    /// The operator's argument (ReduceCopy).
+    pub op_arg: u64,
+    /// Source (ReduceCopy).
+    pub src: u64,
+    /// Second source, 0 for a copy (ReduceCopy).
+    pub src2: u64,
+    /// Destination (ReduceCopy).
+    pub dst: u64,
+    /// First argument (Call).
+    pub arg0: u64,
+    /// Second argument (Call).
+    pub arg1: u64,
+    /// Zero.
+    pub reserved: [u64; 7],
+}
+
+static_assertions::const_assert_eq!(core::mem::size_of::<WorkItem>(), 128);
+static_assertions::const_assert_eq!(core::mem::align_of::<WorkItem>(), 8);
+static_assertions::const_assert_eq!(core::mem::offset_of!(WorkItem, kind), 8);
+static_assertions::const_assert_eq!(core::mem::offset_of!(WorkItem, function), 12);
+static_assertions::const_assert_eq!(core::mem::offset_of!(WorkItem, count), 16);
+static_assertions::const_assert_eq!(core::mem::offset_of!(WorkItem, src), 32);
+static_assertions::const_assert_eq!(core::mem::offset_of!(WorkItem, arg0), 56);
+static_assertions::const_assert_eq!(core::mem::offset_of!(WorkItem, reserved), 72);
+
+/// Why a work item was refused. The number is what the device records.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BadItem {
+    /// `kind` names no [`WorkKind`].
+    UnknownKind = 1,
+    /// `dtype` names no [`DataType`].
+    UnknownDataType = 2,
+    /// `op` names no [`RedOpKind`].
+    UnknownOp = 3,
+    /// The kind does not support this type and operator (ReduceCopy reduces with Sum).
+    UnsupportedTypeOp = 4,
+    /// A pointer the kind needs is null.
+    NullPointer = 5,
+    /// A pointer is not aligned to the element size (or 8 bytes for Call arguments).
+    Misaligned = 6,
+    /// `count` elements of `dtype` overflow the address space, or a buffer wraps around.
+    CountOverflow = 7,
+    /// `function` names no [`DeviceFunction`].
+    UnknownFunction = 8,
+    /// `flags` or `reserved` is not zero.
+    ReservedNotZero = 9,
+    /// `seq` is not the position the loop expected (a torn or stale slot).
+    WrongSequence = 10,
+}
+
+impl BadItem {
+    /// Every reason, in numbering order from 1.
+    pub const ALL: [BadItem; 10] = [
+        Self::UnknownKind,
+        Self::UnknownDataType,
+        Self::UnknownOp,
+        Self::UnsupportedTypeOp,
+        Self::NullPointer,
+        Self::Misaligned,
+        Self::CountOverflow,
+        Self::UnknownFunction,
+        Self::ReservedNotZero,
+        Self::WrongSequence,
+    ];
+
+    /// The reason numbered `v`, if any.
+    pub fn from_u32(v: u32) -> Option<Self> {
+        Self::ALL.iter().copied().find(|r| *r as u32 == v)
+    }
+
+    /// What is wrong, in words.
+    pub const fn describe(self) -> &'static str {
+        match self {
+            Self::UnknownKind => "unknown work kind",
+            Self::UnknownDataType => "unknown data type",
+            Self::UnknownOp => "unknown reduction operator",
+            Self::UnsupportedTypeOp => "unsupported data type / operator pair for this kind",
+            Self::NullPointer => "null pointer",
+            Self::Misaligned => "misaligned pointer",
+            Self::CountOverflow => "element count overflows the buffer's address range",
+            Self::UnknownFunction => "unknown device function",
+            Self::ReservedNotZero => "reserved field is not zero",
+            Self::WrongSequence => "sequence number out of order",
+        }
+    }
+}
+
+impl WorkItem {
+    /// A no-op.
+    pub fn noop() -> Self {
+        Self { kind: WorkKind::NoOp as u8, ..Self::default() }
+    }
+
+    /// The loop's last item.
+    pub fn shutdown() -> Self {
+        Self { kind: WorkKind::Shutdown as u8, ..Self::default() }
+    }
+
+    /// `dst = src`, `count` elements of `dtype`.
+    pub fn copy(dtype: DataType, src: u64, dst: u64, count: u64) -> Self {
+        Self { kind: WorkKind::ReduceCopy as u8, dtype: dtype as u8, src, dst, count, ..Self::default() }
+    }
+
+    /// `dst = src + src2`, `count` elements of `dtype`.
+    pub fn sum(dtype: DataType, src: u64, src2: u64, dst: u64, count: u64) -> Self {
+        Self { src2, op: RedOpKind::Sum as u8, ..Self::copy(dtype, src, dst, count) }
+    }
+
+    /// A barrier across the rank's channels.
+    pub fn barrier() -> Self {
+        Self { kind: WorkKind::Barrier as u8, ..Self::default() }
+    }
+
+    /// A call of `function` with two arguments.
+    pub fn call(function: DeviceFunction, arg0: u64, arg1: u64) -> Self {
+        Self { kind: WorkKind::Call as u8, function: function as u32, arg0, arg1, ..Self::default() }
+    }
+
+    /// Checks every field the item's kind uses (the sequence number is the queue's
+    /// business): what the host refuses before enqueueing, and what the device refuses
+    /// before running.
+    pub fn validate(&self) -> Result<WorkKind, BadItem> {
+        let kind = WorkKind::from_u8(self.kind).ok_or(BadItem::UnknownKind)?;
+        if self.flags != 0 || self.reserved.iter().any(|&r| r != 0) {
+            return Err(BadItem::ReservedNotZero);
+        }
+        match kind {
+            WorkKind::NoOp | WorkKind::Shutdown | WorkKind::Barrier => {}
+            WorkKind::ReduceCopy => {
+                let dtype = DataType::from_u8(self.dtype).ok_or(BadItem::UnknownDataType)?;
+                let op = RedOpKind::from_u8(self.op).ok_or(BadItem::UnknownOp)?;
+                if self.src2 != 0 && op != RedOpKind::Sum {
+                    return Err(BadItem::UnsupportedTypeOp);
+                }
+                let size = dtype.size() as u64;
+                let bytes = self.count.checked_mul(size).ok_or(BadItem::CountOverflow)?;
+                for p in [self.src, self.dst].into_iter().chain((self.src2 != 0).then_some(self.src2)) {
+                    if p == 0 {
+                        return Err(BadItem::NullPointer);
+                    }
+                    if p % size != 0 {
+                        return Err(BadItem::Misaligned);
+                    }
+                    p.checked_add(bytes).ok_or(BadItem::CountOverflow)?;
+                }
+            }
+            WorkKind::Call => match DeviceFunction::from_u32(self.function).ok_or(BadItem::UnknownFunction)? {
+                DeviceFunction::Timestamp | DeviceFunction::Increment | DeviceFunction::WaitAtLeast => {
+                    if self.arg0 == 0 {
+                        return Err(BadItem::NullPointer);
+                    }
+                    if self.arg0 % 8 != 0 {
+                        return Err(BadItem::Misaligned);
+                    }
+                }
+            },
+        }
+        Ok(kind)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn well_formed_items_pass() {
+        assert_eq!(WorkItem::noop().validate(), Ok(WorkKind::NoOp));
+        assert_eq!(WorkItem::copy(DataType::F32, 0x1000, 0x2000, 10).validate(), Ok(WorkKind::ReduceCopy));
+        assert_eq!(WorkItem::sum(DataType::Bf16, 0x1000, 0x3000, 0x2000, 7).validate(), Ok(WorkKind::ReduceCopy));
+        assert_eq!(WorkItem::call(DeviceFunction::Increment, 0x40, 0).validate(), Ok(WorkKind::Call));
+    }
+
+    #[test]
+    fn every_malformed_field_is_refused_with_its_reason() {
+        let copy = WorkItem::copy(DataType::F32, 0x1000, 0x2000, 10);
+        let cases = [
+            (WorkItem { kind: 99, ..copy }, BadItem::UnknownKind),
+            (WorkItem { dtype: 10, ..copy }, BadItem::UnknownDataType),
+            (WorkItem { op: 6, ..copy }, BadItem::UnknownOp),
+            (WorkItem { op: RedOpKind::Max as u8, src2: 0x3000, ..copy }, BadItem::UnsupportedTypeOp),
+            (WorkItem { src: 0, ..copy }, BadItem::NullPointer),
+            (WorkItem { dst: 0x2002, ..copy }, BadItem::Misaligned),
+            (WorkItem { count: u64::MAX / 2, ..copy }, BadItem::CountOverflow),
+            (WorkItem { src: u64::MAX - 7, ..copy }, BadItem::CountOverflow),
+            (WorkItem { flags: 1, ..copy }, BadItem::ReservedNotZero),
+            (WorkItem { reserved: [0, 0, 0, 1, 0, 0, 0], ..copy }, BadItem::ReservedNotZero),
+            (WorkItem { function: 7, ..WorkItem::call(DeviceFunction::Timestamp, 8, 0) }, BadItem::UnknownFunction),
+            (WorkItem::call(DeviceFunction::Timestamp, 0, 0), BadItem::NullPointer),
+            (WorkItem::call(DeviceFunction::WaitAtLeast, 12, 1), BadItem::Misaligned),
+        ];
+        for (item, why) in cases {
+            assert_eq!(item.validate(), Err(why), "{item:?}");
+        }
+        for r in BadItem::ALL {
+            assert_eq!(BadItem::from_u32(r as u32), Some(r));
+        }
+    }
+}

@@ -1,0 +1,16 @@
+//! The persistent work loop and what the host shares with it: [`WorkItem`]s, the queue
+//! and mailbox layouts, and (on the device) the loop itself.
+
+mod item;
+mod queue;
+
+#[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
+mod exec;
+
+pub use item::{BadItem, DeviceFunction, WorkItem, WorkKind};
+pub use queue::{
+    LOOP_SMEM_BYTES, LoopError, LoopState, MAILBOX_CLOSED, MAILBOX_DONE, MAILBOX_PENDING, MAX_CHANNELS, Mailbox, QueueHeader, WaitSite,
+};
+
+#[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
+pub use exec::{LoopArgs, work_loop};

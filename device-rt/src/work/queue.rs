@@ -1,0 +1,166 @@
+//! The memory a rank's work loop shares with its host: the queue header and ring (in
+//! host-mapped memory, written by the host, polled by the device), and the loop's own
+//! state with the stream mailbox (in device memory).
+//!
+//! Protocol (ring, the direct host path): the host writes item `seq` into slot
+//! `(seq - 1) % capacity`, then stores `doorbell = seq` with release semantics. Each
+//! channel (CTA) polls `doorbell` with `ld.acquire.sys`, reads the slot with volatile
+//! loads, runs its share, and stores `cta_completed[channel] = seq` with
+//! `st.release.sys`. The rank has completed `seq` when every channel has; a slot may be
+//! rewritten once every channel has completed the item that used it (backpressure).
+//!
+//! Protocol (mailbox, the stream-ordered path): stream memory operations write the item
+//! into `mailbox.item`, set the low half of `mailbox.state` to [`MAILBOX_PENDING`], and
+//! wait until `state & (MAILBOX_DONE | MAILBOX_CLOSED) != 0`. Each channel runs a pending
+//! item once per `generation`; the last channel to finish bumps `generation` and stores
+//! [`MAILBOX_DONE`] (release). A loop that leaves for any reason sets [`MAILBOX_CLOSED`]
+//! in the high half, so a stream waiting on it is never stuck.
+
+use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
+
+use super::item::WorkItem;
+
+/// Channels (CTAs) one work loop may have.
+pub const MAX_CHANNELS: usize = 64;
+
+/// The low half of `Mailbox::state`: an item is waiting.
+pub const MAILBOX_PENDING: u64 = 1;
+/// The low half of `Mailbox::state`: the item is done.
+pub const MAILBOX_DONE: u64 = 2;
+/// The high half of `Mailbox::state`: the loop has left; nothing more will run.
+pub const MAILBOX_CLOSED: u64 = 1 << 32;
+
+/// Host-mapped: written by the host (`doorbell`, `abort`) and by the device (the rest).
+#[repr(C, align(64))]
+#[derive(Clone, Copy, Debug, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub struct QueueHeader {
+    /// The highest sequence number published (host, release store).
+    pub doorbell: u64,
+    /// Non-zero: every channel leaves the loop with `LoopError::Aborted` (host, any
+    /// thread, any time).
+    pub abort: u64,
+    host_pad: [u64; 6],
+    /// 0 while healthy, else `LoopError as u64 | detail << 32` (device; the first error).
+    pub status: u64,
+    /// The ring sequence number of the failed item (0 for a mailbox item or none).
+    pub error_seq: u64,
+    /// Set to the channel count when every channel has left the loop (device).
+    pub exited: u64,
+    device_pad: [u64; 5],
+    /// Per channel, the last ring item it completed (device, release store).
+    pub cta_completed: [u64; MAX_CHANNELS],
+}
+
+static_assertions::const_assert_eq!(core::mem::size_of::<QueueHeader>(), 128 + 8 * MAX_CHANNELS);
+static_assertions::const_assert_eq!(core::mem::offset_of!(QueueHeader, status), 64);
+static_assertions::const_assert_eq!(core::mem::offset_of!(QueueHeader, cta_completed), 128);
+
+impl QueueHeader {
+    /// A header with nothing published and nothing completed.
+    pub const fn new() -> Self {
+        Self {
+            doorbell: 0,
+            abort: 0,
+            host_pad: [0; 6],
+            status: 0,
+            error_seq: 0,
+            exited: 0,
+            device_pad: [0; 5],
+            cta_completed: [0; MAX_CHANNELS],
+        }
+    }
+}
+
+impl Default for QueueHeader {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Where stream-ordered work arrives (device memory; see the module doc).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub struct Mailbox {
+    /// The item (its `seq` is ignored).
+    pub item: WorkItem,
+    /// Low half: [`MAILBOX_PENDING`] / [`MAILBOX_DONE`]; high half: [`MAILBOX_CLOSED`].
+    pub state: u64,
+    /// Items completed through the mailbox.
+    pub generation: u64,
+    /// Channels done with the current item.
+    pub arrived: u64,
+    pad: u64,
+}
+
+static_assertions::const_assert_eq!(core::mem::size_of::<Mailbox>(), 160);
+static_assertions::const_assert_eq!(core::mem::offset_of!(Mailbox, state), 128);
+
+/// The loop's device-memory state: its mailbox and the counters its channels share.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub struct LoopState {
+    /// The stream-ordered path's mailbox.
+    pub mailbox: Mailbox,
+    /// Set once by the first channel that records an error (compare-and-swap).
+    pub error_claimed: u64,
+    /// Channels that have left the loop.
+    pub exited: u64,
+    /// Channels arrived at the current barrier.
+    pub barrier_arrived: u64,
+    /// Barriers completed.
+    pub barrier_generation: u64,
+}
+
+static_assertions::const_assert_eq!(core::mem::size_of::<LoopState>(), 192);
+
+/// The loop's shared memory per CTA: the current item and thread 0's verdicts.
+#[repr(C)]
+pub(crate) struct LoopShared {
+    pub(crate) item: WorkItem,
+    pub(crate) verdict: u64,
+    pub(crate) wait_result: u64,
+}
+
+/// Dynamic shared memory the loop kernel must be launched with.
+pub const LOOP_SMEM_BYTES: u32 = core::mem::size_of::<LoopShared>() as u32;
+
+/// Why a work loop stopped, as `QueueHeader::status` records it (low half).
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum LoopError {
+    /// A malformed item; the high half is the [`super::BadItem`] number.
+    BadItem = 1,
+    /// The host set `abort`.
+    Aborted = 2,
+    /// A wait ran past the loop's spin budget; the high half says which wait.
+    Timeout = 3,
+}
+
+/// Which wait timed out (`LoopError::Timeout`'s detail).
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum WaitSite {
+    /// A `Barrier` item's wait for the other channels.
+    Barrier = 1,
+    /// A `WaitAtLeast` call's wait for its flag.
+    Flag = 2,
+}
+
+impl LoopError {
+    /// The error a status word's low half names, if any.
+    pub fn from_u32(v: u32) -> Option<Self> {
+        [Self::BadItem, Self::Aborted, Self::Timeout].into_iter().find(|e| *e as u32 == v)
+    }
+
+    /// `status` for this error with `detail`.
+    pub const fn status(self, detail: u32) -> u64 {
+        self as u64 | (detail as u64) << 32
+    }
+}
+
+impl WaitSite {
+    /// The site a detail value names, if any.
+    pub fn from_u32(v: u32) -> Option<Self> {
+        [Self::Barrier, Self::Flag].into_iter().find(|w| *w as u32 == v)
+    }
+}

@@ -1,0 +1,205 @@
+//! The host end of a work loop's queue, over memory the caller provides: host-mapped
+//! memory for a GPU loop (`work::WorkLoop`), plain host memory for a loop running on the
+//! host twin in tests. The protocol is `device_rt::work`'s (see its `queue` module).
+//!
+//! Every wait here has a timeout and also watches the loop's status, so a dead loop turns
+//! into an `Err` at once instead of a wait.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use device_rt::work::{BadItem, LoopError, MAX_CHANNELS, QueueHeader, WaitSite, WorkItem};
+
+use crate::{Error, Result};
+
+/// A published item's sequence number: what [`Queue::wait`] takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Ticket(pub u64);
+
+/// Sets a loop's abort flag; `Send + Sync + Clone`, usable from any thread, never blocks.
+#[derive(Clone, Copy, Debug)]
+pub struct AbortHandle {
+    header: *mut QueueHeader,
+}
+
+// SAFETY: the flag is written with an atomic store; the header outlives every handle
+// (the loop owner keeps the memory until the loop has left).
+unsafe impl Send for AbortHandle {}
+unsafe impl Sync for AbortHandle {}
+
+impl AbortHandle {
+    /// Asks every channel of the loop to leave; waits in progress end with `Aborted`.
+    ///
+    /// Ordering: a release store; the device reads the flag with volatile loads.
+    pub fn abort(&self) {
+        // SAFETY: the header is live and 8-byte aligned.
+        unsafe { AtomicU64::from_ptr(&raw mut (*self.header).abort) }.store(1, Ordering::Release);
+    }
+}
+
+/// The producer side of one loop's ring.
+pub struct Queue {
+    header: *mut QueueHeader,
+    ring: *mut WorkItem,
+    capacity: u64,
+    channels: usize,
+    next_seq: u64,
+}
+
+// SAFETY: a `Queue` is the only producer of its ring; the memory outlives it.
+unsafe impl Send for Queue {}
+
+impl Queue {
+    /// The producer of the loop whose header and ring of `capacity` items are at these
+    /// addresses (host addresses), with `channels` channels.
+    ///
+    /// # Safety
+    /// The header is zeroed, the memory stays valid (and is not written by anyone but this
+    /// queue and the loop) for the queue's life.
+    pub unsafe fn new(header: *mut QueueHeader, ring: *mut WorkItem, capacity: u64, channels: usize) -> Result<Self> {
+        if capacity == 0 || !(1..=MAX_CHANNELS).contains(&channels) {
+            return Err(Error::InvalidArgument(format!(
+                "a queue needs a capacity of at least 1 and 1..={MAX_CHANNELS} channels (got {capacity}, {channels})"
+            )));
+        }
+        Ok(Self { header, ring, capacity, channels, next_seq: 1 })
+    }
+
+    /// A handle that aborts the loop from any thread.
+    pub fn abort_handle(&self) -> AbortHandle {
+        AbortHandle { header: self.header }
+    }
+
+    fn load(&self, field: *mut u64) -> u64 {
+        // SAFETY: `field` points into the live header; the device writes it with release
+        // stores, read here with acquire loads.
+        unsafe { AtomicU64::from_ptr(field) }.load(Ordering::Acquire)
+    }
+
+    /// The last item every channel has completed.
+    pub fn completed(&self) -> u64 {
+        (0..self.channels)
+            .map(|c| self.load(unsafe { (&raw mut (*self.header).cta_completed).cast::<u64>().add(c) }))
+            .min()
+            .unwrap_or(0)
+    }
+
+    /// Items published and not yet completed.
+    pub fn outstanding(&self) -> u64 {
+        (self.next_seq - 1).saturating_sub(self.completed())
+    }
+
+    /// The loop's recorded error, if any; `Err(LoopClosed)` once every channel has left
+    /// without one (each channel publishes its completions before it leaves, so a
+    /// completion check made after this returned is final).
+    pub fn health(&self) -> Result<()> {
+        let status = self.load(unsafe { &raw mut (*self.header).status });
+        if status != 0 {
+            let seq = self.load(unsafe { &raw mut (*self.header).error_seq });
+            let detail = (status >> 32) as u32;
+            return Err(match LoopError::from_u32(status as u32) {
+                Some(LoopError::BadItem) => {
+                    Error::BadWorkItem { reason: BadItem::from_u32(detail).unwrap_or(BadItem::UnknownKind), seq }
+                }
+                Some(LoopError::Aborted) => Error::Aborted,
+                Some(LoopError::Timeout) => Error::DeviceTimeout { site: WaitSite::from_u32(detail), seq },
+                None => Error::InvalidArgument(format!("work loop reported unknown status {status:#x}")),
+            });
+        }
+        if self.load(unsafe { &raw mut (*self.header).exited }) >= self.channels as u64 {
+            return Err(Error::LoopClosed);
+        }
+        Ok(())
+    }
+
+    /// Validates `item`, waits (up to `timeout`) for a free slot, writes it and rings the
+    /// doorbell. Refused items change nothing.
+    pub fn enqueue(&mut self, item: WorkItem, timeout: Duration) -> Result<Ticket> {
+        item.validate().map_err(|reason| Error::BadWorkItem { reason, seq: 0 })?;
+        self.health()?;
+        let seq = self.next_seq;
+        self.wait_for(timeout, "a free slot in the work queue", |q| q.completed() + q.capacity >= seq)?;
+        unsafe { self.write_slot(seq, item) };
+        self.publish(seq);
+        Ok(Ticket(seq))
+    }
+
+    /// Writes `items` into the ring and publishes them with one doorbell (they must fit:
+    /// the ring must be idle and hold them all). For back-to-back dispatch.
+    pub fn enqueue_batch(&mut self, items: &[WorkItem], timeout: Duration) -> Result<Ticket> {
+        if items.is_empty() || items.len() as u64 > self.capacity {
+            return Err(Error::InvalidArgument(format!(
+                "a batch of {} items does not fit a queue of {}",
+                items.len(),
+                self.capacity
+            )));
+        }
+        for item in items {
+            item.validate().map_err(|reason| Error::BadWorkItem { reason, seq: 0 })?;
+        }
+        self.health()?;
+        let last = self.next_seq + items.len() as u64 - 1;
+        self.wait_for(timeout, "room for a batch in the work queue", |q| q.completed() + q.capacity >= last)?;
+        for (k, item) in items.iter().enumerate() {
+            unsafe { self.write_slot(self.next_seq + k as u64, *item) };
+        }
+        self.publish(last);
+        Ok(Ticket(last))
+    }
+
+    /// Writes `item` as `seq` into its slot, word by word with volatile stores.
+    unsafe fn write_slot(&self, seq: u64, item: WorkItem) {
+        let item = WorkItem { seq, ..item };
+        let slot = unsafe { self.ring.add(((seq - 1) % self.capacity) as usize) }.cast::<u64>();
+        let words: [u64; 16] = zerocopy::transmute!(item);
+        for (w, v) in words.into_iter().enumerate() {
+            unsafe { slot.add(w).write_volatile(v) };
+        }
+    }
+
+    /// Makes every slot up to `seq` visible to the loop.
+    ///
+    /// Ordering: a release store; the loop reads the doorbell with `ld.acquire.sys`, so the
+    /// slots written before are visible once the new value is.
+    fn publish(&mut self, seq: u64) {
+        unsafe { AtomicU64::from_ptr(&raw mut (*self.header).doorbell) }.store(seq, Ordering::Release);
+        self.next_seq = seq + 1;
+    }
+
+    /// Waits until every channel has completed `ticket`, the loop fails, or `timeout`.
+    pub fn wait(&self, ticket: Ticket, timeout: Duration) -> Result<()> {
+        self.wait_for(timeout, "a work item", |q| q.completed() >= ticket.0)
+    }
+
+    /// Polls `done` until it holds; checks the loop's health on every round.
+    fn wait_for(&self, timeout: Duration, what: &str, mut done: impl FnMut(&Self) -> bool) -> Result<()> {
+        let start = Instant::now();
+        let mut spins = 0u32;
+        loop {
+            let health = self.health();
+            if done(self) {
+                return Ok(());
+            }
+            health?;
+            if start.elapsed() > timeout {
+                return Err(Error::Timeout { what: what.to_owned(), after: timeout });
+            }
+            spins += 1;
+            if spins > 1000 {
+                std::thread::yield_now();
+            } else {
+                std::hint::spin_loop();
+            }
+        }
+    }
+
+    /// Enqueues a Shutdown item and waits for it: every earlier item completes first.
+    /// On timeout, reports how many items were still outstanding.
+    pub fn shutdown(&mut self, timeout: Duration) -> Result<()> {
+        let ticket = self.enqueue(WorkItem::shutdown(), timeout)?;
+        match self.wait(ticket, timeout) {
+            Err(Error::Timeout { .. }) => Err(Error::ShutdownIncomplete { outstanding: self.outstanding() }),
+            other => other,
+        }
+    }
+}

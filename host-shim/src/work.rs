@@ -1,0 +1,217 @@
+//! A rank's persistent work loop on a GPU: launched once, fed through its queue (direct
+//! host path) or through stream memory operations (stream-ordered path, capturable in a
+//! CUDA graph). No kernel is launched per operation.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr, LaunchConfig, PushKernelArg, sys};
+use device_rt::work::{LOOP_SMEM_BYTES, LoopState, MAILBOX_CLOSED, MAILBOX_DONE, MAILBOX_PENDING, MAX_CHANNELS, QueueHeader, WorkItem};
+
+use crate::memory::HostMapped;
+use crate::module::Module;
+use crate::queue::{AbortHandle, Queue, Ticket};
+use crate::{Error, Result};
+
+/// How a work loop is launched.
+#[derive(Clone, Copy, Debug)]
+pub struct LoopConfig {
+    /// Channels (CTAs), 1..=64.
+    pub channels: u32,
+    /// Threads per channel, a multiple of 32 up to 512.
+    pub threads: u32,
+    /// Ring slots.
+    pub capacity: u32,
+    /// How long any wait inside an item may spin before the loop stops with a timeout.
+    pub spin_budget: Duration,
+}
+
+impl Default for LoopConfig {
+    fn default() -> Self {
+        Self { channels: 4, threads: 512, capacity: 1024, spin_budget: Duration::from_secs(10) }
+    }
+}
+
+impl LoopConfig {
+    fn validate(&self) -> Result<()> {
+        let bad = |why: String| Err(Error::InvalidArgument(why));
+        if !(1..=MAX_CHANNELS as u32).contains(&self.channels) {
+            return bad(format!("channels must be 1..={MAX_CHANNELS}, not {}", self.channels));
+        }
+        if self.threads == 0 || self.threads % 32 != 0 || self.threads > 512 {
+            return bad(format!("threads must be a multiple of 32 up to 512, not {}", self.threads));
+        }
+        if self.capacity == 0 {
+            return bad("the queue needs at least one slot".into());
+        }
+        if self.spin_budget.is_zero() {
+            return bad("the spin budget must be positive".into());
+        }
+        Ok(())
+    }
+}
+
+/// One rank's running work loop.
+pub struct WorkLoop {
+    stream: Arc<CudaStream>,
+    header: Option<HostMapped<u64>>,
+    ring: Option<HostMapped<u64>>,
+    state: CudaSlice<u8>,
+    queue: Queue,
+}
+
+impl WorkLoop {
+    /// Allocates the queue (host-mapped) and loop state (device memory) and launches the
+    /// loop kernel once, on its own stream of `ctx`.
+    pub fn launch(ctx: &Arc<CudaContext>, module: &Module, cfg: LoopConfig) -> Result<Self> {
+        cfg.validate()?;
+        let header = HostMapped::<u64>::zeroed(ctx, size_of::<QueueHeader>() / 8)?;
+        let ring = HostMapped::<u64>::zeroed(ctx, cfg.capacity as usize * size_of::<WorkItem>() / 8)?;
+        let stream = ctx.new_stream().map_err(Error::cuda("cuStreamCreate"))?;
+        let state = stream.alloc_zeros::<u8>(size_of::<LoopState>()).map_err(Error::cuda("cuMemAlloc"))?;
+        // SAFETY: zeroed allocations of the right sizes that this value keeps alive.
+        let queue = unsafe {
+            Queue::new(header.host_ptr().cast(), ring.host_ptr().cast(), u64::from(cfg.capacity), cfg.channels as usize)?
+        };
+        let kernel = module.kernel("ferroccl_work_loop")?;
+        let (header_dev, ring_dev) = (header.device_ptr(), ring.device_ptr());
+        let capacity = u64::from(cfg.capacity);
+        let budget_ns = u64::try_from(cfg.spin_budget.as_nanos()).unwrap_or(u64::MAX);
+        let launch = LaunchConfig {
+            grid_dim: (cfg.channels, 1, 1),
+            block_dim: (cfg.threads, 1, 1),
+            shared_mem_bytes: LOOP_SMEM_BYTES,
+        };
+        // SAFETY: the arguments match `ferroccl_work_loop`; the memory lives as long as
+        // this value, whose `Drop` never frees it under a running loop.
+        unsafe {
+            stream
+                .launch_builder(&kernel)
+                .arg(&header_dev)
+                .arg(&ring_dev)
+                .arg(&capacity)
+                .arg(&state)
+                .arg(&budget_ns)
+                .launch(launch)
+        }
+        .map_err(Error::cuda("cuLaunchKernel"))?;
+        log::debug!("work loop launched: {cfg:?}");
+        Ok(Self { stream, header: Some(header), ring: Some(ring), state, queue })
+    }
+
+    /// The direct host path: validates `item`, waits (up to `timeout`) for a free slot,
+    /// writes it and rings the doorbell. No kernel launch.
+    pub fn enqueue(&mut self, item: WorkItem, timeout: Duration) -> Result<Ticket> {
+        self.queue.enqueue(item, timeout)
+    }
+
+    /// Publishes several items with one doorbell (they must fit in the ring).
+    pub fn enqueue_batch(&mut self, items: &[WorkItem], timeout: Duration) -> Result<Ticket> {
+        self.queue.enqueue_batch(items, timeout)
+    }
+
+    /// Waits for `ticket`'s item (and every earlier one) to complete on every channel.
+    pub fn wait(&self, ticket: Ticket, timeout: Duration) -> Result<()> {
+        self.queue.wait(ticket, timeout)
+    }
+
+    /// The stream-ordered path: enqueues on `stream` the memory operations that write
+    /// `item` into the loop's mailbox, mark it pending, and make `stream` wait until the
+    /// loop has run it (or has left). Work queued on `stream` before runs first, work
+    /// queued after waits for the item; the sequence can be captured in a CUDA graph and
+    /// replayed. A failure inside the loop does not stall `stream`: check
+    /// [`WorkLoop::async_error`].
+    pub fn enqueue_on_stream(&self, stream: &CudaStream, item: WorkItem) -> Result<()> {
+        item.validate().map_err(|reason| Error::BadWorkItem { reason, seq: 0 })?;
+        self.queue.health()?;
+        let mailbox = self.state.device_ptr(&self.stream).0;
+        let words: [u64; 16] = zerocopy::transmute!(item);
+        let mut ops: Vec<sys::CUstreamBatchMemOpParams> = words
+            .iter()
+            .enumerate()
+            .map(|(w, &value)| write_op(mailbox + 8 * w as u64, value))
+            .collect();
+        let state_addr = mailbox + std::mem::offset_of!(device_rt::work::Mailbox, state) as u64;
+        // SAFETY: `ops` are valid 64-bit writes to the loop's live mailbox.
+        unsafe { sys::cuStreamBatchMemOp_v2(stream.cu_stream(), ops.len() as u32, ops.as_mut_ptr(), 0) }
+            .result()
+            .map_err(Error::cuda("cuStreamBatchMemOp"))?;
+        // The low half only: a loop that has left keeps its CLOSED bit in the high half.
+        // SAFETY: a 32-bit write to the live mailbox; default flags order it after the
+        // item's words.
+        unsafe { sys::cuStreamWriteValue32_v2(stream.cu_stream(), state_addr, MAILBOX_PENDING as u32, 0) }
+            .result()
+            .map_err(Error::cuda("cuStreamWriteValue32"))?;
+        let flags = sys::CUstreamWaitValue_flags::CU_STREAM_WAIT_VALUE_AND as u32;
+        // SAFETY: waits on the live mailbox state until DONE or CLOSED is set.
+        unsafe { sys::cuStreamWaitValue64_v2(stream.cu_stream(), state_addr, MAILBOX_DONE | MAILBOX_CLOSED, flags) }
+            .result()
+            .map_err(Error::cuda("cuStreamWaitValue64"))
+    }
+
+    /// A handle that aborts the loop from any thread.
+    pub fn abort_handle(&self) -> AbortHandle {
+        self.queue.abort_handle()
+    }
+
+    /// Asks the loop to leave now; never blocks.
+    pub fn abort(&self) {
+        self.queue.abort_handle().abort();
+    }
+
+    /// The loop's error, if it has stopped with one (`LoopClosed` once it has left after a
+    /// Shutdown); never blocks.
+    pub fn async_error(&self) -> Option<Error> {
+        self.queue.health().err()
+    }
+
+    /// Items published and not yet completed.
+    pub fn outstanding(&self) -> u64 {
+        self.queue.outstanding()
+    }
+
+    /// Runs every outstanding item, then stops the loop and waits for its kernel to end
+    /// (each up to `timeout`). On timeout, reports what was outstanding and aborts.
+    pub fn shutdown(mut self, timeout: Duration) -> Result<()> {
+        let drained = self.queue.shutdown(timeout);
+        if drained.is_err() {
+            self.abort();
+        }
+        crate::stream::wait(&self.stream, timeout, "the work loop kernel")?;
+        drained
+    }
+
+    /// True once the loop kernel has ended.
+    fn kernel_done(&self) -> bool {
+        // SAFETY: a live stream.
+        let status = unsafe { sys::cuStreamQuery(self.stream.cu_stream()) };
+        status == sys::cudaError_enum::CUDA_SUCCESS
+    }
+}
+
+/// One 64-bit stream write of a batch.
+fn write_op(address: u64, value: u64) -> sys::CUstreamBatchMemOpParams {
+    // SAFETY: an all-zero batch-op union is valid; the write member is then filled in.
+    let mut op: sys::CUstreamBatchMemOpParams = unsafe { std::mem::zeroed() };
+    op.writeValue.operation = sys::CUstreamBatchMemOpType::CU_STREAM_MEM_OP_WRITE_VALUE_64;
+    op.writeValue.address = address;
+    op.writeValue.__bindgen_anon_1.value64 = value;
+    op.writeValue.flags = 0;
+    op
+}
+
+impl Drop for WorkLoop {
+    /// Never blocks: aborts a loop still running, and if its kernel has not ended yet,
+    /// leaks the host-mapped queue rather than free memory the kernel may still read.
+    fn drop(&mut self) {
+        if self.kernel_done() {
+            return;
+        }
+        self.abort();
+        if !self.kernel_done() {
+            log::warn!("work loop dropped while running: aborted; its queue memory is leaked");
+            std::mem::forget(self.header.take());
+            std::mem::forget(self.ring.take());
+        }
+    }
+}

@@ -1,0 +1,246 @@
+//! The persistent work loop (`device_rt::work::work_loop`) on CPU threads through the host
+//! twin, fed by host-shim's real producer (`host_shim::queue::Queue`): ordering over
+//! thousands of items, backpressure, malformed items, abort, spin budgets, shutdown with
+//! work outstanding, and the stream mailbox's device side.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use device_rt::arch;
+use device_rt::dtype::DataType;
+use device_rt::work::{
+    BadItem, DeviceFunction, LOOP_SMEM_BYTES, LoopArgs, LoopState, MAILBOX_CLOSED, MAILBOX_DONE, MAILBOX_PENDING, QueueHeader,
+    WaitSite, WorkItem, work_loop,
+};
+use host_shim::Error;
+use host_shim::queue::{Queue, Ticket};
+
+const LONG: Duration = Duration::from_secs(30);
+
+/// A work loop running on the host twin, with its memory and producer.
+struct TwinLoop {
+    header: Box<QueueHeader>,
+    ring: Vec<WorkItem>,
+    state: Box<LoopState>,
+    queue: Queue,
+    thread: Option<JoinHandle<std::thread::Result<()>>>,
+}
+
+impl TwinLoop {
+    fn start(channels: u32, threads: u32, capacity: u64, budget: Duration) -> Self {
+        let mut header = Box::new(QueueHeader::new());
+        let mut ring = vec![WorkItem::default(); capacity as usize];
+        let mut state = Box::new(LoopState::default());
+        let (h, r, s) = (&raw mut *header as usize, ring.as_mut_ptr() as usize, &raw mut *state as usize);
+        let budget_ns = budget.as_nanos() as u64;
+        let thread = std::thread::spawn(move || {
+            catch_unwind(AssertUnwindSafe(|| {
+                arch::launch(channels, threads, LOOP_SMEM_BYTES, || {
+                    let args = LoopArgs {
+                        header: h as *mut QueueHeader,
+                        ring: r as *const WorkItem,
+                        capacity,
+                        state: s as *mut LoopState,
+                        spin_budget_ns: budget_ns,
+                    };
+                    unsafe { work_loop(args) }
+                })
+            }))
+        });
+        let queue = unsafe { Queue::new(&raw mut *header, ring.as_mut_ptr(), capacity, channels as usize) }.unwrap();
+        TwinLoop { header, ring, state, queue, thread: Some(thread) }
+    }
+
+    /// Waits for the loop's threads to end; panics if they do not within `LONG`.
+    fn join(&mut self) {
+        let thread = self.thread.take().unwrap();
+        let start = Instant::now();
+        while !thread.is_finished() {
+            assert!(start.elapsed() < LONG, "the work loop did not leave");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        if let Err(p) = thread.join().unwrap() {
+            std::panic::resume_unwind(p);
+        }
+    }
+
+    /// Writes `item` (as is, unvalidated) into the slot of `position` and rings the
+    /// doorbell: what a corrupted or half-written queue would look like to the device.
+    fn publish_raw(&mut self, position: u64, item: WorkItem) {
+        let slot = ((position - 1) % self.ring.len() as u64) as usize;
+        unsafe { (&raw mut self.ring[slot]).write_volatile(item) };
+        unsafe { AtomicU64::from_ptr(&raw mut self.header.doorbell) }.store(position, Ordering::Release);
+    }
+
+    fn mailbox_state(&self) -> &AtomicU64 {
+        unsafe { AtomicU64::from_ptr((&raw const self.state.mailbox.state).cast_mut()) }
+    }
+}
+
+impl Drop for TwinLoop {
+    fn drop(&mut self) {
+        if self.thread.is_some() {
+            self.queue.abort_handle().abort();
+            self.join();
+        }
+    }
+}
+
+fn word(v: &AtomicU64) -> u64 {
+    v as *const AtomicU64 as u64
+}
+
+#[test]
+fn thousands_of_items_run_in_order_across_channels() {
+    const N: usize = 1000;
+    const SHIFT: usize = 7;
+    const ROUNDS: usize = 300;
+    let mut lp = TwinLoop::start(3, 64, 8, LONG);
+    let mut a: Vec<u32> = (0..N as u32).collect();
+    let ones = vec![1u32; N];
+    let b = vec![0u32; N];
+    let counter = AtomicU64::new(0);
+    let (pa, pb, p1) = (a.as_mut_ptr() as u64, b.as_ptr() as u64, ones.as_ptr() as u64);
+    let mut last = Ticket(0);
+    for _ in 0..ROUNDS {
+        // b = a + 1; (every channel done) a[..N-SHIFT] = b[SHIFT..]: each channel reads
+        // what a neighbouring channel wrote, so the barriers and the order both matter.
+        last = lp.queue.enqueue(WorkItem::sum(DataType::U32, pa, p1, pb, N as u64), LONG).unwrap();
+        lp.queue.enqueue(WorkItem::barrier(), LONG).unwrap();
+        lp.queue.enqueue(WorkItem::copy(DataType::U32, pb + 4 * SHIFT as u64, pa, (N - SHIFT) as u64), LONG).unwrap();
+        lp.queue.enqueue(WorkItem::barrier(), LONG).unwrap();
+        lp.queue.enqueue(WorkItem::call(DeviceFunction::Increment, word(&counter), 0), LONG).unwrap();
+    }
+    lp.queue.wait(last, LONG).unwrap();
+    lp.queue.shutdown(LONG).unwrap();
+    lp.join();
+    let mut want: Vec<u32> = (0..N as u32).collect();
+    for _ in 0..ROUNDS {
+        let bb: Vec<u32> = want.iter().map(|x| x + 1).collect();
+        want[..N - SHIFT].copy_from_slice(&bb[SHIFT..]);
+    }
+    assert_eq!(a, want);
+    assert_eq!(counter.load(Ordering::Relaxed), ROUNDS as u64);
+    assert_eq!(lp.queue.enqueue(WorkItem::noop(), LONG).unwrap_err().to_string(), Error::LoopClosed.to_string());
+}
+
+#[test]
+fn a_full_queue_blocks_the_producer_and_overwrites_nothing() {
+    let mut lp = TwinLoop::start(2, 32, 4, LONG);
+    let flag = AtomicU64::new(0);
+    let counter = AtomicU64::new(0);
+    lp.queue.enqueue(WorkItem::call(DeviceFunction::WaitAtLeast, word(&flag), 1), LONG).unwrap();
+    for _ in 0..3 {
+        lp.queue.enqueue(WorkItem::call(DeviceFunction::Increment, word(&counter), 0), LONG).unwrap();
+    }
+    let err = lp.queue.enqueue(WorkItem::call(DeviceFunction::Increment, word(&counter), 0), Duration::from_millis(100));
+    assert!(matches!(err, Err(Error::Timeout { .. })), "{err:?}");
+    assert_eq!(lp.header.doorbell, 4, "a refused enqueue must not publish");
+    assert_eq!(counter.load(Ordering::Relaxed), 0, "nothing runs past the blocked item");
+    flag.store(1, Ordering::Release);
+    let t = lp.queue.enqueue(WorkItem::call(DeviceFunction::Increment, word(&counter), 0), LONG).unwrap();
+    lp.queue.wait(t, LONG).unwrap();
+    assert_eq!(counter.load(Ordering::Relaxed), 4);
+    lp.queue.shutdown(LONG).unwrap();
+    lp.join();
+}
+
+#[test]
+fn malformed_items_are_refused_by_the_host_and_stop_the_device() {
+    let mut lp = TwinLoop::start(2, 32, 4, LONG);
+    let host_refused = lp.queue.enqueue(WorkItem { kind: 99, ..WorkItem::noop() }, LONG);
+    assert!(matches!(host_refused, Err(Error::BadWorkItem { reason: BadItem::UnknownKind, seq: 0 })), "{host_refused:?}");
+    let misaligned = lp.queue.enqueue(WorkItem::copy(DataType::F32, 0x1002, 0x2000, 4), LONG);
+    assert!(matches!(misaligned, Err(Error::BadWorkItem { reason: BadItem::Misaligned, .. })), "{misaligned:?}");
+    assert_eq!(lp.header.doorbell, 0, "refused items are never published");
+    // A null source that got past the host (a corrupted slot): the device refuses it.
+    lp.publish_raw(1, WorkItem { seq: 1, ..WorkItem::copy(DataType::F32, 0, 0x2000, 4) });
+    let err = lp.queue.wait(Ticket(1), LONG);
+    assert!(matches!(err, Err(Error::BadWorkItem { reason: BadItem::NullPointer, seq: 1 })), "{err:?}");
+    lp.join();
+}
+
+#[test]
+fn a_stale_slot_is_refused_by_its_sequence_number() {
+    let mut lp = TwinLoop::start(1, 32, 4, LONG);
+    lp.publish_raw(1, WorkItem { seq: 5, ..WorkItem::noop() });
+    let err = lp.queue.wait(Ticket(1), LONG);
+    assert!(matches!(err, Err(Error::BadWorkItem { reason: BadItem::WrongSequence, seq: 1 })), "{err:?}");
+    lp.join();
+}
+
+#[test]
+fn abort_ends_a_spinning_wait_with_aborted() {
+    let mut lp = TwinLoop::start(2, 32, 4, Duration::from_secs(3600));
+    let flag = AtomicU64::new(0);
+    let t = lp.queue.enqueue(WorkItem::call(DeviceFunction::WaitAtLeast, word(&flag), 1), LONG).unwrap();
+    let abort = lp.queue.abort_handle();
+    let aborter = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(50));
+        abort.abort();
+    });
+    let err = lp.queue.wait(t, LONG);
+    aborter.join().unwrap();
+    assert!(matches!(err, Err(Error::Aborted)), "{err:?}");
+    lp.join();
+}
+
+#[test]
+fn the_spin_budget_turns_a_missing_peer_into_a_timeout() {
+    let mut lp = TwinLoop::start(2, 32, 4, Duration::from_millis(200));
+    let flag = AtomicU64::new(0);
+    let t = lp.queue.enqueue(WorkItem::call(DeviceFunction::WaitAtLeast, word(&flag), 1), LONG).unwrap();
+    let err = lp.queue.wait(t, LONG);
+    assert!(matches!(err, Err(Error::DeviceTimeout { site: Some(WaitSite::Flag), seq: 1 })), "{err:?}");
+    lp.join();
+}
+
+#[test]
+fn shutdown_with_work_outstanding_reports_it() {
+    let mut lp = TwinLoop::start(2, 32, 8, LONG);
+    let flag = AtomicU64::new(0);
+    let counter = AtomicU64::new(0);
+    lp.queue.enqueue(WorkItem::call(DeviceFunction::WaitAtLeast, word(&flag), 1), LONG).unwrap();
+    lp.queue.enqueue(WorkItem::call(DeviceFunction::Increment, word(&counter), 0), LONG).unwrap();
+    lp.queue.enqueue(WorkItem::call(DeviceFunction::Increment, word(&counter), 0), LONG).unwrap();
+    let err = lp.queue.shutdown(Duration::from_millis(200));
+    assert!(matches!(err, Err(Error::ShutdownIncomplete { outstanding: 4 })), "{err:?}");
+    // Once the blocking item can finish, the shutdown drains everything.
+    flag.store(1, Ordering::Release);
+    lp.queue.wait(Ticket(4), LONG).unwrap();
+    assert_eq!(counter.load(Ordering::Relaxed), 2);
+    lp.join();
+}
+
+#[test]
+fn mailbox_items_run_once_per_posting_and_a_closed_loop_releases_waiters() {
+    let mut lp = TwinLoop::start(3, 32, 4, LONG);
+    let counter = AtomicU64::new(0);
+    let item = WorkItem::call(DeviceFunction::Increment, word(&counter), 0);
+    let post = |lp: &mut TwinLoop| {
+        // What enqueue_on_stream's stream operations do: the item, then PENDING in the
+        // low half, then wait for DONE or CLOSED.
+        unsafe { (&raw mut lp.state.mailbox.item).write_volatile(item) };
+        unsafe { AtomicU32::from_ptr((&raw mut lp.state.mailbox.state).cast::<u32>()) }
+            .store(MAILBOX_PENDING as u32, Ordering::Release);
+        let start = Instant::now();
+        loop {
+            let s = lp.mailbox_state().load(Ordering::Acquire);
+            if s & (MAILBOX_DONE | MAILBOX_CLOSED) != 0 {
+                return s;
+            }
+            assert!(start.elapsed() < LONG, "mailbox item never completed");
+            std::thread::yield_now();
+        }
+    };
+    for _ in 0..50 {
+        assert_eq!(post(&mut lp), MAILBOX_DONE);
+    }
+    assert_eq!(counter.load(Ordering::Relaxed), 50, "each posting runs exactly once");
+    lp.queue.shutdown(LONG).unwrap();
+    lp.join();
+    assert_ne!(post(&mut lp) & MAILBOX_CLOSED, 0, "a left loop must release stream waiters");
+    assert_eq!(counter.load(Ordering::Relaxed), 50);
+}
