@@ -208,3 +208,148 @@ pub fn json(results: &[Measurement], cfg: &ReduceCopyBench, gpu: &str, date_utc:
     out.push_str("  ]\n}\n");
     out
 }
+
+/// The work loop's latencies against kernel launches, in one run (`ferroccl bench
+/// work_loop`).
+#[derive(Clone, Debug, Default)]
+pub struct WorkLoopReport {
+    /// Median µs from `enqueue(NoOp)` to its completion seen on the host, 1 channel.
+    pub noop_roundtrip_us: f64,
+    /// The same with 4 channels.
+    pub noop_roundtrip_4ch_us: f64,
+    /// Median µs of an empty kernel launch plus `cuStreamSynchronize`.
+    pub empty_launch_sync_us: f64,
+    /// µs per item over 10 000 back-to-back no-ops, 1 channel (device timestamps).
+    pub dispatch_us_per_item: f64,
+    /// The same with 4 channels (a barrier before the last timestamp).
+    pub dispatch_4ch_us_per_item: f64,
+    /// µs per stream-ordered no-op in a replayed CUDA graph of 100.
+    pub stream_ordered_us_per_op: f64,
+    /// µs per empty-kernel launch in a replayed CUDA graph of 100.
+    pub graph_launch_us_per_op: f64,
+}
+
+impl WorkLoopReport {
+    /// (a): no-op round trip over an empty launch + sync.
+    pub fn noop_roundtrip_vs_launch(&self) -> f64 {
+        self.noop_roundtrip_us / self.empty_launch_sync_us
+    }
+
+    /// (c): a stream-ordered no-op over a kernel launch, both inside a CUDA graph.
+    pub fn stream_ordered_vs_graph_launch(&self) -> f64 {
+        self.stream_ordered_us_per_op / self.graph_launch_us_per_op
+    }
+}
+
+const ROUNDTRIPS: usize = 2000;
+const DISPATCH_ITEMS: usize = 10_000;
+const GRAPH_OPS: usize = 100;
+
+/// Measures (a) no-op round trips against empty launches, (b) back-to-back device
+/// dispatch, (c) the stream-ordered path against kernel launches inside CUDA graphs.
+pub fn work_loop(fx: &Fixture) -> Result<WorkLoopReport> {
+    use std::time::{Duration, Instant};
+
+    use device_rt::work::{DeviceFunction, WorkItem};
+
+    use crate::work::{LoopConfig, WorkLoop};
+    let timeout = Duration::from_secs(20);
+    let config = |channels, capacity| LoopConfig { channels, threads: 256, capacity, spin_budget: timeout };
+    let median_us = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let mut report = WorkLoopReport::default();
+
+    let roundtrip = |channels| -> Result<f64> {
+        let mut lp = WorkLoop::launch(&fx.ctx, &fx.module, config(channels, 64))?;
+        let mut times = Vec::with_capacity(ROUNDTRIPS);
+        for i in 0..ROUNDTRIPS + 100 {
+            let start = Instant::now();
+            let t = lp.enqueue(WorkItem::noop(), timeout)?;
+            lp.wait(t, timeout)?;
+            if i >= 100 {
+                times.push(start.elapsed().as_secs_f64() * 1e6);
+            }
+        }
+        lp.shutdown(timeout)?;
+        Ok(median_us(times))
+    };
+    report.noop_roundtrip_us = roundtrip(1)?;
+    report.noop_roundtrip_4ch_us = roundtrip(4)?;
+
+    let empty = fx.module.kernel("ferroccl_empty")?;
+    let one = LaunchConfig { grid_dim: (1, 1, 1), block_dim: (32, 1, 1), shared_mem_bytes: 0 };
+    let mut times = Vec::with_capacity(ROUNDTRIPS);
+    for i in 0..ROUNDTRIPS + 100 {
+        let start = Instant::now();
+        // SAFETY: `ferroccl_empty` takes no arguments.
+        unsafe { fx.stream.launch_builder(&empty).launch(one) }.map_err(Error::cuda("cuLaunchKernel"))?;
+        fx.stream.synchronize().map_err(Error::cuda("cuStreamSynchronize"))?;
+        if i >= 100 {
+            times.push(start.elapsed().as_secs_f64() * 1e6);
+        }
+    }
+    report.empty_launch_sync_us = median_us(times);
+
+    let stamps = fx.stream.alloc_zeros::<u64>(2).map_err(Error::cuda("cuMemAlloc"))?;
+    let (t0, t1) = (stamps.device_ptr(&fx.stream).0, stamps.device_ptr(&fx.stream).0 + 8);
+    let dispatch = |channels: u32| -> Result<f64> {
+        let mut lp = WorkLoop::launch(&fx.ctx, &fx.module, config(channels, DISPATCH_ITEMS as u32 + 8))?;
+        let mut items = vec![WorkItem::call(DeviceFunction::Timestamp, t0, 0)];
+        items.extend(std::iter::repeat_n(WorkItem::noop(), DISPATCH_ITEMS));
+        if channels > 1 {
+            items.push(WorkItem::barrier());
+        }
+        items.push(WorkItem::call(DeviceFunction::Timestamp, t1, 0));
+        let t = lp.enqueue_batch(&items, timeout)?;
+        lp.wait(t, timeout)?;
+        lp.shutdown(timeout)?;
+        let v = fx.stream.clone_dtoh(&stamps).map_err(Error::cuda("cuMemcpyDtoH"))?;
+        Ok(v[1].saturating_sub(v[0]) as f64 / 1e3 / (items.len() - 1) as f64)
+    };
+    report.dispatch_us_per_item = dispatch(1)?;
+    report.dispatch_4ch_us_per_item = dispatch(4)?;
+
+    let lp = WorkLoop::launch(&fx.ctx, &fx.module, config(1, 64))?;
+    let user = fx.ctx.new_stream().map_err(Error::cuda("cuStreamCreate"))?;
+    let graph_of = |record: &dyn Fn() -> Result<()>| -> Result<cudarc::driver::CudaGraph> {
+        user.begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED).map_err(Error::cuda("cuStreamBeginCapture"))?;
+        for _ in 0..GRAPH_OPS {
+            record()?;
+        }
+        user.end_capture(sys::CUgraphInstantiate_flags(0))
+            .map_err(Error::cuda("cuStreamEndCapture"))?
+            .ok_or_else(|| Error::InvalidArgument("stream capture produced no graph".into()))
+    };
+    let per_op_us = |graph: &cudarc::driver::CudaGraph| -> Result<f64> {
+        let times = time_ms(&user, 20, || graph.launch().map_err(Error::cuda("cuGraphLaunch")))?;
+        Ok(median(times) * 1e3 / GRAPH_OPS as f64)
+    };
+    let stream_ordered = graph_of(&|| lp.enqueue_on_stream(&user, WorkItem::noop()))?;
+    report.stream_ordered_us_per_op = per_op_us(&stream_ordered)?;
+    // SAFETY: `ferroccl_empty` takes no arguments.
+    let launches = graph_of(&|| unsafe { user.launch_builder(&empty).launch(one) }.map(drop).map_err(Error::cuda("cuLaunchKernel")))?;
+    report.graph_launch_us_per_op = per_op_us(&launches)?;
+    if let Some(e) = lp.async_error() {
+        return Err(e);
+    }
+    lp.shutdown(timeout)?;
+    Ok(report)
+}
+
+/// The work-loop report as `bench/results/work_loop.json`'s body.
+pub fn work_loop_json(r: &WorkLoopReport, gpu: &str, date_utc: &str) -> String {
+    format!(
+        "{{\n  \"date_utc\": \"{date_utc}\",\n  \"gpu\": \"{gpu}\",\n  \"noop_roundtrip_vs_launch\": {:.4},\n  \"device_dispatch_us_per_item\": {:.4},\n  \"stream_ordered_vs_graph_launch\": {:.4},\n  \"noop_roundtrip_us\": {:.3},\n  \"noop_roundtrip_4ch_us\": {:.3},\n  \"empty_launch_sync_us\": {:.3},\n  \"dispatch_4ch_us_per_item\": {:.4},\n  \"stream_ordered_us_per_op\": {:.3},\n  \"graph_launch_us_per_op\": {:.3}\n}}\n",
+        r.noop_roundtrip_vs_launch(),
+        r.dispatch_us_per_item,
+        r.stream_ordered_vs_graph_launch(),
+        r.noop_roundtrip_us,
+        r.noop_roundtrip_4ch_us,
+        r.empty_launch_sync_us,
+        r.dispatch_4ch_us_per_item,
+        r.stream_ordered_us_per_op,
+        r.graph_launch_us_per_op,
+    )
+}

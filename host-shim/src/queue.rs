@@ -147,6 +147,15 @@ impl Queue {
         Ok(Ticket(last))
     }
 
+    /// Writes `item` unvalidated, with its own `seq`, into the next slot and publishes it:
+    /// what a corrupted queue looks like to the device (self-tests only).
+    pub(crate) fn publish_unchecked(&mut self, item: WorkItem) {
+        let seq = self.next_seq;
+        let slot = unsafe { self.ring.add(((seq - 1) % self.capacity) as usize) };
+        unsafe { slot.write_volatile(item) };
+        self.publish(seq);
+    }
+
     /// Writes `item` as `seq` into its slot, word by word with volatile stores.
     unsafe fn write_slot(&self, seq: u64, item: WorkItem) {
         let item = WorkItem { seq, ..item };

@@ -149,6 +149,16 @@ impl WorkLoop {
             .map_err(Error::cuda("cuStreamWaitValue64"))
     }
 
+    /// The stream the loop kernel runs on (it ends when the loop leaves).
+    pub fn stream(&self) -> &Arc<CudaStream> {
+        &self.stream
+    }
+
+    /// The loop's queue (self-tests write raw slots through it).
+    pub(crate) fn queue_mut(&mut self) -> &mut Queue {
+        &mut self.queue
+    }
+
     /// A handle that aborts the loop from any thread.
     pub fn abort_handle(&self) -> AbortHandle {
         self.queue.abort_handle()

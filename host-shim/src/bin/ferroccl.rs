@@ -17,6 +17,9 @@ commands:
   bench reduce_copy [--device N] [--bytes N] [--iters N] [--json PATH]
                               reduce_copy (copy, 2- and 8-source sum; f32, bf16) against
                               cuMemcpyDtoD of the same bytes, in one run
+  bench work_loop [--device N] [--json PATH]
+                              the work loop's no-op round trip, device dispatch rate and
+                              stream-ordered path against kernel launches, in one run
   ptx                         print the embedded PTX module
 
 environment:
@@ -29,6 +32,7 @@ fn main() -> ExitCode {
         Some("info") if args.len() == 1 => info(),
         Some("test") => test(&args[1..]),
         Some("bench") if args.get(1).map(String::as_str) == Some("reduce_copy") => bench_reduce_copy(&args[2..]),
+        Some("bench") if args.get(1).map(String::as_str) == Some("work_loop") => bench_work_loop(&args[2..]),
         Some("ptx") if args.len() == 1 => {
             print!("{}", host_shim::module::PTX);
             Ok(ExitCode::SUCCESS)
@@ -139,6 +143,42 @@ fn bench_reduce_copy(args: &[String]) -> Result<ExitCode, Error> {
     if let Some(path) = json_path {
         let body = bench::json(&results, &cfg, &info.name, &utc_now());
         std::fs::write(&path, body).map_err(|e| Error::InvalidArgument(format!("writing {path}: {e}")))?;
+        println!("wrote {path}");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn bench_work_loop(args: &[String]) -> Result<ExitCode, Error> {
+    let mut ordinal = 0usize;
+    let mut json_path = None;
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        match arg.as_str() {
+            "--device" | "-d" => {
+                let v = it.next().ok_or_else(|| Error::InvalidArgument("--device needs a number".into()))?;
+                ordinal = v.parse().map_err(|_| Error::InvalidArgument(format!("--device {v}: not a number")))?;
+            }
+            "--json" => json_path = Some(it.next().cloned().ok_or_else(|| Error::InvalidArgument("--json needs a path".into()))?),
+            other => return Err(Error::InvalidArgument(format!("unexpected argument {other:?}\n{USAGE}"))),
+        }
+    }
+    let devices = device::list()?;
+    let info = devices.get(ordinal).ok_or(Error::NoSuchDevice { ordinal, count: devices.len() })?;
+    let fixture = selftest::Fixture::new(ordinal)?;
+    println!("work loop benchmark on device {ordinal} ({})", info.name);
+    let r = bench::work_loop(&fixture)?;
+    println!("(a) no-op round trip, 1 channel     {:>9.2} us", r.noop_roundtrip_us);
+    println!("    no-op round trip, 4 channels    {:>9.2} us", r.noop_roundtrip_4ch_us);
+    println!("    empty kernel launch + sync      {:>9.2} us", r.empty_launch_sync_us);
+    println!("    noop_roundtrip_vs_launch        {:>9.3}", r.noop_roundtrip_vs_launch());
+    println!("(b) device dispatch, 1 channel      {:>9.3} us/item", r.dispatch_us_per_item);
+    println!("    device dispatch, 4 channels     {:>9.3} us/item", r.dispatch_4ch_us_per_item);
+    println!("(c) stream-ordered no-op in a graph {:>9.2} us/op", r.stream_ordered_us_per_op);
+    println!("    empty kernel launch in a graph  {:>9.2} us/op", r.graph_launch_us_per_op);
+    println!("    stream_ordered_vs_graph_launch  {:>9.3}", r.stream_ordered_vs_graph_launch());
+    if let Some(path) = json_path {
+        std::fs::write(&path, bench::work_loop_json(&r, &info.name, &utc_now()))
+            .map_err(|e| Error::InvalidArgument(format!("writing {path}: {e}")))?;
         println!("wrote {path}");
     }
     Ok(ExitCode::SUCCESS)
