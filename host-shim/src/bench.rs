@@ -311,7 +311,7 @@ pub fn work_loop(fx: &Fixture) -> Result<WorkLoopReport> {
     report.dispatch_us_per_item = dispatch(1)?;
     report.dispatch_4ch_us_per_item = dispatch(4)?;
 
-    let lp = WorkLoop::launch(&fx.ctx, &fx.module, config(1, 64))?;
+    let mut lp = WorkLoop::launch(&fx.ctx, &fx.module, config(1, 64))?;
     let user = fx.ctx.new_stream().map_err(Error::cuda("cuStreamCreate"))?;
     let graph_of = |record: &dyn Fn() -> Result<()>| -> Result<cudarc::driver::CudaGraph> {
         user.begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED).map_err(Error::cuda("cuStreamBeginCapture"))?;

@@ -579,11 +579,12 @@ fn work_loop_stream_graph(fx: &Fixture) -> Outcome {
     const N: usize = 1 << 20;
     const ITEMS: u64 = 10;
     const REPLAYS: u64 = 5;
-    let lp = crate::work::WorkLoop::launch(&fx.ctx, &fx.module, loop_config(4, 64, LOOP_WAIT))?;
     let user = fx.ctx.new_stream().map_err(Error::cuda("cuStreamCreate"))?;
     let src = user.alloc_zeros::<u32>(N).map_err(Error::cuda("cuMemAlloc"))?;
     let dst = user.alloc_zeros::<u32>(N).map_err(Error::cuda("cuMemAlloc"))?;
     let counter = user.alloc_zeros::<u64>(1).map_err(Error::cuda("cuMemAlloc"))?;
+    stream::wait(&user, LOOP_WAIT, "allocations")?;
+    let mut lp = crate::work::WorkLoop::launch(&fx.ctx, &fx.module, loop_config(4, 64, LOOP_WAIT))?;
     let (ps, pd, pc) = (src.device_ptr(&user).0, dst.device_ptr(&user).0, counter.device_ptr(&user).0);
     // Ordering: a memset on the user stream, then the loop copies, then a copy back.
     unsafe { sys::cuMemsetD32Async(ps, 0xC0FFEE, N, user.cu_stream()) }.result().map_err(Error::cuda("cuMemsetD32Async"))?;
@@ -620,12 +621,16 @@ fn work_loop_eight_ranks(fx: &Fixture) -> Outcome {
     const RANKS: usize = 8;
     const N: usize = 1 << 16;
     const ROUNDS: u32 = 200;
+    // Every allocation first: CUDA may make an allocation wait for running kernels.
     let mut loops = (0..RANKS)
-        .map(|_| crate::work::WorkLoop::launch(&fx.ctx, &fx.module, loop_config(2, 32, LOOP_WAIT)))
+        .map(|_| crate::work::WorkLoop::new(&fx.ctx, &fx.module, loop_config(2, 32, LOOP_WAIT)))
         .collect::<Result<Vec<_>, Error>>()?;
     let bufs = (0..RANKS).map(|r| fx.upload(&vec![r as u32; N])).collect::<Result<Vec<_>, Error>>()?;
     let ones = fx.upload(&vec![1u32; N])?;
     fx.finish("uploads")?;
+    for lp in loops.iter_mut() {
+        lp.start()?;
+    }
     let mut tickets = Vec::new();
     for _ in 0..ROUNDS {
         tickets.clear();
@@ -637,7 +642,7 @@ fn work_loop_eight_ranks(fx: &Fixture) -> Outcome {
     for (lp, t) in loops.iter().zip(&tickets) {
         lp.wait(*t, LOOP_WAIT)?;
     }
-    for lp in loops.drain(..) {
+    for lp in loops.iter_mut() {
         lp.shutdown(LOOP_WAIT)?;
     }
     for (r, buf) in bufs.iter().enumerate() {

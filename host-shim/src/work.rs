@@ -2,10 +2,11 @@
 //! host path) or through stream memory operations (stream-ordered path, capturable in a
 //! CUDA graph). No kernel is launched per operation.
 
-use std::sync::Arc;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr, LaunchConfig, PushKernelArg, sys};
+use cudarc::driver::{CudaContext, CudaFunction, CudaStream, LaunchConfig, PushKernelArg, result, sys};
 use device_rt::work::{LOOP_SMEM_BYTES, LoopState, MAILBOX_CLOSED, MAILBOX_DONE, MAILBOX_PENDING, MAX_CHANNELS, QueueHeader, WorkItem};
 
 use crate::memory::HostMapped;
@@ -51,52 +52,139 @@ impl LoopConfig {
     }
 }
 
-/// One rank's running work loop.
+/// Device memory from `cuMemAlloc` (not a stream-ordered pool: stream memory operations
+/// refuse pool allocations), freed on drop.
+struct DeviceAlloc {
+    ctx: Arc<CudaContext>,
+    ptr: sys::CUdeviceptr,
+}
+
+impl DeviceAlloc {
+    fn zeroed(ctx: &Arc<CudaContext>, bytes: usize) -> Result<Self> {
+        ctx.bind_to_thread().map_err(Error::cuda("cuCtxSetCurrent"))?;
+        // SAFETY: a plain allocation, zeroed before use.
+        let ptr = unsafe { result::malloc_sync(bytes) }.map_err(Error::cuda("cuMemAlloc"))?;
+        let alloc = Self { ctx: ctx.clone(), ptr };
+        // SAFETY: `bytes` bytes at `ptr` were just allocated.
+        unsafe { result::memset_d8_sync(ptr, 0, bytes) }.map_err(Error::cuda("cuMemsetD8"))?;
+        Ok(alloc)
+    }
+}
+
+impl Drop for DeviceAlloc {
+    fn drop(&mut self) {
+        if self.ctx.bind_to_thread().is_ok() {
+            // SAFETY: allocated by `zeroed`; the owner drops it only once no kernel uses it.
+            if let Err(e) = unsafe { result::free_sync(self.ptr) } {
+                log::warn!("cuMemFree of work-loop state failed: {e}");
+            }
+        }
+    }
+}
+
+/// The memory a loop kernel reads and writes.
+struct LoopMemory {
+    header: HostMapped<u64>,
+    ring: HostMapped<u64>,
+    state: DeviceAlloc,
+}
+
+/// Memory of dropped loops, kept until no loop of its context runs any more: in CUDA,
+/// freeing memory waits for every running kernel of the device, and a persistent loop
+/// only ends when asked to.
+struct Graveyard {
+    /// Started, not yet dropped loops per context.
+    live: BTreeMap<usize, usize>,
+    graves: Vec<(usize, Arc<CudaStream>, LoopMemory)>,
+}
+
+static GRAVEYARD: Mutex<Graveyard> = Mutex::new(Graveyard { live: BTreeMap::new(), graves: Vec::new() });
+
+fn graveyard() -> std::sync::MutexGuard<'static, Graveyard> {
+    GRAVEYARD.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// One rank's work loop.
 pub struct WorkLoop {
+    ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
-    header: Option<HostMapped<u64>>,
-    ring: Option<HostMapped<u64>>,
-    state: CudaSlice<u8>,
+    memory: Option<LoopMemory>,
     queue: Queue,
+    kernel: CudaFunction,
+    cfg: LoopConfig,
+    started: bool,
 }
 
 impl WorkLoop {
-    /// Allocates the queue (host-mapped) and loop state (device memory) and launches the
-    /// loop kernel once, on its own stream of `ctx`.
-    pub fn launch(ctx: &Arc<CudaContext>, module: &Module, cfg: LoopConfig) -> Result<Self> {
+    /// Allocates the queue (host-mapped) and loop state (device memory) without starting
+    /// the loop. Allocate every loop of a device before starting any: CUDA may make an
+    /// allocation wait for running kernels.
+    pub fn new(ctx: &Arc<CudaContext>, module: &Module, cfg: LoopConfig) -> Result<Self> {
         cfg.validate()?;
+        log::debug!("work loop: allocating its queue and state");
         let header = HostMapped::<u64>::zeroed(ctx, size_of::<QueueHeader>() / 8)?;
         let ring = HostMapped::<u64>::zeroed(ctx, cfg.capacity as usize * size_of::<WorkItem>() / 8)?;
+        let state = DeviceAlloc::zeroed(ctx, size_of::<LoopState>())?;
         let stream = ctx.new_stream().map_err(Error::cuda("cuStreamCreate"))?;
-        let state = stream.alloc_zeros::<u8>(size_of::<LoopState>()).map_err(Error::cuda("cuMemAlloc"))?;
         // SAFETY: zeroed allocations of the right sizes that this value keeps alive.
         let queue = unsafe {
             Queue::new(header.host_ptr().cast(), ring.host_ptr().cast(), u64::from(cfg.capacity), cfg.channels as usize)?
         };
         let kernel = module.kernel("ferroccl_work_loop")?;
-        let (header_dev, ring_dev) = (header.device_ptr(), ring.device_ptr());
-        let capacity = u64::from(cfg.capacity);
-        let budget_ns = u64::try_from(cfg.spin_budget.as_nanos()).unwrap_or(u64::MAX);
+        Ok(Self {
+            ctx: ctx.clone(),
+            stream,
+            memory: Some(LoopMemory { header, ring, state }),
+            queue,
+            kernel,
+            cfg,
+            started: false,
+        })
+    }
+
+    /// Launches the loop kernel, once, on the loop's own stream. Items enqueued before
+    /// wait in the queue.
+    pub fn start(&mut self) -> Result<()> {
+        let Some(memory) = &self.memory else { return Err(Error::LoopClosed) };
+        if self.started {
+            return Err(Error::InvalidArgument("the work loop is already started".into()));
+        }
+        let (header, ring, state) = (memory.header.device_ptr(), memory.ring.device_ptr(), memory.state.ptr);
+        let capacity = u64::from(self.cfg.capacity);
+        let budget_ns = u64::try_from(self.cfg.spin_budget.as_nanos()).unwrap_or(u64::MAX);
         let launch = LaunchConfig {
-            grid_dim: (cfg.channels, 1, 1),
-            block_dim: (cfg.threads, 1, 1),
+            grid_dim: (self.cfg.channels, 1, 1),
+            block_dim: (self.cfg.threads, 1, 1),
             shared_mem_bytes: LOOP_SMEM_BYTES,
         };
-        // SAFETY: the arguments match `ferroccl_work_loop`; the memory lives as long as
-        // this value, whose `Drop` never frees it under a running loop.
+        // SAFETY: the arguments match `ferroccl_work_loop`; the memory lives until the
+        // kernel has ended (`Drop` defers freeing it until then).
         unsafe {
-            stream
-                .launch_builder(&kernel)
-                .arg(&header_dev)
-                .arg(&ring_dev)
+            self.stream
+                .launch_builder(&self.kernel)
+                .arg(&header)
+                .arg(&ring)
                 .arg(&capacity)
                 .arg(&state)
                 .arg(&budget_ns)
                 .launch(launch)
         }
         .map_err(Error::cuda("cuLaunchKernel"))?;
-        log::debug!("work loop launched: {cfg:?}");
-        Ok(Self { stream, header: Some(header), ring: Some(ring), state, queue })
+        self.started = true;
+        *graveyard().live.entry(self.ctx_key()).or_default() += 1;
+        log::debug!("work loop started: {:?}", self.cfg);
+        Ok(())
+    }
+
+    /// [`WorkLoop::new`] then [`WorkLoop::start`].
+    pub fn launch(ctx: &Arc<CudaContext>, module: &Module, cfg: LoopConfig) -> Result<Self> {
+        let mut lp = Self::new(ctx, module, cfg)?;
+        lp.start()?;
+        Ok(lp)
+    }
+
+    fn ctx_key(&self) -> usize {
+        self.ctx.cu_ctx() as usize
     }
 
     /// The direct host path: validates `item`, waits (up to `timeout`) for a free slot,
@@ -124,7 +212,8 @@ impl WorkLoop {
     pub fn enqueue_on_stream(&self, stream: &CudaStream, item: WorkItem) -> Result<()> {
         item.validate().map_err(|reason| Error::BadWorkItem { reason, seq: 0 })?;
         self.queue.health()?;
-        let mailbox = self.state.device_ptr(&self.stream).0;
+        let Some(memory) = &self.memory else { return Err(Error::LoopClosed) };
+        let mailbox = memory.state.ptr;
         let words: [u64; 16] = zerocopy::transmute!(item);
         let mut ops: Vec<sys::CUstreamBatchMemOpParams> = words
             .iter()
@@ -182,7 +271,7 @@ impl WorkLoop {
 
     /// Runs every outstanding item, then stops the loop and waits for its kernel to end
     /// (each up to `timeout`). On timeout, reports what was outstanding and aborts.
-    pub fn shutdown(mut self, timeout: Duration) -> Result<()> {
+    pub fn shutdown(&mut self, timeout: Duration) -> Result<()> {
         let drained = self.queue.shutdown(timeout);
         if drained.is_err() {
             self.abort();
@@ -211,17 +300,34 @@ fn write_op(address: u64, value: u64) -> sys::CUstreamBatchMemOpParams {
 }
 
 impl Drop for WorkLoop {
-    /// Never blocks: aborts a loop still running, and if its kernel has not ended yet,
-    /// leaks the host-mapped queue rather than free memory the kernel may still read.
+    /// Never blocks: aborts a loop still running, and hands its memory to the graveyard,
+    /// which frees it once no loop of the context is running any more.
     fn drop(&mut self) {
-        if self.kernel_done() {
-            return;
+        if self.started && !self.kernel_done() {
+            self.abort();
+            log::debug!("work loop dropped while running: aborted");
         }
-        self.abort();
-        if !self.kernel_done() {
-            log::warn!("work loop dropped while running: aborted; its queue memory is leaked");
-            std::mem::forget(self.header.take());
-            std::mem::forget(self.ring.take());
+        let key = self.ctx_key();
+        let mut yard = graveyard();
+        if let Some(memory) = self.memory.take() {
+            yard.graves.push((key, self.stream.clone(), memory));
+        }
+        if self.started {
+            if let Some(live) = yard.live.get_mut(&key) {
+                *live = live.saturating_sub(1);
+            }
+        }
+        if yard.live.get(&key).copied().unwrap_or(0) == 0 {
+            let graves = std::mem::take(&mut yard.graves);
+            for (ctx, stream, memory) in graves {
+                // SAFETY: a live stream.
+                let done = unsafe { sys::cuStreamQuery(stream.cu_stream()) } == sys::cudaError_enum::CUDA_SUCCESS;
+                if ctx == key && done {
+                    drop(memory);
+                } else {
+                    yard.graves.push((ctx, stream, memory));
+                }
+            }
         }
     }
 }
