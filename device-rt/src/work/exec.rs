@@ -7,8 +7,8 @@
 use core::mem::size_of;
 
 use super::item::{DeviceFunction, WorkItem, WorkKind};
-use super::queue::{LoopError, LoopShared, LoopState, MAILBOX_DONE, MAILBOX_PENDING, QueueHeader, WaitSite};
-use crate::arch::{self, AtomicWord};
+use super::queue::{ITEM_CACHE, LoopError, LoopShared, LoopState, MAILBOX_DONE, MAILBOX_PENDING, QueueHeader, WaitSite};
+use crate::arch::{self, AtomicWord, WARP_SIZE};
 use crate::copy::reduce_copy_grid;
 use crate::dtype::{Bf16, DataType, F16};
 use crate::redop::Sum;
@@ -65,28 +65,48 @@ pub unsafe fn work_loop(a: LoopArgs) {
     let tid = arch::thread_idx();
     let mut next_seq = 1u64;
     let mut mailbox_done = u64::MAX;
-    // Thread 0's last doorbell reading: items up to it need no new (PCIe) poll.
+    // Warp 0's last doorbell reading (lane 0's is the one used).
     let mut doorbell = 0u64;
+    // Items in the shared cache, how many of them have run, and where they came from.
+    let (mut cached, mut taken) = (0usize, 0usize);
+    let mut mailbox_generation = None;
+    // Thread 0: the last ring item completed but not yet published (0: none).
+    let mut unpublished = 0u64;
     loop {
-        if tid == 0 {
-            let verdict = unsafe { poll(&a, next_seq, &mut doorbell, mailbox_done, shared) };
-            unsafe { (&raw mut (*shared).verdict).write_volatile(verdict.0) };
-            unsafe { (&raw mut (*shared).wait_result).write_volatile(verdict.1) };
-        }
-        arch::barrier_sync_all();
-        let verdict = unsafe { (&raw const (*shared).verdict).read_volatile() };
-        let source = match verdict {
-            VERDICT_RING => Source::Ring(next_seq),
-            VERDICT_MAILBOX => Source::Mailbox(unsafe { (&raw const (*shared).wait_result).read_volatile() }),
-            VERDICT_ABORT => {
-                if tid == 0 {
-                    unsafe { record_error(&a, LoopError::Aborted, 0, 0) };
-                }
-                break;
+        if taken == cached {
+            if tid == 0 && unpublished != 0 {
+                unsafe { publish_ring(&a, unpublished) };
+                unpublished = 0;
             }
-            _ => break,
+            if tid < WARP_SIZE {
+                unsafe { fetch(&a, next_seq, &mut doorbell, mailbox_done, shared) };
+            }
+            arch::barrier_sync_all();
+            match unsafe { (&raw const (*shared).verdict).read_volatile() } {
+                VERDICT_RING => {
+                    cached = unsafe { (&raw const (*shared).count).read_volatile() } as usize;
+                    mailbox_generation = None;
+                }
+                VERDICT_MAILBOX => {
+                    cached = 1;
+                    mailbox_generation = Some(unsafe { (&raw const (*shared).generation).read_volatile() });
+                }
+                VERDICT_ABORT => {
+                    if tid == 0 {
+                        unsafe { record_error(&a, LoopError::Aborted, 0, 0) };
+                    }
+                    break;
+                }
+                _ => break,
+            }
+            taken = 0;
+        }
+        let item = unsafe { (&raw const (*shared).items).cast::<WorkItem>().add(taken).read_volatile() };
+        taken += 1;
+        let source = match mailbox_generation {
+            Some(generation) => Source::Mailbox(generation),
+            None => Source::Ring(next_seq),
         };
-        let item = unsafe { (&raw const (*shared).item).read_volatile() };
         let seq = if let Source::Ring(s) = source { s } else { 0 };
         let kind = match item.validate() {
             Ok(_) if matches!(source, Source::Ring(s) if item.seq != s) => Err(super::BadItem::WrongSequence),
@@ -101,6 +121,11 @@ pub unsafe fn work_loop(a: LoopArgs) {
                 break;
             }
         };
+        // An item that may wait for the host must not hide earlier completions from it.
+        if tid == 0 && unpublished != 0 && may_block(kind) {
+            unsafe { publish_ring(&a, unpublished) };
+            unpublished = 0;
+        }
         let outcome = unsafe { execute(&a, kind, &item, shared) };
         arch::barrier_sync_all();
         match outcome {
@@ -113,27 +138,106 @@ pub unsafe fn work_loop(a: LoopArgs) {
             }
             Err(Stop::PeerFailed) => break,
         }
-        if tid == 0 {
-            unsafe { complete(&a, source) };
-        }
         match source {
-            Source::Ring(_) => next_seq += 1,
-            Source::Mailbox(generation) => mailbox_done = generation,
+            Source::Ring(seq) => {
+                // Completions are published in batches (each is a store to host memory):
+                // every PUBLISH_EVERY items, before fetching, before an item that may
+                // block, and on leaving.
+                if tid == 0 {
+                    if seq % PUBLISH_EVERY == 0 || kind == WorkKind::Shutdown {
+                        unsafe { publish_ring(&a, seq) };
+                        unpublished = 0;
+                    } else {
+                        unpublished = seq;
+                    }
+                }
+                next_seq += 1;
+            }
+            Source::Mailbox(generation) => {
+                if tid == 0 {
+                    unsafe { complete_mailbox(&a, generation) };
+                }
+                mailbox_done = generation;
+            }
         }
         if kind == WorkKind::Shutdown {
             break;
         }
     }
     if tid == 0 {
+        if unpublished != 0 {
+            unsafe { publish_ring(&a, unpublished) };
+        }
         unsafe { leave(&a) };
     }
 }
 
-/// Thread 0: waits for the next ring item (`next_seq`) or a mailbox item of a generation
-/// other than `mailbox_done`, and copies it into shared memory. Returns the verdict and,
-/// for the mailbox, the item's generation. `doorbell` is the last value read (acquire):
-/// while it covers `next_seq` the ring is not polled again.
-unsafe fn poll(a: &LoopArgs, next_seq: u64, doorbell: &mut u64, mailbox_done: u64, shared: *mut LoopShared) -> (u64, u64) {
+/// Ring items between two completion stores at most.
+const PUBLISH_EVERY: u64 = 16;
+
+/// True for items that may wait on something outside the loop.
+fn may_block(kind: WorkKind) -> bool {
+    matches!(kind, WorkKind::Barrier | WorkKind::Call)
+}
+
+/// The named barrier warp 0 uses inside [`fetch`].
+const FETCH_BARRIER: u32 = 1;
+
+/// Warp 0: lane 0 waits for work (see [`poll`]); then the warp copies up to
+/// `ITEM_CACHE` ring items (or the mailbox item) into shared memory in one round trip,
+/// and lane 0 records the verdict, the item count and the mailbox generation.
+///
+/// Ordering: lane 0's acquire of the doorbell (or mailbox state) comes before the warp's
+/// named barrier, and every lane's loads of the items after it.
+unsafe fn fetch(a: &LoopArgs, next_seq: u64, doorbell: &mut u64, mailbox_done: u64, shared: *mut LoopShared) {
+    const WORDS: usize = size_of::<WorkItem>() / 8;
+    const PER_LANE: usize = ITEM_CACHE * WORDS / WARP_SIZE as usize;
+    let lane = arch::lane_id() as usize;
+    if lane == 0 {
+        let (verdict, generation) = unsafe { poll(a, next_seq, doorbell, mailbox_done) };
+        let count = match verdict {
+            VERDICT_RING => (*doorbell - next_seq + 1).min(ITEM_CACHE as u64),
+            VERDICT_MAILBOX => 1,
+            _ => 0,
+        };
+        unsafe {
+            (&raw mut (*shared).verdict).write_volatile(verdict);
+            (&raw mut (*shared).count).write_volatile(count);
+            (&raw mut (*shared).generation).write_volatile(generation);
+        }
+    }
+    arch::barrier_sync(FETCH_BARRIER, WARP_SIZE);
+    let verdict = unsafe { (&raw const (*shared).verdict).read_volatile() };
+    let words_total = unsafe { (&raw const (*shared).count).read_volatile() } as usize * WORDS;
+    let word_at = |w: usize| -> *const u64 {
+        let item = if verdict == VERDICT_MAILBOX {
+            unsafe { &raw const (*a.state).mailbox.item }
+        } else {
+            unsafe { a.ring.add(((next_seq - 1 + (w / WORDS) as u64) % a.capacity) as usize) }
+        };
+        unsafe { item.cast::<u64>().add(w % WORDS) }
+    };
+    let mut words = [0u64; PER_LANE];
+    for (k, word) in words.iter_mut().enumerate() {
+        let w = lane + k * WARP_SIZE as usize;
+        if w < words_total {
+            *word = unsafe { arch::ld_volatile_global(word_at(w)) };
+        }
+    }
+    let items = unsafe { (&raw mut (*shared).items).cast::<u64>() };
+    for (k, word) in words.into_iter().enumerate() {
+        let w = lane + k * WARP_SIZE as usize;
+        if w < words_total {
+            unsafe { items.add(w).write_volatile(word) };
+        }
+    }
+}
+
+/// Lane 0 of warp 0: waits for the next ring item (`next_seq`) or a mailbox item of a
+/// generation other than `mailbox_done`. Returns the verdict and, for the mailbox, the
+/// item's generation. `doorbell` is the last value read (acquire): while it covers
+/// `next_seq` the ring is not polled again.
+unsafe fn poll(a: &LoopArgs, next_seq: u64, doorbell: &mut u64, mailbox_done: u64) -> (u64, u64) {
     let header = a.header;
     let mailbox = unsafe { &raw mut (*a.state).mailbox };
     let mut guard = unsafe { SpinGuard::new(&raw const (*header).abort, u64::MAX) };
@@ -142,15 +246,12 @@ unsafe fn poll(a: &LoopArgs, next_seq: u64, doorbell: &mut u64, mailbox_done: u6
             *doorbell = unsafe { arch::ld_acquire_sys_global(&raw const (*header).doorbell) };
         }
         if *doorbell >= next_seq {
-            let slot = unsafe { a.ring.add(((next_seq - 1) % a.capacity) as usize) };
-            unsafe { copy_item(slot, &raw mut (*shared).item) };
             return (VERDICT_RING, 0);
         }
         let state = unsafe { arch::ld_acquire_sys_global(&raw const (*mailbox).state) };
         if state & 0xFFFF_FFFF == MAILBOX_PENDING {
             let generation = unsafe { arch::ld_volatile_global(&raw const (*mailbox).generation) };
             if generation != mailbox_done {
-                unsafe { copy_item(&raw const (*mailbox).item, &raw mut (*shared).item) };
                 return (VERDICT_MAILBOX, generation);
             }
         }
@@ -160,21 +261,6 @@ unsafe fn poll(a: &LoopArgs, next_seq: u64, doorbell: &mut u64, mailbox_done: u6
         if guard.tick().is_err() {
             return (VERDICT_ABORT, 0);
         }
-    }
-}
-
-/// Copies an item with volatile loads (the slot may be host memory rewritten since this
-/// SM last read it): every load is issued before the first store, so the copy costs one
-/// round trip to the slot's memory, not sixteen.
-unsafe fn copy_item(from: *const WorkItem, to: *mut WorkItem) {
-    const WORDS: usize = size_of::<WorkItem>() / 8;
-    let (from, to) = (from.cast::<u64>(), to.cast::<u64>());
-    let mut words = [0u64; WORDS];
-    for (w, word) in words.iter_mut().enumerate() {
-        *word = unsafe { arch::ld_volatile_global(from.add(w)) };
-    }
-    for (w, word) in words.into_iter().enumerate() {
-        unsafe { to.add(w).write_volatile(word) };
     }
 }
 
@@ -297,26 +383,27 @@ unsafe fn call(a: &LoopArgs, item: &WorkItem, shared: *mut LoopShared) -> Result
     }
 }
 
-/// Publishes the completion of the current item.
+/// Publishes that this channel has completed every ring item up to `seq`.
 ///
 /// Ordering: the caller passed a CTA barrier after every thread's work, and the release
-/// store (or acq_rel atomic) makes that work visible before the completion is.
-unsafe fn complete(a: &LoopArgs, source: Source) {
-    match source {
-        Source::Ring(seq) => {
-            let slot = unsafe { (&raw mut (*a.header).cta_completed).cast::<u64>().add(arch::block_idx() as usize) };
-            unsafe { arch::st_release_sys_global(slot, seq) };
-        }
-        Source::Mailbox(generation) => {
-            let mailbox = unsafe { &raw mut (*a.state).mailbox };
-            arch::fence_acq_rel_sys();
-            let arrived = unsafe { u64::atomic_add_acq_rel_sys(&raw mut (*mailbox).arrived, 1) } + 1;
-            if arrived == u64::from(arch::grid_dim()) {
-                unsafe { arch::st_relaxed_sys_global(&raw mut (*mailbox).arrived, 0) };
-                unsafe { arch::st_relaxed_sys_global(&raw mut (*mailbox).generation, generation + 1) };
-                unsafe { arch::st_release_sys_global((&raw mut (*mailbox).state).cast::<u32>(), MAILBOX_DONE as u32) };
-            }
-        }
+/// store makes that work visible before the completion is.
+unsafe fn publish_ring(a: &LoopArgs, seq: u64) {
+    let slot = unsafe { (&raw mut (*a.header).cta_completed).cast::<u64>().add(arch::block_idx() as usize) };
+    unsafe { arch::st_release_sys_global(slot, seq) };
+}
+
+/// Counts this channel done with the mailbox item of `generation`; the last channel
+/// bumps the generation and marks the item done.
+///
+/// Ordering: as [`publish_ring`], through an acq_rel arrival count and a release store.
+unsafe fn complete_mailbox(a: &LoopArgs, generation: u64) {
+    let mailbox = unsafe { &raw mut (*a.state).mailbox };
+    arch::fence_acq_rel_sys();
+    let arrived = unsafe { u64::atomic_add_acq_rel_sys(&raw mut (*mailbox).arrived, 1) } + 1;
+    if arrived == u64::from(arch::grid_dim()) {
+        unsafe { arch::st_relaxed_sys_global(&raw mut (*mailbox).arrived, 0) };
+        unsafe { arch::st_relaxed_sys_global(&raw mut (*mailbox).generation, generation + 1) };
+        unsafe { arch::st_release_sys_global((&raw mut (*mailbox).state).cast::<u32>(), MAILBOX_DONE as u32) };
     }
 }
 

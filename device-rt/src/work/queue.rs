@@ -113,11 +113,16 @@ pub struct LoopState {
 
 static_assertions::const_assert_eq!(core::mem::size_of::<LoopState>(), 192);
 
-/// The loop's shared memory per CTA: the current item and thread 0's verdicts.
+/// Ring items a channel copies into shared memory at once (one round trip).
+pub(crate) const ITEM_CACHE: usize = 8;
+
+/// The loop's shared memory per CTA: the cached items and warp 0's verdicts.
 #[repr(C)]
 pub(crate) struct LoopShared {
-    pub(crate) item: WorkItem,
+    pub(crate) items: [WorkItem; ITEM_CACHE],
     pub(crate) verdict: u64,
+    pub(crate) count: u64,
+    pub(crate) generation: u64,
     pub(crate) wait_result: u64,
 }
 
