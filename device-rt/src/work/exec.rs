@@ -241,28 +241,42 @@ unsafe fn poll(a: &LoopArgs, next_seq: u64, doorbell: &mut u64, mailbox_done: u6
     let header = a.header;
     let mailbox = unsafe { &raw mut (*a.state).mailbox };
     let mut guard = unsafe { SpinGuard::new(&raw const (*header).abort, u64::MAX) };
+    let mut round = 0u32;
     loop {
         if *doorbell < next_seq {
-            *doorbell = unsafe { arch::ld_acquire_sys_global(&raw const (*header).doorbell) };
+            // A volatile poll (one PCIe read per round), made an acquire by the fence
+            // once it shows new items.
+            *doorbell = unsafe { arch::ld_volatile_global(&raw const (*header).doorbell) };
+            if *doorbell >= next_seq {
+                arch::fence_acq_rel_sys();
+            }
         }
         if *doorbell >= next_seq {
             return (VERDICT_RING, 0);
         }
-        let state = unsafe { arch::ld_acquire_sys_global(&raw const (*mailbox).state) };
-        if state & 0xFFFF_FFFF == MAILBOX_PENDING {
-            let generation = unsafe { arch::ld_volatile_global(&raw const (*mailbox).generation) };
+        round = round.wrapping_add(1);
+        if round % MAILBOX_POLL_EVERY == 0 {
+            // Generation first: it is released after DONE, so a PENDING seen after a new
+            // generation belongs to a new item, never to the one just completed.
+            let generation = unsafe { arch::ld_acquire_sys_global(&raw const (*mailbox).generation) };
             if generation != mailbox_done {
-                return (VERDICT_MAILBOX, generation);
+                let state = unsafe { arch::ld_acquire_sys_global(&raw const (*mailbox).state) };
+                if state & 0xFFFF_FFFF == MAILBOX_PENDING {
+                    return (VERDICT_MAILBOX, generation);
+                }
             }
-        }
-        if unsafe { arch::ld_volatile_global(&raw const (*a.state).error_claimed) } != 0 {
-            return (VERDICT_PEER_FAILED, 0);
+            if unsafe { arch::ld_volatile_global(&raw const (*a.state).error_claimed) } != 0 {
+                return (VERDICT_PEER_FAILED, 0);
+            }
         }
         if guard.tick().is_err() {
             return (VERDICT_ABORT, 0);
         }
     }
 }
+
+/// Polling rounds of the ring between two looks at the mailbox and the error claim.
+const MAILBOX_POLL_EVERY: u32 = 4;
 
 /// Runs a validated item with every thread of the CTA.
 unsafe fn execute(a: &LoopArgs, kind: WorkKind, item: &WorkItem, shared: *mut LoopShared) -> Result<(), Stop> {
@@ -393,7 +407,7 @@ unsafe fn publish_ring(a: &LoopArgs, seq: u64) {
 }
 
 /// Counts this channel done with the mailbox item of `generation`; the last channel
-/// bumps the generation and marks the item done.
+/// marks the item done, then bumps the generation.
 ///
 /// Ordering: as [`publish_ring`], through an acq_rel arrival count and a release store.
 unsafe fn complete_mailbox(a: &LoopArgs, generation: u64) {
@@ -402,8 +416,10 @@ unsafe fn complete_mailbox(a: &LoopArgs, generation: u64) {
     let arrived = unsafe { u64::atomic_add_acq_rel_sys(&raw mut (*mailbox).arrived, 1) } + 1;
     if arrived == u64::from(arch::grid_dim()) {
         unsafe { arch::st_relaxed_sys_global(&raw mut (*mailbox).arrived, 0) };
-        unsafe { arch::st_relaxed_sys_global(&raw mut (*mailbox).generation, generation + 1) };
         unsafe { arch::st_release_sys_global((&raw mut (*mailbox).state).cast::<u32>(), MAILBOX_DONE as u32) };
+        // After DONE: a channel that sees the new generation then sees DONE (or the next
+        // PENDING), never the completed item's PENDING.
+        unsafe { arch::st_release_sys_global(&raw mut (*mailbox).generation, generation + 1) };
     }
 }
 

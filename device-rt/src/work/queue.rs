@@ -12,8 +12,8 @@
 //! Protocol (mailbox, the stream-ordered path): stream memory operations write the item
 //! into `mailbox.item`, set the low half of `mailbox.state` to [`MAILBOX_PENDING`], and
 //! wait until `state & (MAILBOX_DONE | MAILBOX_CLOSED) != 0`. Each channel runs a pending
-//! item once per `generation`; the last channel to finish bumps `generation` and stores
-//! [`MAILBOX_DONE`] (release). A loop that leaves for any reason sets [`MAILBOX_CLOSED`]
+//! item once per `generation`; the last channel to finish stores [`MAILBOX_DONE`], then
+//! the next `generation` (both release); channels read the generation before the state. A loop that leaves for any reason sets [`MAILBOX_CLOSED`]
 //! in the high half, so a stream waiting on it is never stuck.
 
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
@@ -114,7 +114,7 @@ pub struct LoopState {
 static_assertions::const_assert_eq!(core::mem::size_of::<LoopState>(), 192);
 
 /// Ring items a channel copies into shared memory at once (one round trip).
-pub(crate) const ITEM_CACHE: usize = 8;
+pub(crate) const ITEM_CACHE: usize = 32;
 
 /// The loop's shared memory per CTA: the cached items and warp 0's verdicts.
 #[repr(C)]
