@@ -101,7 +101,8 @@ pub unsafe fn work_loop(a: LoopArgs) {
             }
             taken = 0;
         }
-        let item = unsafe { (&raw const (*shared).items).cast::<WorkItem>().add(taken).read_volatile() };
+        // A plain read: the barrier after the fetch ordered the writes of warp 0.
+        let item = unsafe { (&raw const (*shared).items).cast::<WorkItem>().add(taken).read() };
         taken += 1;
         let source = match mailbox_generation {
             Some(generation) => Source::Mailbox(generation),
@@ -244,12 +245,7 @@ unsafe fn poll(a: &LoopArgs, next_seq: u64, doorbell: &mut u64, mailbox_done: u6
     let mut round = 0u32;
     loop {
         if *doorbell < next_seq {
-            // A volatile poll (one PCIe read per round), made an acquire by the fence
-            // once it shows new items.
-            *doorbell = unsafe { arch::ld_volatile_global(&raw const (*header).doorbell) };
-            if *doorbell >= next_seq {
-                arch::fence_acq_rel_sys();
-            }
+            *doorbell = unsafe { arch::ld_acquire_sys_global(&raw const (*header).doorbell) };
         }
         if *doorbell >= next_seq {
             return (VERDICT_RING, 0);
