@@ -101,8 +101,7 @@ pub unsafe fn work_loop(a: LoopArgs) {
             }
             taken = 0;
         }
-        // A plain read: the barrier after the fetch ordered the writes of warp 0.
-        let item = unsafe { (&raw const (*shared).items).cast::<WorkItem>().add(taken).read() };
+        let item = unsafe { (&raw const (*shared).items).cast::<WorkItem>().add(taken).read_volatile() };
         taken += 1;
         let source = match mailbox_generation {
             Some(generation) => Source::Mailbox(generation),
