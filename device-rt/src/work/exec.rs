@@ -190,8 +190,9 @@ const FETCH_BARRIER: u32 = 1;
 /// Ordering: lane 0's acquire of the doorbell (or mailbox state) comes before the warp's
 /// named barrier, and every lane's loads of the items after it.
 unsafe fn fetch(a: &LoopArgs, next_seq: u64, doorbell: &mut u64, mailbox_done: u64, shared: *mut LoopShared) {
-    const WORDS: usize = size_of::<WorkItem>() / 8;
-    const PER_LANE: usize = ITEM_CACHE * WORDS / WARP_SIZE as usize;
+    // Items move as 16-byte pieces: reads of host memory cost per request, not per byte.
+    const PIECES: usize = size_of::<WorkItem>() / 16;
+    const PER_LANE: usize = ITEM_CACHE * PIECES / WARP_SIZE as usize;
     let lane = arch::lane_id() as usize;
     if lane == 0 {
         let (verdict, generation) = unsafe { poll(a, next_seq, doorbell, mailbox_done) };
@@ -208,27 +209,27 @@ unsafe fn fetch(a: &LoopArgs, next_seq: u64, doorbell: &mut u64, mailbox_done: u
     }
     arch::barrier_sync(FETCH_BARRIER, WARP_SIZE);
     let verdict = unsafe { (&raw const (*shared).verdict).read_volatile() };
-    let words_total = unsafe { (&raw const (*shared).count).read_volatile() } as usize * WORDS;
-    let word_at = |w: usize| -> *const u64 {
+    let pieces_total = unsafe { (&raw const (*shared).count).read_volatile() } as usize * PIECES;
+    let piece_at = |p: usize| -> u64 {
         let item = if verdict == VERDICT_MAILBOX {
             unsafe { &raw const (*a.state).mailbox.item }
         } else {
-            unsafe { a.ring.add(((next_seq - 1 + (w / WORDS) as u64) % a.capacity) as usize) }
+            unsafe { a.ring.add(((next_seq - 1 + (p / PIECES) as u64) % a.capacity) as usize) }
         };
-        unsafe { item.cast::<u64>().add(w % WORDS) }
+        arch::cvta_to_global(item) + 16 * (p % PIECES) as u64
     };
-    let mut words = [0u64; PER_LANE];
-    for (k, word) in words.iter_mut().enumerate() {
-        let w = lane + k * WARP_SIZE as usize;
-        if w < words_total {
-            *word = unsafe { arch::ld_volatile_global(word_at(w)) };
+    let mut pieces = [[0u64; 2]; PER_LANE];
+    for (k, piece) in pieces.iter_mut().enumerate() {
+        let p = lane + k * WARP_SIZE as usize;
+        if p < pieces_total {
+            *piece = unsafe { arch::ld_volatile_global_v2b64(piece_at(p)) };
         }
     }
-    let items = unsafe { (&raw mut (*shared).items).cast::<u64>() };
-    for (k, word) in words.into_iter().enumerate() {
-        let w = lane + k * WARP_SIZE as usize;
-        if w < words_total {
-            unsafe { items.add(w).write_volatile(word) };
+    let items = unsafe { (&raw mut (*shared).items).cast::<[u64; 2]>() };
+    for (k, piece) in pieces.into_iter().enumerate() {
+        let p = lane + k * WARP_SIZE as usize;
+        if p < pieces_total {
+            unsafe { items.add(p).write_volatile(piece) };
         }
     }
 }

@@ -58,9 +58,10 @@ impl DeviceFunction {
     }
 }
 
-/// One unit of work: 128 bytes, written by the host into the rank's queue (or a stream
-/// mailbox) and copied into shared memory by the loop.
-#[repr(C)]
+/// One unit of work: 128 bytes, 16-byte aligned (the loop copies it in 16-byte pieces),
+/// written by the host into the rank's queue (or a stream mailbox) and copied into shared
+/// memory by the loop.
+#[repr(C, align(16))]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, FromBytes, IntoBytes, Immutable, KnownLayout)]
 pub struct WorkItem {
     /// Position in the rank's queue, from 1; the device checks it, so a slot the host
@@ -95,7 +96,7 @@ pub struct WorkItem {
 }
 
 static_assertions::const_assert_eq!(core::mem::size_of::<WorkItem>(), 128);
-static_assertions::const_assert_eq!(core::mem::align_of::<WorkItem>(), 8);
+static_assertions::const_assert_eq!(core::mem::align_of::<WorkItem>(), 16);
 static_assertions::const_assert_eq!(core::mem::offset_of!(WorkItem, kind), 8);
 static_assertions::const_assert_eq!(core::mem::offset_of!(WorkItem, function), 12);
 static_assertions::const_assert_eq!(core::mem::offset_of!(WorkItem, count), 16);
