@@ -163,8 +163,14 @@ where
     Size<N>: PackSize,
 {
     /// See [`ld_volatile_global`].
+    ///
+    /// # Safety
+    /// As [`ld_volatile_global`].
     unsafe fn ld_volatile_global(addr: u64) -> BytePack<N>;
     /// See [`st_global`].
+    ///
+    /// # Safety
+    /// As [`st_global`].
     unsafe fn st_global(addr: u64, v: BytePack<N>);
 }
 

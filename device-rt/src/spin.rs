@@ -42,7 +42,7 @@ impl SpinGuard {
     pub fn tick(&mut self) -> Result<(), Interrupted> {
         arch::spin_pause();
         self.spins += 1;
-        if self.spins % SPINS_PER_CHECK != 0 {
+        if !self.spins.is_multiple_of(SPINS_PER_CHECK) {
             return Ok(());
         }
         // SAFETY: the constructor's contract.

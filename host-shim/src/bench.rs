@@ -45,7 +45,7 @@ const SOURCES: [usize; 3] = [1, 2, 8];
 
 /// Runs the benchmark: memcpy, then copy / sum2 / sum8 for f32 and bf16 in every shape.
 pub fn reduce_copy(fx: &Fixture, cfg: &ReduceCopyBench, sm_count: u32) -> Result<Vec<Measurement>> {
-    if cfg.bytes == 0 || cfg.bytes % 16 != 0 || cfg.iters == 0 {
+    if cfg.bytes == 0 || !cfg.bytes.is_multiple_of(16) || cfg.iters == 0 {
         return Err(Error::InvalidArgument(format!(
             "reduce_copy bench needs a non-zero multiple of 16 bytes and iterations (got {} bytes, {} iterations)",
             cfg.bytes, cfg.iters

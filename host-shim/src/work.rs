@@ -39,7 +39,7 @@ impl LoopConfig {
         if !(1..=MAX_CHANNELS as u32).contains(&self.channels) {
             return bad(format!("channels must be 1..={MAX_CHANNELS}, not {}", self.channels));
         }
-        if self.threads == 0 || self.threads % 32 != 0 || self.threads > 512 {
+        if self.threads == 0 || !self.threads.is_multiple_of(32) || self.threads > 512 {
             return bad(format!("threads must be a multiple of 32 up to 512, not {}", self.threads));
         }
         if self.capacity == 0 {
@@ -312,11 +312,10 @@ impl Drop for WorkLoop {
         if let Some(memory) = self.memory.take() {
             yard.graves.push((key, self.stream.clone(), memory));
         }
-        if self.started {
-            if let Some(live) = yard.live.get_mut(&key) {
+        if self.started
+            && let Some(live) = yard.live.get_mut(&key) {
                 *live = live.saturating_sub(1);
             }
-        }
         if yard.live.get(&key).copied().unwrap_or(0) == 0 {
             let graves = std::mem::take(&mut yard.graves);
             for (ctx, stream, memory) in graves {

@@ -93,7 +93,7 @@ pub fn parse_report(log: &str) -> BTreeMap<String, KernelReport> {
 fn number_before(line: &str, marker: &str) -> u32 {
     line.split(marker)
         .next()
-        .and_then(|head| head.split([',', ' ', ':']).filter(|w| !w.is_empty()).next_back())
+        .and_then(|head| head.split([',', ' ', ':']).rfind(|w| !w.is_empty()))
         .and_then(|w| w.parse().ok())
         .unwrap_or(0)
 }

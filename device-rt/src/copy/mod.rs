@@ -174,7 +174,7 @@ impl<
         } else {
             x.dsts[lane]
         };
-        arch::vote_all(arch::FULL_MASK, (src_bits | dst_bits | x.offset) % align == 0)
+        arch::vote_all(arch::FULL_MASK, (src_bits | dst_bits | x.offset).is_multiple_of(align))
     }
 
     /// Passes 1 and 2 (or 3 and 4 when `N` is the element size): `UNROLL` full hunks,

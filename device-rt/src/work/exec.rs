@@ -251,7 +251,7 @@ unsafe fn poll(a: &LoopArgs, next_seq: u64, doorbell: &mut u64, mailbox_done: u6
             return (VERDICT_RING, 0);
         }
         round = round.wrapping_add(1);
-        if round % MAILBOX_POLL_EVERY == 0 {
+        if round.is_multiple_of(MAILBOX_POLL_EVERY) {
             // Generation first: it is released after DONE, so a PENDING seen after a new
             // generation belongs to a new item, never to the one just completed.
             let generation = unsafe { arch::ld_acquire_sys_global(&raw const (*mailbox).generation) };

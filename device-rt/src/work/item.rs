@@ -231,7 +231,7 @@ impl WorkItem {
                     if self.arg0 == 0 {
                         return Err(BadItem::NullPointer);
                     }
-                    if self.arg0 % 8 != 0 {
+                    if !self.arg0.is_multiple_of(8) {
                         return Err(BadItem::Misaligned);
                     }
                 }

@@ -1,0 +1,202 @@
+//! Self-tests of the persistent work loop on the GPU: ordering, backpressure, faults,
+//! the stream-ordered path in CUDA graphs, eight loops on one GPU.
+
+use super::*;
+use crate::memory::HostMapped;
+
+/// Long enough for anything the work-loop tests wait for.
+const LOOP_WAIT: Duration = Duration::from_secs(20);
+
+fn loop_config(channels: u32, capacity: u32, spin_budget: Duration) -> crate::work::LoopConfig {
+    crate::work::LoopConfig { channels, threads: 256, capacity, spin_budget }
+}
+
+/// Thousands of items through the direct path, with barriers between channels: each
+/// round sums, then shifts data across channel boundaries; the result is checked against
+/// the same rounds on the host.
+pub(super) fn work_loop_ordering(fx: &Fixture) -> Outcome {
+    use device_rt::dtype::DataType;
+    use device_rt::work::{DeviceFunction, WorkItem};
+    const N: usize = 100_000;
+    const SHIFT: usize = 77;
+    const ROUNDS: usize = 500;
+    let initial: Vec<u32> = (0..N as u32).map(|i| i.wrapping_mul(2_654_435_761)).collect();
+    let a = fx.upload(&initial)?;
+    let b = fx.zeros::<u32>(N)?;
+    let ones = fx.upload(&vec![1u32; N])?;
+    let counter = fx.zeros::<u64>(1)?;
+    fx.finish("uploads")?;
+    let (pa, pb, p1, pc) = (device_ptr(fx, &a), device_ptr(fx, &b), device_ptr(fx, &ones), device_ptr(fx, &counter));
+    let mut lp = crate::work::WorkLoop::launch(&fx.ctx, &fx.module, loop_config(4, 16, LOOP_WAIT))?;
+    let mut last = None;
+    for _ in 0..ROUNDS {
+        lp.enqueue(WorkItem::sum(DataType::U32, pa, p1, pb, N as u64), LOOP_WAIT)?;
+        lp.enqueue(WorkItem::barrier(), LOOP_WAIT)?;
+        lp.enqueue(WorkItem::copy(DataType::U32, pb + 4 * SHIFT as u64, pa, (N - SHIFT) as u64), LOOP_WAIT)?;
+        lp.enqueue(WorkItem::barrier(), LOOP_WAIT)?;
+        last = Some(lp.enqueue(WorkItem::call(DeviceFunction::Increment, pc, 0), LOOP_WAIT)?);
+    }
+    if let Some(t) = last {
+        lp.wait(t, LOOP_WAIT)?;
+    }
+    lp.shutdown(LOOP_WAIT)?;
+    let mut want = initial;
+    for _ in 0..ROUNDS {
+        let bb: Vec<u32> = want.iter().map(|x| x.wrapping_add(1)).collect();
+        want[..N - SHIFT].copy_from_slice(&bb[SHIFT..]);
+    }
+    ensure_eq_slices("a after the rounds", &fx.download(&a)?, &want)?;
+    ensure_eq_slices("increments", &fx.download(&counter)?, &[ROUNDS as u64])?;
+    println!("  {} items in order over 4 channels", ROUNDS * 5 + 1);
+    Ok(())
+}
+
+/// A full queue blocks the producer (and overwrites nothing) until the loop frees a slot.
+pub(super) fn work_loop_backpressure(fx: &Fixture) -> Outcome {
+    use device_rt::work::{DeviceFunction, WorkItem};
+    let mut flag = HostMapped::<u64>::zeroed(&fx.ctx, 1)?;
+    let counter = fx.zeros::<u64>(1)?;
+    fx.finish("uploads")?;
+    let pc = device_ptr(fx, &counter);
+    let mut lp = crate::work::WorkLoop::launch(&fx.ctx, &fx.module, loop_config(2, 4, LOOP_WAIT))?;
+    lp.enqueue(WorkItem::call(DeviceFunction::WaitAtLeast, flag.device_ptr(), 1), LOOP_WAIT)?;
+    for _ in 0..3 {
+        lp.enqueue(WorkItem::call(DeviceFunction::Increment, pc, 0), LOOP_WAIT)?;
+    }
+    let blocked = lp.enqueue(WorkItem::call(DeviceFunction::Increment, pc, 0), Duration::from_millis(100));
+    ensure(matches!(blocked, Err(Error::Timeout { .. })), || format!("a full queue accepted an item: {blocked:?}"))?;
+    ensure_eq_slices("increments while blocked", &fx.download(&counter)?, &[0u64])?;
+    flag.write(0, 1);
+    let t = lp.enqueue(WorkItem::call(DeviceFunction::Increment, pc, 0), LOOP_WAIT)?;
+    lp.wait(t, LOOP_WAIT)?;
+    lp.shutdown(LOOP_WAIT)?;
+    ensure_eq_slices("increments", &fx.download(&counter)?, &[4u64])
+}
+
+/// Bad items (refused by the host, or by the device from a corrupted slot), abort while a
+/// channel spins, a spin budget running out, and shutdown with work outstanding: each an
+/// `Err`, none a hang.
+pub(super) fn work_loop_faults(fx: &Fixture) -> Outcome {
+    use device_rt::work::{BadItem, DeviceFunction, WaitSite, WorkItem};
+    let flag = HostMapped::<u64>::zeroed(&fx.ctx, 1)?;
+    let wait_forever = WorkItem::call(DeviceFunction::WaitAtLeast, flag.device_ptr(), 1);
+    let launch = |budget| crate::work::WorkLoop::launch(&fx.ctx, &fx.module, loop_config(2, 8, budget));
+
+    let mut lp = launch(LOOP_WAIT)?;
+    let refused = lp.enqueue(WorkItem { kind: 99, ..WorkItem::noop() }, LOOP_WAIT);
+    ensure(matches!(refused, Err(Error::BadWorkItem { reason: BadItem::UnknownKind, seq: 0 })), || format!("host refusal: {refused:?}"))?;
+    lp.queue_mut().publish_unchecked(WorkItem { seq: 1, ..WorkItem::call(DeviceFunction::Increment, 0, 0) });
+    let device = lp.wait(crate::queue::Ticket(1), LOOP_WAIT);
+    ensure(matches!(device, Err(Error::BadWorkItem { reason: BadItem::NullPointer, seq: 1 })), || format!("device refusal: {device:?}"))?;
+    lp.shutdown(LOOP_WAIT).or_else(|e| if matches!(e, Error::BadWorkItem { .. }) { Ok(()) } else { Err(e) })?;
+
+    let mut lp = launch(Duration::from_secs(3600))?;
+    let t = lp.enqueue(wait_forever, LOOP_WAIT)?;
+    let abort = lp.abort_handle();
+    let aborter = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(50));
+        abort.abort();
+    });
+    let aborted = lp.wait(t, LOOP_WAIT);
+    aborter.join().map_err(|_| Failure("the aborting thread panicked".into()))?;
+    ensure(matches!(aborted, Err(Error::Aborted)), || format!("abort: {aborted:?}"))?;
+    stream::wait(&lp_stream(&lp), LOOP_WAIT, "the aborted loop")?;
+
+    let mut lp = launch(Duration::from_millis(200))?;
+    let t = lp.enqueue(wait_forever, LOOP_WAIT)?;
+    let timed_out = lp.wait(t, LOOP_WAIT);
+    ensure(matches!(timed_out, Err(Error::DeviceTimeout { site: Some(WaitSite::Flag), seq: 1 })), || format!("budget: {timed_out:?}"))?;
+
+    let mut lp = launch(LOOP_WAIT)?;
+    lp.enqueue(wait_forever, LOOP_WAIT)?;
+    lp.enqueue(WorkItem::noop(), LOOP_WAIT)?;
+    let incomplete = lp.shutdown(Duration::from_millis(200));
+    ensure(matches!(incomplete, Err(Error::ShutdownIncomplete { outstanding: 3 })), || format!("shutdown: {incomplete:?}"))
+}
+
+fn lp_stream(lp: &crate::work::WorkLoop) -> Arc<CudaStream> {
+    lp.stream().clone()
+}
+
+/// The stream-ordered path: work before it on the user's stream runs first, work after
+/// it waits; captured in a CUDA graph and replayed, every replay runs every item.
+pub(super) fn work_loop_stream_graph(fx: &Fixture) -> Outcome {
+    use cudarc::driver::sys;
+    use device_rt::dtype::DataType;
+    use device_rt::work::{DeviceFunction, WorkItem};
+    const N: usize = 1 << 20;
+    const ITEMS: u64 = 10;
+    const REPLAYS: u64 = 5;
+    let user = fx.ctx.new_stream().map_err(Error::cuda("cuStreamCreate"))?;
+    let src = user.alloc_zeros::<u32>(N).map_err(Error::cuda("cuMemAlloc"))?;
+    let dst = user.alloc_zeros::<u32>(N).map_err(Error::cuda("cuMemAlloc"))?;
+    let counter = user.alloc_zeros::<u64>(1).map_err(Error::cuda("cuMemAlloc"))?;
+    stream::wait(&user, LOOP_WAIT, "allocations")?;
+    let mut lp = crate::work::WorkLoop::launch(&fx.ctx, &fx.module, loop_config(4, 64, LOOP_WAIT))?;
+    let (ps, pd, pc) = (src.device_ptr(&user).0, dst.device_ptr(&user).0, counter.device_ptr(&user).0);
+    // Ordering: a memset on the user stream, then the loop copies, then a copy back.
+    unsafe { sys::cuMemsetD32Async(ps, 0xC0FFEE, N, user.cu_stream()) }.result().map_err(Error::cuda("cuMemsetD32Async"))?;
+    lp.enqueue_on_stream(&user, WorkItem::copy(DataType::U32, ps, pd, N as u64))?;
+    let got = user.clone_dtoh(&dst).map_err(Error::cuda("cuMemcpyDtoH"))?;
+    ensure(got.iter().all(|&v| v == 0xC0FFEE), || "the loop's copy did not see the memset queued before it".into())?;
+    // Capture ITEMS increments, replay the graph REPLAYS times.
+    user.begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED).map_err(Error::cuda("cuStreamBeginCapture"))?;
+    for _ in 0..ITEMS {
+        lp.enqueue_on_stream(&user, WorkItem::call(DeviceFunction::Increment, pc, 0))?;
+    }
+    let graph = user
+        .end_capture(sys::CUgraphInstantiate_flags(0))
+        .map_err(Error::cuda("cuStreamEndCapture"))?
+        .ok_or_else(|| Failure("the capture produced no graph".into()))?;
+    for _ in 0..REPLAYS {
+        graph.launch().map_err(Error::cuda("cuGraphLaunch"))?;
+    }
+    stream::wait(&user, LOOP_WAIT, "graph replays")?;
+    let count = user.clone_dtoh(&counter).map_err(Error::cuda("cuMemcpyDtoH"))?;
+    ensure_eq_slices("increments after replays", &count, &[ITEMS * REPLAYS])?;
+    if let Some(e) = lp.async_error() {
+        return Err(Failure(format!("loop error: {e}")));
+    }
+    lp.shutdown(LOOP_WAIT)?;
+    Ok(())
+}
+
+/// Eight ranks' loops on one GPU, each on its own stream, all co-resident: items
+/// enqueued to all of them in turn complete, with correct results.
+pub(super) fn work_loop_eight_ranks(fx: &Fixture) -> Outcome {
+    use device_rt::dtype::DataType;
+    use device_rt::work::WorkItem;
+    const RANKS: usize = 8;
+    const N: usize = 1 << 16;
+    const ROUNDS: u32 = 200;
+    // Every allocation first: CUDA may make an allocation wait for running kernels.
+    let mut loops = (0..RANKS)
+        .map(|_| crate::work::WorkLoop::new(&fx.ctx, &fx.module, loop_config(2, 32, LOOP_WAIT)))
+        .collect::<Result<Vec<_>, Error>>()?;
+    let bufs = (0..RANKS).map(|r| fx.upload(&vec![r as u32; N])).collect::<Result<Vec<_>, Error>>()?;
+    let ones = fx.upload(&vec![1u32; N])?;
+    fx.finish("uploads")?;
+    for lp in loops.iter_mut() {
+        lp.start()?;
+    }
+    let mut tickets = Vec::new();
+    for _ in 0..ROUNDS {
+        tickets.clear();
+        for (lp, buf) in loops.iter_mut().zip(&bufs) {
+            let p = device_ptr(fx, buf);
+            tickets.push(lp.enqueue(WorkItem::sum(DataType::U32, p, device_ptr(fx, &ones), p, N as u64), LOOP_WAIT)?);
+        }
+    }
+    for (lp, t) in loops.iter().zip(&tickets) {
+        lp.wait(*t, LOOP_WAIT)?;
+    }
+    for lp in loops.iter_mut() {
+        lp.shutdown(LOOP_WAIT)?;
+    }
+    for (r, buf) in bufs.iter().enumerate() {
+        let got = fx.download(buf)?;
+        ensure(got.iter().all(|&v| v == r as u32 + ROUNDS), || format!("rank {r}: {:?}…", &got[..4]))?;
+    }
+    println!("  {RANKS} loops × {ROUNDS} items");
+    Ok(())
+}
