@@ -160,7 +160,7 @@ impl Queue {
     unsafe fn write_slot(&self, seq: u64, item: WorkItem) {
         let item = WorkItem { seq, ..item };
         let slot = unsafe { self.ring.add(((seq - 1) % self.capacity) as usize) }.cast::<u64>();
-        let words: [u64; 16] = zerocopy::transmute!(item);
+        let words: [u64; 8] = zerocopy::transmute!(item);
         for (w, v) in words.into_iter().enumerate() {
             unsafe { slot.add(w).write_volatile(v) };
         }

@@ -214,7 +214,7 @@ impl WorkLoop {
         self.queue.health()?;
         let Some(memory) = &self.memory else { return Err(Error::LoopClosed) };
         let mailbox = memory.state.ptr;
-        let words: [u64; 16] = zerocopy::transmute!(item);
+        let words: [u64; 8] = zerocopy::transmute!(item);
         let mut ops: Vec<sys::CUstreamBatchMemOpParams> = words
             .iter()
             .enumerate()

@@ -660,6 +660,16 @@ pub unsafe fn ld_volatile_global_v2b64(addr: u64) -> [u64; 2] {
     unsafe { [AtomicU64::from_ptr(p).load(Relaxed), AtomicU64::from_ptr(p.add(1)).load(Relaxed)] }
 }
 
+/// `ld.global.cv.v2.b64`: 16 bytes, a weak load that fetches again. Here: as
+/// [`ld_volatile_global_v2b64`] (two relaxed 8-byte loads).
+///
+/// # Safety
+/// As [`ld_volatile_global_v2b64`].
+#[inline]
+pub unsafe fn ld_cv_global_v2b64(addr: u64) -> [u64; 2] {
+    unsafe { ld_volatile_global_v2b64(addr) }
+}
+
 /// `st.global.v2.b64`: 16 bytes; see [`st_global_b16`]. Here: two relaxed 8-byte stores,
 /// without the GPU's 16-byte single-copy atomicity.
 ///

@@ -190,7 +190,9 @@ const FETCH_BARRIER: u32 = 1;
 /// Ordering: lane 0's acquire of the doorbell (or mailbox state) comes before the warp's
 /// named barrier, and every lane's loads of the items after it.
 unsafe fn fetch(a: &LoopArgs, next_seq: u64, doorbell: &mut u64, mailbox_done: u64, shared: *mut LoopShared) {
-    // Items move as 16-byte pieces: reads of host memory cost per request, not per byte.
+    // Items move as 16-byte pieces with weak `.cv` loads (ordered after lane 0's acquire
+    // by the warp barrier; never served from a stale line), which the SM pipelines,
+    // unlike volatile loads of host memory.
     const PIECES: usize = size_of::<WorkItem>() / 16;
     const PER_LANE: usize = ITEM_CACHE * PIECES / WARP_SIZE as usize;
     let lane = arch::lane_id() as usize;
@@ -222,7 +224,7 @@ unsafe fn fetch(a: &LoopArgs, next_seq: u64, doorbell: &mut u64, mailbox_done: u
     for (k, piece) in pieces.iter_mut().enumerate() {
         let p = lane + k * WARP_SIZE as usize;
         if p < pieces_total {
-            *piece = unsafe { arch::ld_volatile_global_v2b64(piece_at(p)) };
+            *piece = unsafe { arch::ld_cv_global_v2b64(piece_at(p)) };
         }
     }
     let items = unsafe { (&raw mut (*shared).items).cast::<[u64; 2]>() };
@@ -372,7 +374,7 @@ unsafe fn channels_barrier(a: &LoopArgs, shared: *mut LoopShared) -> Result<(), 
 unsafe fn call(a: &LoopArgs, item: &WorkItem, shared: *mut LoopShared) -> Result<(), Stop> {
     let Some(function) = DeviceFunction::from_u32(item.function) else { arch::trap() };
     let leader = arch::block_idx() == 0 && arch::thread_idx() == 0;
-    let word = item.arg0 as *mut u64;
+    let word = item.arg as *mut u64;
     match function {
         DeviceFunction::Timestamp => {
             if leader {
@@ -387,7 +389,7 @@ unsafe fn call(a: &LoopArgs, item: &WorkItem, shared: *mut LoopShared) -> Result
             Ok(())
         }
         DeviceFunction::WaitAtLeast => {
-            let want = item.arg1;
+            let want = item.count;
             unsafe { cta_wait(a, shared, WaitSite::Flag, || arch::ld_acquire_sys_global(word) >= want) }
         }
     }

@@ -20,7 +20,7 @@ pub enum WorkKind {
     ReduceCopy = 2,
     /// Every channel of the rank waits for every other.
     Barrier = 3,
-    /// A device function of [`DeviceFunction`], with `arg0`/`arg1`.
+    /// A device function of [`DeviceFunction`], on the word at `arg`, with `count`.
     Call = 4,
 }
 
@@ -38,11 +38,11 @@ impl WorkKind {
 #[repr(u32)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum DeviceFunction {
-    /// Channel 0 writes `%globaltimer` (ns) to the `u64` at `arg0`.
+    /// Channel 0 writes `%globaltimer` (ns) to the `u64` at `arg`.
     Timestamp = 0,
-    /// Channel 0 adds 1 to the `u64` at `arg0` (atomic, system scope).
+    /// Channel 0 adds 1 to the `u64` at `arg` (atomic, system scope).
     Increment = 1,
-    /// Every channel waits until the `u64` at `arg0` is at least `arg1` — a peer's flag,
+    /// Every channel waits until the `u64` at `arg` is at least `count` — a peer's flag,
     /// polled with acquire loads at system scope; ends with an error on abort or when
     /// the loop's spin budget runs out.
     WaitAtLeast = 2,
@@ -58,9 +58,9 @@ impl DeviceFunction {
     }
 }
 
-/// One unit of work: 128 bytes, 16-byte aligned (the loop copies it in 16-byte pieces),
+/// One unit of work: 64 bytes, 16-byte aligned (the loop copies it in 16-byte pieces),
 /// written by the host into the rank's queue (or a stream mailbox) and copied into shared
-/// memory by the loop.
+/// memory by the loop. Small on purpose: the loop reads it across PCIe.
 #[repr(C, align(16))]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, FromBytes, IntoBytes, Immutable, KnownLayout)]
 pub struct WorkItem {
@@ -77,7 +77,7 @@ pub struct WorkItem {
     pub flags: u8,
     /// A [`DeviceFunction`] number (Call).
     pub function: u32,
-    /// Elements (ReduceCopy).
+    /// Elements (ReduceCopy); the value operand (Call).
     pub count: u64,
     /// The operator's argument (ReduceCopy).
     pub op_arg: u64,
@@ -87,22 +87,17 @@ pub struct WorkItem {
     pub src2: u64,
     /// Destination (ReduceCopy).
     pub dst: u64,
-    /// First argument (Call).
-    pub arg0: u64,
-    /// Second argument (Call).
-    pub arg1: u64,
-    /// Zero.
-    pub reserved: [u64; 7],
+    /// The address a device function works on (Call).
+    pub arg: u64,
 }
 
-static_assertions::const_assert_eq!(core::mem::size_of::<WorkItem>(), 128);
+static_assertions::const_assert_eq!(core::mem::size_of::<WorkItem>(), 64);
 static_assertions::const_assert_eq!(core::mem::align_of::<WorkItem>(), 16);
 static_assertions::const_assert_eq!(core::mem::offset_of!(WorkItem, kind), 8);
 static_assertions::const_assert_eq!(core::mem::offset_of!(WorkItem, function), 12);
 static_assertions::const_assert_eq!(core::mem::offset_of!(WorkItem, count), 16);
 static_assertions::const_assert_eq!(core::mem::offset_of!(WorkItem, src), 32);
-static_assertions::const_assert_eq!(core::mem::offset_of!(WorkItem, arg0), 56);
-static_assertions::const_assert_eq!(core::mem::offset_of!(WorkItem, reserved), 72);
+static_assertions::const_assert_eq!(core::mem::offset_of!(WorkItem, arg), 56);
 
 /// Why a work item was refused. The number is what the device records.
 #[repr(u32)]
@@ -124,7 +119,7 @@ pub enum BadItem {
     CountOverflow = 7,
     /// `function` names no [`DeviceFunction`].
     UnknownFunction = 8,
-    /// `flags` or `reserved` is not zero.
+    /// `flags` is not zero.
     ReservedNotZero = 9,
     /// `seq` is not the position the loop expected (a torn or stale slot).
     WrongSequence = 10,
@@ -161,7 +156,7 @@ impl BadItem {
             Self::Misaligned => "misaligned pointer",
             Self::CountOverflow => "element count overflows the buffer's address range",
             Self::UnknownFunction => "unknown device function",
-            Self::ReservedNotZero => "reserved field is not zero",
+            Self::ReservedNotZero => "flags field is not zero",
             Self::WrongSequence => "sequence number out of order",
         }
     }
@@ -193,9 +188,9 @@ impl WorkItem {
         Self { kind: WorkKind::Barrier as u8, ..Self::default() }
     }
 
-    /// A call of `function` with two arguments.
-    pub fn call(function: DeviceFunction, arg0: u64, arg1: u64) -> Self {
-        Self { kind: WorkKind::Call as u8, function: function as u32, arg0, arg1, ..Self::default() }
+    /// A call of `function` on the word at `arg`, with the value operand `count`.
+    pub fn call(function: DeviceFunction, arg: u64, count: u64) -> Self {
+        Self { kind: WorkKind::Call as u8, function: function as u32, arg, count, ..Self::default() }
     }
 
     /// Checks every field the item's kind uses (the sequence number is the queue's
@@ -203,7 +198,7 @@ impl WorkItem {
     /// before running.
     pub fn validate(&self) -> Result<WorkKind, BadItem> {
         let kind = WorkKind::from_u8(self.kind).ok_or(BadItem::UnknownKind)?;
-        if self.flags != 0 || self.reserved.iter().any(|&r| r != 0) {
+        if self.flags != 0 {
             return Err(BadItem::ReservedNotZero);
         }
         match kind {
@@ -228,10 +223,10 @@ impl WorkItem {
             }
             WorkKind::Call => match DeviceFunction::from_u32(self.function).ok_or(BadItem::UnknownFunction)? {
                 DeviceFunction::Timestamp | DeviceFunction::Increment | DeviceFunction::WaitAtLeast => {
-                    if self.arg0 == 0 {
+                    if self.arg == 0 {
                         return Err(BadItem::NullPointer);
                     }
-                    if !self.arg0.is_multiple_of(8) {
+                    if !self.arg.is_multiple_of(8) {
                         return Err(BadItem::Misaligned);
                     }
                 }
@@ -266,7 +261,6 @@ mod tests {
             (WorkItem { count: u64::MAX / 2, ..copy }, BadItem::CountOverflow),
             (WorkItem { src: u64::MAX - 7, ..copy }, BadItem::CountOverflow),
             (WorkItem { flags: 1, ..copy }, BadItem::ReservedNotZero),
-            (WorkItem { reserved: [0, 0, 0, 1, 0, 0, 0], ..copy }, BadItem::ReservedNotZero),
             (WorkItem { function: 7, ..WorkItem::call(DeviceFunction::Timestamp, 8, 0) }, BadItem::UnknownFunction),
             (WorkItem::call(DeviceFunction::Timestamp, 0, 0), BadItem::NullPointer),
             (WorkItem::call(DeviceFunction::WaitAtLeast, 12, 1), BadItem::Misaligned),

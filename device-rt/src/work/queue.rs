@@ -92,8 +92,8 @@ pub struct Mailbox {
     pad: u64,
 }
 
-static_assertions::const_assert_eq!(core::mem::size_of::<Mailbox>(), 160);
-static_assertions::const_assert_eq!(core::mem::offset_of!(Mailbox, state), 128);
+static_assertions::const_assert_eq!(core::mem::size_of::<Mailbox>(), 96);
+static_assertions::const_assert_eq!(core::mem::offset_of!(Mailbox, state), 64);
 
 /// The loop's device-memory state: its mailbox and the counters its channels share.
 #[repr(C)]
@@ -111,7 +111,7 @@ pub struct LoopState {
     pub barrier_generation: u64,
 }
 
-static_assertions::const_assert_eq!(core::mem::size_of::<LoopState>(), 192);
+static_assertions::const_assert_eq!(core::mem::size_of::<LoopState>(), 128);
 
 /// Ring items a channel copies into shared memory at once (one round trip).
 pub(crate) const ITEM_CACHE: usize = 32;
