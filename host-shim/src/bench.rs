@@ -261,36 +261,37 @@ pub fn work_loop(fx: &Fixture) -> Result<WorkLoopReport> {
     };
     let mut report = WorkLoopReport::default();
 
-    let roundtrip = |channels| -> Result<f64> {
-        let mut lp = WorkLoop::launch(&fx.ctx, &fx.module, config(channels, 64))?;
+    // The median µs of `op` over ROUNDTRIPS runs after 100 warm-up runs, on the host clock.
+    let median_host_us = |op: &mut dyn FnMut() -> Result<()>| -> Result<f64> {
         let mut times = Vec::with_capacity(ROUNDTRIPS);
         for i in 0..ROUNDTRIPS + 100 {
             let start = Instant::now();
-            let t = lp.enqueue(WorkItem::noop(), timeout)?;
-            lp.wait(t, timeout)?;
+            op()?;
             if i >= 100 {
                 times.push(start.elapsed().as_secs_f64() * 1e6);
             }
         }
-        lp.shutdown(timeout)?;
         Ok(median_us(times))
+    };
+    let roundtrip = |channels| -> Result<f64> {
+        let mut lp = WorkLoop::launch(&fx.ctx, &fx.module, config(channels, 64))?;
+        let us = median_host_us(&mut || {
+            let t = lp.enqueue(WorkItem::noop(), timeout)?;
+            lp.wait(t, timeout)
+        })?;
+        lp.shutdown(timeout)?;
+        Ok(us)
     };
     report.noop_roundtrip_us = roundtrip(1)?;
     report.noop_roundtrip_4ch_us = roundtrip(4)?;
 
     let empty = fx.module.kernel("ferroccl_empty")?;
     let one = LaunchConfig { grid_dim: (1, 1, 1), block_dim: (32, 1, 1), shared_mem_bytes: 0 };
-    let mut times = Vec::with_capacity(ROUNDTRIPS);
-    for i in 0..ROUNDTRIPS + 100 {
-        let start = Instant::now();
+    report.empty_launch_sync_us = median_host_us(&mut || {
         // SAFETY: `ferroccl_empty` takes no arguments.
         unsafe { fx.stream.launch_builder(&empty).launch(one) }.map_err(Error::cuda("cuLaunchKernel"))?;
-        fx.stream.synchronize().map_err(Error::cuda("cuStreamSynchronize"))?;
-        if i >= 100 {
-            times.push(start.elapsed().as_secs_f64() * 1e6);
-        }
-    }
-    report.empty_launch_sync_us = median_us(times);
+        fx.stream.synchronize().map_err(Error::cuda("cuStreamSynchronize"))
+    })?;
 
     let stamps = fx.stream.alloc_zeros::<u64>(2).map_err(Error::cuda("cuMemAlloc"))?;
     let (t0, t1) = (stamps.device_ptr(&fx.stream).0, stamps.device_ptr(&fx.stream).0 + 8);

@@ -257,61 +257,40 @@ macro_rules! ref_float {
 ref_float!(f16, u16, f16::to_f32, f16::from_f32);
 ref_float!(bf16, u16, bf16::to_f32, bf16::from_f32);
 
-impl RefElem for f32 {
-    const SIZE: usize = 4;
-    fn load(b: &[u8]) -> Self {
-        f32::from_le_bytes(b.try_into().unwrap())
-    }
-    fn store(self, b: &mut [u8]) {
-        b.copy_from_slice(&self.to_le_bytes())
-    }
-    fn from_arg(arg: u64) -> Self {
-        f32::from_bits(arg as u32)
-    }
-    fn add(self, o: Self) -> Self {
-        self + o
-    }
-    fn mul(self, o: Self) -> Self {
-        self * o
-    }
-    fn min(self, o: Self) -> Self {
-        f32::min(self, o)
-    }
-    fn max(self, o: Self) -> Self {
-        f32::max(self, o)
-    }
-    fn div(self, n: u64) -> Self {
-        self / n as f32
-    }
+macro_rules! ref_native_float {
+    ($t:ty, $bits:ty) => {
+        impl RefElem for $t {
+            const SIZE: usize = std::mem::size_of::<$t>();
+            fn load(b: &[u8]) -> Self {
+                <$t>::from_le_bytes(b.try_into().unwrap())
+            }
+            fn store(self, b: &mut [u8]) {
+                b.copy_from_slice(&self.to_le_bytes())
+            }
+            fn from_arg(arg: u64) -> Self {
+                <$t>::from_bits(arg as $bits)
+            }
+            fn add(self, o: Self) -> Self {
+                self + o
+            }
+            fn mul(self, o: Self) -> Self {
+                self * o
+            }
+            fn min(self, o: Self) -> Self {
+                <$t>::min(self, o)
+            }
+            fn max(self, o: Self) -> Self {
+                <$t>::max(self, o)
+            }
+            fn div(self, n: u64) -> Self {
+                self / n as $t
+            }
+        }
+    };
 }
 
-impl RefElem for f64 {
-    const SIZE: usize = 8;
-    fn load(b: &[u8]) -> Self {
-        f64::from_le_bytes(b.try_into().unwrap())
-    }
-    fn store(self, b: &mut [u8]) {
-        b.copy_from_slice(&self.to_le_bytes())
-    }
-    fn from_arg(arg: u64) -> Self {
-        f64::from_bits(arg)
-    }
-    fn add(self, o: Self) -> Self {
-        self + o
-    }
-    fn mul(self, o: Self) -> Self {
-        self * o
-    }
-    fn min(self, o: Self) -> Self {
-        f64::min(self, o)
-    }
-    fn max(self, o: Self) -> Self {
-        f64::max(self, o)
-    }
-    fn div(self, n: u64) -> Self {
-        self / n as f64
-    }
-}
+ref_native_float!(f32, u32);
+ref_native_float!(f64, u64);
 
 fn reduce_typed<T: RefElem>(case: &Case, inputs: &[&[u8]]) -> Vec<u8> {
     let mut out = vec![0u8; case.n * T::SIZE];

@@ -81,23 +81,11 @@ fn info() -> Result<ExitCode, Error> {
 }
 
 fn test(args: &[String]) -> Result<ExitCode, Error> {
-    let mut ordinal = 0usize;
-    let mut filter = None;
-    let mut it = args.iter();
-    while let Some(arg) = it.next() {
-        match arg.as_str() {
-            "--device" | "-d" => {
-                let v = it.next().ok_or_else(|| Error::InvalidArgument("--device needs a number".into()))?;
-                ordinal = v.parse().map_err(|_| Error::InvalidArgument(format!("--device {v}: not a number")))?;
-            }
-            f if filter.is_none() && !f.starts_with('-') => filter = Some(f),
-            other => return Err(Error::InvalidArgument(format!("unexpected argument {other:?}\n{USAGE}"))),
-        }
-    }
+    let Options { device: ordinal, filter, .. } = parse_options(args, &["--device", "FILTER"])?;
     let fixture = selftest::Fixture::new(ordinal)?;
     let name = device::list()?.into_iter().nth(ordinal).map(|d| d.name).unwrap_or_default();
     println!("ferroccl self-tests on device {ordinal} ({name})");
-    let results = selftest::run(&fixture, filter, |r| match &r.outcome {
+    let results = selftest::run(&fixture, filter.as_deref(), |r| match &r.outcome {
         Ok(()) => println!("test {} ... ok ({:.1} ms)", r.name, r.elapsed.as_secs_f64() * 1e3),
         Err(f) => println!("test {} ... FAILED: {f}", r.name),
     });
@@ -107,25 +95,9 @@ fn test(args: &[String]) -> Result<ExitCode, Error> {
 }
 
 fn bench_reduce_copy(args: &[String]) -> Result<ExitCode, Error> {
-    let mut ordinal = 0usize;
-    let mut cfg = ReduceCopyBench { bytes: 256 << 20, iters: 20 };
-    let mut json_path = None;
-    let mut it = args.iter();
-    while let Some(arg) = it.next() {
-        let mut value = |name: &str| {
-            it.next().cloned().ok_or_else(|| Error::InvalidArgument(format!("{name} needs a value")))
-        };
-        let number = |name: &str, v: String| {
-            v.parse::<usize>().map_err(|_| Error::InvalidArgument(format!("{name} {v}: not a number")))
-        };
-        match arg.as_str() {
-            "--device" | "-d" => ordinal = number("--device", value("--device")?)?,
-            "--bytes" => cfg.bytes = number("--bytes", value("--bytes")?)?,
-            "--iters" => cfg.iters = number("--iters", value("--iters")?)?,
-            "--json" => json_path = Some(value("--json")?),
-            other => return Err(Error::InvalidArgument(format!("unexpected argument {other:?}\n{USAGE}"))),
-        }
-    }
+    let o = parse_options(args, &["--device", "--bytes", "--iters", "--json"])?;
+    let ordinal = o.device;
+    let cfg = ReduceCopyBench { bytes: o.bytes.unwrap_or(256 << 20), iters: o.iters.unwrap_or(20) };
     let info = device::list()?
         .into_iter()
         .nth(ordinal)
@@ -140,28 +112,14 @@ fn bench_reduce_copy(args: &[String]) -> Result<ExitCode, Error> {
     );
     let results = bench::reduce_copy(&fixture, &cfg, info.sm_count as u32)?;
     print!("{}", bench::table(&results));
-    if let Some(path) = json_path {
-        let body = bench::json(&results, &cfg, &info.name, &utc_now());
-        std::fs::write(&path, body).map_err(|e| Error::InvalidArgument(format!("writing {path}: {e}")))?;
-        println!("wrote {path}");
+    if let Some(path) = o.json {
+        write_json(&path, bench::json(&results, &cfg, &info.name, &utc_now()))?;
     }
     Ok(ExitCode::SUCCESS)
 }
 
 fn bench_work_loop(args: &[String]) -> Result<ExitCode, Error> {
-    let mut ordinal = 0usize;
-    let mut json_path = None;
-    let mut it = args.iter();
-    while let Some(arg) = it.next() {
-        match arg.as_str() {
-            "--device" | "-d" => {
-                let v = it.next().ok_or_else(|| Error::InvalidArgument("--device needs a number".into()))?;
-                ordinal = v.parse().map_err(|_| Error::InvalidArgument(format!("--device {v}: not a number")))?;
-            }
-            "--json" => json_path = Some(it.next().cloned().ok_or_else(|| Error::InvalidArgument("--json needs a path".into()))?),
-            other => return Err(Error::InvalidArgument(format!("unexpected argument {other:?}\n{USAGE}"))),
-        }
-    }
+    let Options { device: ordinal, json, .. } = parse_options(args, &["--device", "--json"])?;
     let devices = device::list()?;
     let info = devices.get(ordinal).ok_or(Error::NoSuchDevice { ordinal, count: devices.len() })?;
     let fixture = selftest::Fixture::new(ordinal)?;
@@ -176,12 +134,54 @@ fn bench_work_loop(args: &[String]) -> Result<ExitCode, Error> {
     println!("(c) stream-ordered no-op in a graph {:>9.2} us/op", r.stream_ordered_us_per_op);
     println!("    empty kernel launch in a graph  {:>9.2} us/op", r.graph_launch_us_per_op);
     println!("    stream_ordered_vs_graph_launch  {:>9.3}", r.stream_ordered_vs_graph_launch());
-    if let Some(path) = json_path {
-        std::fs::write(&path, bench::work_loop_json(&r, &info.name, &utc_now()))
-            .map_err(|e| Error::InvalidArgument(format!("writing {path}: {e}")))?;
-        println!("wrote {path}");
+    if let Some(path) = json {
+        write_json(&path, bench::work_loop_json(&r, &info.name, &utc_now()))?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The options a subcommand was given.
+#[derive(Default)]
+struct Options {
+    device: usize,
+    json: Option<String>,
+    bytes: Option<usize>,
+    iters: Option<usize>,
+    filter: Option<String>,
+}
+
+/// Parses `args` into [`Options`], accepting only the flags in `allowed` (and one
+/// positional filter when `allowed` holds "FILTER").
+fn parse_options(args: &[String], allowed: &[&str]) -> Result<Options, Error> {
+    let mut o = Options::default();
+    let mut it = args.iter();
+    let bad = |why: String| Error::InvalidArgument(format!("{why}\n{USAGE}"));
+    while let Some(arg) = it.next() {
+        let flag = if arg == "-d" { "--device" } else { arg.as_str() };
+        if !flag.starts_with('-') && allowed.contains(&"FILTER") && o.filter.is_none() {
+            o.filter = Some(arg.clone());
+            continue;
+        }
+        if !allowed.contains(&flag) {
+            return Err(bad(format!("unexpected argument {arg:?}")));
+        }
+        let value = it.next().ok_or_else(|| bad(format!("{flag} needs a value")))?;
+        let number = || value.parse::<usize>().map_err(|_| bad(format!("{flag} {value}: not a number")));
+        match flag {
+            "--device" => o.device = number()?,
+            "--bytes" => o.bytes = Some(number()?),
+            "--iters" => o.iters = Some(number()?),
+            _ => o.json = Some(value.clone()),
+        }
+    }
+    Ok(o)
+}
+
+/// Writes `body` to `path`.
+fn write_json(path: &str, body: String) -> Result<(), Error> {
+    std::fs::write(path, body).map_err(|e| Error::InvalidArgument(format!("writing {path}: {e}")))?;
+    println!("wrote {path}");
+    Ok(())
 }
 
 /// The current time as `YYYY-MM-DDTHH:MM:SSZ`.

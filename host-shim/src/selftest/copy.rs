@@ -16,28 +16,40 @@ pub(super) fn reduce_copy_matrix(fx: &Fixture) -> Outcome {
     let layouts: Vec<Layout> = cases.iter().map(Layout::new).collect();
     let arena_bytes = layouts.iter().map(|l| l.bytes).max().unwrap_or(0);
     let mut arena = fx.zeros::<u8>(arena_bytes)?;
-    let base = device_ptr(fx, &arena);
-    let mut host = vec![0u8; arena_bytes];
     let mut rng = Rng::new(0xC0FFEE);
     for (k, (case, layout)) in cases.iter().zip(&layouts).enumerate() {
-        let inputs = layout.fill(case, &mut host[..layout.bytes], base, &mut rng);
-        let refs: Vec<&[u8]> = inputs.iter().map(Vec::as_slice).collect();
-        let want = reference::expected(case, &refs);
-        fx.stream
-            .memcpy_htod(&host[..layout.bytes], &mut arena.slice_mut(..layout.bytes))
-            .map_err(Error::cuda("cuMemcpyHtoD"))?;
         let kernel = fx.kernel(&format!("reduce_copy_{}", case.dtype.short_name()))?;
-        let (blocks, threads) = REDUCE_COPY_SHAPES[k % REDUCE_COPY_SHAPES.len()];
-        let args = base + layout.args as u64;
-        unsafe { fx.stream.launch_builder(&kernel).arg(&args).launch(cfg(blocks, threads, 0)) }
-            .map_err(Error::cuda("cuLaunchKernel"))?;
-        fx.finish("reduce_copy")?;
-        let (begin, end) = layout.output_region;
-        let region = fx.stream.clone_dtoh(&arena.slice(begin..end)).map_err(Error::cuda("cuMemcpyDtoH"))?;
-        layout.check(case, &region, &want).map_err(Failure)?;
+        run_case(fx, &kernel, case, layout, &mut arena, REDUCE_COPY_SHAPES[k % REDUCE_COPY_SHAPES.len()], &mut rng)?;
     }
     println!("  {} reduce_copy cases", cases.len());
     Ok(())
+}
+
+/// Runs one case with `kernel` (which takes the address of the case's argument block) in
+/// `arena` with launch shape `(blocks, threads)`, and checks its outputs and guards.
+fn run_case(
+    fx: &Fixture,
+    kernel: &CudaFunction,
+    case: &Case,
+    layout: &Layout,
+    arena: &mut CudaSlice<u8>,
+    (blocks, threads): (u32, u32),
+    rng: &mut Rng,
+) -> Outcome {
+    let base = device_ptr(fx, arena);
+    let mut host = vec![0u8; layout.bytes];
+    let inputs = layout.fill(case, &mut host, base, rng);
+    let refs: Vec<&[u8]> = inputs.iter().map(Vec::as_slice).collect();
+    let want = reference::expected(case, &refs);
+    fx.stream.memcpy_htod(&host, &mut arena.slice_mut(..layout.bytes)).map_err(Error::cuda("cuMemcpyHtoD"))?;
+    let args = base + layout.args as u64;
+    // SAFETY: the argument block and every buffer it names lie in `arena`, filled above.
+    unsafe { fx.stream.launch_builder(kernel).arg(&args).launch(cfg(blocks, threads, 0)) }
+        .map_err(Error::cuda("cuLaunchKernel"))?;
+    fx.finish("reduce_copy")?;
+    let (begin, end) = layout.output_region;
+    let region = fx.stream.clone_dtoh(&arena.slice(begin..end)).map_err(Error::cuda("cuMemcpyDtoH"))?;
+    layout.check(case, &region, &want).map_err(Failure)
 }
 
 /// The fixed-shape Sum kernels the hot path uses: (kernel suffix, sources, destinations).
@@ -50,7 +62,6 @@ pub(super) fn reduce_copy_fixed_shapes(fx: &Fixture) -> Outcome {
     use device_rt::redop::RedOpKind;
     let mut rng = Rng::new(0xF1);
     let mut arena = fx.zeros::<u8>(64 << 20)?;
-    let base = device_ptr(fx, &arena);
     let mut count = 0;
     for dtype in [DataType::F32, DataType::Bf16] {
         for (nsrcs, ndsts) in FIXED_SHAPES {
@@ -62,19 +73,7 @@ pub(super) fn reduce_copy_fixed_shapes(fx: &Fixture) -> Outcome {
                     case.dst_misalign = (0..ndsts).map(|_| rng.below(16 / dtype.size()) * dtype.size()).collect();
                 }
                 let layout = Layout::new(&case);
-                let mut host = vec![0u8; layout.bytes];
-                let inputs = layout.fill(&case, &mut host, base, &mut rng);
-                let refs: Vec<&[u8]> = inputs.iter().map(Vec::as_slice).collect();
-                let want = reference::expected(&case, &refs);
-                fx.stream.memcpy_htod(&host, &mut arena.slice_mut(..layout.bytes)).map_err(Error::cuda("cuMemcpyHtoD"))?;
-                let (blocks, threads) = REDUCE_COPY_SHAPES[k % REDUCE_COPY_SHAPES.len()];
-                let args = base + layout.args as u64;
-                unsafe { fx.stream.launch_builder(&kernel).arg(&args).launch(cfg(blocks, threads, 0)) }
-                    .map_err(Error::cuda("cuLaunchKernel"))?;
-                fx.finish("reduce_copy fixed shape")?;
-                let (begin, end) = layout.output_region;
-                let region = fx.stream.clone_dtoh(&arena.slice(begin..end)).map_err(Error::cuda("cuMemcpyDtoH"))?;
-                layout.check(&case, &region, &want).map_err(Failure)?;
+                run_case(fx, &kernel, &case, &layout, &mut arena, REDUCE_COPY_SHAPES[k % REDUCE_COPY_SHAPES.len()], &mut rng)?;
                 count += 1;
             }
         }
