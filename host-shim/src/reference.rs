@@ -222,8 +222,10 @@ ref_int!(u32, u64);
 ref_int!(i64, i64);
 ref_int!(u64, u64);
 
+/// A float type whose arithmetic is done in `$wide` (rounded once back to `$t`: for
+/// f16/bf16 computed in f32, which is what the hardware's single rounding gives).
 macro_rules! ref_float {
-    ($t:ty, $bits:ty, $to:expr, $from:expr) => {
+    ($t:ty, $bits:ty, $wide:ty, $to:expr, $from:expr) => {
         impl RefElem for $t {
             const SIZE: usize = std::mem::size_of::<$t>();
             fn load(b: &[u8]) -> Self {
@@ -242,55 +244,22 @@ macro_rules! ref_float {
                 $from($to(self) * $to(o))
             }
             fn min(self, o: Self) -> Self {
-                $from($to(self).min($to(o)))
+                $from(<$wide>::min($to(self), $to(o)))
             }
             fn max(self, o: Self) -> Self {
-                $from($to(self).max($to(o)))
+                $from(<$wide>::max($to(self), $to(o)))
             }
             fn div(self, n: u64) -> Self {
-                $from($to(self) / n as f32)
+                $from($to(self) / n as $wide)
             }
         }
     };
 }
 
-ref_float!(f16, u16, f16::to_f32, f16::from_f32);
-ref_float!(bf16, u16, bf16::to_f32, bf16::from_f32);
-
-macro_rules! ref_native_float {
-    ($t:ty, $bits:ty) => {
-        impl RefElem for $t {
-            const SIZE: usize = std::mem::size_of::<$t>();
-            fn load(b: &[u8]) -> Self {
-                <$t>::from_le_bytes(b.try_into().unwrap())
-            }
-            fn store(self, b: &mut [u8]) {
-                b.copy_from_slice(&self.to_le_bytes())
-            }
-            fn from_arg(arg: u64) -> Self {
-                <$t>::from_bits(arg as $bits)
-            }
-            fn add(self, o: Self) -> Self {
-                self + o
-            }
-            fn mul(self, o: Self) -> Self {
-                self * o
-            }
-            fn min(self, o: Self) -> Self {
-                <$t>::min(self, o)
-            }
-            fn max(self, o: Self) -> Self {
-                <$t>::max(self, o)
-            }
-            fn div(self, n: u64) -> Self {
-                self / n as $t
-            }
-        }
-    };
-}
-
-ref_native_float!(f32, u32);
-ref_native_float!(f64, u64);
+ref_float!(f16, u16, f32, f16::to_f32, f16::from_f32);
+ref_float!(bf16, u16, f32, bf16::to_f32, bf16::from_f32);
+ref_float!(f32, u32, f32, std::convert::identity, std::convert::identity);
+ref_float!(f64, u64, f64, std::convert::identity, std::convert::identity);
 
 fn reduce_typed<T: RefElem>(case: &Case, inputs: &[&[u8]]) -> Vec<u8> {
     let mut out = vec![0u8; case.n * T::SIZE];
