@@ -113,6 +113,9 @@ pub struct WorkLoop {
     kernel: CudaFunction,
     cfg: LoopConfig,
     started: bool,
+    /// The one stream the mailbox serves: its operations wait for each other, so one
+    /// mailbox never holds two items; a second stream would overwrite a pending item.
+    mailbox_stream: Mutex<Option<usize>>,
 }
 
 impl WorkLoop {
@@ -139,6 +142,7 @@ impl WorkLoop {
             kernel,
             cfg,
             started: false,
+            mailbox_stream: Mutex::new(None),
         })
     }
 
@@ -208,10 +212,23 @@ impl WorkLoop {
     /// loop has run it (or has left). Work queued on `stream` before runs first, work
     /// queued after waits for the item; the sequence can be captured in a CUDA graph and
     /// replayed. A failure inside the loop does not stall `stream`: check
-    /// [`WorkLoop::async_error`].
+    /// [`WorkLoop::async_error`]. The loop serves one such stream: the first one used;
+    /// others are refused.
     pub fn enqueue_on_stream(&self, stream: &CudaStream, item: WorkItem) -> Result<()> {
         item.validate().map_err(|reason| Error::BadWorkItem { reason, seq: 0 })?;
         self.queue.health()?;
+        {
+            let mut owner = self.mailbox_stream.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let this = stream.cu_stream() as usize;
+            match *owner {
+                Some(s) if s != this => {
+                    return Err(Error::InvalidArgument(
+                        "this work loop's stream-ordered path already serves another stream".into(),
+                    ));
+                }
+                _ => *owner = Some(this),
+            }
+        }
         let Some(memory) = &self.memory else { return Err(Error::LoopClosed) };
         let mailbox = memory.state.ptr;
         let words: [u64; 8] = zerocopy::transmute!(item);

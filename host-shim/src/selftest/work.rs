@@ -152,6 +152,9 @@ pub(super) fn work_loop_stream_graph(fx: &Fixture) -> Outcome {
         graph.launch().map_err(Error::cuda("cuGraphLaunch"))?;
     }
     stream::wait(&user, LOOP_WAIT, "graph replays")?;
+    let other = fx.ctx.new_stream().map_err(Error::cuda("cuStreamCreate"))?;
+    let refused = lp.enqueue_on_stream(&other, WorkItem::noop());
+    ensure(matches!(refused, Err(Error::InvalidArgument(_))), || format!("a second stream was accepted: {refused:?}"))?;
     let count = user.clone_dtoh(&counter).map_err(Error::cuda("cuMemcpyDtoH"))?;
     ensure_eq_slices("increments after replays", &count, &[ITEMS * REPLAYS])?;
     if let Some(e) = lp.async_error() {
