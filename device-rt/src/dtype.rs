@@ -20,26 +20,9 @@ pub enum DataType {
     Bf16 = 9,
 }
 
+numbering!(DataType, u8, from_u8, [I8, U8, I32, U32, I64, U64, F16, F32, F64, Bf16]);
+
 impl DataType {
-    /// Every type, in numbering order.
-    pub const ALL: [DataType; 10] = [
-        Self::I8,
-        Self::U8,
-        Self::I32,
-        Self::U32,
-        Self::I64,
-        Self::U64,
-        Self::F16,
-        Self::F32,
-        Self::F64,
-        Self::Bf16,
-    ];
-
-    /// The type numbered `v`, if any.
-    pub fn from_u8(v: u8) -> Option<Self> {
-        Self::ALL.get(usize::from(v)).copied()
-    }
-
     /// Bytes per element.
     pub const fn size(self) -> usize {
         match self {

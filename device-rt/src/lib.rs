@@ -10,6 +10,9 @@
 #![cfg_attr(not(feature = "host-emu"), no_std)]
 #![cfg_attr(target_arch = "nvptx64", feature(asm_experimental_arch))]
 
+#[macro_use]
+mod numbering;
+
 #[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
 pub mod arch;
 

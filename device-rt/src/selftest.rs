@@ -20,15 +20,7 @@ pub enum PublishMode {
     FenceGpu = 2,
 }
 
-impl PublishMode {
-    /// Every mode, in test order.
-    pub const ALL: [PublishMode; 3] = [Self::ReleaseAcquire, Self::FenceSys, Self::FenceGpu];
-
-    /// The mode a raw kernel argument names, if any.
-    pub fn from_u32(v: u32) -> Option<Self> {
-        Self::ALL.into_iter().find(|m| *m as u32 == v)
-    }
-}
+numbering!(PublishMode, u32, from_u32, [ReleaseAcquire, FenceSys, FenceGpu]);
 
 /// `selftest_message_passing`'s report words.
 pub mod report {

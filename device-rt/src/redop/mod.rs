@@ -28,15 +28,9 @@ pub enum RedOpKind {
     SumPostDiv = 5,
 }
 
+numbering!(RedOpKind, u8, from_u8, [Sum, Prod, Max, Min, PreMulSum, SumPostDiv]);
+
 impl RedOpKind {
-    /// Every operator, in numbering order.
-    pub const ALL: [RedOpKind; 6] = [Self::Sum, Self::Prod, Self::Max, Self::Min, Self::PreMulSum, Self::SumPostDiv];
-
-    /// The operator numbered `v`, if any.
-    pub fn from_u8(v: u8) -> Option<Self> {
-        Self::ALL.get(usize::from(v)).copied()
-    }
-
     /// The name used on command lines and in reports (nccl-tests' names where they exist).
     pub const fn name(self) -> &'static str {
         match self {

@@ -24,15 +24,7 @@ pub enum WorkKind {
     Call = 4,
 }
 
-impl WorkKind {
-    /// Every kind, in numbering order.
-    pub const ALL: [WorkKind; 5] = [Self::NoOp, Self::Shutdown, Self::ReduceCopy, Self::Barrier, Self::Call];
-
-    /// The kind numbered `v`, if any.
-    pub fn from_u8(v: u8) -> Option<Self> {
-        Self::ALL.get(usize::from(v)).copied()
-    }
-}
+numbering!(WorkKind, u8, from_u8, [NoOp, Shutdown, ReduceCopy, Barrier, Call]);
 
 /// Device functions a [`WorkKind::Call`] item can run.
 #[repr(u32)]
@@ -48,15 +40,7 @@ pub enum DeviceFunction {
     WaitAtLeast = 2,
 }
 
-impl DeviceFunction {
-    /// Every function, in numbering order.
-    pub const ALL: [DeviceFunction; 3] = [Self::Timestamp, Self::Increment, Self::WaitAtLeast];
-
-    /// The function numbered `v`, if any.
-    pub fn from_u32(v: u32) -> Option<Self> {
-        Self::ALL.get(v as usize).copied()
-    }
-}
+numbering!(DeviceFunction, u32, from_u32, [Timestamp, Increment, WaitAtLeast]);
 
 /// One unit of work: 64 bytes, 16-byte aligned (the loop copies it in 16-byte pieces),
 /// written by the host into the rank's queue (or a stream mailbox) and copied into shared
@@ -125,26 +109,25 @@ pub enum BadItem {
     WrongSequence = 10,
 }
 
+numbering!(
+    BadItem,
+    u32,
+    from_u32,
+    [
+        UnknownKind,
+        UnknownDataType,
+        UnknownOp,
+        UnsupportedTypeOp,
+        NullPointer,
+        Misaligned,
+        CountOverflow,
+        UnknownFunction,
+        ReservedNotZero,
+        WrongSequence,
+    ]
+);
+
 impl BadItem {
-    /// Every reason, in numbering order from 1.
-    pub const ALL: [BadItem; 10] = [
-        Self::UnknownKind,
-        Self::UnknownDataType,
-        Self::UnknownOp,
-        Self::UnsupportedTypeOp,
-        Self::NullPointer,
-        Self::Misaligned,
-        Self::CountOverflow,
-        Self::UnknownFunction,
-        Self::ReservedNotZero,
-        Self::WrongSequence,
-    ];
-
-    /// The reason numbered `v`, if any.
-    pub fn from_u32(v: u32) -> Option<Self> {
-        Self::ALL.iter().copied().find(|r| *r as u32 == v)
-    }
-
     /// What is wrong, in words.
     pub const fn describe(self) -> &'static str {
         match self {

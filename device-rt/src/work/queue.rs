@@ -151,21 +151,12 @@ pub enum WaitSite {
     Flag = 2,
 }
 
-impl LoopError {
-    /// The error a status word's low half names, if any.
-    pub fn from_u32(v: u32) -> Option<Self> {
-        [Self::BadItem, Self::Aborted, Self::Timeout].into_iter().find(|e| *e as u32 == v)
-    }
+numbering!(LoopError, u32, from_u32, [BadItem, Aborted, Timeout]);
+numbering!(WaitSite, u32, from_u32, [Barrier, Flag]);
 
+impl LoopError {
     /// `status` for this error with `detail`.
     pub const fn status(self, detail: u32) -> u64 {
         self as u64 | (detail as u64) << 32
-    }
-}
-
-impl WaitSite {
-    /// The site a detail value names, if any.
-    pub fn from_u32(v: u32) -> Option<Self> {
-        [Self::Barrier, Self::Flag].into_iter().find(|w| *w as u32 == v)
     }
 }
