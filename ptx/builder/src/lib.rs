@@ -1,9 +1,9 @@
 //! Turns the nvptx kernel crate (`ptx/kernels`) into ONE self-contained `.ptx` file.
 //!
-//! Why not `ptx-builder` (the crate the design card names): it dates from 2020 and drives
-//! `rust-ptx-linker`, which no longer builds against current rustc; the newer route,
-//! rustc's `llvm-bitcode-linker` component, cannot be downloaded on our machines. Neither
-//! is needed: a `staticlib` built with fat LTO and `--emit=asm` makes rustc's own LLVM
+//! Why not `ptx-builder` (the crate the design card names): its last version drives the
+//! external `rust-ptx-linker` (crate `ptx-linker`, bound to an old `llvm-sys`), reported
+//! broken with current rustc; the newer route, rustc's `llvm-bitcode-linker` component,
+//! cannot be downloaded on our machines. Neither is needed: a `staticlib` built with fat LTO and `--emit=asm` makes rustc's own LLVM
 //! link every crate the kernel uses into one module and print it as PTX. This crate runs
 //! that nested `cargo rustc`, checks what it needs first, and never leaves a stale file.
 //!
