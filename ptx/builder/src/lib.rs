@@ -3,9 +3,10 @@
 //! Why not `ptx-builder` (the crate the design card names): its last version drives the
 //! external `rust-ptx-linker` (crate `ptx-linker`, bound to an old `llvm-sys`), reported
 //! broken with current rustc; the newer route, rustc's `llvm-bitcode-linker` component,
-//! cannot be downloaded on our machines. Neither is needed: a `staticlib` built with fat LTO and `--emit=asm` makes rustc's own LLVM
-//! link every crate the kernel uses into one module and print it as PTX. This crate runs
-//! that nested `cargo rustc`, checks what it needs first, and never leaves a stale file.
+//! cannot be downloaded on our machines. Neither is needed: a `staticlib` built with fat
+//! LTO and `--emit=asm` makes rustc's own LLVM link every crate the kernel uses into one
+//! module and print it as PTX. This crate runs that nested `cargo rustc`, checks what it
+//! needs first, and never leaves a stale file.
 //!
 //! The nested build:
 //! `cargo rustc --release --target nvptx64-nvidia-cuda -Zbuild-std=core
