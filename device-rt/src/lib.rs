@@ -17,7 +17,10 @@ mod numbering;
 pub mod arch;
 
 #[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
+pub mod algo;
+#[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
 pub mod block;
+pub mod conn;
 #[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
 pub mod copy;
 pub mod dtype;
@@ -26,6 +29,8 @@ pub mod multicast;
 pub mod pack;
 pub mod redop;
 pub mod selftest;
+#[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
+pub mod prims;
 #[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
 pub mod spin;
 pub mod work;

@@ -77,6 +77,14 @@ mod flavours {
         unsafe fn st<const N: usize>(target: &Self::Target, offset: u64, v: BytePack<N>)
         where
             Size<N>: PackIo<N> + PackSize;
+
+        /// The smallest of every device's `u64` at `handle` (NCCL's `NvlsMinPolling`: a
+        /// step counter that every peer advances). Ordering: acquire at system scope on
+        /// each peer's word, so data a peer published before its counter is visible.
+        ///
+        /// # Safety
+        /// `handle` must be a valid handle of this flavour naming 8-byte-aligned words.
+        unsafe fn ld_acquire_min_u64(handle: u64) -> u64;
     }
 
     /// Multicast done as loops over the peers' unicast addresses.
@@ -129,6 +137,16 @@ mod flavours {
             for p in 0..target.npeers as usize {
                 unsafe { pack::st_global::<N>(target.peers[p] + offset, v) };
             }
+        }
+
+        #[inline(always)]
+        unsafe fn ld_acquire_min_u64(handle: u64) -> u64 {
+            let table = unsafe { Self::resolve(handle) };
+            let mut min = u64::MAX;
+            for p in 0..table.npeers as usize {
+                min = min.min(unsafe { crate::arch::ld_acquire_sys_global(table.peers[p] as *const u64) });
+            }
+            min
         }
     }
 
@@ -221,6 +239,11 @@ mod flavours {
                     _ => trap(),
                 }
             }
+        }
+
+        #[inline(always)]
+        unsafe fn ld_acquire_min_u64(handle: u64) -> u64 {
+            unsafe { crate::arch::multimem_ld_reduce_acquire_min_u64(handle) }
         }
     }
 }

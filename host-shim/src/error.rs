@@ -30,6 +30,9 @@ pub enum Error {
     DeviceTimeout { site: Option<WaitSite>, seq: u64 },
     /// The work loop has left (after a Shutdown item or an error): nothing more runs.
     LoopClosed,
+    /// A point-to-point peer sent a different count than this rank receives (or left
+    /// data of an earlier operation behind); the loop stopped.
+    PeerMismatch { seq: u64 },
     /// Shutdown did not complete in time; `outstanding` items had not completed.
     ShutdownIncomplete { outstanding: u64 },
 }
@@ -69,10 +72,16 @@ impl fmt::Display for Error {
                 match site {
                     Some(WaitSite::Barrier) => "barrier across channels",
                     Some(WaitSite::Flag) => "waiting for a flag",
+                    Some(WaitSite::RecvData) => "waiting for a peer's data",
+                    Some(WaitSite::SendCredit) => "waiting for room in a peer's buffer",
                     None => "unknown wait",
                 }
             ),
             Self::LoopClosed => f.write_str("the work loop has shut down"),
+            Self::PeerMismatch { seq } => write!(
+                f,
+                "item {seq}: a peer sent a different element count than this rank receives; the work loop stopped"
+            ),
             Self::ShutdownIncomplete { outstanding } => {
                 write!(f, "shutdown did not complete in time: {outstanding} item(s) still outstanding")
             }

@@ -8,6 +8,7 @@ mod driver;
 mod error;
 
 pub mod bench;
+pub mod comm;
 pub mod device;
 pub mod memory;
 pub mod module;

@@ -103,6 +103,7 @@ impl Queue {
                 }
                 Some(LoopError::Aborted) => Error::Aborted,
                 Some(LoopError::Timeout) => Error::DeviceTimeout { site: WaitSite::from_u32(detail), seq },
+                Some(LoopError::PeerMismatch) => Error::PeerMismatch { seq },
                 None => Error::InvalidArgument(format!("work loop reported unknown status {status:#x}")),
             });
         }

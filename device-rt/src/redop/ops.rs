@@ -17,6 +17,9 @@ use crate::pack::{BytePack, PackSize, Size};
 pub trait Elem: Copy + PartialEq + Default + FromBytes + IntoBytes + Immutable + 'static {
     /// The host's name for the type.
     const DTYPE: DataType;
+    /// An element type of the same size: copies move bits, so the copies of every type
+    /// of one size share one instance of the copy code.
+    type Bits: Elem;
     /// `a + b`, wrapping for integers, rounded to nearest even for floats.
     fn add(a: Self, b: Self) -> Self;
     /// `a * b`, wrapping for integers, rounded to nearest even for floats.
@@ -66,9 +69,10 @@ pub trait Elem: Copy + PartialEq + Default + FromBytes + IntoBytes + Immutable +
 }
 
 macro_rules! int_elem {
-    ($t:ty, $dtype:ident, $wide:ty) => {
+    ($t:ty, $dtype:ident, $wide:ty, $bits:ty) => {
         impl Elem for $t {
             const DTYPE: DataType = DataType::$dtype;
+            type Bits = $bits;
             #[inline(always)]
             fn add(a: Self, b: Self) -> Self {
                 a.wrapping_add(b)
@@ -97,17 +101,18 @@ macro_rules! int_elem {
     };
 }
 
-int_elem!(i8, I8, i64);
-int_elem!(u8, U8, u64);
-int_elem!(i32, I32, i64);
-int_elem!(u32, U32, u64);
-int_elem!(i64, I64, i64);
-int_elem!(u64, U64, u64);
+int_elem!(i8, I8, i64, u8);
+int_elem!(u8, U8, u64, u8);
+int_elem!(i32, I32, i64, u32);
+int_elem!(u32, U32, u64, u32);
+int_elem!(i64, I64, i64, u64);
+int_elem!(u64, U64, u64, u64);
 
 macro_rules! float_elem {
     ($t:ty, $dtype:ident, $bits:ty) => {
         impl Elem for $t {
             const DTYPE: DataType = DataType::$dtype;
+            type Bits = $bits;
             #[inline(always)]
             fn add(a: Self, b: Self) -> Self {
                 a + b
@@ -144,6 +149,7 @@ macro_rules! half_elem {
      $add2:ident, $mul2:ident, $min2:ident, $max2:ident, $to_f32:ident, $from_f32:ident) => {
         impl Elem for $t {
             const DTYPE: DataType = DataType::$dtype;
+            type Bits = F16;
             #[inline(always)]
             fn add(a: Self, b: Self) -> Self {
                 $t(arch::$add(a.0, b.0))

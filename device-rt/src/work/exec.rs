@@ -13,6 +13,10 @@ use crate::copy::reduce_copy_grid;
 use crate::dtype::{Bf16, DataType, F16};
 use crate::redop::Sum;
 use crate::spin::{Interrupted, SpinGuard, spin_until};
+use crate::algo::{Coll, CollCtx, run_collective};
+use crate::conn::CommDevice;
+use crate::redop::RedOpKind;
+use super::item::{BadItem, CollFunction};
 
 /// What the loop was launched with.
 #[derive(Clone, Copy, Debug)]
@@ -27,6 +31,8 @@ pub struct LoopArgs {
     pub state: *mut LoopState,
     /// How long any wait inside an item may spin.
     pub spin_budget_ns: u64,
+    /// The rank's communicator (device memory), or null for a loop without one.
+    pub comm: *const CommDevice,
 }
 
 /// What thread 0's poll found.
@@ -177,7 +183,7 @@ const PUBLISH_EVERY: u64 = 16;
 
 /// True for items that may wait on something outside the loop.
 fn may_block(kind: WorkKind) -> bool {
-    matches!(kind, WorkKind::Barrier | WorkKind::Call)
+    matches!(kind, WorkKind::Barrier | WorkKind::Call | WorkKind::Collective)
 }
 
 /// The named barrier warp 0 uses inside [`fetch`].
@@ -286,6 +292,42 @@ unsafe fn execute(a: &LoopArgs, kind: WorkKind, item: &WorkItem, shared: *mut Lo
         }
         WorkKind::Barrier => unsafe { channels_barrier(a, shared) },
         WorkKind::Call => unsafe { call(a, item, shared) },
+        WorkKind::Collective => unsafe { collective(a, item, shared) },
+    }
+}
+
+/// Runs a collective item with the rank's communicator, after checking it against the
+/// communicator (the host has checked it too).
+unsafe fn collective(a: &LoopArgs, item: &WorkItem, shared: *mut LoopShared) -> Result<(), Stop> {
+    if a.comm.is_null() {
+        return Err(Stop::Error(LoopError::BadItem, BadItem::NoCommunicator as u32));
+    }
+    let comm = unsafe { a.comm.read() };
+    if let Err(why) = item.validate_in_comm(comm.rank, comm.nranks) {
+        return Err(Stop::Error(LoopError::BadItem, why as u32));
+    }
+    // `validate` and `validate_in_comm` guarantee known numbers.
+    let (Some(function), Some(dtype), Some(kind)) =
+        (CollFunction::from_u32(item.function), DataType::from_u8(item.dtype), RedOpKind::from_u8(item.op))
+    else {
+        arch::trap()
+    };
+    let c = Coll {
+        function,
+        count: item.count,
+        recv_count: if function == CollFunction::SendRecv { item.op_arg } else { 0 },
+        input: item.src,
+        output: item.dst,
+        red_arg: item.op_arg,
+        root: item.arg as u32,
+        send_peer: item.arg as u32,
+        recv_peer: (item.arg >> 32) as u32,
+    };
+    let prims = unsafe { (&raw mut (*shared).prims).cast() };
+    let cx = unsafe { CollCtx::new(&comm, prims, &raw const (*a.header).abort, a.spin_budget_ns) };
+    match unsafe { run_collective(&cx, &c, dtype, kind) } {
+        Ok(()) => Ok(()),
+        Err((error, detail)) => Err(Stop::Error(error, detail)),
     }
 }
 

@@ -22,9 +22,74 @@ pub enum WorkKind {
     Barrier = 3,
     /// A device function of [`DeviceFunction`], on the word at `arg`, with `count`.
     Call = 4,
+    /// A collective or point-to-point operation of [`CollFunction`] with the rank's
+    /// communicator.
+    Collective = 5,
 }
 
-numbering!(WorkKind, u8, from_u8, [NoOp, Shutdown, ReduceCopy, Barrier, Call]);
+numbering!(WorkKind, u8, from_u8, [NoOp, Shutdown, ReduceCopy, Barrier, Call, Collective]);
+
+/// What a [`WorkKind::Collective`] item does. `count` is NCCL's count: elements per rank
+/// (all-gather's send count, reduce-scatter's receive count).
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CollFunction {
+    /// `dst = op(src of every rank)`, `count` elements.
+    AllReduce = 0,
+    /// `dst` (`count`) = block `rank` of `op(src of every rank)` (`nranks × count`).
+    ReduceScatter = 1,
+    /// Block `r` of `dst` (`nranks × count`) = `src` (`count`) of rank `r`.
+    AllGather = 2,
+    /// `dst = src of the root` (`arg`), `count` elements.
+    Broadcast = 3,
+    /// On the root (`arg`): `dst = op(src of every rank)`, `count` elements.
+    Reduce = 4,
+    /// Sends `count` elements of `src` to peer `arg & 0xFFFF_FFFF` and receives
+    /// `op_arg` elements into `dst` from peer `arg >> 32`, at once ([`NO_PEER`]: no such
+    /// side).
+    SendRecv = 5,
+}
+
+numbering!(CollFunction, u32, from_u32, [AllReduce, ReduceScatter, AllGather, Broadcast, Reduce, SendRecv]);
+
+/// A SendRecv side that is not there.
+pub const NO_PEER: u32 = u32::MAX;
+
+impl CollFunction {
+    /// True for the functions that apply the operator.
+    pub const fn reduces(self) -> bool {
+        matches!(self, Self::AllReduce | Self::ReduceScatter | Self::Reduce)
+    }
+
+    /// The name used on command lines and in reports.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::AllReduce => "all_reduce",
+            Self::ReduceScatter => "reduce_scatter",
+            Self::AllGather => "all_gather",
+            Self::Broadcast => "broadcast",
+            Self::Reduce => "reduce",
+            Self::SendRecv => "sendrecv",
+        }
+    }
+
+    /// Elements of the input and of the output of one rank for `count` and `nranks`
+    /// (SendRecv: the send count and `recv_count`).
+    pub const fn extents(self, count: u64, recv_count: u64, nranks: u64) -> Option<(u64, u64)> {
+        match self {
+            Self::AllReduce | Self::Broadcast | Self::Reduce => Some((count, count)),
+            Self::ReduceScatter => match count.checked_mul(nranks) {
+                Some(n) => Some((n, count)),
+                None => None,
+            },
+            Self::AllGather => match count.checked_mul(nranks) {
+                Some(n) => Some((count, n)),
+                None => None,
+            },
+            Self::SendRecv => Some((count, recv_count)),
+        }
+    }
+}
 
 /// Device functions a [`WorkKind::Call`] item can run.
 #[repr(u32)]
@@ -53,25 +118,26 @@ pub struct WorkItem {
     pub seq: u64,
     /// A [`WorkKind`] number.
     pub kind: u8,
-    /// A [`DataType`] number (ReduceCopy).
+    /// A [`DataType`] number (ReduceCopy, Collective).
     pub dtype: u8,
-    /// A [`RedOpKind`] number (ReduceCopy with `src2`).
+    /// A [`RedOpKind`] number (ReduceCopy with `src2`; Collective).
     pub op: u8,
     /// Zero.
     pub flags: u8,
-    /// A [`DeviceFunction`] number (Call).
+    /// A [`DeviceFunction`] number (Call); a [`CollFunction`] number (Collective).
     pub function: u32,
-    /// Elements (ReduceCopy); the value operand (Call).
+    /// Elements (ReduceCopy, Collective); the value operand (Call).
     pub count: u64,
-    /// The operator's argument (ReduceCopy).
+    /// The operator's argument (ReduceCopy, Collective); SendRecv: elements received.
     pub op_arg: u64,
-    /// Source (ReduceCopy).
+    /// Source (ReduceCopy); input (Collective).
     pub src: u64,
     /// Second source, 0 for a copy (ReduceCopy).
     pub src2: u64,
-    /// Destination (ReduceCopy).
+    /// Destination (ReduceCopy); output (Collective).
     pub dst: u64,
-    /// The address a device function works on (Call).
+    /// The address a device function works on (Call); the root (Broadcast, Reduce);
+    /// the peers (SendRecv).
     pub arg: u64,
 }
 
@@ -107,6 +173,14 @@ pub enum BadItem {
     ReservedNotZero = 9,
     /// `seq` is not the position the loop expected (a torn or stale slot).
     WrongSequence = 10,
+    /// `function` names no [`CollFunction`].
+    UnknownCollective = 11,
+    /// A collective reached a loop that has no communicator.
+    NoCommunicator = 12,
+    /// A root or peer is not a rank of the communicator (or is the rank itself).
+    BadRank = 13,
+    /// SumPostDiv with a divisor of 0.
+    ZeroDivisor = 14,
 }
 
 numbering!(
@@ -124,6 +198,10 @@ numbering!(
         UnknownFunction,
         ReservedNotZero,
         WrongSequence,
+        UnknownCollective,
+        NoCommunicator,
+        BadRank,
+        ZeroDivisor,
     ]
 );
 
@@ -141,6 +219,10 @@ impl BadItem {
             Self::UnknownFunction => "unknown device function",
             Self::ReservedNotZero => "flags field is not zero",
             Self::WrongSequence => "sequence number out of order",
+            Self::UnknownCollective => "unknown collective function",
+            Self::NoCommunicator => "collective on a work loop without a communicator",
+            Self::BadRank => "root or peer is not another rank of the communicator",
+            Self::ZeroDivisor => "average (SumPostDiv) with a divisor of 0",
         }
     }
 }
@@ -176,6 +258,51 @@ impl WorkItem {
         Self { kind: WorkKind::Call as u8, function: function as u32, arg, count, ..Self::default() }
     }
 
+    /// A collective: `function` over `count` elements of `dtype` with `op` (argument
+    /// `op_arg`) from `src` to `dst`; `arg` is the root or the SendRecv peers.
+    #[allow(clippy::too_many_arguments)]
+    pub fn collective(function: CollFunction, dtype: DataType, op: RedOpKind, op_arg: u64, src: u64, dst: u64, count: u64, arg: u64) -> Self {
+        Self {
+            kind: WorkKind::Collective as u8,
+            function: function as u32,
+            dtype: dtype as u8,
+            op: op as u8,
+            op_arg,
+            src,
+            dst,
+            count,
+            arg,
+            ..Self::default()
+        }
+    }
+
+    /// Checks a collective item against its communicator (`rank` of `nranks`): roots and
+    /// peers are ranks (peers other than `rank`), and the buffers' extents fit the
+    /// address space. Both sides apply it, after [`WorkItem::validate`].
+    pub fn validate_in_comm(&self, rank: u32, nranks: u32) -> Result<(), BadItem> {
+        let Some(function) = CollFunction::from_u32(self.function) else { return Err(BadItem::UnknownCollective) };
+        let is_rank = |r: u64| r < u64::from(nranks);
+        match function {
+            CollFunction::Broadcast | CollFunction::Reduce if !is_rank(self.arg) => return Err(BadItem::BadRank),
+            CollFunction::SendRecv => {
+                for peer in [self.arg & 0xFFFF_FFFF, self.arg >> 32] {
+                    if peer != u64::from(NO_PEER) && (!is_rank(peer) || peer == u64::from(rank)) {
+                        return Err(BadItem::BadRank);
+                    }
+                }
+            }
+            _ => {}
+        }
+        let size = DataType::from_u8(self.dtype).ok_or(BadItem::UnknownDataType)?.size() as u64;
+        let recv_count = if function == CollFunction::SendRecv { self.op_arg } else { 0 };
+        let (input, output) = function.extents(self.count, recv_count, u64::from(nranks)).ok_or(BadItem::CountOverflow)?;
+        for (p, n) in [(self.src, input), (self.dst, output)] {
+            let bytes = n.checked_mul(size).ok_or(BadItem::CountOverflow)?;
+            p.checked_add(bytes).ok_or(BadItem::CountOverflow)?;
+        }
+        Ok(())
+    }
+
     /// Checks every field the item's kind uses (the sequence number is the queue's
     /// business): what the host refuses before enqueueing, and what the device refuses
     /// before running.
@@ -202,6 +329,27 @@ impl WorkItem {
                         return Err(BadItem::Misaligned);
                     }
                     p.checked_add(bytes).ok_or(BadItem::CountOverflow)?;
+                }
+            }
+            WorkKind::Collective => {
+                let function = CollFunction::from_u32(self.function).ok_or(BadItem::UnknownCollective)?;
+                let dtype = DataType::from_u8(self.dtype).ok_or(BadItem::UnknownDataType)?;
+                let op = RedOpKind::from_u8(self.op).ok_or(BadItem::UnknownOp)?;
+                if function.reduces() && op == RedOpKind::SumPostDiv && self.op_arg == 0 {
+                    return Err(BadItem::ZeroDivisor);
+                }
+                let size = dtype.size() as u64;
+                let (sends, receives) = match function {
+                    CollFunction::SendRecv => (self.arg & 0xFFFF_FFFF != u64::from(NO_PEER) && self.count > 0, self.arg >> 32 != u64::from(NO_PEER) && self.op_arg > 0),
+                    _ => (self.count > 0, self.count > 0),
+                };
+                for (p, used) in [(self.src, sends), (self.dst, receives)] {
+                    if used && p == 0 {
+                        return Err(BadItem::NullPointer);
+                    }
+                    if p % size != 0 {
+                        return Err(BadItem::Misaligned);
+                    }
                 }
             }
             WorkKind::Call => match DeviceFunction::from_u32(self.function).ok_or(BadItem::UnknownFunction)? {

@@ -7,9 +7,10 @@ mod queue;
 #[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
 mod exec;
 
-pub use item::{BadItem, DeviceFunction, WorkItem, WorkKind};
+pub use item::{BadItem, CollFunction, DeviceFunction, NO_PEER, WorkItem, WorkKind};
 pub use queue::{
-    LOOP_SMEM_BYTES, LoopError, LoopState, MAILBOX_CLOSED, MAILBOX_DONE, MAILBOX_PENDING, MAX_CHANNELS, Mailbox, QueueHeader, WaitSite,
+    LOOP_SMEM_BYTES, LoopError, LoopState, MAILBOX_CLOSED, MAILBOX_DONE, MAILBOX_PENDING, MAX_ARITY, MAX_CHANNELS, MAX_GROUPS, Mailbox, PrimsShared,
+    QueueHeader, THREAD_PER_SYNC, WaitSite,
 };
 
 #[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]

@@ -116,9 +116,32 @@ static_assertions::const_assert_eq!(core::mem::size_of::<LoopState>(), 128);
 /// Ring items a channel copies into shared memory at once (one round trip).
 pub(crate) const ITEM_CACHE: usize = 32;
 
-/// The loop's shared memory per CTA: the cached items and warp 0's verdicts.
+/// Threads per synchronisation group of the primitives; also the most peers on either
+/// side of one group.
+pub const THREAD_PER_SYNC: u32 = 8;
+
+/// Most receive or send peers of one primitives group.
+pub const MAX_ARITY: usize = THREAD_PER_SYNC as usize;
+
+/// Primitives groups that may run at once in one CTA (the send and receive sides of a
+/// point-to-point item).
+pub const MAX_GROUPS: usize = 2;
+
+/// What a primitives group shares in shared memory: the slice's source and destination
+/// pointers (user buffer first, then one per peer) and why the group stopped, if it did.
+#[repr(C)]
+pub struct PrimsShared {
+    pub srcs: [u64; MAX_ARITY + 1],
+    pub dsts: [u64; MAX_ARITY + 1],
+    /// 0, or the `LoopError` status that stopped the group.
+    pub stopped: u64,
+}
+
+/// The loop's shared memory per CTA: the cached items, warp 0's verdicts, and the
+/// primitives groups' pointers.
 #[repr(C)]
 pub(crate) struct LoopShared {
+    pub(crate) prims: [PrimsShared; MAX_GROUPS],
     pub(crate) items: [WorkItem; ITEM_CACHE],
     pub(crate) verdict: u64,
     pub(crate) count: u64,
@@ -139,6 +162,9 @@ pub enum LoopError {
     Aborted = 2,
     /// A wait ran past the loop's spin budget; the high half says which wait.
     Timeout = 3,
+    /// A point-to-point peer sent a different count than this rank receives (or data
+    /// left over from an earlier operation).
+    PeerMismatch = 4,
 }
 
 /// Which wait timed out (`LoopError::Timeout`'s detail).
@@ -149,10 +175,14 @@ pub enum WaitSite {
     Barrier = 1,
     /// A `WaitAtLeast` call's wait for its flag.
     Flag = 2,
+    /// A primitive's wait for a peer's data.
+    RecvData = 3,
+    /// A primitive's wait for a peer's credits (room in its FIFO).
+    SendCredit = 4,
 }
 
-numbering!(LoopError, u32, from_u32, [BadItem, Aborted, Timeout]);
-numbering!(WaitSite, u32, from_u32, [Barrier, Flag]);
+numbering!(LoopError, u32, from_u32, [BadItem, Aborted, Timeout, PeerMismatch]);
+numbering!(WaitSite, u32, from_u32, [Barrier, Flag, RecvData, SendCredit]);
 
 impl LoopError {
     /// `status` for this error with `detail`.

@@ -1,6 +1,7 @@
 //! The persistent work loop's entry point, and the empty kernel its latency is compared
 //! with.
 
+use device_rt::conn::CommDevice;
 use device_rt::work::{LoopArgs, LoopState, QueueHeader, WorkItem, work_loop};
 
 /// One rank's work loop: launched once, runs items until a Shutdown item, an abort or an
@@ -15,8 +16,9 @@ pub unsafe extern "gpu-kernel" fn ferroccl_work_loop(
     capacity: u64,
     state: *mut LoopState,
     spin_budget_ns: u64,
+    comm: *const CommDevice,
 ) {
-    unsafe { work_loop(LoopArgs { header, ring, capacity, state, spin_budget_ns }) }
+    unsafe { work_loop(LoopArgs { header, ring, capacity, state, spin_budget_ns, comm }) }
 }
 
 /// Does nothing: the baseline of the launch-latency benchmarks.

@@ -1,0 +1,108 @@
+//! Connections between ranks, shared by host and device: the step FIFO a sender and a
+//! receiver share (NCCL's `ncclConnInfo`), a channel's ring connections, and the
+//! communicator's device-side description.
+//!
+//! Protocol (Simple): a connection has `NCCL_STEPS` slots of `step_bytes` in the
+//! receiver's memory. The sender waits until `head + NCCL_STEPS >= step + k` (credits),
+//! writes slot `step % NCCL_STEPS`, then advances `tail` (a system-scope fence, then a
+//! relaxed store). The receiver waits until `tail >= step + k`, reads the slot, and
+//! advances `head`. `head` lives in the sender's memory, `tail` in the receiver's, so
+//! each side polls local memory and writes remote memory. Both sides keep their step
+//! between operations in their own copy of the `ConnInfo` (its `step` field).
+
+use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
+
+/// Slots in a connection's FIFO.
+pub const NCCL_STEPS: u64 = 8;
+
+/// Most ranks a communicator may have.
+pub const MAX_RANKS: usize = 32;
+
+/// `ConnInfo::flags`: `head`/`tail` (the word this end polls) is a multicast handle;
+/// poll the smallest value over every device (NCCL's `NvlsMinPolling`).
+pub const CONN_NVLS_MIN_POLL: u32 = 1;
+
+/// One end of a connection (NCCL's `ncclConnInfo`), in the device memory of the rank
+/// that uses it. Addresses are generic device addresses (peer access enabled).
+#[repr(C, align(16))]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub struct ConnInfo {
+    /// The FIFO: `NCCL_STEPS` slots of `step_bytes`, in the receiver's memory.
+    pub buff: u64,
+    /// The receiver's count of consumed steps (credits), a `u64` in the sender's memory.
+    pub head: u64,
+    /// The sender's count of filled steps, a `u64` in the receiver's memory.
+    pub tail: u64,
+    /// 0, or `[u64; NCCL_STEPS]` in the receiver's memory: per slot, the bytes the
+    /// sender stored, its operation count on the connection and [`SIZE_LAST`] on the
+    /// last step of an operation. The receiver checks each entry against what it
+    /// expects (point-to-point connections: mismatched counts are an error, never data
+    /// read by the next operation).
+    pub sizes_fifo: u64,
+    /// 0, or `[u64; NCCL_STEPS]`: per slot, the byte offset of its data in `buff`
+    /// (instead of `slot × step_bytes`), written by the buffer's owner before the step
+    /// is posted.
+    pub offs_fifo: u64,
+    /// Bytes per slot: a multiple of [`STEP_ALIGN`].
+    pub step_bytes: u64,
+    /// This end's step between operations (device only; starts at 0).
+    pub step: u64,
+    /// `CONN_*` bits.
+    pub flags: u32,
+    /// Operations this end has run on the connection (device only; starts at 0).
+    pub ops: u32,
+}
+
+static_assertions::const_assert_eq!(core::mem::size_of::<ConnInfo>(), 64);
+static_assertions::const_assert_eq!(core::mem::offset_of!(ConnInfo, step_bytes), 40);
+static_assertions::const_assert_eq!(core::mem::offset_of!(ConnInfo, step), 48);
+
+/// `sizes_fifo` entries: set on the last step of an operation.
+pub const SIZE_LAST: u64 = 1 << 63;
+
+/// `step_bytes` must be a multiple of this (chunks are rounded to it).
+pub const STEP_ALIGN: u64 = 4096;
+
+/// A channel's two ring connections: to the next rank, and from the previous one.
+#[repr(C, align(16))]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub struct ChannelConns {
+    /// Sends to `ring_ranks[1]`.
+    pub send: ConnInfo,
+    /// Receives from `ring_ranks[nranks - 1]`.
+    pub recv: ConnInfo,
+}
+
+static_assertions::const_assert_eq!(core::mem::size_of::<ChannelConns>(), 128);
+
+/// A rank's view of its communicator, in its device memory, read by its work loop.
+#[repr(C, align(16))]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub struct CommDevice {
+    /// This rank.
+    pub rank: u32,
+    /// Ranks in the communicator (1..=MAX_RANKS).
+    pub nranks: u32,
+    /// Channels with connections: the loop's channel count.
+    pub nchannels: u32,
+    /// This rank's position in the ring.
+    pub ring_index: u32,
+    /// The ring seen from this rank: `ring_ranks[0]` is this rank, `ring_ranks[1]` the
+    /// next, `ring_ranks[nranks - 1]` the previous.
+    pub ring_ranks: [u32; MAX_RANKS],
+    /// `[ChannelConns; nchannels]`: the ring connections.
+    pub channels: u64,
+    /// `[[ChannelConns; nranks]; nchannels]`: per channel and peer, the point-to-point
+    /// connections (`send` to the peer, `recv` from it; the own rank's entry unused).
+    pub p2p: u64,
+}
+
+static_assertions::const_assert_eq!(core::mem::size_of::<CommDevice>(), 16 + 4 * MAX_RANKS + 16);
+static_assertions::const_assert_eq!(core::mem::offset_of!(CommDevice, channels), 16 + 4 * MAX_RANKS);
+
+impl CommDevice {
+    /// A description with no connections yet.
+    pub const fn new(rank: u32, nranks: u32, nchannels: u32) -> Self {
+        Self { rank, nranks, nchannels, ring_index: 0, ring_ranks: [0; MAX_RANKS], channels: 0, p2p: 0 }
+    }
+}

@@ -1,0 +1,607 @@
+//! NCCL's `Primitives` (Simple protocol): a group of threads moves slices of data through
+//! step FIFOs to and from peers, reducing on the way.
+//!
+//! Roles follow seed 000 exactly. Threads are split into groups of [`THREAD_PER_SYNC`];
+//! in group 0, thread `i < nrecv` waits for receive peer `i` (WaitRecv) and thread
+//! `nrecv` publishes the user input pointer (Input); in group 1, thread `i < nsend` waits
+//! for send peer `i` (WaitSend) and thread `nsend` publishes the output (Output); in the
+//! next-to-last group thread `i < nrecv` returns credits to receive peer `i` (PostRecv),
+//! in the last group thread `i < nsend` posts data to send peer `i` (PostSend). When the
+//! group has enough threads its last warp does not copy data (`nworkers = nthreads -
+//! 32`): it only posts, so the system-scope fence before a post overlaps the copy of the
+//! next slice. Workers and the posting warp meet at a barrier once per slice.
+//!
+//! Every wait is bounded by the host's abort flag and the loop's spin budget; when one
+//! ends early the group records why in shared memory, stops moving data, and stops
+//! posting (a peer never sees a step whose data was not written): the item then ends
+//! with that error.
+
+mod ops;
+
+use core::marker::PhantomData;
+use core::mem::size_of;
+
+use crate::arch::{self, WARP_SIZE};
+use crate::conn::{CONN_NVLS_MIN_POLL, ConnInfo, NCCL_STEPS, SIZE_LAST};
+use crate::copy::{Operands, reduce_copy};
+use crate::multicast::{Multicast, SwMulticast};
+use crate::redop::{Elem, RedOp, Sum};
+use crate::spin::{Interrupted, SpinGuard};
+use crate::work::{LoopError, WaitSite};
+
+
+pub use crate::work::{MAX_ARITY, MAX_GROUPS, PrimsShared, THREAD_PER_SYNC};
+
+/// Hunks per warp iteration of the data copies (NCCL's `COLL_UNROLL`).
+pub const UNROLL: usize = 4;
+
+/// A protocol: how many slices a chunk has and how many FIFO steps a slice takes.
+pub trait Proto {
+    /// Slices per chunk (NCCL's `SlicePerChunk`).
+    const SLICE_PER_CHUNK: u64;
+    /// FIFO steps per slice (NCCL's `StepPerSlice`).
+    const STEP_PER_SLICE: u64;
+}
+
+/// NCCL's `ProtoSimple<SLICE_PER_CHUNK, STEP_PER_SLICE>`.
+pub struct Simple<const SLICE_PER_CHUNK: u64, const STEP_PER_SLICE: u64>;
+
+impl<const SLICE_PER_CHUNK: u64, const STEP_PER_SLICE: u64> Proto for Simple<SLICE_PER_CHUNK, STEP_PER_SLICE> {
+    const SLICE_PER_CHUNK: u64 = SLICE_PER_CHUNK;
+    const STEP_PER_SLICE: u64 = STEP_PER_SLICE;
+}
+
+/// A sizes-FIFO entry: the slot's bytes (low 48 bits), the connection's operation
+/// count (15 bits), and [`SIZE_LAST`] on an operation's last step.
+fn size_entry(bytes: u64, ops: u32, last: bool) -> u64 {
+    (bytes & ((1 << 48) - 1)) | (u64::from(ops) & 0x7FFF) << 48 | if last { SIZE_LAST } else { 0 }
+}
+
+/// Copies `n` elements of `T` from `src` to every one of `dsts` with threads
+/// `0..nthreads` (`tid` is this thread's): one instance per element size and
+/// destination count, shared by every operator.
+///
+/// # Safety
+/// As `reduce_copy`.
+#[inline(never)]
+unsafe fn copy_slice<T: Elem, const NDSTS: usize>(tid: u32, nthreads: u32, src: u64, dsts: [u64; NDSTS], n: usize) {
+    let x = Operands::<1, NDSTS> { srcs: [src], nsrcs: 1, dsts, ndsts: NDSTS, pre_op_args: [0], offset: 0 };
+    unsafe { reduce_copy::<UNROLL, Sum<T>, SwMulticast, 0, 1, 1, 0, NDSTS, NDSTS, 0>(tid, nthreads, 0, false, &x, n) }
+}
+
+/// `a / b` rounded up, for `a >= 0` and `b > 0`.
+pub(crate) fn div_up(a: i64, b: i64) -> i64 {
+    (a + b - 1) / b
+}
+
+/// The error and detail of a group's `stopped` status.
+pub fn decode_stop(status: u64) -> (LoopError, u32) {
+    (LoopError::from_u32(status as u32).unwrap_or(LoopError::Timeout), (status >> 32) as u32)
+}
+
+/// Which user buffer an operand is.
+pub mod buf {
+    /// No user buffer.
+    pub const NONE: u8 = 0;
+    /// The input (send) buffer.
+    pub const INPUT: u8 = 1;
+    /// The output (receive) buffer.
+    pub const OUTPUT: u8 = 2;
+}
+
+const ROLE_WAIT_RECV: u32 = 1;
+const ROLE_WAIT_SEND: u32 = 2;
+const ROLE_POST_RECV: u32 = 4;
+const ROLE_POST_SEND: u32 = 8;
+const ROLE_INPUT: u32 = 16;
+const ROLE_OUTPUT: u32 = 32;
+/// The polled word is a multicast handle (the conn's `CONN_NVLS_MIN_POLL`).
+const NVLS_MIN_POLLING: u32 = 64;
+
+/// Where a group runs and what bounds its waits.
+#[derive(Clone, Copy)]
+pub struct GroupCtx {
+    /// This thread's index in the group (`0..nthreads`).
+    pub tid: u32,
+    /// Threads in the group: a multiple of 32, at least 64.
+    pub nthreads: u32,
+    /// The group's index in the CTA (`0..MAX_GROUPS`): its barriers and shared memory.
+    pub group: u32,
+    /// The group's shared memory.
+    pub shared: *mut PrimsShared,
+    /// The host's abort flag.
+    pub abort: *const u64,
+    /// How long one wait may spin.
+    pub spin_budget_ns: u64,
+}
+
+/// One thread's part of a primitives group moving elements of `Op::Elt` with the
+/// protocol `P`, to at most `MAX_SEND` peers and from at most `MAX_RECV`. `M` is the
+/// multicast flavour used for `NVLS_MIN_POLL` connections.
+pub struct Primitives<Op: RedOp, M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> {
+    g: GroupCtx,
+    nworkers: u32,
+    nrecv: u32,
+    nsend: u32,
+    flags: u32,
+    /// This thread's peer index (its role's connection).
+    index: u32,
+    /// The connection this thread's role uses (null: none); its step is written back.
+    conn: *mut ConnInfo,
+    step: u64,
+    /// Operations run on `conn` before this one (tags the sizes FIFO).
+    ops: u32,
+    /// The word this thread waits on or posts to.
+    step_ptr: *mut u64,
+    step_cache: u64,
+    fifo: u64,
+    step_bytes: u64,
+    sizes_fifo: u64,
+    offs_fifo: u64,
+    input: u64,
+    output: u64,
+    red_arg: u64,
+    op: PhantomData<(Op, M, P)>,
+}
+
+impl<Op: RedOp, M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primitives<Op, M, P, MAX_RECV, MAX_SEND> {
+    /// Steps one chunk takes.
+    pub const CHUNK_STEPS: u64 = P::SLICE_PER_CHUNK * P::STEP_PER_SLICE;
+
+    /// Sets up this thread's roles for receiving from `recv` and sending to `send`
+    /// (connection ends of this rank, whose FIFO steps are `step_bytes` long), with user
+    /// buffers `input` and `output` (byte addresses) and the operator's argument
+    /// `red_arg`. Loads the connections' steps,
+    /// rounded up to a whole chunk, and returns the skipped credits to the senders.
+    ///
+    /// # Safety
+    /// Every thread of the group calls this with the same arguments; the connections are
+    /// valid and used by no other group at the same time; `g.shared` is this group's.
+    #[inline(always)]
+    pub unsafe fn new(
+        g: GroupCtx,
+        recv: &[*mut ConnInfo],
+        send: &[*mut ConnInfo],
+        step_bytes: u64,
+        input: u64,
+        output: u64,
+        red_arg: u64,
+    ) -> Self {
+        let nworkers = if MAX_SEND > 0 && g.nthreads >= 3 * WARP_SIZE { g.nthreads - WARP_SIZE } else { g.nthreads };
+        let (nrecv, nsend) = (recv.len().min(MAX_RECV) as u32, send.len().min(MAX_SEND) as u32);
+        let group_of = g.tid / THREAD_PER_SYNC;
+        let ngroups = g.nthreads / THREAD_PER_SYNC;
+        let index = g.tid % THREAD_PER_SYNC;
+        let mut flags = 0;
+        if group_of == 0 {
+            flags |= if index < nrecv { ROLE_WAIT_RECV } else { 0 } | if index == nrecv { ROLE_INPUT } else { 0 };
+        } else if group_of == 1 {
+            flags |= if index < nsend { ROLE_WAIT_SEND } else { 0 } | if index == nsend { ROLE_OUTPUT } else { 0 };
+        } else if group_of == ngroups - 2 {
+            flags |= if index < nrecv { ROLE_POST_RECV } else { 0 };
+        } else if group_of == ngroups - 1 {
+            flags |= if index < nsend { ROLE_POST_SEND } else { 0 };
+        }
+        let mut p = Self {
+            g,
+            nworkers,
+            nrecv,
+            nsend,
+            flags,
+            index,
+            conn: core::ptr::null_mut(),
+            step: 0,
+            ops: 0,
+            step_ptr: core::ptr::null_mut(),
+            step_cache: 0,
+            fifo: 0,
+            step_bytes,
+            sizes_fifo: 0,
+            offs_fifo: 0,
+            input,
+            output,
+            red_arg,
+            op: PhantomData,
+        };
+        if flags & (ROLE_WAIT_RECV | ROLE_POST_RECV) != 0 {
+            unsafe { p.load_recv_conn(recv[index as usize]) };
+        }
+        if flags & (ROLE_WAIT_SEND | ROLE_POST_SEND) != 0 {
+            unsafe { p.load_send_conn(send[index as usize]) };
+        }
+        if g.tid == 0 {
+            unsafe { (&raw mut (*g.shared).stopped).write_volatile(0) };
+        }
+        p.barrier();
+        p
+    }
+
+    /// The chunk-rounded step of `conn`.
+    fn rounded_step(conn: &ConnInfo) -> u64 {
+        conn.step.div_ceil(Self::CHUNK_STEPS) * Self::CHUNK_STEPS
+    }
+
+    /// NCCL's `loadRecvConn`. Ordering: the credit return is a relaxed system-scope store.
+    #[inline(always)]
+    unsafe fn load_recv_conn(&mut self, conn: *mut ConnInfo) {
+        let c = unsafe { conn.read() };
+        self.conn = conn;
+        self.step = Self::rounded_step(&c);
+        self.ops = c.ops;
+        if self.flags & ROLE_POST_RECV != 0 {
+            self.step_ptr = c.head as *mut u64;
+            unsafe { arch::st_relaxed_sys_global(self.step_ptr, self.step) };
+        }
+        if self.flags & ROLE_WAIT_RECV != 0 {
+            self.flags |= if c.flags & CONN_NVLS_MIN_POLL != 0 { NVLS_MIN_POLLING } else { 0 };
+            self.step_ptr = c.tail as *mut u64;
+            self.step_cache = unsafe { self.load_step() };
+            self.fifo = c.buff;
+            self.sizes_fifo = c.sizes_fifo;
+            self.offs_fifo = c.offs_fifo;
+        }
+    }
+
+    /// NCCL's `loadSendConn`.
+    #[inline(always)]
+    unsafe fn load_send_conn(&mut self, conn: *mut ConnInfo) {
+        let c = unsafe { conn.read() };
+        self.conn = conn;
+        self.step = Self::rounded_step(&c);
+        self.ops = c.ops;
+        self.fifo = c.buff;
+        if self.flags & ROLE_POST_SEND != 0 {
+            self.step_ptr = c.tail as *mut u64;
+        }
+        if self.flags & ROLE_WAIT_SEND != 0 {
+            self.flags |= if c.flags & CONN_NVLS_MIN_POLL != 0 { NVLS_MIN_POLLING } else { 0 };
+            self.step_ptr = c.head as *mut u64;
+            self.step_cache = unsafe { self.load_step() };
+            self.sizes_fifo = c.sizes_fifo;
+            self.offs_fifo = c.offs_fifo;
+        }
+    }
+
+    /// Reads the polled step counter. Ordering: acquire at system scope (the peer's
+    /// fence and store publish the data of every step below the value).
+    #[inline(always)]
+    unsafe fn load_step(&self) -> u64 {
+        if self.flags & NVLS_MIN_POLLING != 0 {
+            unsafe { M::ld_acquire_min_u64(self.step_ptr as u64) }
+        } else {
+            unsafe { arch::ld_acquire_sys_global(self.step_ptr) }
+        }
+    }
+
+    /// Elements of the user buffers and FIFO slots one slice may hold.
+    fn slice_capacity(&self) -> i64 {
+        (self.step_bytes / size_of::<Op::Elt>() as u64 * P::STEP_PER_SLICE) as i64
+    }
+
+    /// Elements one chunk (`SLICE_PER_CHUNK` slices) may hold, as the algorithms read it:
+    /// the FIFO's `step_bytes` is the same on every connection of a rank.
+    pub fn chunk_capacity(step_bytes: u64) -> i64 {
+        (step_bytes / size_of::<Op::Elt>() as u64 * Self::CHUNK_STEPS) as i64
+    }
+
+    /// Threads that copy data.
+    pub fn nworkers(&self) -> u32 {
+        self.nworkers
+    }
+
+    /// The barrier of the whole group.
+    #[inline(always)]
+    fn barrier(&self) {
+        arch::barrier_sync(15 - self.g.group, self.g.nthreads);
+    }
+
+    /// The barrier of the group's workers.
+    #[inline(always)]
+    fn sub_barrier(&self) {
+        arch::barrier_sync(13 - self.g.group, self.nworkers);
+    }
+
+    /// Why the group stopped (0: it has not).
+    #[inline(always)]
+    fn stopped(&self) -> u64 {
+        unsafe { (&raw const (*self.g.shared).stopped).read_volatile() }
+    }
+
+    /// Records why the group stops (the first reason wins within the group).
+    #[inline(always)]
+    fn stop(&self, status: u64) {
+        if self.stopped() == 0 {
+            unsafe { (&raw mut (*self.g.shared).stopped).write_volatile(status) };
+        }
+    }
+
+    /// The outcome of the group's operations so far: every thread of the group must call
+    /// it after the group's last operation (it synchronises the group).
+    #[inline(always)]
+    pub fn outcome(&self) -> Result<(), (LoopError, u32)> {
+        self.barrier();
+        match self.stopped() {
+            0 => Ok(()),
+            s => Err(decode_stop(s)),
+        }
+    }
+
+    /// NCCL's `waitPeer`: the WaitRecv/WaitSend threads wait until their peer has data
+    /// (or room) for one slice, then publish the slot's address for the workers.
+    #[inline(always)]
+    unsafe fn wait_peer<const RECV: bool, const SEND: bool>(&mut self, src: bool, dst: bool, nelts: i64, last: bool) {
+        let is_send = if SEND && RECV { self.flags & ROLE_WAIT_SEND != 0 } else { SEND };
+        let role = (if RECV { ROLE_WAIT_RECV } else { 0 }) | (if SEND { ROLE_WAIT_SEND } else { 0 });
+        if self.flags & role == 0 {
+            return;
+        }
+        let room = if is_send { NCCL_STEPS } else { 0 };
+        let need = self.step + P::STEP_PER_SLICE;
+        if self.step_cache + room < need && self.stopped() == 0 {
+            let mut guard = unsafe { SpinGuard::new(self.g.abort, self.g.spin_budget_ns) };
+            loop {
+                self.step_cache = unsafe { self.load_step() };
+                if self.step_cache + room >= need {
+                    break;
+                }
+                if self.stopped() != 0 {
+                    break;
+                }
+                match guard.tick() {
+                    Ok(()) => {}
+                    Err(Interrupted::Aborted) => {
+                        self.stop(LoopError::Aborted.status(0));
+                        break;
+                    }
+                    Err(Interrupted::TimedOut) => {
+                        let site = if is_send { WaitSite::SendCredit } else { WaitSite::RecvData };
+                        self.stop(LoopError::Timeout.status(site as u32));
+                        break;
+                    }
+                }
+            }
+        }
+        let slot = self.step % NCCL_STEPS;
+        let bytes = nelts.max(0) as u64 * size_of::<Op::Elt>() as u64;
+        if self.sizes_fifo != 0 && self.stopped() == 0 {
+            let size_ptr = (self.sizes_fifo as *mut u64).wrapping_add(slot as usize);
+            let size = size_entry(bytes, self.ops, last);
+            if is_send {
+                unsafe { arch::st_volatile_global(size_ptr, size) };
+            } else if unsafe { arch::ld_volatile_global(size_ptr) } != size {
+                self.stop(LoopError::PeerMismatch.status(0));
+            }
+        }
+        let offset = if self.offs_fifo != 0 {
+            unsafe { arch::ld_volatile_global((self.offs_fifo as *const u64).wrapping_add(slot as usize)) }
+        } else {
+            slot * self.step_bytes
+        };
+        let ptrs = unsafe {
+            if is_send {
+                (&raw mut (*self.g.shared).dsts).cast::<u64>().add(dst as usize)
+            } else {
+                (&raw mut (*self.g.shared).srcs).cast::<u64>().add(src as usize)
+            }
+        };
+        unsafe { ptrs.add(self.index as usize).write_volatile(self.fifo + offset) };
+        self.step += P::STEP_PER_SLICE;
+    }
+
+    /// NCCL's `postPeer`: PostRecv threads return a slice's credits, PostSend threads
+    /// publish a slice's data. Ordering: a send is published with `fence.acq_rel.sys`
+    /// then a relaxed system-scope store of the tail (a release), when data was stored.
+    /// A credit return is a relaxed store after the group barrier: the slot's loads have
+    /// returned (their values were stored before the barrier). A stopped group posts
+    /// nothing.
+    #[inline(always)]
+    fn post_peer<const RECV: bool, const SEND: bool>(&mut self, data_stored: bool) {
+        let role = (if RECV { ROLE_POST_RECV } else { 0 }) | (if SEND { ROLE_POST_SEND } else { 0 });
+        if self.flags & role == 0 {
+            return;
+        }
+        self.step += P::STEP_PER_SLICE;
+        if self.stopped() != 0 {
+            return;
+        }
+        if SEND && self.flags & ROLE_POST_SEND != 0 && data_stored {
+            arch::fence_acq_rel_sys();
+        }
+        unsafe { arch::st_relaxed_sys_global(self.step_ptr, self.step) };
+    }
+
+    /// The user buffer `which` at element `ix`, as a byte address.
+    #[inline(always)]
+    fn user(&self, which: u8, ix: i64) -> u64 {
+        let base = if which == buf::INPUT { self.input } else { self.output };
+        base.wrapping_add((ix as u64).wrapping_mul(size_of::<Op::Elt>() as u64))
+    }
+
+    /// NCCL's `genericOp` for one chunk of `nelem` elements: receives from the peer when
+    /// `RECV`, reduces with the user buffer `SRC_BUF` at `src_ix`, stores to the user
+    /// buffer `DST_BUF` at `dst_ix`, and sends to the peer when `SEND`. `NSRCS` and
+    /// `NDSTS` are the resulting operand counts (one peer per side). The first
+    /// `PRE_OP_SRCS` sources (the user input) get the operator's pre-op; `POST_OP`
+    /// applies its post-op. A plain copy moves bits through the copy code shared by
+    /// every type of the element's size.
+    ///
+    /// # Safety
+    /// Every thread of the group calls this with the same arguments; the user buffers
+    /// hold the elements addressed; `nelem` is at most one chunk.
+    #[inline(always)]
+    pub(crate) unsafe fn generic_op<
+        const RECV: bool,
+        const SEND: bool,
+        const SRC_BUF: u8,
+        const DST_BUF: u8,
+        const NSRCS: usize,
+        const NDSTS: usize,
+        const PRE_OP_SRCS: usize,
+        const POST_OP: bool,
+    >(
+        &mut self,
+        src_ix: i64,
+        dst_ix: i64,
+        nelem: i64,
+    ) {
+        const { assert!(NSRCS == RECV as usize + (SRC_BUF != buf::NONE) as usize) };
+        const { assert!(NDSTS == SEND as usize + (DST_BUF != buf::NONE) as usize) };
+        let nelem = nelem.max(0);
+        let max_slice = self.slice_capacity();
+        if nelem > max_slice * P::SLICE_PER_CHUNK as i64 {
+            // The algorithms never pass more than a chunk: data would be lost.
+            arch::trap();
+        }
+        let mut slice_size = (div_up(nelem, 16 * P::SLICE_PER_CHUNK as i64) * 16).max(max_slice / 32).min(max_slice);
+        let (mut slice, mut offset) = (0u64, 0i64);
+        let (src_role, dst_role) = (
+            if SRC_BUF == buf::INPUT { ROLE_INPUT } else { ROLE_OUTPUT },
+            if DST_BUF == buf::INPUT { ROLE_INPUT } else { ROLE_OUTPUT },
+        );
+        if self.g.tid < self.nworkers && offset < nelem {
+            loop {
+                slice_size = slice_size.min(nelem - offset);
+                let shared = self.g.shared;
+                if SRC_BUF != buf::NONE && self.flags & src_role != 0 {
+                    unsafe { (&raw mut (*shared).srcs[0]).write_volatile(self.user(SRC_BUF, src_ix + offset)) };
+                }
+                if DST_BUF != buf::NONE && self.flags & dst_role != 0 {
+                    unsafe { (&raw mut (*shared).dsts[0]).write_volatile(self.user(DST_BUF, dst_ix + offset)) };
+                }
+                let last = offset + slice_size >= nelem;
+                unsafe { self.wait_peer::<RECV, SEND>(SRC_BUF != buf::NONE, DST_BUF != buf::NONE, slice_size, last) };
+                self.sub_barrier();
+                let work = if self.stopped() != 0 { 0 } else { slice_size as usize };
+                let srcs: [u64; NSRCS] = core::array::from_fn(|s| unsafe { (&raw const (*shared).srcs[s]).read_volatile() });
+                let dsts: [u64; NDSTS] = core::array::from_fn(|d| unsafe { (&raw const (*shared).dsts[d]).read_volatile() });
+                let plain_copy = NSRCS == 1 && !POST_OP && (PRE_OP_SRCS == 0 || !Op::HAS_PRE_OP);
+                unsafe {
+                    if plain_copy {
+                        copy_slice::<<Op::Elt as Elem>::Bits, NDSTS>(self.g.tid, self.nworkers, srcs[0], dsts, work);
+                    } else {
+                        let x = Operands::<NSRCS, NDSTS> { srcs, nsrcs: NSRCS, dsts, ndsts: NDSTS, pre_op_args: [self.red_arg; NSRCS], offset: 0 };
+                        reduce_copy::<UNROLL, Op, M, 0, NSRCS, NSRCS, 0, NDSTS, NDSTS, PRE_OP_SRCS>(
+                            self.g.tid,
+                            self.nworkers,
+                            self.red_arg,
+                            POST_OP,
+                            &x,
+                            work,
+                        );
+                    }
+                }
+                self.barrier();
+                self.post_peer::<RECV, SEND>(slice_size > 0);
+                offset += slice_size;
+                slice += 1;
+                if !(slice < P::SLICE_PER_CHUNK && offset < nelem) {
+                    break;
+                }
+            }
+        }
+        // Non-workers, and workers once the remaining slices are empty: the waits still
+        // run (an empty slice is a step on both sides), so every role's step agrees.
+        while slice < P::SLICE_PER_CHUNK {
+            slice_size = slice_size.min(nelem - offset).max(0);
+            unsafe { self.wait_peer::<RECV, SEND>(SRC_BUF != buf::NONE, DST_BUF != buf::NONE, 0, true) };
+            self.barrier();
+            self.post_peer::<RECV, SEND>(slice_size > 0);
+            offset += slice_size;
+            slice += 1;
+        }
+    }
+
+    /// NCCL's `ScatterGatherOp`: per slice, sends `peer_elem` elements of the input to
+    /// each send peer `i` (from `inp_ix + i × peer_offset`, skipping the block of peer
+    /// `skip`) when `SEND`, or receives each receive peer's block into the output when
+    /// `RECV`; `total_elem` bounds the user buffer.
+    ///
+    /// # Safety
+    /// As [`Primitives::generic_op`].
+    #[inline(always)]
+    pub(crate) unsafe fn scatter_gather_op<const RECV: bool, const SEND: bool>(
+        &mut self,
+        user_ix: i64,
+        total_elem: i64,
+        peer_elem: i64,
+        peer_offset: i64,
+        skip: i32,
+        shift: u32,
+    ) {
+        let max_slice = self.slice_capacity();
+        if peer_elem > max_slice * P::SLICE_PER_CHUNK as i64 {
+            arch::trap();
+        }
+        let data_size = (div_up(peer_elem.max(0), 16 * P::SLICE_PER_CHUNK as i64) * 16).max(max_slice / 32).min(max_slice);
+        let mut offset = 0i64;
+        let shared = self.g.shared;
+        for _ in 0..P::SLICE_PER_CHUNK {
+            let real_size = data_size.min(peer_elem - offset).max(0);
+            let mut stored = false;
+            if self.g.tid < self.nworkers {
+                let (user_role, npeers) = if SEND { (ROLE_INPUT, self.nsend) } else { (ROLE_OUTPUT, self.nrecv) };
+                if self.flags & user_role != 0 {
+                    let (which, slot) = unsafe { if SEND { (buf::INPUT, &raw mut (*shared).srcs[0]) } else { (buf::OUTPUT, &raw mut (*shared).dsts[0]) } };
+                    unsafe { slot.write_volatile(self.user(which, user_ix + offset)) };
+                }
+                let last = offset + real_size >= peer_elem;
+                unsafe { self.wait_peer::<RECV, SEND>(SEND, RECV, real_size, last) };
+                self.sub_barrier();
+                if self.stopped() == 0 {
+                    for j in 0..npeers {
+                        let i = (j + shift) % npeers;
+                        let mut p_offset = i64::from(i) * peer_offset;
+                        if skip >= 0 && i as i32 >= skip {
+                            p_offset += peer_elem;
+                        }
+                        let real_peer = real_size.min(total_elem - p_offset - offset).max(0);
+                        if real_peer == 0 {
+                            continue;
+                        }
+                        let elt = size_of::<Op::Elt>() as u64;
+                        let (src, dst) = unsafe {
+                            if SEND {
+                                let user = (&raw const (*shared).srcs[0]).read_volatile();
+                                (user + p_offset as u64 * elt, (&raw const (*shared).dsts[i as usize]).read_volatile())
+                            } else {
+                                let user = (&raw const (*shared).dsts[0]).read_volatile();
+                                ((&raw const (*shared).srcs[i as usize]).read_volatile(), user + p_offset as u64 * elt)
+                            }
+                        };
+                        let x = Operands::<1, 1> { srcs: [src], nsrcs: 1, dsts: [dst], ndsts: 1, pre_op_args: [self.red_arg], offset: 0 };
+                        // Scatter pre-scales the input (NCCL's non-direct case); gather copies.
+                        let (tid, n, arg, count) = (self.g.tid, self.nworkers, self.red_arg, real_peer as usize);
+                        unsafe {
+                            if SEND {
+                                reduce_copy::<UNROLL, Op, M, 0, 1, 1, 0, 1, 1, 1>(tid, n, arg, false, &x, count)
+                            } else {
+                                reduce_copy::<UNROLL, Op, M, 0, 1, 1, 0, 1, 1, 0>(tid, n, arg, false, &x, count)
+                            }
+                        };
+                        stored = true;
+                    }
+                }
+            }
+            self.barrier();
+            self.post_peer::<RECV, SEND>(stored || real_size > 0);
+            offset += real_size;
+        }
+    }
+}
+
+impl<Op: RedOp, M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Drop for Primitives<Op, M, P, MAX_RECV, MAX_SEND> {
+    /// Writes the step (posting threads: they hold their side's final step) and the
+    /// operation count (waiting threads) back to the connection for the next operation.
+    /// The next operation's threads read them after the CTA barrier that ends the item.
+    fn drop(&mut self) {
+        if self.conn.is_null() {
+            return;
+        }
+        if self.flags & (ROLE_POST_SEND | ROLE_POST_RECV) != 0 {
+            unsafe { (&raw mut (*self.conn).step).write_volatile(self.step) };
+        }
+        if self.flags & (ROLE_WAIT_SEND | ROLE_WAIT_RECV) != 0 {
+            unsafe { (&raw mut (*self.conn).ops).write_volatile(self.ops.wrapping_add(1)) };
+        }
+    }
+}

@@ -1,0 +1,96 @@
+//! The named operations of [`Primitives`] (NCCL's `send`, `recv`, `copySend`,
+//! `recvCopySend`, `recvReduceSend`, `recvReduceCopy`, `recvReduceCopySend`, `scatter`,
+//! `gather`, …), each one call of `generic_op` or `scatter_gather_op` for one chunk.
+//! Indices (`in_ix`, `out_ix`) are element offsets into the user buffers; the point-to-
+//! point operations use the first peer of their side.
+
+use super::{Primitives, Proto, buf};
+use crate::multicast::Multicast;
+use crate::redop::RedOp;
+
+impl<Op: RedOp, M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primitives<Op, M, P, MAX_RECV, MAX_SEND> {
+    /// Sends `n` input elements from `in_ix` (pre-op applied).
+    ///
+    /// # Safety
+    /// As [`Primitives::generic_op`] (every `# Safety` below is this one).
+    #[inline(never)]
+    pub unsafe fn send(&mut self, in_ix: i64, n: i64) {
+        const { assert!(MAX_SEND >= 1) };
+        unsafe { self.generic_op::<false, true, { buf::INPUT }, { buf::NONE }, 1, 1, 1, false>(in_ix, -1, n) }
+    }
+
+    /// Sends `n` output elements from `out_ix` (an in-place all-gather's own block).
+    #[inline(never)]
+    pub unsafe fn send_from_output(&mut self, out_ix: i64, n: i64) {
+        const { assert!(MAX_SEND >= 1) };
+        unsafe { self.generic_op::<false, true, { buf::OUTPUT }, { buf::NONE }, 1, 1, 0, false>(out_ix, -1, n) }
+    }
+
+    /// Receives `n` elements into the output at `out_ix`.
+    #[inline(never)]
+    pub unsafe fn recv(&mut self, out_ix: i64, n: i64) {
+        const { assert!(MAX_RECV >= 1) };
+        unsafe { self.generic_op::<true, false, { buf::NONE }, { buf::OUTPUT }, 1, 1, 0, false>(-1, out_ix, n) }
+    }
+
+    /// Copies `n` input elements from `in_ix` to the output at `out_ix` and sends them.
+    #[inline(never)]
+    pub unsafe fn copy_send(&mut self, in_ix: i64, out_ix: i64, n: i64) {
+        const { assert!(MAX_SEND >= 1) };
+        unsafe { self.generic_op::<false, true, { buf::INPUT }, { buf::OUTPUT }, 1, 2, 1, false>(in_ix, out_ix, n) }
+    }
+
+    /// Receives `n` elements into the output at `out_ix` and sends them on.
+    #[inline(never)]
+    pub unsafe fn recv_copy_send(&mut self, out_ix: i64, n: i64) {
+        const { assert!(MAX_RECV >= 1 && MAX_SEND >= 1) };
+        unsafe { self.generic_op::<true, true, { buf::NONE }, { buf::OUTPUT }, 1, 2, 0, false>(-1, out_ix, n) }
+    }
+
+    /// Receives `n` elements and sends them on without touching the user buffers.
+    #[inline(never)]
+    pub unsafe fn recv_send(&mut self, n: i64) {
+        const { assert!(MAX_RECV >= 1 && MAX_SEND >= 1) };
+        unsafe { self.generic_op::<true, true, { buf::NONE }, { buf::NONE }, 1, 1, 0, false>(-1, -1, n) }
+    }
+
+    /// Receives `n` elements, reduces them with the input at `in_ix`, sends the result.
+    #[inline(never)]
+    pub unsafe fn recv_reduce_send(&mut self, in_ix: i64, n: i64) {
+        const { assert!(MAX_RECV >= 1 && MAX_SEND >= 1) };
+        unsafe { self.generic_op::<true, true, { buf::INPUT }, { buf::NONE }, 2, 1, 1, false>(in_ix, -1, n) }
+    }
+
+    /// Receives `n` elements, reduces them with the input at `in_ix`, stores the result
+    /// (post-op applied: the last step of a reduction) in the output at `out_ix`.
+    #[inline(never)]
+    pub unsafe fn recv_reduce_copy(&mut self, in_ix: i64, out_ix: i64, n: i64) {
+        const { assert!(MAX_RECV >= 1) };
+        unsafe { self.generic_op::<true, false, { buf::INPUT }, { buf::OUTPUT }, 2, 1, 1, true>(in_ix, out_ix, n) }
+    }
+
+    /// Receives `n` elements, reduces them with the input at `in_ix`, stores the result
+    /// (post-op applied) in the output at `out_ix` and sends it on.
+    #[inline(never)]
+    pub unsafe fn recv_reduce_copy_send(&mut self, in_ix: i64, out_ix: i64, n: i64) {
+        const { assert!(MAX_RECV >= 1 && MAX_SEND >= 1) };
+        unsafe { self.generic_op::<true, true, { buf::INPUT }, { buf::OUTPUT }, 2, 2, 1, true>(in_ix, out_ix, n) }
+    }
+
+    /// Sends each send peer `i` its block of `peer_elem` input elements, at `in_ix + i ×
+    /// peer_offset` (blocks from peer `skip` on shifted one block further), starting with
+    /// peer `shift`; `total_elem` bounds the input.
+    #[inline(never)]
+    pub unsafe fn scatter(&mut self, in_ix: i64, total_elem: i64, peer_elem: i64, peer_offset: i64, skip: i32, shift: u32) {
+        const { assert!(MAX_SEND >= 1) };
+        unsafe { self.scatter_gather_op::<false, true>(in_ix, total_elem, peer_elem, peer_offset, skip, shift) }
+    }
+
+    /// Receives from each receive peer `i` its block of `peer_elem` elements into the
+    /// output at `out_ix + i × peer_offset` (as [`Primitives::scatter`]).
+    #[inline(never)]
+    pub unsafe fn gather(&mut self, out_ix: i64, total_elem: i64, peer_elem: i64, peer_offset: i64, skip: i32, shift: u32) {
+        const { assert!(MAX_RECV >= 1) };
+        unsafe { self.scatter_gather_op::<true, false>(out_ix, total_elem, peer_elem, peer_offset, skip, shift) }
+    }
+}

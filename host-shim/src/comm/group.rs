@@ -1,0 +1,43 @@
+//! What the correctness matrix and the benchmark need from a communicator, whatever runs
+//! its ranks (GPUs, or the host twin): buffers, their bytes, and the direct host path.
+
+use std::time::Duration;
+
+use device_rt::work::WorkItem;
+
+use crate::Result;
+use crate::queue::Ticket;
+
+/// A buffer of one rank, by its device address.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Buffer {
+    pub rank: u32,
+    pub addr: u64,
+    pub bytes: usize,
+}
+
+/// The ranks of one communicator, driven from one host thread.
+pub trait RankGroup {
+    /// Ranks in the communicator.
+    fn nranks(&self) -> u32;
+
+    /// What runs the ranks, in words (for reports).
+    fn describe(&self) -> String;
+
+    /// A zeroed buffer of `bytes` in rank `rank`'s memory. Allocate before enqueueing:
+    /// a GPU allocation may wait for running kernels.
+    fn alloc(&mut self, rank: u32, bytes: usize) -> Result<Buffer>;
+
+    /// Writes `data` at the start of `buf`.
+    fn write(&mut self, buf: Buffer, data: &[u8]) -> Result<()>;
+
+    /// Reads the first `bytes` of `buf`.
+    fn read(&mut self, buf: Buffer, bytes: usize) -> Result<Vec<u8>>;
+
+    /// Validates `item` (also against the communicator) and enqueues it on rank `rank`'s
+    /// loop through the direct host path.
+    fn enqueue(&mut self, rank: u32, item: WorkItem) -> Result<Ticket>;
+
+    /// Waits until rank `rank` has completed `ticket`.
+    fn wait(&mut self, rank: u32, ticket: Ticket, timeout: Duration) -> Result<()>;
+}

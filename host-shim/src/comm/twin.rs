@@ -1,0 +1,202 @@
+//! A communicator whose ranks run on the host twin: each rank's work loop is the real
+//! device code on CPU threads (`device_rt::arch` host twin), wired with the same
+//! [`Layout`] as GPU ranks, fed through host-shim's real [`Queue`].
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use device_rt::arch;
+use device_rt::conn::CommDevice;
+use device_rt::work::{LOOP_SMEM_BYTES, LoopArgs, LoopState, QueueHeader, WorkItem, work_loop};
+
+use super::group::{Buffer, RankGroup};
+use super::wiring::{Layout, Shape};
+use crate::queue::{Queue, Ticket};
+use crate::{Error, Result};
+
+/// 16-byte aligned host memory standing in for device memory.
+struct Block(Vec<u128>);
+
+impl Block {
+    fn zeroed(bytes: usize) -> Self {
+        Self(vec![0u128; bytes.div_ceil(16).max(1)])
+    }
+
+    fn addr(&self) -> u64 {
+        self.0.as_ptr() as u64
+    }
+}
+
+struct TwinRank {
+    // The loop's memory: kept alive until its threads have ended (see `Drop`).
+    _header: Box<QueueHeader>,
+    _ring: Vec<WorkItem>,
+    _state: Box<LoopState>,
+    _block: Block,
+    queue: Queue,
+    thread: Option<JoinHandle<std::thread::Result<()>>>,
+}
+
+/// The ranks of a host-twin communicator.
+pub struct TwinGroup {
+    ranks: Vec<TwinRank>,
+    buffers: Vec<Block>,
+    shape: Shape,
+    threads: u32,
+}
+
+impl TwinGroup {
+    /// Starts `shape.nranks` work loops of `shape.nchannels` channels of `threads`
+    /// threads each (a multiple of 32, at least 128: point-to-point items split a CTA
+    /// into two groups of at least 64), with spin budget `budget`.
+    pub fn start(shape: Shape, threads: u32, budget: Duration) -> Result<Self> {
+        if threads < 128 || !threads.is_multiple_of(32) {
+            return Err(Error::InvalidArgument(format!("a communicator's channels need a multiple of 32 threads, at least 128, not {threads}")));
+        }
+        let layout = Layout::new(shape)?;
+        let blocks: Vec<Block> = (0..shape.nranks).map(|_| Block::zeroed(layout.block_bytes as usize)).collect();
+        let bases: Vec<u64> = blocks.iter().map(Block::addr).collect();
+        let mut ranks = Vec::new();
+        for (rank, block) in blocks.into_iter().enumerate() {
+            let image = layout.image(rank as u32, &bases)?;
+            // SAFETY: the block holds `block_bytes >= meta_bytes` bytes.
+            unsafe { std::ptr::copy_nonoverlapping(image.as_ptr(), block.addr() as *mut u8, image.len()) };
+            ranks.push(start_rank(block, shape.nchannels, threads, budget)?);
+        }
+        Ok(Self { ranks, buffers: Vec::new(), shape, threads })
+    }
+
+    /// Sets every rank's abort flag.
+    pub fn abort_all(&self) {
+        self.ranks.iter().for_each(|r| r.queue.abort_handle().abort());
+    }
+
+    /// The loop error of rank `rank`, if it stopped with one.
+    pub fn health(&self, rank: u32) -> Result<()> {
+        self.ranks[rank as usize].queue.health()
+    }
+
+    /// Runs every rank's outstanding items, stops the loops and joins their threads.
+    pub fn shutdown(mut self, timeout: Duration) -> Result<()> {
+        let mut first = Ok(());
+        for r in &mut self.ranks {
+            if let Err(e) = r.queue.shutdown(timeout) {
+                r.queue.abort_handle().abort();
+                first = first.and(Err(e));
+            }
+        }
+        for r in &mut self.ranks {
+            join(r, timeout)?;
+        }
+        first
+    }
+}
+
+fn start_rank(block: Block, channels: u32, threads: u32, budget: Duration) -> Result<TwinRank> {
+    const CAPACITY: u64 = 256;
+    let mut header = Box::new(QueueHeader::new());
+    let mut ring = vec![WorkItem::default(); CAPACITY as usize];
+    let mut state = Box::new(LoopState::default());
+    let (h, r, s, c) = (&raw mut *header as usize, ring.as_mut_ptr() as usize, &raw mut *state as usize, block.addr() as usize);
+    let budget_ns = u64::try_from(budget.as_nanos()).unwrap_or(u64::MAX);
+    let thread = std::thread::Builder::new()
+        .name("twin-rank".into())
+        .spawn(move || {
+            catch_unwind(AssertUnwindSafe(|| {
+                arch::launch(channels, threads, LOOP_SMEM_BYTES, || {
+                    let args = LoopArgs {
+                        header: h as *mut QueueHeader,
+                        ring: r as *const WorkItem,
+                        capacity: CAPACITY,
+                        state: s as *mut LoopState,
+                        spin_budget_ns: budget_ns,
+                        comm: c as *const CommDevice,
+                    };
+                    // SAFETY: the memory outlives the launch (joined before it is freed).
+                    unsafe { work_loop(args) }
+                })
+            }))
+        })
+        .map_err(|e| Error::InvalidArgument(format!("could not start a host-twin rank: {e}")))?;
+    // SAFETY: zeroed header and ring of `CAPACITY` slots, kept alive by the rank.
+    let queue = unsafe { Queue::new(&raw mut *header, ring.as_mut_ptr(), CAPACITY, channels as usize)? };
+    Ok(TwinRank { _header: header, _ring: ring, _state: state, _block: block, queue, thread: Some(thread) })
+}
+
+/// Waits up to `timeout` for a rank's threads to end; a panic inside them (a device
+/// trap) becomes an error.
+fn join(rank: &mut TwinRank, timeout: Duration) -> Result<()> {
+    let Some(thread) = rank.thread.take() else { return Ok(()) };
+    let start = Instant::now();
+    while !thread.is_finished() {
+        if start.elapsed() > timeout {
+            rank.thread = Some(thread);
+            return Err(Error::Timeout { what: "a host-twin rank's loop".into(), after: timeout });
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    match thread.join() {
+        Ok(Ok(())) => Ok(()),
+        _ => Err(Error::InvalidArgument("a host-twin rank trapped (device code panicked)".into())),
+    }
+}
+
+impl Drop for TwinGroup {
+    /// Aborts the loops and waits for their threads (they end within one spin check),
+    /// so the memory they use outlives them.
+    fn drop(&mut self) {
+        self.abort_all();
+        for r in &mut self.ranks {
+            if let Some(thread) = r.thread.take() {
+                let _ = thread.join();
+            }
+        }
+    }
+}
+
+impl RankGroup for TwinGroup {
+    fn nranks(&self) -> u32 {
+        self.shape.nranks
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "host twin (CPU threads, no GPU): {} ranks × {} channels × {} threads",
+            self.shape.nranks, self.shape.nchannels, self.threads
+        )
+    }
+
+    fn alloc(&mut self, rank: u32, bytes: usize) -> Result<Buffer> {
+        let block = Block::zeroed(bytes);
+        let addr = block.addr();
+        self.buffers.push(block);
+        Ok(Buffer { rank, addr, bytes })
+    }
+
+    fn write(&mut self, buf: Buffer, data: &[u8]) -> Result<()> {
+        if data.len() > buf.bytes {
+            return Err(Error::InvalidArgument(format!("{} bytes written to a buffer of {}", data.len(), buf.bytes)));
+        }
+        // SAFETY: `buf` is one of this group's live blocks, at least `data.len()` long.
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), buf.addr as *mut u8, data.len()) };
+        Ok(())
+    }
+
+    fn read(&mut self, buf: Buffer, bytes: usize) -> Result<Vec<u8>> {
+        let bytes = bytes.min(buf.bytes);
+        let mut out = vec![0u8; bytes];
+        // SAFETY: as `write`; the loops that wrote it completed their items (acquire).
+        unsafe { std::ptr::copy_nonoverlapping(buf.addr as *const u8, out.as_mut_ptr(), bytes) };
+        Ok(out)
+    }
+
+    fn enqueue(&mut self, rank: u32, item: WorkItem) -> Result<Ticket> {
+        item.validate_in_comm(rank, self.shape.nranks).map_err(|reason| Error::BadWorkItem { reason, seq: 0 })?;
+        self.ranks[rank as usize].queue.enqueue(item, Duration::from_secs(60))
+    }
+
+    fn wait(&mut self, rank: u32, ticket: Ticket, timeout: Duration) -> Result<()> {
+        self.ranks[rank as usize].queue.wait(ticket, timeout)
+    }
+}
