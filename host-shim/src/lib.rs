@@ -8,6 +8,9 @@ mod driver;
 mod error;
 
 pub mod bench;
+pub mod collbench;
+#[cfg(feature = "nccl")]
+pub mod nccl_baseline;
 pub mod comm;
 pub mod device;
 pub mod memory;

@@ -19,7 +19,8 @@ use crate::{Error, Result};
 pub struct LoopConfig {
     /// Channels (CTAs), 1..=64.
     pub channels: u32,
-    /// Threads per channel, a multiple of 32 up to 512.
+    /// Threads per channel, a multiple of 32 up to 512 (and up to what the kernel's
+    /// register use allows on the device).
     pub threads: u32,
     /// Ring slots.
     pub capacity: u32,
@@ -29,7 +30,7 @@ pub struct LoopConfig {
 
 impl Default for LoopConfig {
     fn default() -> Self {
-        Self { channels: 4, threads: 512, capacity: 1024, spin_budget: Duration::from_secs(10) }
+        Self { channels: 4, threads: 256, capacity: 1024, spin_budget: Duration::from_secs(10) }
     }
 }
 
@@ -54,13 +55,13 @@ impl LoopConfig {
 
 /// Device memory from `cuMemAlloc` (not a stream-ordered pool: stream memory operations
 /// refuse pool allocations), freed on drop.
-struct DeviceAlloc {
+pub(crate) struct DeviceAlloc {
     ctx: Arc<CudaContext>,
     ptr: sys::CUdeviceptr,
 }
 
 impl DeviceAlloc {
-    fn zeroed(ctx: &Arc<CudaContext>, bytes: usize) -> Result<Self> {
+    pub(crate) fn zeroed(ctx: &Arc<CudaContext>, bytes: usize) -> Result<Self> {
         ctx.bind_to_thread().map_err(Error::cuda("cuCtxSetCurrent"))?;
         // SAFETY: a plain allocation, zeroed before use.
         let ptr = unsafe { result::malloc_sync(bytes) }.map_err(Error::cuda("cuMemAlloc"))?;
@@ -82,11 +83,21 @@ impl Drop for DeviceAlloc {
     }
 }
 
+impl DeviceAlloc {
+    /// The allocation's device address.
+    pub(crate) fn ptr(&self) -> u64 {
+        self.ptr
+    }
+}
+
 /// The memory a loop kernel reads and writes.
 struct LoopMemory {
     header: HostMapped<u64>,
     ring: HostMapped<u64>,
     state: DeviceAlloc,
+    /// Other memory the loop reads (its communicator's connections, buffers), freed
+    /// with the loop's own.
+    adopted: Vec<DeviceAlloc>,
 }
 
 /// Memory of dropped loops, kept until no loop of its context runs any more: in CUDA,
@@ -116,6 +127,8 @@ pub struct WorkLoop {
     /// The one stream the mailbox serves: its operations wait for each other, so one
     /// mailbox never holds two items; a second stream would overwrite a pending item.
     mailbox_stream: Mutex<Option<usize>>,
+    /// The communicator's `CommDevice` address, 0 for none.
+    comm: u64,
 }
 
 impl WorkLoop {
@@ -134,16 +147,52 @@ impl WorkLoop {
             Queue::new(header.host_ptr().cast(), ring.host_ptr().cast(), u64::from(cfg.capacity), cfg.channels as usize)?
         };
         let kernel = module.kernel("ferroccl_work_loop")?;
+        let max_threads = kernel
+            .get_attribute(sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK)
+            .map_err(Error::cuda("cuFuncGetAttribute"))?;
+        if cfg.threads > max_threads as u32 {
+            return Err(Error::InvalidArgument(format!(
+                "the work loop kernel runs at most {max_threads} threads per channel on this device, not {}",
+                cfg.threads
+            )));
+        }
         Ok(Self {
             ctx: ctx.clone(),
             stream,
-            memory: Some(LoopMemory { header, ring, state }),
+            memory: Some(LoopMemory { header, ring, state, adopted: Vec::new() }),
             queue,
             kernel,
             cfg,
             started: false,
             mailbox_stream: Mutex::new(None),
+            comm: 0,
         })
+    }
+
+    /// Gives the loop its communicator (a `CommDevice` in `comm`'s memory) before it
+    /// starts; the memory is freed with the loop's own, once no loop of the context runs.
+    pub(crate) fn attach_comm(&mut self, comm: DeviceAlloc, comm_addr: u64) -> Result<()> {
+        let Some(memory) = &mut self.memory else { return Err(Error::LoopClosed) };
+        if self.started {
+            return Err(Error::InvalidArgument("a communicator must be attached before the loop starts".into()));
+        }
+        memory.adopted.push(comm);
+        self.comm = comm_addr;
+        Ok(())
+    }
+
+    /// Keeps `alloc` alive as long as the loop's own memory.
+    pub(crate) fn adopt(&mut self, alloc: DeviceAlloc) -> Result<()> {
+        let Some(memory) = &mut self.memory else { return Err(Error::LoopClosed) };
+        memory.adopted.push(alloc);
+        Ok(())
+    }
+
+    /// How many channels (CTAs) of this loop one SM holds at once.
+    pub(crate) fn channels_per_sm(&self) -> Result<u32> {
+        self.kernel
+            .occupancy_max_active_blocks_per_multiprocessor(self.cfg.threads, LOOP_SMEM_BYTES as usize, None)
+            .map_err(Error::cuda("cuOccupancyMaxActiveBlocksPerMultiprocessor"))
     }
 
     /// Launches the loop kernel, once, on the loop's own stream. Items enqueued before
@@ -171,6 +220,7 @@ impl WorkLoop {
                 .arg(&capacity)
                 .arg(&state)
                 .arg(&budget_ns)
+                .arg(&self.comm)
                 .launch(launch)
         }
         .map_err(Error::cuda("cuLaunchKernel"))?;

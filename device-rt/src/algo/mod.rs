@@ -10,11 +10,9 @@ pub use ring::RingProto;
 
 use crate::arch;
 use crate::conn::{ChannelConns, CommDevice, MAX_RANKS};
-use crate::copy::{Operands, reduce_copy};
-use crate::dtype::{Bf16, DataType, F16};
-use crate::multicast::SwMulticast;
-use crate::prims::{GroupCtx, PrimsShared, UNROLL};
-use crate::redop::{Max, Min, PreMulSum, Prod, RedOp, RedOpKind, Sum, SumPostDiv};
+use crate::dtype::DataType;
+use crate::prims::{DataOp, GroupCtx, Movers, PrimsShared, transform};
+use crate::redop::RedOpKind;
 use crate::work::{CollFunction, LoopError};
 
 /// One collective as the loop hands it to an algorithm.
@@ -46,7 +44,8 @@ pub const NO_PEER: u32 = u32::MAX;
 pub struct CollCtx {
     pub nranks: u32,
     pub ring_index: u32,
-    pub ring_ranks: [u32; MAX_RANKS],
+    /// `[u32; MAX_RANKS]` in the communicator's memory: the ring seen from this rank.
+    pub ring_ranks: *const u32,
     pub nchannels: u32,
     pub channel_index: u32,
     /// This channel's ring connections.
@@ -62,18 +61,25 @@ pub struct CollCtx {
 }
 
 impl CollCtx {
+    /// The rank `j` places after this one in the ring (`j < nranks`).
+    pub fn ring_rank(&self, j: u32) -> u32 {
+        // SAFETY: `ring_ranks` holds MAX_RANKS entries (the constructor's contract).
+        unsafe { self.ring_ranks.add(j as usize % MAX_RANKS).read() }
+    }
+
     /// The context of this CTA in `comm`.
     ///
     /// # Safety
     /// `comm` is a valid communicator description whose connection arrays cover this
     /// CTA's channel; `shared` holds `MAX_GROUPS` groups' shared memory.
-    pub unsafe fn new(comm: &CommDevice, shared: *mut PrimsShared, abort: *const u64, spin_budget_ns: u64) -> Self {
+    pub unsafe fn new(comm: *const CommDevice, shared: *mut PrimsShared, abort: *const u64, spin_budget_ns: u64) -> Self {
         let bid = arch::block_idx();
+        let comm = unsafe { &*comm };
         let channel = (comm.channels as *mut ChannelConns).wrapping_add(bid as usize);
         Self {
             nranks: comm.nranks,
             ring_index: comm.ring_index,
-            ring_ranks: comm.ring_ranks,
+            ring_ranks: (&raw const comm.ring_ranks).cast(),
             nchannels: arch::grid_dim(),
             channel_index: bid,
             channel,
@@ -85,108 +91,41 @@ impl CollCtx {
     }
 }
 
-/// Runs `c` on this channel with `T` the element type and `kind` the operator.
+/// Runs `c` on this channel: `dtype` and `kind` are the element type and operator.
 ///
 /// # Safety
 /// Every thread of the CTA calls this with the same arguments; `c` was validated against
 /// the communicator (ranks in range, buffers hold what the function addresses).
 pub unsafe fn run_collective(cx: &CollCtx, c: &Coll, dtype: DataType, kind: RedOpKind) -> Result<(), (LoopError, u32)> {
-    unsafe {
-        match dtype {
-            DataType::I8 => typed::<i8>(cx, c, kind),
-            DataType::U8 => typed::<u8>(cx, c, kind),
-            DataType::I32 => typed::<i32>(cx, c, kind),
-            DataType::U32 => typed::<u32>(cx, c, kind),
-            DataType::I64 => typed::<i64>(cx, c, kind),
-            DataType::U64 => typed::<u64>(cx, c, kind),
-            DataType::F16 => typed::<F16>(cx, c, kind),
-            DataType::F32 => typed::<f32>(cx, c, kind),
-            DataType::F64 => typed::<f64>(cx, c, kind),
-            DataType::Bf16 => typed::<Bf16>(cx, c, kind),
-        }
-    }
-}
-
-/// Functions that only move data run with a copy operator of the element's size.
-unsafe fn typed<T: crate::redop::Elem>(cx: &CollCtx, c: &Coll, kind: RedOpKind) -> Result<(), (LoopError, u32)> {
-    unsafe {
-        if !c.function.reduces() {
-            return match size_of::<T>() {
-                1 => movement::<Sum<u8>>(cx, c),
-                2 => movement::<Sum<F16>>(cx, c),
-                4 => movement::<Sum<u32>>(cx, c),
-                _ => movement::<Sum<u64>>(cx, c),
-            };
-        }
-        match kind {
-            RedOpKind::Sum => reduction::<Sum<T>>(cx, c),
-            RedOpKind::Prod => reduction::<Prod<T>>(cx, c),
-            RedOpKind::Max => reduction::<Max<T>>(cx, c),
-            RedOpKind::Min => reduction::<Min<T>>(cx, c),
-            RedOpKind::PreMulSum => reduction::<PreMulSum<T>>(cx, c),
-            RedOpKind::SumPostDiv => reduction::<SumPostDiv<T>>(cx, c),
-        }
-    }
-}
-
-/// A function without an operator: point-to-point, a local copy for a one-rank
-/// communicator, or the ring.
-unsafe fn movement<Op: RedOp>(cx: &CollCtx, c: &Coll) -> Result<(), (LoopError, u32)> {
+    // Functions that only move data ignore the operator.
+    let op = if c.function.reduces() { kind } else { RedOpKind::Sum };
+    let data = DataOp { dtype, op, arg: c.red_arg };
     unsafe {
         if c.function == CollFunction::SendRecv {
-            p2p::run::<Op>(cx, c)
+            p2p::run(cx, c, data)
         } else if cx.nranks == 1 {
-            local::<Op>(cx, c);
+            local(cx, c, data);
             Ok(())
         } else {
-            ring::run_movement::<Op>(cx, c)
+            ring::run(cx, c, data)
         }
     }
 }
 
-/// A reduction: a local copy with the operator's pre- and post-op for a one-rank
-/// communicator, else the ring.
-unsafe fn reduction<Op: RedOp>(cx: &CollCtx, c: &Coll) -> Result<(), (LoopError, u32)> {
-    unsafe {
-        if cx.nranks == 1 {
-            local::<Op>(cx, c);
-            Ok(())
-        } else {
-            ring::run_reduction::<Op>(cx, c)
-        }
-    }
-}
-
-/// A one-rank communicator: every function is `output = post(pre(input))` (or nothing,
-/// in place, for functions without an operator).
-#[inline(never)]
-unsafe fn local<Op: RedOp>(cx: &CollCtx, c: &Coll) {
+/// A one-rank communicator: every function is `output = post(pre(input))` (nothing to
+/// do in place for functions without an operator).
+unsafe fn local(cx: &CollCtx, c: &Coll, data: DataOp) {
     if c.input == c.output && !c.function.reduces() {
         return;
     }
-    let elt = size_of::<Op::Elt>() as u64;
+    let elt = data.elt();
     let n = c.count;
     let nch = u64::from(cx.nchannels);
     let quantum = 16 / elt;
     let per = n.div_ceil(nch).div_ceil(quantum) * quantum;
     let begin = (u64::from(cx.channel_index) * per).min(n);
     let end = (begin + per).min(n);
-    let x = Operands::<1, 1> {
-        srcs: [c.input],
-        nsrcs: 1,
-        dsts: [c.output],
-        ndsts: 1,
-        pre_op_args: [c.red_arg],
-        offset: begin * elt,
-    };
-    unsafe {
-        reduce_copy::<UNROLL, Op, SwMulticast, 0, 1, 1, 0, 1, 1, 1>(
-            cx.group.tid,
-            cx.group.nthreads,
-            c.red_arg,
-            true,
-            &x,
-            (end - begin) as usize,
-        )
-    }
+    let w = Movers { tid: cx.group.tid, nthreads: cx.group.nthreads };
+    let (src, dst) = (c.input + begin * elt, c.output + begin * elt);
+    unsafe { transform(w, data, true, true, src, [dst, dst], 1, (end - begin) as usize) }
 }

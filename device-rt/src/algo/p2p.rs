@@ -7,8 +7,7 @@ use super::{Coll, CollCtx, NO_PEER};
 use crate::arch::{self, WARP_SIZE};
 use crate::conn::ConnInfo;
 use crate::multicast::SwMulticast;
-use crate::prims::{div_up, GroupCtx, Primitives, Simple};
-use crate::redop::RedOp;
+use crate::prims::{DataOp, GroupCtx, Primitives, Simple, div_up};
 use crate::work::LoopError;
 
 /// The point-to-point protocol: one slice of one step per chunk (NCCL's p2p Simple).
@@ -21,9 +20,9 @@ pub type P2pProto = Simple<1, 1>;
 /// # Safety
 /// As `ring::run_reduction`; the peers are other ranks of the communicator.
 #[inline(never)]
-pub unsafe fn run<Op: RedOp>(cx: &CollCtx, c: &Coll) -> Result<(), (LoopError, u32)> {
-    type RecvPrims<Op> = Primitives<Op, SwMulticast, P2pProto, 1, 0>;
-    type SendPrims<Op> = Primitives<Op, SwMulticast, P2pProto, 0, 1>;
+pub unsafe fn run(cx: &CollCtx, c: &Coll, data: DataOp) -> Result<(), (LoopError, u32)> {
+    type RecvPrims = Primitives<SwMulticast, P2pProto, 1, 0>;
+    type SendPrims = Primitives<SwMulticast, P2pProto, 0, 1>;
     let g = cx.group;
     let (sends, recvs) = (c.send_peer != NO_PEER, c.recv_peer != NO_PEER);
     let both = sends && recvs;
@@ -39,15 +38,15 @@ pub unsafe fn run<Op: RedOp>(cx: &CollCtx, c: &Coll) -> Result<(), (LoopError, u
         let side = GroupCtx { nthreads: if both { half } else { g.nthreads }, ..g };
         let conn: *mut ConnInfo = unsafe { &raw mut (*cx.p2p.add(c.recv_peer as usize)).recv };
         let step_bytes = unsafe { (*conn).step_bytes };
-        let mut prims = unsafe { RecvPrims::<Op>::new(side, &[conn], &[], step_bytes, 0, c.output, 0) };
-        let chunk = RecvPrims::<Op>::chunk_capacity(step_bytes);
+        let mut prims = unsafe { RecvPrims::new(side, &[conn], &[], step_bytes, 0, c.output, data) };
+        let chunk = prims.chunk_capacity();
         for_each_chunk(cx, c.recv_count as i64, chunk, |off, n| unsafe { prims.recv(off, n) });
     } else if sends {
         let side = if both { GroupCtx { tid: g.tid - half, nthreads: g.nthreads - half, group: 1, shared: groups[1], ..g } } else { g };
         let conn: *mut ConnInfo = unsafe { &raw mut (*cx.p2p.add(c.send_peer as usize)).send };
         let step_bytes = unsafe { (*conn).step_bytes };
-        let mut prims = unsafe { SendPrims::<Op>::new(side, &[], &[conn], step_bytes, c.input, 0, 0) };
-        let chunk = SendPrims::<Op>::chunk_capacity(step_bytes);
+        let mut prims = unsafe { SendPrims::new(side, &[], &[conn], step_bytes, c.input, 0, data) };
+        let chunk = prims.chunk_capacity();
         for_each_chunk(cx, c.count as i64, chunk, |off, n| unsafe { prims.send(off, n) });
     }
     // Both sides meet here; the first side's error wins.

@@ -16,24 +16,22 @@
 //! posting (a peer never sees a step whose data was not written): the item then ends
 //! with that error.
 
+mod movers;
 mod ops;
 
+pub use movers::{DataOp, Movers, UNROLL, transform};
+
 use core::marker::PhantomData;
-use core::mem::size_of;
 
 use crate::arch::{self, WARP_SIZE};
 use crate::conn::{CONN_NVLS_MIN_POLL, ConnInfo, NCCL_STEPS, SIZE_LAST};
-use crate::copy::{Operands, reduce_copy};
-use crate::multicast::{Multicast, SwMulticast};
-use crate::redop::{Elem, RedOp, Sum};
+use crate::multicast::Multicast;
 use crate::spin::{Interrupted, SpinGuard};
 use crate::work::{LoopError, WaitSite};
 
 
 pub use crate::work::{MAX_ARITY, MAX_GROUPS, PrimsShared, THREAD_PER_SYNC};
 
-/// Hunks per warp iteration of the data copies (NCCL's `COLL_UNROLL`).
-pub const UNROLL: usize = 4;
 
 /// A protocol: how many slices a chunk has and how many FIFO steps a slice takes.
 pub trait Proto {
@@ -55,18 +53,6 @@ impl<const SLICE_PER_CHUNK: u64, const STEP_PER_SLICE: u64> Proto for Simple<SLI
 /// count (15 bits), and [`SIZE_LAST`] on an operation's last step.
 fn size_entry(bytes: u64, ops: u32, last: bool) -> u64 {
     (bytes & ((1 << 48) - 1)) | (u64::from(ops) & 0x7FFF) << 48 | if last { SIZE_LAST } else { 0 }
-}
-
-/// Copies `n` elements of `T` from `src` to every one of `dsts` with threads
-/// `0..nthreads` (`tid` is this thread's): one instance per element size and
-/// destination count, shared by every operator.
-///
-/// # Safety
-/// As `reduce_copy`.
-#[inline(never)]
-unsafe fn copy_slice<T: Elem, const NDSTS: usize>(tid: u32, nthreads: u32, src: u64, dsts: [u64; NDSTS], n: usize) {
-    let x = Operands::<1, NDSTS> { srcs: [src], nsrcs: 1, dsts, ndsts: NDSTS, pre_op_args: [0], offset: 0 };
-    unsafe { reduce_copy::<UNROLL, Sum<T>, SwMulticast, 0, 1, 1, 0, NDSTS, NDSTS, 0>(tid, nthreads, 0, false, &x, n) }
 }
 
 /// `a / b` rounded up, for `a >= 0` and `b > 0`.
@@ -115,10 +101,11 @@ pub struct GroupCtx {
     pub spin_budget_ns: u64,
 }
 
-/// One thread's part of a primitives group moving elements of `Op::Elt` with the
-/// protocol `P`, to at most `MAX_SEND` peers and from at most `MAX_RECV`. `M` is the
-/// multicast flavour used for `NVLS_MIN_POLL` connections.
-pub struct Primitives<Op: RedOp, M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> {
+/// One thread's part of a primitives group moving elements with the protocol `P`, to
+/// at most `MAX_SEND` peers and from at most `MAX_RECV`. `M` is the multicast flavour
+/// used for `NVLS_MIN_POLL` connections. The element type and operator are values
+/// ([`DataOp`]): the protocol code is shared by all of them.
+pub struct Primitives<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> {
     g: GroupCtx,
     nworkers: u32,
     nrecv: u32,
@@ -140,18 +127,17 @@ pub struct Primitives<Op: RedOp, M: Multicast, P: Proto, const MAX_RECV: usize, 
     offs_fifo: u64,
     input: u64,
     output: u64,
-    red_arg: u64,
-    op: PhantomData<(Op, M, P)>,
+    data: DataOp,
+    flavour: PhantomData<(M, P)>,
 }
 
-impl<Op: RedOp, M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primitives<Op, M, P, MAX_RECV, MAX_SEND> {
+impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primitives<M, P, MAX_RECV, MAX_SEND> {
     /// Steps one chunk takes.
     pub const CHUNK_STEPS: u64 = P::SLICE_PER_CHUNK * P::STEP_PER_SLICE;
 
     /// Sets up this thread's roles for receiving from `recv` and sending to `send`
     /// (connection ends of this rank, whose FIFO steps are `step_bytes` long), with user
-    /// buffers `input` and `output` (byte addresses) and the operator's argument
-    /// `red_arg`. Loads the connections' steps,
+    /// buffers `input` and `output` (byte addresses), computing `data`. Loads the connections' steps,
     /// rounded up to a whole chunk, and returns the skipped credits to the senders.
     ///
     /// # Safety
@@ -165,7 +151,7 @@ impl<Op: RedOp, M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: u
         step_bytes: u64,
         input: u64,
         output: u64,
-        red_arg: u64,
+        data: DataOp,
     ) -> Self {
         let nworkers = if MAX_SEND > 0 && g.nthreads >= 3 * WARP_SIZE { g.nthreads - WARP_SIZE } else { g.nthreads };
         let (nrecv, nsend) = (recv.len().min(MAX_RECV) as u32, send.len().min(MAX_SEND) as u32);
@@ -200,8 +186,8 @@ impl<Op: RedOp, M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: u
             offs_fifo: 0,
             input,
             output,
-            red_arg,
-            op: PhantomData,
+            data,
+            flavour: PhantomData,
         };
         if flags & (ROLE_WAIT_RECV | ROLE_POST_RECV) != 0 {
             unsafe { p.load_recv_conn(recv[index as usize]) };
@@ -275,13 +261,12 @@ impl<Op: RedOp, M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: u
 
     /// Elements of the user buffers and FIFO slots one slice may hold.
     fn slice_capacity(&self) -> i64 {
-        (self.step_bytes / size_of::<Op::Elt>() as u64 * P::STEP_PER_SLICE) as i64
+        (self.step_bytes / self.data.elt() * P::STEP_PER_SLICE) as i64
     }
 
-    /// Elements one chunk (`SLICE_PER_CHUNK` slices) may hold, as the algorithms read it:
-    /// the FIFO's `step_bytes` is the same on every connection of a rank.
-    pub fn chunk_capacity(step_bytes: u64) -> i64 {
-        (step_bytes / size_of::<Op::Elt>() as u64 * Self::CHUNK_STEPS) as i64
+    /// Elements one chunk (`SLICE_PER_CHUNK` slices) may hold.
+    pub fn chunk_capacity(&self) -> i64 {
+        (self.step_bytes / self.data.elt() * Self::CHUNK_STEPS) as i64
     }
 
     /// Threads that copy data.
@@ -362,7 +347,7 @@ impl<Op: RedOp, M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: u
             }
         }
         let slot = self.step % NCCL_STEPS;
-        let bytes = nelts.max(0) as u64 * size_of::<Op::Elt>() as u64;
+        let bytes = nelts.max(0) as u64 * self.data.elt();
         if self.sizes_fifo != 0 && self.stopped() == 0 {
             let size_ptr = (self.sizes_fifo as *mut u64).wrapping_add(slot as usize);
             let size = size_entry(bytes, self.ops, last);
@@ -414,7 +399,7 @@ impl<Op: RedOp, M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: u
     #[inline(always)]
     fn user(&self, which: u8, ix: i64) -> u64 {
         let base = if which == buf::INPUT { self.input } else { self.output };
-        base.wrapping_add((ix as u64).wrapping_mul(size_of::<Op::Elt>() as u64))
+        base.wrapping_add((ix as u64).wrapping_mul(self.data.elt()))
     }
 
     /// NCCL's `genericOp` for one chunk of `nelem` elements: receives from the peer when
@@ -474,20 +459,13 @@ impl<Op: RedOp, M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: u
                 let work = if self.stopped() != 0 { 0 } else { slice_size as usize };
                 let srcs: [u64; NSRCS] = core::array::from_fn(|s| unsafe { (&raw const (*shared).srcs[s]).read_volatile() });
                 let dsts: [u64; NDSTS] = core::array::from_fn(|d| unsafe { (&raw const (*shared).dsts[d]).read_volatile() });
-                let plain_copy = NSRCS == 1 && !POST_OP && (PRE_OP_SRCS == 0 || !Op::HAS_PRE_OP);
+                let w = Movers { tid: self.g.tid, nthreads: self.nworkers };
+                let dsts = [dsts[0], dsts[NDSTS - 1]];
                 unsafe {
-                    if plain_copy {
-                        copy_slice::<<Op::Elt as Elem>::Bits, NDSTS>(self.g.tid, self.nworkers, srcs[0], dsts, work);
+                    if NSRCS == 2 {
+                        movers::reduce(w, self.data, POST_OP, [srcs[0], srcs[NSRCS - 1]], dsts, NDSTS, work);
                     } else {
-                        let x = Operands::<NSRCS, NDSTS> { srcs, nsrcs: NSRCS, dsts, ndsts: NDSTS, pre_op_args: [self.red_arg; NSRCS], offset: 0 };
-                        reduce_copy::<UNROLL, Op, M, 0, NSRCS, NSRCS, 0, NDSTS, NDSTS, PRE_OP_SRCS>(
-                            self.g.tid,
-                            self.nworkers,
-                            self.red_arg,
-                            POST_OP,
-                            &x,
-                            work,
-                        );
+                        movers::transform(w, self.data, PRE_OP_SRCS > 0, POST_OP, srcs[0], dsts, NDSTS, work);
                     }
                 }
                 self.barrier();
@@ -558,7 +536,7 @@ impl<Op: RedOp, M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: u
                         if real_peer == 0 {
                             continue;
                         }
-                        let elt = size_of::<Op::Elt>() as u64;
+                        let elt = self.data.elt();
                         let (src, dst) = unsafe {
                             if SEND {
                                 let user = (&raw const (*shared).srcs[0]).read_volatile();
@@ -568,16 +546,9 @@ impl<Op: RedOp, M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: u
                                 ((&raw const (*shared).srcs[i as usize]).read_volatile(), user + p_offset as u64 * elt)
                             }
                         };
-                        let x = Operands::<1, 1> { srcs: [src], nsrcs: 1, dsts: [dst], ndsts: 1, pre_op_args: [self.red_arg], offset: 0 };
                         // Scatter pre-scales the input (NCCL's non-direct case); gather copies.
-                        let (tid, n, arg, count) = (self.g.tid, self.nworkers, self.red_arg, real_peer as usize);
-                        unsafe {
-                            if SEND {
-                                reduce_copy::<UNROLL, Op, M, 0, 1, 1, 0, 1, 1, 1>(tid, n, arg, false, &x, count)
-                            } else {
-                                reduce_copy::<UNROLL, Op, M, 0, 1, 1, 0, 1, 1, 0>(tid, n, arg, false, &x, count)
-                            }
-                        };
+                        let w = Movers { tid: self.g.tid, nthreads: self.nworkers };
+                        unsafe { movers::transform(w, self.data, SEND, false, src, [dst, dst], 1, real_peer as usize) };
                         stored = true;
                     }
                 }
@@ -589,7 +560,7 @@ impl<Op: RedOp, M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: u
     }
 }
 
-impl<Op: RedOp, M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Drop for Primitives<Op, M, P, MAX_RECV, MAX_SEND> {
+impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Drop for Primitives<M, P, MAX_RECV, MAX_SEND> {
     /// Writes the step (posting threads: they hold their side's final step) and the
     /// operation count (waiting threads) back to the connection for the next operation.
     /// The next operation's threads read them after the CTA barrier that ends the item.

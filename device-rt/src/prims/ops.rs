@@ -6,9 +6,8 @@
 
 use super::{Primitives, Proto, buf};
 use crate::multicast::Multicast;
-use crate::redop::RedOp;
 
-impl<Op: RedOp, M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primitives<Op, M, P, MAX_RECV, MAX_SEND> {
+impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primitives<M, P, MAX_RECV, MAX_SEND> {
     /// Sends `n` input elements from `in_ix` (pre-op applied).
     ///
     /// # Safety

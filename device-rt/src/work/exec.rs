@@ -298,12 +298,13 @@ unsafe fn execute(a: &LoopArgs, kind: WorkKind, item: &WorkItem, shared: *mut Lo
 
 /// Runs a collective item with the rank's communicator, after checking it against the
 /// communicator (the host has checked it too).
+#[inline(never)]
 unsafe fn collective(a: &LoopArgs, item: &WorkItem, shared: *mut LoopShared) -> Result<(), Stop> {
     if a.comm.is_null() {
         return Err(Stop::Error(LoopError::BadItem, BadItem::NoCommunicator as u32));
     }
-    let comm = unsafe { a.comm.read() };
-    if let Err(why) = item.validate_in_comm(comm.rank, comm.nranks) {
+    let (rank, nranks) = unsafe { ((*a.comm).rank, (*a.comm).nranks) };
+    if let Err(why) = item.validate_in_comm(rank, nranks) {
         return Err(Stop::Error(LoopError::BadItem, why as u32));
     }
     // `validate` and `validate_in_comm` guarantee known numbers.
@@ -324,7 +325,7 @@ unsafe fn collective(a: &LoopArgs, item: &WorkItem, shared: *mut LoopShared) -> 
         recv_peer: (item.arg >> 32) as u32,
     };
     let prims = unsafe { (&raw mut (*shared).prims).cast() };
-    let cx = unsafe { CollCtx::new(&comm, prims, &raw const (*a.header).abort, a.spin_budget_ns) };
+    let cx = unsafe { CollCtx::new(a.comm, prims, &raw const (*a.header).abort, a.spin_budget_ns) };
     match unsafe { run_collective(&cx, &c, dtype, kind) } {
         Ok(()) => Ok(()),
         Err((error, detail)) => Err(Stop::Error(error, detail)),
@@ -332,6 +333,7 @@ unsafe fn collective(a: &LoopArgs, item: &WorkItem, shared: *mut LoopShared) -> 
 }
 
 /// `dst = src` or `dst = src + src2` over this channel's share.
+#[inline(never)]
 unsafe fn run_reduce_copy(item: &WorkItem) {
     let (src, src2, dst, n) = (item.src, item.src2, item.dst, item.count);
     // `validate` guarantees a known type.

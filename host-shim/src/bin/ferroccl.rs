@@ -7,6 +7,9 @@
 use std::process::ExitCode;
 
 use host_shim::bench::{self, ReduceCopyBench};
+use host_shim::comm::check;
+use host_shim::comm::gpu::{CommConfig, GpuGroup};
+use host_shim::comm::group::RankGroup;
 use host_shim::{Error, device, selftest};
 
 const USAGE: &str = "usage: ferroccl <command>
@@ -14,6 +17,9 @@ const USAGE: &str = "usage: ferroccl <command>
 commands:
   info                        list CUDA devices and what they support
   test [--device N] [FILTER]  run the GPU self-tests (those whose name contains FILTER)
+  coll [--devices 0,1] [--ranks N] [--channels N] [--threads N] [--big N] [FILTER]
+                              the collective correctness matrix (every function × type ×
+                              operator) on N ranks spread over the devices, bit for bit
   bench reduce_copy [--device N] [--bytes N] [--iters N] [--json PATH]
                               reduce_copy (copy, 2- and 8-source sum; f32, bf16) against
                               cuMemcpyDtoD of the same bytes, in one run
@@ -31,6 +37,7 @@ fn main() -> ExitCode {
     let result = match args.first().map(String::as_str) {
         Some("info") if args.len() == 1 => info(),
         Some("test") => test(&args[1..]),
+        Some("coll") => coll(&args[1..]),
         Some("bench") if args.get(1).map(String::as_str) == Some("reduce_copy") => bench_reduce_copy(&args[2..]),
         Some("bench") if args.get(1).map(String::as_str) == Some("work_loop") => bench_work_loop(&args[2..]),
         Some("ptx") if args.len() == 1 => {
@@ -92,6 +99,73 @@ fn test(args: &[String]) -> Result<ExitCode, Error> {
     let failed = results.iter().filter(|r| r.outcome.is_err()).count();
     println!("{} passed, {failed} failed", results.len() - failed);
     Ok(if failed == 0 && !results.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+/// Parses a comma-separated list of device ordinals.
+fn parse_devices(list: &str) -> Result<Vec<usize>, Error> {
+    list.split(',')
+        .map(|d| d.trim().parse::<usize>().map_err(|_| Error::InvalidArgument(format!("--devices {list}: not a list of ordinals"))))
+        .collect()
+}
+
+/// The value of `flag` in `args`, parsed, or `default`.
+fn flag_value<T: std::str::FromStr>(args: &[String], flag: &str, default: T) -> Result<T, Error> {
+    match args.iter().position(|a| a == flag) {
+        None => Ok(default),
+        Some(i) => args
+            .get(i + 1)
+            .and_then(|v| v.parse().ok())
+            .ok_or_else(|| Error::InvalidArgument(format!("{flag} needs a valid value\n{USAGE}"))),
+    }
+}
+
+fn coll(args: &[String]) -> Result<ExitCode, Error> {
+    const FLAGS: [&str; 5] = ["--devices", "--ranks", "--channels", "--threads", "--big"];
+    let mut filter = None;
+    let mut i = 0;
+    while i < args.len() {
+        if FLAGS.contains(&args[i].as_str()) {
+            i += 2;
+        } else if args[i].starts_with('-') || filter.is_some() {
+            return Err(Error::InvalidArgument(format!("unexpected argument {:?}\n{USAGE}", args[i])));
+        } else {
+            filter = Some(args[i].clone());
+            i += 1;
+        }
+    }
+    let devices = parse_devices(&flag_value(args, "--devices", "0".to_owned())?)?;
+    let nranks: usize = flag_value(args, "--ranks", devices.len())?;
+    let mut cfg = CommConfig::default();
+    cfg.loop_cfg.channels = flag_value(args, "--channels", 4)?;
+    cfg.loop_cfg.threads = flag_value(args, "--threads", cfg.loop_cfg.threads)?;
+    let big: usize = flag_value(args, "--big", 3 << 20)?;
+    let ordinals: Vec<usize> = (0..nranks).map(|r| devices[r % devices.len()]).collect();
+    let cases: Vec<_> = check::matrix(nranks as u32, big)
+        .into_iter()
+        .filter(|c| filter.as_deref().is_none_or(|f| c.describe().contains(f)))
+        .collect();
+    let (_, out_elems) = cases.iter().map(|c| c.extents(nranks as u32)).max_by_key(|e| e.0.max(e.1)).unwrap_or((0, 0));
+    let arena = 4 * (out_elems.max(big * nranks) * 8 + (1 << 20));
+    let started = std::time::Instant::now();
+    let mut g = GpuGroup::new(&ordinals, cfg, arena)?;
+    println!("collective matrix: {} on {}: {} cases (set up in {:.1} s)", nranks, g.describe(), cases.len(), started.elapsed().as_secs_f64());
+    let mut wrong = 0;
+    for (k, case) in cases.iter().enumerate() {
+        match check::run_case(&mut g, case, k as u64, std::time::Duration::from_secs(60)) {
+            Ok(None) => {}
+            Ok(Some(what)) => {
+                wrong += 1;
+                println!("WRONG {what}");
+            }
+            Err(e) => {
+                println!("FAILED {}: {e}", case.describe());
+                return Ok(ExitCode::FAILURE);
+            }
+        }
+    }
+    println!("{} cases, {} wrong, {:.1} s", cases.len(), wrong, started.elapsed().as_secs_f64());
+    g.shutdown(std::time::Duration::from_secs(30))?;
+    Ok(if wrong == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
 
 fn bench_reduce_copy(args: &[String]) -> Result<ExitCode, Error> {

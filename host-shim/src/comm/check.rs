@@ -57,6 +57,13 @@ pub fn matrix(nranks: u32, big_count: usize) -> Vec<CollCase> {
 /// reference. `Ok(None)`: correct; `Ok(Some(what))`: wrong results; `Err`: the call
 /// failed.
 pub fn run_case(g: &mut dyn RankGroup, case: &CollCase, seed: u64, timeout: Duration) -> Result<Option<String>> {
+    let mark = g.mark();
+    let outcome = run_case_in(g, case, seed, timeout);
+    g.release(mark);
+    outcome
+}
+
+fn run_case_in(g: &mut dyn RankGroup, case: &CollCase, seed: u64, timeout: Duration) -> Result<Option<String>> {
     let nranks = g.nranks();
     let size = case.dtype.size();
     let (in_elems, out_elems) = case.extents(nranks);

@@ -28,6 +28,13 @@ pub trait RankGroup {
     /// a GPU allocation may wait for running kernels.
     fn alloc(&mut self, rank: u32, bytes: usize) -> Result<Buffer>;
 
+    /// Where the allocator stands: [`RankGroup::release`] with it frees every buffer
+    /// allocated since.
+    fn mark(&self) -> Vec<usize>;
+
+    /// Frees every buffer allocated since `mark` was taken.
+    fn release(&mut self, mark: Vec<usize>);
+
     /// Writes `data` at the start of `buf`.
     fn write(&mut self, buf: Buffer, data: &[u8]) -> Result<()>;
 

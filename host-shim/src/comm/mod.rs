@@ -3,6 +3,7 @@
 
 pub mod check;
 pub mod expect;
+pub mod gpu;
 pub mod group;
 #[cfg(feature = "twin")]
 pub mod twin;

@@ -174,6 +174,14 @@ impl RankGroup for TwinGroup {
         Ok(Buffer { rank, addr, bytes })
     }
 
+    fn mark(&self) -> Vec<usize> {
+        vec![self.buffers.len()]
+    }
+
+    fn release(&mut self, mark: Vec<usize>) {
+        self.buffers.truncate(mark.first().copied().unwrap_or(0));
+    }
+
     fn write(&mut self, buf: Buffer, data: &[u8]) -> Result<()> {
         if data.len() > buf.bytes {
             return Err(Error::InvalidArgument(format!("{} bytes written to a buffer of {}", data.len(), buf.bytes)));

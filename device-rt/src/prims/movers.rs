@@ -1,0 +1,161 @@
+//! The data movers behind the primitives: the only code instantiated per type and
+//! operator. The protocol code above them (waits, posts, chunking) is written once;
+//! each slice picks its mover at run time (one `match` per slice), so the module holds
+//! one reducing mover per type × operator, one pre/post-op copy per type of the
+//! operators that have them, and one plain copy per element size.
+
+use crate::copy::{Operands, reduce_copy};
+use crate::dtype::{Bf16, DataType, F16};
+use crate::multicast::SwMulticast;
+use crate::redop::{Elem, Max, Min, PreMulSum, Prod, RedOp, RedOpKind, Sum, SumPostDiv};
+
+/// Hunks per warp iteration of the data copies (NCCL's `COLL_UNROLL`).
+pub const UNROLL: usize = 4;
+
+/// What a primitives group computes on the data it moves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DataOp {
+    /// The element type.
+    pub dtype: DataType,
+    /// The operator (Sum for functions that only move data).
+    pub op: RedOpKind,
+    /// The operator's argument (PreMulSum's scalar bits, SumPostDiv's divisor).
+    pub arg: u64,
+}
+
+impl DataOp {
+    /// Bytes per element.
+    pub const fn elt(&self) -> u64 {
+        self.dtype.size() as u64
+    }
+
+    /// True when the operator transforms the user input before reducing it.
+    pub const fn has_pre_op(&self) -> bool {
+        matches!(self.op, RedOpKind::PreMulSum)
+    }
+
+    /// True when the operator transforms the reduced result.
+    pub const fn has_post_op(&self) -> bool {
+        matches!(self.op, RedOpKind::SumPostDiv)
+    }
+}
+
+/// Who moves a slice: threads `0..nthreads` of a group, this one being `tid`.
+#[derive(Clone, Copy)]
+pub struct Movers {
+    pub tid: u32,
+    pub nthreads: u32,
+}
+
+/// Copies `n` elements from `src` to the first `ndsts` (1 or 2) of `dsts`, moving bits:
+/// one instance per element size.
+///
+/// # Safety
+/// As `reduce_copy`: every thread of the group calls it with the same arguments.
+#[inline(never)]
+pub unsafe fn copy(w: Movers, elt: u64, src: u64, dsts: [u64; 2], ndsts: usize, n: usize) {
+    unsafe {
+        match elt {
+            1 => copy_typed::<u8>(w, src, dsts, ndsts, n),
+            2 => copy_typed::<F16>(w, src, dsts, ndsts, n),
+            4 => copy_typed::<u32>(w, src, dsts, ndsts, n),
+            _ => copy_typed::<u64>(w, src, dsts, ndsts, n),
+        }
+    }
+}
+
+#[inline(never)]
+unsafe fn copy_typed<T: Elem>(w: Movers, src: u64, dsts: [u64; 2], ndsts: usize, n: usize) {
+    let x = Operands::<1, 2> { srcs: [src], nsrcs: 1, dsts, ndsts, pre_op_args: [0], offset: 0 };
+    unsafe { reduce_copy::<UNROLL, Sum<T>, SwMulticast, 0, 1, 1, 0, 1, 2, 0>(w.tid, w.nthreads, 0, false, &x, n) }
+}
+
+/// Reduces the user input `srcs[0]` (pre-op applied) with the received `srcs[1]` into
+/// the first `ndsts` (1 or 2) of `dsts`, post-op applied when `post_op`.
+///
+/// # Safety
+/// As [`copy`].
+#[inline(never)]
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn reduce(w: Movers, d: DataOp, post_op: bool, srcs: [u64; 2], dsts: [u64; 2], ndsts: usize, n: usize) {
+    unsafe {
+        match d.dtype {
+            DataType::I8 => reduce_op::<i8>(w, d, post_op, srcs, dsts, ndsts, n),
+            DataType::U8 => reduce_op::<u8>(w, d, post_op, srcs, dsts, ndsts, n),
+            DataType::I32 => reduce_op::<i32>(w, d, post_op, srcs, dsts, ndsts, n),
+            DataType::U32 => reduce_op::<u32>(w, d, post_op, srcs, dsts, ndsts, n),
+            DataType::I64 => reduce_op::<i64>(w, d, post_op, srcs, dsts, ndsts, n),
+            DataType::U64 => reduce_op::<u64>(w, d, post_op, srcs, dsts, ndsts, n),
+            DataType::F16 => reduce_op::<F16>(w, d, post_op, srcs, dsts, ndsts, n),
+            DataType::F32 => reduce_op::<f32>(w, d, post_op, srcs, dsts, ndsts, n),
+            DataType::F64 => reduce_op::<f64>(w, d, post_op, srcs, dsts, ndsts, n),
+            DataType::Bf16 => reduce_op::<Bf16>(w, d, post_op, srcs, dsts, ndsts, n),
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe fn reduce_op<T: Elem>(w: Movers, d: DataOp, post_op: bool, srcs: [u64; 2], dsts: [u64; 2], ndsts: usize, n: usize) {
+    let x = Operands::<2, 2> { srcs, nsrcs: 2, dsts, ndsts, pre_op_args: [d.arg; 2], offset: 0 };
+    unsafe {
+        match d.op {
+            RedOpKind::Sum => reduce_typed::<Sum<T>>(w, d.arg, post_op, &x, n),
+            RedOpKind::Prod => reduce_typed::<Prod<T>>(w, d.arg, post_op, &x, n),
+            RedOpKind::Max => reduce_typed::<Max<T>>(w, d.arg, post_op, &x, n),
+            RedOpKind::Min => reduce_typed::<Min<T>>(w, d.arg, post_op, &x, n),
+            RedOpKind::PreMulSum => reduce_typed::<PreMulSum<T>>(w, d.arg, post_op, &x, n),
+            RedOpKind::SumPostDiv => reduce_typed::<SumPostDiv<T>>(w, d.arg, post_op, &x, n),
+        }
+    }
+}
+
+#[inline(never)]
+unsafe fn reduce_typed<Op: RedOp>(w: Movers, arg: u64, post_op: bool, x: &Operands<2, 2>, n: usize) {
+    unsafe { reduce_copy::<UNROLL, Op, SwMulticast, 0, 2, 2, 0, 1, 2, 1>(w.tid, w.nthreads, arg, post_op, x, n) }
+}
+
+/// Copies `n` elements from `src` to the first `ndsts` of `dsts` through the operator's
+/// pre-op (when `pre_op`) and post-op (when `post_op`): a one-source reduction. Operators
+/// without either are plain copies.
+///
+/// # Safety
+/// As [`copy`].
+#[inline(never)]
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn transform(w: Movers, d: DataOp, pre_op: bool, post_op: bool, src: u64, dsts: [u64; 2], ndsts: usize, n: usize) {
+    let pre = pre_op && d.has_pre_op();
+    let post = post_op && d.has_post_op();
+    if !pre && !post {
+        return unsafe { copy(w, d.elt(), src, dsts, ndsts, n) };
+    }
+    unsafe {
+        match d.dtype {
+            DataType::I8 => transform_op::<i8>(w, d, src, dsts, ndsts, n),
+            DataType::U8 => transform_op::<u8>(w, d, src, dsts, ndsts, n),
+            DataType::I32 => transform_op::<i32>(w, d, src, dsts, ndsts, n),
+            DataType::U32 => transform_op::<u32>(w, d, src, dsts, ndsts, n),
+            DataType::I64 => transform_op::<i64>(w, d, src, dsts, ndsts, n),
+            DataType::U64 => transform_op::<u64>(w, d, src, dsts, ndsts, n),
+            DataType::F16 => transform_op::<F16>(w, d, src, dsts, ndsts, n),
+            DataType::F32 => transform_op::<f32>(w, d, src, dsts, ndsts, n),
+            DataType::F64 => transform_op::<f64>(w, d, src, dsts, ndsts, n),
+            DataType::Bf16 => transform_op::<Bf16>(w, d, src, dsts, ndsts, n),
+        }
+    }
+}
+
+unsafe fn transform_op<T: Elem>(w: Movers, d: DataOp, src: u64, dsts: [u64; 2], ndsts: usize, n: usize) {
+    let x = Operands::<1, 2> { srcs: [src], nsrcs: 1, dsts, ndsts, pre_op_args: [d.arg], offset: 0 };
+    unsafe {
+        match d.op {
+            RedOpKind::PreMulSum => transform_typed::<PreMulSum<T>>(w, d.arg, &x, n),
+            RedOpKind::SumPostDiv => transform_typed::<SumPostDiv<T>>(w, d.arg, &x, n),
+            _ => crate::arch::trap(),
+        }
+    }
+}
+
+#[inline(never)]
+unsafe fn transform_typed<Op: RedOp>(w: Movers, arg: u64, x: &Operands<1, 2>, n: usize) {
+    unsafe { reduce_copy::<UNROLL, Op, SwMulticast, 0, 1, 1, 0, 1, 2, 1>(w.tid, w.nthreads, arg, true, x, n) }
+}

@@ -1,0 +1,895 @@
+//! `ferroccl` collective benchmark in the style of nccl-tests (`all_reduce_perf` and its
+//! siblings): sweeps message sizes, times each collective out of place and in place on a
+//! [`RankGroup`], checks it bit for bit, and prints nccl-tests' table, optionally next to
+//! a [`Baseline`] (NCCL) measured with the same arguments.
+//!
+//! Conventions follow nccl-tests:
+//! - a size of the sweep (`-b` to `-e`) is the whole buffer: the receive buffer of
+//!   all_gather, the send buffer of reduce_scatter, the (single) buffer of the others;
+//!   the element count of a row is NCCL's count (per rank for all_gather and
+//!   reduce_scatter);
+//! - times are wall-clock microseconds per iteration; `algbw` is the size column in
+//!   bytes divided by that time, in GB/s (10⁹ bytes per second); `busbw` is `algbw`
+//!   times the function's bus factor (nccl-tests' PERFORMANCE.md, see [`bus_factor`]).
+
+use std::fmt::Write as _;
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use device_rt::dtype::DataType;
+use device_rt::redop::RedOpKind;
+use device_rt::work::{CollFunction, WorkItem};
+
+use crate::comm::check::run_case;
+use crate::comm::expect::CollCase;
+use crate::comm::group::{Buffer, RankGroup};
+use crate::queue::Ticket;
+use crate::{Error, Result};
+
+/// Limit of every wait on the group, and of each correctness check.
+const TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Sizes (in bytes, of the sweep) from which the `*_busbw_vs_nccl_ge64M` fields of
+/// [`rows_json`] take their minimum.
+const LARGE_BYTES: usize = 64 << 20;
+
+/// The functions the benchmark runs, in the order it runs them when none is named.
+const BENCH_FUNCTIONS: [CollFunction; 5] =
+    [CollFunction::AllReduce, CollFunction::AllGather, CollFunction::ReduceScatter, CollFunction::Broadcast, CollFunction::Reduce];
+
+/// The operators `-o` accepts (nccl-tests' names; `avg` is [`RedOpKind::SumPostDiv`]).
+const BENCH_OPS: [RedOpKind; 5] = [RedOpKind::Sum, RedOpKind::Prod, RedOpKind::Max, RedOpKind::Min, RedOpKind::SumPostDiv];
+
+/// The benchmark's arguments: nccl-tests' flags, and the collectives to run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BenchArgs {
+    /// Smallest size of the sweep, in bytes (`-b`, `--minbytes`; default 32M).
+    pub min_bytes: usize,
+    /// Largest size of the sweep, in bytes (`-e`, `--maxbytes`; default 32M).
+    pub max_bytes: usize,
+    /// Each size of the sweep is the previous one times this, at least 2 (`-f`,
+    /// `--stepfactor`; default 2).
+    pub step_factor: usize,
+    /// Element type (`-d`, `--datatype`, nccl-tests' names; default float).
+    pub dtype: DataType,
+    /// Reduction operator (`-o`, `--op`: sum, prod, max, min, avg; default sum).
+    pub op: RedOpKind,
+    /// Check every row's results before timing it (`-c`, `--check` 0 or 1; default 1).
+    pub check: bool,
+    /// Timed iterations per row and placement, at least 1 (`-n`, `--iters`; default 20).
+    pub iters: usize,
+    /// Untimed iterations before them (`-w`, `--warmup_iters`; default 5).
+    pub warmup: usize,
+    /// Root of broadcast and reduce (`-r`, `--root`; default 0).
+    pub root: u32,
+    /// The collectives, in the order they run (positional names: all_reduce,
+    /// all_gather, reduce_scatter, broadcast, reduce; default all five in that order).
+    pub functions: Vec<CollFunction>,
+    /// Where to write the results as JSON (`--json PATH`).
+    pub json: Option<PathBuf>,
+}
+
+impl Default for BenchArgs {
+    /// nccl-tests' defaults (one size, 32 MiB), for all five collectives.
+    fn default() -> Self {
+        Self {
+            min_bytes: 32 << 20,
+            max_bytes: 32 << 20,
+            step_factor: 2,
+            dtype: DataType::F32,
+            op: RedOpKind::Sum,
+            check: true,
+            iters: 20,
+            warmup: 5,
+            root: 0,
+            functions: BENCH_FUNCTIONS.to_vec(),
+            json: None,
+        }
+    }
+}
+
+impl BenchArgs {
+    /// Refuses arguments that make no sweep or no timing.
+    fn validate(&self) -> Result<()> {
+        let bad = |why: String| Err(Error::InvalidArgument(why));
+        if self.min_bytes == 0 {
+            return bad("the smallest size (-b) must be at least 1 byte".into());
+        }
+        if self.min_bytes > self.max_bytes {
+            return bad(format!("the smallest size (-b {}) is larger than the largest (-e {})", self.min_bytes, self.max_bytes));
+        }
+        if self.step_factor < 2 {
+            return bad(format!("the step factor (-f {}) must be at least 2", self.step_factor));
+        }
+        if self.iters == 0 {
+            return bad("at least one timed iteration (-n) is needed".into());
+        }
+        if self.functions.is_empty() {
+            return bad("no collective to run".into());
+        }
+        if let Some(f) = self.functions.iter().find(|f| !BENCH_FUNCTIONS.contains(f)) {
+            return bad(format!("{} is not a benchmarked collective", f.name()));
+        }
+        if !BENCH_OPS.contains(&self.op) {
+            return bad(format!("operator {} is not supported by the benchmark", self.op.name()));
+        }
+        Ok(())
+    }
+}
+
+/// Parses nccl-tests-style arguments (those after the command name): flags with their
+/// value as the next argument, and collective names as positional arguments. Sizes take
+/// the suffixes K, M and G (2¹⁰, 2²⁰, 2³⁰, either case). Anything unknown, malformed
+/// or out of range is an [`Error::InvalidArgument`] saying what.
+pub fn parse_args(args: &[String]) -> Result<BenchArgs> {
+    let mut parsed = BenchArgs::default();
+    let mut functions = Vec::new();
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        if !arg.starts_with('-') {
+            let function = BENCH_FUNCTIONS.into_iter().find(|f| f.name() == arg).ok_or_else(|| {
+                invalid(format!("unknown collective {arg:?} (expected one of {})", BENCH_FUNCTIONS.map(CollFunction::name).join(", ")))
+            })?;
+            if !functions.contains(&function) {
+                functions.push(function);
+            }
+            continue;
+        }
+        let value = it.next().ok_or_else(|| invalid(format!("{arg} needs a value")))?;
+        match arg.as_str() {
+            "-b" | "--minbytes" => parsed.min_bytes = parse_size(value)?,
+            "-e" | "--maxbytes" => parsed.max_bytes = parse_size(value)?,
+            "-f" | "--stepfactor" => parsed.step_factor = parse_number(arg, value)?,
+            "-d" | "--datatype" => {
+                parsed.dtype = DataType::ALL.into_iter().find(|d| d.name() == value).ok_or_else(|| {
+                    invalid(format!("unknown data type {value:?} (expected one of {})", DataType::ALL.map(DataType::name).join(", ")))
+                })?;
+            }
+            "-o" | "--op" => {
+                parsed.op = BENCH_OPS.into_iter().find(|o| o.name() == value).ok_or_else(|| {
+                    invalid(format!("unknown operator {value:?} (expected one of {})", BENCH_OPS.map(RedOpKind::name).join(", ")))
+                })?;
+            }
+            "-c" | "--check" => {
+                parsed.check = match value.as_str() {
+                    "0" => false,
+                    "1" => true,
+                    _ => return Err(invalid(format!("{arg} {value}: expected 0 or 1"))),
+                };
+            }
+            "-n" | "--iters" => parsed.iters = parse_number(arg, value)?,
+            "-w" | "--warmup_iters" => parsed.warmup = parse_number(arg, value)?,
+            "-r" | "--root" => parsed.root = parse_number(arg, value)?,
+            "--json" => parsed.json = Some(PathBuf::from(value)),
+            _ => return Err(invalid(format!("unknown flag {arg:?}"))),
+        }
+    }
+    if !functions.is_empty() {
+        parsed.functions = functions;
+    }
+    parsed.validate()?;
+    Ok(parsed)
+}
+
+/// An [`Error::InvalidArgument`] saying `why`.
+fn invalid(why: String) -> Error {
+    Error::InvalidArgument(why)
+}
+
+/// `value` of `flag` as a number.
+fn parse_number<T: std::str::FromStr>(flag: &str, value: &str) -> Result<T> {
+    value.parse().map_err(|_| invalid(format!("{flag} {value}: not a valid number")))
+}
+
+/// A byte count: digits, optionally followed by K, M or G (powers of 2¹⁰, either case).
+fn parse_size(value: &str) -> Result<usize> {
+    let (digits, unit) = match value.char_indices().last() {
+        Some((at, 'k' | 'K')) => (&value[..at], 1usize << 10),
+        Some((at, 'm' | 'M')) => (&value[..at], 1 << 20),
+        Some((at, 'g' | 'G')) => (&value[..at], 1 << 30),
+        _ => (value, 1),
+    };
+    let malformed = || invalid(format!("size {value:?}: expected a number of bytes, optionally followed by K, M or G"));
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(malformed());
+    }
+    digits
+        .parse::<usize>()
+        .ok()
+        .and_then(|n| n.checked_mul(unit))
+        .ok_or_else(|| invalid(format!("size {value:?} does not fit in {} bits", usize::BITS)))
+}
+
+/// The sizes of the sweep, in bytes, ascending: `min_bytes`, then each previous size
+/// times `step_factor`, while at most `max_bytes` (nccl-tests' loop). Empty when the
+/// arguments make no sweep (smallest size 0 or above the largest, step factor below 2):
+/// [`run`] refuses those.
+pub fn sizes(args: &BenchArgs) -> Vec<usize> {
+    let mut out = Vec::new();
+    if args.min_bytes == 0 || args.step_factor < 2 {
+        return out;
+    }
+    let mut size = Some(args.min_bytes);
+    while let Some(s) = size.filter(|&s| s <= args.max_bytes) {
+        out.push(s);
+        size = s.checked_mul(args.step_factor);
+    }
+    out
+}
+
+/// NCCL's count for one size of the sweep (`bytes`, the whole buffer): elements per rank
+/// for all_gather and reduce_scatter (`bytes / size / nranks`), elements of the buffer
+/// for the others (`bytes / size`). Rounds down; 0 when the size holds no element (or
+/// `nranks` is 0).
+pub fn count_for(function: CollFunction, dtype: DataType, bytes: usize, nranks: u32) -> usize {
+    let elements = bytes / dtype.size();
+    match function {
+        CollFunction::AllGather | CollFunction::ReduceScatter => elements.checked_div(nranks as usize).unwrap_or(0),
+        _ => elements,
+    }
+}
+
+/// nccl-tests' size column for `count`: the larger of one rank's input and output
+/// buffers, in bytes (the sweep's size rounded down to whole elements, and for
+/// all_gather and reduce_scatter to whole per-rank blocks).
+pub fn row_bytes(function: CollFunction, dtype: DataType, count: usize, nranks: u32) -> usize {
+    let case = CollCase { function, dtype, op: RedOpKind::Sum, count, root: 0, in_place: false };
+    let (input, output) = case.extents(nranks);
+    input.max(output) * dtype.size()
+}
+
+/// The factor from algorithm bandwidth to bus bandwidth (nccl-tests' PERFORMANCE.md):
+/// all_reduce 2(n−1)/n, reduce_scatter and all_gather (n−1)/n, broadcast and reduce 1
+/// (0 for SendRecv, which the benchmark does not run, and for 0 ranks).
+pub fn bus_factor(function: CollFunction, nranks: u32) -> f64 {
+    if nranks == 0 {
+        return 0.0;
+    }
+    let n = f64::from(nranks);
+    match function {
+        CollFunction::AllReduce => 2.0 * (n - 1.0) / n,
+        CollFunction::ReduceScatter | CollFunction::AllGather => (n - 1.0) / n,
+        CollFunction::Broadcast | CollFunction::Reduce => 1.0,
+        CollFunction::SendRecv => 0.0,
+    }
+}
+
+/// True for the functions whose root the table shows (others print −1).
+fn has_root(function: CollFunction) -> bool {
+    matches!(function, CollFunction::Broadcast | CollFunction::Reduce)
+}
+
+/// One placement (out of place or in place) of one row.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Timing {
+    /// Wall-clock time per iteration, in microseconds.
+    pub time_us: f64,
+    /// The row's `bytes` divided by `time_us`, in GB/s (10⁹ bytes per second).
+    pub algbw: f64,
+    /// `algbw` times [`bus_factor`], in GB/s.
+    pub busbw: f64,
+    /// How many checked calls were wrong: 0 or 1 (this is not nccl-tests' count of wrong
+    /// elements: one check runs the call once on every rank and stops at the first wrong
+    /// element). `None` when not checked (`-c 0`, and for a baseline).
+    pub wrong: Option<usize>,
+}
+
+impl Timing {
+    /// The timing of `bytes` in `time_us` for a function with bus factor `factor`.
+    fn new(time_us: f64, bytes: usize, factor: f64, wrong: Option<usize>) -> Self {
+        let algbw = bytes as f64 / time_us / 1e3;
+        Self { time_us, algbw, busbw: algbw * factor, wrong }
+    }
+}
+
+/// One line of the table: one function at one size.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Row {
+    pub function: CollFunction,
+    /// The size of the sweep ([`sizes`]) this row measures, in bytes.
+    pub size: usize,
+    /// The size column: [`row_bytes`] of `count`, in bytes (what `algbw` divides).
+    pub bytes: usize,
+    /// NCCL's count ([`count_for`]).
+    pub count: usize,
+    pub dtype: DataType,
+    /// The requested operator; functions that do not reduce ignore it (the table prints
+    /// `none` for them, as nccl-tests does).
+    pub op: RedOpKind,
+    /// Broadcast and reduce: the root; −1 for the other functions.
+    pub root: i64,
+    /// ferroccl, out of place.
+    pub oop: Timing,
+    /// ferroccl, in place.
+    pub ip: Timing,
+    /// The baseline out of place, when one was given.
+    pub baseline_oop: Option<Timing>,
+    /// The baseline in place, when one was given.
+    pub baseline_ip: Option<Timing>,
+}
+
+impl Row {
+    /// ferroccl's bus bandwidth over the baseline's, out of place and in place (`None`
+    /// without a baseline).
+    pub fn ratios(&self) -> Option<(f64, f64)> {
+        Some((self.oop.busbw / self.baseline_oop?.busbw, self.ip.busbw / self.baseline_ip?.busbw))
+    }
+}
+
+/// Another implementation to compare with (NCCL), timed the same way: `warmup` untimed
+/// calls, then `iters` calls back to back, wall-clock time per call. It must run as
+/// many ranks as the group it is compared with.
+pub trait Baseline {
+    /// What runs, in words (for reports).
+    fn name(&self) -> String;
+
+    /// Microseconds per call of `function` on every rank with NCCL's `count` (the same
+    /// conventions as [`CollCase`]; `root` only matters for broadcast and reduce).
+    #[allow(clippy::too_many_arguments)]
+    fn time_us(
+        &mut self,
+        function: CollFunction,
+        dtype: DataType,
+        op: RedOpKind,
+        count: usize,
+        root: u32,
+        in_place: bool,
+        warmup: usize,
+        iters: usize,
+    ) -> Result<f64>;
+}
+
+/// Runs the benchmark on `g` and prints its table to `out`; see [`run_with_baseline`].
+pub fn run(g: &mut dyn RankGroup, args: &BenchArgs, out: &mut dyn Write) -> Result<Vec<Row>> {
+    run_with_baseline(g, args, None, out)
+}
+
+/// Runs the benchmark on `g`: for each function of `args` in order, a header, then one
+/// row per size of [`sizes`] whose count is not 0, printed to `out` as soon as it is
+/// measured. Per row: the check (with `args.check`) and the timing out of place, then
+/// in place, then the baseline's out of place and in place. Buffers for the timings are
+/// allocated once, up front, for the largest row (each check allocates and frees its
+/// own in [`run_case`]), and freed when the run succeeds (after an error they stay
+/// allocated: work may still be using them). Returns the rows in print order. The JSON
+/// file of `args.json` is not written here (see [`rows_json`]).
+pub fn run_with_baseline(
+    g: &mut dyn RankGroup,
+    args: &BenchArgs,
+    baseline: Option<&mut dyn Baseline>,
+    out: &mut dyn Write,
+) -> Result<Vec<Row>> {
+    args.validate()?;
+    let nranks = g.nranks();
+    if nranks == 0 {
+        return Err(invalid("the group has no rank".into()));
+    }
+    if args.root >= nranks && args.functions.iter().any(|&f| has_root(f)) {
+        return Err(invalid(format!("root {} is not a rank of a {nranks}-rank group", args.root)));
+    }
+    let mark = g.mark();
+    let rows = sweep(g, args, baseline, out)?;
+    g.release(mark);
+    Ok(rows)
+}
+
+/// [`run_with_baseline`] on validated arguments.
+fn sweep(g: &mut dyn RankGroup, args: &BenchArgs, mut baseline: Option<&mut dyn Baseline>, out: &mut dyn Write) -> Result<Vec<Row>> {
+    let nranks = g.nranks();
+    let largest = args
+        .functions
+        .iter()
+        .flat_map(|&f| sizes(args).into_iter().map(move |s| row_bytes(f, args.dtype, count_for(f, args.dtype, s, nranks), nranks)))
+        .max()
+        .unwrap_or(0);
+    let buffers: Vec<(Buffer, Buffer)> =
+        (0..nranks).map(|rank| Ok((g.alloc(rank, largest.max(1))?, g.alloc(rank, largest.max(1))?))).collect::<Result<_>>()?;
+    let mut rows = Vec::new();
+    for &function in &args.functions {
+        print_header(out, function, &g.describe(), baseline.as_deref().map(Baseline::name), args)?;
+        for size in sizes(args) {
+            let count = count_for(function, args.dtype, size, nranks);
+            if count == 0 {
+                continue;
+            }
+            let root = if has_root(function) { args.root } else { 0 };
+            let bytes = row_bytes(function, args.dtype, count, nranks);
+            let factor = bus_factor(function, nranks);
+            let mut measure = |in_place: bool| -> Result<Timing> {
+                let case = CollCase { function, dtype: args.dtype, op: args.op, count, root, in_place };
+                let wrong = if args.check { Some(check(g, &case, size)?) } else { None };
+                Ok(Timing::new(time_ferroccl(g, &case, &buffers, args.warmup, args.iters)?, bytes, factor, wrong))
+            };
+            let (oop, ip) = (measure(false)?, measure(true)?);
+            let (baseline_oop, baseline_ip) = match baseline.as_deref_mut() {
+                Some(b) => {
+                    let mut time = |in_place| -> Result<Timing> {
+                        let us = b.time_us(function, args.dtype, args.op, count, root, in_place, args.warmup, args.iters)?;
+                        Ok(Timing::new(us, bytes, factor, None))
+                    };
+                    (Some(time(false)?), Some(time(true)?))
+                }
+                None => (None, None),
+            };
+            let row = Row {
+                function,
+                size,
+                bytes,
+                count,
+                dtype: args.dtype,
+                op: args.op,
+                root: if has_root(function) { i64::from(args.root) } else { -1 },
+                oop,
+                ip,
+                baseline_oop,
+                baseline_ip,
+            };
+            writeln!(out, "{}", format_row(&row)).map_err(write_error)?;
+            rows.push(row);
+        }
+    }
+    Ok(rows)
+}
+
+/// An error writing the table to the caller's writer.
+fn write_error(e: std::io::Error) -> Error {
+    invalid(format!("writing the benchmark table: {e}"))
+}
+
+/// Runs `case` once through [`run_case`]: 0 when every rank's output is exact, 1 when
+/// not (what was wrong goes to the log).
+fn check(g: &mut dyn RankGroup, case: &CollCase, size: usize) -> Result<usize> {
+    let seed = size as u64 ^ (u64::from(case.in_place) << 63);
+    Ok(match run_case(g, case, seed, TIMEOUT)? {
+        None => 0,
+        Some(what) => {
+            log::warn!("collbench: wrong results: {what}");
+            1
+        }
+    })
+}
+
+/// The work item of rank `rank` for `case` on its `(input, output)` buffers; in place,
+/// both sides are in `output` at NCCL's in-place offsets (as [`run_case`] places them).
+fn bench_item(case: &CollCase, nranks: u32, rank: u32, (input, output): (Buffer, Buffer)) -> WorkItem {
+    let block = (case.in_place_offset(rank) * case.dtype.size()) as u64;
+    let (src, dst) = match (case.in_place, case.function) {
+        (false, _) => (input.addr, output.addr),
+        (true, CollFunction::AllGather) => (output.addr + block, output.addr),
+        (true, CollFunction::ReduceScatter) => (output.addr, output.addr + block),
+        (true, _) => (output.addr, output.addr),
+    };
+    WorkItem::collective(case.function, case.dtype, case.op, case.op_arg(nranks), src, dst, case.count as u64, u64::from(case.root))
+}
+
+/// Microseconds per iteration of `case` on every rank of `g`: `warmup` iterations, each
+/// waited for, then `iters` iterations enqueued back to back (iteration-major, so every
+/// rank's queue only ever waits for items whose peers are already enqueued) and the
+/// last one of every rank waited for.
+fn time_ferroccl(g: &mut dyn RankGroup, case: &CollCase, buffers: &[(Buffer, Buffer)], warmup: usize, iters: usize) -> Result<f64> {
+    let nranks = g.nranks();
+    let items: Vec<WorkItem> = (0..nranks).map(|rank| bench_item(case, nranks, rank, buffers[rank as usize])).collect();
+    let enqueue_all =
+        |g: &mut dyn RankGroup| -> Result<Vec<Ticket>> { items.iter().zip(0..nranks).map(|(&item, rank)| g.enqueue(rank, item)).collect() };
+    let wait_all = |g: &mut dyn RankGroup, tickets: Vec<Ticket>| -> Result<()> {
+        tickets.into_iter().zip(0..nranks).try_for_each(|(ticket, rank)| g.wait(rank, ticket, TIMEOUT))
+    };
+    for _ in 0..warmup {
+        let tickets = enqueue_all(g)?;
+        wait_all(g, tickets)?;
+    }
+    let start = Instant::now();
+    let mut last = Vec::new();
+    for _ in 0..iters {
+        last = enqueue_all(g)?;
+    }
+    wait_all(g, last)?;
+    Ok(start.elapsed().as_secs_f64() * 1e6 / iters as f64)
+}
+
+/// A time as nccl-tests prints it: 7 wide, fewer decimals as it grows.
+fn format_time(us: f64) -> String {
+    match us {
+        _ if us >= 10_000.0 => format!("{us:7.0}"),
+        _ if us >= 100.0 => format!("{us:7.1}"),
+        _ => format!("{us:7.2}"),
+    }
+}
+
+/// One placement's columns: time, algbw, busbw, #wrong.
+fn format_timing(t: &Timing) -> String {
+    let wrong = t.wrong.map_or_else(|| "N/A".to_owned(), |w| w.to_string());
+    format!("  {}  {:6.2}  {:6.2}  {wrong:>5}", format_time(t.time_us), t.algbw, t.busbw)
+}
+
+/// One row of the table, in the header's columns.
+fn format_row(row: &Row) -> String {
+    let op = if row.function.reduces() { row.op.name() } else { "none" };
+    let mut line = format!("{:>12}  {:>12}  {:>8}  {:>6}  {:>6}", row.bytes, row.count, row.dtype.name(), op, row.root);
+    line += &format_timing(&row.oop);
+    line += &format_timing(&row.ip);
+    if let (Some(b_oop), Some(b_ip), Some((r_oop, r_ip))) = (row.baseline_oop, row.baseline_ip, row.ratios()) {
+        let _ = write!(line, "  {:>10.2}  {:>7.3}  {:>10.2}  {:>7.3}", b_oop.busbw, r_oop, b_ip.busbw, r_ip);
+    }
+    line
+}
+
+/// The header of one function's table (nccl-tests' columns; with a baseline, its bus
+/// bandwidth and ferroccl's ratio to it, out of place then in place).
+fn print_header(out: &mut dyn Write, function: CollFunction, group: &str, baseline: Option<String>, args: &BenchArgs) -> Result<()> {
+    let timing = |a: &str, b: &str, c: &str, d: &str| format!("  {a:>7}  {b:>6}  {c:>6} {d:>6}");
+    let versus = |a: &str, b: &str| format!("  {a:>10}  {b:>7}");
+    let with_baseline = baseline.is_some();
+    let mut lines = vec![format!("# ferroccl {} on {group}", function.name())];
+    if let Some(name) = &baseline {
+        lines.push(format!("# baseline: {name}"));
+    }
+    lines.push(format!("# {} iterations after {} warmup, check {}", args.iters, args.warmup, if args.check { "on" } else { "off" }));
+    let mut blocks = format!("#{:51}{:^32}{:^32}", "", "out-of-place", "in-place");
+    let mut names = format!("#{:>11}  {:>12}  {:>8}  {:>6}  {:>6}", "size", "count", "type", "redop", "root");
+    let mut units = format!("#{:>11}  {:>12}  {:>8}  {:>6}  {:>6}", "(B)", "(elements)", "", "", "");
+    for _ in 0..2 {
+        names += &timing("time", "algbw", "busbw", "#wrong");
+        units += &timing("(us)", "(GB/s)", "(GB/s)", "");
+    }
+    if with_baseline {
+        let _ = write!(blocks, "{:^21}{:^21}", "nccl out-of-place", "nccl in-place");
+        for _ in 0..2 {
+            names += &versus("nccl_busbw", "ratio");
+            units += &versus("(GB/s)", "");
+        }
+    }
+    lines.extend([blocks, names, units]);
+    lines.iter().try_for_each(|line| writeln!(out, "{}", line.trim_end())).map_err(write_error)
+}
+
+/// The results as a JSON object: `command`, `device`, `date` (`date_utc` as given),
+/// one `<function>_busbw_vs_nccl_ge64M` field per function present (function names
+/// without underscores: `allreduce_busbw_vs_nccl_ge64M`, ...) holding the smallest
+/// ferroccl/baseline bus-bandwidth ratio over the rows of sweep size ≥ 64 MiB, out of
+/// place and in place (`null` without a baseline or without such a row), and `rows`,
+/// every [`Row`] field by name (times in µs, bandwidths in GB/s; `null` for what is
+/// absent or not a finite number).
+pub fn rows_json(rows: &[Row], command: &str, device: &str, date_utc: &str) -> String {
+    let mut out = String::from("{\n");
+    let _ = writeln!(out, "  \"command\": {},", json_string(command));
+    let _ = writeln!(out, "  \"device\": {},", json_string(device));
+    let _ = writeln!(out, "  \"date\": {},", json_string(date_utc));
+    for function in BENCH_FUNCTIONS.into_iter().filter(|&f| rows.iter().any(|r| r.function == f)) {
+        let _ = writeln!(
+            out,
+            "  \"{}_busbw_vs_nccl_ge64M\": {},",
+            function.name().replace('_', ""),
+            json_number(min_large_ratio(rows, function).unwrap_or(f64::NAN))
+        );
+    }
+    out.push_str("  \"rows\": [");
+    for (i, r) in rows.iter().enumerate() {
+        let _ = write!(
+            out,
+            "{}\n    {{\"function\": {}, \"size\": {}, \"bytes\": {}, \"count\": {}, \"dtype\": {}, \"op\": {}, \"root\": {}, \"oop\": {}, \"ip\": {}, \"baseline_oop\": {}, \"baseline_ip\": {}}}",
+            if i == 0 { "" } else { "," },
+            json_string(r.function.name()),
+            r.size,
+            r.bytes,
+            r.count,
+            json_string(r.dtype.name()),
+            json_string(r.op.name()),
+            r.root,
+            timing_json(Some(&r.oop)),
+            timing_json(Some(&r.ip)),
+            timing_json(r.baseline_oop.as_ref()),
+            timing_json(r.baseline_ip.as_ref()),
+        );
+    }
+    out.push_str(if rows.is_empty() { "]\n}\n" } else { "\n  ]\n}\n" });
+    out
+}
+
+/// The smallest ferroccl/baseline bus-bandwidth ratio of `function` over its rows of
+/// sweep size ≥ 64 MiB that have a baseline, out of place and in place.
+fn min_large_ratio(rows: &[Row], function: CollFunction) -> Option<f64> {
+    rows.iter()
+        .filter(|r| r.function == function && r.size >= LARGE_BYTES)
+        .filter_map(Row::ratios)
+        .flat_map(|(oop, ip)| [oop, ip])
+        .reduce(f64::min)
+}
+
+/// A placement's timing as a JSON object (`null` when absent).
+fn timing_json(t: Option<&Timing>) -> String {
+    t.map_or_else(
+        || "null".to_owned(),
+        |t| {
+            format!(
+                "{{\"time_us\": {}, \"algbw\": {}, \"busbw\": {}, \"wrong\": {}}}",
+                json_number(t.time_us),
+                json_number(t.algbw),
+                json_number(t.busbw),
+                t.wrong.map_or_else(|| "null".to_owned(), |w| w.to_string())
+            )
+        },
+    )
+}
+
+/// `x` in full precision, or `null` when it is not finite (JSON has no NaN).
+fn json_number(x: f64) -> String {
+    if x.is_finite() { x.to_string() } else { "null".to_owned() }
+}
+
+/// `s` as a JSON string literal.
+fn json_string(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if u32::from(c) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", u32::from(c));
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn strings(args: &[&str]) -> Vec<String> {
+        args.iter().map(|s| s.to_string()).collect()
+    }
+
+    fn parse(args: &[&str]) -> Result<BenchArgs> {
+        parse_args(&strings(args))
+    }
+
+    #[test]
+    fn parse_args_defaults_flags_and_suffixes() {
+        assert_eq!(parse(&[]).unwrap(), BenchArgs::default());
+        let a = parse(&[
+            "-b",
+            "8",
+            "-e",
+            "128M",
+            "-f",
+            "4",
+            "-d",
+            "bfloat16",
+            "-o",
+            "avg",
+            "-c",
+            "0",
+            "-n",
+            "7",
+            "-w",
+            "0",
+            "-r",
+            "3",
+            "reduce",
+            "all_gather",
+            "reduce",
+            "--json",
+            "out.json",
+        ])
+        .unwrap();
+        assert_eq!(
+            a,
+            BenchArgs {
+                min_bytes: 8,
+                max_bytes: 128 << 20,
+                step_factor: 4,
+                dtype: DataType::Bf16,
+                op: RedOpKind::SumPostDiv,
+                check: false,
+                iters: 7,
+                warmup: 0,
+                root: 3,
+                functions: vec![CollFunction::Reduce, CollFunction::AllGather],
+                json: Some(PathBuf::from("out.json")),
+            }
+        );
+        assert_eq!(parse(&["-b", "1k", "-e", "1K"]).unwrap().min_bytes, 1024);
+        assert_eq!(parse(&["-b", "3m", "-e", "3M"]).unwrap().max_bytes, 3 << 20);
+        assert_eq!(parse(&["-b", "2G", "-e", "2g"]).unwrap().min_bytes, 2 << 30);
+        assert_eq!(parse(&["--minbytes", "1", "--maxbytes", "2", "--datatype", "uint64"]).unwrap().dtype, DataType::U64);
+    }
+
+    #[test]
+    fn parse_args_refuses_bad_input() {
+        for bad in [
+            &["-b"][..],
+            &["-b", "12X"],
+            &["-b", "K"],
+            &["-b", "-5"],
+            &["-b", "1.5M"],
+            &["-b", "99999999999999999999G"],
+            &["-b", "0"],
+            &["-b", "1G", "-e", "1M"],
+            &["-f", "1"],
+            &["-n", "0"],
+            &["-n", "many"],
+            &["-d", "float16"],
+            &["-o", "premulsum"],
+            &["-c", "2"],
+            &["-r", "-1"],
+            &["-z", "1"],
+            &["sendrecv"],
+            &["allreduce"],
+        ] {
+            match parse(bad) {
+                Err(Error::InvalidArgument(why)) => assert!(!why.is_empty()),
+                other => panic!("{bad:?} gave {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn sizes_multiply_up_to_the_largest() {
+        let args = |min, max, step_factor| BenchArgs { min_bytes: min, max_bytes: max, step_factor, ..BenchArgs::default() };
+        assert_eq!(sizes(&args(8, 128, 2)), [8, 16, 32, 64, 128]);
+        assert_eq!(sizes(&args(8, 127, 2)), [8, 16, 32, 64]);
+        assert_eq!(sizes(&args(1, 1000, 10)), [1, 10, 100, 1000]);
+        assert_eq!(sizes(&args(5, 5, 2)), [5]);
+        assert_eq!(sizes(&args(1 << 62, usize::MAX, 2)), [1 << 62, 1 << 63]);
+        assert!(sizes(&args(9, 8, 2)).is_empty());
+        assert!(sizes(&args(0, 8, 2)).is_empty());
+        assert!(sizes(&args(1, 8, 1)).is_empty());
+    }
+
+    #[test]
+    fn bus_factors_follow_nccl_tests() {
+        let close = |a: f64, b: f64| (a - b).abs() < 1e-12;
+        assert!(close(bus_factor(CollFunction::AllReduce, 8), 1.75));
+        assert!(close(bus_factor(CollFunction::ReduceScatter, 8), 0.875));
+        assert!(close(bus_factor(CollFunction::AllGather, 4), 0.75));
+        assert!(close(bus_factor(CollFunction::Broadcast, 8), 1.0));
+        assert!(close(bus_factor(CollFunction::Reduce, 3), 1.0));
+        assert!(close(bus_factor(CollFunction::AllReduce, 1), 0.0));
+        let t = Timing::new(10.0, 1 << 20, bus_factor(CollFunction::AllReduce, 2), None);
+        assert!(close(t.algbw, 104.8576) && close(t.busbw, 104.8576));
+    }
+
+    #[test]
+    fn counts_and_sizes_follow_nccl_tests_conventions() {
+        assert_eq!(count_for(CollFunction::AllReduce, DataType::F32, 1024, 4), 256);
+        assert_eq!(count_for(CollFunction::Broadcast, DataType::F64, 1024, 4), 128);
+        assert_eq!(count_for(CollFunction::AllGather, DataType::F32, 1024, 4), 64);
+        assert_eq!(count_for(CollFunction::ReduceScatter, DataType::F32, 1024, 3), 85);
+        assert_eq!(count_for(CollFunction::AllGather, DataType::F32, 8, 4), 0);
+        assert_eq!(count_for(CollFunction::AllReduce, DataType::F32, 3, 1), 0);
+        assert_eq!(row_bytes(CollFunction::AllGather, DataType::F32, 64, 4), 1024);
+        assert_eq!(row_bytes(CollFunction::ReduceScatter, DataType::F32, 85, 3), 1020);
+        assert_eq!(row_bytes(CollFunction::AllReduce, DataType::F32, count_for(CollFunction::AllReduce, DataType::F32, 10, 2), 2), 8);
+    }
+
+    fn timing(busbw: f64) -> Timing {
+        Timing { time_us: 1.0, algbw: busbw, busbw, wrong: Some(0) }
+    }
+
+    fn row(function: CollFunction, size: usize, ours: (f64, f64), nccl: Option<(f64, f64)>) -> Row {
+        Row {
+            function,
+            size,
+            bytes: size,
+            count: size / 4,
+            dtype: DataType::F32,
+            op: RedOpKind::Sum,
+            root: -1,
+            oop: timing(ours.0),
+            ip: timing(ours.1),
+            baseline_oop: nccl.map(|n| timing(n.0)),
+            baseline_ip: nccl.map(|n| timing(n.1)),
+        }
+    }
+
+    #[test]
+    fn json_takes_the_smallest_ratio_from_64_mib() {
+        let rows = [
+            // Below 64 MiB: ignored however bad.
+            row(CollFunction::AllReduce, 32 << 20, (1.0, 1.0), Some((100.0, 100.0))),
+            row(CollFunction::AllReduce, 64 << 20, (90.0, 80.0), Some((100.0, 100.0))),
+            row(CollFunction::AllReduce, 128 << 20, (95.0, 99.0), Some((100.0, 100.0))),
+            row(CollFunction::AllGather, 256 << 20, (50.0, 120.0), Some((100.0, 100.0))),
+            row(CollFunction::Broadcast, 1 << 20, (50.0, 50.0), Some((100.0, 100.0))),
+            row(CollFunction::Reduce, 128 << 20, (50.0, 50.0), None),
+        ];
+        let json = rows_json(&rows, "ferroccl bench \"coll\"", "2 x H100\n", "2025-01-01T00:00:00Z");
+        assert!(json.contains("\"allreduce_busbw_vs_nccl_ge64M\": 0.8,"), "{json}");
+        assert!(json.contains("\"allgather_busbw_vs_nccl_ge64M\": 0.5,"), "{json}");
+        assert!(json.contains("\"broadcast_busbw_vs_nccl_ge64M\": null,"), "{json}");
+        assert!(json.contains("\"reduce_busbw_vs_nccl_ge64M\": null,"), "{json}");
+        assert!(!json.contains("reducescatter_busbw_vs_nccl_ge64M"), "{json}");
+        assert!(json.contains("\"command\": \"ferroccl bench \\\"coll\\\"\","), "{json}");
+        assert!(json.contains("\"device\": \"2 x H100\\n\","), "{json}");
+        assert!(json.contains("\"date\": \"2025-01-01T00:00:00Z\","), "{json}");
+        assert!(json.contains("\"baseline_oop\": null, \"baseline_ip\": null}"), "{json}");
+        assert_eq!(json.matches("\"function\":").count(), rows.len());
+        assert_eq!(json.matches('{').count(), json.matches('}').count());
+        assert_eq!(json_string("a\u{1}b"), "\"a\\u0001b\"");
+        assert_eq!(json_number(f64::INFINITY), "null");
+        assert_eq!(json_number(1e-7), "0.0000001");
+    }
+
+    /// The whole benchmark on the host twin: every row checked correct, in the order
+    /// and with the counts and columns the conventions give, the baseline in its columns.
+    #[cfg(feature = "twin")]
+    #[test]
+    fn runs_on_the_host_twin_with_a_baseline() {
+        use crate::comm::twin::TwinGroup;
+        use crate::comm::wiring::Shape;
+
+        struct FixedBaseline(Vec<(CollFunction, usize, bool)>);
+        impl Baseline for FixedBaseline {
+            fn name(&self) -> String {
+                "fixed".into()
+            }
+            fn time_us(
+                &mut self,
+                function: CollFunction,
+                _: DataType,
+                _: RedOpKind,
+                count: usize,
+                _: u32,
+                in_place: bool,
+                _: usize,
+                _: usize,
+            ) -> Result<f64> {
+                self.0.push((function, count, in_place));
+                Ok(1e6)
+            }
+        }
+
+        let shape = Shape { nranks: 2, nchannels: 1, ring_step_bytes: 4096, p2p_step_bytes: 4096 };
+        let mut g = TwinGroup::start(shape, 128, Duration::from_secs(60)).unwrap();
+        let args = parse(&["-b", "4", "-e", "16K", "-f", "64", "-n", "2", "-w", "1", "-r", "1", "all_gather", "reduce"]).unwrap();
+        let mut baseline = FixedBaseline(Vec::new());
+        let mut table = Vec::new();
+        let allocated_before = g.mark();
+        let rows = run_with_baseline(&mut g, &args, Some(&mut baseline), &mut table).unwrap();
+        assert_eq!(g.mark(), allocated_before, "the timing buffers are freed");
+        let unchecked =
+            run(&mut g, &parse(&["-b", "64", "-e", "64", "-c", "0", "-n", "1", "all_reduce"]).unwrap(), &mut Vec::new()).unwrap();
+        assert_eq!((unchecked.len(), unchecked[0].oop.wrong, unchecked[0].baseline_ip), (1, None, None));
+        let no_such_root = run(&mut g, &parse(&["-r", "2", "broadcast"]).unwrap(), &mut Vec::new());
+        assert!(matches!(no_such_root, Err(Error::InvalidArgument(_))), "{no_such_root:?}");
+        g.shutdown(TIMEOUT).unwrap();
+        let table = String::from_utf8(table).unwrap();
+
+        // all_gather of 4 bytes over 2 ranks holds no float per rank: no row.
+        let shape_of = |r: &Row| (r.function, r.size, r.count, r.bytes, r.root);
+        assert_eq!(
+            rows.iter().map(shape_of).collect::<Vec<_>>(),
+            [
+                (CollFunction::AllGather, 256, 32, 256, -1),
+                (CollFunction::AllGather, 16384, 2048, 16384, -1),
+                (CollFunction::Reduce, 4, 1, 4, 1),
+                (CollFunction::Reduce, 256, 64, 256, 1),
+                (CollFunction::Reduce, 16384, 4096, 16384, 1),
+            ]
+        );
+        for r in &rows {
+            assert_eq!((r.oop.wrong, r.ip.wrong), (Some(0), Some(0)), "{table}");
+            assert!(r.oop.time_us > 0.0 && r.ip.time_us > 0.0);
+            assert_eq!(r.baseline_oop.map(|t| t.time_us), Some(1e6));
+        }
+        assert_eq!(baseline.0[..2], [(CollFunction::AllGather, 32, false), (CollFunction::AllGather, 32, true)]);
+        assert_eq!(table.matches("# ferroccl all_gather on ").count(), 1, "{table}");
+        assert_eq!(table.matches("# baseline: fixed").count(), 2, "{table}");
+        assert!(table.contains("nccl_busbw    ratio"), "{table}");
+        let data: Vec<&str> = table.lines().filter(|l| !l.starts_with('#')).collect();
+        assert_eq!(data.len(), rows.len(), "{table}");
+        let fields = |line: &str| line.split_whitespace().map(str::to_owned).collect::<Vec<_>>();
+        // Five row columns, four per placement, four for the baseline.
+        assert!(data.iter().all(|l| fields(l).len() == 17), "{table}");
+        assert_eq!(fields(data[0])[..5], ["256", "32", "float", "none", "-1"], "{table}");
+        assert_eq!(fields(data[2])[..5], ["4", "1", "float", "sum", "1"], "{table}");
+        assert_eq!(fields(data[2])[8], "0", "{table}");
+    }
+}

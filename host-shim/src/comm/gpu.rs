@@ -1,0 +1,464 @@
+//! The communicator on GPUs: one process, N ranks over M ≤ N GPUs (several ranks may
+//! share a GPU, each its own work loop on its own stream), peer access between the GPUs,
+//! per-channel connection FIFOs. The API is shaped like `cudarc::nccl::Comm`: one
+//! [`Comm`] per rank, collectives on the rank's stream (stream-ordered, no kernel launch:
+//! the item reaches the rank's persistent loop through stream memory operations), every
+//! call returning `Result`; `abort()` and `async_error()` never block.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use cudarc::driver::{CudaContext, CudaStream, DevicePtr, DevicePtrMut, result};
+use device_rt::dtype::{DataType, F16 as DevF16};
+use device_rt::redop::RedOpKind;
+use device_rt::work::{CollFunction, NO_PEER, WorkItem};
+
+use super::group::{Buffer, RankGroup};
+use super::wiring::{Layout, Shape};
+use crate::device;
+use crate::module::Module;
+use crate::queue::{AbortHandle, Ticket};
+use crate::reference::scalar_arg;
+use crate::work::{DeviceAlloc, LoopConfig, WorkLoop};
+use crate::{Error, Result};
+
+/// How a communicator is built.
+#[derive(Clone, Copy, Debug)]
+pub struct CommConfig {
+    /// Each rank's work loop: channels (CTAs), threads per channel (a multiple of 32, at
+    /// least 128), queue slots, spin budget.
+    pub loop_cfg: LoopConfig,
+    /// Bytes per FIFO step of the ring connections (NCCL: 512 KiB).
+    pub ring_step_bytes: u64,
+    /// Bytes per FIFO step of the point-to-point connections.
+    pub p2p_step_bytes: u64,
+}
+
+impl Default for CommConfig {
+    fn default() -> Self {
+        Self {
+            loop_cfg: LoopConfig { channels: 16, threads: 256, capacity: 1024, spin_budget: Duration::from_secs(10) },
+            ring_step_bytes: 512 << 10,
+            p2p_step_bytes: 128 << 10,
+        }
+    }
+}
+
+/// An element type of the collectives.
+pub trait Element {
+    /// Its ferroccl type.
+    const DTYPE: DataType;
+}
+
+macro_rules! element {
+    ($($t:ty => $d:ident),* $(,)?) => {
+        $(impl Element for $t {
+            const DTYPE: DataType = DataType::$d;
+        })*
+    };
+}
+
+element!(i8 => I8, u8 => U8, i32 => I32, u32 => U32, i64 => I64, u64 => U64, f32 => F32, f64 => F64,
+         half::f16 => F16, half::bf16 => Bf16);
+
+const _: () = assert!(size_of::<DevF16>() == size_of::<half::f16>());
+
+/// A reduction operator as callers name it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum ReduceOp {
+    Sum,
+    Prod,
+    Max,
+    Min,
+    /// The sum divided by the rank count (integers truncate).
+    Avg,
+    /// Each rank's input multiplied by the scalar, then summed.
+    PreMulSum(f64),
+}
+
+impl ReduceOp {
+    /// The device operator and its argument for `dtype` in a communicator of `nranks`.
+    pub fn device(self, dtype: DataType, nranks: u32) -> (RedOpKind, u64) {
+        match self {
+            Self::Sum => (RedOpKind::Sum, 0),
+            Self::Prod => (RedOpKind::Prod, 0),
+            Self::Max => (RedOpKind::Max, 0),
+            Self::Min => (RedOpKind::Min, 0),
+            Self::Avg => (RedOpKind::SumPostDiv, u64::from(nranks)),
+            Self::PreMulSum(s) => (RedOpKind::PreMulSum, scalar_arg(dtype, s)),
+        }
+    }
+}
+
+/// One rank of a communicator.
+pub struct Comm {
+    rank: u32,
+    nranks: u32,
+    stream: Arc<CudaStream>,
+    lp: WorkLoop,
+    /// Every rank's abort flag: aborting one rank aborts the communicator.
+    aborts: Arc<Vec<AbortHandle>>,
+}
+
+impl Comm {
+    /// One rank per stream, in order (rank `r` runs on `streams[r]`'s device; several
+    /// streams may share a device), with the default configuration.
+    pub fn from_devices(streams: Vec<Arc<CudaStream>>) -> Result<Vec<Self>> {
+        Self::from_devices_with(streams, CommConfig::default(), &mut |_, _| Ok(()))
+    }
+
+    /// As [`Comm::from_devices`] with `cfg`; `before_start(rank, ctx)` runs once per rank
+    /// after every allocation of the communicator and before any loop starts (the place
+    /// to allocate more device memory: CUDA may make an allocation wait for running
+    /// kernels).
+    pub fn from_devices_with(
+        streams: Vec<Arc<CudaStream>>,
+        cfg: CommConfig,
+        before_start: &mut dyn FnMut(u32, &Arc<CudaContext>) -> Result<()>,
+    ) -> Result<Vec<Self>> {
+        let nranks = u32::try_from(streams.len()).map_err(|_| Error::InvalidArgument("too many ranks".into()))?;
+        if cfg.loop_cfg.threads < 128 {
+            return Err(Error::InvalidArgument(format!(
+                "a communicator's channels need at least 128 threads, not {}",
+                cfg.loop_cfg.threads
+            )));
+        }
+        let layout = Layout::new(Shape {
+            nranks,
+            nchannels: cfg.loop_cfg.channels,
+            ring_step_bytes: cfg.ring_step_bytes,
+            p2p_step_bytes: cfg.p2p_step_bytes,
+        })?;
+        let mut contexts: BTreeMap<usize, Arc<CudaContext>> = BTreeMap::new();
+        for s in &streams {
+            contexts.entry(s.context().ordinal()).or_insert_with(|| s.context().clone());
+        }
+        for (a, ca) in &contexts {
+            for (b, cb) in &contexts {
+                if a != b {
+                    device::enable_peer_access(ca, cb)?;
+                }
+            }
+        }
+        let mut modules = BTreeMap::new();
+        for (ordinal, ctx) in &contexts {
+            log::info!("communicator: loading the module on device {ordinal}");
+            modules.insert(*ordinal, Module::load(ctx)?);
+        }
+        let mut loops = Vec::new();
+        let mut blocks = Vec::new();
+        for s in &streams {
+            let ctx = s.context();
+            loops.push(WorkLoop::new(ctx, &modules[&ctx.ordinal()], cfg.loop_cfg)?);
+            blocks.push(DeviceAlloc::zeroed(ctx, layout.block_bytes as usize)?);
+        }
+        // Every channel of every rank of a device must be resident at once: a channel
+        // waiting for a peer that never gets an SM would wait until its spin budget ends.
+        for ordinal in contexts.keys() {
+            let ranks_here = streams.iter().filter(|s| s.context().ordinal() == *ordinal).count() as u32;
+            let sms = crate::device::list()?.get(*ordinal).map_or(0, |d| d.sm_count as u32);
+            let per_sm = loops[streams.iter().position(|s| s.context().ordinal() == *ordinal).unwrap_or(0)].channels_per_sm()?;
+            if ranks_here * cfg.loop_cfg.channels > sms * per_sm {
+                return Err(Error::InvalidArgument(format!(
+                    "device {ordinal}: {ranks_here} rank(s) × {} channels do not fit at once on its {sms} SMs ({per_sm} channel(s) per SM)",
+                    cfg.loop_cfg.channels
+                )));
+            }
+        }
+        let bases: Vec<u64> = blocks.iter().map(DeviceAlloc::ptr).collect();
+        for (rank, (s, block)) in streams.iter().zip(&blocks).enumerate() {
+            let image = layout.image(rank as u32, &bases)?;
+            s.context().bind_to_thread().map_err(Error::cuda("cuCtxSetCurrent"))?;
+            // SAFETY: the block holds at least `meta_bytes`; no kernel uses it yet.
+            unsafe { result::memcpy_htod_sync(block.ptr(), &image) }.map_err(Error::cuda("cuMemcpyHtoD"))?;
+        }
+        for (rank, s) in streams.iter().enumerate() {
+            before_start(rank as u32, s.context())?;
+        }
+        for (lp, block) in loops.iter_mut().zip(blocks) {
+            let addr = block.ptr();
+            lp.attach_comm(block, addr)?;
+        }
+        let aborts = Arc::new(loops.iter().map(WorkLoop::abort_handle).collect::<Vec<_>>());
+        let mut comms = Vec::new();
+        for (rank, (stream, mut lp)) in streams.into_iter().zip(loops).enumerate() {
+            if let Err(e) = lp.start() {
+                aborts.iter().for_each(AbortHandle::abort);
+                return Err(e);
+            }
+            comms.push(Comm { rank: rank as u32, nranks, stream, lp, aborts: aborts.clone() });
+        }
+        Ok(comms)
+    }
+
+    /// This rank.
+    pub fn rank(&self) -> usize {
+        self.rank as usize
+    }
+
+    /// Ranks in the communicator.
+    pub fn world_size(&self) -> usize {
+        self.nranks as usize
+    }
+
+    /// The stream this rank's collectives are ordered on.
+    pub fn stream(&self) -> &Arc<CudaStream> {
+        &self.stream
+    }
+
+    /// Aborts every rank's loop now: waits in progress end, later calls fail. Never
+    /// blocks.
+    pub fn abort(&self) {
+        self.aborts.iter().for_each(AbortHandle::abort);
+    }
+
+    /// The error this rank's loop stopped with, if it did. Never blocks.
+    pub fn async_error(&self) -> Option<Error> {
+        self.lp.async_error()
+    }
+
+    /// Checks `item` (alone and against the communicator) without enqueueing it.
+    fn check(&self, item: &WorkItem) -> Result<()> {
+        item.validate().map_err(|reason| Error::BadWorkItem { reason, seq: 0 })?;
+        item.validate_in_comm(self.rank, self.nranks).map_err(|reason| Error::BadWorkItem { reason, seq: 0 })
+    }
+
+    /// The direct host path: checks `item` and puts it on the rank's queue (no stream
+    /// order); [`Comm::wait`] waits for it.
+    pub fn enqueue(&mut self, item: WorkItem) -> Result<Ticket> {
+        self.check(&item)?;
+        self.lp.enqueue(item, Duration::from_secs(60))
+    }
+
+    /// Waits until `ticket` (and every earlier item of the direct path) has completed.
+    pub fn wait(&self, ticket: Ticket, timeout: Duration) -> Result<()> {
+        self.lp.wait(ticket, timeout)
+    }
+
+    /// Enqueues `item` on the rank's stream.
+    fn on_stream(&self, item: WorkItem) -> Result<()> {
+        self.check(&item)?;
+        self.lp.enqueue_on_stream(&self.stream, item)
+    }
+
+    fn need(what: &str, have: usize, want: usize) -> Result<()> {
+        if have < want {
+            return Err(Error::InvalidArgument(format!("{what} holds {have} elements; the call needs {want}")));
+        }
+        Ok(())
+    }
+
+    /// `recv = op(send of every rank)`, `send.len()` elements.
+    pub fn all_reduce<T: Element, S: DevicePtr<T>, R: DevicePtrMut<T>>(&self, send: &S, recv: &mut R, op: ReduceOp) -> Result<()> {
+        let n = send.len();
+        Self::need("the receive buffer", recv.len(), n)?;
+        let (kind, arg) = op.device(T::DTYPE, self.nranks);
+        let (s, _s) = send.device_ptr(&self.stream);
+        let (r, _r) = recv.device_ptr_mut(&self.stream);
+        self.on_stream(WorkItem::collective(CollFunction::AllReduce, T::DTYPE, kind, arg, s, r, n as u64, 0))
+    }
+
+    /// [`Comm::all_reduce`] in place.
+    pub fn all_reduce_in_place<T: Element, R: DevicePtrMut<T>>(&self, buf: &mut R, op: ReduceOp) -> Result<()> {
+        let n = buf.len();
+        let (kind, arg) = op.device(T::DTYPE, self.nranks);
+        let (b, _b) = buf.device_ptr_mut(&self.stream);
+        self.on_stream(WorkItem::collective(CollFunction::AllReduce, T::DTYPE, kind, arg, b, b, n as u64, 0))
+    }
+
+    /// `recv` = this rank's block of `op(send of every rank)`; `send` holds `world_size ×
+    /// recv.len()` elements.
+    pub fn reduce_scatter<T: Element, S: DevicePtr<T>, R: DevicePtrMut<T>>(&self, send: &S, recv: &mut R, op: ReduceOp) -> Result<()> {
+        let n = recv.len();
+        Self::need("the send buffer", send.len(), n * self.nranks as usize)?;
+        let (kind, arg) = op.device(T::DTYPE, self.nranks);
+        let (s, _s) = send.device_ptr(&self.stream);
+        let (r, _r) = recv.device_ptr_mut(&self.stream);
+        self.on_stream(WorkItem::collective(CollFunction::ReduceScatter, T::DTYPE, kind, arg, s, r, n as u64, 0))
+    }
+
+    /// Block `r` of `recv` (`world_size × send.len()` elements) = `send` of rank `r`.
+    pub fn all_gather<T: Element, S: DevicePtr<T>, R: DevicePtrMut<T>>(&self, send: &S, recv: &mut R) -> Result<()> {
+        let n = send.len();
+        Self::need("the receive buffer", recv.len(), n * self.nranks as usize)?;
+        let (s, _s) = send.device_ptr(&self.stream);
+        let (r, _r) = recv.device_ptr_mut(&self.stream);
+        self.on_stream(WorkItem::collective(CollFunction::AllGather, T::DTYPE, RedOpKind::Sum, 0, s, r, n as u64, 0))
+    }
+
+    /// `recv = send of root`; `send` is read on the root only (`None`: in place there).
+    pub fn broadcast<T: Element, S: DevicePtr<T>, R: DevicePtrMut<T>>(&self, send: Option<&S>, recv: &mut R, root: usize) -> Result<()> {
+        let n = recv.len();
+        let (r, _r) = recv.device_ptr_mut(&self.stream);
+        let (s, _s) = match send {
+            Some(send) => {
+                Self::need("the send buffer", send.len(), n)?;
+                let (p, sync) = send.device_ptr(&self.stream);
+                (p, Some(sync))
+            }
+            None => (r, None),
+        };
+        self.on_stream(WorkItem::collective(CollFunction::Broadcast, T::DTYPE, RedOpKind::Sum, 0, s, r, n as u64, root as u64))
+    }
+
+    /// On the root, `recv = op(send of every rank)`; `recv` is written on the root only.
+    pub fn reduce<T: Element, S: DevicePtr<T>, R: DevicePtrMut<T>>(&self, send: &S, recv: &mut R, op: ReduceOp, root: usize) -> Result<()> {
+        let n = send.len();
+        Self::need("the receive buffer", recv.len(), n)?;
+        let (kind, arg) = op.device(T::DTYPE, self.nranks);
+        let (s, _s) = send.device_ptr(&self.stream);
+        let (r, _r) = recv.device_ptr_mut(&self.stream);
+        self.on_stream(WorkItem::collective(CollFunction::Reduce, T::DTYPE, kind, arg, s, r, n as u64, root as u64))
+    }
+
+    /// Sends `send` to rank `to` and receives `recv` from rank `from`, at once (NCCL's
+    /// grouped send and receive); either side may be `None`. Counts must match the
+    /// peers' or the loops stop with `PeerMismatch`.
+    pub fn send_recv<T: Element, S: DevicePtr<T>, R: DevicePtrMut<T>>(&self, send: Option<(&S, usize)>, recv: Option<(&mut R, usize)>) -> Result<()> {
+        let (mut s, mut to, mut n) = (0, NO_PEER, 0);
+        let mut syncs = Vec::new();
+        if let Some((buf, peer)) = send {
+            let (p, sync) = buf.device_ptr(&self.stream);
+            (s, to, n) = (p, u32::try_from(peer).unwrap_or(NO_PEER - 1), buf.len() as u64);
+            syncs.push(sync);
+        }
+        let (mut r, mut from, mut m) = (0, NO_PEER, 0);
+        if let Some((buf, peer)) = recv {
+            m = buf.len() as u64;
+            let (p, sync) = buf.device_ptr_mut(&self.stream);
+            (r, from) = (p, u32::try_from(peer).unwrap_or(NO_PEER - 1));
+            syncs.push(sync);
+        }
+        let item = WorkItem::collective(CollFunction::SendRecv, T::DTYPE, RedOpKind::Sum, m, s, r, n, u64::from(to) | u64::from(from) << 32);
+        self.on_stream(item)
+    }
+
+    /// Runs every outstanding item, stops this rank's loop and waits for its kernel.
+    pub fn shutdown(&mut self, timeout: Duration) -> Result<()> {
+        self.lp.shutdown(timeout)
+    }
+}
+
+/// A communicator's ranks with a buffer arena each, driven from one host thread through
+/// the direct host path: what the correctness matrix and `ferroccl bench` run on.
+pub struct GpuGroup {
+    comms: Vec<Comm>,
+    arenas: Vec<(u64, usize)>,
+    used: Vec<usize>,
+    ordinals: Vec<usize>,
+    describe: String,
+}
+
+impl GpuGroup {
+    /// One rank per entry of `ordinals` (a device may repeat), each with `arena_bytes` of
+    /// device memory for buffers.
+    pub fn new(ordinals: &[usize], cfg: CommConfig, arena_bytes: usize) -> Result<Self> {
+        let mut streams = Vec::new();
+        let mut contexts: BTreeMap<usize, Arc<CudaContext>> = BTreeMap::new();
+        for &o in ordinals {
+            let ctx = match contexts.get(&o) {
+                Some(c) => c.clone(),
+                None => contexts.entry(o).or_insert(device::context(o)?).clone(),
+            };
+            streams.push(ctx.new_stream().map_err(Error::cuda("cuStreamCreate"))?);
+        }
+        let mut arenas = Vec::new();
+        let mut allocs = Vec::new();
+        let mut comms = Comm::from_devices_with(streams, cfg, &mut |_, ctx| {
+            let a = DeviceAlloc::zeroed(ctx, arena_bytes.max(256))?;
+            arenas.push((a.ptr(), arena_bytes));
+            allocs.push(a);
+            Ok(())
+        })?;
+        for (c, a) in comms.iter_mut().zip(allocs) {
+            c.lp.adopt(a)?;
+        }
+        let describe = format!(
+            "{} rank(s) on device(s) {:?}, {} channels × {} threads, ring step {} KiB",
+            ordinals.len(),
+            ordinals,
+            cfg.loop_cfg.channels,
+            cfg.loop_cfg.threads,
+            cfg.ring_step_bytes >> 10
+        );
+        Ok(Self { used: vec![0; comms.len()], comms, arenas, ordinals: ordinals.to_vec(), describe })
+    }
+
+    /// The ranks.
+    pub fn comms(&self) -> &[Comm] {
+        &self.comms
+    }
+
+    /// Device of each rank.
+    pub fn ordinals(&self) -> &[usize] {
+        &self.ordinals
+    }
+
+    /// Runs every outstanding item and stops every loop.
+    pub fn shutdown(mut self, timeout: Duration) -> Result<()> {
+        let mut first = Ok(());
+        for c in &mut self.comms {
+            first = first.and(c.shutdown(timeout));
+        }
+        first
+    }
+}
+
+impl RankGroup for GpuGroup {
+    fn nranks(&self) -> u32 {
+        self.comms.len() as u32
+    }
+
+    fn describe(&self) -> String {
+        self.describe.clone()
+    }
+
+    fn alloc(&mut self, rank: u32, bytes: usize) -> Result<Buffer> {
+        let r = rank as usize;
+        let (base, size) = self.arenas[r];
+        let start = self.used[r].next_multiple_of(256);
+        if start + bytes > size {
+            return Err(Error::InvalidArgument(format!("rank {rank}'s buffer arena ({size} bytes) is full")));
+        }
+        self.used[r] = start + bytes;
+        Ok(Buffer { rank, addr: base + start as u64, bytes })
+    }
+
+    fn mark(&self) -> Vec<usize> {
+        self.used.clone()
+    }
+
+    fn release(&mut self, mark: Vec<usize>) {
+        self.used = mark;
+    }
+
+    fn write(&mut self, buf: Buffer, data: &[u8]) -> Result<()> {
+        if data.len() > buf.bytes {
+            return Err(Error::InvalidArgument(format!("{} bytes written to a buffer of {}", data.len(), buf.bytes)));
+        }
+        let stream = &self.comms[buf.rank as usize].stream;
+        stream.context().bind_to_thread().map_err(Error::cuda("cuCtxSetCurrent"))?;
+        // SAFETY: `buf` lies in the rank's arena; the copy ends before `data` is dropped.
+        unsafe { result::memcpy_htod_async(buf.addr, data, stream.cu_stream()) }.map_err(Error::cuda("cuMemcpyHtoDAsync"))?;
+        crate::stream::wait(stream, Duration::from_secs(60), "a buffer upload")
+    }
+
+    fn read(&mut self, buf: Buffer, bytes: usize) -> Result<Vec<u8>> {
+        let mut out = vec![0u8; bytes.min(buf.bytes)];
+        let stream = &self.comms[buf.rank as usize].stream;
+        stream.context().bind_to_thread().map_err(Error::cuda("cuCtxSetCurrent"))?;
+        // SAFETY: as `write`.
+        unsafe { result::memcpy_dtoh_async(&mut out, buf.addr, stream.cu_stream()) }.map_err(Error::cuda("cuMemcpyDtoHAsync"))?;
+        crate::stream::wait(stream, Duration::from_secs(60), "a buffer download")?;
+        Ok(out)
+    }
+
+    fn enqueue(&mut self, rank: u32, item: WorkItem) -> Result<Ticket> {
+        self.comms[rank as usize].enqueue(item)
+    }
+
+    fn wait(&mut self, rank: u32, ticket: Ticket, timeout: Duration) -> Result<()> {
+        self.comms[rank as usize].wait(ticket, timeout)
+    }
+}
