@@ -431,6 +431,50 @@ fn sweep(g: &mut dyn RankGroup, args: &BenchArgs, mut baseline: Option<&mut dyn 
     Ok(rows)
 }
 
+/// A baseline measured ahead of time: every (function, count, in-place) the sweep of
+/// `args` on `nranks` ranks asks for, timed once. NCCL must run before ferroccl's loops
+/// start: its setup synchronizes devices and frees memory, which would wait for the
+/// persistent loops forever.
+pub struct Premeasured {
+    name: String,
+    times: std::collections::BTreeMap<(u32, usize, bool), f64>,
+}
+
+impl Premeasured {
+    /// Times `baseline` on the whole sweep of `args` for `nranks` ranks.
+    pub fn measure(baseline: &mut dyn Baseline, args: &BenchArgs, nranks: u32) -> Result<Self> {
+        args.validate()?;
+        let mut times = std::collections::BTreeMap::new();
+        for &function in &args.functions {
+            for size in sizes(args) {
+                let count = count_for(function, args.dtype, size, nranks);
+                if count == 0 {
+                    continue;
+                }
+                let root = if has_root(function) { args.root } else { 0 };
+                for in_place in [false, true] {
+                    let us = baseline.time_us(function, args.dtype, args.op, count, root, in_place, args.warmup, args.iters)?;
+                    times.insert((function as u32, count, in_place), us);
+                }
+            }
+        }
+        Ok(Self { name: baseline.name(), times })
+    }
+}
+
+impl Baseline for Premeasured {
+    fn name(&self) -> String {
+        self.name.clone()
+    }
+
+    fn time_us(&mut self, function: CollFunction, _: DataType, _: RedOpKind, count: usize, _: u32, in_place: bool, _: usize, _: usize) -> Result<f64> {
+        self.times
+            .get(&(function as u32, count, in_place))
+            .copied()
+            .ok_or_else(|| invalid(format!("{} with {count} elements was not measured ahead of time", function.name())))
+    }
+}
+
 /// An error writing the table to the caller's writer.
 fn write_error(e: std::io::Error) -> Error {
     invalid(format!("writing the benchmark table: {e}"))

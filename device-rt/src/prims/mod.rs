@@ -238,6 +238,7 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
         self.fifo = c.buff;
         if self.flags & ROLE_POST_SEND != 0 {
             self.step_ptr = c.tail as *mut u64;
+            self.sizes_fifo = c.sizes_fifo;
         }
         if self.flags & ROLE_WAIT_SEND != 0 {
             self.flags |= if c.flags & CONN_NVLS_MIN_POLL != 0 { NVLS_MIN_POLLING } else { 0 };
@@ -375,7 +376,8 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
 
     /// NCCL's `postPeer`: PostRecv threads return a slice's credits, PostSend threads
     /// publish a slice's data. Ordering: a send is published with `fence.acq_rel.sys`
-    /// then a relaxed system-scope store of the tail (a release), when data was stored.
+    /// then a relaxed system-scope store of the tail (a release), when data (or a sizes
+    /// FIFO entry) was stored.
     /// A credit return is a relaxed store after the group barrier: the slot's loads have
     /// returned (their values were stored before the barrier). A stopped group posts
     /// nothing.
@@ -389,7 +391,9 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
         if self.stopped() != 0 {
             return;
         }
-        if SEND && self.flags & ROLE_POST_SEND != 0 && data_stored {
+        // The sizes FIFO entry is written even for an empty slice, by another thread:
+        // it too must be published before the tail.
+        if SEND && self.flags & ROLE_POST_SEND != 0 && (data_stored || self.sizes_fifo != 0) {
             arch::fence_acq_rel_sys();
         }
         unsafe { arch::st_relaxed_sys_global(self.step_ptr, self.step) };

@@ -9,7 +9,10 @@ use std::process::ExitCode;
 use host_shim::bench::{self, ReduceCopyBench};
 use host_shim::comm::check;
 use host_shim::comm::gpu::{CommConfig, GpuGroup};
+use host_shim::collbench;
 use host_shim::comm::group::RankGroup;
+use host_shim::comm::twin::TwinGroup;
+use host_shim::comm::wiring::Shape;
 use host_shim::{Error, device, selftest};
 
 const USAGE: &str = "usage: ferroccl <command>
@@ -20,6 +23,13 @@ commands:
   coll [--devices 0,1] [--ranks N] [--channels N] [--threads N] [--big N] [FILTER]
                               the collective correctness matrix (every function × type ×
                               operator) on N ranks spread over the devices, bit for bit
+  bench [COLLECTIVE...] [-b MIN] [-e MAX] [-f F] [-d TYPE] [-o OP] [-c 0|1] [-n N] [-w N]
+        [-r ROOT] [--devices 0,1] [--ranks N] [--channels N] [--nccl] [--json PATH]
+                              nccl-tests' table (size, count, type, redop, root, time, algbw,
+                              busbw, #wrong; out of place and in place) for all_reduce,
+                              all_gather, reduce_scatter, broadcast, reduce; with --nccl also
+                              NCCL on the same GPUs and the busbw ratio. Without a GPU it
+                              runs on the host twin and says so
   bench reduce_copy [--device N] [--bytes N] [--iters N] [--json PATH]
                               reduce_copy (copy, 2- and 8-source sum; f32, bf16) against
                               cuMemcpyDtoD of the same bytes, in one run
@@ -40,6 +50,7 @@ fn main() -> ExitCode {
         Some("coll") => coll(&args[1..]),
         Some("bench") if args.get(1).map(String::as_str) == Some("reduce_copy") => bench_reduce_copy(&args[2..]),
         Some("bench") if args.get(1).map(String::as_str) == Some("work_loop") => bench_work_loop(&args[2..]),
+        Some("bench") => bench_collectives(&args[1..]),
         Some("ptx") if args.len() == 1 => {
             print!("{}", host_shim::module::PTX);
             Ok(ExitCode::SUCCESS)
@@ -166,6 +177,76 @@ fn coll(args: &[String]) -> Result<ExitCode, Error> {
     println!("{} cases, {} wrong, {:.1} s", cases.len(), wrong, started.elapsed().as_secs_f64());
     g.shutdown(std::time::Duration::from_secs(30))?;
     Ok(if wrong == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+/// Splits `args` into ferroccl's communicator flags (`--devices`, `--ranks`,
+/// `--channels`, `--threads`, with values; `--nccl`) and the rest.
+fn split_comm_flags(args: &[String]) -> (Vec<String>, Vec<String>) {
+    let (mut ours, mut rest) = (Vec::new(), Vec::new());
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--devices" | "--ranks" | "--channels" | "--threads" => {
+                ours.push(a.clone());
+                ours.extend(it.next().cloned());
+            }
+            "--nccl" => ours.push(a.clone()),
+            _ => rest.push(a.clone()),
+        }
+    }
+    (ours, rest)
+}
+
+fn bench_collectives(args: &[String]) -> Result<ExitCode, Error> {
+    let (ours, rest) = split_comm_flags(args);
+    let bench_args = collbench::parse_args(&rest)?;
+    let with_nccl = ours.iter().any(|a| a == "--nccl");
+    let gpus = device::list().map(|l| l.len()).unwrap_or(0);
+    let devices = parse_devices(&flag_value(&ours, "--devices", (0..gpus.max(1)).map(|d| d.to_string()).collect::<Vec<_>>().join(","))?)?;
+    let nranks: usize = flag_value(&ours, "--ranks", devices.len().max(2))?;
+    let command = format!("ferroccl bench {}", args.join(" "));
+    let mut out = std::io::stdout();
+    let (rows, device_line) = if gpus == 0 {
+        println!("# no GPU found: running on the host twin (the device code on CPU threads); times are not GPU figures");
+        let shape = Shape { nranks: nranks as u32, nchannels: flag_value(&ours, "--channels", 2)?, ring_step_bytes: 64 << 10, p2p_step_bytes: 16 << 10 };
+        let mut g = TwinGroup::start(shape, flag_value(&ours, "--threads", 128)?, std::time::Duration::from_secs(60))?;
+        let rows = collbench::run(&mut g, &bench_args, &mut out)?;
+        let line = g.describe();
+        g.shutdown(std::time::Duration::from_secs(60))?;
+        (rows, line)
+    } else {
+        let mut cfg = CommConfig::default();
+        cfg.loop_cfg.channels = flag_value(&ours, "--channels", cfg.loop_cfg.channels)?;
+        cfg.loop_cfg.threads = flag_value(&ours, "--threads", cfg.loop_cfg.threads)?;
+        let ordinals: Vec<usize> = (0..nranks).map(|r| devices[r % devices.len()]).collect();
+        let arena = 5 * bench_args.max_bytes + (64 << 20);
+        // NCCL first: it must not run while ferroccl's persistent loops hold the GPUs.
+        let mut nccl = if with_nccl { Some(measure_nccl(&bench_args, &ordinals)?) } else { None };
+        let mut g = GpuGroup::new(&ordinals, cfg, arena)?;
+        let names: Vec<String> = device::list()?.into_iter().filter(|d| devices.contains(&d.ordinal)).map(|d| format!("[{}] {}", d.ordinal, d.name)).collect();
+        let line = format!("{}; {}", names.join(", "), g.describe());
+        println!("# ferroccl on {line}");
+        let baseline = nccl.as_mut().map(|b| b as &mut dyn collbench::Baseline);
+        let rows = collbench::run_with_baseline(&mut g, &bench_args, baseline, &mut out)?;
+        g.shutdown(std::time::Duration::from_secs(60))?;
+        (rows, line)
+    };
+    if let Some(path) = &bench_args.json {
+        write_json(&path.to_string_lossy(), collbench::rows_json(&rows, &command, &device_line, &utc_now()))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(feature = "nccl")]
+fn measure_nccl(args: &collbench::BenchArgs, ordinals: &[usize]) -> Result<collbench::Premeasured, Error> {
+    println!("# measuring NCCL first (one rank per GPU: {ordinals:?})");
+    let mut nccl = host_shim::nccl_baseline::NcclBaseline::new(ordinals)?;
+    collbench::Premeasured::measure(&mut nccl, args, ordinals.len() as u32)
+}
+
+#[cfg(not(feature = "nccl"))]
+fn measure_nccl(_: &collbench::BenchArgs, _: &[usize]) -> Result<collbench::Premeasured, Error> {
+    Err(Error::InvalidArgument("--nccl needs ferroccl built with the `nccl` feature (cargo build --release --features nccl)".into()))
 }
 
 fn bench_reduce_copy(args: &[String]) -> Result<ExitCode, Error> {

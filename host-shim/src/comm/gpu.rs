@@ -38,7 +38,7 @@ pub struct CommConfig {
 impl Default for CommConfig {
     fn default() -> Self {
         Self {
-            loop_cfg: LoopConfig { channels: 16, threads: 256, capacity: 1024, spin_budget: Duration::from_secs(10) },
+            loop_cfg: LoopConfig { channels: 32, threads: 256, capacity: 1024, spin_budget: Duration::from_secs(10) },
             ring_step_bytes: 512 << 10,
             p2p_step_bytes: 128 << 10,
         }
