@@ -8,8 +8,8 @@ export CUDA_CACHE_PATH=$PWD/.nvcache CUDA_CACHE_MAXSIZE=4294967296 NCCL_NVLS_ENA
 mkdir -p /tmp/nccl && ln -sf /opt/torch/.venv/lib/python3.12/site-packages/nvidia/nccl/lib/libnccl.so.2 /tmp/nccl/libnccl.so
 export LD_LIBRARY_PATH=/tmp/nccl:${LD_LIBRARY_PATH:-}
 out=${OUT:-/tmp}
-nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader | tee "$out/gpus.txt"
-./.carry/ferroccl info | tee -a "$out/gpus.txt"
+nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader | tee "$out/gpus-h200x2.txt"
+./.carry/ferroccl info | tee -a "$out/gpus-h200x2.txt"
 timeout 330 ./.carry/ferroccl bench all_reduce all_gather reduce_scatter -b 8 -e 1G -f 2 -c 0 -n 20 -w 5 \
   --devices 0,1 --nccl --json "$out/ring.json" 2>&1 | tee "$out/ring.txt"
 timeout 100 ./.carry/ferroccl coll --devices 0,1 --ranks 2 --channels 8 2>&1 | tail -5 | tee "$out/coll-2ranks.txt"
