@@ -4,6 +4,10 @@
 
 use std::time::Duration;
 
+use device_rt::dtype::DataType;
+use device_rt::redop::RedOpKind;
+use device_rt::work::{BadItem, CollFunction, NO_PEER, WaitSite, WorkItem};
+use host_shim::Error;
 use host_shim::comm::check::{matrix, run_case};
 use host_shim::comm::group::RankGroup;
 use host_shim::comm::twin::TwinGroup;
@@ -57,4 +61,51 @@ fn matrix_four_ranks() {
 #[test]
 fn matrix_eight_ranks() {
     run_matrix(8, 1, |_| true);
+}
+
+/// A rank whose peer never joins the collective ends with a timeout within the spin
+/// budget, not a hang; the peer's loop is unaffected.
+#[test]
+fn a_missing_peer_is_a_timeout() {
+    let shape = Shape { nranks: 2, nchannels: 1, ring_step_bytes: 4096, p2p_step_bytes: 4096 };
+    let mut g = TwinGroup::start(shape, 128, Duration::from_secs(2)).unwrap();
+    let buf = g.alloc(0, 4096).unwrap();
+    let item = WorkItem::collective(CollFunction::AllReduce, DataType::F32, RedOpKind::Sum, 0, buf.addr, buf.addr, 1024, 0);
+    let t = g.enqueue(0, item).unwrap();
+    let err = g.wait(0, t, TIMEOUT);
+    assert!(matches!(err, Err(Error::DeviceTimeout { site: Some(WaitSite::RecvData | WaitSite::SendCredit), seq: 1 })), "{err:?}");
+    assert!(g.health(1).is_ok());
+}
+
+/// A receiver expecting a different count than its sender sends stops with
+/// `PeerMismatch` (the sizes FIFO), never reading the sender's data as its own.
+#[test]
+fn mismatched_send_recv_counts_are_an_error() {
+    let shape = Shape { nranks: 2, nchannels: 1, ring_step_bytes: 4096, p2p_step_bytes: 4096 };
+    let mut g = TwinGroup::start(shape, 128, Duration::from_secs(5)).unwrap();
+    let (a, b) = (g.alloc(0, 4096).unwrap(), g.alloc(1, 4096).unwrap());
+    let peers = |to: u32, from: u32| u64::from(to) | u64::from(from) << 32;
+    let send = WorkItem::collective(CollFunction::SendRecv, DataType::F32, RedOpKind::Sum, 0, a.addr, 0, 100, peers(1, NO_PEER));
+    let recv = WorkItem::collective(CollFunction::SendRecv, DataType::F32, RedOpKind::Sum, 99, 0, b.addr, 0, peers(NO_PEER, 0));
+    let (t0, t1) = (g.enqueue(0, send).unwrap(), g.enqueue(1, recv).unwrap());
+    // The sender's 400 bytes fit in the FIFO: its part completes.
+    g.wait(0, t0, TIMEOUT).unwrap();
+    let err = g.wait(1, t1, TIMEOUT);
+    assert!(matches!(err, Err(Error::PeerMismatch { seq: 1 })), "{err:?}");
+}
+
+/// Bad input is refused on the host before anything is enqueued.
+#[test]
+fn bad_collectives_are_refused_by_the_host() {
+    let mut g = group(2, 1);
+    let buf = g.alloc(0, 4096).unwrap();
+    let bad_root = WorkItem::collective(CollFunction::Broadcast, DataType::F32, RedOpKind::Sum, 0, buf.addr, buf.addr, 8, 2);
+    assert!(matches!(g.enqueue(0, bad_root), Err(Error::BadWorkItem { reason: BadItem::BadRank, seq: 0 })));
+    let to_self = WorkItem::collective(CollFunction::SendRecv, DataType::F32, RedOpKind::Sum, 0, buf.addr, 0, 8, u64::from(NO_PEER) << 32);
+    assert!(matches!(g.enqueue(0, to_self), Err(Error::BadWorkItem { reason: BadItem::BadRank, seq: 0 })));
+    let zero_div = WorkItem::collective(CollFunction::AllReduce, DataType::I32, RedOpKind::SumPostDiv, 0, buf.addr, buf.addr, 8, 0);
+    assert!(matches!(g.enqueue(0, zero_div), Err(Error::BadWorkItem { reason: BadItem::ZeroDivisor, seq: 0 })));
+    let overflow = WorkItem::collective(CollFunction::AllGather, DataType::F64, RedOpKind::Sum, 0, buf.addr, buf.addr, u64::MAX / 8, 0);
+    assert!(matches!(g.enqueue(0, overflow), Err(Error::BadWorkItem { reason: BadItem::CountOverflow, seq: 0 })));
+    g.shutdown(TIMEOUT).unwrap();
 }

@@ -10,8 +10,9 @@ use std::time::{Duration, Instant};
 
 use device_rt::arch;
 use device_rt::dtype::DataType;
+use device_rt::redop::RedOpKind;
 use device_rt::work::{
-    BadItem, DeviceFunction, LOOP_SMEM_BYTES, LoopArgs, LoopState, MAILBOX_CLOSED, MAILBOX_DONE, MAILBOX_PENDING, QueueHeader,
+    BadItem, CollFunction, DeviceFunction, LOOP_SMEM_BYTES, LoopArgs, LoopState, MAILBOX_CLOSED, MAILBOX_DONE, MAILBOX_PENDING, QueueHeader,
     WaitSite, WorkItem, work_loop,
 };
 use host_shim::Error;
@@ -44,6 +45,7 @@ impl TwinLoop {
                         capacity,
                         state: s as *mut LoopState,
                         spin_budget_ns: budget_ns,
+                        comm: std::ptr::null(),
                     };
                     unsafe { work_loop(args) }
                 })
@@ -159,6 +161,18 @@ fn malformed_items_are_refused_by_the_host_and_stop_the_device() {
     lp.publish_raw(1, WorkItem { seq: 1, ..WorkItem::copy(DataType::F32, 0, 0x2000, 4) });
     let err = lp.queue.wait(Ticket(1), LONG);
     assert!(matches!(err, Err(Error::BadWorkItem { reason: BadItem::NullPointer, seq: 1 })), "{err:?}");
+    lp.join();
+}
+
+#[test]
+fn a_collective_on_a_loop_without_a_communicator_is_refused() {
+    let mut lp = TwinLoop::start(1, 128, 4, LONG);
+    let data = [1.0f32; 4];
+    let ptr = data.as_ptr() as u64;
+    let item = WorkItem::collective(CollFunction::AllReduce, DataType::F32, RedOpKind::Sum, 0, ptr, ptr, 4, 0);
+    let t = lp.queue.enqueue(item, LONG).unwrap();
+    let err = lp.queue.wait(t, LONG);
+    assert!(matches!(err, Err(Error::BadWorkItem { reason: BadItem::NoCommunicator, seq: 1 })), "{err:?}");
     lp.join();
 }
 

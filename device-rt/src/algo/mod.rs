@@ -11,7 +11,7 @@ pub use ring::RingProto;
 use crate::arch;
 use crate::conn::{ChannelConns, CommDevice, MAX_RANKS};
 use crate::dtype::DataType;
-use crate::prims::{DataOp, GroupCtx, Movers, PrimsShared, transform};
+use crate::prims::{DataOp, GroupCtx, Movers, PrimsShared, div_up, transform};
 use crate::redop::RedOpKind;
 use crate::work::{CollFunction, LoopError};
 
@@ -88,6 +88,31 @@ impl CollCtx {
             group: GroupCtx { tid: arch::thread_idx(), nthreads: arch::block_dim(), group: 0, shared, abort, spin_budget_ns },
             second_shared: shared.wrapping_add(1),
         }
+    }
+}
+
+/// Chunks start on multiples of this many bytes (full copy hunks, aligned packs).
+const CHUNK_ALIGN_BYTES: i64 = 4096;
+
+/// The chunk of `remaining` elements of `elt` bytes one round gives each of `parts`
+/// parts: at most `chunk` (one chunk of the FIFO), rounded up to whole
+/// `CHUNK_ALIGN_BYTES`.
+fn round_chunk(elt: i64, remaining: i64, parts: i64, chunk: i64) -> i64 {
+    let align = (CHUNK_ALIGN_BYTES / elt).max(1);
+    (div_up(div_up(remaining, parts), align) * align).min(chunk)
+}
+
+/// Calls `f(offset, n)` for this channel's share of each round over `size` elements of
+/// `elt` bytes, in order: every round gives each channel at most `chunk` elements. Both
+/// ends of a connection compute the same sequence from the same size.
+fn for_each_chunk(cx: &CollCtx, elt: i64, size: i64, chunk: i64, mut f: impl FnMut(i64, i64)) {
+    let nch = i64::from(cx.nchannels);
+    let mut grid_offset = 0;
+    while grid_offset < size {
+        let real = round_chunk(elt, size - grid_offset, nch, chunk);
+        let off = grid_offset + i64::from(cx.channel_index) * real;
+        f(off, real.min(size - off).max(0));
+        grid_offset += nch * chunk;
     }
 }
 

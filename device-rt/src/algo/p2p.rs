@@ -3,11 +3,11 @@
 //! through the channel's point-to-point connection with that peer. The sizes FIFO tags
 //! every step, so a sender and receiver that disagree on the count end with an error.
 
-use super::{Coll, CollCtx, NO_PEER};
+use super::{Coll, CollCtx, NO_PEER, for_each_chunk};
 use crate::arch::{self, WARP_SIZE};
 use crate::conn::ConnInfo;
 use crate::multicast::SwMulticast;
-use crate::prims::{DataOp, GroupCtx, Primitives, Simple, div_up};
+use crate::prims::{DataOp, GroupCtx, Primitives, Simple};
 use crate::work::LoopError;
 
 /// The point-to-point protocol: one slice of one step per chunk (NCCL's p2p Simple).
@@ -40,14 +40,14 @@ pub unsafe fn run(cx: &CollCtx, c: &Coll, data: DataOp) -> Result<(), (LoopError
         let step_bytes = unsafe { (*conn).step_bytes };
         let mut prims = unsafe { RecvPrims::new(side, &[conn], &[], step_bytes, 0, c.output, data) };
         let chunk = prims.chunk_capacity();
-        for_each_chunk(cx, c.recv_count as i64, chunk, |off, n| unsafe { prims.recv(off, n) });
+        for_each_chunk(cx, data.elt() as i64, c.recv_count as i64, chunk, |off, n| unsafe { prims.recv(off, n) });
     } else if sends {
         let side = if both { GroupCtx { tid: g.tid - half, nthreads: g.nthreads - half, group: 1, shared: groups[1], ..g } } else { g };
         let conn: *mut ConnInfo = unsafe { &raw mut (*cx.p2p.add(c.send_peer as usize)).send };
         let step_bytes = unsafe { (*conn).step_bytes };
         let mut prims = unsafe { SendPrims::new(side, &[], &[conn], step_bytes, c.input, 0, data) };
         let chunk = prims.chunk_capacity();
-        for_each_chunk(cx, c.count as i64, chunk, |off, n| unsafe { prims.send(off, n) });
+        for_each_chunk(cx, data.elt() as i64, c.count as i64, chunk, |off, n| unsafe { prims.send(off, n) });
     }
     // Both sides meet here; the first side's error wins.
     arch::barrier_sync_all();
@@ -58,15 +58,3 @@ pub unsafe fn run(cx: &CollCtx, c: &Coll, data: DataOp) -> Result<(), (LoopError
     }
 }
 
-/// Calls `f(offset, n)` for this channel's chunks of `count` elements, in order.
-fn for_each_chunk(cx: &CollCtx, count: i64, chunk: i64, mut f: impl FnMut(i64, i64)) {
-    let nch = i64::from(cx.nchannels);
-    let mut grid_offset = 0;
-    while grid_offset < count {
-        let real = div_up(count - grid_offset, nch).min(chunk);
-        let real = (div_up(real, 16) * 16).min(chunk);
-        let off = grid_offset + i64::from(cx.channel_index) * real;
-        f(off, real.min(count - off).max(0));
-        grid_offset += nch * real;
-    }
-}

@@ -2,11 +2,11 @@
 //! Broadcast and Reduce): each channel (CTA) takes its share of every chunk round and
 //! moves it around the ring through its own connections.
 
-use super::{Coll, CollCtx};
+use super::{Coll, CollCtx, for_each_chunk, round_chunk};
 use crate::work::{CollFunction, LoopError};
 use crate::conn::ConnInfo;
 use crate::multicast::SwMulticast;
-use crate::prims::{DataOp, Primitives, Simple, div_up};
+use crate::prims::{DataOp, Primitives, Simple};
 
 /// The ring protocol: 2 slices of 2 steps per chunk (NCCL's ALLREDUCE_CHUNKSTEPS and
 /// ALLREDUCE_SLICESTEPS for Simple).
@@ -14,16 +14,6 @@ pub type RingProto = Simple<2, 2>;
 
 /// The ring primitives.
 type RingPrims = Primitives<SwMulticast, RingProto, 1, 1>;
-
-/// Chunks start on multiples of this many bytes (full copy hunks, aligned packs).
-const CHUNK_ALIGN_BYTES: i64 = 4096;
-
-/// The chunk of `remaining` elements this round gives each of `parts` parts: at most
-/// `chunk` (one chunk of the FIFO), rounded up to whole `CHUNK_ALIGN_BYTES`.
-fn round_chunk(elt: i64, remaining: i64, parts: i64, chunk: i64) -> i64 {
-    let align = (CHUNK_ALIGN_BYTES / elt).max(1);
-    (div_up(div_up(remaining, parts), align) * align).min(chunk)
-}
 
 /// `a`, counted modulo `n`.
 fn mod_ranks(a: u32, n: u32) -> u32 {
@@ -91,32 +81,19 @@ unsafe fn all_reduce(cx: &CollCtx, c: &Coll, prims: &mut RingPrims, elt: i64, ch
     }
 }
 
-/// The channel's share of one round over `size` elements: (offset, elements).
-fn channel_chunk(cx: &CollCtx, elt: i64, size: i64, grid_offset: i64, chunk: i64) -> (i64, i64) {
-    let nch = i64::from(cx.nchannels);
-    let real = round_chunk(elt, size - grid_offset, nch, chunk);
-    let off = grid_offset + i64::from(cx.channel_index) * real;
-    (off, real.min(size - off).max(0))
-}
-
 /// NCCL's ring ReduceScatter: block `r` of every input is reduced around the ring
 /// ending at rank `r`, which stores it in its output.
 unsafe fn reduce_scatter(cx: &CollCtx, c: &Coll, prims: &mut RingPrims, elt: i64, chunk: i64) {
     let size = c.count as i64;
     let nranks = cx.nranks;
     let ring = |j: u32| i64::from(cx.ring_rank(j));
-    let mut grid_offset = 0;
-    while grid_offset < size {
-        let (off, n) = channel_chunk(cx, elt, size, grid_offset, chunk);
-        unsafe {
+    for_each_chunk(cx, elt, size, chunk, |off, n| unsafe {
             prims.send(off + ring(nranks - 1) * size, n);
             for j in 2..nranks {
                 prims.recv_reduce_send(off + ring(nranks - j) * size, n);
             }
             prims.recv_reduce_copy(off + ring(0) * size, off, n);
-        }
-        grid_offset += i64::from(cx.nchannels) * chunk;
-    }
+    });
 }
 
 /// NCCL's ring AllGather: each rank's block travels once around the ring.
@@ -124,10 +101,7 @@ unsafe fn all_gather(cx: &CollCtx, c: &Coll, prims: &mut RingPrims, elt: i64, ch
     let size = c.count as i64;
     let nranks = cx.nranks;
     let ring = |j: u32| i64::from(cx.ring_rank(j));
-    let mut grid_offset = 0;
-    while grid_offset < size {
-        let (off, n) = channel_chunk(cx, elt, size, grid_offset, chunk);
-        unsafe {
+    for_each_chunk(cx, elt, size, chunk, |off, n| unsafe {
             let own = off + ring(0) * size;
             if c.input.wrapping_add((off * elt) as u64) == c.output.wrapping_add((own * elt) as u64) {
                 prims.send_from_output(own, n);
@@ -138,19 +112,14 @@ unsafe fn all_gather(cx: &CollCtx, c: &Coll, prims: &mut RingPrims, elt: i64, ch
                 prims.recv_copy_send(off + ring(nranks - j) * size, n);
             }
             prims.recv(off + ring(1) * size, n);
-        }
-        grid_offset += i64::from(cx.nchannels) * chunk;
-    }
+    });
 }
 
 /// NCCL's ring Broadcast: a chain from the root along the ring.
 unsafe fn broadcast(cx: &CollCtx, c: &Coll, prims: &mut RingPrims, elt: i64, chunk: i64) {
     let size = c.count as i64;
     let (rank, next) = (cx.ring_rank(0), cx.ring_rank(1));
-    let mut grid_offset = 0;
-    while grid_offset < size {
-        let (off, n) = channel_chunk(cx, elt, size, grid_offset, chunk);
-        unsafe {
+    for_each_chunk(cx, elt, size, chunk, |off, n| unsafe {
             if rank == c.root {
                 if c.input == c.output {
                     prims.send(off, n);
@@ -162,19 +131,14 @@ unsafe fn broadcast(cx: &CollCtx, c: &Coll, prims: &mut RingPrims, elt: i64, chu
             } else {
                 prims.recv_copy_send(off, n);
             }
-        }
-        grid_offset += i64::from(cx.nchannels) * chunk;
-    }
+    });
 }
 
 /// NCCL's ring Reduce: a chain along the ring that ends at the root.
 unsafe fn reduce(cx: &CollCtx, c: &Coll, prims: &mut RingPrims, elt: i64, chunk: i64) {
     let size = c.count as i64;
     let (rank, prev) = (cx.ring_rank(0), cx.ring_rank(cx.nranks - 1));
-    let mut grid_offset = 0;
-    while grid_offset < size {
-        let (off, n) = channel_chunk(cx, elt, size, grid_offset, chunk);
-        unsafe {
+    for_each_chunk(cx, elt, size, chunk, |off, n| unsafe {
             if prev == c.root {
                 prims.send(off, n);
             } else if rank == c.root {
@@ -182,7 +146,5 @@ unsafe fn reduce(cx: &CollCtx, c: &Coll, prims: &mut RingPrims, elt: i64, chunk:
             } else {
                 prims.recv_reduce_send(off, n);
             }
-        }
-        grid_offset += i64::from(cx.nchannels) * chunk;
-    }
+    });
 }

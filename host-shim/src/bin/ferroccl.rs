@@ -24,7 +24,7 @@ commands:
                               the collective correctness matrix (every function × type ×
                               operator) on N ranks spread over the devices, bit for bit
   bench [COLLECTIVE...] [-b MIN] [-e MAX] [-f F] [-d TYPE] [-o OP] [-c 0|1] [-n N] [-w N]
-        [-r ROOT] [--devices 0,1] [--ranks N] [--channels N] [--nccl] [--json PATH]
+        [-r ROOT] [--devices 0,1] [--ranks N] [--channels N] [--step BYTES] [--nccl] [--json PATH]
                               nccl-tests' table (size, count, type, redop, root, time, algbw,
                               busbw, #wrong; out of place and in place) for all_reduce,
                               all_gather, reduce_scatter, broadcast, reduce; with --nccl also
@@ -180,13 +180,13 @@ fn coll(args: &[String]) -> Result<ExitCode, Error> {
 }
 
 /// Splits `args` into ferroccl's communicator flags (`--devices`, `--ranks`,
-/// `--channels`, `--threads`, with values; `--nccl`) and the rest.
+/// `--channels`, `--threads`, `--step`, with values; `--nccl`) and the rest.
 fn split_comm_flags(args: &[String]) -> (Vec<String>, Vec<String>) {
     let (mut ours, mut rest) = (Vec::new(), Vec::new());
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
-            "--devices" | "--ranks" | "--channels" | "--threads" => {
+            "--devices" | "--ranks" | "--channels" | "--threads" | "--step" => {
                 ours.push(a.clone());
                 ours.extend(it.next().cloned());
             }
@@ -218,6 +218,7 @@ fn bench_collectives(args: &[String]) -> Result<ExitCode, Error> {
         let mut cfg = CommConfig::default();
         cfg.loop_cfg.channels = flag_value(&ours, "--channels", cfg.loop_cfg.channels)?;
         cfg.loop_cfg.threads = flag_value(&ours, "--threads", cfg.loop_cfg.threads)?;
+        cfg.ring_step_bytes = flag_value(&ours, "--step", cfg.ring_step_bytes)?;
         let ordinals: Vec<usize> = (0..nranks).map(|r| devices[r % devices.len()]).collect();
         let arena = 5 * bench_args.max_bytes + (64 << 20);
         // NCCL first: it must not run while ferroccl's persistent loops hold the GPUs.
