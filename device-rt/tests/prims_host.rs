@@ -1,0 +1,189 @@
+//! The primitives on the host twin, on hand-wired connections: scatter and gather over
+//! an asymmetric fan, a connection whose slots are placed by an offsets FIFO, and a
+//! receiver that polls the smallest of several step counters (`NVLS_MIN_POLL`). The ring
+//! collectives are tested through the work loop in `tests/tests/coll_host.rs`.
+#![cfg(feature = "host-emu")]
+
+use std::time::{Duration, Instant};
+
+use device_rt::arch;
+use device_rt::conn::{CONN_NVLS_MIN_POLL, ConnInfo, NCCL_STEPS};
+use device_rt::dtype::DataType;
+use device_rt::multicast::{SwMulticast, SwMulticastTable};
+use device_rt::prims::{DataOp, GroupCtx, Primitives, PrimsShared, Simple};
+use device_rt::redop::RedOpKind;
+
+const STEP_BYTES: u64 = 4096;
+const THREADS: u32 = 128;
+type P = Simple<1, 1>;
+
+/// One connection's memory: its FIFO and its two step counters, plus each end's
+/// `ConnInfo`.
+struct Link {
+    fifo: Vec<u128>,
+    head: Box<u64>,
+    tail: Box<u64>,
+    send: ConnInfo,
+    recv: ConnInfo,
+}
+
+impl Link {
+    fn new() -> Box<Self> {
+        let mut l = Box::new(Link {
+            fifo: vec![0u128; (NCCL_STEPS * STEP_BYTES / 16) as usize],
+            head: Box::new(0),
+            tail: Box::new(0),
+            send: ConnInfo::default(),
+            recv: ConnInfo::default(),
+        });
+        let end = ConnInfo {
+            buff: l.fifo.as_ptr() as u64,
+            head: &raw mut *l.head as u64,
+            tail: &raw mut *l.tail as u64,
+            step_bytes: STEP_BYTES,
+            ..ConnInfo::default()
+        };
+        (l.send, l.recv) = (end, end);
+        l
+    }
+}
+
+fn f32_data() -> DataOp {
+    DataOp { dtype: DataType::F32, op: RedOpKind::Sum, arg: 0 }
+}
+
+/// This CTA's whole block as one primitives group, its shared memory the dynamic one.
+fn group() -> GroupCtx {
+    static NO_ABORT: u64 = 0;
+    GroupCtx {
+        tid: arch::thread_idx(),
+        nthreads: arch::block_dim(),
+        group: 0,
+        shared: arch::dyn_smem().cast::<PrimsShared>(),
+        abort: &raw const NO_ABORT,
+        spin_budget_ns: 30_000_000_000,
+    }
+}
+
+fn smem() -> u32 {
+    size_of::<PrimsShared>() as u32
+}
+
+/// CTA 0 scatters blocks of its input to CTAs 1..=3, which then send their own inputs
+/// back for CTA 0 to gather: every block lands where it belongs.
+#[test]
+fn scatter_and_gather_over_three_peers() {
+    const PEERS: usize = 3;
+    const N: usize = 1000;
+    let down: Vec<Box<Link>> = (0..PEERS).map(|_| Link::new()).collect();
+    let up: Vec<Box<Link>> = (0..PEERS).map(|_| Link::new()).collect();
+    let root_in: Vec<f32> = (0..PEERS * N).map(|i| i as f32).collect();
+    let mut root_out = vec![0f32; PEERS * N];
+    let mut peer_out = vec![vec![0f32; N]; PEERS];
+    let peer_in: Vec<Vec<f32>> = (0..PEERS).map(|p| (0..N).map(|i| (1000 * (p + 1) + i) as f32).collect()).collect();
+    let addr = |p: *const ConnInfo| p as usize;
+    let down_send: Vec<usize> = down.iter().map(|l| addr(&l.send)).collect();
+    let down_recv: Vec<usize> = down.iter().map(|l| addr(&l.recv)).collect();
+    let up_send: Vec<usize> = up.iter().map(|l| addr(&l.send)).collect();
+    let up_recv: Vec<usize> = up.iter().map(|l| addr(&l.recv)).collect();
+    let (root_in_a, root_out_a) = (root_in.as_ptr() as u64, root_out.as_mut_ptr() as u64);
+    let peer_out_a: Vec<u64> = peer_out.iter_mut().map(|v| v.as_mut_ptr() as u64).collect();
+    let peer_in_a: Vec<u64> = peer_in.iter().map(|v| v.as_ptr() as u64).collect();
+    arch::launch(1 + PEERS as u32, THREADS, smem(), || unsafe {
+        let g = group();
+        let me = arch::block_idx() as usize;
+        if me == 0 {
+            let sends: Vec<*mut ConnInfo> = down_send.iter().map(|&a| a as *mut ConnInfo).collect();
+            let mut p = Primitives::<SwMulticast, P, 0, PEERS>::new(g, &[], &sends, STEP_BYTES, root_in_a, 0, f32_data());
+            p.scatter(0, (PEERS * N) as i64, N as i64, N as i64, -1, 0);
+            assert!(p.outcome().is_ok());
+            drop(p);
+            let recvs: Vec<*mut ConnInfo> = up_recv.iter().map(|&a| a as *mut ConnInfo).collect();
+            let mut p = Primitives::<SwMulticast, P, PEERS, 0>::new(g, &recvs, &[], STEP_BYTES, 0, root_out_a, f32_data());
+            p.gather(0, (PEERS * N) as i64, N as i64, N as i64, -1, 0);
+            assert!(p.outcome().is_ok());
+        } else {
+            let i = me - 1;
+            let recv = [down_recv[i] as *mut ConnInfo];
+            let mut p = Primitives::<SwMulticast, P, 1, 0>::new(g, &recv, &[], STEP_BYTES, 0, peer_out_a[i], f32_data());
+            p.recv(0, N as i64);
+            assert!(p.outcome().is_ok());
+            drop(p);
+            let send = [up_send[i] as *mut ConnInfo];
+            let mut p = Primitives::<SwMulticast, P, 0, 1>::new(g, &[], &send, STEP_BYTES, peer_in_a[i], 0, f32_data());
+            p.send(0, N as i64);
+            assert!(p.outcome().is_ok());
+        }
+    });
+    for (p, out) in peer_out.iter().enumerate() {
+        assert_eq!(&out[..], &root_in[p * N..(p + 1) * N], "peer {p} got the wrong block");
+    }
+    let gathered: Vec<f32> = peer_in.concat();
+    assert_eq!(root_out, gathered);
+}
+
+/// Runs a sender (CTA 0) and a receiver (CTA 1) over `link` for `n` floats, one step per
+/// call, and checks what arrived.
+fn send_and_receive(link: &mut Link, n: usize) {
+    let input: Vec<f32> = (0..n).map(|i| (i * 3 % 1001) as f32).collect();
+    let mut output = vec![0f32; n];
+    let (send, recv) = (&raw mut link.send as usize, &raw mut link.recv as usize);
+    let (inp, out) = (input.as_ptr() as u64, output.as_mut_ptr() as u64);
+    let per_call = (STEP_BYTES / 4) as i64;
+    arch::launch(2, THREADS, smem(), || unsafe {
+        let g = group();
+        if arch::block_idx() == 0 {
+            let mut p = Primitives::<SwMulticast, P, 0, 1>::new(g, &[], &[send as *mut ConnInfo], STEP_BYTES, inp, 0, f32_data());
+            for off in (0..n as i64).step_by(per_call as usize) {
+                p.send(off, per_call.min(n as i64 - off));
+            }
+            assert!(p.outcome().is_ok());
+        } else {
+            let mut p = Primitives::<SwMulticast, P, 1, 0>::new(g, &[recv as *mut ConnInfo], &[], STEP_BYTES, 0, out, f32_data());
+            for off in (0..n as i64).step_by(per_call as usize) {
+                p.recv(off, per_call.min(n as i64 - off));
+            }
+            assert!(p.outcome().is_ok());
+        }
+    });
+    assert_eq!(output, input);
+}
+
+/// Slots placed by an offsets FIFO (here in reverse order) carry the data as the plain
+/// layout does, over more steps than the FIFO has.
+#[test]
+fn an_offsets_fifo_places_the_slots() {
+    let mut link = Link::new();
+    let offs: Vec<u64> = (0..NCCL_STEPS).map(|slot| (NCCL_STEPS - 1 - slot) * STEP_BYTES).collect();
+    link.send.offs_fifo = offs.as_ptr() as u64;
+    link.recv.offs_fifo = offs.as_ptr() as u64;
+    send_and_receive(&mut link, 10 * 1024 + 77);
+    assert_eq!(link.send.step, 11, "the sender's step is written back");
+    assert_eq!(link.recv.step, 11, "the receiver's step is written back");
+}
+
+/// With `NVLS_MIN_POLL` the receiver waits for the smallest of the step counters behind
+/// its multicast handle: a second counter held at 0 holds the receiver back until the
+/// host raises it.
+#[test]
+fn min_polling_waits_for_every_counter() {
+    let mut link = Link::new();
+    let gate = Box::new(0u64);
+    let table = Box::new(SwMulticastTable {
+        npeers: 2,
+        reserved: 0,
+        peers: [&raw const *link.tail as u64, &raw const *gate as u64, 0, 0, 0, 0, 0, 0],
+    });
+    link.recv.tail = &raw const *table as u64;
+    link.recv.flags = CONN_NVLS_MIN_POLL;
+    const HOLD: Duration = Duration::from_millis(200);
+    let gate_addr = &raw const *gate as usize;
+    let start = Instant::now();
+    let opener = std::thread::spawn(move || {
+        std::thread::sleep(HOLD);
+        unsafe { std::sync::atomic::AtomicU64::from_ptr(gate_addr as *mut u64) }.store(u64::MAX / 2, std::sync::atomic::Ordering::Release);
+    });
+    send_and_receive(&mut link, 3000);
+    assert!(start.elapsed() >= HOLD, "the receiver read data before every counter allowed it");
+    opener.join().unwrap();
+}
