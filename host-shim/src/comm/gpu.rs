@@ -316,6 +316,8 @@ impl Comm {
     /// grouped send and receive); either side may be `None`. Counts must match the
     /// peers' or the loops stop with `PeerMismatch`.
     pub fn send_recv<T: Element, S: DevicePtr<T>, R: DevicePtrMut<T>>(&self, send: Option<(&S, usize)>, recv: Option<(&mut R, usize)>) -> Result<()> {
+        // A peer number that does not fit a u32 becomes NO_PEER - 1: never a rank, so the
+        // communicator check refuses it with BadRank.
         let (mut s, mut to, mut n) = (0, NO_PEER, 0);
         let mut syncs = Vec::new();
         if let Some((buf, peer)) = send {
