@@ -29,9 +29,7 @@ use crate::multicast::Multicast;
 use crate::spin::{Interrupted, SpinGuard};
 use crate::work::{LoopError, WaitSite};
 
-
 pub use crate::work::{MAX_ARITY, MAX_GROUPS, PrimsShared, THREAD_PER_SYNC};
-
 
 /// A protocol: how many slices a chunk has and how many FIFO steps a slice takes.
 pub trait Proto {
