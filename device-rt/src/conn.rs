@@ -22,6 +22,10 @@ pub const MAX_RANKS: usize = 32;
 /// poll the smallest value over every device (NCCL's `NvlsMinPolling`).
 pub const CONN_NVLS_MIN_POLL: u32 = 1;
 
+/// `ConnInfo::flags`: the ends may exchange user-buffer addresses through `ptr_exchange`
+/// (NCCL's direct operations: the sender writes straight into the receiver's output).
+pub const CONN_DIRECT: u32 = 2;
+
 /// One end of a connection (NCCL's `ncclConnInfo`), in the device memory of the rank
 /// that uses it. Addresses are generic device addresses (peer access enabled).
 #[repr(C, align(16))]
@@ -51,9 +55,16 @@ pub struct ConnInfo {
     pub flags: u32,
     /// Operations this end has run on the connection (device only; starts at 0).
     pub ops: u32,
+    /// With `CONN_DIRECT`: a `u64` in the sender's memory where the receiver publishes
+    /// its output buffer's address for a direct operation (NCCL's `ptrExchange`); the
+    /// sender takes it and sets it back to 0.
+    pub ptr_exchange: u64,
+    /// Zero.
+    pub reserved: u64,
 }
 
-static_assertions::const_assert_eq!(core::mem::size_of::<ConnInfo>(), 64);
+static_assertions::const_assert_eq!(core::mem::size_of::<ConnInfo>(), 80);
+static_assertions::const_assert_eq!(core::mem::offset_of!(ConnInfo, ptr_exchange), 64);
 static_assertions::const_assert_eq!(core::mem::offset_of!(ConnInfo, step_bytes), 40);
 static_assertions::const_assert_eq!(core::mem::offset_of!(ConnInfo, step), 48);
 
@@ -73,7 +84,7 @@ pub struct ChannelConns {
     pub recv: ConnInfo,
 }
 
-static_assertions::const_assert_eq!(core::mem::size_of::<ChannelConns>(), 128);
+static_assertions::const_assert_eq!(core::mem::size_of::<ChannelConns>(), 160);
 
 /// A rank's view of its communicator, in its device memory, read by its work loop.
 #[repr(C, align(16))]

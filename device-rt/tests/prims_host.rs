@@ -187,3 +187,45 @@ fn min_polling_waits_for_every_counter() {
     assert!(start.elapsed() >= HOLD, "the receiver read data before every counter allowed it");
     opener.join().unwrap();
 }
+
+/// Direct operations: after the pointer exchange the sender writes straight into the
+/// receiver's output (the FIFO stays untouched) and the receiver copies nothing; steps
+/// still order the two.
+#[test]
+fn direct_operations_bypass_the_fifo() {
+    const N: usize = 5000;
+    let mut link = Link::new();
+    let exchange = Box::new(0u64);
+    link.send.ptr_exchange = &raw const *exchange as u64;
+    link.recv.ptr_exchange = &raw const *exchange as u64;
+    let input: Vec<f32> = (0..N).map(|i| (i % 97) as f32).collect();
+    let mut sender_copy = vec![0f32; N];
+    let mut output = vec![0f32; N];
+    let (send, recv) = (&raw mut link.send as usize, &raw mut link.recv as usize);
+    let (inp, copy, out) = (input.as_ptr() as u64, sender_copy.as_mut_ptr() as u64, output.as_mut_ptr() as u64);
+    let per_call = (STEP_BYTES / 4) as i64;
+    arch::launch(2, THREADS, smem(), || unsafe {
+        let g = group();
+        if arch::block_idx() == 0 {
+            let mut p = Primitives::<SwMulticast, P, 0, 1>::new(g, &[], &[send as *mut ConnInfo], STEP_BYTES, inp, copy, f32_data());
+            p.exchange_direct();
+            assert!(p.is_direct());
+            for off in (0..N as i64).step_by(per_call as usize) {
+                p.direct_copy_send(off, off, per_call.min(N as i64 - off));
+            }
+            assert!(p.outcome().is_ok());
+        } else {
+            let mut p = Primitives::<SwMulticast, P, 1, 0>::new(g, &[recv as *mut ConnInfo], &[], STEP_BYTES, 0, out, f32_data());
+            p.exchange_direct();
+            for off in (0..N as i64).step_by(per_call as usize) {
+                p.direct_recv(off, per_call.min(N as i64 - off));
+            }
+            assert!(p.outcome().is_ok());
+        }
+    });
+    assert_eq!(output, input, "the receiver's output holds the data");
+    assert_eq!(sender_copy, input, "the sender's own output holds its copy");
+    assert!(link.fifo.iter().all(|&w| w == 0), "nothing went through the FIFO");
+    assert_eq!(*exchange, 0, "the sender cleared the exchange word");
+    assert_eq!((link.send.step, link.recv.step), (5, 5));
+}

@@ -15,14 +15,15 @@ use host_shim::comm::wiring::Shape;
 
 const TIMEOUT: Duration = Duration::from_secs(120);
 
-fn group(nranks: u32, nchannels: u32) -> TwinGroup {
-    let shape = Shape { nranks, nchannels, ring_step_bytes: 4096, p2p_step_bytes: 4096 };
+fn group(nranks: u32, nchannels: u32, direct: bool) -> TwinGroup {
+    let shape = Shape { nranks, nchannels, ring_step_bytes: 4096, p2p_step_bytes: 4096, direct };
     TwinGroup::start(shape, 128, Duration::from_secs(60)).unwrap()
 }
 
-/// Runs the matrix on `nranks` ranks; every case must be exact on every rank.
-fn run_matrix(nranks: u32, nchannels: u32, filter: impl Fn(&host_shim::comm::expect::CollCase) -> bool) {
-    let mut g = group(nranks, nchannels);
+/// Runs the matrix on `nranks` ranks (ring connections direct or through the FIFO only);
+/// every case must be exact on every rank.
+fn run_matrix(nranks: u32, nchannels: u32, direct: bool, filter: impl Fn(&host_shim::comm::expect::CollCase) -> bool) {
+    let mut g = group(nranks, nchannels, direct);
     // Several chunks per channel: 2 slices × 2 steps of 4 KiB per chunk.
     let big = 3 * 4096 * 4 * nchannels as usize / 4 + 13;
     let cases: Vec<_> = matrix(nranks, big).into_iter().filter(|c| filter(c)).collect();
@@ -40,34 +41,40 @@ fn run_matrix(nranks: u32, nchannels: u32, filter: impl Fn(&host_shim::comm::exp
 
 #[test]
 fn matrix_one_rank() {
-    run_matrix(1, 2, |_| true);
+    run_matrix(1, 2, false, |_| true);
 }
 
 #[test]
 fn matrix_two_ranks() {
-    run_matrix(2, 2, |_| true);
+    run_matrix(2, 2, false, |_| true);
+}
+
+/// Direct operations (senders write straight into the next rank's output) on 2 ranks.
+#[test]
+fn matrix_two_ranks_direct() {
+    run_matrix(2, 2, true, |c| matches!(c.function, CollFunction::AllReduce | CollFunction::AllGather | CollFunction::Broadcast));
 }
 
 #[test]
 fn matrix_three_ranks() {
-    run_matrix(3, 2, |_| true);
+    run_matrix(3, 2, true, |_| true);
 }
 
 #[test]
 fn matrix_four_ranks() {
-    run_matrix(4, 1, |_| true);
+    run_matrix(4, 1, true, |_| true);
 }
 
 #[test]
 fn matrix_eight_ranks() {
-    run_matrix(8, 1, |_| true);
+    run_matrix(8, 1, false, |_| true);
 }
 
 /// A rank whose peer never joins the collective ends with a timeout within the spin
 /// budget, not a hang; the peer's loop is unaffected.
 #[test]
 fn a_missing_peer_is_a_timeout() {
-    let shape = Shape { nranks: 2, nchannels: 1, ring_step_bytes: 4096, p2p_step_bytes: 4096 };
+    let shape = Shape { nranks: 2, nchannels: 1, ring_step_bytes: 4096, p2p_step_bytes: 4096, direct: false };
     let mut g = TwinGroup::start(shape, 128, Duration::from_secs(2)).unwrap();
     let buf = g.alloc(0, 4096).unwrap();
     let item = WorkItem::collective(CollFunction::AllReduce, DataType::F32, RedOpKind::Sum, 0, buf.addr, buf.addr, 1024, 0);
@@ -81,7 +88,7 @@ fn a_missing_peer_is_a_timeout() {
 /// `PeerMismatch` (the sizes FIFO), never reading the sender's data as its own.
 #[test]
 fn mismatched_send_recv_counts_are_an_error() {
-    let shape = Shape { nranks: 2, nchannels: 1, ring_step_bytes: 4096, p2p_step_bytes: 4096 };
+    let shape = Shape { nranks: 2, nchannels: 1, ring_step_bytes: 4096, p2p_step_bytes: 4096, direct: false };
     let mut g = TwinGroup::start(shape, 128, Duration::from_secs(5)).unwrap();
     let (a, b) = (g.alloc(0, 4096).unwrap(), g.alloc(1, 4096).unwrap());
     let peers = |to: u32, from: u32| u64::from(to) | u64::from(from) << 32;
@@ -97,7 +104,7 @@ fn mismatched_send_recv_counts_are_an_error() {
 /// Bad input is refused on the host before anything is enqueued.
 #[test]
 fn bad_collectives_are_refused_by_the_host() {
-    let mut g = group(2, 1);
+    let mut g = group(2, 1, false);
     let buf = g.alloc(0, 4096).unwrap();
     let bad_root = WorkItem::collective(CollFunction::Broadcast, DataType::F32, RedOpKind::Sum, 0, buf.addr, buf.addr, 8, 2);
     assert!(matches!(g.enqueue(0, bad_root), Err(Error::BadWorkItem { reason: BadItem::BadRank, seq: 0 })));

@@ -4,7 +4,7 @@
 
 use super::{Coll, CollCtx, for_each_chunk, round_chunk};
 use crate::work::{CollFunction, LoopError};
-use crate::conn::ConnInfo;
+use crate::conn::{CONN_DIRECT, ConnInfo};
 use crate::multicast::SwMulticast;
 use crate::prims::{DataOp, Primitives, Simple};
 
@@ -14,6 +14,39 @@ pub type RingProto = Simple<2, 2>;
 
 /// The ring primitives.
 type RingPrims = Primitives<SwMulticast, RingProto, 1, 1>;
+
+/// `copy_send`, direct when the group is.
+unsafe fn copy_send(prims: &mut RingPrims, in_ix: i64, out_ix: i64, n: i64) {
+    unsafe {
+        if prims.is_direct() {
+            prims.direct_copy_send(in_ix, out_ix, n)
+        } else {
+            prims.copy_send(in_ix, out_ix, n)
+        }
+    }
+}
+
+/// `recv_copy_send`, direct when the group is.
+unsafe fn recv_copy_send(prims: &mut RingPrims, out_ix: i64, n: i64) {
+    unsafe {
+        if prims.is_direct() {
+            prims.direct_recv_copy_send(out_ix, n)
+        } else {
+            prims.recv_copy_send(out_ix, n)
+        }
+    }
+}
+
+/// `recv`, direct when the group is.
+unsafe fn recv(prims: &mut RingPrims, out_ix: i64, n: i64) {
+    unsafe {
+        if prims.is_direct() {
+            prims.direct_recv(out_ix, n)
+        } else {
+            prims.recv(out_ix, n)
+        }
+    }
+}
 
 /// `a`, counted modulo `n`.
 fn mod_ranks(a: u32, n: u32) -> u32 {
@@ -34,6 +67,12 @@ pub unsafe fn run(cx: &CollCtx, c: &Coll, data: DataOp) -> Result<(), (LoopError
     let mut prims = unsafe { RingPrims::new(cx.group, &recv, &send, cx.step_bytes, c.input, c.output, data) };
     let chunk = prims.chunk_capacity();
     let elt = data.elt() as i64;
+    // NCCL's direct operations where the ring allows them: every rank runs the same
+    // function over connections wired the same way, so both ends of each connection agree.
+    let direct_capable = unsafe { (*conns).send.flags } & CONN_DIRECT != 0;
+    if direct_capable && matches!(c.function, CollFunction::AllReduce | CollFunction::AllGather | CollFunction::Broadcast) {
+        unsafe { prims.exchange_direct() };
+    }
     unsafe {
         match c.function {
             CollFunction::AllReduce => all_reduce(cx, c, &mut prims, elt, chunk),
@@ -69,13 +108,17 @@ unsafe fn all_reduce(cx: &CollCtx, c: &Coll, prims: &mut RingPrims, elt: i64, ch
                 prims.recv_reduce_send(off, nelem_at(off));
             }
             let off = offset_of(ring_ix);
-            prims.recv_reduce_copy_send(off, off, nelem_at(off));
+            if prims.is_direct() {
+                prims.direct_recv_reduce_copy_send(off, off, nelem_at(off));
+            } else {
+                prims.recv_reduce_copy_send(off, off, nelem_at(off));
+            }
             for j in 1..nranks - 1 {
                 let off = offset_of(mod_ranks(ring_ix + nranks - j, nranks));
-                prims.recv_copy_send(off, nelem_at(off));
+                recv_copy_send(prims, off, nelem_at(off));
             }
             let off = offset_of(mod_ranks(ring_ix + 1, nranks));
-            prims.recv(off, nelem_at(off));
+            recv(prims, off, nelem_at(off));
         }
         grid_offset += loop_size;
     }
@@ -103,15 +146,16 @@ unsafe fn all_gather(cx: &CollCtx, c: &Coll, prims: &mut RingPrims, elt: i64, ch
     let ring = |j: u32| i64::from(cx.ring_rank(j));
     for_each_chunk(cx, elt, size, chunk, |off, n| unsafe {
             let own = off + ring(0) * size;
-            if c.input.wrapping_add((off * elt) as u64) == c.output.wrapping_add((own * elt) as u64) {
-                prims.send_from_output(own, n);
-            } else {
-                prims.copy_send(off, own, n);
+            let in_place = c.input.wrapping_add((off * elt) as u64) == c.output.wrapping_add((own * elt) as u64);
+            match (in_place, prims.is_direct()) {
+                (true, false) => prims.send_from_output(own, n),
+                (true, true) => prims.direct_send_from_output(own, n),
+                (false, _) => copy_send(prims, off, own, n),
             }
             for j in 1..nranks - 1 {
-                prims.recv_copy_send(off + ring(nranks - j) * size, n);
+                recv_copy_send(prims, off + ring(nranks - j) * size, n);
             }
-            prims.recv(off + ring(1) * size, n);
+            recv(prims, off + ring(1) * size, n);
     });
 }
 
@@ -121,15 +165,15 @@ unsafe fn broadcast(cx: &CollCtx, c: &Coll, prims: &mut RingPrims, elt: i64, chu
     let (rank, next) = (cx.ring_rank(0), cx.ring_rank(1));
     for_each_chunk(cx, elt, size, chunk, |off, n| unsafe {
             if rank == c.root {
-                if c.input == c.output {
-                    prims.send(off, n);
-                } else {
-                    prims.copy_send(off, off, n);
+                match (c.input == c.output, prims.is_direct()) {
+                    (true, false) => prims.send(off, n),
+                    (true, true) => prims.direct_send(off, off, n),
+                    (false, _) => copy_send(prims, off, off, n),
                 }
             } else if next == c.root {
-                prims.recv(off, n);
+                recv(prims, off, n);
             } else {
-                prims.recv_copy_send(off, n);
+                recv_copy_send(prims, off, n);
             }
     });
 }

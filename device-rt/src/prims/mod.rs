@@ -126,6 +126,12 @@ pub struct Primitives<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_S
     input: u64,
     output: u64,
     data: DataOp,
+    /// WaitRecv/WaitSend threads: the connection's pointer-exchange word.
+    ptr_exchange: u64,
+    /// Direct operations are on (every thread): see [`Primitives::exchange_direct`].
+    direct: bool,
+    /// The WaitSend thread of a direct group: the next rank's output buffer.
+    direct_buff: u64,
     flavour: PhantomData<(M, P)>,
 }
 
@@ -185,6 +191,9 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
             input,
             output,
             data,
+            ptr_exchange: 0,
+            direct: false,
+            direct_buff: 0,
             flavour: PhantomData,
         };
         if flags & (ROLE_WAIT_RECV | ROLE_POST_RECV) != 0 {
@@ -223,6 +232,7 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
             self.fifo = c.buff;
             self.sizes_fifo = c.sizes_fifo;
             self.offs_fifo = c.offs_fifo;
+            self.ptr_exchange = c.ptr_exchange;
         }
     }
 
@@ -244,7 +254,50 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
             self.step_cache = unsafe { self.load_step() };
             self.sizes_fifo = c.sizes_fifo;
             self.offs_fifo = c.offs_fifo;
+            self.ptr_exchange = c.ptr_exchange;
         }
+    }
+
+    /// Turns direct operations on for this group's collective (NCCL's `ptrExchange`):
+    /// each WaitRecv thread publishes this rank's output buffer to its sender, each
+    /// WaitSend thread takes the next rank's output buffer and clears the word for the
+    /// next operation. Both ends of every connection must call it for the same
+    /// collectives (the connections carry `CONN_DIRECT`). Ordering: the address is
+    /// published with a release store and taken with acquire loads; the clear happens
+    /// before this sender's first post, so before the receiver can publish again.
+    ///
+    /// # Safety
+    /// Every thread of the group calls it, right after [`Primitives::new`]; the
+    /// connections carry a pointer-exchange word.
+    #[inline(never)]
+    pub unsafe fn exchange_direct(&mut self) {
+        self.direct = true;
+        if self.flags & ROLE_WAIT_RECV != 0 {
+            unsafe { arch::st_release_sys_global(self.ptr_exchange as *mut u64, self.output) };
+        }
+        if self.flags & ROLE_WAIT_SEND != 0 {
+            let word = self.ptr_exchange as *mut u64;
+            let mut guard = unsafe { SpinGuard::new(self.g.abort, self.g.spin_budget_ns) };
+            loop {
+                self.direct_buff = unsafe { arch::ld_acquire_sys_global(word) };
+                if self.direct_buff != 0 {
+                    unsafe { arch::st_relaxed_sys_global(word, 0) };
+                    break;
+                }
+                match guard.tick() {
+                    Ok(()) => {}
+                    Err(Interrupted::Aborted) => {
+                        self.stop(LoopError::Aborted.status(0));
+                        break;
+                    }
+                    Err(Interrupted::TimedOut) => {
+                        self.stop(LoopError::Timeout.status(WaitSite::SendCredit as u32));
+                        break;
+                    }
+                }
+            }
+        }
+        self.barrier();
     }
 
     /// Reads the polled step counter. Ordering: acquire at system scope (the peer's
@@ -271,6 +324,11 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
     /// Threads that copy data.
     pub fn nworkers(&self) -> u32 {
         self.nworkers
+    }
+
+    /// True once [`Primitives::exchange_direct`] has turned direct operations on.
+    pub fn is_direct(&self) -> bool {
+        self.direct
     }
 
     /// The barrier of the whole group.
@@ -313,7 +371,20 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
     /// NCCL's `waitPeer`: the WaitRecv/WaitSend threads wait until their peer has data
     /// (or room) for one slice, then publish the slot's address for the workers.
     #[inline(always)]
-    unsafe fn wait_peer<const RECV: bool, const SEND: bool>(&mut self, src: bool, dst: bool, nelts: i64, last: bool) {
+    /// With direct operations on, a direct send's pointer is the next rank's output at
+    /// element `direct_ix`, and a direct receive's is this rank's own output there (the
+    /// sender wrote it already).
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn wait_peer<const RECV: bool, const SEND: bool>(
+        &mut self,
+        src: bool,
+        dst: bool,
+        nelts: i64,
+        last: bool,
+        direct_recv: bool,
+        direct_send: bool,
+        direct_ix: i64,
+    ) {
         let is_send = if SEND && RECV { self.flags & ROLE_WAIT_SEND != 0 } else { SEND };
         let role = (if RECV { ROLE_WAIT_RECV } else { 0 }) | (if SEND { ROLE_WAIT_SEND } else { 0 });
         if self.flags & role == 0 {
@@ -368,7 +439,13 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
                 (&raw mut (*self.g.shared).srcs).cast::<u64>().add(src as usize)
             }
         };
-        unsafe { ptrs.add(self.index as usize).write_volatile(self.fifo + offset) };
+        let direct_at = |base: u64| base.wrapping_add((direct_ix as u64).wrapping_mul(self.data.elt()));
+        let ptr = match (self.direct, is_send) {
+            (true, true) if direct_send => direct_at(self.direct_buff),
+            (true, false) if direct_recv => direct_at(self.output),
+            _ => self.fifo + offset,
+        };
+        unsafe { ptrs.add(self.index as usize).write_volatile(ptr) };
         self.step += P::STEP_PER_SLICE;
     }
 
@@ -389,9 +466,10 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
         if self.stopped() != 0 {
             return;
         }
-        // The sizes FIFO entry is written even for an empty slice, by another thread:
-        // it too must be published before the tail.
-        if SEND && self.flags & ROLE_POST_SEND != 0 && (data_stored || self.sizes_fifo != 0) {
+        // The sizes FIFO entry is written even for an empty slice, by another thread, and
+        // so is a direct group's pointer-exchange clear: they too must be published
+        // before the tail.
+        if SEND && self.flags & ROLE_POST_SEND != 0 && (data_stored || self.sizes_fifo != 0 || self.direct) {
             arch::fence_acq_rel_sys();
         }
         unsafe { arch::st_relaxed_sys_global(self.step_ptr, self.step) };
@@ -410,7 +488,10 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
     /// `NDSTS` are the resulting operand counts (one peer per side). The first
     /// `PRE_OP_SRCS` sources (the user input) get the operator's pre-op; `POST_OP`
     /// applies its post-op. A plain copy moves bits through the copy code shared by
-    /// every type of the element's size.
+    /// every type of the element's size. With direct operations on (see
+    /// [`Primitives::exchange_direct`]), `DIRECT_SEND` writes into the next rank's output
+    /// at `dst_ix` instead of the FIFO, and `DIRECT_RECV` finds the data already in this
+    /// rank's output at `dst_ix` (nothing to copy there).
     ///
     /// # Safety
     /// Every thread of the group calls this with the same arguments; the user buffers
@@ -425,6 +506,8 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
         const NDSTS: usize,
         const PRE_OP_SRCS: usize,
         const POST_OP: bool,
+        const DIRECT_RECV: bool,
+        const DIRECT_SEND: bool,
     >(
         &mut self,
         src_ix: i64,
@@ -456,15 +539,23 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
                     unsafe { (&raw mut (*shared).dsts[0]).write_volatile(self.user(DST_BUF, dst_ix + offset)) };
                 }
                 let last = offset + slice_size >= nelem;
-                unsafe { self.wait_peer::<RECV, SEND>(SRC_BUF != buf::NONE, DST_BUF != buf::NONE, slice_size, last) };
+                let (src, dst) = (SRC_BUF != buf::NONE, DST_BUF != buf::NONE);
+                unsafe { self.wait_peer::<RECV, SEND>(src, dst, slice_size, last, DIRECT_RECV, DIRECT_SEND, dst_ix + offset) };
                 self.sub_barrier();
                 let work = if self.stopped() != 0 { 0 } else { slice_size as usize };
                 let srcs: [u64; NSRCS] = core::array::from_fn(|s| unsafe { (&raw const (*shared).srcs[s]).read_volatile() });
                 let dsts: [u64; NDSTS] = core::array::from_fn(|d| unsafe { (&raw const (*shared).dsts[d]).read_volatile() });
                 let w = Movers { tid: self.g.tid, nthreads: self.nworkers };
                 let dsts = [dsts[0], dsts[NDSTS - 1]];
+                // A direct receive's source is this rank's own output, where the data
+                // already is: only a send onwards remains.
+                let received_in_place = DIRECT_RECV && self.direct && SRC_BUF == buf::NONE;
                 unsafe {
-                    if NSRCS == 2 {
+                    if received_in_place {
+                        if NDSTS == 2 {
+                            movers::transform(w, self.data, false, false, srcs[0], [dsts[1], dsts[1]], 1, work);
+                        }
+                    } else if NSRCS == 2 {
                         movers::reduce(w, self.data, POST_OP, [srcs[0], srcs[NSRCS - 1]], dsts, NDSTS, work);
                     } else {
                         movers::transform(w, self.data, PRE_OP_SRCS > 0, POST_OP, srcs[0], dsts, NDSTS, work);
@@ -483,7 +574,8 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
         // run (an empty slice is a step on both sides), so every role's step agrees.
         while slice < P::SLICE_PER_CHUNK {
             slice_size = slice_size.min(nelem - offset).max(0);
-            unsafe { self.wait_peer::<RECV, SEND>(SRC_BUF != buf::NONE, DST_BUF != buf::NONE, 0, true) };
+            let (src, dst) = (SRC_BUF != buf::NONE, DST_BUF != buf::NONE);
+            unsafe { self.wait_peer::<RECV, SEND>(src, dst, 0, true, DIRECT_RECV, DIRECT_SEND, dst_ix + offset) };
             self.barrier();
             self.post_peer::<RECV, SEND>(slice_size > 0);
             offset += slice_size;
@@ -525,7 +617,7 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
                     unsafe { slot.write_volatile(self.user(which, user_ix + offset)) };
                 }
                 let last = offset + real_size >= peer_elem;
-                unsafe { self.wait_peer::<RECV, SEND>(SEND, RECV, real_size, last) };
+                unsafe { self.wait_peer::<RECV, SEND>(SEND, RECV, real_size, last, false, false, 0) };
                 self.sub_barrier();
                 if self.stopped() == 0 {
                     for j in 0..npeers {

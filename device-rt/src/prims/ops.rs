@@ -15,49 +15,49 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
     #[inline(never)]
     pub unsafe fn send(&mut self, in_ix: i64, n: i64) {
         const { assert!(MAX_SEND >= 1) };
-        unsafe { self.generic_op::<false, true, { buf::INPUT }, { buf::NONE }, 1, 1, 1, false>(in_ix, -1, n) }
+        unsafe { self.generic_op::<false, true, { buf::INPUT }, { buf::NONE }, 1, 1, 1, false, false, false>(in_ix, -1, n) }
     }
 
     /// Sends `n` output elements from `out_ix` (an in-place all-gather's own block).
     #[inline(never)]
     pub unsafe fn send_from_output(&mut self, out_ix: i64, n: i64) {
         const { assert!(MAX_SEND >= 1) };
-        unsafe { self.generic_op::<false, true, { buf::OUTPUT }, { buf::NONE }, 1, 1, 0, false>(out_ix, -1, n) }
+        unsafe { self.generic_op::<false, true, { buf::OUTPUT }, { buf::NONE }, 1, 1, 0, false, false, false>(out_ix, -1, n) }
     }
 
     /// Receives `n` elements into the output at `out_ix`.
     #[inline(never)]
     pub unsafe fn recv(&mut self, out_ix: i64, n: i64) {
         const { assert!(MAX_RECV >= 1) };
-        unsafe { self.generic_op::<true, false, { buf::NONE }, { buf::OUTPUT }, 1, 1, 0, false>(-1, out_ix, n) }
+        unsafe { self.generic_op::<true, false, { buf::NONE }, { buf::OUTPUT }, 1, 1, 0, false, false, false>(-1, out_ix, n) }
     }
 
     /// Copies `n` input elements from `in_ix` to the output at `out_ix` and sends them.
     #[inline(never)]
     pub unsafe fn copy_send(&mut self, in_ix: i64, out_ix: i64, n: i64) {
         const { assert!(MAX_SEND >= 1) };
-        unsafe { self.generic_op::<false, true, { buf::INPUT }, { buf::OUTPUT }, 1, 2, 1, false>(in_ix, out_ix, n) }
+        unsafe { self.generic_op::<false, true, { buf::INPUT }, { buf::OUTPUT }, 1, 2, 1, false, false, false>(in_ix, out_ix, n) }
     }
 
     /// Receives `n` elements into the output at `out_ix` and sends them on.
     #[inline(never)]
     pub unsafe fn recv_copy_send(&mut self, out_ix: i64, n: i64) {
         const { assert!(MAX_RECV >= 1 && MAX_SEND >= 1) };
-        unsafe { self.generic_op::<true, true, { buf::NONE }, { buf::OUTPUT }, 1, 2, 0, false>(-1, out_ix, n) }
+        unsafe { self.generic_op::<true, true, { buf::NONE }, { buf::OUTPUT }, 1, 2, 0, false, false, false>(-1, out_ix, n) }
     }
 
     /// Receives `n` elements and sends them on without touching the user buffers.
     #[inline(never)]
     pub unsafe fn recv_send(&mut self, n: i64) {
         const { assert!(MAX_RECV >= 1 && MAX_SEND >= 1) };
-        unsafe { self.generic_op::<true, true, { buf::NONE }, { buf::NONE }, 1, 1, 0, false>(-1, -1, n) }
+        unsafe { self.generic_op::<true, true, { buf::NONE }, { buf::NONE }, 1, 1, 0, false, false, false>(-1, -1, n) }
     }
 
     /// Receives `n` elements, reduces them with the input at `in_ix`, sends the result.
     #[inline(never)]
     pub unsafe fn recv_reduce_send(&mut self, in_ix: i64, n: i64) {
         const { assert!(MAX_RECV >= 1 && MAX_SEND >= 1) };
-        unsafe { self.generic_op::<true, true, { buf::INPUT }, { buf::NONE }, 2, 1, 1, false>(in_ix, -1, n) }
+        unsafe { self.generic_op::<true, true, { buf::INPUT }, { buf::NONE }, 2, 1, 1, false, false, false>(in_ix, -1, n) }
     }
 
     /// Receives `n` elements, reduces them with the input at `in_ix`, stores the result
@@ -65,7 +65,7 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
     #[inline(never)]
     pub unsafe fn recv_reduce_copy(&mut self, in_ix: i64, out_ix: i64, n: i64) {
         const { assert!(MAX_RECV >= 1) };
-        unsafe { self.generic_op::<true, false, { buf::INPUT }, { buf::OUTPUT }, 2, 1, 1, true>(in_ix, out_ix, n) }
+        unsafe { self.generic_op::<true, false, { buf::INPUT }, { buf::OUTPUT }, 2, 1, 1, true, false, false>(in_ix, out_ix, n) }
     }
 
     /// Receives `n` elements, reduces them with the input at `in_ix`, stores the result
@@ -73,7 +73,52 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
     #[inline(never)]
     pub unsafe fn recv_reduce_copy_send(&mut self, in_ix: i64, out_ix: i64, n: i64) {
         const { assert!(MAX_RECV >= 1 && MAX_SEND >= 1) };
-        unsafe { self.generic_op::<true, true, { buf::INPUT }, { buf::OUTPUT }, 2, 2, 1, true>(in_ix, out_ix, n) }
+        unsafe { self.generic_op::<true, true, { buf::INPUT }, { buf::OUTPUT }, 2, 2, 1, true, false, false>(in_ix, out_ix, n) }
+    }
+
+    /// Direct [`Primitives::send`]: the input at `in_ix` goes straight into the next
+    /// rank's output at `out_ix`.
+    #[inline(never)]
+    pub unsafe fn direct_send(&mut self, in_ix: i64, out_ix: i64, n: i64) {
+        const { assert!(MAX_SEND >= 1) };
+        unsafe { self.generic_op::<false, true, { buf::INPUT }, { buf::NONE }, 1, 1, 1, false, false, true>(in_ix, out_ix, n) }
+    }
+
+    /// Direct [`Primitives::send_from_output`].
+    #[inline(never)]
+    pub unsafe fn direct_send_from_output(&mut self, out_ix: i64, n: i64) {
+        const { assert!(MAX_SEND >= 1) };
+        unsafe { self.generic_op::<false, true, { buf::OUTPUT }, { buf::NONE }, 1, 1, 0, false, false, true>(out_ix, out_ix, n) }
+    }
+
+    /// Direct [`Primitives::copy_send`].
+    #[inline(never)]
+    pub unsafe fn direct_copy_send(&mut self, in_ix: i64, out_ix: i64, n: i64) {
+        const { assert!(MAX_SEND >= 1) };
+        unsafe { self.generic_op::<false, true, { buf::INPUT }, { buf::OUTPUT }, 1, 2, 1, false, false, true>(in_ix, out_ix, n) }
+    }
+
+    /// Direct [`Primitives::recv`]: the data is already in the output; only the steps move.
+    #[inline(never)]
+    pub unsafe fn direct_recv(&mut self, out_ix: i64, n: i64) {
+        const { assert!(MAX_RECV >= 1) };
+        unsafe { self.generic_op::<true, false, { buf::NONE }, { buf::OUTPUT }, 1, 1, 0, false, true, false>(-1, out_ix, n) }
+    }
+
+    /// Direct [`Primitives::recv_copy_send`]: forwards from this rank's output straight
+    /// into the next rank's.
+    #[inline(never)]
+    pub unsafe fn direct_recv_copy_send(&mut self, out_ix: i64, n: i64) {
+        const { assert!(MAX_RECV >= 1 && MAX_SEND >= 1) };
+        unsafe { self.generic_op::<true, true, { buf::NONE }, { buf::OUTPUT }, 1, 2, 0, false, true, true>(-1, out_ix, n) }
+    }
+
+    /// [`Primitives::recv_reduce_copy_send`] whose result goes straight into the next
+    /// rank's output (the received partial comes through the FIFO).
+    #[inline(never)]
+    pub unsafe fn direct_recv_reduce_copy_send(&mut self, in_ix: i64, out_ix: i64, n: i64) {
+        const { assert!(MAX_RECV >= 1 && MAX_SEND >= 1) };
+        unsafe { self.generic_op::<true, true, { buf::INPUT }, { buf::OUTPUT }, 2, 2, 1, true, false, true>(in_ix, out_ix, n) }
     }
 
     /// Sends each send peer `i` its block of `peer_elem` input elements, at `in_ix + i ×

@@ -208,7 +208,7 @@ fn bench_collectives(args: &[String]) -> Result<ExitCode, Error> {
     let mut out = std::io::stdout();
     let (rows, device_line) = if gpus == 0 {
         println!("# no GPU found: running on the host twin (the device code on CPU threads); times are not GPU figures");
-        let shape = Shape { nranks: nranks as u32, nchannels: flag_value(&ours, "--channels", 2)?, ring_step_bytes: 64 << 10, p2p_step_bytes: 16 << 10 };
+        let shape = Shape { nranks: nranks as u32, nchannels: flag_value(&ours, "--channels", 2)?, ring_step_bytes: 64 << 10, p2p_step_bytes: 16 << 10, direct: false };
         let mut g = TwinGroup::start(shape, flag_value(&ours, "--threads", 128)?, std::time::Duration::from_secs(60))?;
         let rows = collbench::run(&mut g, &bench_args, &mut out)?;
         let line = g.describe();

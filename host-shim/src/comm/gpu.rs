@@ -33,6 +33,10 @@ pub struct CommConfig {
     pub ring_step_bytes: u64,
     /// Bytes per FIFO step of the point-to-point connections.
     pub p2p_step_bytes: u64,
+    /// Ring senders write straight into the next rank's output where the algorithm
+    /// allows (NCCL's direct operations). Tested on the host twin; off by default until
+    /// it is measured on GPUs.
+    pub direct: bool,
 }
 
 impl Default for CommConfig {
@@ -41,6 +45,7 @@ impl Default for CommConfig {
             loop_cfg: LoopConfig { channels: 32, threads: 256, capacity: 1024, spin_budget: Duration::from_secs(10) },
             ring_step_bytes: 512 << 10,
             p2p_step_bytes: 128 << 10,
+            direct: false,
         }
     }
 }
@@ -129,6 +134,7 @@ impl Comm {
             nchannels: cfg.loop_cfg.channels,
             ring_step_bytes: cfg.ring_step_bytes,
             p2p_step_bytes: cfg.p2p_step_bytes,
+            direct: cfg.direct,
         })?;
         let mut contexts: BTreeMap<usize, Arc<CudaContext>> = BTreeMap::new();
         for s in &streams {

@@ -3,7 +3,7 @@
 //! receives into; and the wiring of each end to the peer's memory. Pure arithmetic over
 //! the blocks' base addresses, so the same code wires GPU ranks and host-twin ranks.
 
-use device_rt::conn::{ChannelConns, CommDevice, ConnInfo, MAX_RANKS, NCCL_STEPS, STEP_ALIGN};
+use device_rt::conn::{CONN_DIRECT, ChannelConns, CommDevice, ConnInfo, MAX_RANKS, NCCL_STEPS, STEP_ALIGN};
 use device_rt::work::MAX_CHANNELS;
 use zerocopy::IntoBytes;
 
@@ -21,6 +21,9 @@ pub struct Shape {
     pub ring_step_bytes: u64,
     /// Bytes per step of the point-to-point FIFOs.
     pub p2p_step_bytes: u64,
+    /// Ring connections allow direct operations (`CONN_DIRECT`): senders write straight
+    /// into the next rank's output buffer where the algorithm allows.
+    pub direct: bool,
 }
 
 /// Offsets inside one rank's block.
@@ -38,10 +41,10 @@ pub struct Layout {
     pub block_bytes: u64,
 }
 
-/// Counters per channel: the ring's head and tail, then per peer a p2p head, tail and
-/// sizes FIFO.
+/// Counters per channel: the ring's head, tail and pointer exchange, then per peer a p2p
+/// head, tail and sizes FIFO.
 fn counters_per_channel(nranks: u64) -> u64 {
-    2 + 3 * nranks
+    3 + 3 * nranks
 }
 
 impl Layout {
@@ -90,19 +93,24 @@ impl Layout {
         self.counter(channel, 1)
     }
 
+    /// Ring pointer exchange of the rank's send end (written by the next rank).
+    fn ring_ptr_exchange(&self, channel: u32) -> u64 {
+        self.counter(channel, 2)
+    }
+
     /// Point-to-point head of the rank's send end to `peer`.
     fn p2p_head(&self, channel: u32, peer: u32) -> u64 {
-        self.counter(channel, 2 + 3 * u64::from(peer))
+        self.counter(channel, 3 + 3 * u64::from(peer))
     }
 
     /// Point-to-point tail of the rank's receive end from `peer`.
     fn p2p_tail(&self, channel: u32, peer: u32) -> u64 {
-        self.counter(channel, 3 + 3 * u64::from(peer))
+        self.counter(channel, 4 + 3 * u64::from(peer))
     }
 
     /// Sizes FIFO of the rank's receive end from `peer`.
     fn p2p_sizes(&self, channel: u32, peer: u32) -> u64 {
-        self.counter(channel, 4 + 3 * u64::from(peer))
+        self.counter(channel, 5 + 3 * u64::from(peer))
     }
 
     fn ring_fifo(&self, channel: u32) -> u64 {
@@ -135,6 +143,7 @@ impl Layout {
         let mut image = vec![0u8; self.meta_bytes as usize];
         image[..size_of::<CommDevice>()].copy_from_slice(comm.as_bytes());
         let ring = |step_bytes| ConnInfo { step_bytes, ..ConnInfo::default() };
+        let direct = if s.direct { CONN_DIRECT } else { 0 };
         let conn = size_of::<ChannelConns>();
         for c in 0..s.nchannels {
             let conns = ChannelConns {
@@ -142,12 +151,16 @@ impl Layout {
                     buff: at(next, self.ring_fifo(c)),
                     head: at(rank, self.ring_head(c)),
                     tail: at(next, self.ring_tail(c)),
+                    ptr_exchange: at(rank, self.ring_ptr_exchange(c)),
+                    flags: direct,
                     ..ring(s.ring_step_bytes)
                 },
                 recv: ConnInfo {
                     buff: at(rank, self.ring_fifo(c)),
                     head: at(prev, self.ring_head(c)),
                     tail: at(rank, self.ring_tail(c)),
+                    ptr_exchange: at(prev, self.ring_ptr_exchange(c)),
+                    flags: direct,
                     ..ring(s.ring_step_bytes)
                 },
             };
@@ -184,7 +197,7 @@ mod tests {
     use zerocopy::FromBytes;
 
     fn shape(nranks: u32, nchannels: u32) -> Shape {
-        Shape { nranks, nchannels, ring_step_bytes: 8192, p2p_step_bytes: 4096 }
+        Shape { nranks, nchannels, ring_step_bytes: 8192, p2p_step_bytes: 4096, direct: true }
     }
 
     #[test]
@@ -207,13 +220,17 @@ mod tests {
             let c = comm(r);
             assert_eq!((c.rank, c.nranks, c.ring_ranks[1], c.ring_ranks[2]), (r as u32, 3, ((r + 1) % 3) as u32, ((r + 2) % 3) as u32));
             for ch in 0..2u64 {
-                let mine = conns(r, c.channels + ch * 128);
+                let mine = conns(r, c.channels + ch * 160);
                 let next = (r + 1) % 3;
-                let theirs = conns(next, comm(next).channels + ch * 128);
-                assert_eq!((mine.send.buff, mine.send.tail, mine.send.head), (theirs.recv.buff, theirs.recv.tail, theirs.recv.head));
+                let theirs = conns(next, comm(next).channels + ch * 160);
+                assert_eq!(
+                    (mine.send.buff, mine.send.tail, mine.send.head, mine.send.ptr_exchange),
+                    (theirs.recv.buff, theirs.recv.tail, theirs.recv.head, theirs.recv.ptr_exchange)
+                );
+                assert_eq!((mine.send.flags, theirs.recv.flags), (CONN_DIRECT, CONN_DIRECT));
                 for peer in (0..3usize).filter(|&p| p != r) {
-                    let to = conns(r, c.p2p + (ch * 3 + peer as u64) * 128).send;
-                    let from = conns(peer, comm(peer).p2p + (ch * 3 + r as u64) * 128).recv;
+                    let to = conns(r, c.p2p + (ch * 3 + peer as u64) * 160).send;
+                    let from = conns(peer, comm(peer).p2p + (ch * 3 + r as u64) * 160).recv;
                     assert_eq!(to, from);
                     assert_ne!(to.sizes_fifo, 0);
                 }
@@ -224,6 +241,7 @@ mod tests {
             for ch in 0..2 {
                 words.push(bases[r as usize] + layout.ring_head(ch));
                 words.push(bases[r as usize] + layout.ring_tail(ch));
+                words.push(bases[r as usize] + layout.ring_ptr_exchange(ch));
                 for p in 0..3 {
                     words.extend([layout.p2p_head(ch, p), layout.p2p_tail(ch, p), layout.p2p_sizes(ch, p)].map(|o| bases[r as usize] + o));
                 }
