@@ -6,17 +6,15 @@
 
 use core::mem::size_of;
 
-use super::item::{DeviceFunction, WorkItem, WorkKind};
+use super::item::{BadItem, CollFunction, DeviceFunction, WorkItem, WorkKind};
 use super::queue::{ITEM_CACHE, LoopError, LoopShared, LoopState, MAILBOX_DONE, MAILBOX_PENDING, QueueHeader, WaitSite};
+use crate::algo::{Coll, CollCtx, run_collective};
 use crate::arch::{self, AtomicWord, WARP_SIZE};
+use crate::conn::CommDevice;
 use crate::copy::reduce_copy_grid;
 use crate::dtype::{Bf16, DataType, F16};
-use crate::redop::Sum;
+use crate::redop::{RedOpKind, Sum};
 use crate::spin::{Interrupted, SpinGuard, spin_until};
-use crate::algo::{Coll, CollCtx, run_collective};
-use crate::conn::CommDevice;
-use crate::redop::RedOpKind;
-use super::item::{BadItem, CollFunction};
 
 /// What the loop was launched with.
 #[derive(Clone, Copy, Debug)]
