@@ -11,7 +11,8 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
     /// Sends `n` input elements from `in_ix` (pre-op applied).
     ///
     /// # Safety
-    /// As [`Primitives::generic_op`] (every `# Safety` below is this one).
+    /// Every thread of the group calls it with the same arguments; the user buffers hold
+    /// the elements addressed; `n` is at most one chunk (as `generic_op`).
     #[inline(never)]
     pub unsafe fn send(&mut self, in_ix: i64, n: i64) {
         const { assert!(MAX_SEND >= 1) };
@@ -19,6 +20,9 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
     }
 
     /// Sends `n` output elements from `out_ix` (an in-place all-gather's own block).
+    ///
+    /// # Safety
+    /// As [`Primitives::send`].
     #[inline(never)]
     pub unsafe fn send_from_output(&mut self, out_ix: i64, n: i64) {
         const { assert!(MAX_SEND >= 1) };
@@ -26,6 +30,9 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
     }
 
     /// Receives `n` elements into the output at `out_ix`.
+    ///
+    /// # Safety
+    /// As [`Primitives::send`].
     #[inline(never)]
     pub unsafe fn recv(&mut self, out_ix: i64, n: i64) {
         const { assert!(MAX_RECV >= 1) };
@@ -33,6 +40,9 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
     }
 
     /// Copies `n` input elements from `in_ix` to the output at `out_ix` and sends them.
+    ///
+    /// # Safety
+    /// As [`Primitives::send`].
     #[inline(never)]
     pub unsafe fn copy_send(&mut self, in_ix: i64, out_ix: i64, n: i64) {
         const { assert!(MAX_SEND >= 1) };
@@ -40,6 +50,9 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
     }
 
     /// Receives `n` elements into the output at `out_ix` and sends them on.
+    ///
+    /// # Safety
+    /// As [`Primitives::send`].
     #[inline(never)]
     pub unsafe fn recv_copy_send(&mut self, out_ix: i64, n: i64) {
         const { assert!(MAX_RECV >= 1 && MAX_SEND >= 1) };
@@ -47,6 +60,9 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
     }
 
     /// Receives `n` elements and sends them on without touching the user buffers.
+    ///
+    /// # Safety
+    /// As [`Primitives::send`].
     #[inline(never)]
     pub unsafe fn recv_send(&mut self, n: i64) {
         const { assert!(MAX_RECV >= 1 && MAX_SEND >= 1) };
@@ -54,6 +70,9 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
     }
 
     /// Receives `n` elements, reduces them with the input at `in_ix`, sends the result.
+    ///
+    /// # Safety
+    /// As [`Primitives::send`].
     #[inline(never)]
     pub unsafe fn recv_reduce_send(&mut self, in_ix: i64, n: i64) {
         const { assert!(MAX_RECV >= 1 && MAX_SEND >= 1) };
@@ -62,6 +81,9 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
 
     /// Receives `n` elements, reduces them with the input at `in_ix`, stores the result
     /// (post-op applied: the last step of a reduction) in the output at `out_ix`.
+    ///
+    /// # Safety
+    /// As [`Primitives::send`].
     #[inline(never)]
     pub unsafe fn recv_reduce_copy(&mut self, in_ix: i64, out_ix: i64, n: i64) {
         const { assert!(MAX_RECV >= 1) };
@@ -70,6 +92,9 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
 
     /// Receives `n` elements, reduces them with the input at `in_ix`, stores the result
     /// (post-op applied) in the output at `out_ix` and sends it on.
+    ///
+    /// # Safety
+    /// As [`Primitives::send`].
     #[inline(never)]
     pub unsafe fn recv_reduce_copy_send(&mut self, in_ix: i64, out_ix: i64, n: i64) {
         const { assert!(MAX_RECV >= 1 && MAX_SEND >= 1) };
@@ -78,6 +103,9 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
 
     /// Direct [`Primitives::send`]: the input at `in_ix` goes straight into the next
     /// rank's output at `out_ix`.
+    ///
+    /// # Safety
+    /// As [`Primitives::send`].
     #[inline(never)]
     pub unsafe fn direct_send(&mut self, in_ix: i64, out_ix: i64, n: i64) {
         const { assert!(MAX_SEND >= 1) };
@@ -85,6 +113,9 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
     }
 
     /// Direct [`Primitives::send_from_output`].
+    ///
+    /// # Safety
+    /// As [`Primitives::send`].
     #[inline(never)]
     pub unsafe fn direct_send_from_output(&mut self, out_ix: i64, n: i64) {
         const { assert!(MAX_SEND >= 1) };
@@ -92,6 +123,9 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
     }
 
     /// Direct [`Primitives::copy_send`].
+    ///
+    /// # Safety
+    /// As [`Primitives::send`].
     #[inline(never)]
     pub unsafe fn direct_copy_send(&mut self, in_ix: i64, out_ix: i64, n: i64) {
         const { assert!(MAX_SEND >= 1) };
@@ -99,6 +133,9 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
     }
 
     /// Direct [`Primitives::recv`]: the data is already in the output; only the steps move.
+    ///
+    /// # Safety
+    /// As [`Primitives::send`].
     #[inline(never)]
     pub unsafe fn direct_recv(&mut self, out_ix: i64, n: i64) {
         const { assert!(MAX_RECV >= 1) };
@@ -107,6 +144,9 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
 
     /// Direct [`Primitives::recv_copy_send`]: forwards from this rank's output straight
     /// into the next rank's.
+    ///
+    /// # Safety
+    /// As [`Primitives::send`].
     #[inline(never)]
     pub unsafe fn direct_recv_copy_send(&mut self, out_ix: i64, n: i64) {
         const { assert!(MAX_RECV >= 1 && MAX_SEND >= 1) };
@@ -115,6 +155,9 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
 
     /// [`Primitives::recv_reduce_copy_send`] whose result goes straight into the next
     /// rank's output (the received partial comes through the FIFO).
+    ///
+    /// # Safety
+    /// As [`Primitives::send`].
     #[inline(never)]
     pub unsafe fn direct_recv_reduce_copy_send(&mut self, in_ix: i64, out_ix: i64, n: i64) {
         const { assert!(MAX_RECV >= 1 && MAX_SEND >= 1) };
@@ -124,6 +167,9 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
     /// Sends each send peer `i` its block of `peer_elem` input elements, at `in_ix + i ×
     /// peer_offset` (blocks from peer `skip` on shifted one block further), starting with
     /// peer `shift`; `total_elem` bounds the input.
+    ///
+    /// # Safety
+    /// As [`Primitives::send`].
     #[inline(never)]
     pub unsafe fn scatter(&mut self, in_ix: i64, total_elem: i64, peer_elem: i64, peer_offset: i64, skip: i32, shift: u32) {
         const { assert!(MAX_SEND >= 1) };
@@ -132,6 +178,9 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
 
     /// Receives from each receive peer `i` its block of `peer_elem` elements into the
     /// output at `out_ix + i × peer_offset` (as [`Primitives::scatter`]).
+    ///
+    /// # Safety
+    /// As [`Primitives::send`].
     #[inline(never)]
     pub unsafe fn gather(&mut self, out_ix: i64, total_elem: i64, peer_elem: i64, peer_offset: i64, skip: i32, shift: u32) {
         const { assert!(MAX_RECV >= 1) };

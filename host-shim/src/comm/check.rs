@@ -36,7 +36,7 @@ pub fn matrix(nranks: u32, big_count: usize) -> Vec<CollCase> {
             op,
             count,
             root: if sendrecv { 1 + k % (nranks - 1).max(1) } else { k % nranks },
-            in_place: !sendrecv && k % 2 == 0,
+            in_place: !sendrecv && k.is_multiple_of(2),
         });
     };
     for function in functions.into_iter().chain([CollFunction::SendRecv].into_iter().filter(|_| nranks > 1)) {
