@@ -284,16 +284,8 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
                     unsafe { arch::st_relaxed_sys_global(word, 0) };
                     break;
                 }
-                match guard.tick() {
-                    Ok(()) => {}
-                    Err(Interrupted::Aborted) => {
-                        self.stop(LoopError::Aborted.status(0));
-                        break;
-                    }
-                    Err(Interrupted::TimedOut) => {
-                        self.stop(LoopError::Timeout.status(WaitSite::SendCredit as u32));
-                        break;
-                    }
+                if !self.keep_waiting(&mut guard, WaitSite::SendCredit) {
+                    break;
                 }
             }
         }
@@ -357,6 +349,23 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
         }
     }
 
+    /// One more round of a bounded wait at `site`: false (and the group stopped with
+    /// `Aborted` or `Timeout`) when the host aborted or the spin budget ran out.
+    #[inline(always)]
+    fn keep_waiting(&self, guard: &mut SpinGuard, site: WaitSite) -> bool {
+        match guard.tick() {
+            Ok(()) => true,
+            Err(Interrupted::Aborted) => {
+                self.stop(LoopError::Aborted.status(0));
+                false
+            }
+            Err(Interrupted::TimedOut) => {
+                self.stop(LoopError::Timeout.status(site as u32));
+                false
+            }
+        }
+    }
+
     /// The outcome of the group's operations so far: every thread of the group must call
     /// it after the group's last operation (it synchronises the group).
     #[inline(always)]
@@ -402,17 +411,8 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
                 if self.stopped() != 0 {
                     break;
                 }
-                match guard.tick() {
-                    Ok(()) => {}
-                    Err(Interrupted::Aborted) => {
-                        self.stop(LoopError::Aborted.status(0));
-                        break;
-                    }
-                    Err(Interrupted::TimedOut) => {
-                        let site = if is_send { WaitSite::SendCredit } else { WaitSite::RecvData };
-                        self.stop(LoopError::Timeout.status(site as u32));
-                        break;
-                    }
+                if !self.keep_waiting(&mut guard, if is_send { WaitSite::SendCredit } else { WaitSite::RecvData }) {
+                    break;
                 }
             }
         }
