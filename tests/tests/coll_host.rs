@@ -66,6 +66,21 @@ fn matrix_four_ranks() {
 }
 
 #[test]
+fn matrix_five_ranks() {
+    run_matrix(5, 1, true, |_| true);
+}
+
+#[test]
+fn matrix_six_ranks() {
+    run_matrix(6, 1, false, |_| true);
+}
+
+#[test]
+fn matrix_seven_ranks() {
+    run_matrix(7, 1, true, |_| true);
+}
+
+#[test]
 fn matrix_eight_ranks() {
     run_matrix(8, 1, false, |_| true);
 }
