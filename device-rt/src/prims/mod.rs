@@ -313,11 +313,6 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
         (self.step_bytes / self.data.elt() * Self::CHUNK_STEPS) as i64
     }
 
-    /// Threads that copy data.
-    pub fn nworkers(&self) -> u32 {
-        self.nworkers
-    }
-
     /// True once [`Primitives::exchange_direct`] has turned direct operations on.
     pub fn is_direct(&self) -> bool {
         self.direct

@@ -354,7 +354,6 @@ pub struct GpuGroup {
     comms: Vec<Comm>,
     arenas: Vec<(u64, usize)>,
     used: Vec<usize>,
-    ordinals: Vec<usize>,
     describe: String,
 }
 
@@ -390,17 +389,7 @@ impl GpuGroup {
             cfg.loop_cfg.threads,
             cfg.ring_step_bytes >> 10
         );
-        Ok(Self { used: vec![0; comms.len()], comms, arenas, ordinals: ordinals.to_vec(), describe })
-    }
-
-    /// The ranks.
-    pub fn comms(&self) -> &[Comm] {
-        &self.comms
-    }
-
-    /// Device of each rank.
-    pub fn ordinals(&self) -> &[usize] {
-        &self.ordinals
+        Ok(Self { used: vec![0; comms.len()], comms, arenas, describe })
     }
 
     /// Runs every outstanding item and stops every loop.

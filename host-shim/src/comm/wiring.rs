@@ -74,11 +74,6 @@ impl Layout {
         Ok(Self { shape, channels, p2p, counters, ring_fifos, p2p_fifos, meta_bytes, block_bytes })
     }
 
-    /// The communicator's shape.
-    pub fn shape(&self) -> Shape {
-        self.shape
-    }
-
     fn counter(&self, channel: u32, index: u64) -> u64 {
         self.counters + (u64::from(channel) * counters_per_channel(u64::from(self.shape.nranks)) + index) * LINE
     }
