@@ -20,11 +20,14 @@ const USAGE: &str = "usage: ferroccl <command>
 commands:
   info                        list CUDA devices and what they support
   test [--device N] [FILTER]  run the GPU self-tests (those whose name contains FILTER)
-  coll [--devices 0,1] [--ranks N] [--channels N] [--threads N] [--big N] [FILTER]
+  coll [--devices 0,1] [--ranks N] [--channels N] [--threads N] [--big N] [--direct] [FILTER]
                               the collective correctness matrix (every function × type ×
-                              operator) on N ranks spread over the devices, bit for bit
+                              operator) on N ranks spread over the devices, bit for bit;
+                              --direct: ring senders write straight into the next rank's
+                              output where the algorithm allows (NCCL's direct operations)
   bench [COLLECTIVE...] [-b MIN] [-e MAX] [-f F] [-d TYPE] [-o OP] [-c 0|1] [-n N] [-w N]
-        [-r ROOT] [--devices 0,1] [--ranks N] [--channels N] [--step BYTES] [--nccl] [--json PATH]
+        [-r ROOT] [--devices 0,1] [--ranks N] [--channels N] [--threads N] [--step BYTES]
+        [--direct] [--nccl] [--json PATH]
                               nccl-tests' table (size, count, type, redop, root, time, algbw,
                               busbw, #wrong; out of place and in place) for all_reduce,
                               all_gather, reduce_scatter, broadcast, reduce; with --nccl also
@@ -137,6 +140,8 @@ fn coll(args: &[String]) -> Result<ExitCode, Error> {
     while i < args.len() {
         if FLAGS.contains(&args[i].as_str()) {
             i += 2;
+        } else if args[i] == "--direct" {
+            i += 1;
         } else if args[i].starts_with('-') || filter.is_some() {
             return Err(Error::InvalidArgument(format!("unexpected argument {:?}\n{USAGE}", args[i])));
         } else {
@@ -149,6 +154,7 @@ fn coll(args: &[String]) -> Result<ExitCode, Error> {
     let mut cfg = CommConfig::default();
     cfg.loop_cfg.channels = flag_value(args, "--channels", 4)?;
     cfg.loop_cfg.threads = flag_value(args, "--threads", cfg.loop_cfg.threads)?;
+    cfg.direct = args.iter().any(|a| a == "--direct");
     let big: usize = flag_value(args, "--big", 3 << 20)?;
     let ordinals: Vec<usize> = (0..nranks).map(|r| devices[r % devices.len()]).collect();
     let cases: Vec<_> = check::matrix(nranks as u32, big)
@@ -180,7 +186,7 @@ fn coll(args: &[String]) -> Result<ExitCode, Error> {
 }
 
 /// Splits `args` into ferroccl's communicator flags (`--devices`, `--ranks`,
-/// `--channels`, `--threads`, `--step`, with values; `--nccl`) and the rest.
+/// `--channels`, `--threads`, `--step`, with values; `--direct`, `--nccl`) and the rest.
 fn split_comm_flags(args: &[String]) -> (Vec<String>, Vec<String>) {
     let (mut ours, mut rest) = (Vec::new(), Vec::new());
     let mut it = args.iter();
@@ -190,7 +196,7 @@ fn split_comm_flags(args: &[String]) -> (Vec<String>, Vec<String>) {
                 ours.push(a.clone());
                 ours.extend(it.next().cloned());
             }
-            "--nccl" => ours.push(a.clone()),
+            "--direct" | "--nccl" => ours.push(a.clone()),
             _ => rest.push(a.clone()),
         }
     }
@@ -201,6 +207,7 @@ fn bench_collectives(args: &[String]) -> Result<ExitCode, Error> {
     let (ours, rest) = split_comm_flags(args);
     let bench_args = collbench::parse_args(&rest)?;
     let with_nccl = ours.iter().any(|a| a == "--nccl");
+    let direct = ours.iter().any(|a| a == "--direct");
     let gpus = device::list().map(|l| l.len()).unwrap_or(0);
     let devices = parse_devices(&flag_value(&ours, "--devices", (0..gpus.max(1)).map(|d| d.to_string()).collect::<Vec<_>>().join(","))?)?;
     let nranks: usize = flag_value(&ours, "--ranks", devices.len().max(2))?;
@@ -208,7 +215,7 @@ fn bench_collectives(args: &[String]) -> Result<ExitCode, Error> {
     let mut out = std::io::stdout();
     let (rows, device_line) = if gpus == 0 {
         println!("# no GPU found: running on the host twin (the device code on CPU threads); times are not GPU figures");
-        let shape = Shape { nranks: nranks as u32, nchannels: flag_value(&ours, "--channels", 2)?, ring_step_bytes: 64 << 10, p2p_step_bytes: 16 << 10, direct: false };
+        let shape = Shape { nranks: nranks as u32, nchannels: flag_value(&ours, "--channels", 2)?, ring_step_bytes: 64 << 10, p2p_step_bytes: 16 << 10, direct };
         let mut g = TwinGroup::start(shape, flag_value(&ours, "--threads", 128)?, std::time::Duration::from_secs(60))?;
         let rows = collbench::run(&mut g, &bench_args, &mut out)?;
         let line = g.describe();
@@ -219,6 +226,7 @@ fn bench_collectives(args: &[String]) -> Result<ExitCode, Error> {
         cfg.loop_cfg.channels = flag_value(&ours, "--channels", cfg.loop_cfg.channels)?;
         cfg.loop_cfg.threads = flag_value(&ours, "--threads", cfg.loop_cfg.threads)?;
         cfg.ring_step_bytes = flag_value(&ours, "--step", cfg.ring_step_bytes)?;
+        cfg.direct = direct;
         let ordinals: Vec<usize> = (0..nranks).map(|r| devices[r % devices.len()]).collect();
         let arena = 5 * bench_args.max_bytes + (64 << 20);
         // NCCL first: it must not run while ferroccl's persistent loops hold the GPUs.

@@ -382,12 +382,13 @@ impl GpuGroup {
             c.lp.adopt(a)?;
         }
         let describe = format!(
-            "{} rank(s) on device(s) {:?}, {} channels × {} threads, ring step {} KiB",
+            "{} rank(s) on device(s) {:?}, {} channels × {} threads, ring step {} KiB{}",
             ordinals.len(),
             ordinals,
             cfg.loop_cfg.channels,
             cfg.loop_cfg.threads,
-            cfg.ring_step_bytes >> 10
+            cfg.ring_step_bytes >> 10,
+            if cfg.direct { ", direct" } else { "" }
         );
         Ok(Self { used: vec![0; comms.len()], comms, arenas, describe })
     }

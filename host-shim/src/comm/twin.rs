@@ -162,8 +162,11 @@ impl RankGroup for TwinGroup {
 
     fn describe(&self) -> String {
         format!(
-            "host twin (CPU threads, no GPU): {} ranks × {} channels × {} threads",
-            self.shape.nranks, self.shape.nchannels, self.threads
+            "host twin (CPU threads, no GPU): {} ranks × {} channels × {} threads{}",
+            self.shape.nranks,
+            self.shape.nchannels,
+            self.threads,
+            if self.shape.direct { ", direct" } else { "" }
         )
     }
 
