@@ -8,7 +8,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use device_rt::work::{BadItem, LoopError, MAX_CHANNELS, QueueHeader, WaitSite, WorkItem};
+use device_rt::work::{BadItem, LoopError, MAX_CHANNELS, QueueHeader, RingSlot, WaitSite, WorkItem};
 
 use crate::{Error, Result};
 
@@ -40,7 +40,7 @@ impl AbortHandle {
 /// The producer side of one loop's ring.
 pub struct Queue {
     header: *mut QueueHeader,
-    ring: *mut WorkItem,
+    ring: *mut RingSlot,
     capacity: u64,
     channels: usize,
     next_seq: u64,
@@ -50,13 +50,13 @@ pub struct Queue {
 unsafe impl Send for Queue {}
 
 impl Queue {
-    /// The producer of the loop whose header and ring of `capacity` items are at these
+    /// The producer of the loop whose header and ring of `capacity` slots are at these
     /// addresses (host addresses), with `channels` channels.
     ///
     /// # Safety
     /// The header is zeroed, the memory stays valid (and is not written by anyone but this
     /// queue and the loop) for the queue's life.
-    pub unsafe fn new(header: *mut QueueHeader, ring: *mut WorkItem, capacity: u64, channels: usize) -> Result<Self> {
+    pub unsafe fn new(header: *mut QueueHeader, ring: *mut RingSlot, capacity: u64, channels: usize) -> Result<Self> {
         if capacity == 0 || !(1..=MAX_CHANNELS).contains(&channels) {
             return Err(Error::InvalidArgument(format!(
                 "a queue needs a capacity of at least 1 and 1..={MAX_CHANNELS} channels (got {capacity}, {channels})"
@@ -120,8 +120,8 @@ impl Queue {
         self.health()?;
         let seq = self.next_seq;
         self.wait_for(timeout, "a free slot in the work queue", |q| q.completed() + q.capacity >= seq)?;
-        unsafe { self.write_slot(seq, item) };
         self.publish(seq);
+        unsafe { self.write_slot(seq, WorkItem { seq, ..item }) };
         Ok(Ticket(seq))
     }
 
@@ -141,10 +141,12 @@ impl Queue {
         self.health()?;
         let last = self.next_seq + items.len() as u64 - 1;
         self.wait_for(timeout, "room for a batch in the work queue", |q| q.completed() + q.capacity >= last)?;
-        for (k, item) in items.iter().enumerate() {
-            unsafe { self.write_slot(self.next_seq + k as u64, *item) };
-        }
+        let first = self.next_seq;
         self.publish(last);
+        for (k, item) in items.iter().enumerate() {
+            let seq = first + k as u64;
+            unsafe { self.write_slot(seq, WorkItem { seq, ..*item }) };
+        }
         Ok(Ticket(last))
     }
 
@@ -152,25 +154,27 @@ impl Queue {
     /// what a corrupted queue looks like to the device (self-tests only).
     pub(crate) fn publish_unchecked(&mut self, item: WorkItem) {
         let seq = self.next_seq;
-        let slot = unsafe { self.ring.add(((seq - 1) % self.capacity) as usize) };
-        unsafe { slot.write_volatile(item) };
         self.publish(seq);
+        unsafe { self.write_slot(seq, item) };
     }
 
-    /// Writes `item` as `seq` into its slot, word by word with volatile stores.
+    /// Writes `item` into the slot of `seq`, flagged as `seq`'s, word by word.
+    ///
+    /// Ordering: each word is one release store (8 bytes, single-copy atomic), after the
+    /// doorbell's: the loop takes the slot once every word carries `seq`'s flag, and the
+    /// doorbell it reads with `ld.acquire.sys` covers `seq`.
     unsafe fn write_slot(&self, seq: u64, item: WorkItem) {
-        let item = WorkItem { seq, ..item };
         let slot = unsafe { self.ring.add(((seq - 1) % self.capacity) as usize) }.cast::<u64>();
-        let words: [u64; 8] = zerocopy::transmute!(item);
-        for (w, v) in words.into_iter().enumerate() {
-            unsafe { slot.add(w).write_volatile(v) };
+        for (w, word) in RingSlot::encode(&item, seq).into_iter().enumerate() {
+            unsafe { AtomicU64::from_ptr(slot.add(w)) }.store(word, Ordering::Release);
         }
     }
 
-    /// Makes every slot up to `seq` visible to the loop.
+    /// Rings the doorbell for every item up to `seq`, before their slots are written (see
+    /// [`Queue::write_slot`]).
     ///
-    /// Ordering: a release store; the loop reads the doorbell with `ld.acquire.sys`, so the
-    /// slots written before are visible once the new value is.
+    /// Ordering: a release store; everything written before it (the item's buffers) is
+    /// visible to the loop once it has read the new value with `ld.acquire.sys`.
     fn publish(&mut self, seq: u64) {
         unsafe { AtomicU64::from_ptr(&raw mut (*self.header).doorbell) }.store(seq, Ordering::Release);
         self.next_seq = seq + 1;

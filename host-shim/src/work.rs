@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use cudarc::driver::{CudaContext, CudaFunction, CudaStream, LaunchConfig, PushKernelArg, result, sys};
-use device_rt::work::{LOOP_SMEM_BYTES, LoopState, MAILBOX_CLOSED, MAILBOX_DONE, MAILBOX_PENDING, MAX_CHANNELS, QueueHeader, WorkItem};
+use device_rt::work::{LOOP_SMEM_BYTES, LoopState, MAILBOX_CLOSED, MAILBOX_DONE, MAILBOX_PENDING, MAX_CHANNELS, QueueHeader, RingSlot, WorkItem};
 
 use crate::memory::HostMapped;
 use crate::module::Module;
@@ -139,7 +139,7 @@ impl WorkLoop {
         cfg.validate()?;
         log::debug!("work loop: allocating its queue and state");
         let header = HostMapped::<u64>::zeroed(ctx, size_of::<QueueHeader>() / 8)?;
-        let ring = HostMapped::<u64>::zeroed(ctx, cfg.capacity as usize * size_of::<WorkItem>() / 8)?;
+        let ring = HostMapped::<u64>::zeroed(ctx, cfg.capacity as usize * size_of::<RingSlot>() / 8)?;
         let state = DeviceAlloc::zeroed(ctx, size_of::<LoopState>())?;
         let stream = ctx.new_stream().map_err(Error::cuda("cuStreamCreate"))?;
         // SAFETY: zeroed allocations of the right sizes that this value keeps alive.

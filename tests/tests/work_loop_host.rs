@@ -13,7 +13,7 @@ use device_rt::dtype::DataType;
 use device_rt::redop::RedOpKind;
 use device_rt::work::{
     BadItem, CollFunction, DeviceFunction, LOOP_SMEM_BYTES, LoopArgs, LoopState, MAILBOX_CLOSED, MAILBOX_DONE, MAILBOX_PENDING, QueueHeader,
-    WaitSite, WorkItem, work_loop,
+    RingSlot, WaitSite, WorkItem, work_loop,
 };
 use host_shim::Error;
 use host_shim::queue::{Queue, Ticket};
@@ -23,7 +23,7 @@ const LONG: Duration = Duration::from_secs(30);
 /// A work loop running on the host twin, with its memory and producer.
 struct TwinLoop {
     header: Box<QueueHeader>,
-    ring: Vec<WorkItem>,
+    ring: Vec<RingSlot>,
     state: Box<LoopState>,
     queue: Queue,
     thread: Option<JoinHandle<std::thread::Result<()>>>,
@@ -32,7 +32,7 @@ struct TwinLoop {
 impl TwinLoop {
     fn start(channels: u32, threads: u32, capacity: u64, budget: Duration) -> Self {
         let mut header = Box::new(QueueHeader::new());
-        let mut ring = vec![WorkItem::default(); capacity as usize];
+        let mut ring = vec![RingSlot::default(); capacity as usize];
         let mut state = Box::new(LoopState::default());
         let (h, r, s) = (&raw mut *header as usize, ring.as_mut_ptr() as usize, &raw mut *state as usize);
         let budget_ns = budget.as_nanos() as u64;
@@ -41,7 +41,7 @@ impl TwinLoop {
                 arch::launch(channels, threads, LOOP_SMEM_BYTES, || {
                     let args = LoopArgs {
                         header: h as *mut QueueHeader,
-                        ring: r as *const WorkItem,
+                        ring: r as *const RingSlot,
                         capacity,
                         state: s as *mut LoopState,
                         spin_budget_ns: budget_ns,
@@ -68,12 +68,28 @@ impl TwinLoop {
         }
     }
 
-    /// Writes `item` (as is, unvalidated) into the slot of `position` and rings the
-    /// doorbell: what a corrupted or half-written queue would look like to the device.
+    /// Rings the doorbell for `position` and writes `item` (as is, unvalidated) into its
+    /// slot, flagged as `position`'s: what a corrupted queue would look like to the device.
     fn publish_raw(&mut self, position: u64, item: WorkItem) {
-        let slot = ((position - 1) % self.ring.len() as u64) as usize;
-        unsafe { (&raw mut self.ring[slot]).write_volatile(item) };
+        self.ring_doorbell(position);
+        self.write_words(position, item, 0..16);
+    }
+
+    fn ring_doorbell(&mut self, position: u64) {
         unsafe { AtomicU64::from_ptr(&raw mut self.header.doorbell) }.store(position, Ordering::Release);
+    }
+
+    /// Writes the words `words` of `item`'s slot for `position`.
+    fn write_words(&mut self, position: u64, item: WorkItem, words: std::ops::Range<usize>) {
+        let slot = ((position - 1) % self.ring.len() as u64) as usize;
+        let encoded = RingSlot::encode(&item, position);
+        for w in words {
+            unsafe { AtomicU64::from_ptr(&raw mut self.ring[slot].words[w]) }.store(encoded[w], Ordering::Release);
+        }
+    }
+
+    fn completed(&self) -> u64 {
+        unsafe { AtomicU64::from_ptr((&raw const self.header.cta_completed[0]).cast_mut()) }.load(Ordering::Acquire)
     }
 
     fn mailbox_state(&self) -> &AtomicU64 {
@@ -182,6 +198,47 @@ fn a_stale_slot_is_refused_by_its_sequence_number() {
     lp.publish_raw(1, WorkItem { seq: 5, ..WorkItem::noop() });
     let err = lp.queue.wait(Ticket(1), LONG);
     assert!(matches!(err, Err(Error::BadWorkItem { reason: BadItem::WrongSequence, seq: 1 })), "{err:?}");
+    lp.join();
+}
+
+#[test]
+fn a_half_written_slot_is_not_taken_until_every_word_has_arrived() {
+    let mut lp = TwinLoop::start(1, 32, 4, LONG);
+    let counter = AtomicU64::new(0);
+    let item = WorkItem { seq: 1, ..WorkItem::call(DeviceFunction::Increment, word(&counter), 0) };
+    lp.ring_doorbell(1);
+    // Every word but one: the loop sees the doorbell and keeps reading the slot.
+    lp.write_words(1, item, 0..7);
+    lp.write_words(1, item, 8..16);
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!((lp.completed(), counter.load(Ordering::Relaxed)), (0, 0), "a torn slot must never run");
+    lp.write_words(1, item, 7..8);
+    let start = Instant::now();
+    while lp.completed() < 1 {
+        assert!(start.elapsed() < LONG, "the whole slot never ran");
+        std::thread::yield_now();
+    }
+    assert_eq!(counter.load(Ordering::Relaxed), 1);
+    lp.queue.abort_handle().abort();
+    lp.join();
+}
+
+#[test]
+fn a_whole_slot_waits_for_the_doorbell() {
+    let mut lp = TwinLoop::start(2, 32, 4, LONG);
+    let counter = AtomicU64::new(0);
+    let item = WorkItem { seq: 1, ..WorkItem::call(DeviceFunction::Increment, word(&counter), 0) };
+    lp.write_words(1, item, 0..16);
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!((lp.completed(), counter.load(Ordering::Relaxed)), (0, 0), "the doorbell orders what the host wrote before it");
+    lp.ring_doorbell(1);
+    let start = Instant::now();
+    while lp.completed() < 1 {
+        assert!(start.elapsed() < LONG, "the published slot never ran");
+        std::thread::yield_now();
+    }
+    assert_eq!(counter.load(Ordering::Relaxed), 1);
+    lp.queue.abort_handle().abort();
     lp.join();
 }
 

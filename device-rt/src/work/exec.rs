@@ -1,5 +1,5 @@
 //! The persistent work loop: one launch per rank for the rank's lifetime; each CTA is a
-//! channel. Thread 0 of each channel polls the ring and the mailbox, copies the next item
+//! channel. Warp 0 of each channel polls the ring and the mailbox, copies the next items
 //! into shared memory, and a barrier hands it to every thread; the item is validated,
 //! dispatched through a `match` into monomorphized functions, and completed (release
 //! store). Errors, aborts and timeouts end the loop with a recorded status, never a hang.
@@ -7,7 +7,7 @@
 use core::mem::size_of;
 
 use super::item::{BadItem, CollFunction, DeviceFunction, WorkItem, WorkKind};
-use super::queue::{ITEM_CACHE, LoopError, LoopShared, LoopState, MAILBOX_DONE, MAILBOX_PENDING, QueueHeader, WaitSite};
+use super::queue::{ITEM_CACHE, LoopError, LoopShared, LoopState, MAILBOX_DONE, MAILBOX_PENDING, QueueHeader, RingSlot, WaitSite};
 use crate::algo::{Coll, CollCtx, run_collective};
 use crate::arch::{self, AtomicWord, WARP_SIZE};
 use crate::conn::CommDevice;
@@ -21,8 +21,8 @@ use crate::spin::{Interrupted, SpinGuard, spin_until};
 pub struct LoopArgs {
     /// Host-mapped queue header.
     pub header: *mut QueueHeader,
-    /// Host-mapped ring of `capacity` items.
-    pub ring: *const WorkItem,
+    /// Host-mapped ring of `capacity` slots.
+    pub ring: *const RingSlot,
     /// Slots in the ring.
     pub capacity: u64,
     /// Device-memory loop state (mailbox, counters).
@@ -187,94 +187,157 @@ fn may_block(kind: WorkKind) -> bool {
 /// The named barrier warp 0 uses inside [`fetch`].
 const FETCH_BARRIER: u32 = 1;
 
-/// Warp 0: lane 0 waits for work (see [`poll`]); then the warp copies up to
-/// `ITEM_CACHE` ring items (or the mailbox item) into shared memory in one round trip,
-/// and lane 0 records the verdict, the item count and the mailbox generation.
+/// 16-byte pieces of one ring slot.
+const SLOT_PIECES: usize = size_of::<RingSlot>() / 16;
+
+/// Pieces of `ITEM_CACHE` slots each lane of warp 0 reads.
+const PIECES_PER_LANE: usize = ITEM_CACHE * SLOT_PIECES / WARP_SIZE as usize;
+
+/// Every lane of a warp.
+const FULL_WARP: u32 = u32::MAX;
+
+/// Warp 0 waits for work and copies it into shared memory: up to `ITEM_CACHE` ring items
+/// (see the `queue` module), or the mailbox item. Lane 0 records the verdict, the item
+/// count and the mailbox generation. `doorbell` is the last doorbell read (the same in
+/// every lane); while it covers `next_seq` it is not read again.
 ///
-/// Ordering: lane 0's acquire of the doorbell (or mailbox state) comes before the warp's
-/// named barrier, and every lane's loads of the items after it.
+/// Ordering: a round reads the next slots (volatile 16-byte loads: each 8-byte word is
+/// single-copy atomic; a slot counts only when every flag is right) and then, in program
+/// order after them, lane 0 reads the doorbell with `ld.acquire.sys`: both are in flight
+/// together, one round trip. Only slots the doorbell covers are taken, so what the host
+/// wrote before ringing it is visible to the CTA after the caller's barrier. The mailbox:
+/// lane 0's acquire of its state comes before the warp's named barrier, and every lane's
+/// loads of the item after it.
 unsafe fn fetch(a: &LoopArgs, next_seq: u64, doorbell: &mut u64, mailbox_done: u64, shared: *mut LoopShared) {
-    // Items move as 16-byte pieces with weak `.cv` loads (ordered after lane 0's acquire
-    // by the warp barrier; never served from a stale line), which the SM pipelines,
-    // unlike volatile loads of host memory.
-    const PIECES: usize = size_of::<WorkItem>() / 16;
-    const PER_LANE: usize = ITEM_CACHE * PIECES / WARP_SIZE as usize;
     let lane = arch::lane_id() as usize;
-    if lane == 0 {
-        let (verdict, generation) = unsafe { poll(a, next_seq, doorbell, mailbox_done) };
-        let count = match verdict {
-            VERDICT_RING => (*doorbell - next_seq + 1).min(ITEM_CACHE as u64),
-            VERDICT_MAILBOX => 1,
-            _ => 0,
-        };
-        unsafe {
-            (&raw mut (*shared).verdict).write_volatile(verdict);
-            (&raw mut (*shared).count).write_volatile(count);
-            (&raw mut (*shared).generation).write_volatile(generation);
+    let mut guard = unsafe { SpinGuard::new(&raw const (*a.header).abort, u64::MAX) };
+    let mut round = 0u32;
+    loop {
+        let want = if *doorbell >= next_seq { (*doorbell - next_seq + 1).min(ITEM_CACHE as u64) as usize } else { 1 };
+        let pieces = unsafe { read_slots(a, next_seq, want, lane) };
+        if *doorbell < next_seq {
+            let seen = if lane == 0 { unsafe { arch::ld_acquire_sys_global(&raw const (*a.header).doorbell) } } else { 0 };
+            *doorbell = broadcast_lane0(seen);
         }
-    }
-    arch::barrier_sync(FETCH_BARRIER, WARP_SIZE);
-    let verdict = unsafe { (&raw const (*shared).verdict).read_volatile() };
-    let pieces_total = unsafe { (&raw const (*shared).count).read_volatile() } as usize * PIECES;
-    let piece_at = |p: usize| -> u64 {
-        let item = if verdict == VERDICT_MAILBOX {
-            unsafe { &raw const (*a.state).mailbox.item }
-        } else {
-            unsafe { a.ring.add(((next_seq - 1 + (p / PIECES) as u64) % a.capacity) as usize) }
-        };
-        arch::cvta_to_global(item) + 16 * (p % PIECES) as u64
-    };
-    let mut pieces = [[0u64; 2]; PER_LANE];
-    for (k, piece) in pieces.iter_mut().enumerate() {
-        let p = lane + k * WARP_SIZE as usize;
-        if p < pieces_total {
-            *piece = unsafe { arch::ld_cv_global_v2b64(piece_at(p)) };
+        let covered = (doorbell.saturating_sub(next_seq - 1) as usize).min(want);
+        let ready = whole_slots(&pieces, next_seq, lane, covered);
+        if ready > 0 {
+            let items = unsafe { (&raw mut (*shared).items).cast::<u64>() };
+            for (k, piece) in pieces.into_iter().enumerate() {
+                let p = lane + k * WARP_SIZE as usize;
+                if p < ready * SLOT_PIECES {
+                    let seq = next_seq + (p / SLOT_PIECES) as u64;
+                    if let Some(bytes) = RingSlot::unflag_pair(piece, seq) {
+                        unsafe { items.add(p).write_volatile(bytes) };
+                    }
+                }
+            }
+            if lane == 0 {
+                unsafe { set_verdict(shared, VERDICT_RING, ready as u64, 0) };
+            }
+            return;
         }
-    }
-    let items = unsafe { (&raw mut (*shared).items).cast::<[u64; 2]>() };
-    for (k, piece) in pieces.into_iter().enumerate() {
-        let p = lane + k * WARP_SIZE as usize;
-        if p < pieces_total {
-            unsafe { items.add(p).write_volatile(piece) };
+        let (verdict, generation) = if lane == 0 { unsafe { look_elsewhere(a, mailbox_done, &mut round, &mut guard) } } else { (0, 0) };
+        let verdict = broadcast_lane0(verdict);
+        if verdict == 0 {
+            continue;
         }
+        if lane == 0 {
+            unsafe { set_verdict(shared, verdict, u64::from(verdict == VERDICT_MAILBOX), generation) };
+        }
+        if verdict == VERDICT_MAILBOX {
+            arch::barrier_sync(FETCH_BARRIER, WARP_SIZE);
+            if lane < size_of::<WorkItem>() / 16 {
+                let item = arch::cvta_to_global(unsafe { &raw const (*a.state).mailbox.item }) + 16 * lane as u64;
+                let piece = unsafe { arch::ld_cv_global_v2b64(item) };
+                unsafe { (&raw mut (*shared).items).cast::<[u64; 2]>().add(lane).write_volatile(piece) };
+            }
+        }
+        return;
     }
 }
 
-/// Lane 0 of warp 0: waits for the next ring item (`next_seq`) or a mailbox item of a
-/// generation other than `mailbox_done`. Returns the verdict and, for the mailbox, the
-/// item's generation. `doorbell` is the last value read (acquire): while it covers
-/// `next_seq` the ring is not polled again.
-unsafe fn poll(a: &LoopArgs, next_seq: u64, doorbell: &mut u64, mailbox_done: u64) -> (u64, u64) {
-    let header = a.header;
-    let mailbox = unsafe { &raw mut (*a.state).mailbox };
-    let mut guard = unsafe { SpinGuard::new(&raw const (*header).abort, u64::MAX) };
-    let mut round = 0u32;
-    loop {
-        if *doorbell < next_seq {
-            *doorbell = unsafe { arch::ld_acquire_sys_global(&raw const (*header).doorbell) };
-        }
-        if *doorbell >= next_seq {
-            return (VERDICT_RING, 0);
-        }
-        round = round.wrapping_add(1);
-        if round.is_multiple_of(MAILBOX_POLL_EVERY) {
-            // Generation first: it is released after DONE, so a PENDING seen after a new
-            // generation belongs to a new item, never to the one just completed.
-            let generation = unsafe { arch::ld_acquire_sys_global(&raw const (*mailbox).generation) };
-            if generation != mailbox_done {
-                let state = unsafe { arch::ld_acquire_sys_global(&raw const (*mailbox).state) };
-                if state & 0xFFFF_FFFF == MAILBOX_PENDING {
-                    return (VERDICT_MAILBOX, generation);
-                }
-            }
-            if unsafe { arch::ld_volatile_global(&raw const (*a.state).error_claimed) } != 0 {
-                return (VERDICT_PEER_FAILED, 0);
-            }
-        }
-        if guard.tick().is_err() {
-            return (VERDICT_ABORT, 0);
+/// Every lane of warp 0 reads its pieces of the `want` ring slots from `next_seq` on
+/// (piece `p` of the run is lane `p % 32`'s `p / 32`-th).
+unsafe fn read_slots(a: &LoopArgs, next_seq: u64, want: usize, lane: usize) -> [[u64; 2]; PIECES_PER_LANE] {
+    let mut pieces = [[0u64; 2]; PIECES_PER_LANE];
+    for (k, piece) in pieces.iter_mut().enumerate() {
+        let p = lane + k * WARP_SIZE as usize;
+        if p < want * SLOT_PIECES {
+            let slot = unsafe { a.ring.add(((next_seq - 1 + (p / SLOT_PIECES) as u64) % a.capacity) as usize) };
+            *piece = unsafe { arch::ld_volatile_global_v2b64(arch::cvta_to_global(slot) + 16 * (p % SLOT_PIECES) as u64) };
         }
     }
+    pieces
+}
+
+/// How many of the first `covered` slots from `next_seq` on are whole, counting from
+/// the first (the same in every lane: one ballot per piece row).
+fn whole_slots(pieces: &[[u64; 2]; PIECES_PER_LANE], next_seq: u64, lane: usize, covered: usize) -> usize {
+    const SLOTS_PER_ROW: usize = WARP_SIZE as usize / SLOT_PIECES;
+    const SLOT_MASK: u32 = (1 << SLOT_PIECES) - 1;
+    let mut whole = 0;
+    for (k, piece) in pieces.iter().enumerate() {
+        if whole >= covered {
+            break;
+        }
+        let p = lane + k * WARP_SIZE as usize;
+        let seq = next_seq + (p / SLOT_PIECES) as u64;
+        let ok = arch::vote_ballot(FULL_WARP, RingSlot::unflag_pair(*piece, seq).is_some());
+        for s in 0..SLOTS_PER_ROW {
+            if whole == covered || (ok >> (s * SLOT_PIECES)) & SLOT_MASK != SLOT_MASK {
+                return whole;
+            }
+            whole += 1;
+        }
+    }
+    whole
+}
+
+/// Lane 0's `v` in every lane of the warp.
+fn broadcast_lane0(v: u64) -> u64 {
+    let lo = arch::shfl_idx(FULL_WARP, v as u32, 0);
+    let hi = arch::shfl_idx(FULL_WARP, (v >> 32) as u32, 0);
+    u64::from(lo) | u64::from(hi) << 32
+}
+
+/// Lane 0 of warp 0 writes what [`fetch`] found.
+///
+/// # Safety
+/// `shared` is the CTA's loop shared memory.
+unsafe fn set_verdict(shared: *mut LoopShared, verdict: u64, count: u64, generation: u64) {
+    unsafe {
+        (&raw mut (*shared).verdict).write_volatile(verdict);
+        (&raw mut (*shared).count).write_volatile(count);
+        (&raw mut (*shared).generation).write_volatile(generation);
+    }
+}
+
+/// Lane 0 of warp 0, while the ring has nothing: every `MAILBOX_POLL_EVERY` rounds looks
+/// for a mailbox item of a generation other than `mailbox_done` and for another
+/// channel's error, and counts the round against the abort flag. Returns 0 to keep
+/// polling, or a verdict and (for the mailbox) the item's generation.
+unsafe fn look_elsewhere(a: &LoopArgs, mailbox_done: u64, round: &mut u32, guard: &mut SpinGuard) -> (u64, u64) {
+    let mailbox = unsafe { &raw mut (*a.state).mailbox };
+    *round = round.wrapping_add(1);
+    if round.is_multiple_of(MAILBOX_POLL_EVERY) {
+        // Generation first: it is released after DONE, so a PENDING seen after a new
+        // generation belongs to a new item, never to the one just completed.
+        let generation = unsafe { arch::ld_acquire_sys_global(&raw const (*mailbox).generation) };
+        if generation != mailbox_done {
+            let state = unsafe { arch::ld_acquire_sys_global(&raw const (*mailbox).state) };
+            if state & 0xFFFF_FFFF == MAILBOX_PENDING {
+                return (VERDICT_MAILBOX, generation);
+            }
+        }
+        if unsafe { arch::ld_volatile_global(&raw const (*a.state).error_claimed) } != 0 {
+            return (VERDICT_PEER_FAILED, 0);
+        }
+    }
+    if guard.tick().is_err() {
+        return (VERDICT_ABORT, 0);
+    }
+    (0, 0)
 }
 
 /// Polling rounds of the ring between two looks at the mailbox and the error claim.

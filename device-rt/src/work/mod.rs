@@ -10,7 +10,7 @@ mod exec;
 pub use item::{BadItem, CollFunction, DeviceFunction, NO_PEER, WorkItem, WorkKind};
 pub use queue::{
     LOOP_SMEM_BYTES, LoopError, LoopState, MAILBOX_CLOSED, MAILBOX_DONE, MAILBOX_PENDING, MAX_ARITY, MAX_CHANNELS, MAX_GROUPS, Mailbox, PrimsShared,
-    QueueHeader, THREAD_PER_SYNC, WaitSite,
+    QueueHeader, RingSlot, SLOT_WORDS, THREAD_PER_SYNC, WaitSite,
 };
 
 #[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]

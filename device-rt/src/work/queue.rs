@@ -2,12 +2,16 @@
 //! host-mapped memory, written by the host, polled by the device), and the loop's own
 //! state with the stream mailbox (in device memory).
 //!
-//! Protocol (ring, the direct host path): the host writes item `seq` into slot
-//! `(seq - 1) % capacity`, then stores `doorbell = seq` with release semantics. Each
-//! channel (CTA) polls `doorbell` with `ld.acquire.sys`, reads the slot with volatile
-//! loads, runs its share, and stores `cta_completed[channel] = seq` with
-//! `st.release.sys`. The rank has completed `seq` when every channel has; a slot may be
-//! rewritten once every channel has completed the item that used it (backpressure).
+//! Protocol (ring, the direct host path): the host stores `doorbell = seq` with release
+//! semantics, then writes item `seq` into slot `(seq - 1) % capacity` as a [`RingSlot`]:
+//! every 8-byte word carries 4 bytes of the item and the slot's flag (`seq`'s low 32
+//! bits), so a slot is whole exactly when every flag is `seq`'s, whatever order its words
+//! arrive in. Each channel (CTA) reads the next slots and the doorbell in one round trip
+//! across PCIe: it takes the whole slots whose `seq` the doorbell covers (the doorbell's
+//! acquire orders what the host wrote before it), runs its share, and stores
+//! `cta_completed[channel] = seq` with `st.release.sys`. The rank has completed `seq` when
+//! every channel has; a slot may be rewritten once every channel has completed the item
+//! that used it (backpressure).
 //!
 //! Protocol (mailbox, the stream-ordered path): stream memory operations write the item
 //! into `mailbox.item`, set the low half of `mailbox.state` to [`MAILBOX_PENDING`], and
@@ -29,6 +33,53 @@ pub const MAILBOX_PENDING: u64 = 1;
 pub const MAILBOX_DONE: u64 = 2;
 /// The high half of `Mailbox::state`: the loop has left; nothing more will run.
 pub const MAILBOX_CLOSED: u64 = 1 << 32;
+
+/// Words of a [`RingSlot`].
+pub const SLOT_WORDS: usize = 2 * core::mem::size_of::<WorkItem>() / 8;
+
+/// One slot of the ring: a [`WorkItem`] spread over 16 words, word `i` holding the item's
+/// 32-bit piece `i` in its low half and the slot's flag ([`RingSlot::flag`]) in its high
+/// half. Each word is written and read as one 8-byte access (single-copy atomic on both
+/// sides), so a reader that finds every flag right has the whole item, with no ordering
+/// between the words. 128 bytes: one line, one PCIe read.
+#[repr(C, align(128))]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub struct RingSlot {
+    pub words: [u64; SLOT_WORDS],
+}
+
+static_assertions::const_assert_eq!(core::mem::size_of::<RingSlot>(), 128);
+
+impl RingSlot {
+    /// The flag of item `seq`: its low 32 bits (a slot is reused every `capacity` items,
+    /// so a stale slot's flag differs while the capacity is below 2^32; a never-written
+    /// slot holds 0, and `seq` starts at 1).
+    pub const fn flag(seq: u64) -> u32 {
+        seq as u32
+    }
+
+    /// The words of `item`'s slot for `seq`.
+    pub fn encode(item: &WorkItem, seq: u64) -> [u64; SLOT_WORDS] {
+        let pieces: [u32; SLOT_WORDS] = zerocopy::transmute!(*item);
+        pieces.map(|piece| u64::from(piece) | u64::from(Self::flag(seq)) << 32)
+    }
+
+    /// Two words' item pieces, if both carry `seq`'s flag: 8 bytes of the item.
+    pub const fn unflag_pair(words: [u64; 2], seq: u64) -> Option<u64> {
+        let flag = Self::flag(seq) as u64;
+        if words[0] >> 32 == flag && words[1] >> 32 == flag {
+            Some(words[0] & 0xFFFF_FFFF | words[1] << 32)
+        } else {
+            None
+        }
+    }
+}
+
+impl Default for RingSlot {
+    fn default() -> Self {
+        Self { words: [0; SLOT_WORDS] }
+    }
+}
 
 /// Host-mapped: written by the host (`doorbell`, `abort`) and by the device (the rest).
 #[repr(C, align(64))]

@@ -150,7 +150,7 @@ impl Comm {
         let mut modules = BTreeMap::new();
         for (ordinal, ctx) in &contexts {
             log::info!("communicator: loading the module on device {ordinal}");
-            modules.insert(*ordinal, Module::load(ctx)?);
+            modules.insert(*ordinal, Module::load_for_threads(ctx, cfg.loop_cfg.threads)?);
         }
         let mut loops = Vec::new();
         let mut blocks = Vec::new();

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use device_rt::arch;
 use device_rt::conn::CommDevice;
-use device_rt::work::{LOOP_SMEM_BYTES, LoopArgs, LoopState, QueueHeader, WorkItem, work_loop};
+use device_rt::work::{LOOP_SMEM_BYTES, LoopArgs, LoopState, QueueHeader, RingSlot, WorkItem, work_loop};
 
 use super::group::{Buffer, RankGroup};
 use super::wiring::{Layout, Shape};
@@ -31,7 +31,7 @@ impl Block {
 struct TwinRank {
     // The loop's memory: kept alive until its threads have ended (see `Drop`).
     _header: Box<QueueHeader>,
-    _ring: Vec<WorkItem>,
+    _ring: Vec<RingSlot>,
     _state: Box<LoopState>,
     _block: Block,
     queue: Queue,
@@ -96,7 +96,7 @@ impl TwinGroup {
 fn start_rank(block: Block, channels: u32, threads: u32, budget: Duration) -> Result<TwinRank> {
     const CAPACITY: u64 = 256;
     let mut header = Box::new(QueueHeader::new());
-    let mut ring = vec![WorkItem::default(); CAPACITY as usize];
+    let mut ring = vec![RingSlot::default(); CAPACITY as usize];
     let mut state = Box::new(LoopState::default());
     let (h, r, s, c) = (&raw mut *header as usize, ring.as_mut_ptr() as usize, &raw mut *state as usize, block.addr() as usize);
     let budget_ns = u64::try_from(budget.as_nanos()).unwrap_or(u64::MAX);
@@ -107,7 +107,7 @@ fn start_rank(block: Block, channels: u32, threads: u32, budget: Duration) -> Re
                 arch::launch(channels, threads, LOOP_SMEM_BYTES, || {
                     let args = LoopArgs {
                         header: h as *mut QueueHeader,
-                        ring: r as *const WorkItem,
+                        ring: r as *const RingSlot,
                         capacity: CAPACITY,
                         state: s as *mut LoopState,
                         spin_budget_ns: budget_ns,

@@ -2,7 +2,7 @@
 //! with.
 
 use device_rt::conn::CommDevice;
-use device_rt::work::{LoopArgs, LoopState, QueueHeader, WorkItem, work_loop};
+use device_rt::work::{LoopArgs, LoopState, QueueHeader, RingSlot, work_loop};
 
 /// One rank's work loop: launched once, runs items until a Shutdown item, an abort or an
 /// error (see `device_rt::work`).
@@ -12,7 +12,7 @@ use device_rt::work::{LoopArgs, LoopState, QueueHeader, WorkItem, work_loop};
 #[unsafe(no_mangle)]
 pub unsafe extern "gpu-kernel" fn ferroccl_work_loop(
     header: *mut QueueHeader,
-    ring: *const WorkItem,
+    ring: *const RingSlot,
     capacity: u64,
     state: *mut LoopState,
     spin_budget_ns: u64,
