@@ -20,7 +20,8 @@ const USAGE: &str = "usage: ferroccl <command>
 commands:
   info                        list CUDA devices and what they support
   test [--device N] [FILTER]  run the GPU self-tests (those whose name contains FILTER)
-  coll [--devices 0,1] [--ranks N] [--channels N] [--threads N] [--big N] [--direct] [FILTER]
+  coll [--devices 0,1] [--ranks N] [--channels N] [--threads N] [--step BYTES] [--big N]
+       [--direct] [FILTER]
                               the collective correctness matrix (every function × type ×
                               operator) on N ranks spread over the devices, bit for bit;
                               --direct: ring senders write straight into the next rank's
@@ -134,7 +135,7 @@ fn flag_value<T: std::str::FromStr>(args: &[String], flag: &str, default: T) -> 
 }
 
 fn coll(args: &[String]) -> Result<ExitCode, Error> {
-    const FLAGS: [&str; 5] = ["--devices", "--ranks", "--channels", "--threads", "--big"];
+    const FLAGS: [&str; 6] = ["--devices", "--ranks", "--channels", "--threads", "--step", "--big"];
     let mut filter = None;
     let mut i = 0;
     while i < args.len() {
@@ -154,6 +155,7 @@ fn coll(args: &[String]) -> Result<ExitCode, Error> {
     let mut cfg = CommConfig::default();
     cfg.loop_cfg.channels = flag_value(args, "--channels", 4)?;
     cfg.loop_cfg.threads = flag_value(args, "--threads", cfg.loop_cfg.threads)?;
+    cfg.ring_step_bytes = flag_value(args, "--step", cfg.ring_step_bytes)?;
     cfg.direct = args.iter().any(|a| a == "--direct");
     let big: usize = flag_value(args, "--big", 3 << 20)?;
     let ordinals: Vec<usize> = (0..nranks).map(|r| devices[r % devices.len()]).collect();
@@ -178,6 +180,9 @@ fn coll(args: &[String]) -> Result<ExitCode, Error> {
                 println!("FAILED {}: {e}", case.describe());
                 return Ok(ExitCode::FAILURE);
             }
+        }
+        if (k + 1) % 100 == 0 {
+            println!("  {}/{} cases, {} wrong, {:.1} s", k + 1, cases.len(), wrong, started.elapsed().as_secs_f64());
         }
     }
     println!("{} cases, {} wrong, {:.1} s", cases.len(), wrong, started.elapsed().as_secs_f64());
