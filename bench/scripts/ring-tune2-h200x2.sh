@@ -11,6 +11,11 @@ mkdir -p /tmp/nccl && ln -sf /opt/torch/.venv/lib/python3.12/site-packages/nvidi
 export LD_LIBRARY_PATH=/tmp/nccl:${LD_LIBRARY_PATH:-}
 out=${OUT:-/tmp}
 date -u +%FT%TZ | tee "$out/tune.txt"
+# Fill the JIT cache for both modules (the plain one and the 128-register one for 512
+# threads) at once; a filter that matches no case only loads them.
+timeout 150 ./.carry/ferroccl coll --devices 0,1 --ranks 2 --channels 2 no-such-case > "$out/jit-256.txt" 2>&1 &
+timeout 150 ./.carry/ferroccl coll --devices 0,1 --ranks 2 --channels 2 --threads 512 no-such-case > "$out/jit-512.txt" 2>&1 &
+wait
 configs=${CONFIGS:-"c32t256:--channels 32 --threads 256
 c32t256d:--channels 32 --threads 256 --direct
 c24t512:--channels 24 --threads 512
