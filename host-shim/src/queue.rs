@@ -113,20 +113,20 @@ impl Queue {
         Ok(())
     }
 
-    /// Validates `item`, waits (up to `timeout`) for a free slot, writes it and rings the
-    /// doorbell. Refused items change nothing.
+    /// Validates `item`, waits (up to `timeout`) for a free slot and writes it (the loop
+    /// polls the slot itself). Refused items change nothing.
     pub fn enqueue(&mut self, item: WorkItem, timeout: Duration) -> Result<Ticket> {
         item.validate().map_err(|reason| Error::BadWorkItem { reason, seq: 0 })?;
         self.health()?;
         let seq = self.next_seq;
         self.wait_for(timeout, "a free slot in the work queue", |q| q.completed() + q.capacity >= seq)?;
-        self.publish(seq);
         unsafe { self.write_slot(seq, WorkItem { seq, ..item }) };
+        self.next_seq = seq + 1;
         Ok(Ticket(seq))
     }
 
-    /// Writes `items` into the ring and publishes them with one doorbell (they must fit:
-    /// the ring must be idle and hold them all). For back-to-back dispatch.
+    /// Writes `items` into the ring at once (they must fit: the ring must be idle and hold
+    /// them all). For back-to-back dispatch.
     pub fn enqueue_batch(&mut self, items: &[WorkItem], timeout: Duration) -> Result<Ticket> {
         if items.is_empty() || items.len() as u64 > self.capacity {
             return Err(Error::InvalidArgument(format!(
@@ -141,43 +141,32 @@ impl Queue {
         self.health()?;
         let last = self.next_seq + items.len() as u64 - 1;
         self.wait_for(timeout, "room for a batch in the work queue", |q| q.completed() + q.capacity >= last)?;
-        let first = self.next_seq;
-        self.publish(last);
         for (k, item) in items.iter().enumerate() {
-            let seq = first + k as u64;
+            let seq = self.next_seq + k as u64;
             unsafe { self.write_slot(seq, WorkItem { seq, ..*item }) };
         }
+        self.next_seq = last + 1;
         Ok(Ticket(last))
     }
 
-    /// Writes `item` unvalidated, with its own `seq`, into the next slot and publishes it:
-    /// what a corrupted queue looks like to the device (self-tests only).
+    /// Writes `item` unvalidated, with its own `seq`, into the next slot: what a corrupted
+    /// queue looks like to the device (self-tests only).
     pub(crate) fn publish_unchecked(&mut self, item: WorkItem) {
-        let seq = self.next_seq;
-        self.publish(seq);
-        unsafe { self.write_slot(seq, item) };
+        unsafe { self.write_slot(self.next_seq, item) };
+        self.next_seq += 1;
     }
 
     /// Writes `item` into the slot of `seq`, flagged as `seq`'s, word by word.
     ///
-    /// Ordering: each word is one release store (8 bytes, single-copy atomic), after the
-    /// doorbell's: the loop takes the slot once every word carries `seq`'s flag, and the
-    /// doorbell it reads with `ld.acquire.sys` covers `seq`.
+    /// Ordering: each word is one release store (8 bytes, single-copy atomic), so
+    /// everything written before (the item's buffers) is visible to the loop once it has
+    /// seen the word and issued its `fence.acq_rel.sys`; the loop takes the slot only when
+    /// every word carries `seq`'s flag.
     unsafe fn write_slot(&self, seq: u64, item: WorkItem) {
         let slot = unsafe { self.ring.add(((seq - 1) % self.capacity) as usize) }.cast::<u64>();
         for (w, word) in RingSlot::encode(&item, seq).into_iter().enumerate() {
             unsafe { AtomicU64::from_ptr(slot.add(w)) }.store(word, Ordering::Release);
         }
-    }
-
-    /// Rings the doorbell for every item up to `seq`, before their slots are written (see
-    /// [`Queue::write_slot`]).
-    ///
-    /// Ordering: a release store; everything written before it (the item's buffers) is
-    /// visible to the loop once it has read the new value with `ld.acquire.sys`.
-    fn publish(&mut self, seq: u64) {
-        unsafe { AtomicU64::from_ptr(&raw mut (*self.header).doorbell) }.store(seq, Ordering::Release);
-        self.next_seq = seq + 1;
     }
 
     /// Waits until every channel has completed `ticket`, the loop fails, or `timeout`.

@@ -242,12 +242,12 @@ impl WorkLoop {
     }
 
     /// The direct host path: validates `item`, waits (up to `timeout`) for a free slot,
-    /// writes it and rings the doorbell. No kernel launch.
+    /// and writes it, where the loop polls for it. No kernel launch.
     pub fn enqueue(&mut self, item: WorkItem, timeout: Duration) -> Result<Ticket> {
         self.queue.enqueue(item, timeout)
     }
 
-    /// Publishes several items with one doorbell (they must fit in the ring).
+    /// Writes several items at once (they must fit in the ring).
     pub fn enqueue_batch(&mut self, items: &[WorkItem], timeout: Duration) -> Result<Ticket> {
         self.queue.enqueue_batch(items, timeout)
     }

@@ -68,15 +68,15 @@ impl TwinLoop {
         }
     }
 
-    /// Rings the doorbell for `position` and writes `item` (as is, unvalidated) into its
-    /// slot, flagged as `position`'s: what a corrupted queue would look like to the device.
+    /// Writes `item` (as is, unvalidated) into the slot of `position`, flagged as
+    /// `position`'s: what a corrupted queue would look like to the device.
     fn publish_raw(&mut self, position: u64, item: WorkItem) {
-        self.ring_doorbell(position);
         self.write_words(position, item, 0..16);
     }
 
-    fn ring_doorbell(&mut self, position: u64) {
-        unsafe { AtomicU64::from_ptr(&raw mut self.header.doorbell) }.store(position, Ordering::Release);
+    /// The words of the slot where `position` goes.
+    fn slot_words(&self, position: u64) -> [u64; 16] {
+        self.ring[((position - 1) % self.ring.len() as u64) as usize].words
     }
 
     /// Writes the words `words` of `item`'s slot for `position`.
@@ -155,7 +155,8 @@ fn a_full_queue_blocks_the_producer_and_overwrites_nothing() {
     }
     let err = lp.queue.enqueue(WorkItem::call(DeviceFunction::Increment, word(&counter), 0), Duration::from_millis(100));
     assert!(matches!(err, Err(Error::Timeout { .. })), "{err:?}");
-    assert_eq!(lp.header.doorbell, 4, "a refused enqueue must not publish");
+    let flags = lp.slot_words(5).map(|w| w >> 32);
+    assert_eq!(flags, [u64::from(RingSlot::flag(1)); 16], "a refused enqueue must not touch the slot it waits for");
     assert_eq!(counter.load(Ordering::Relaxed), 0, "nothing runs past the blocked item");
     flag.store(1, Ordering::Release);
     let t = lp.queue.enqueue(WorkItem::call(DeviceFunction::Increment, word(&counter), 0), LONG).unwrap();
@@ -172,7 +173,7 @@ fn malformed_items_are_refused_by_the_host_and_stop_the_device() {
     assert!(matches!(host_refused, Err(Error::BadWorkItem { reason: BadItem::UnknownKind, seq: 0 })), "{host_refused:?}");
     let misaligned = lp.queue.enqueue(WorkItem::copy(DataType::F32, 0x1002, 0x2000, 4), LONG);
     assert!(matches!(misaligned, Err(Error::BadWorkItem { reason: BadItem::Misaligned, .. })), "{misaligned:?}");
-    assert_eq!(lp.header.doorbell, 0, "refused items are never published");
+    assert_eq!(lp.slot_words(1), [0; 16], "refused items are never written");
     // A null source that got past the host (a corrupted slot): the device refuses it.
     lp.publish_raw(1, WorkItem { seq: 1, ..WorkItem::copy(DataType::F32, 0, 0x2000, 4) });
     let err = lp.queue.wait(Ticket(1), LONG);
@@ -206,8 +207,7 @@ fn a_half_written_slot_is_not_taken_until_every_word_has_arrived() {
     let mut lp = TwinLoop::start(1, 32, 4, LONG);
     let counter = AtomicU64::new(0);
     let item = WorkItem { seq: 1, ..WorkItem::call(DeviceFunction::Increment, word(&counter), 0) };
-    lp.ring_doorbell(1);
-    // Every word but one: the loop sees the doorbell and keeps reading the slot.
+    // Every word but one: the loop keeps reading the slot.
     lp.write_words(1, item, 0..7);
     lp.write_words(1, item, 8..16);
     std::thread::sleep(Duration::from_millis(100));
@@ -216,25 +216,6 @@ fn a_half_written_slot_is_not_taken_until_every_word_has_arrived() {
     let start = Instant::now();
     while lp.completed() < 1 {
         assert!(start.elapsed() < LONG, "the whole slot never ran");
-        std::thread::yield_now();
-    }
-    assert_eq!(counter.load(Ordering::Relaxed), 1);
-    lp.queue.abort_handle().abort();
-    lp.join();
-}
-
-#[test]
-fn a_whole_slot_waits_for_the_doorbell() {
-    let mut lp = TwinLoop::start(2, 32, 4, LONG);
-    let counter = AtomicU64::new(0);
-    let item = WorkItem { seq: 1, ..WorkItem::call(DeviceFunction::Increment, word(&counter), 0) };
-    lp.write_words(1, item, 0..16);
-    std::thread::sleep(Duration::from_millis(100));
-    assert_eq!((lp.completed(), counter.load(Ordering::Relaxed)), (0, 0), "the doorbell orders what the host wrote before it");
-    lp.ring_doorbell(1);
-    let start = Instant::now();
-    while lp.completed() < 1 {
-        assert!(start.elapsed() < LONG, "the published slot never ran");
         std::thread::yield_now();
     }
     assert_eq!(counter.load(Ordering::Relaxed), 1);

@@ -69,8 +69,8 @@ pub unsafe fn work_loop(a: LoopArgs) {
     let tid = arch::thread_idx();
     let mut next_seq = 1u64;
     let mut mailbox_done = u64::MAX;
-    // Warp 0's last doorbell reading (lane 0's is the one used).
-    let mut doorbell = 0u64;
+    // Warp 0: how many ring slots the next fetch reads (the same in every lane).
+    let mut want = 1usize;
     // Items in the shared cache, how many of them have run, and where they came from.
     let (mut cached, mut taken) = (0usize, 0usize);
     let mut mailbox_generation = None;
@@ -83,7 +83,7 @@ pub unsafe fn work_loop(a: LoopArgs) {
                 unpublished = 0;
             }
             if tid < WARP_SIZE {
-                unsafe { fetch(&a, next_seq, &mut doorbell, mailbox_done, shared) };
+                unsafe { fetch(&a, next_seq, &mut want, mailbox_done, shared) };
             }
             arch::barrier_sync_all();
             match unsafe { (&raw const (*shared).verdict).read_volatile() } {
@@ -198,30 +198,24 @@ const FULL_WARP: u32 = u32::MAX;
 
 /// Warp 0 waits for work and copies it into shared memory: up to `ITEM_CACHE` ring items
 /// (see the `queue` module), or the mailbox item. Lane 0 records the verdict, the item
-/// count and the mailbox generation. `doorbell` is the last doorbell read (the same in
-/// every lane); while it covers `next_seq` it is not read again.
+/// count and the mailbox generation. `want` is how many slots a round reads: it doubles
+/// while every slot read was whole (a backlog) and falls back to what was found.
 ///
-/// Ordering: a round reads the next slots (volatile 16-byte loads: each 8-byte word is
-/// single-copy atomic; a slot counts only when every flag is right) and then, in program
-/// order after them, lane 0 reads the doorbell with `ld.acquire.sys`: both are in flight
-/// together, one round trip. Only slots the doorbell covers are taken, so what the host
-/// wrote before ringing it is visible to the CTA after the caller's barrier. The mailbox:
-/// lane 0's acquire of its state comes before the warp's named barrier, and every lane's
-/// loads of the item after it.
-unsafe fn fetch(a: &LoopArgs, next_seq: u64, doorbell: &mut u64, mailbox_done: u64, shared: *mut LoopShared) {
+/// Ordering: a round reads the next slots with volatile 16-byte loads (each 8-byte word
+/// single-copy atomic; a slot counts only when every flag is right): one PCIe round trip.
+/// The host wrote each slot's words with release stores, so the `fence.acq_rel.sys` the
+/// warp issues once it has whole slots makes everything the host wrote before them visible
+/// to the CTA after the caller's barrier. The mailbox: lane 0's acquire of its state comes
+/// before the warp's named barrier, and every lane's loads of the item after it.
+unsafe fn fetch(a: &LoopArgs, next_seq: u64, want: &mut usize, mailbox_done: u64, shared: *mut LoopShared) {
     let lane = arch::lane_id() as usize;
     let mut guard = unsafe { SpinGuard::new(&raw const (*a.header).abort, u64::MAX) };
     let mut round = 0u32;
     loop {
-        let want = if *doorbell >= next_seq { (*doorbell - next_seq + 1).min(ITEM_CACHE as u64) as usize } else { 1 };
-        let pieces = unsafe { read_slots(a, next_seq, want, lane) };
-        if *doorbell < next_seq {
-            let seen = if lane == 0 { unsafe { arch::ld_acquire_sys_global(&raw const (*a.header).doorbell) } } else { 0 };
-            *doorbell = broadcast_lane0(seen);
-        }
-        let covered = (doorbell.saturating_sub(next_seq - 1) as usize).min(want);
-        let ready = whole_slots(&pieces, next_seq, lane, covered);
+        let pieces = unsafe { read_slots(a, next_seq, *want, lane) };
+        let ready = whole_slots(&pieces, next_seq, lane, *want);
         if ready > 0 {
+            arch::fence_acq_rel_sys();
             let items = unsafe { (&raw mut (*shared).items).cast::<u64>() };
             for (k, piece) in pieces.into_iter().enumerate() {
                 let p = lane + k * WARP_SIZE as usize;
@@ -235,8 +229,10 @@ unsafe fn fetch(a: &LoopArgs, next_seq: u64, doorbell: &mut u64, mailbox_done: u
             if lane == 0 {
                 unsafe { set_verdict(shared, VERDICT_RING, ready as u64, 0) };
             }
+            *want = if ready == *want { (2 * ready).min(ITEM_CACHE) } else { ready };
             return;
         }
+        *want = 1;
         let (verdict, generation) = if lane == 0 { unsafe { look_elsewhere(a, mailbox_done, &mut round, &mut guard) } } else { (0, 0) };
         let verdict = broadcast_lane0(verdict);
         if verdict == 0 {
@@ -271,21 +267,21 @@ unsafe fn read_slots(a: &LoopArgs, next_seq: u64, want: usize, lane: usize) -> [
     pieces
 }
 
-/// How many of the first `covered` slots from `next_seq` on are whole, counting from
-/// the first (the same in every lane: one ballot per piece row).
-fn whole_slots(pieces: &[[u64; 2]; PIECES_PER_LANE], next_seq: u64, lane: usize, covered: usize) -> usize {
+/// How many of the `read` slots from `next_seq` on are whole, counting from the first
+/// (the same in every lane: one ballot per piece row).
+fn whole_slots(pieces: &[[u64; 2]; PIECES_PER_LANE], next_seq: u64, lane: usize, read: usize) -> usize {
     const SLOTS_PER_ROW: usize = WARP_SIZE as usize / SLOT_PIECES;
     const SLOT_MASK: u32 = (1 << SLOT_PIECES) - 1;
     let mut whole = 0;
     for (k, piece) in pieces.iter().enumerate() {
-        if whole >= covered {
+        if whole >= read {
             break;
         }
         let p = lane + k * WARP_SIZE as usize;
         let seq = next_seq + (p / SLOT_PIECES) as u64;
         let ok = arch::vote_ballot(FULL_WARP, RingSlot::unflag_pair(*piece, seq).is_some());
         for s in 0..SLOTS_PER_ROW {
-            if whole == covered || (ok >> (s * SLOT_PIECES)) & SLOT_MASK != SLOT_MASK {
+            if whole == read || (ok >> (s * SLOT_PIECES)) & SLOT_MASK != SLOT_MASK {
                 return whole;
             }
             whole += 1;

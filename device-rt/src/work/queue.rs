@@ -2,14 +2,14 @@
 //! host-mapped memory, written by the host, polled by the device), and the loop's own
 //! state with the stream mailbox (in device memory).
 //!
-//! Protocol (ring, the direct host path): the host stores `doorbell = seq` with release
-//! semantics, then writes item `seq` into slot `(seq - 1) % capacity` as a [`RingSlot`]:
-//! every 8-byte word carries 4 bytes of the item and the slot's flag (`seq`'s low 32
-//! bits), so a slot is whole exactly when every flag is `seq`'s, whatever order its words
-//! arrive in. Each channel (CTA) reads the next slots and the doorbell in one round trip
-//! across PCIe: it takes the whole slots whose `seq` the doorbell covers (the doorbell's
-//! acquire orders what the host wrote before it), runs its share, and stores
-//! `cta_completed[channel] = seq` with `st.release.sys`. The rank has completed `seq` when
+//! Protocol (ring, the direct host path): the host writes item `seq` into slot
+//! `(seq - 1) % capacity` as a [`RingSlot`], every word with a release store: each 8-byte
+//! word carries 4 bytes of the item and the slot's flag (`seq`'s low 32 bits), so a slot
+//! is whole exactly when every flag is `seq`'s, whatever order its words arrive in. There
+//! is no doorbell: each channel (CTA) polls the next slots themselves, one PCIe round trip
+//! per look, takes the whole ones (then `fence.acq_rel.sys`: what the host wrote before
+//! them is visible), runs its share, and stores `cta_completed[channel] = seq` with
+//! `st.release.sys`. The rank has completed `seq` when
 //! every channel has; a slot may be rewritten once every channel has completed the item
 //! that used it (backpressure).
 //!
@@ -81,16 +81,14 @@ impl Default for RingSlot {
     }
 }
 
-/// Host-mapped: written by the host (`doorbell`, `abort`) and by the device (the rest).
+/// Host-mapped: written by the host (`abort`) and by the device (the rest).
 #[repr(C, align(64))]
 #[derive(Clone, Copy, Debug, FromBytes, IntoBytes, Immutable, KnownLayout)]
 pub struct QueueHeader {
-    /// The highest sequence number published (host, release store).
-    pub doorbell: u64,
     /// Non-zero: every channel leaves the loop with `LoopError::Aborted` (host, any
     /// thread, any time).
     pub abort: u64,
-    host_pad: [u64; 6],
+    host_pad: [u64; 7],
     /// 0 while healthy, else `LoopError as u64 | detail << 32` (device; the first error).
     pub status: u64,
     /// The ring sequence number of the failed item (0 for a mailbox item or none).
@@ -110,9 +108,8 @@ impl QueueHeader {
     /// A header with nothing published and nothing completed.
     pub const fn new() -> Self {
         Self {
-            doorbell: 0,
             abort: 0,
-            host_pad: [0; 6],
+            host_pad: [0; 7],
             status: 0,
             error_seq: 0,
             exited: 0,
