@@ -660,6 +660,17 @@ pub unsafe fn ld_volatile_global_v2b64(addr: u64) -> [u64; 2] {
     unsafe { [AtomicU64::from_ptr(p).load(Relaxed), AtomicU64::from_ptr(p.add(1)).load(Relaxed)] }
 }
 
+/// `ld.acquire.sys.global.v2.b64`: 16 bytes as two 8-byte acquire loads.
+///
+/// # Safety
+/// As [`ld_volatile_global_v2b64`].
+#[inline]
+pub unsafe fn ld_acquire_sys_global_v2b64(addr: u64) -> [u64; 2] {
+    let p = aligned(addr as usize as *const u64, 16);
+    // SAFETY: forwarded from the caller; both halves are 8-byte aligned.
+    unsafe { [AtomicU64::from_ptr(p).load(Acquire), AtomicU64::from_ptr(p.add(1)).load(Acquire)] }
+}
+
 /// `ld.global.cv.v2.b64`: 16 bytes, a weak load that fetches again. Here: as
 /// [`ld_volatile_global_v2b64`] (two relaxed 8-byte loads).
 ///

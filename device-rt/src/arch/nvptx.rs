@@ -331,6 +331,19 @@ pub unsafe fn ld_volatile_global_v2b64(addr: u64) -> [u64; 2] {
     [a, b]
 }
 
+/// `ld.acquire.sys.global.v2.b64`: 16 bytes, two 8-byte acquire loads in one access (each
+/// word single-copy atomic; no order between the two): later memory operations of this
+/// thread see everything released before either value was written. No fence.
+///
+/// # Safety
+/// `addr` must be a 16-byte aligned global address of 16 readable bytes.
+#[inline(always)]
+pub unsafe fn ld_acquire_sys_global_v2b64(addr: u64) -> [u64; 2] {
+    let (a, b): (u64, u64);
+    unsafe { asm!("ld.acquire.sys.global.v2.b64 {{{0}, {1}}}, [{2}];", out(reg64) a, out(reg64) b, in(reg64) addr, options(nostack)) };
+    [a, b]
+}
+
 /// `ld.global.cv.v2.b64`: 16 bytes, a weak load that treats cached lines as stale and
 /// fetches again (for host memory the host rewrites). Weak: order it after an acquire
 /// (or a barrier after one); unlike `ld.volatile`, consecutive ones are pipelined.

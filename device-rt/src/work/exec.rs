@@ -201,12 +201,14 @@ const FULL_WARP: u32 = u32::MAX;
 /// count and the mailbox generation. `want` is how many slots a round reads: it doubles
 /// while every slot read was whole (a backlog) and falls back to what was found.
 ///
-/// Ordering: a round reads the next slots with volatile 16-byte loads (each 8-byte word
-/// single-copy atomic; a slot counts only when every flag is right): one PCIe round trip.
-/// The host wrote each slot's words with release stores, so the `fence.acq_rel.sys` the
-/// warp issues once it has whole slots makes everything the host wrote before them visible
-/// to the CTA after the caller's barrier. The mailbox: lane 0's acquire of its state comes
-/// before the warp's named barrier, and every lane's loads of the item after it.
+/// Ordering: a round reads the next slots, each 8-byte word single-copy atomic (a slot
+/// counts only when every flag is right): one PCIe round trip. The host wrote each slot's
+/// words with release stores. One slot (the latency path) is read with acquire loads, one
+/// per lane; several (a backlog) with volatile loads, which the SM overlaps, and then a
+/// `fence.acq_rel.sys` once there are whole slots. Either way everything the host wrote
+/// before the slots is visible to the CTA after the caller's barrier. The mailbox: lane
+/// 0's acquire of its state comes before the warp's named barrier, and every lane's loads
+/// of the item after it.
 unsafe fn fetch(a: &LoopArgs, next_seq: u64, want: &mut usize, mailbox_done: u64, shared: *mut LoopShared) {
     let lane = arch::lane_id() as usize;
     let mut guard = unsafe { SpinGuard::new(&raw const (*a.header).abort, u64::MAX) };
@@ -215,7 +217,9 @@ unsafe fn fetch(a: &LoopArgs, next_seq: u64, want: &mut usize, mailbox_done: u64
         let pieces = unsafe { read_slots(a, next_seq, *want, lane) };
         let ready = whole_slots(&pieces, next_seq, lane, *want);
         if ready > 0 {
-            arch::fence_acq_rel_sys();
+            if *want > 1 {
+                arch::fence_acq_rel_sys();
+            }
             let items = unsafe { (&raw mut (*shared).items).cast::<u64>() };
             for (k, piece) in pieces.into_iter().enumerate() {
                 let p = lane + k * WARP_SIZE as usize;
@@ -254,14 +258,16 @@ unsafe fn fetch(a: &LoopArgs, next_seq: u64, want: &mut usize, mailbox_done: u64
 }
 
 /// Every lane of warp 0 reads its pieces of the `want` ring slots from `next_seq` on
-/// (piece `p` of the run is lane `p % 32`'s `p / 32`-th).
+/// (piece `p` of the run is lane `p % 32`'s `p / 32`-th): with acquire loads for one slot
+/// (one load per lane), volatile ones for more (see [`fetch`]).
 unsafe fn read_slots(a: &LoopArgs, next_seq: u64, want: usize, lane: usize) -> [[u64; 2]; PIECES_PER_LANE] {
     let mut pieces = [[0u64; 2]; PIECES_PER_LANE];
     for (k, piece) in pieces.iter_mut().enumerate() {
         let p = lane + k * WARP_SIZE as usize;
         if p < want * SLOT_PIECES {
             let slot = unsafe { a.ring.add(((next_seq - 1 + (p / SLOT_PIECES) as u64) % a.capacity) as usize) };
-            *piece = unsafe { arch::ld_volatile_global_v2b64(arch::cvta_to_global(slot) + 16 * (p % SLOT_PIECES) as u64) };
+            let addr = arch::cvta_to_global(slot) + 16 * (p % SLOT_PIECES) as u64;
+            *piece = unsafe { if want == 1 { arch::ld_acquire_sys_global_v2b64(addr) } else { arch::ld_volatile_global_v2b64(addr) } };
         }
     }
     pieces
