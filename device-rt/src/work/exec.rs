@@ -74,13 +74,12 @@ pub unsafe fn work_loop(a: LoopArgs) {
     // Items in the shared cache, how many of them have run, and where they came from.
     let (mut cached, mut taken) = (0usize, 0usize);
     let mut mailbox_generation = None;
-    // Thread 0: the last ring item completed but not yet published (0: none).
-    let mut unpublished = 0u64;
+    // Thread 0: completions not yet published.
+    let mut unpublished = Unpublished::default();
     loop {
         if taken == cached {
-            if tid == 0 && unpublished != 0 {
-                unsafe { publish_ring(&a, unpublished) };
-                unpublished = 0;
+            if tid == 0 {
+                unsafe { unpublished.publish(&a) };
             }
             if tid < WARP_SIZE {
                 unsafe { fetch(&a, next_seq, &mut want, mailbox_done, shared) };
@@ -126,9 +125,8 @@ pub unsafe fn work_loop(a: LoopArgs) {
             }
         };
         // An item that may wait for the host must not hide earlier completions from it.
-        if tid == 0 && unpublished != 0 && may_block(kind) {
-            unsafe { publish_ring(&a, unpublished) };
-            unpublished = 0;
+        if tid == 0 && may_block(kind) {
+            unsafe { unpublished.publish(&a) };
         }
         let outcome = unsafe { execute(&a, kind, &item, shared) };
         arch::barrier_sync_all();
@@ -148,11 +146,9 @@ pub unsafe fn work_loop(a: LoopArgs) {
                 // every PUBLISH_EVERY items, before fetching, before an item that may
                 // block, and on leaving.
                 if tid == 0 {
+                    unpublished.complete(seq, kind);
                     if seq % PUBLISH_EVERY == 0 || kind == WorkKind::Shutdown {
-                        unsafe { publish_ring(&a, seq) };
-                        unpublished = 0;
-                    } else {
-                        unpublished = seq;
+                        unsafe { unpublished.publish(&a) };
                     }
                 }
                 next_seq += 1;
@@ -169,11 +165,41 @@ pub unsafe fn work_loop(a: LoopArgs) {
         }
     }
     if tid == 0 {
-        if unpublished != 0 {
-            unsafe { publish_ring(&a, unpublished) };
-        }
+        unsafe { unpublished.publish(&a) };
         unsafe { leave(&a) };
     }
+}
+
+/// Thread 0's ring completions not yet published: the last item completed (0: none),
+/// and whether any item since the last publication may have written memory.
+#[derive(Default)]
+struct Unpublished {
+    seq: u64,
+    wrote: bool,
+}
+
+impl Unpublished {
+    /// Records ring item `seq`, of `kind`, as completed.
+    fn complete(&mut self, seq: u64, kind: WorkKind) {
+        self.seq = seq;
+        self.wrote |= writes_memory(kind);
+    }
+
+    /// Publishes the completions recorded, if any (see [`publish_ring`]).
+    ///
+    /// # Safety
+    /// As [`publish_ring`].
+    unsafe fn publish(&mut self, a: &LoopArgs) {
+        if self.seq != 0 {
+            unsafe { publish_ring(a, self.seq, self.wrote) };
+            *self = Self::default();
+        }
+    }
+}
+
+/// True for items whose work may have written memory that the host or a later item reads.
+fn writes_memory(kind: WorkKind) -> bool {
+    matches!(kind, WorkKind::ReduceCopy | WorkKind::Call | WorkKind::Collective)
 }
 
 /// Ring items between two completion stores at most.
@@ -504,11 +530,19 @@ unsafe fn call(a: &LoopArgs, item: &WorkItem, shared: *mut LoopShared) -> Result
 
 /// Publishes that this channel has completed every ring item up to `seq`.
 ///
-/// Ordering: the caller passed a CTA barrier after every thread's work, and the release
-/// store makes that work visible before the completion is.
-unsafe fn publish_ring(a: &LoopArgs, seq: u64) {
+/// Ordering: the caller passed a CTA barrier after every thread's work; when `release`,
+/// a release store (`fence.acq_rel.sys` first) makes that work visible before the
+/// completion is. Items that wrote nothing (no-ops, barriers, shutdown) have nothing to
+/// make visible: their completion is a relaxed store, without the fence.
+unsafe fn publish_ring(a: &LoopArgs, seq: u64, release: bool) {
     let slot = unsafe { (&raw mut (*a.header).cta_completed).cast::<u64>().add(arch::block_idx() as usize) };
-    unsafe { arch::st_release_sys_global(slot, seq) };
+    unsafe {
+        if release {
+            arch::st_release_sys_global(slot, seq)
+        } else {
+            arch::st_relaxed_sys_global(slot, seq)
+        }
+    }
 }
 
 /// Counts this channel done with the mailbox item of `generation`; the last channel
