@@ -4,7 +4,7 @@
 # process, before ferroccl's loops start); the configuration with the best minimum ratio
 # then runs nccl-tests' whole table (8 B to 1 GiB) against NCCL again, and its matrix.
 # Run from the repository root with the release binary (built with --features nccl) in
-# .carry/; results go to $OUT.
+# .carry/; results go to $OUT (at most 8 files: the device tool returns no more).
 set -u
 export CUDA_CACHE_PATH=$PWD/.nvcache CUDA_CACHE_MAXSIZE=4294967296 NCCL_NVLS_ENABLE=0
 mkdir -p /tmp/nccl && ln -sf /opt/torch/.venv/lib/python3.12/site-packages/nvidia/nccl/lib/libnccl.so.2 /tmp/nccl/libnccl.so
@@ -13,14 +13,13 @@ out=${OUT:-/tmp}
 date -u +%FT%TZ | tee "$out/tune.txt"
 # Fill the JIT cache for both modules (the plain one and the 128-register one for 512
 # threads) at once; a filter that matches no case only loads them.
-timeout 150 ./.carry/ferroccl coll --devices 0,1 --ranks 2 --channels 2 no-such-case > "$out/jit-256.txt" 2>&1 &
-timeout 150 ./.carry/ferroccl coll --devices 0,1 --ranks 2 --channels 2 --threads 512 no-such-case > "$out/jit-512.txt" 2>&1 &
+timeout 150 ./.carry/ferroccl coll --devices 0,1 --ranks 2 --channels 2 no-such-case > /tmp/jit-256.txt 2>&1 &
+timeout 150 ./.carry/ferroccl coll --devices 0,1 --ranks 2 --channels 2 --threads 512 no-such-case > /tmp/jit-512.txt 2>&1 &
 wait
 configs=${CONFIGS:-"c32t256:--channels 32 --threads 256
-c32t256d:--channels 32 --threads 256 --direct
 c24t512:--channels 24 --threads 512
-c32t512:--channels 32 --threads 512
-c24t512d:--channels 24 --threads 512 --direct"}
+c28t512:--channels 28 --threads 512
+c32t512:--channels 32 --threads 512"}
 while IFS=: read -r name flags; do
   echo "## $name: $flags" | tee -a "$out/tune.txt"
   timeout 95 ./.carry/ferroccl bench all_reduce all_gather reduce_scatter -b 64M -e 1G -f 2 -c 0 -n 20 -w 5 \
