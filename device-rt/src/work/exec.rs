@@ -224,28 +224,21 @@ const FULL_WARP: u32 = u32::MAX;
 
 /// Warp 0 waits for work and copies it into shared memory: up to `ITEM_CACHE` ring items
 /// (see the `queue` module), or the mailbox item. Lane 0 records the verdict, the item
-/// count and the mailbox generation. `want` is how many slots a round reads: it doubles
-/// while every slot read was whole (a backlog) and falls back to what was found.
+/// count and the mailbox generation. `want` is how many slots the backlog read takes: it
+/// doubles while every slot read was whole and falls back to what was found; with nothing
+/// found the warp polls the next slot (see [`poll_next_slot`]).
 ///
-/// Ordering: a round reads the next slots, each 8-byte word single-copy atomic (a slot
-/// counts only when every flag is right): one PCIe round trip. The host wrote each slot's
-/// words with release stores. One slot (the latency path) is read with acquire loads, one
-/// per lane; several (a backlog) with volatile loads, which the SM overlaps, and then a
-/// `fence.acq_rel.sys` once there are whole slots. Either way everything the host wrote
-/// before the slots is visible to the CTA after the caller's barrier. The mailbox: lane
-/// 0's acquire of its state comes before the warp's named barrier, and every lane's loads
-/// of the item after it.
+/// Ordering: the backlog read uses volatile loads (each 8-byte word single-copy atomic, a
+/// slot taken only when every flag is right), which the SM overlaps, then one
+/// `fence.acq_rel.sys`: the host wrote each word with a release store, so everything it
+/// wrote before the slots is visible to the CTA after the caller's barrier.
 unsafe fn fetch(a: &LoopArgs, next_seq: u64, want: &mut usize, mailbox_done: u64, shared: *mut LoopShared) {
     let lane = arch::lane_id() as usize;
-    let mut guard = unsafe { SpinGuard::new(&raw const (*a.header).abort, u64::MAX) };
-    let mut round = 0u32;
-    loop {
+    if *want > 1 {
         let pieces = unsafe { read_slots(a, next_seq, *want, lane) };
         let ready = whole_slots(&pieces, next_seq, lane, *want);
         if ready > 0 {
-            if *want > 1 {
-                arch::fence_acq_rel_sys();
-            }
+            arch::fence_acq_rel_sys();
             let items = unsafe { (&raw mut (*shared).items).cast::<u64>() };
             for (k, piece) in pieces.into_iter().enumerate() {
                 let p = lane + k * WARP_SIZE as usize;
@@ -262,7 +255,46 @@ unsafe fn fetch(a: &LoopArgs, next_seq: u64, want: &mut usize, mailbox_done: u64
             *want = if ready == *want { (2 * ready).min(ITEM_CACHE) } else { ready };
             return;
         }
-        *want = 1;
+    }
+    *want = if unsafe { poll_next_slot(a, next_seq, mailbox_done, shared) } { 2 } else { 1 };
+}
+
+/// Warp 0, with nothing queued: polls slot `next_seq` until it is whole (then copies it
+/// into shared memory and returns true), a mailbox item or another channel's error turns
+/// up, or the abort flag is set (verdict recorded, false).
+///
+/// Two reads are in flight, half a round trip apart: lanes 0-7 and lanes 8-15 each read
+/// the whole slot (one 16-byte piece per lane), and each half reissues its read when it
+/// comes back, so the slot is seen a quarter of a round trip sooner on average than with
+/// one read at a time. The first read measures the round trip.
+///
+/// Ordering: the reads are acquire loads (`ld.acquire.sys`, no fence): each lane's later
+/// accesses, and the CTA's after the caller's barrier, see everything the host wrote
+/// before the slot's words. The mailbox: lane 0's acquire of its state comes before the
+/// warp's named barrier, and every lane's loads of the item after it.
+unsafe fn poll_next_slot(a: &LoopArgs, next_seq: u64, mailbox_done: u64, shared: *mut LoopShared) -> bool {
+    let lane = arch::lane_id() as usize;
+    let mut guard = unsafe { SpinGuard::new(&raw const (*a.header).abort, u64::MAX) };
+    let mut round = 0u32;
+    let started = arch::globaltimer_ns();
+    let mut reads = [unsafe { read_half(a, next_seq, lane, 0) }, [0; 2]];
+    if unsafe { take_half(reads[0], next_seq, lane, 0, shared) } {
+        return true;
+    }
+    let round_trip = arch::globaltimer_ns().wrapping_sub(started);
+    reads[1] = unsafe { read_half(a, next_seq, lane, 1) };
+    let second_issued = arch::globaltimer_ns();
+    while arch::globaltimer_ns().wrapping_sub(second_issued) < round_trip / 2 {
+        arch::spin_pause();
+    }
+    reads[0] = unsafe { read_half(a, next_seq, lane, 0) };
+    let mut turn = 1;
+    loop {
+        if unsafe { take_half(reads[turn], next_seq, lane, turn, shared) } {
+            return true;
+        }
+        reads[turn] = unsafe { read_half(a, next_seq, lane, turn) };
+        turn ^= 1;
         let (verdict, generation) = if lane == 0 { unsafe { look_elsewhere(a, mailbox_done, &mut round, &mut guard) } } else { (0, 0) };
         let verdict = broadcast_lane0(verdict);
         if verdict == 0 {
@@ -279,21 +311,47 @@ unsafe fn fetch(a: &LoopArgs, next_seq: u64, want: &mut usize, mailbox_done: u64
                 unsafe { (&raw mut (*shared).items).cast::<[u64; 2]>().add(lane).write_volatile(piece) };
             }
         }
-        return;
+        return false;
     }
 }
 
+/// Lanes `8 × half ..= 8 × half + 7` of warp 0 read their piece of slot `next_seq` with an
+/// acquire load (the other lanes get zeros).
+unsafe fn read_half(a: &LoopArgs, next_seq: u64, lane: usize, half: usize) -> [u64; 2] {
+    if lane / SLOT_PIECES != half {
+        return [0; 2];
+    }
+    let slot = unsafe { a.ring.add(((next_seq - 1) % a.capacity) as usize) };
+    unsafe { arch::ld_acquire_sys_global_v2b64(arch::cvta_to_global(slot) + 16 * (lane % SLOT_PIECES) as u64) }
+}
+
+/// When the read of `half` (see [`read_half`]) found slot `next_seq` whole: its lanes copy
+/// the item into shared memory, lane 0 records the verdict, and every lane gets true.
+unsafe fn take_half(piece: [u64; 2], next_seq: u64, lane: usize, half: usize, shared: *mut LoopShared) -> bool {
+    let mine = lane / SLOT_PIECES == half;
+    let bytes = RingSlot::unflag_pair(piece, next_seq);
+    let whole = arch::vote_ballot(FULL_WARP, !mine || bytes.is_some()) == FULL_WARP;
+    if !whole {
+        return false;
+    }
+    if let (true, Some(bytes)) = (mine, bytes) {
+        unsafe { (&raw mut (*shared).items).cast::<u64>().add(lane % SLOT_PIECES).write_volatile(bytes) };
+    }
+    if lane == 0 {
+        unsafe { set_verdict(shared, VERDICT_RING, 1, 0) };
+    }
+    true
+}
+
 /// Every lane of warp 0 reads its pieces of the `want` ring slots from `next_seq` on
-/// (piece `p` of the run is lane `p % 32`'s `p / 32`-th): with acquire loads for one slot
-/// (one load per lane), volatile ones for more (see [`fetch`]).
+/// (piece `p` of the run is lane `p % 32`'s `p / 32`-th), with volatile loads.
 unsafe fn read_slots(a: &LoopArgs, next_seq: u64, want: usize, lane: usize) -> [[u64; 2]; PIECES_PER_LANE] {
     let mut pieces = [[0u64; 2]; PIECES_PER_LANE];
     for (k, piece) in pieces.iter_mut().enumerate() {
         let p = lane + k * WARP_SIZE as usize;
         if p < want * SLOT_PIECES {
             let slot = unsafe { a.ring.add(((next_seq - 1 + (p / SLOT_PIECES) as u64) % a.capacity) as usize) };
-            let addr = arch::cvta_to_global(slot) + 16 * (p % SLOT_PIECES) as u64;
-            *piece = unsafe { if want == 1 { arch::ld_acquire_sys_global_v2b64(addr) } else { arch::ld_volatile_global_v2b64(addr) } };
+            *piece = unsafe { arch::ld_volatile_global_v2b64(arch::cvta_to_global(slot) + 16 * (p % SLOT_PIECES) as u64) };
         }
     }
     pieces
