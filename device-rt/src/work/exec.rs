@@ -1,8 +1,9 @@
 //! The persistent work loop: one launch per rank for the rank's lifetime; each CTA is a
 //! channel. Warp 0 of each channel polls the ring and the mailbox, copies the next items
 //! into shared memory, and a barrier hands it to every thread; the item is validated,
-//! dispatched through a `match` into monomorphized functions, and completed (release
-//! store). Errors, aborts and timeouts end the loop with a recorded status, never a hang.
+//! dispatched through a `match` into monomorphized functions, and completed (a release
+//! store; relaxed when nothing was written). Errors, aborts and timeouts end the loop with
+//! a recorded status, never a hang.
 
 use core::mem::size_of;
 

@@ -6,10 +6,11 @@
 //! `(seq - 1) % capacity` as a [`RingSlot`], every word with a release store: each 8-byte
 //! word carries 4 bytes of the item and the slot's flag (`seq`'s low 32 bits), so a slot
 //! is whole exactly when every flag is `seq`'s, whatever order its words arrive in. There
-//! is no doorbell: each channel (CTA) polls the next slots themselves, one PCIe round trip
-//! per look, takes the whole ones (then `fence.acq_rel.sys`: what the host wrote before
-//! them is visible), runs its share, and stores `cta_completed[channel] = seq` with
-//! `st.release.sys`. The rank has completed `seq` when
+//! is no doorbell: each channel (CTA) polls the next slot itself with acquire loads (or
+//! reads a backlog of slots, then `fence.acq_rel.sys`), so what the host wrote before a
+//! slot is visible once the slot is taken; it runs its share and stores
+//! `cta_completed[channel] = seq` with `st.release.sys` (relaxed when the items completed
+//! wrote nothing). The rank has completed `seq` when
 //! every channel has; a slot may be rewritten once every channel has completed the item
 //! that used it (backpressure).
 //!
