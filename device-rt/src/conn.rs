@@ -106,14 +106,66 @@ pub struct CommDevice {
     /// `[[ChannelConns; nranks]; nchannels]`: per channel and peer, the point-to-point
     /// connections (`send` to the peer, `recv` from it; the own rank's entry unused).
     pub p2p: u64,
+    /// `[ChannelStats; nchannels]`, or 0: no statistics are kept.
+    pub stats: u64,
+    pad: u64,
 }
 
-static_assertions::const_assert_eq!(core::mem::size_of::<CommDevice>(), 16 + 4 * MAX_RANKS + 16);
+static_assertions::const_assert_eq!(core::mem::size_of::<CommDevice>(), 16 + 4 * MAX_RANKS + 32);
 static_assertions::const_assert_eq!(core::mem::offset_of!(CommDevice, channels), 16 + 4 * MAX_RANKS);
+static_assertions::const_assert_eq!(core::mem::offset_of!(CommDevice, stats), 16 + 4 * MAX_RANKS + 16);
 
 impl CommDevice {
     /// A description with no connections yet.
     pub const fn new(rank: u32, nranks: u32, nchannels: u32) -> Self {
-        Self { rank, nranks, nchannels, ring_index: 0, ring_ranks: [0; MAX_RANKS], channels: 0, p2p: 0 }
+        Self { rank, nranks, nchannels, ring_index: 0, ring_ranks: [0; MAX_RANKS], channels: 0, p2p: 0, stats: 0, pad: 0 }
+    }
+}
+
+/// Where one channel's primitives spent their time, summed over every operation since
+/// the counters were zeroed (device memory, relaxed atomic adds at GPU scope; read by the
+/// host between operations). Kept only when the communicator asks for it.
+#[repr(C, align(64))]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub struct ChannelStats {
+    /// Slices moved (each a step or more of one FIFO).
+    pub slices: u64,
+    /// Bytes of those slices.
+    pub bytes: u64,
+    /// Nanoseconds from a slice's start (its waits done) to its end (every worker done),
+    /// as worker 0 saw them.
+    pub copy_ns: u64,
+    /// Nanoseconds receive-side waiting threads spent waiting for a peer's data.
+    pub wait_data_ns: u64,
+    /// Nanoseconds send-side waiting threads spent waiting for a peer's credits.
+    pub wait_credit_ns: u64,
+    pad: [u64; 3],
+}
+
+static_assertions::const_assert_eq!(core::mem::size_of::<ChannelStats>(), 64);
+
+impl ChannelStats {
+    /// The sum of `self` and `other`, field by field.
+    pub fn plus(&self, other: &Self) -> Self {
+        Self {
+            slices: self.slices + other.slices,
+            bytes: self.bytes + other.bytes,
+            copy_ns: self.copy_ns + other.copy_ns,
+            wait_data_ns: self.wait_data_ns + other.wait_data_ns,
+            wait_credit_ns: self.wait_credit_ns + other.wait_credit_ns,
+            pad: [0; 3],
+        }
+    }
+
+    /// `self - earlier`, field by field (counters only grow).
+    pub fn since(&self, earlier: &Self) -> Self {
+        Self {
+            slices: self.slices.wrapping_sub(earlier.slices),
+            bytes: self.bytes.wrapping_sub(earlier.bytes),
+            copy_ns: self.copy_ns.wrapping_sub(earlier.copy_ns),
+            wait_data_ns: self.wait_data_ns.wrapping_sub(earlier.wait_data_ns),
+            wait_credit_ns: self.wait_credit_ns.wrapping_sub(earlier.wait_credit_ns),
+            pad: [0; 3],
+        }
     }
 }

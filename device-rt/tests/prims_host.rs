@@ -62,6 +62,7 @@ fn group() -> GroupCtx {
         shared: arch::dyn_smem().cast::<PrimsShared>(),
         abort: &raw const NO_ABORT,
         spin_budget_ns: 30_000_000_000,
+        stats: std::ptr::null_mut(),
     }
 }
 

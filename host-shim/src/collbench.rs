@@ -17,13 +17,14 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use device_rt::conn::ChannelStats;
 use device_rt::dtype::DataType;
 use device_rt::redop::RedOpKind;
 use device_rt::work::{CollFunction, WorkItem};
 
 use crate::comm::check::run_case;
 use crate::comm::expect::CollCase;
-use crate::comm::group::{Buffer, RankGroup};
+use crate::comm::group::{Buffer, RankGroup, total_stats};
 use crate::queue::Ticket;
 use crate::{Error, Result};
 
@@ -395,12 +396,14 @@ fn sweep(g: &mut dyn RankGroup, args: &BenchArgs, mut baseline: Option<&mut dyn 
             let root = if has_root(function) { args.root } else { 0 };
             let bytes = row_bytes(function, args.dtype, count, nranks);
             let factor = bus_factor(function, nranks);
+            let stats_before = total_stats(g)?;
             let mut measure = |in_place: bool| -> Result<Timing> {
                 let case = CollCase { function, dtype: args.dtype, op: args.op, count, root, in_place };
                 let wrong = if args.check { Some(check(g, &case, size)?) } else { None };
                 Ok(Timing::new(time_ferroccl(g, &case, &buffers, args.warmup, args.iters)?, bytes, factor, wrong))
             };
             let (oop, ip) = (measure(false)?, measure(true)?);
+            let stats = stats_before.zip(total_stats(g)?).map(|(before, after)| after.since(&before));
             let (baseline_oop, baseline_ip) = match baseline.as_deref_mut() {
                 Some(b) => {
                     let mut time = |in_place| -> Result<Timing> {
@@ -425,10 +428,29 @@ fn sweep(g: &mut dyn RankGroup, args: &BenchArgs, mut baseline: Option<&mut dyn 
                 baseline_ip,
             };
             writeln!(out, "{}", format_row(&row)).map_err(write_error)?;
+            if let Some(stats) = stats {
+                writeln!(out, "{}", stats_line(&stats)).map_err(write_error)?;
+            }
             rows.push(row);
         }
     }
     Ok(rows)
+}
+
+/// Where the channels' time went during one row (warm-up and timed iterations, out of
+/// place and in place), summed over every rank and channel, as a comment line.
+fn stats_line(s: &ChannelStats) -> String {
+    let accounted = (s.copy_ns + s.wait_data_ns + s.wait_credit_ns).max(1) as f64;
+    let share = |ns: u64| 100.0 * ns as f64 / accounted;
+    format!(
+        "#   channels: {} slices, {:.3} GB; copying {:.0}%, waiting for data {:.0}%, for credit {:.0}%; {:.2} GB/s per channel while copying",
+        s.slices,
+        s.bytes as f64 / 1e9,
+        share(s.copy_ns),
+        share(s.wait_data_ns),
+        share(s.wait_credit_ns),
+        s.bytes as f64 / s.copy_ns.max(1) as f64,
+    )
 }
 
 /// A baseline measured ahead of time: every (function, count, in-place) the sweep of
@@ -890,7 +912,7 @@ mod tests {
             }
         }
 
-        let shape = Shape { nranks: 2, nchannels: 1, ring_step_bytes: 4096, p2p_step_bytes: 4096, direct: true };
+        let shape = Shape { nranks: 2, nchannels: 1, ring_step_bytes: 4096, p2p_step_bytes: 4096, direct: true, stats: true };
         let mut g = TwinGroup::start(shape, 128, Duration::from_secs(60)).unwrap();
         let args = parse(&["-b", "4", "-e", "16K", "-f", "64", "-n", "2", "-w", "1", "-r", "1", "all_gather", "reduce"]).unwrap();
         let mut baseline = FixedBaseline(Vec::new());
@@ -929,6 +951,7 @@ mod tests {
         assert!(table.contains("nccl_busbw    ratio"), "{table}");
         let data: Vec<&str> = table.lines().filter(|l| !l.starts_with('#')).collect();
         assert_eq!(data.len(), rows.len(), "{table}");
+        assert_eq!(table.matches("#   channels: ").count(), rows.len(), "a statistics line per row: {table}");
         let fields = |line: &str| line.split_whitespace().map(str::to_owned).collect::<Vec<_>>();
         // Five row columns, four per placement, four for the baseline.
         assert!(data.iter().all(|l| fields(l).len() == 17), "{table}");

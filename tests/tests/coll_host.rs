@@ -16,7 +16,7 @@ use host_shim::comm::wiring::Shape;
 const TIMEOUT: Duration = Duration::from_secs(120);
 
 fn group(nranks: u32, nchannels: u32, direct: bool) -> TwinGroup {
-    let shape = Shape { nranks, nchannels, ring_step_bytes: 4096, p2p_step_bytes: 4096, direct };
+    let shape = Shape { nranks, nchannels, ring_step_bytes: 4096, p2p_step_bytes: 4096, direct, stats: false };
     TwinGroup::start(shape, 128, Duration::from_secs(60)).unwrap()
 }
 
@@ -85,11 +85,35 @@ fn matrix_eight_ranks() {
     run_matrix(8, 1, false, |_| true);
 }
 
+/// The channels' statistics count every byte the ring primitives move: an all_reduce on
+/// `n` ranks moves `(2n - 1) × count` elements over all ranks, whatever the chunking
+/// (each rank's reduce-scatter passes every chunk once, its all-gather all but its own).
+#[test]
+fn statistics_count_every_byte_an_all_reduce_moves() {
+    use host_shim::comm::expect::CollCase;
+    use host_shim::comm::group::total_stats;
+    let shape = Shape { nranks: 3, nchannels: 2, ring_step_bytes: 4096, p2p_step_bytes: 4096, direct: false, stats: true };
+    let mut g = TwinGroup::start(shape, 128, Duration::from_secs(60)).unwrap();
+    let mut moved = 0;
+    for (seed, count) in [1021usize, 3 * 4096 * 2 + 13].into_iter().enumerate() {
+        let case = CollCase { function: CollFunction::AllReduce, dtype: DataType::F32, op: RedOpKind::Sum, count, root: 0, in_place: false };
+        assert_eq!(run_case(&mut g, &case, seed as u64, TIMEOUT).unwrap(), None);
+        moved += 5 * count as u64 * 4;
+        let stats = total_stats(&mut g).unwrap().expect("statistics are kept");
+        assert_eq!(stats.bytes, moved, "{stats:?}");
+        assert!(stats.slices > 0 && stats.copy_ns > 0, "{stats:?}");
+    }
+    g.shutdown(TIMEOUT).unwrap();
+    let mut plain = group(2, 1, false);
+    assert!(total_stats(&mut plain).unwrap().is_none(), "no statistics unless asked for");
+    plain.shutdown(TIMEOUT).unwrap();
+}
+
 /// A rank whose peer never joins the collective ends with a timeout within the spin
 /// budget, not a hang; the peer's loop is unaffected.
 #[test]
 fn a_missing_peer_is_a_timeout() {
-    let shape = Shape { nranks: 2, nchannels: 1, ring_step_bytes: 4096, p2p_step_bytes: 4096, direct: false };
+    let shape = Shape { nranks: 2, nchannels: 1, ring_step_bytes: 4096, p2p_step_bytes: 4096, direct: false, stats: false };
     let mut g = TwinGroup::start(shape, 128, Duration::from_secs(2)).unwrap();
     let buf = g.alloc(0, 4096).unwrap();
     let item = WorkItem::collective(CollFunction::AllReduce, DataType::F32, RedOpKind::Sum, 0, buf.addr, buf.addr, 1024, 0);
@@ -103,7 +127,7 @@ fn a_missing_peer_is_a_timeout() {
 /// `PeerMismatch` (the sizes FIFO), never reading the sender's data as its own.
 #[test]
 fn mismatched_send_recv_counts_are_an_error() {
-    let shape = Shape { nranks: 2, nchannels: 1, ring_step_bytes: 4096, p2p_step_bytes: 4096, direct: false };
+    let shape = Shape { nranks: 2, nchannels: 1, ring_step_bytes: 4096, p2p_step_bytes: 4096, direct: false, stats: false };
     let mut g = TwinGroup::start(shape, 128, Duration::from_secs(5)).unwrap();
     let (a, b) = (g.alloc(0, 4096).unwrap(), g.alloc(1, 4096).unwrap());
     let peers = |to: u32, from: u32| u64::from(to) | u64::from(from) << 32;

@@ -9,7 +9,7 @@ pub use p2p::P2pProto;
 pub use ring::RingProto;
 
 use crate::arch;
-use crate::conn::{ChannelConns, CommDevice, MAX_RANKS};
+use crate::conn::{ChannelConns, ChannelStats, CommDevice, MAX_RANKS};
 use crate::dtype::DataType;
 use crate::prims::{DataOp, GroupCtx, Movers, PrimsShared, div_up, transform};
 use crate::redop::RedOpKind;
@@ -85,7 +85,15 @@ impl CollCtx {
             channel,
             p2p: (comm.p2p as *mut ChannelConns).wrapping_add(bid as usize * comm.nranks as usize),
             step_bytes: unsafe { (&raw const (*channel).send.step_bytes).read() },
-            group: GroupCtx { tid: arch::thread_idx(), nthreads: arch::block_dim(), group: 0, shared, abort, spin_budget_ns },
+            group: GroupCtx {
+                tid: arch::thread_idx(),
+                nthreads: arch::block_dim(),
+                group: 0,
+                shared,
+                abort,
+                spin_budget_ns,
+                stats: if comm.stats == 0 { core::ptr::null_mut() } else { (comm.stats as *mut ChannelStats).wrapping_add(bid as usize) },
+            },
             second_shared: shared.wrapping_add(1),
         }
     }

@@ -23,8 +23,8 @@ pub use movers::{DataOp, Movers, UNROLL, transform};
 
 use core::marker::PhantomData;
 
-use crate::arch::{self, WARP_SIZE};
-use crate::conn::{CONN_NVLS_MIN_POLL, ConnInfo, NCCL_STEPS, SIZE_LAST};
+use crate::arch::{self, AtomicWord, WARP_SIZE};
+use crate::conn::{CONN_NVLS_MIN_POLL, ChannelStats, ConnInfo, NCCL_STEPS, SIZE_LAST};
 use crate::multicast::Multicast;
 use crate::spin::{Interrupted, SpinGuard};
 use crate::work::{LoopError, WaitSite};
@@ -97,6 +97,26 @@ pub struct GroupCtx {
     pub abort: *const u64,
     /// How long one wait may spin.
     pub spin_budget_ns: u64,
+    /// This channel's statistics, or null: none kept.
+    pub stats: *mut ChannelStats,
+}
+
+impl GroupCtx {
+    /// Adds `v` to the counter `field` of the channel's statistics, when kept (a relaxed
+    /// atomic add at GPU scope; orders nothing).
+    #[inline(always)]
+    fn count(&self, field: impl FnOnce(*mut ChannelStats) -> *mut u64, v: u64) {
+        if !self.stats.is_null() {
+            // SAFETY: a non-null `stats` points to this channel's live counters.
+            unsafe { u64::atomic_add_relaxed_gpu(field(self.stats), v) };
+        }
+    }
+
+    /// The clock, when statistics are kept (0 otherwise: no clock read).
+    #[inline(always)]
+    fn clock(&self) -> u64 {
+        if self.stats.is_null() { 0 } else { arch::globaltimer_ns() }
+    }
 }
 
 /// One thread's part of a primitives group moving elements with the protocol `P`, to
@@ -397,6 +417,7 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
         let room = if is_send { NCCL_STEPS } else { 0 };
         let need = self.step + P::STEP_PER_SLICE;
         if self.step_cache + room < need && self.stopped() == 0 {
+            let waited_from = self.g.clock();
             let mut guard = unsafe { SpinGuard::new(self.g.abort, self.g.spin_budget_ns) };
             loop {
                 self.step_cache = unsafe { self.load_step() };
@@ -409,6 +430,12 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
                 if !self.keep_waiting(&mut guard, if is_send { WaitSite::SendCredit } else { WaitSite::RecvData }) {
                     break;
                 }
+            }
+            let waited = self.g.clock().wrapping_sub(waited_from);
+            if is_send {
+                self.g.count(|s| unsafe { &raw mut (*s).wait_credit_ns }, waited);
+            } else {
+                self.g.count(|s| unsafe { &raw mut (*s).wait_data_ns }, waited);
             }
         }
         let slot = self.step % NCCL_STEPS;
@@ -537,6 +564,7 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
                 let (src, dst) = (SRC_BUF != buf::NONE, DST_BUF != buf::NONE);
                 unsafe { self.wait_peer::<RECV, SEND>(src, dst, slice_size, last, DIRECT_RECV, DIRECT_SEND, dst_ix + offset) };
                 self.sub_barrier();
+                let slice_from = if self.g.tid == 0 { self.g.clock() } else { 0 };
                 let work = if self.stopped() != 0 { 0 } else { slice_size as usize };
                 let srcs: [u64; NSRCS] = core::array::from_fn(|s| unsafe { (&raw const (*shared).srcs[s]).read_volatile() });
                 let dsts: [u64; NDSTS] = core::array::from_fn(|d| unsafe { (&raw const (*shared).dsts[d]).read_volatile() });
@@ -557,6 +585,11 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
                     }
                 }
                 self.barrier();
+                if self.g.tid == 0 {
+                    self.g.count(|s| unsafe { &raw mut (*s).copy_ns }, self.g.clock().wrapping_sub(slice_from));
+                    self.g.count(|s| unsafe { &raw mut (*s).slices }, 1);
+                    self.g.count(|s| unsafe { &raw mut (*s).bytes }, work as u64 * self.data.elt());
+                }
                 self.post_peer::<RECV, SEND>(slice_size > 0);
                 offset += slice_size;
                 slice += 1;

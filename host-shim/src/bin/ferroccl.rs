@@ -28,11 +28,12 @@ commands:
                               output where the algorithm allows (NCCL's direct operations)
   bench [COLLECTIVE...] [-b MIN] [-e MAX] [-f F] [-d TYPE] [-o OP] [-c 0|1] [-n N] [-w N]
         [-r ROOT] [--devices 0,1] [--ranks N] [--channels N] [--threads N] [--step BYTES]
-        [--direct] [--nccl] [--json PATH]
+        [--direct] [--stats] [--nccl] [--json PATH]
                               nccl-tests' table (size, count, type, redop, root, time, algbw,
                               busbw, #wrong; out of place and in place) for all_reduce,
                               all_gather, reduce_scatter, broadcast, reduce; with --nccl also
-                              NCCL on the same GPUs and the busbw ratio. Without a GPU it
+                              NCCL on the same GPUs and the busbw ratio; with --stats a line
+                              per row on where the channels' time went. Without a GPU it
                               runs on the host twin and says so
   bench reduce_copy [--device N] [--bytes N] [--iters N] [--json PATH]
                               reduce_copy (copy, 2- and 8-source sum; f32, bf16) against
@@ -191,7 +192,8 @@ fn coll(args: &[String]) -> Result<ExitCode, Error> {
 }
 
 /// Splits `args` into ferroccl's communicator flags (`--devices`, `--ranks`,
-/// `--channels`, `--threads`, `--step`, with values; `--direct`, `--nccl`) and the rest.
+/// `--channels`, `--threads`, `--step`, with values; `--direct`, `--stats`, `--nccl`) and
+/// the rest.
 fn split_comm_flags(args: &[String]) -> (Vec<String>, Vec<String>) {
     let (mut ours, mut rest) = (Vec::new(), Vec::new());
     let mut it = args.iter();
@@ -201,7 +203,7 @@ fn split_comm_flags(args: &[String]) -> (Vec<String>, Vec<String>) {
                 ours.push(a.clone());
                 ours.extend(it.next().cloned());
             }
-            "--direct" | "--nccl" => ours.push(a.clone()),
+            "--direct" | "--stats" | "--nccl" => ours.push(a.clone()),
             _ => rest.push(a.clone()),
         }
     }
@@ -213,6 +215,7 @@ fn bench_collectives(args: &[String]) -> Result<ExitCode, Error> {
     let bench_args = collbench::parse_args(&rest)?;
     let with_nccl = ours.iter().any(|a| a == "--nccl");
     let direct = ours.iter().any(|a| a == "--direct");
+    let stats = ours.iter().any(|a| a == "--stats");
     let gpus = device::list().map(|l| l.len()).unwrap_or(0);
     let devices = parse_devices(&flag_value(&ours, "--devices", (0..gpus.max(1)).map(|d| d.to_string()).collect::<Vec<_>>().join(","))?)?;
     let nranks: usize = flag_value(&ours, "--ranks", devices.len().max(2))?;
@@ -220,7 +223,7 @@ fn bench_collectives(args: &[String]) -> Result<ExitCode, Error> {
     let mut out = std::io::stdout();
     let (rows, device_line) = if gpus == 0 {
         println!("# no GPU found: running on the host twin (the device code on CPU threads); times are not GPU figures");
-        let shape = Shape { nranks: nranks as u32, nchannels: flag_value(&ours, "--channels", 2)?, ring_step_bytes: 64 << 10, p2p_step_bytes: 16 << 10, direct };
+        let shape = Shape { nranks: nranks as u32, nchannels: flag_value(&ours, "--channels", 2)?, ring_step_bytes: 64 << 10, p2p_step_bytes: 16 << 10, direct, stats };
         let mut g = TwinGroup::start(shape, flag_value(&ours, "--threads", 128)?, std::time::Duration::from_secs(60))?;
         let rows = collbench::run(&mut g, &bench_args, &mut out)?;
         let line = g.describe();
@@ -232,6 +235,7 @@ fn bench_collectives(args: &[String]) -> Result<ExitCode, Error> {
         cfg.loop_cfg.threads = flag_value(&ours, "--threads", cfg.loop_cfg.threads)?;
         cfg.ring_step_bytes = flag_value(&ours, "--step", cfg.ring_step_bytes)?;
         cfg.direct = direct;
+        cfg.stats = stats;
         let ordinals: Vec<usize> = (0..nranks).map(|r| devices[r % devices.len()]).collect();
         let arena = 5 * bench_args.max_bytes + (64 << 20);
         // NCCL first: it must not run while ferroccl's persistent loops hold the GPUs.

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cudarc::driver::{CudaContext, CudaStream, DevicePtr, DevicePtrMut, result};
+use device_rt::conn::ChannelStats;
 use device_rt::dtype::{DataType, F16 as DevF16};
 use device_rt::redop::RedOpKind;
 use device_rt::work::{CollFunction, NO_PEER, WorkItem};
@@ -22,6 +23,7 @@ use crate::queue::{AbortHandle, Ticket};
 use crate::reference::scalar_arg;
 use crate::work::{DeviceAlloc, LoopConfig, WorkLoop};
 use crate::{Error, Result};
+use zerocopy::FromBytes;
 
 /// How a communicator is built.
 #[derive(Clone, Copy, Debug)]
@@ -37,6 +39,8 @@ pub struct CommConfig {
     /// allows (NCCL's direct operations). Tested on the host twin; off by default until
     /// it is measured on GPUs.
     pub direct: bool,
+    /// Every channel keeps statistics of where its time goes ([`Comm::channel_stats`]).
+    pub stats: bool,
 }
 
 impl Default for CommConfig {
@@ -46,6 +50,7 @@ impl Default for CommConfig {
             ring_step_bytes: 512 << 10,
             p2p_step_bytes: 128 << 10,
             direct: false,
+            stats: false,
         }
     }
 }
@@ -104,6 +109,9 @@ pub struct Comm {
     lp: WorkLoop,
     /// Every rank's abort flag: aborting one rank aborts the communicator.
     aborts: Arc<Vec<AbortHandle>>,
+    /// Device address of this rank's `[ChannelStats; nchannels]`, when kept.
+    stats: Option<u64>,
+    nchannels: u32,
 }
 
 impl Comm {
@@ -135,6 +143,7 @@ impl Comm {
             ring_step_bytes: cfg.ring_step_bytes,
             p2p_step_bytes: cfg.p2p_step_bytes,
             direct: cfg.direct,
+            stats: cfg.stats,
         })?;
         let mut contexts: BTreeMap<usize, Arc<CudaContext>> = BTreeMap::new();
         for s in &streams {
@@ -193,7 +202,8 @@ impl Comm {
                 aborts.iter().for_each(AbortHandle::abort);
                 return Err(e);
             }
-            comms.push(Comm { rank: rank as u32, nranks, stream, lp, aborts: aborts.clone() });
+            let stats = cfg.stats.then(|| bases[rank] + layout.stats);
+            comms.push(Comm { rank: rank as u32, nranks, stream, lp, aborts: aborts.clone(), stats, nchannels: cfg.loop_cfg.channels });
         }
         Ok(comms)
     }
@@ -222,6 +232,19 @@ impl Comm {
     /// The error this rank's loop stopped with, if it did. Never blocks.
     pub fn async_error(&self) -> Option<Error> {
         self.lp.async_error()
+    }
+
+    /// This rank's channels' statistics (counts since the communicator started), when
+    /// [`CommConfig::stats`] asked for them. Synchronous: call it between operations.
+    pub fn channel_stats(&self) -> Result<Option<Vec<ChannelStats>>> {
+        let Some(addr) = self.stats else { return Ok(None) };
+        let mut bytes = vec![0u8; self.nchannels as usize * size_of::<ChannelStats>()];
+        self.stream.context().bind_to_thread().map_err(Error::cuda("cuCtxSetCurrent"))?;
+        // SAFETY: `addr` is this rank's counters in its live communicator block; the
+        // copy waits on the rank's stream.
+        unsafe { result::memcpy_dtoh_async(&mut bytes, addr, self.stream.cu_stream()) }.map_err(Error::cuda("cuMemcpyDtoHAsync"))?;
+        crate::stream::wait(&self.stream, Duration::from_secs(60), "the channel statistics")?;
+        Ok(Some(bytes.chunks_exact(size_of::<ChannelStats>()).map(|c| ChannelStats::read_from_bytes(c).unwrap_or_default()).collect()))
     }
 
     /// Checks `item` (alone and against the communicator) without enqueueing it.
@@ -389,7 +412,7 @@ impl GpuGroup {
             cfg.loop_cfg.threads,
             cfg.ring_step_bytes >> 10,
             if cfg.direct { ", direct" } else { "" }
-        );
+        ) + if cfg.stats { ", statistics kept" } else { "" };
         Ok(Self { used: vec![0; comms.len()], comms, arenas, describe })
     }
 
@@ -454,6 +477,10 @@ impl RankGroup for GpuGroup {
 
     fn enqueue(&mut self, rank: u32, item: WorkItem) -> Result<Ticket> {
         self.comms[rank as usize].enqueue(item)
+    }
+
+    fn channel_stats(&mut self, rank: u32) -> Result<Option<Vec<ChannelStats>>> {
+        self.comms[rank as usize].channel_stats()
     }
 
     fn wait(&mut self, rank: u32, ticket: Ticket, timeout: Duration) -> Result<()> {

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use device_rt::conn::ChannelStats;
 use device_rt::work::WorkItem;
 
 use crate::Result;
@@ -47,4 +48,20 @@ pub trait RankGroup {
 
     /// Waits until rank `rank` has completed `ticket`.
     fn wait(&mut self, rank: u32, ticket: Ticket, timeout: Duration) -> Result<()>;
+
+    /// Rank `rank`'s channels' statistics, when the communicator keeps them (`None`
+    /// otherwise). Read between operations: every completed item's counts are in.
+    fn channel_stats(&mut self, rank: u32) -> Result<Option<Vec<ChannelStats>>>;
+}
+
+/// Every channel's statistics of every rank of `g`, summed (`None` when not kept).
+pub fn total_stats(g: &mut dyn RankGroup) -> Result<Option<ChannelStats>> {
+    let mut total = None;
+    for rank in 0..g.nranks() {
+        if let Some(channels) = g.channel_stats(rank)? {
+            let sum = channels.iter().fold(ChannelStats::default(), |a, c| a.plus(c));
+            total = Some(total.map_or(sum, |t: ChannelStats| t.plus(&sum)));
+        }
+    }
+    Ok(total)
 }

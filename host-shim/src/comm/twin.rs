@@ -7,7 +7,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use device_rt::arch;
-use device_rt::conn::CommDevice;
+use device_rt::conn::{ChannelStats, CommDevice};
 use device_rt::work::{LOOP_SMEM_BYTES, LoopArgs, LoopState, QueueHeader, RingSlot, WorkItem, work_loop};
 
 use super::group::{Buffer, RankGroup};
@@ -44,6 +44,8 @@ pub struct TwinGroup {
     buffers: Vec<Block>,
     shape: Shape,
     threads: u32,
+    /// Each rank's `[ChannelStats; nchannels]`, when kept.
+    stats: Option<Vec<u64>>,
 }
 
 impl TwinGroup {
@@ -57,6 +59,7 @@ impl TwinGroup {
         let layout = Layout::new(shape)?;
         let blocks: Vec<Block> = (0..shape.nranks).map(|_| Block::zeroed(layout.block_bytes as usize)).collect();
         let bases: Vec<u64> = blocks.iter().map(Block::addr).collect();
+        let stats = shape.stats.then(|| bases.iter().map(|b| b + layout.stats).collect());
         let mut ranks = Vec::new();
         for (rank, block) in blocks.into_iter().enumerate() {
             let image = layout.image(rank as u32, &bases)?;
@@ -64,7 +67,7 @@ impl TwinGroup {
             unsafe { std::ptr::copy_nonoverlapping(image.as_ptr(), block.addr() as *mut u8, image.len()) };
             ranks.push(start_rank(block, shape.nchannels, threads, budget)?);
         }
-        Ok(Self { ranks, buffers: Vec::new(), shape, threads })
+        Ok(Self { ranks, buffers: Vec::new(), shape, threads, stats })
     }
 
     /// Sets every rank's abort flag.
@@ -162,11 +165,12 @@ impl RankGroup for TwinGroup {
 
     fn describe(&self) -> String {
         format!(
-            "host twin (CPU threads, no GPU): {} ranks × {} channels × {} threads{}",
+            "host twin (CPU threads, no GPU): {} ranks × {} channels × {} threads{}{}",
             self.shape.nranks,
             self.shape.nchannels,
             self.threads,
-            if self.shape.direct { ", direct" } else { "" }
+            if self.shape.direct { ", direct" } else { "" },
+            if self.shape.stats { ", statistics kept" } else { "" }
         )
     }
 
@@ -209,5 +213,25 @@ impl RankGroup for TwinGroup {
 
     fn wait(&mut self, rank: u32, ticket: Ticket, timeout: Duration) -> Result<()> {
         self.ranks[rank as usize].queue.wait(ticket, timeout)
+    }
+
+    fn channel_stats(&mut self, rank: u32) -> Result<Option<Vec<ChannelStats>>> {
+        let Some(stats) = &self.stats else { return Ok(None) };
+        let channels = (0..self.shape.nchannels as usize).map(|c| {
+            let base = (stats[rank as usize] as usize as *mut ChannelStats).wrapping_add(c);
+            // SAFETY: the rank's block (alive as long as the rank) holds its counters; the
+            // device threads update them with atomic adds, read here with atomic loads.
+            let load = |field: *mut u64| unsafe { std::sync::atomic::AtomicU64::from_ptr(field) }.load(std::sync::atomic::Ordering::Relaxed);
+            let mut s = ChannelStats::default();
+            unsafe {
+                s.slices = load(&raw mut (*base).slices);
+                s.bytes = load(&raw mut (*base).bytes);
+                s.copy_ns = load(&raw mut (*base).copy_ns);
+                s.wait_data_ns = load(&raw mut (*base).wait_data_ns);
+                s.wait_credit_ns = load(&raw mut (*base).wait_credit_ns);
+            }
+            s
+        });
+        Ok(Some(channels.collect()))
     }
 }

@@ -3,7 +3,7 @@
 //! receives into; and the wiring of each end to the peer's memory. Pure arithmetic over
 //! the blocks' base addresses, so the same code wires GPU ranks and host-twin ranks.
 
-use device_rt::conn::{CONN_DIRECT, ChannelConns, CommDevice, ConnInfo, MAX_RANKS, NCCL_STEPS, STEP_ALIGN};
+use device_rt::conn::{CONN_DIRECT, ChannelConns, ChannelStats, CommDevice, ConnInfo, MAX_RANKS, NCCL_STEPS, STEP_ALIGN};
 use device_rt::work::MAX_CHANNELS;
 use zerocopy::IntoBytes;
 
@@ -24,6 +24,9 @@ pub struct Shape {
     /// Ring connections allow direct operations (`CONN_DIRECT`): senders write straight
     /// into the next rank's output buffer where the algorithm allows.
     pub direct: bool,
+    /// Every channel keeps [`ChannelStats`] (where its time goes; a few atomic adds per
+    /// slice).
+    pub stats: bool,
 }
 
 /// Offsets inside one rank's block.
@@ -33,6 +36,8 @@ pub struct Layout {
     channels: u64,
     p2p: u64,
     counters: u64,
+    /// The channels' statistics, `[ChannelStats; nchannels]`.
+    pub stats: u64,
     ring_fifos: u64,
     p2p_fifos: u64,
     /// Bytes of the block that must be initialised (descriptions and counters).
@@ -67,11 +72,12 @@ impl Layout {
         let channels = size_of::<CommDevice>().next_multiple_of(LINE as usize) as u64;
         let p2p = channels + nch * conn;
         let counters = (p2p + nch * nr * conn).next_multiple_of(LINE);
-        let meta_bytes = counters + nch * counters_per_channel(nr) * LINE;
+        let stats = counters + nch * counters_per_channel(nr) * LINE;
+        let meta_bytes = stats + nch * size_of::<ChannelStats>() as u64;
         let ring_fifos = meta_bytes.next_multiple_of(STEP_ALIGN);
         let p2p_fifos = ring_fifos + nch * NCCL_STEPS * shape.ring_step_bytes;
         let block_bytes = p2p_fifos + nch * nr * NCCL_STEPS * shape.p2p_step_bytes;
-        Ok(Self { shape, channels, p2p, counters, ring_fifos, p2p_fifos, meta_bytes, block_bytes })
+        Ok(Self { shape, channels, p2p, counters, stats, ring_fifos, p2p_fifos, meta_bytes, block_bytes })
     }
 
     fn counter(&self, channel: u32, index: u64) -> u64 {
@@ -135,6 +141,7 @@ impl Layout {
         }
         comm.channels = at(rank, self.channels);
         comm.p2p = at(rank, self.p2p);
+        comm.stats = if s.stats { at(rank, self.stats) } else { 0 };
         let mut image = vec![0u8; self.meta_bytes as usize];
         image[..size_of::<CommDevice>()].copy_from_slice(comm.as_bytes());
         let ring = |step_bytes| ConnInfo { step_bytes, ..ConnInfo::default() };
@@ -192,7 +199,7 @@ mod tests {
     use zerocopy::FromBytes;
 
     fn shape(nranks: u32, nchannels: u32) -> Shape {
-        Shape { nranks, nchannels, ring_step_bytes: 8192, p2p_step_bytes: 4096, direct: true }
+        Shape { nranks, nchannels, ring_step_bytes: 8192, p2p_step_bytes: 4096, direct: true, stats: true }
     }
 
     #[test]
@@ -246,6 +253,13 @@ mod tests {
         words.sort();
         words.dedup();
         assert_eq!(words.len(), count, "two counters share a line");
+        for (r, base) in bases.iter().enumerate() {
+            assert_eq!(comm(r).stats, base + layout.stats);
+            assert!(words.iter().all(|&w| w + LINE <= base + layout.stats || w >= base + layout.meta_bytes));
+        }
+        assert_eq!(layout.stats + 2 * size_of::<ChannelStats>() as u64, layout.meta_bytes, "the statistics are initialised (zeroed) with the rest");
+        let quiet = Layout::new(Shape { stats: false, ..shape(3, 2) }).unwrap();
+        assert_eq!(CommDevice::read_from_prefix(&quiet.image(0, &bases).unwrap()).unwrap().0.stats, 0);
         assert!(layout.ring_fifo(1) + NCCL_STEPS * 8192 <= layout.p2p_fifo(0, 0));
         assert_eq!(layout.p2p_fifo(1, 2) + NCCL_STEPS * 4096, layout.block_bytes);
     }
