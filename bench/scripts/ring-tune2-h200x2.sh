@@ -43,3 +43,6 @@ echo "## best: $best ($flags): the whole table" | tee -a "$out/tune.txt"
 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,TUNING timeout 180 ./.carry/ferroccl bench all_reduce all_gather reduce_scatter -b 8 -e 1G -f 2 -c 0 -n 20 -w 5 \
   --devices 0,1 $flags --nccl --json "$out/ring.json" 2>&1 | tee "$out/ring.txt"
 timeout 80 ./.carry/ferroccl coll --devices 0,1 --ranks 2 --channels 4 --step 65536 $(echo "$flags" | grep -o -- "--threads [0-9]*\|--direct") 2>&1 | tee "$out/coll-2ranks.txt"
+# Where the channels' time goes in that configuration (copying, waiting for data, for credit).
+timeout 90 ./.carry/ferroccl bench all_reduce all_gather -b 256M -e 1G -f 4 -c 0 -n 10 -w 3 \
+  --devices 0,1 $flags --stats 2>&1 | grep -v "^#  " | tee -a "$out/tune.txt"
