@@ -145,6 +145,24 @@ fn thousands_of_items_run_in_order_across_channels() {
 }
 
 #[test]
+fn a_batch_written_at_once_runs_whole_and_in_order() {
+    // One channel, 200 items written before the loop reads any: its reads grow from one
+    // slot to a backlog of many, and each item copies what the previous one wrote.
+    const ITEMS: usize = 200;
+    let mut lp = TwinLoop::start(1, 32, 256, LONG);
+    let mut chain = vec![0u32; ITEMS + 1];
+    chain[0] = 7;
+    let base = chain.as_mut_ptr() as u64;
+    let at = |i: usize| base + 4 * i as u64;
+    let items: Vec<WorkItem> = (0..ITEMS).map(|i| WorkItem::copy(DataType::U32, at(i), at(i + 1), 1)).collect();
+    let last = lp.queue.enqueue_batch(&items, LONG).unwrap();
+    lp.queue.wait(last, LONG).unwrap();
+    lp.queue.shutdown(LONG).unwrap();
+    lp.join();
+    assert_eq!(chain, vec![7u32; ITEMS + 1], "an item ran before the one it depends on");
+}
+
+#[test]
 fn a_full_queue_blocks_the_producer_and_overwrites_nothing() {
     let mut lp = TwinLoop::start(2, 32, 4, LONG);
     let flag = AtomicU64::new(0);
@@ -237,6 +255,18 @@ fn abort_ends_a_spinning_wait_with_aborted() {
     aborter.join().unwrap();
     assert!(matches!(err, Err(Error::Aborted)), "{err:?}");
     lp.join();
+}
+
+#[test]
+fn an_idle_loop_leaves_on_abort_and_records_it() {
+    // Nothing queued: every channel is polling its next slot (two reads in flight), a
+    // wait without a budget that only the abort flag can end.
+    let mut lp = TwinLoop::start(3, 32, 4, Duration::from_secs(3600));
+    std::thread::sleep(Duration::from_millis(50));
+    lp.queue.abort_handle().abort();
+    lp.join();
+    assert!(matches!(lp.queue.health(), Err(Error::Aborted)), "{:?}", lp.queue.health());
+    assert_eq!(lp.completed(), 0, "nothing ran");
 }
 
 #[test]
