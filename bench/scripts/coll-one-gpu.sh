@@ -4,8 +4,7 @@
 # take several chunk rounds on every channel and 8 ranks' loops fit on one GPU.
 # Run from the repository root with the release binary in .carry/; results go to $OUT.
 set -u
-export CUDA_CACHE_PATH=$PWD/.nvcache CUDA_CACHE_MAXSIZE=4294967296
-out=${OUT:-/tmp}
+source "$(dirname "$0")/device-env.sh"
 date -u +%FT%TZ | tee "$out/coll-one-gpu.txt"
 for ranks in 2 4 8; do
   for mode in "" --direct; do

@@ -4,10 +4,7 @@
 # Run from the repository root with the release binary (built with --features nccl) in
 # .carry/; results go to $OUT.
 set -u
-export CUDA_CACHE_PATH=$PWD/.nvcache CUDA_CACHE_MAXSIZE=4294967296 NCCL_NVLS_ENABLE=0
-mkdir -p /tmp/nccl && ln -sf /opt/torch/.venv/lib/python3.12/site-packages/nvidia/nccl/lib/libnccl.so.2 /tmp/nccl/libnccl.so
-export LD_LIBRARY_PATH=/tmp/nccl:${LD_LIBRARY_PATH:-}
-out=${OUT:-/tmp}
+source "$(dirname "$0")/device-env.sh"
 nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader | tee "$out/gpus-h200x4.txt"
 ./.carry/ferroccl info | tee -a "$out/gpus-h200x4.txt"
 timeout 330 ./.carry/ferroccl bench all_reduce all_gather reduce_scatter -b 8 -e 1G -f 2 -c 0 -n 20 -w 5 \

@@ -8,10 +8,7 @@
 # Run from the repository root with the release binary (built with --features nccl) in
 # .carry/; results go to $OUT.
 set -u
-export CUDA_CACHE_PATH=$PWD/.nvcache CUDA_CACHE_MAXSIZE=4294967296 NCCL_NVLS_ENABLE=0
-mkdir -p /tmp/nccl && ln -sf /opt/torch/.venv/lib/python3.12/site-packages/nvidia/nccl/lib/libnccl.so.2 /tmp/nccl/libnccl.so
-export LD_LIBRARY_PATH=/tmp/nccl:${LD_LIBRARY_PATH:-}
-out=${OUT:-/tmp}
+source "$(dirname "$0")/device-env.sh"
 all=0,1,2,3,4,5,6,7
 case "${1:-table}" in
 table)

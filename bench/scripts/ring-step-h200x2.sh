@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Step-size and channel sweep of all_reduce (256 MiB and 1 GiB) on nvidia-h200-x2.
 set -u
-export CUDA_CACHE_PATH=$PWD/.nvcache CUDA_CACHE_MAXSIZE=4294967296
+source "$(dirname "$0")/device-env.sh"
 for cfg in "32 524288" "32 1048576" "32 262144" "24 524288" "24 1048576"; do
   set -- $cfg
   echo "## channels $1 step $2"

@@ -6,10 +6,7 @@
 # Run from the repository root with the release binary (built with --features nccl) in
 # .carry/; results go to $OUT (at most 8 files: the device tool returns no more).
 set -u
-export CUDA_CACHE_PATH=$PWD/.nvcache CUDA_CACHE_MAXSIZE=4294967296 NCCL_NVLS_ENABLE=0
-mkdir -p /tmp/nccl && ln -sf /opt/torch/.venv/lib/python3.12/site-packages/nvidia/nccl/lib/libnccl.so.2 /tmp/nccl/libnccl.so
-export LD_LIBRARY_PATH=/tmp/nccl:${LD_LIBRARY_PATH:-}
-out=${OUT:-/tmp}
+source "$(dirname "$0")/device-env.sh"
 date -u +%FT%TZ | tee "$out/tune.txt"
 # Fill the JIT cache for both modules (the plain one and the 128-register one for 512
 # threads) at once; a filter that matches no case only loads them.

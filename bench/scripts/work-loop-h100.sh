@@ -4,8 +4,7 @@
 # one run per binary. .carry/ferroccl is the build measured; any other .carry/ferroccl-*
 # binaries (earlier queue designs) run right after it, on the same GPU, for comparison.
 set -u
-export CUDA_CACHE_PATH=$PWD/.nvcache CUDA_CACHE_MAXSIZE=4294967296
-out=${OUT:-/tmp}
+source "$(dirname "$0")/device-env.sh"
 date -u +%FT%TZ | tee "$out/work_loop.txt"
 nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader | tee -a "$out/work_loop.txt"
 timeout 200 ./.carry/ferroccl bench work_loop --json "$out/work_loop.json" 2>&1 | tee -a "$out/work_loop.txt"

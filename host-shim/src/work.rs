@@ -132,6 +132,11 @@ pub struct WorkLoop {
 }
 
 impl WorkLoop {
+    /// Channels (CTAs) of the loop.
+    pub fn channels(&self) -> u32 {
+        self.cfg.channels
+    }
+
     /// Allocates the queue (host-mapped) and loop state (device memory) without starting
     /// the loop. Allocate every loop of a device before starting any: CUDA may make an
     /// allocation wait for running kernels.

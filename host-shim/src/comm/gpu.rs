@@ -111,7 +111,6 @@ pub struct Comm {
     aborts: Arc<Vec<AbortHandle>>,
     /// Device address of this rank's `[ChannelStats; nchannels]`, when kept.
     stats: Option<u64>,
-    nchannels: u32,
 }
 
 impl Comm {
@@ -203,7 +202,7 @@ impl Comm {
                 return Err(e);
             }
             let stats = cfg.stats.then(|| bases[rank] + layout.stats);
-            comms.push(Comm { rank: rank as u32, nranks, stream, lp, aborts: aborts.clone(), stats, nchannels: cfg.loop_cfg.channels });
+            comms.push(Comm { rank: rank as u32, nranks, stream, lp, aborts: aborts.clone(), stats });
         }
         Ok(comms)
     }
@@ -238,7 +237,7 @@ impl Comm {
     /// [`CommConfig::stats`] asked for them. Synchronous: call it between operations.
     pub fn channel_stats(&self) -> Result<Option<Vec<ChannelStats>>> {
         let Some(addr) = self.stats else { return Ok(None) };
-        let mut bytes = vec![0u8; self.nchannels as usize * size_of::<ChannelStats>()];
+        let mut bytes = vec![0u8; self.lp.channels() as usize * size_of::<ChannelStats>()];
         self.stream.context().bind_to_thread().map_err(Error::cuda("cuCtxSetCurrent"))?;
         // SAFETY: `addr` is this rank's counters in its live communicator block; the
         // copy waits on the rank's stream.
