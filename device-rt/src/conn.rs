@@ -139,13 +139,19 @@ pub struct ChannelStats {
     pub wait_data_ns: u64,
     /// Nanoseconds send-side waiting threads spent waiting for a peer's credits.
     pub wait_credit_ns: u64,
-    pad: [u64; 3],
+    /// Nanoseconds the channel spent running collectives (from the item's start to the
+    /// end of its last post, as thread 0 saw them): the rest of its time it was idle.
+    pub busy_ns: u64,
+    /// Not a counter: 1 + the SM the channel's CTA ran its last collective on (0: none
+    /// yet), for telling how channels were placed.
+    pub sm: u64,
+    pad: u64,
 }
 
 static_assertions::const_assert_eq!(core::mem::size_of::<ChannelStats>(), 64);
 
 impl ChannelStats {
-    /// The sum of `self` and `other`, field by field.
+    /// The sum of `self` and `other`, counter by counter (a sum ran on no one SM: `sm` 0).
     pub fn plus(&self, other: &Self) -> Self {
         Self {
             slices: self.slices + other.slices,
@@ -153,11 +159,13 @@ impl ChannelStats {
             copy_ns: self.copy_ns + other.copy_ns,
             wait_data_ns: self.wait_data_ns + other.wait_data_ns,
             wait_credit_ns: self.wait_credit_ns + other.wait_credit_ns,
-            pad: [0; 3],
+            busy_ns: self.busy_ns + other.busy_ns,
+            sm: 0,
+            pad: 0,
         }
     }
 
-    /// `self - earlier`, field by field (counters only grow).
+    /// `self - earlier`, counter by counter (counters only grow), on `self`'s SM.
     pub fn since(&self, earlier: &Self) -> Self {
         Self {
             slices: self.slices.wrapping_sub(earlier.slices),
@@ -165,7 +173,9 @@ impl ChannelStats {
             copy_ns: self.copy_ns.wrapping_sub(earlier.copy_ns),
             wait_data_ns: self.wait_data_ns.wrapping_sub(earlier.wait_data_ns),
             wait_credit_ns: self.wait_credit_ns.wrapping_sub(earlier.wait_credit_ns),
-            pad: [0; 3],
+            busy_ns: self.busy_ns.wrapping_sub(earlier.busy_ns),
+            sm: self.sm,
+            pad: 0,
         }
     }
 }

@@ -24,7 +24,7 @@ use device_rt::work::{CollFunction, WorkItem};
 
 use crate::comm::check::run_case;
 use crate::comm::expect::CollCase;
-use crate::comm::group::{Buffer, RankGroup, total_stats};
+use crate::comm::group::{Buffer, RankGroup, all_stats};
 use crate::queue::Ticket;
 use crate::{Error, Result};
 
@@ -396,14 +396,16 @@ fn sweep(g: &mut dyn RankGroup, args: &BenchArgs, mut baseline: Option<&mut dyn 
             let root = if has_root(function) { args.root } else { 0 };
             let bytes = row_bytes(function, args.dtype, count, nranks);
             let factor = bus_factor(function, nranks);
-            let stats_before = total_stats(g)?;
+            let stats_before = all_stats(g)?;
             let mut measure = |in_place: bool| -> Result<Timing> {
                 let case = CollCase { function, dtype: args.dtype, op: args.op, count, root, in_place };
                 let wrong = if args.check { Some(check(g, &case, size)?) } else { None };
                 Ok(Timing::new(time_ferroccl(g, &case, &buffers, args.warmup, args.iters)?, bytes, factor, wrong))
             };
             let (oop, ip) = (measure(false)?, measure(true)?);
-            let stats = stats_before.zip(total_stats(g)?).map(|(before, after)| after.since(&before));
+            let stats = stats_before.zip(all_stats(g)?).map(|(before, after)| {
+                after.iter().zip(&before).map(|(a, b)| a.since(b)).collect::<Vec<_>>()
+            });
             let (baseline_oop, baseline_ip) = match baseline.as_deref_mut() {
                 Some(b) => {
                     let mut time = |in_place| -> Result<Timing> {
@@ -429,7 +431,10 @@ fn sweep(g: &mut dyn RankGroup, args: &BenchArgs, mut baseline: Option<&mut dyn 
             };
             writeln!(out, "{}", format_row(&row)).map_err(write_error)?;
             if let Some(stats) = stats {
-                writeln!(out, "{}", stats_line(&stats)).map_err(write_error)?;
+                let total = stats.iter().fold(ChannelStats::default(), |a, c| a.plus(c));
+                writeln!(out, "{}", stats_line(&total)).map_err(write_error)?;
+                writeln!(out, "{}", spread_line(&stats, nranks)).map_err(write_error)?;
+                writeln!(out, "{}", placement_line(&stats, nranks)).map_err(write_error)?;
             }
             rows.push(row);
         }
@@ -440,17 +445,72 @@ fn sweep(g: &mut dyn RankGroup, args: &BenchArgs, mut baseline: Option<&mut dyn 
 /// Where the channels' time went during one row (warm-up and timed iterations, out of
 /// place and in place), summed over every rank and channel, as a comment line.
 fn stats_line(s: &ChannelStats) -> String {
-    let accounted = (s.copy_ns + s.wait_data_ns + s.wait_credit_ns).max(1) as f64;
-    let share = |ns: u64| 100.0 * ns as f64 / accounted;
+    let waits = s.copy_ns + s.wait_data_ns + s.wait_credit_ns;
+    let busy = s.busy_ns.max(waits).max(1) as f64;
+    let share = |ns: u64| 100.0 * ns as f64 / busy;
     format!(
-        "#   channels: {} slices, {:.3} GB; copying {:.0}%, waiting for data {:.0}%, for credit {:.0}%; {:.2} GB/s per channel while copying",
+        "#   channels: {} slices, {:.3} GB; of their busy time copying {:.0}%, waiting for data {:.0}%, for credit {:.0}%, other {:.0}%; {:.2} GB/s per channel while copying",
         s.slices,
         s.bytes as f64 / 1e9,
         share(s.copy_ns),
         share(s.wait_data_ns),
         share(s.wait_credit_ns),
+        share(s.busy_ns.saturating_sub(waits)),
         s.bytes as f64 / s.copy_ns.max(1) as f64,
     )
+}
+
+/// How evenly the channels worked during one row, as a comment line: the busiest and
+/// the idlest channel (time spent running collectives), and the slowest and fastest
+/// copier, each with its rank, channel and SM. `channels` holds every rank's channels,
+/// rank by rank.
+fn spread_line(channels: &[ChannelStats], nranks: u32) -> String {
+    let per_rank = (channels.len() / nranks.max(1) as usize).max(1);
+    let rate = |s: &ChannelStats| s.bytes as f64 / s.copy_ns.max(1) as f64;
+    let name = |i: usize, s: &ChannelStats| {
+        let sm = s.sm.checked_sub(1).map_or("?".to_string(), |sm| sm.to_string());
+        format!("rank {} channel {} (SM {sm})", i / per_rank, i % per_rank)
+    };
+    let busy: Vec<(usize, &ChannelStats)> = channels.iter().enumerate().filter(|(_, s)| s.copy_ns > 0).collect();
+    let by_busy = |a: &&(usize, &ChannelStats), b: &&(usize, &ChannelStats)| a.1.busy_ns.cmp(&b.1.busy_ns);
+    let by_rate = |a: &&(usize, &ChannelStats), b: &&(usize, &ChannelStats)| rate(a.1).total_cmp(&rate(b.1));
+    let (Some(&most), Some(&least), Some(&slow), Some(&fast)) =
+        (busy.iter().max_by(by_busy), busy.iter().min_by(by_busy), busy.iter().min_by(by_rate), busy.iter().max_by(by_rate))
+    else {
+        return "#   no channel copied".to_string();
+    };
+    let ms = |s: &ChannelStats| s.busy_ns as f64 / 1e6;
+    format!(
+        "#   busiest: {} {:.2} ms; idlest: {} {:.2} ms; slowest copy: {} {:.2} GB/s; fastest: {} {:.2} GB/s",
+        name(most.0, most.1),
+        ms(most.1),
+        name(least.0, least.1),
+        ms(least.1),
+        name(slow.0, slow.1),
+        rate(slow.1),
+        name(fast.0, fast.1),
+        rate(fast.1),
+    )
+}
+
+/// Every channel's SM and copy rate during one row, rank by rank, as a comment line
+/// (`SM:GB/s`; `?` for a channel that copied nothing), to see how placement and speed go
+/// together.
+fn placement_line(channels: &[ChannelStats], nranks: u32) -> String {
+    let per_rank = (channels.len() / nranks.max(1) as usize).max(1);
+    let mut line = String::from("#   placement (SM:GB/s)");
+    for (i, s) in channels.iter().enumerate() {
+        if i % per_rank == 0 {
+            line += &format!(" | rank {}:", i / per_rank);
+        }
+        let sm = s.sm.checked_sub(1).map_or("?".to_string(), |sm| sm.to_string());
+        if s.copy_ns == 0 {
+            line += &format!(" {sm}:?");
+        } else {
+            line += &format!(" {sm}:{:.1}", s.bytes as f64 / s.copy_ns as f64);
+        }
+    }
+    line
 }
 
 /// A baseline measured ahead of time: every (function, count, in-place) the sweep of
@@ -952,6 +1012,9 @@ mod tests {
         let data: Vec<&str> = table.lines().filter(|l| !l.starts_with('#')).collect();
         assert_eq!(data.len(), rows.len(), "{table}");
         assert_eq!(table.matches("#   channels: ").count(), rows.len(), "a statistics line per row: {table}");
+        assert_eq!(table.matches("#   busiest: rank ").count(), rows.len(), "a spread line per row: {table}");
+        assert_eq!(table.matches("(SM 0)").count(), 4 * rows.len(), "the twin's channels run on SM 0: {table}");
+        assert_eq!(table.matches("#   placement (SM:GB/s) | rank 0: 0:").count(), rows.len(), "a placement line per row: {table}");
         let fields = |line: &str| line.split_whitespace().map(str::to_owned).collect::<Vec<_>>();
         // Five row columns, four per placement, four for the baseline.
         assert!(data.iter().all(|l| fields(l).len() == 17), "{table}");

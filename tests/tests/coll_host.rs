@@ -102,6 +102,7 @@ fn statistics_count_every_byte_an_all_reduce_moves() {
         let stats = total_stats(&mut g).unwrap().expect("statistics are kept");
         assert_eq!(stats.bytes, moved, "{stats:?}");
         assert!(stats.slices > 0 && stats.copy_ns > 0, "{stats:?}");
+        assert!(stats.busy_ns >= stats.copy_ns, "a channel copies only while busy: {stats:?}");
     }
     g.shutdown(TIMEOUT).unwrap();
     let mut plain = group(2, 1, false);

@@ -76,6 +76,11 @@ impl CollCtx {
         let bid = arch::block_idx();
         let comm = unsafe { &*comm };
         let channel = (comm.channels as *mut ChannelConns).wrapping_add(bid as usize);
+        let stats = if comm.stats == 0 { core::ptr::null_mut() } else { (comm.stats as *mut ChannelStats).wrapping_add(bid as usize) };
+        if !stats.is_null() && arch::thread_idx() == 0 {
+            // Ordering: relaxed; the host reads it between operations, as the counters.
+            unsafe { arch::st_relaxed_sys_global(&raw mut (*stats).sm, u64::from(arch::sm_id()) + 1) };
+        }
         Self {
             nranks: comm.nranks,
             ring_index: comm.ring_index,
@@ -92,7 +97,7 @@ impl CollCtx {
                 shared,
                 abort,
                 spin_budget_ns,
-                stats: if comm.stats == 0 { core::ptr::null_mut() } else { (comm.stats as *mut ChannelStats).wrapping_add(bid as usize) },
+                stats,
             },
             second_shared: shared.wrapping_add(1),
         }
@@ -133,7 +138,8 @@ pub unsafe fn run_collective(cx: &CollCtx, c: &Coll, dtype: DataType, kind: RedO
     // Functions that only move data ignore the operator.
     let op = if c.function.reduces() { kind } else { RedOpKind::Sum };
     let data = DataOp { dtype, op, arg: c.red_arg };
-    unsafe {
+    let started = cx.group.clock();
+    let outcome = unsafe {
         if c.function == CollFunction::SendRecv {
             p2p::run(cx, c, data)
         } else if cx.nranks == 1 {
@@ -142,7 +148,11 @@ pub unsafe fn run_collective(cx: &CollCtx, c: &Coll, dtype: DataType, kind: RedO
         } else {
             ring::run(cx, c, data)
         }
+    };
+    if cx.group.tid == 0 {
+        cx.group.count(|s| unsafe { &raw mut (*s).busy_ns }, cx.group.clock().wrapping_sub(started));
     }
+    outcome
 }
 
 /// A one-rank communicator: every function is `output = post(pre(input))` (nothing to

@@ -105,7 +105,7 @@ impl GroupCtx {
     /// Adds `v` to the counter `field` of the channel's statistics, when kept (a relaxed
     /// atomic add at GPU scope; orders nothing).
     #[inline(always)]
-    fn count(&self, field: impl FnOnce(*mut ChannelStats) -> *mut u64, v: u64) {
+    pub(crate) fn count(&self, field: impl FnOnce(*mut ChannelStats) -> *mut u64, v: u64) {
         if !self.stats.is_null() {
             // SAFETY: a non-null `stats` points to this channel's live counters.
             unsafe { u64::atomic_add_relaxed_gpu(field(self.stats), v) };
@@ -114,7 +114,7 @@ impl GroupCtx {
 
     /// The clock, when statistics are kept (0 otherwise: no clock read).
     #[inline(always)]
-    fn clock(&self) -> u64 {
+    pub(crate) fn clock(&self) -> u64 {
         if self.stats.is_null() { 0 } else { arch::globaltimer_ns() }
     }
 }

@@ -10,7 +10,7 @@ use crate::multicast::SwMulticast;
 use crate::redop::{Elem, Max, Min, PreMulSum, Prod, RedOp, RedOpKind, Sum, SumPostDiv};
 
 /// Hunks per warp iteration of the data copies (NCCL's `COLL_UNROLL`).
-pub const UNROLL: usize = 4;
+pub const UNROLL: usize = 8;
 
 /// What a primitives group computes on the data it moves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -54,14 +54,19 @@ pub trait RankGroup {
     fn channel_stats(&mut self, rank: u32) -> Result<Option<Vec<ChannelStats>>>;
 }
 
-/// Every channel's statistics of every rank of `g`, summed (`None` when not kept).
-pub fn total_stats(g: &mut dyn RankGroup) -> Result<Option<ChannelStats>> {
-    let mut total = None;
+/// Every channel's statistics of every rank of `g`, rank by rank (`None` when not kept):
+/// entry `rank × nchannels + channel`.
+pub fn all_stats(g: &mut dyn RankGroup) -> Result<Option<Vec<ChannelStats>>> {
+    let mut all: Option<Vec<ChannelStats>> = None;
     for rank in 0..g.nranks() {
         if let Some(channels) = g.channel_stats(rank)? {
-            let sum = channels.iter().fold(ChannelStats::default(), |a, c| a.plus(c));
-            total = Some(total.map_or(sum, |t: ChannelStats| t.plus(&sum)));
+            all.get_or_insert_with(Vec::new).extend(channels);
         }
     }
-    Ok(total)
+    Ok(all)
+}
+
+/// Every channel's statistics of every rank of `g`, summed (`None` when not kept).
+pub fn total_stats(g: &mut dyn RankGroup) -> Result<Option<ChannelStats>> {
+    Ok(all_stats(g)?.map(|all| all.iter().fold(ChannelStats::default(), |a, c| a.plus(c))))
 }

@@ -229,6 +229,8 @@ impl RankGroup for TwinGroup {
                 s.copy_ns = load(&raw mut (*base).copy_ns);
                 s.wait_data_ns = load(&raw mut (*base).wait_data_ns);
                 s.wait_credit_ns = load(&raw mut (*base).wait_credit_ns);
+                s.busy_ns = load(&raw mut (*base).busy_ns);
+                s.sm = load(&raw mut (*base).sm);
             }
             s
         });
