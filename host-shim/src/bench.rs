@@ -252,9 +252,9 @@ pub fn work_loop(fx: &Fixture) -> Result<WorkLoopReport> {
 
     use device_rt::work::{DeviceFunction, WorkItem};
 
-    use crate::work::{LoopConfig, WorkLoop};
+    use crate::work::{LoopConfig, Placement, WorkLoop};
     let timeout = Duration::from_secs(20);
-    let config = |channels, capacity| LoopConfig { channels, threads: 256, capacity, spin_budget: timeout };
+    let config = |channels, capacity| LoopConfig { channels, threads: 256, capacity, spin_budget: timeout, placement: Placement::Hardware };
     let median_us = |mut v: Vec<f64>| {
         v.sort_by(f64::total_cmp);
         v[v.len() / 2]

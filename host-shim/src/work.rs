@@ -7,7 +7,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use cudarc::driver::{CudaContext, CudaFunction, CudaStream, LaunchConfig, PushKernelArg, result, sys};
-use device_rt::work::{LOOP_SMEM_BYTES, LoopState, MAILBOX_CLOSED, MAILBOX_DONE, MAILBOX_PENDING, MAX_CHANNELS, QueueHeader, RingSlot, WorkItem};
+use zerocopy::IntoBytes;
+use device_rt::work::{ChannelPlacement, LOOP_SMEM_BYTES, LoopState, MAX_SMS, MAILBOX_CLOSED, MAILBOX_DONE, MAILBOX_PENDING, MAX_CHANNELS, QueueHeader, RingSlot, WorkItem};
 
 use crate::memory::HostMapped;
 use crate::module::Module;
@@ -26,11 +27,119 @@ pub struct LoopConfig {
     pub capacity: u32,
     /// How long any wait inside an item may spin before the loop stops with a timeout.
     pub spin_budget: Duration,
+    /// On which SMs the channels run.
+    pub placement: Placement,
 }
 
 impl Default for LoopConfig {
     fn default() -> Self {
-        Self { channels: 4, threads: 256, capacity: 1024, spin_budget: Duration::from_secs(10) }
+        Self { channels: 4, threads: 256, capacity: 1024, spin_budget: Duration::from_secs(10), placement: Placement::Hardware }
+    }
+}
+
+/// On which SMs a loop's channels run. Under NVLink saturation a channel's share of the
+/// bandwidth depends on its SM, and a collective lasts as long as its slowest channel.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Placement {
+    /// Wherever the hardware puts a grid of one CTA per channel.
+    #[default]
+    Hardware,
+    /// One channel per TPC (the even SM of the pair), the TPCs evenly spaced over the
+    /// device's SM ids.
+    Spread,
+    /// Channel `c` on SM `sms[c]`.
+    Sms(SmList),
+}
+
+/// SM ids, one per channel, in channel order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SmList {
+    sms: [u16; MAX_CHANNELS],
+    len: usize,
+}
+
+impl SmList {
+    /// `sms`, when there are 1..=[`MAX_CHANNELS`] of them, each below [`MAX_SMS`] and
+    /// none twice.
+    pub fn new(sms: &[u32]) -> Result<Self> {
+        let bad = |why: String| Err(Error::InvalidArgument(why));
+        if sms.is_empty() || sms.len() > MAX_CHANNELS {
+            return bad(format!("an SM list names 1..={MAX_CHANNELS} SMs, not {}", sms.len()));
+        }
+        let mut list = Self { sms: [0; MAX_CHANNELS], len: sms.len() };
+        for (i, &sm) in sms.iter().enumerate() {
+            if sm as usize >= MAX_SMS {
+                return bad(format!("SM {sm} is beyond the {MAX_SMS} a placement covers"));
+            }
+            if sms[..i].contains(&sm) {
+                return bad(format!("SM {sm} is named twice"));
+            }
+            list.sms[i] = sm as u16;
+        }
+        Ok(list)
+    }
+
+    /// The SM ids, in channel order.
+    pub fn sms(&self) -> impl Iterator<Item = u32> + '_ {
+        self.sms[..self.len].iter().map(|&sm| u32::from(sm))
+    }
+
+    /// How many SMs (channels) the list names.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Never: a list names at least one SM.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+impl std::str::FromStr for Placement {
+    type Err = Error;
+
+    /// `hardware`, `spread`, or SM ids separated by commas (one per channel).
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "hardware" => Ok(Self::Hardware),
+            "spread" => Ok(Self::Spread),
+            list => {
+                let sms: Vec<u32> = list
+                    .split(',')
+                    .map(|sm| sm.trim().parse().map_err(|_| Error::InvalidArgument(format!("{sm:?} is not an SM id"))))
+                    .collect::<Result<_>>()?;
+                Ok(Self::Sms(SmList::new(&sms)?))
+            }
+        }
+    }
+}
+
+/// How long a spare CTA waits for the chosen SMs' CTAs before taking a channel left free.
+const PLACEMENT_GRACE_NS: u32 = 2_000_000;
+
+impl Placement {
+    /// The SMs of `channels` channels on a device of `device_sms` SMs (`None`: the
+    /// hardware's choice).
+    pub fn sms(&self, channels: u32, device_sms: u32) -> Result<Option<Vec<u32>>> {
+        match self {
+            Self::Hardware => Ok(None),
+            Self::Spread => {
+                let tpcs = device_sms / 2;
+                if channels > tpcs {
+                    return Err(Error::InvalidArgument(format!("{channels} channels do not spread over {tpcs} TPCs")));
+                }
+                Ok(Some((0..channels).map(|c| 2 * (c * tpcs / channels)).collect()))
+            }
+            Self::Sms(list) => {
+                if list.len() != channels as usize {
+                    return Err(Error::InvalidArgument(format!("{} SMs named for {channels} channels", list.len())));
+                }
+                if let Some(sm) = list.sms().find(|&sm| sm >= device_sms) {
+                    return Err(Error::InvalidArgument(format!("SM {sm} named; the device has {device_sms}")));
+                }
+                Ok(Some(list.sms().collect()))
+            }
+        }
     }
 }
 
@@ -129,6 +238,25 @@ pub struct WorkLoop {
     mailbox_stream: Mutex<Option<usize>>,
     /// The communicator's `CommDevice` address, 0 for none.
     comm: u64,
+    /// CTAs launched: the channels, or one per SM when the loop chooses their SMs.
+    grid: u32,
+}
+
+/// Writes `cfg`'s channel placement into the loop's zeroed `state`; returns the grid to
+/// launch: the channels for the hardware's placement, else one CTA per SM (the CTAs on
+/// the chosen SMs become the channels, the others leave at once).
+fn place_channels(ctx: &Arc<CudaContext>, state: &DeviceAlloc, cfg: &LoopConfig) -> Result<u32> {
+    let device_sms = ctx
+        .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+        .map_err(Error::cuda("cuDeviceGetAttribute"))? as u32;
+    let Some(sms) = cfg.placement.sms(cfg.channels, device_sms)? else { return Ok(cfg.channels) };
+    let placement = ChannelPlacement::on_sms(&sms, PLACEMENT_GRACE_NS)
+        .ok_or_else(|| Error::InvalidArgument(format!("SMs {sms:?} do not make a placement")))?;
+    log::info!("work loop: {} channels on SMs {sms:?} of {device_sms}", cfg.channels);
+    let at = state.ptr() + std::mem::offset_of!(LoopState, placement) as u64;
+    // SAFETY: `state` holds a whole `LoopState`; no kernel uses it yet.
+    unsafe { result::memcpy_htod_sync(at, placement.as_bytes()) }.map_err(Error::cuda("cuMemcpyHtoD"))?;
+    Ok(device_sms.max(cfg.channels))
 }
 
 impl WorkLoop {
@@ -161,6 +289,7 @@ impl WorkLoop {
                 cfg.threads
             )));
         }
+        let grid = place_channels(ctx, &state, &cfg)?;
         Ok(Self {
             ctx: ctx.clone(),
             stream,
@@ -168,6 +297,7 @@ impl WorkLoop {
             queue,
             kernel,
             cfg,
+            grid,
             started: false,
             mailbox_stream: Mutex::new(None),
             comm: 0,
@@ -211,7 +341,7 @@ impl WorkLoop {
         let capacity = u64::from(self.cfg.capacity);
         let budget_ns = u64::try_from(self.cfg.spin_budget.as_nanos()).unwrap_or(u64::MAX);
         let launch = LaunchConfig {
-            grid_dim: (self.cfg.channels, 1, 1),
+            grid_dim: (self.grid, 1, 1),
             block_dim: (self.cfg.threads, 1, 1),
             shared_mem_bytes: LOOP_SMEM_BYTES,
         };
@@ -399,6 +529,31 @@ impl Drop for WorkLoop {
                     yard.graves.push((ctx, stream, memory));
                 }
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn placements_resolve_to_one_sm_per_channel() {
+        assert_eq!(Placement::Hardware.sms(24, 132).unwrap(), None);
+        let spread = Placement::Spread.sms(24, 132).unwrap().unwrap();
+        assert_eq!(spread.len(), 24);
+        assert!(spread.iter().all(|sm| sm % 2 == 0 && *sm < 132), "{spread:?}");
+        assert!(spread.windows(2).all(|w| w[1] - w[0] >= 4), "evenly spaced: {spread:?}");
+        assert_eq!(Placement::Spread.sms(66, 132).unwrap().unwrap(), (0..66).map(|t| 2 * t).collect::<Vec<_>>());
+        assert!(Placement::Spread.sms(67, 132).is_err(), "more channels than TPCs");
+        let listed: Placement = "8, 2,130".parse().unwrap();
+        assert_eq!(listed.sms(3, 132).unwrap(), Some(vec![8, 2, 130]));
+        assert!(listed.sms(4, 132).is_err(), "one SM per channel");
+        assert!(listed.sms(3, 130).is_err(), "an SM the device lacks");
+        assert_eq!("spread".parse::<Placement>().unwrap(), Placement::Spread);
+        assert_eq!("hardware".parse::<Placement>().unwrap(), Placement::Hardware);
+        for bad in ["", "1,x", "3,3", "256"] {
+            assert!(bad.parse::<Placement>().is_err(), "{bad:?}");
         }
     }
 }

@@ -12,7 +12,7 @@ use device_rt::arch;
 use device_rt::dtype::DataType;
 use device_rt::redop::RedOpKind;
 use device_rt::work::{
-    BadItem, CollFunction, DeviceFunction, LOOP_SMEM_BYTES, LoopArgs, LoopState, MAILBOX_CLOSED, MAILBOX_DONE, MAILBOX_PENDING, QueueHeader,
+    BadItem, ChannelPlacement, CollFunction, DeviceFunction, LOOP_SMEM_BYTES, LoopArgs, LoopState, MAILBOX_CLOSED, MAILBOX_DONE, MAILBOX_PENDING, QueueHeader,
     RingSlot, WaitSite, WorkItem, work_loop,
 };
 use host_shim::Error;
@@ -31,14 +31,20 @@ struct TwinLoop {
 
 impl TwinLoop {
     fn start(channels: u32, threads: u32, capacity: u64, budget: Duration) -> Self {
+        Self::start_placed(channels, ChannelPlacement::default(), threads, capacity, budget)
+    }
+
+    /// A loop of `grid` CTAs whose channels `placement` chooses (the default: the grid).
+    fn start_placed(grid: u32, placement: ChannelPlacement, threads: u32, capacity: u64, budget: Duration) -> Self {
+        let channels = if placement.nchannels == 0 { grid } else { placement.nchannels };
         let mut header = Box::new(QueueHeader::new());
         let mut ring = vec![RingSlot::default(); capacity as usize];
-        let mut state = Box::new(LoopState::default());
+        let mut state = Box::new(LoopState { placement, ..LoopState::default() });
         let (h, r, s) = (&raw mut *header as usize, ring.as_mut_ptr() as usize, &raw mut *state as usize);
         let budget_ns = budget.as_nanos() as u64;
         let thread = std::thread::spawn(move || {
             catch_unwind(AssertUnwindSafe(|| {
-                arch::launch(channels, threads, LOOP_SMEM_BYTES, || {
+                arch::launch(grid, threads, LOOP_SMEM_BYTES, || {
                     let args = LoopArgs {
                         header: h as *mut QueueHeader,
                         ring: r as *const RingSlot,
@@ -108,6 +114,42 @@ impl Drop for TwinLoop {
 
 fn word(v: &AtomicU64) -> u64 {
     v as *const AtomicU64 as u64
+}
+
+/// A loop launched with more CTAs than channels: the CTA on the listed SM (every host
+/// thread is on SM 0) claims that SM's channel, one spare claims the channel whose SM
+/// never came once the grace period is over, the other spares leave. The two channels
+/// then split a copy between them, run a device function once, and leave on shutdown.
+#[test]
+fn spare_ctas_leave_and_every_channel_gets_one_cta() {
+    const N: usize = 4099;
+    let placement = ChannelPlacement::on_sms(&[7, 0], 2_000_000).unwrap();
+    let mut lp = TwinLoop::start_placed(4, placement, 64, 8, LONG);
+    let src: Vec<u32> = (0..N as u32).map(|x| x.wrapping_mul(2654435761)).collect();
+    let dst = vec![0u32; N];
+    let counter = AtomicU64::new(0);
+    lp.queue.enqueue(WorkItem::copy(DataType::U32, src.as_ptr() as u64, dst.as_ptr() as u64, N as u64), LONG).unwrap();
+    let last = lp.queue.enqueue(WorkItem::call(DeviceFunction::Increment, word(&counter), 0), LONG).unwrap();
+    lp.queue.wait(last, LONG).unwrap();
+    assert_eq!(dst, src, "both channels' shares copied");
+    assert_eq!(counter.load(Ordering::Relaxed), 1, "channel 0 runs the device function, once");
+    lp.queue.shutdown(LONG).unwrap();
+    lp.join();
+    let p = &lp.state.placement;
+    assert_eq!((p.claimed, p.claims[0], p.claims[1], p.claims[2]), (2, 1, 1, 0), "{p:?}");
+    assert_eq!(lp.state.exited, 2, "only the channels count out");
+    assert_eq!(lp.header.exited, 2, "the last channel out tells the host");
+}
+
+/// A placement names each SM once, at most 64 channels, and SMs below 256.
+#[test]
+fn placement_tables_refuse_what_they_cannot_hold() {
+    let p = ChannelPlacement::on_sms(&[4, 130, 2], 1000).unwrap();
+    assert_eq!((p.nchannels, p.grace_ns, p.sm_channel[4], p.sm_channel[130], p.sm_channel[2], p.sm_channel[0]), (3, 1000, 1, 2, 3, 0));
+    assert!(ChannelPlacement::on_sms(&[], 1000).is_none());
+    assert!(ChannelPlacement::on_sms(&[3, 3], 1000).is_none());
+    assert!(ChannelPlacement::on_sms(&[256], 1000).is_none());
+    assert!(ChannelPlacement::on_sms(&(0..65).collect::<Vec<u32>>(), 1000).is_none());
 }
 
 #[test]

@@ -67,13 +67,13 @@ impl CollCtx {
         unsafe { self.ring_ranks.add(j as usize % MAX_RANKS).read() }
     }
 
-    /// The context of this CTA in `comm`.
+    /// The context of channel `channel.0` of `channel.1` in `comm`.
     ///
     /// # Safety
     /// `comm` is a valid communicator description whose connection arrays cover this
-    /// CTA's channel; `shared` holds `MAX_GROUPS` groups' shared memory.
-    pub unsafe fn new(comm: *const CommDevice, shared: *mut PrimsShared, abort: *const u64, spin_budget_ns: u64) -> Self {
-        let bid = arch::block_idx();
+    /// channel; `shared` holds `MAX_GROUPS` groups' shared memory.
+    pub unsafe fn new(comm: *const CommDevice, channel: (u32, u32), shared: *mut PrimsShared, abort: *const u64, spin_budget_ns: u64) -> Self {
+        let (bid, nchannels) = channel;
         let comm = unsafe { &*comm };
         let channel = (comm.channels as *mut ChannelConns).wrapping_add(bid as usize);
         let stats = if comm.stats == 0 { core::ptr::null_mut() } else { (comm.stats as *mut ChannelStats).wrapping_add(bid as usize) };
@@ -85,7 +85,7 @@ impl CollCtx {
             nranks: comm.nranks,
             ring_index: comm.ring_index,
             ring_ranks: (&raw const comm.ring_ranks).cast(),
-            nchannels: arch::grid_dim(),
+            nchannels,
             channel_index: bid,
             channel,
             p2p: (comm.p2p as *mut ChannelConns).wrapping_add(bid as usize * comm.nranks as usize),

@@ -13,14 +13,18 @@ use crate::selftest::{REDUCE_COPY_MAX_BUFFERS as MAX_BUFFERS, ReduceCopyArgs};
 /// Hunks per warp iteration (NCCL's `COLL_UNROLL` on Hopper).
 pub const UNROLL: usize = 4;
 
-/// This CTA's share `[begin, end)` of `n` elements of `elt` bytes: equal shares, each
-/// starting on a 16-byte boundary of the buffers.
-fn cta_share(n: u64, elt: usize) -> (u64, u64) {
+/// Share `index` of `count`, `[begin, end)`, of `n` elements of `elt` bytes: equal
+/// shares, each starting on a 16-byte boundary of the buffers.
+fn share_of(n: u64, elt: usize, (index, count): (u32, u32)) -> (u64, u64) {
     let quantum = (16 / elt) as u64;
-    let grid = u64::from(arch::grid_dim());
-    let per = n.div_ceil(grid).div_ceil(quantum) * quantum;
-    let begin = (u64::from(arch::block_idx()) * per).min(n);
+    let per = n.div_ceil(u64::from(count.max(1))).div_ceil(quantum) * quantum;
+    let begin = (u64::from(index) * per).min(n);
     (begin, (begin + per).min(n))
+}
+
+/// This CTA's share of a grid-wide job: its index and the grid's CTAs.
+fn cta_part() -> (u32, u32) {
+    (arch::block_idx(), arch::grid_dim())
 }
 
 /// Runs `reduce_copy` with operator `Op` and multicast flavour `M` on this CTA's share
@@ -34,7 +38,7 @@ pub unsafe fn reduce_copy_share<Op: RedOp, M: Multicast, const MULTIMEM_SRCS: us
     a: &ReduceCopyArgs,
 ) {
     let elt = size_of::<Op::Elt>();
-    let (begin, end) = cta_share(a.n_elts, elt);
+    let (begin, end) = share_of(a.n_elts, elt, cta_part());
     let x = Operands::<MAX_BUFFERS, MAX_BUFFERS> {
         srcs: a.srcs,
         nsrcs: a.nsrcs as usize,
@@ -56,8 +60,9 @@ pub unsafe fn reduce_copy_share<Op: RedOp, M: Multicast, const MULTIMEM_SRCS: us
 }
 
 /// Runs `reduce_copy` with exactly `NSRCS` unicast sources and `NDSTS` destinations,
-/// all unrolled at compile time, and no pre- or post-op, on this CTA's share of
-/// `n_elts`: the shapes collectives move data with (copy, recv-reduce-send, …).
+/// all unrolled at compile time, and no pre- or post-op, on share `part.0` of `part.1`
+/// equal shares of `n_elts`: the shapes collectives move data with (copy,
+/// recv-reduce-send, …).
 ///
 /// # Safety
 /// Every buffer holds `n_elts` elements aligned to the element size; the block is a
@@ -67,9 +72,10 @@ pub unsafe fn reduce_copy_grid<Op: RedOp, const NSRCS: usize, const NDSTS: usize
     srcs: [u64; NSRCS],
     dsts: [u64; NDSTS],
     n_elts: u64,
+    part: (u32, u32),
 ) {
     let elt = size_of::<Op::Elt>();
-    let (begin, end) = cta_share(n_elts, elt);
+    let (begin, end) = share_of(n_elts, elt, part);
     let x = Operands::<NSRCS, NDSTS> {
         srcs,
         nsrcs: NSRCS,
@@ -102,6 +108,7 @@ pub unsafe fn reduce_copy_fixed<Op: RedOp, const NSRCS: usize, const NDSTS: usiz
             core::array::from_fn(|s| a.srcs[s]),
             core::array::from_fn(|d| a.dsts[d]),
             a.n_elts,
+            cta_part(),
         )
     }
 }

@@ -8,6 +8,7 @@
 use core::mem::size_of;
 
 use super::item::{BadItem, CollFunction, DeviceFunction, WorkItem, WorkKind};
+use super::placement::elect_channel;
 use super::queue::{ITEM_CACHE, LoopError, LoopShared, LoopState, MAILBOX_DONE, MAILBOX_PENDING, QueueHeader, RingSlot, WaitSite};
 use crate::algo::{Coll, CollCtx, run_collective};
 use crate::arch::{self, AtomicWord, WARP_SIZE};
@@ -32,6 +33,24 @@ pub struct LoopArgs {
     pub spin_budget_ns: u64,
     /// The rank's communicator (device memory), or null for a loop without one.
     pub comm: *const CommDevice,
+}
+
+/// One channel's view of its loop: the launch arguments and which channel it is.
+#[derive(Clone, Copy, Debug)]
+struct Channel {
+    args: LoopArgs,
+    /// This CTA's channel.
+    index: u32,
+    /// The loop's channels.
+    count: u32,
+}
+
+impl core::ops::Deref for Channel {
+    type Target = LoopArgs;
+
+    fn deref(&self) -> &LoopArgs {
+        &self.args
+    }
 }
 
 /// What thread 0's poll found.
@@ -65,9 +84,14 @@ enum Source {
 /// `a`'s pointers are valid for the launch (the header and ring host-mapped, the state in
 /// device memory, zeroed before the launch); the CTA has `LOOP_SMEM_BYTES` of dynamic
 /// shared memory and a multiple of 32 threads; the grid is at most `MAX_CHANNELS` CTAs.
-pub unsafe fn work_loop(a: LoopArgs) {
+pub unsafe fn work_loop(args: LoopArgs) {
     let shared = arch::dyn_smem().cast::<LoopShared>();
     let tid = arch::thread_idx();
+    let placement = unsafe { &raw mut (*args.state).placement };
+    let Some((index, count)) = (unsafe { elect_channel(placement, &raw const (*args.header).abort, &raw mut (*shared).channel) }) else {
+        return;
+    };
+    let a = Channel { args, index, count };
     let mut next_seq = 1u64;
     let mut mailbox_done = u64::MAX;
     // Warp 0: how many ring slots the next fetch reads (the same in every lane).
@@ -190,7 +214,7 @@ impl Unpublished {
     ///
     /// # Safety
     /// As [`publish_ring`].
-    unsafe fn publish(&mut self, a: &LoopArgs) {
+    unsafe fn publish(&mut self, a: &Channel) {
         if self.seq != 0 {
             unsafe { publish_ring(a, self.seq, self.wrote) };
             *self = Self::default();
@@ -233,7 +257,7 @@ const FULL_WARP: u32 = u32::MAX;
 /// slot taken only when every flag is right), which the SM overlaps, then one
 /// `fence.acq_rel.sys`: the host wrote each word with a release store, so everything it
 /// wrote before the slots is visible to the CTA after the caller's barrier.
-unsafe fn fetch(a: &LoopArgs, next_seq: u64, want: &mut usize, mailbox_done: u64, shared: *mut LoopShared) {
+unsafe fn fetch(a: &Channel, next_seq: u64, want: &mut usize, mailbox_done: u64, shared: *mut LoopShared) {
     let lane = arch::lane_id() as usize;
     if *want > 1 {
         let pieces = unsafe { read_slots(a, next_seq, *want, lane) };
@@ -273,7 +297,7 @@ unsafe fn fetch(a: &LoopArgs, next_seq: u64, want: &mut usize, mailbox_done: u64
 /// accesses, and the CTA's after the caller's barrier, see everything the host wrote
 /// before the slot's words. The mailbox: lane 0's acquire of its state comes before the
 /// warp's named barrier, and every lane's loads of the item after it.
-unsafe fn poll_next_slot(a: &LoopArgs, next_seq: u64, mailbox_done: u64, shared: *mut LoopShared) -> bool {
+unsafe fn poll_next_slot(a: &Channel, next_seq: u64, mailbox_done: u64, shared: *mut LoopShared) -> bool {
     let lane = arch::lane_id() as usize;
     let mut guard = unsafe { SpinGuard::new(&raw const (*a.header).abort, u64::MAX) };
     let mut round = 0u32;
@@ -318,7 +342,7 @@ unsafe fn poll_next_slot(a: &LoopArgs, next_seq: u64, mailbox_done: u64, shared:
 
 /// Lanes `8 × half ..= 8 × half + 7` of warp 0 read their piece of slot `next_seq` with an
 /// acquire load (the other lanes get zeros).
-unsafe fn read_half(a: &LoopArgs, next_seq: u64, lane: usize, half: usize) -> [u64; 2] {
+unsafe fn read_half(a: &Channel, next_seq: u64, lane: usize, half: usize) -> [u64; 2] {
     if lane / SLOT_PIECES != half {
         return [0; 2];
     }
@@ -346,7 +370,7 @@ unsafe fn take_half(piece: [u64; 2], next_seq: u64, lane: usize, half: usize, sh
 
 /// Every lane of warp 0 reads its pieces of the `want` ring slots from `next_seq` on
 /// (piece `p` of the run is lane `p % 32`'s `p / 32`-th), with volatile loads.
-unsafe fn read_slots(a: &LoopArgs, next_seq: u64, want: usize, lane: usize) -> [[u64; 2]; PIECES_PER_LANE] {
+unsafe fn read_slots(a: &Channel, next_seq: u64, want: usize, lane: usize) -> [[u64; 2]; PIECES_PER_LANE] {
     let mut pieces = [[0u64; 2]; PIECES_PER_LANE];
     for (k, piece) in pieces.iter_mut().enumerate() {
         let p = lane + k * WARP_SIZE as usize;
@@ -404,7 +428,7 @@ unsafe fn set_verdict(shared: *mut LoopShared, verdict: u64, count: u64, generat
 /// for a mailbox item of a generation other than `mailbox_done` and for another
 /// channel's error, and counts the round against the abort flag. Returns 0 to keep
 /// polling, or a verdict and (for the mailbox) the item's generation.
-unsafe fn look_elsewhere(a: &LoopArgs, mailbox_done: u64, round: &mut u32, guard: &mut SpinGuard) -> (u64, u64) {
+unsafe fn look_elsewhere(a: &Channel, mailbox_done: u64, round: &mut u32, guard: &mut SpinGuard) -> (u64, u64) {
     let mailbox = unsafe { &raw mut (*a.state).mailbox };
     *round = round.wrapping_add(1);
     if round.is_multiple_of(MAILBOX_POLL_EVERY) {
@@ -431,11 +455,11 @@ unsafe fn look_elsewhere(a: &LoopArgs, mailbox_done: u64, round: &mut u32, guard
 const MAILBOX_POLL_EVERY: u32 = 4;
 
 /// Runs a validated item with every thread of the CTA.
-unsafe fn execute(a: &LoopArgs, kind: WorkKind, item: &WorkItem, shared: *mut LoopShared) -> Result<(), Stop> {
+unsafe fn execute(a: &Channel, kind: WorkKind, item: &WorkItem, shared: *mut LoopShared) -> Result<(), Stop> {
     match kind {
         WorkKind::NoOp | WorkKind::Shutdown => Ok(()),
         WorkKind::ReduceCopy => {
-            unsafe { run_reduce_copy(item) };
+            unsafe { run_reduce_copy(item, (a.index, a.count)) };
             Ok(())
         }
         WorkKind::Barrier => unsafe { channels_barrier(a, shared) },
@@ -447,7 +471,7 @@ unsafe fn execute(a: &LoopArgs, kind: WorkKind, item: &WorkItem, shared: *mut Lo
 /// Runs a collective item with the rank's communicator, after checking it against the
 /// communicator (the host has checked it too).
 #[inline(never)]
-unsafe fn collective(a: &LoopArgs, item: &WorkItem, shared: *mut LoopShared) -> Result<(), Stop> {
+unsafe fn collective(a: &Channel, item: &WorkItem, shared: *mut LoopShared) -> Result<(), Stop> {
     if a.comm.is_null() {
         return Err(Stop::Error(LoopError::BadItem, BadItem::NoCommunicator as u32));
     }
@@ -473,16 +497,17 @@ unsafe fn collective(a: &LoopArgs, item: &WorkItem, shared: *mut LoopShared) -> 
         recv_peer: (item.arg >> 32) as u32,
     };
     let prims = unsafe { (&raw mut (*shared).prims).cast() };
-    let cx = unsafe { CollCtx::new(a.comm, prims, &raw const (*a.header).abort, a.spin_budget_ns) };
+    let cx = unsafe { CollCtx::new(a.comm, (a.index, a.count), prims, &raw const (*a.header).abort, a.spin_budget_ns) };
     match unsafe { run_collective(&cx, &c, dtype, kind) } {
         Ok(()) => Ok(()),
         Err((error, detail)) => Err(Stop::Error(error, detail)),
     }
 }
 
-/// `dst = src` or `dst = src + src2` over this channel's share.
+/// `dst = src` or `dst = src + src2` over this channel's share: share `part.0` of
+/// `part.1`.
 #[inline(never)]
-unsafe fn run_reduce_copy(item: &WorkItem) {
+unsafe fn run_reduce_copy(item: &WorkItem, part: (u32, u32)) {
     let (src, src2, dst, n) = (item.src, item.src2, item.dst, item.count);
     // `validate` guarantees a known type.
     let Some(dtype) = DataType::from_u8(item.dtype) else { arch::trap() };
@@ -490,32 +515,32 @@ unsafe fn run_reduce_copy(item: &WorkItem) {
         if src2 == 0 {
             // A copy moves bits: any type of the element's size will do.
             match dtype.size() {
-                1 => reduce_copy_grid::<Sum<u8>, 1, 1>([src], [dst], n),
-                2 => reduce_copy_grid::<Sum<F16>, 1, 1>([src], [dst], n),
-                4 => reduce_copy_grid::<Sum<u32>, 1, 1>([src], [dst], n),
-                _ => reduce_copy_grid::<Sum<u64>, 1, 1>([src], [dst], n),
+                1 => reduce_copy_grid::<Sum<u8>, 1, 1>([src], [dst], n, part),
+                2 => reduce_copy_grid::<Sum<F16>, 1, 1>([src], [dst], n, part),
+                4 => reduce_copy_grid::<Sum<u32>, 1, 1>([src], [dst], n, part),
+                _ => reduce_copy_grid::<Sum<u64>, 1, 1>([src], [dst], n, part),
             }
             return;
         }
         let (s, d) = ([src, src2], [dst]);
         match dtype {
-            DataType::I8 => reduce_copy_grid::<Sum<i8>, 2, 1>(s, d, n),
-            DataType::U8 => reduce_copy_grid::<Sum<u8>, 2, 1>(s, d, n),
-            DataType::I32 => reduce_copy_grid::<Sum<i32>, 2, 1>(s, d, n),
-            DataType::U32 => reduce_copy_grid::<Sum<u32>, 2, 1>(s, d, n),
-            DataType::I64 => reduce_copy_grid::<Sum<i64>, 2, 1>(s, d, n),
-            DataType::U64 => reduce_copy_grid::<Sum<u64>, 2, 1>(s, d, n),
-            DataType::F16 => reduce_copy_grid::<Sum<F16>, 2, 1>(s, d, n),
-            DataType::F32 => reduce_copy_grid::<Sum<f32>, 2, 1>(s, d, n),
-            DataType::F64 => reduce_copy_grid::<Sum<f64>, 2, 1>(s, d, n),
-            DataType::Bf16 => reduce_copy_grid::<Sum<Bf16>, 2, 1>(s, d, n),
+            DataType::I8 => reduce_copy_grid::<Sum<i8>, 2, 1>(s, d, n, part),
+            DataType::U8 => reduce_copy_grid::<Sum<u8>, 2, 1>(s, d, n, part),
+            DataType::I32 => reduce_copy_grid::<Sum<i32>, 2, 1>(s, d, n, part),
+            DataType::U32 => reduce_copy_grid::<Sum<u32>, 2, 1>(s, d, n, part),
+            DataType::I64 => reduce_copy_grid::<Sum<i64>, 2, 1>(s, d, n, part),
+            DataType::U64 => reduce_copy_grid::<Sum<u64>, 2, 1>(s, d, n, part),
+            DataType::F16 => reduce_copy_grid::<Sum<F16>, 2, 1>(s, d, n, part),
+            DataType::F32 => reduce_copy_grid::<Sum<f32>, 2, 1>(s, d, n, part),
+            DataType::F64 => reduce_copy_grid::<Sum<f64>, 2, 1>(s, d, n, part),
+            DataType::Bf16 => reduce_copy_grid::<Sum<Bf16>, 2, 1>(s, d, n, part),
         }
     }
 }
 
 /// Thread 0 waits until `ready()`, bounded by the abort flag and the spin budget; every
 /// thread of the CTA gets the outcome.
-unsafe fn cta_wait(a: &LoopArgs, shared: *mut LoopShared, site: WaitSite, mut ready: impl FnMut() -> bool) -> Result<(), Stop> {
+unsafe fn cta_wait(a: &Channel, shared: *mut LoopShared, site: WaitSite, mut ready: impl FnMut() -> bool) -> Result<(), Stop> {
     if arch::thread_idx() == 0 {
         let claimed = unsafe { &raw const (*a.state).error_claimed };
         let mut peer_failed = false;
@@ -547,14 +572,14 @@ unsafe fn cta_wait(a: &LoopArgs, shared: *mut LoopShared, site: WaitSite, mut re
 /// Ordering: the arrival is an acq_rel atomic and the release of the generation a
 /// release store, so everything each channel did before the barrier is visible to every
 /// channel after it.
-unsafe fn channels_barrier(a: &LoopArgs, shared: *mut LoopShared) -> Result<(), Stop> {
+unsafe fn channels_barrier(a: &Channel, shared: *mut LoopShared) -> Result<(), Stop> {
     let state = a.state;
     let generation_ptr = unsafe { &raw mut (*state).barrier_generation };
     let mut generation = 0;
     if arch::thread_idx() == 0 {
         generation = unsafe { arch::ld_acquire_sys_global(generation_ptr) };
         let arrived = unsafe { u64::atomic_add_acq_rel_sys(&raw mut (*state).barrier_arrived, 1) } + 1;
-        if arrived == u64::from(arch::grid_dim()) {
+        if arrived == u64::from(a.count) {
             unsafe { arch::st_relaxed_sys_global(&raw mut (*state).barrier_arrived, 0) };
             unsafe { arch::st_release_sys_global(generation_ptr, generation + 1) };
         }
@@ -563,9 +588,9 @@ unsafe fn channels_barrier(a: &LoopArgs, shared: *mut LoopShared) -> Result<(), 
 }
 
 /// Runs a device function.
-unsafe fn call(a: &LoopArgs, item: &WorkItem, shared: *mut LoopShared) -> Result<(), Stop> {
+unsafe fn call(a: &Channel, item: &WorkItem, shared: *mut LoopShared) -> Result<(), Stop> {
     let Some(function) = DeviceFunction::from_u32(item.function) else { arch::trap() };
-    let leader = arch::block_idx() == 0 && arch::thread_idx() == 0;
+    let leader = a.index == 0 && arch::thread_idx() == 0;
     let word = item.arg as *mut u64;
     match function {
         DeviceFunction::Timestamp => {
@@ -593,8 +618,8 @@ unsafe fn call(a: &LoopArgs, item: &WorkItem, shared: *mut LoopShared) -> Result
 /// a release store (`fence.acq_rel.sys` first) makes that work visible before the
 /// completion is. Items that wrote nothing (no-ops, barriers, shutdown) have nothing to
 /// make visible: their completion is a relaxed store, without the fence.
-unsafe fn publish_ring(a: &LoopArgs, seq: u64, release: bool) {
-    let slot = unsafe { (&raw mut (*a.header).cta_completed).cast::<u64>().add(arch::block_idx() as usize) };
+unsafe fn publish_ring(a: &Channel, seq: u64, release: bool) {
+    let slot = unsafe { (&raw mut (*a.header).cta_completed).cast::<u64>().add(a.index as usize) };
     unsafe {
         if release {
             arch::st_release_sys_global(slot, seq)
@@ -608,11 +633,11 @@ unsafe fn publish_ring(a: &LoopArgs, seq: u64, release: bool) {
 /// marks the item done, then bumps the generation.
 ///
 /// Ordering: as [`publish_ring`], through an acq_rel arrival count and a release store.
-unsafe fn complete_mailbox(a: &LoopArgs, generation: u64) {
+unsafe fn complete_mailbox(a: &Channel, generation: u64) {
     let mailbox = unsafe { &raw mut (*a.state).mailbox };
     arch::fence_acq_rel_sys();
     let arrived = unsafe { u64::atomic_add_acq_rel_sys(&raw mut (*mailbox).arrived, 1) } + 1;
-    if arrived == u64::from(arch::grid_dim()) {
+    if arrived == u64::from(a.count) {
         unsafe { arch::st_relaxed_sys_global(&raw mut (*mailbox).arrived, 0) };
         unsafe { arch::st_release_sys_global((&raw mut (*mailbox).state).cast::<u32>(), MAILBOX_DONE as u32) };
         // After DONE: a channel that sees the new generation then sees DONE (or the next
@@ -623,7 +648,7 @@ unsafe fn complete_mailbox(a: &LoopArgs, generation: u64) {
 
 /// Records the loop's first error: the channel that wins the claim writes the details,
 /// then the status (release), so the host never sees a status without its details.
-unsafe fn record_error(a: &LoopArgs, error: LoopError, detail: u32, seq: u64) {
+unsafe fn record_error(a: &Channel, error: LoopError, detail: u32, seq: u64) {
     if unsafe { u64::atomic_cas_acq_rel_sys(&raw mut (*a.state).error_claimed, 0, 1) } == 0 {
         unsafe { arch::st_volatile_global(&raw mut (*a.header).error_seq, seq) };
         unsafe { arch::st_release_sys_global(&raw mut (*a.header).status, error.status(detail)) };
@@ -633,11 +658,11 @@ unsafe fn record_error(a: &LoopArgs, error: LoopError, detail: u32, seq: u64) {
 /// Leaves the loop: closes the mailbox (a stream waiting on it continues) and counts
 /// this channel out; the last channel out tells the host, after every channel's
 /// completions (acq_rel count, then a release store).
-unsafe fn leave(a: &LoopArgs) {
+unsafe fn leave(a: &Channel) {
     let state_hi = unsafe { (&raw mut (*a.state).mailbox.state).cast::<u32>().add(1) };
     unsafe { arch::st_release_sys_global(state_hi, 1) };
     let exited = unsafe { u64::atomic_add_acq_rel_sys(&raw mut (*a.state).exited, 1) } + 1;
-    if exited == u64::from(arch::grid_dim()) {
+    if exited == u64::from(a.count) {
         unsafe { arch::st_release_sys_global(&raw mut (*a.header).exited, exited) };
     }
 }

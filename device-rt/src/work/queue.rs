@@ -24,6 +24,7 @@
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
 use super::item::WorkItem;
+use super::placement::ChannelPlacement;
 
 /// Channels (CTAs) one work loop may have.
 pub const MAX_CHANNELS: usize = 64;
@@ -144,7 +145,8 @@ pub struct Mailbox {
 static_assertions::const_assert_eq!(core::mem::size_of::<Mailbox>(), 96);
 static_assertions::const_assert_eq!(core::mem::offset_of!(Mailbox, state), 64);
 
-/// The loop's device-memory state: its mailbox and the counters its channels share.
+/// The loop's device-memory state: its mailbox, the counters its channels share, and
+/// where its channels run.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
 pub struct LoopState {
@@ -158,9 +160,11 @@ pub struct LoopState {
     pub barrier_arrived: u64,
     /// Barriers completed.
     pub barrier_generation: u64,
+    /// Which CTA is which channel.
+    pub placement: ChannelPlacement,
 }
 
-static_assertions::const_assert_eq!(core::mem::size_of::<LoopState>(), 128);
+static_assertions::const_assert_eq!(core::mem::size_of::<LoopState>(), 128 + core::mem::size_of::<ChannelPlacement>());
 
 /// Ring items a channel copies into shared memory at once (one round trip).
 pub(crate) const ITEM_CACHE: usize = 32;
@@ -196,6 +200,8 @@ pub(crate) struct LoopShared {
     pub(crate) count: u64,
     pub(crate) generation: u64,
     pub(crate) wait_result: u64,
+    /// The channel election's answer (see `placement`).
+    pub(crate) channel: u64,
 }
 
 /// Dynamic shared memory the loop kernel must be launched with.

@@ -21,14 +21,16 @@ commands:
   info                        list CUDA devices and what they support
   test [--device N] [FILTER]  run the GPU self-tests (those whose name contains FILTER)
   coll [--devices 0,1] [--ranks N] [--channels N] [--threads N] [--step BYTES] [--big N]
-       [--direct] [FILTER]
+       [--sms hardware|spread|ID,ID,...] [--direct] [FILTER]
                               the collective correctness matrix (every function × type ×
                               operator) on N ranks spread over the devices, bit for bit;
                               --direct: ring senders write straight into the next rank's
-                              output where the algorithm allows (NCCL's direct operations)
+                              output where the algorithm allows (NCCL's direct operations);
+                              --sms: on which SMs the channels run (the hardware's choice,
+                              one per TPC spread over the device, or one SM per channel)
   bench [COLLECTIVE...] [-b MIN] [-e MAX] [-f F] [-d TYPE] [-o OP] [-c 0|1] [-n N] [-w N]
         [-r ROOT] [--devices 0,1] [--ranks N] [--channels N] [--threads N] [--step BYTES]
-        [--direct] [--stats] [--nccl] [--json PATH]
+        [--sms hardware|spread|ID,ID,...] [--direct] [--stats] [--nccl] [--json PATH]
                               nccl-tests' table (size, count, type, redop, root, time, algbw,
                               busbw, #wrong; out of place and in place) for all_reduce,
                               all_gather, reduce_scatter, broadcast, reduce; with --nccl also
@@ -136,7 +138,7 @@ fn flag_value<T: std::str::FromStr>(args: &[String], flag: &str, default: T) -> 
 }
 
 fn coll(args: &[String]) -> Result<ExitCode, Error> {
-    const FLAGS: [&str; 6] = ["--devices", "--ranks", "--channels", "--threads", "--step", "--big"];
+    const FLAGS: [&str; 7] = ["--devices", "--ranks", "--channels", "--threads", "--step", "--big", "--sms"];
     let mut filter = None;
     let mut i = 0;
     while i < args.len() {
@@ -156,6 +158,7 @@ fn coll(args: &[String]) -> Result<ExitCode, Error> {
     let mut cfg = CommConfig::default();
     cfg.loop_cfg.channels = flag_value(args, "--channels", 4)?;
     cfg.loop_cfg.threads = flag_value(args, "--threads", cfg.loop_cfg.threads)?;
+    cfg.loop_cfg.placement = flag_value(args, "--sms", cfg.loop_cfg.placement)?;
     cfg.ring_step_bytes = flag_value(args, "--step", cfg.ring_step_bytes)?;
     cfg.direct = args.iter().any(|a| a == "--direct");
     let big: usize = flag_value(args, "--big", 3 << 20)?;
@@ -192,14 +195,14 @@ fn coll(args: &[String]) -> Result<ExitCode, Error> {
 }
 
 /// Splits `args` into ferroccl's communicator flags (`--devices`, `--ranks`,
-/// `--channels`, `--threads`, `--step`, with values; `--direct`, `--stats`, `--nccl`) and
+/// `--channels`, `--threads`, `--step`, `--sms`, with values; `--direct`, `--stats`, `--nccl`) and
 /// the rest.
 fn split_comm_flags(args: &[String]) -> (Vec<String>, Vec<String>) {
     let (mut ours, mut rest) = (Vec::new(), Vec::new());
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
-            "--devices" | "--ranks" | "--channels" | "--threads" | "--step" => {
+            "--devices" | "--ranks" | "--channels" | "--threads" | "--step" | "--sms" => {
                 ours.push(a.clone());
                 ours.extend(it.next().cloned());
             }
@@ -233,6 +236,7 @@ fn bench_collectives(args: &[String]) -> Result<ExitCode, Error> {
         let mut cfg = CommConfig::default();
         cfg.loop_cfg.channels = flag_value(&ours, "--channels", cfg.loop_cfg.channels)?;
         cfg.loop_cfg.threads = flag_value(&ours, "--threads", cfg.loop_cfg.threads)?;
+        cfg.loop_cfg.placement = flag_value(&ours, "--sms", cfg.loop_cfg.placement)?;
         cfg.ring_step_bytes = flag_value(&ours, "--step", cfg.ring_step_bytes)?;
         cfg.direct = direct;
         cfg.stats = stats;

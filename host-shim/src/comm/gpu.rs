@@ -21,7 +21,7 @@ use crate::device;
 use crate::module::Module;
 use crate::queue::{AbortHandle, Ticket};
 use crate::reference::scalar_arg;
-use crate::work::{DeviceAlloc, LoopConfig, WorkLoop};
+use crate::work::{DeviceAlloc, LoopConfig, Placement, WorkLoop};
 use crate::{Error, Result};
 use zerocopy::FromBytes;
 
@@ -46,7 +46,7 @@ pub struct CommConfig {
 impl Default for CommConfig {
     fn default() -> Self {
         Self {
-            loop_cfg: LoopConfig { channels: 32, threads: 256, capacity: 1024, spin_budget: Duration::from_secs(10) },
+            loop_cfg: LoopConfig { channels: 32, threads: 256, capacity: 1024, spin_budget: Duration::from_secs(10), placement: Placement::Hardware },
             ring_step_bytes: 512 << 10,
             p2p_step_bytes: 128 << 10,
             direct: false,
@@ -411,7 +411,12 @@ impl GpuGroup {
             cfg.loop_cfg.threads,
             cfg.ring_step_bytes >> 10,
             if cfg.direct { ", direct" } else { "" }
-        ) + if cfg.stats { ", statistics kept" } else { "" };
+        ) + if cfg.stats { ", statistics kept" } else { "" }
+            + &match cfg.loop_cfg.placement {
+                Placement::Hardware => String::new(),
+                Placement::Spread => ", SMs spread".to_string(),
+                Placement::Sms(list) => format!(", SMs {:?}", list.sms().collect::<Vec<_>>()),
+            };
         Ok(Self { used: vec![0; comms.len()], comms, arenas, describe })
     }
 

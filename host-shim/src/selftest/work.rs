@@ -8,7 +8,7 @@ use crate::memory::HostMapped;
 const LOOP_WAIT: Duration = Duration::from_secs(20);
 
 fn loop_config(channels: u32, capacity: u32, spin_budget: Duration) -> crate::work::LoopConfig {
-    crate::work::LoopConfig { channels, threads: 256, capacity, spin_budget }
+    crate::work::LoopConfig { channels, threads: 256, capacity, spin_budget, placement: crate::work::Placement::Hardware }
 }
 
 /// Thousands of items through the direct path, with barriers between channels: each

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Issue 5 on nvidia-h200-x2: where the channels run (--sms) against how fast they copy.
+# First per-channel statistics for each placement (every channel's SM and copy rate),
+# then each placement against NCCL measured by the same process, then the matrix with
+# the spread placement. Run from the repository root with the release binary in .carry/;
+# results go to $OUT.
+set -u
+source "$(dirname "$0")/device-env.sh"
+date -u +%FT%TZ | tee "$out/place.txt"
+timeout 170 ./.carry/ferroccl coll --devices 0,1 --ranks 2 --channels 2 no-such-case > /dev/null 2>&1 &
+timeout 170 ./.carry/ferroccl coll --devices 0,1 --ranks 2 --channels 2 --threads 512 no-such-case > /dev/null 2>&1 &
+wait
+even_low=$(seq -s, 2 2 48)
+while read -r flags; do
+  echo "## stats: $flags" | tee -a "$out/place.txt"
+  timeout 60 ./.carry/ferroccl bench all_reduce all_gather -b 256M -e 1G -f 4 -c 0 -n 10 -w 3 \
+    --devices 0,1 $flags --stats 2>&1 | grep -v "^#  *[(s]" | tee -a "$out/place.txt"
+done <<EOC
+--channels 24 --threads 512 --sms hardware
+--channels 24 --threads 512 --sms spread
+--channels 24 --threads 512 --sms $even_low
+--channels 32 --threads 256 --sms spread
+EOC
+while read -r flags; do
+  echo "## vs NCCL: $flags" | tee -a "$out/place.txt"
+  timeout 100 ./.carry/ferroccl bench all_reduce all_gather reduce_scatter -b 64M -e 1G -f 2 -c 0 -n 20 -w 5 \
+    --devices 0,1 $flags --nccl 2>&1 | grep -v "^#  " | tee -a "$out/place.txt"
+done <<EOC
+--channels 24 --threads 512 --sms spread
+--channels 32 --threads 256 --sms spread
+--channels 24 --threads 512 --sms hardware
+EOC
+timeout 90 ./.carry/ferroccl coll --devices 0,1 --ranks 2 --channels 4 --step 65536 --sms spread 2>&1 | tail -n 2 | tee -a "$out/place.txt"
+date -u +%FT%TZ | tee -a "$out/place.txt"
