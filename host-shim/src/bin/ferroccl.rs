@@ -21,16 +21,16 @@ commands:
   info                        list CUDA devices and what they support
   test [--device N] [FILTER]  run the GPU self-tests (those whose name contains FILTER)
   coll [--devices 0,1] [--ranks N] [--channels N] [--threads N] [--step BYTES] [--big N]
-       [--sms hardware|spread|ID,ID,...] [--direct] [FILTER]
+       [--sms hardware|tpcs|ID,ID,...] [--direct] [FILTER]
                               the collective correctness matrix (every function × type ×
                               operator) on N ranks spread over the devices, bit for bit;
                               --direct: ring senders write straight into the next rank's
                               output where the algorithm allows (NCCL's direct operations);
                               --sms: on which SMs the channels run (the hardware's choice,
-                              one per TPC spread over the device, or one SM per channel)
+                              one per TPC from SM 2, or one SM per channel)
   bench [COLLECTIVE...] [-b MIN] [-e MAX] [-f F] [-d TYPE] [-o OP] [-c 0|1] [-n N] [-w N]
         [-r ROOT] [--devices 0,1] [--ranks N] [--channels N] [--threads N] [--step BYTES]
-        [--sms hardware|spread|ID,ID,...] [--direct] [--stats] [--nccl] [--json PATH]
+        [--sms hardware|tpcs|ID,ID,...] [--direct] [--stats] [--nccl] [--json PATH]
                               nccl-tests' table (size, count, type, redop, root, time, algbw,
                               busbw, #wrong; out of place and in place) for all_reduce,
                               all_gather, reduce_scatter, broadcast, reduce; with --nccl also

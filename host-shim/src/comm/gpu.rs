@@ -43,10 +43,19 @@ pub struct CommConfig {
     pub stats: bool,
 }
 
+impl CommConfig {
+    /// The placement of the channels of a rank whose device hosts `ranks_on_device`
+    /// ranks: the configured one for a rank alone on its device, the hardware's when
+    /// several share it (their loops would ask for the same SMs).
+    pub fn placement_on(&self, ranks_on_device: usize) -> Placement {
+        if ranks_on_device > 1 { Placement::Hardware } else { self.loop_cfg.placement }
+    }
+}
+
 impl Default for CommConfig {
     fn default() -> Self {
         Self {
-            loop_cfg: LoopConfig { channels: 32, threads: 256, capacity: 1024, spin_budget: Duration::from_secs(10), placement: Placement::Hardware },
+            loop_cfg: LoopConfig { channels: 24, threads: 512, capacity: 1024, spin_budget: Duration::from_secs(10), placement: Placement::Tpcs },
             ring_step_bytes: 512 << 10,
             p2p_step_bytes: 128 << 10,
             direct: false,
@@ -164,7 +173,9 @@ impl Comm {
         let mut blocks = Vec::new();
         for s in &streams {
             let ctx = s.context();
-            loops.push(WorkLoop::new(ctx, &modules[&ctx.ordinal()], cfg.loop_cfg)?);
+            let ranks_here = streams.iter().filter(|t| t.context().ordinal() == ctx.ordinal()).count();
+            let loop_cfg = LoopConfig { placement: cfg.placement_on(ranks_here), ..cfg.loop_cfg };
+            loops.push(WorkLoop::new(ctx, &modules[&ctx.ordinal()], loop_cfg)?);
             blocks.push(DeviceAlloc::zeroed(ctx, layout.block_bytes as usize)?);
         }
         // Every channel of every rank of a device must be resident at once: a channel
@@ -412,9 +423,9 @@ impl GpuGroup {
             cfg.ring_step_bytes >> 10,
             if cfg.direct { ", direct" } else { "" }
         ) + if cfg.stats { ", statistics kept" } else { "" }
-            + &match cfg.loop_cfg.placement {
-                Placement::Hardware => String::new(),
-                Placement::Spread => ", SMs spread".to_string(),
+            + &match cfg.placement_on(ordinals.iter().filter(|&&o| o == ordinals[0]).count()) {
+                Placement::Hardware => ", SMs: the hardware's choice".to_string(),
+                Placement::Tpcs => ", SMs: one channel per TPC from SM 2".to_string(),
                 Placement::Sms(list) => format!(", SMs {:?}", list.sms().collect::<Vec<_>>()),
             };
         Ok(Self { used: vec![0; comms.len()], comms, arenas, describe })
