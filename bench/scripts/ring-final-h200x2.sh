@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 5's benchmark on nvidia-h200-x2 with the default communicator (24 channels × 512
-# threads, one channel per TPC from SM 2): nccl-tests' table from 8 B to 1 GiB for
+# threads, one channel per TPC from SM 2, 1 MiB FIFO steps): nccl-tests' table from 8 B to 1 GiB for
 # all_reduce, all_gather and reduce_scatter against NCCL measured by the same process
 # (ring.json), a second process over 64 MiB to 1 GiB (run-to-run spread), reduce_scatter's
 # per-channel statistics, and the collective matrix with the default shape.

@@ -31,7 +31,8 @@ pub struct CommConfig {
     /// Each rank's work loop: channels (CTAs), threads per channel (a multiple of 32, at
     /// least 128), queue slots, spin budget.
     pub loop_cfg: LoopConfig,
-    /// Bytes per FIFO step of the ring connections (NCCL: 512 KiB).
+    /// Bytes per FIFO step of the ring connections (NCCL: 512 KiB; ferroccl's default,
+    /// 1 MiB, measured faster on H200s at 64 MiB to 1 GiB: bench/results/ring.txt).
     pub ring_step_bytes: u64,
     /// Bytes per FIFO step of the point-to-point connections.
     pub p2p_step_bytes: u64,
@@ -56,7 +57,7 @@ impl Default for CommConfig {
     fn default() -> Self {
         Self {
             loop_cfg: LoopConfig { channels: 24, threads: 512, capacity: 1024, spin_budget: Duration::from_secs(10), placement: Placement::Tpcs },
-            ring_step_bytes: 512 << 10,
+            ring_step_bytes: 1 << 20,
             p2p_step_bytes: 128 << 10,
             direct: false,
             stats: false,
