@@ -8,7 +8,7 @@
 set -u
 source "$(dirname "$0")/device-env.sh"
 date -u +%FT%TZ | tee "$out/final.txt"
-timeout 170 ./.carry/ferroccl coll --devices 0,1 --ranks 2 --channels 2 --threads 512 no-such-case > /dev/null 2>&1
+warm_jit 512
 timeout 240 ./.carry/ferroccl bench all_reduce all_gather reduce_scatter -b 8 -e 1G -f 2 -c 0 -n 20 -w 5 \
   --devices 0,1 --nccl --json "$out/ring.json" 2>&1 | tee "$out/ring.txt"
 echo "## second process" | tee -a "$out/final.txt"

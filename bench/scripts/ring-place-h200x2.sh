@@ -8,9 +8,7 @@
 set -u
 source "$(dirname "$0")/device-env.sh"
 date -u +%FT%TZ | tee "$out/place.txt"
-timeout 170 ./.carry/ferroccl coll --devices 0,1 --ranks 2 --channels 2 no-such-case > /dev/null 2>&1 &
-timeout 170 ./.carry/ferroccl coll --devices 0,1 --ranks 2 --channels 2 --threads 512 no-such-case > /dev/null 2>&1 &
-wait
+warm_jit 256 512
 even_low=$(seq -s, 2 2 48)
 while read -r flags; do
   echo "## stats: $flags" | tee -a "$out/place.txt"

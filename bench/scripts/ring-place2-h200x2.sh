@@ -6,9 +6,7 @@
 set -u
 source "$(dirname "$0")/device-env.sh"
 date -u +%FT%TZ | tee "$out/place2.txt"
-timeout 170 ./.carry/ferroccl coll --devices 0,1 --ranks 2 --channels 2 no-such-case > /dev/null 2>&1 &
-timeout 170 ./.carry/ferroccl coll --devices 0,1 --ranks 2 --channels 2 --threads 512 no-such-case > /dev/null 2>&1 &
-wait
+warm_jit 256 512
 evens() { seq -s, 2 2 $((2 * $1)); }
 while read -r flags; do
   echo "## vs NCCL: $flags" | tee -a "$out/place2.txt"

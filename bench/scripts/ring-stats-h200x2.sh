@@ -7,9 +7,7 @@
 set -u
 source "$(dirname "$0")/device-env.sh"
 date -u +%FT%TZ | tee "$out/stats.txt"
-timeout 170 ./.carry/ferroccl coll --devices 0,1 --ranks 2 --channels 2 no-such-case > /dev/null 2>&1 &
-timeout 170 ./.carry/ferroccl coll --devices 0,1 --ranks 2 --channels 2 --threads 512 no-such-case > /dev/null 2>&1 &
-wait
+warm_jit 256 512
 for run in ${RUNS:-1 2}; do
   while read -r flags; do
     echo "## run $run: $flags" | tee -a "$out/stats.txt"
