@@ -18,7 +18,8 @@ use crate::{Error, Result};
 /// How a work loop is launched.
 #[derive(Clone, Copy, Debug)]
 pub struct LoopConfig {
-    /// Channels (CTAs), 1..=64.
+    /// Channels, 1..=64: one CTA each (with a chosen placement the loop launches one CTA
+    /// per SM and the others leave at once).
     pub channels: u32,
     /// Threads per channel, a multiple of 32 up to 512 (and up to what the kernel's
     /// register use allows on the device).
@@ -261,7 +262,7 @@ fn place_channels(ctx: &Arc<CudaContext>, state: &DeviceAlloc, cfg: &LoopConfig)
 }
 
 impl WorkLoop {
-    /// Channels (CTAs) of the loop.
+    /// Channels of the loop.
     pub fn channels(&self) -> u32 {
         self.cfg.channels
     }
