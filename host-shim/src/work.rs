@@ -46,9 +46,9 @@ pub enum Placement {
     #[default]
     Hardware,
     /// One channel per TPC (the even SM of the pair), on consecutive TPCs from the second:
-    /// channel `c` on SM `2 (c + 1)`. Measured on H200s (bench/results/ring.txt): 24
-    /// channels placed so copy at the same rate, where the hardware's placement left some
-    /// at half the rate of the others.
+    /// channel `c` on SM `2 (c + 1)`. Measured on H200s (bench/results/ring.txt): placed
+    /// this way, 24 channels copied at the same rate, where the hardware's placement left
+    /// some at half the rate of the others.
     Tpcs,
     /// Channel `c` on SM `sms[c]`.
     Sms(SmList),

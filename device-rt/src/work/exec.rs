@@ -1,7 +1,7 @@
 //! The persistent work loop: one launch per rank for the rank's lifetime; each CTA is a
 //! channel (or, launched with a placement, leaves at once unless it claims one; see
-//! `placement`). Warp 0 of each channel polls the ring and the mailbox, copies the next items
-//! into shared memory, and a barrier hands it to every thread; the item is validated,
+//! `placement`). Warp 0 of each channel polls the ring and the mailbox, copies the next
+//! items into shared memory, and a barrier hands it to every thread; the item is validated,
 //! dispatched through a `match` into monomorphized functions, and completed (a release
 //! store; relaxed when nothing was written). Errors, aborts and timeouts end the loop with
 //! a recorded status, never a hang.
@@ -83,9 +83,10 @@ enum Source {
 ///
 /// # Safety
 /// `args`' pointers are valid for the launch (the header and ring host-mapped, the state
-/// in device memory, zeroed before the launch but for its placement); the CTA has `LOOP_SMEM_BYTES` of dynamic
-/// shared memory and a multiple of 32 threads; the loop runs at most
-/// `MAX_CHANNELS` channels: the grid, or `state.placement.nchannels` of a larger grid.
+/// in device memory, zeroed before the launch but for its placement); the CTA has
+/// `LOOP_SMEM_BYTES` of dynamic shared memory and a multiple of 32 threads; the loop runs
+/// at most `MAX_CHANNELS` channels: the grid, or `state.placement.nchannels` of a larger
+/// grid.
 pub unsafe fn work_loop(args: LoopArgs) {
     let shared = arch::dyn_smem().cast::<LoopShared>();
     let tid = arch::thread_idx();
