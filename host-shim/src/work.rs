@@ -267,6 +267,11 @@ impl WorkLoop {
         self.cfg.channels
     }
 
+    /// Where the loop's channels run.
+    pub fn placement(&self) -> Placement {
+        self.cfg.placement
+    }
+
     /// Allocates the queue (host-mapped) and loop state (device memory) without starting
     /// the loop. Allocate every loop of a device before starting any: CUDA may make an
     /// allocation wait for running kernels.

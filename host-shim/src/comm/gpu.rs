@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use cudarc::driver::{CudaContext, CudaStream, DevicePtr, DevicePtrMut, result};
+use cudarc::driver::{CudaContext, CudaStream, DevicePtr, DevicePtrMut, result, sys};
 use device_rt::conn::ChannelStats;
 use device_rt::dtype::{DataType, F16 as DevF16};
 use device_rt::redop::RedOpKind;
@@ -45,11 +45,16 @@ pub struct CommConfig {
 }
 
 impl CommConfig {
-    /// The placement of the channels of a rank whose device hosts `ranks_on_device`
-    /// ranks: the configured one for a rank alone on its device, the hardware's when
-    /// several share it (their loops would ask for the same SMs).
-    pub fn placement_on(&self, ranks_on_device: usize) -> Placement {
-        if ranks_on_device > 1 { Placement::Hardware } else { self.loop_cfg.placement }
+    /// The placement of the channels of a rank whose device (of `device_sms` SMs) hosts
+    /// `ranks_on_device` ranks: the configured one for a rank alone on its device; the
+    /// hardware's when several share it (their loops would ask for the same SMs), or when
+    /// the device has too few SMs for one channel per TPC.
+    pub fn placement_on(&self, ranks_on_device: usize, device_sms: u32) -> Placement {
+        match self.loop_cfg.placement {
+            _ if ranks_on_device > 1 => Placement::Hardware,
+            Placement::Tpcs if Placement::Tpcs.sms(self.loop_cfg.channels, device_sms).is_err() => Placement::Hardware,
+            configured => configured,
+        }
     }
 }
 
@@ -175,7 +180,10 @@ impl Comm {
         for s in &streams {
             let ctx = s.context();
             let ranks_here = streams.iter().filter(|t| t.context().ordinal() == ctx.ordinal()).count();
-            let loop_cfg = LoopConfig { placement: cfg.placement_on(ranks_here), ..cfg.loop_cfg };
+            let device_sms = ctx
+                .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+                .map_err(Error::cuda("cuDeviceGetAttribute"))? as u32;
+            let loop_cfg = LoopConfig { placement: cfg.placement_on(ranks_here, device_sms), ..cfg.loop_cfg };
             loops.push(WorkLoop::new(ctx, &modules[&ctx.ordinal()], loop_cfg)?);
             blocks.push(DeviceAlloc::zeroed(ctx, layout.block_bytes as usize)?);
         }
@@ -424,7 +432,7 @@ impl GpuGroup {
             cfg.ring_step_bytes >> 10,
             if cfg.direct { ", direct" } else { "" }
         ) + if cfg.stats { ", statistics kept" } else { "" }
-            + &match cfg.placement_on(ordinals.iter().filter(|&&o| o == ordinals[0]).count()) {
+            + &match comms.first().map_or(Placement::Hardware, |c| c.lp.placement()) {
                 Placement::Hardware => ", SMs: the hardware's choice".to_string(),
                 Placement::Tpcs => ", SMs: one channel per TPC from SM 2".to_string(),
                 Placement::Sms(list) => format!(", SMs {:?}", list.sms().collect::<Vec<_>>()),
@@ -501,5 +509,21 @@ impl RankGroup for GpuGroup {
 
     fn wait(&mut self, rank: u32, ticket: Ticket, timeout: Duration) -> Result<()> {
         self.comms[rank as usize].wait(ticket, timeout)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn channels_are_placed_only_where_a_rank_has_its_device_and_the_tpcs() {
+        let cfg = CommConfig::default();
+        assert_eq!(cfg.placement_on(1, 132), Placement::Tpcs, "24 channels on SMs 2..=48 of 132");
+        assert_eq!(cfg.placement_on(2, 132), Placement::Hardware, "two ranks' loops would want the same SMs");
+        assert_eq!(cfg.placement_on(1, 48), Placement::Hardware, "24 channels need 50 SMs, one per TPC from SM 2");
+        let listed: Placement = "3,5".parse().unwrap();
+        let cfg = CommConfig { loop_cfg: LoopConfig { channels: 2, placement: listed, ..cfg.loop_cfg }, ..cfg };
+        assert_eq!(cfg.placement_on(1, 8), listed, "a list asked for is kept (the loop checks it against the device)");
     }
 }
