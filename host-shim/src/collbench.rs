@@ -24,7 +24,7 @@ use device_rt::work::{CollFunction, WorkItem};
 
 use crate::comm::check::run_case;
 use crate::comm::expect::CollCase;
-use crate::comm::group::{Buffer, RankGroup, all_stats};
+use crate::comm::group::{Buffer, RankGroup, all_stats, sum_stats};
 use crate::queue::Ticket;
 use crate::{Error, Result};
 
@@ -431,8 +431,7 @@ fn sweep(g: &mut dyn RankGroup, args: &BenchArgs, mut baseline: Option<&mut dyn 
             };
             writeln!(out, "{}", format_row(&row)).map_err(write_error)?;
             if let Some(stats) = stats {
-                let total = stats.iter().fold(ChannelStats::default(), |a, c| a.plus(c));
-                writeln!(out, "{}", stats_line(&total)).map_err(write_error)?;
+                writeln!(out, "{}", stats_line(&sum_stats(&stats))).map_err(write_error)?;
                 writeln!(out, "{}", spread_line(&stats, nranks)).map_err(write_error)?;
                 writeln!(out, "{}", placement_line(&stats, nranks)).map_err(write_error)?;
             }
@@ -456,7 +455,7 @@ fn stats_line(s: &ChannelStats) -> String {
         share(s.wait_data_ns),
         share(s.wait_credit_ns),
         share(s.busy_ns.saturating_sub(waits)),
-        s.bytes as f64 / s.copy_ns.max(1) as f64,
+        copy_rate(s),
     )
 }
 
@@ -466,14 +465,10 @@ fn stats_line(s: &ChannelStats) -> String {
 /// rank by rank.
 fn spread_line(channels: &[ChannelStats], nranks: u32) -> String {
     let per_rank = (channels.len() / nranks.max(1) as usize).max(1);
-    let rate = |s: &ChannelStats| s.bytes as f64 / s.copy_ns.max(1) as f64;
-    let name = |i: usize, s: &ChannelStats| {
-        let sm = s.sm.checked_sub(1).map_or("?".to_string(), |sm| sm.to_string());
-        format!("rank {} channel {} (SM {sm})", i / per_rank, i % per_rank)
-    };
+    let name = |i: usize, s: &ChannelStats| format!("rank {} channel {} (SM {})", i / per_rank, i % per_rank, sm_text(s));
     let busy: Vec<(usize, &ChannelStats)> = channels.iter().enumerate().filter(|(_, s)| s.copy_ns > 0).collect();
     let by_busy = |a: &&(usize, &ChannelStats), b: &&(usize, &ChannelStats)| a.1.busy_ns.cmp(&b.1.busy_ns);
-    let by_rate = |a: &&(usize, &ChannelStats), b: &&(usize, &ChannelStats)| rate(a.1).total_cmp(&rate(b.1));
+    let by_rate = |a: &&(usize, &ChannelStats), b: &&(usize, &ChannelStats)| copy_rate(a.1).total_cmp(&copy_rate(b.1));
     let (Some(&most), Some(&least), Some(&slow), Some(&fast)) =
         (busy.iter().max_by(by_busy), busy.iter().min_by(by_busy), busy.iter().min_by(by_rate), busy.iter().max_by(by_rate))
     else {
@@ -487,9 +482,9 @@ fn spread_line(channels: &[ChannelStats], nranks: u32) -> String {
         name(least.0, least.1),
         ms(least.1),
         name(slow.0, slow.1),
-        rate(slow.1),
+        copy_rate(slow.1),
         name(fast.0, fast.1),
-        rate(fast.1),
+        copy_rate(fast.1),
     )
 }
 
@@ -503,14 +498,20 @@ fn placement_line(channels: &[ChannelStats], nranks: u32) -> String {
         if i % per_rank == 0 {
             line += &format!(" | rank {}:", i / per_rank);
         }
-        let sm = s.sm.checked_sub(1).map_or("?".to_string(), |sm| sm.to_string());
-        if s.copy_ns == 0 {
-            line += &format!(" {sm}:?");
-        } else {
-            line += &format!(" {sm}:{:.1}", s.bytes as f64 / s.copy_ns as f64);
-        }
+        let rate = if s.copy_ns == 0 { "?".to_string() } else { format!("{:.1}", copy_rate(s)) };
+        line += &format!(" {}:{rate}", sm_text(s));
     }
     line
+}
+
+/// Bytes per nanosecond (GB/s) of `s`'s slices while they were copied.
+fn copy_rate(s: &ChannelStats) -> f64 {
+    s.bytes as f64 / s.copy_ns.max(1) as f64
+}
+
+/// The SM `s`'s channel last ran on, or `?` when none was recorded.
+fn sm_text(s: &ChannelStats) -> String {
+    s.sm.checked_sub(1).map_or("?".to_string(), |sm| sm.to_string())
 }
 
 /// A baseline measured ahead of time: every (function, count, in-place) the sweep of

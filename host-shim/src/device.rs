@@ -32,6 +32,12 @@ pub fn context(ordinal: usize) -> Result<Arc<CudaContext>> {
     CudaContext::new(ordinal).map_err(Error::cuda("cuDevicePrimaryCtxRetain"))
 }
 
+/// SMs of the device of `ctx`.
+pub fn sm_count(ctx: &CudaContext) -> Result<u32> {
+    let sms = ctx.attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT).map_err(Error::cuda("cuDeviceGetAttribute"))?;
+    Ok(sms as u32)
+}
+
 /// Describes every device the driver reports.
 pub fn list() -> Result<Vec<DeviceInfo>> {
     let count = crate::init()?;

@@ -62,22 +62,17 @@ pub struct SmList {
 }
 
 impl SmList {
-    /// `sms`, when there are 1..=[`MAX_CHANNELS`] of them, each below [`MAX_SMS`] and
-    /// none twice.
+    /// `sms`, when they make a placement: 1..=[`MAX_CHANNELS`] of them, each below
+    /// [`MAX_SMS`], none twice.
     pub fn new(sms: &[u32]) -> Result<Self> {
-        let bad = |why: String| Err(Error::InvalidArgument(why));
-        if sms.is_empty() || sms.len() > MAX_CHANNELS {
-            return bad(format!("an SM list names 1..={MAX_CHANNELS} SMs, not {}", sms.len()));
+        if ChannelPlacement::on_sms(sms, 0).is_none() {
+            return Err(Error::InvalidArgument(format!(
+                "SMs {sms:?}: a placement names 1..={MAX_CHANNELS} SMs, each below {MAX_SMS}, none twice"
+            )));
         }
         let mut list = Self { sms: [0; MAX_CHANNELS], len: sms.len() };
-        for (i, &sm) in sms.iter().enumerate() {
-            if sm as usize >= MAX_SMS {
-                return bad(format!("SM {sm} is beyond the {MAX_SMS} a placement covers"));
-            }
-            if sms[..i].contains(&sm) {
-                return bad(format!("SM {sm} is named twice"));
-            }
-            list.sms[i] = sm as u16;
+        for (slot, &sm) in list.sms.iter_mut().zip(sms) {
+            *slot = sm as u16;
         }
         Ok(list)
     }
@@ -248,9 +243,7 @@ pub struct WorkLoop {
 /// launch: the channels for the hardware's placement, else one CTA per SM (the CTAs on
 /// the chosen SMs become the channels, the others leave at once).
 fn place_channels(ctx: &Arc<CudaContext>, state: &DeviceAlloc, cfg: &LoopConfig) -> Result<u32> {
-    let device_sms = ctx
-        .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
-        .map_err(Error::cuda("cuDeviceGetAttribute"))? as u32;
+    let device_sms = crate::device::sm_count(ctx)?;
     let Some(sms) = cfg.placement.sms(cfg.channels, device_sms)? else { return Ok(cfg.channels) };
     let placement = ChannelPlacement::on_sms(&sms, PLACEMENT_GRACE_NS)
         .ok_or_else(|| Error::InvalidArgument(format!("SMs {sms:?} do not make a placement")))?;

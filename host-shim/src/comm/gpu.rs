@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use cudarc::driver::{CudaContext, CudaStream, DevicePtr, DevicePtrMut, result, sys};
+use cudarc::driver::{CudaContext, CudaStream, DevicePtr, DevicePtrMut, result};
 use device_rt::conn::ChannelStats;
 use device_rt::dtype::{DataType, F16 as DevF16};
 use device_rt::redop::RedOpKind;
@@ -180,18 +180,15 @@ impl Comm {
         for s in &streams {
             let ctx = s.context();
             let ranks_here = streams.iter().filter(|t| t.context().ordinal() == ctx.ordinal()).count();
-            let device_sms = ctx
-                .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
-                .map_err(Error::cuda("cuDeviceGetAttribute"))? as u32;
-            let loop_cfg = LoopConfig { placement: cfg.placement_on(ranks_here, device_sms), ..cfg.loop_cfg };
+            let loop_cfg = LoopConfig { placement: cfg.placement_on(ranks_here, device::sm_count(ctx)?), ..cfg.loop_cfg };
             loops.push(WorkLoop::new(ctx, &modules[&ctx.ordinal()], loop_cfg)?);
             blocks.push(DeviceAlloc::zeroed(ctx, layout.block_bytes as usize)?);
         }
         // Every channel of every rank of a device must be resident at once: a channel
         // waiting for a peer that never gets an SM would wait until its spin budget ends.
-        for ordinal in contexts.keys() {
+        for (ordinal, ctx) in &contexts {
             let ranks_here = streams.iter().filter(|s| s.context().ordinal() == *ordinal).count() as u32;
-            let sms = crate::device::list()?.get(*ordinal).map_or(0, |d| d.sm_count as u32);
+            let sms = device::sm_count(ctx)?;
             let per_sm = loops[streams.iter().position(|s| s.context().ordinal() == *ordinal).unwrap_or(0)].channels_per_sm()?;
             if ranks_here * cfg.loop_cfg.channels > sms * per_sm {
                 return Err(Error::InvalidArgument(format!(

@@ -68,5 +68,10 @@ pub fn all_stats(g: &mut dyn RankGroup) -> Result<Option<Vec<ChannelStats>>> {
 
 /// Every channel's statistics of every rank of `g`, summed (`None` when not kept).
 pub fn total_stats(g: &mut dyn RankGroup) -> Result<Option<ChannelStats>> {
-    Ok(all_stats(g)?.map(|all| all.iter().fold(ChannelStats::default(), |a, c| a.plus(c))))
+    Ok(all_stats(g)?.map(|all| sum_stats(&all)))
+}
+
+/// The sum of `channels`' statistics.
+pub fn sum_stats(channels: &[ChannelStats]) -> ChannelStats {
+    channels.iter().fold(ChannelStats::default(), |a, c| a.plus(c))
 }
