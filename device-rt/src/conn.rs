@@ -23,8 +23,7 @@ pub const MAX_RANKS: usize = 32;
 pub const CONN_NVLS_MIN_POLL: u32 = 1;
 
 /// `ConnInfo::flags`: the ends may exchange user-buffer addresses through `ptr_exchange`
-/// and `input_exchange` (NCCL's direct operations: the sender writes straight into the
-/// receiver's output, or the receiver reads straight from the sender's input).
+/// (NCCL's direct operations: the sender writes straight into the receiver's output).
 pub const CONN_DIRECT: u32 = 2;
 
 /// One end of a connection (NCCL's `ncclConnInfo`), in the device memory of the rank
@@ -60,15 +59,12 @@ pub struct ConnInfo {
     /// its output buffer's address for a direct operation (NCCL's `ptrExchange`); the
     /// sender takes it and sets it back to 0.
     pub ptr_exchange: u64,
-    /// With `CONN_DIRECT`: a `u64` in the receiver's memory where the sender publishes
-    /// its input buffer's address for a direct read (NCCL's `DirectRead`); the receiver
-    /// takes it and sets it back to 0.
-    pub input_exchange: u64,
+    /// Zero.
+    pub reserved: u64,
 }
 
 static_assertions::const_assert_eq!(core::mem::size_of::<ConnInfo>(), 80);
 static_assertions::const_assert_eq!(core::mem::offset_of!(ConnInfo, ptr_exchange), 64);
-static_assertions::const_assert_eq!(core::mem::offset_of!(ConnInfo, input_exchange), 72);
 static_assertions::const_assert_eq!(core::mem::offset_of!(ConnInfo, step_bytes), 40);
 static_assertions::const_assert_eq!(core::mem::offset_of!(ConnInfo, step), 48);
 

@@ -189,63 +189,6 @@ fn min_polling_waits_for_every_counter() {
     opener.join().unwrap();
 }
 
-/// Direct reads: after the input exchange the receiver reads the sender's input straight
-/// from its buffer (the FIFO stays untouched), both inputs get the operator's pre-op, and
-/// the sender does not finish before the receiver has read everything.
-#[test]
-fn direct_reads_bypass_the_fifo() {
-    const N: usize = 5000;
-    const HOLD: Duration = Duration::from_millis(200);
-    let mut link = Link::new();
-    let exchange = Box::new(0u64);
-    link.send.input_exchange = &raw const *exchange as u64;
-    link.recv.input_exchange = &raw const *exchange as u64;
-    let sender_input: Vec<f32> = (0..N).map(|i| (i % 97) as f32).collect();
-    let receiver_input: Vec<f32> = (0..N).map(|i| (i % 89) as f32 * 4.0).collect();
-    let mut output = vec![0f32; N];
-    let (send, recv) = (&raw mut link.send as usize, &raw mut link.recv as usize);
-    let (theirs, mine, out) = (sender_input.as_ptr() as u64, receiver_input.as_ptr() as u64, output.as_mut_ptr() as u64);
-    let per_call = (STEP_BYTES / 4) as i64;
-    let times = std::sync::Mutex::new((Duration::ZERO, Duration::ZERO));
-    let start = Instant::now();
-    let data = DataOp { dtype: DataType::F32, op: RedOpKind::PreMulSum, arg: u64::from(0.5f32.to_bits()) };
-    arch::launch(2, THREADS, smem(), || unsafe {
-        let g = group();
-        if arch::block_idx() == 0 {
-            let mut p = Primitives::<SwMulticast, P, 0, 1>::new(g, &[], &[send as *mut ConnInfo], STEP_BYTES, theirs, 0, data);
-            p.exchange_inputs();
-            assert!(p.is_reading());
-            for off in (0..N as i64).step_by(per_call as usize) {
-                p.read_send(per_call.min(N as i64 - off));
-            }
-            p.wait_reads_done();
-            assert!(p.outcome().is_ok());
-            if g.tid == 0 {
-                times.lock().unwrap().0 = start.elapsed();
-            }
-        } else {
-            std::thread::sleep(HOLD);
-            let mut p = Primitives::<SwMulticast, P, 1, 0>::new(g, &[recv as *mut ConnInfo], &[], STEP_BYTES, mine, out, data);
-            p.exchange_inputs();
-            for off in (0..N as i64).step_by(per_call as usize) {
-                p.read_recv_reduce_copy(off, off, per_call.min(N as i64 - off));
-            }
-            assert!(p.outcome().is_ok());
-            if g.tid == 0 {
-                times.lock().unwrap().1 = start.elapsed();
-            }
-        }
-    });
-    let want: Vec<f32> = (0..N).map(|i| receiver_input[i] * 0.5 + sender_input[i] * 0.5).collect();
-    assert_eq!(output, want, "the output holds both inputs, each times the pre-op scalar");
-    assert!(link.fifo.iter().all(|&w| w == 0), "nothing went through the FIFO");
-    assert_eq!(*exchange, 0, "the receiver cleared the exchange word");
-    assert_eq!((link.send.step, link.recv.step), (5, 5));
-    let (sender_done, receiver_done) = *times.lock().unwrap();
-    assert!(sender_done >= HOLD, "the sender finished ({sender_done:?}) before the receiver started reading");
-    assert!(receiver_done >= HOLD);
-}
-
 /// Direct operations: after the pointer exchange the sender writes straight into the
 /// receiver's output (the FIFO stays untouched) and the receiver copies nothing; steps
 /// still order the two.

@@ -48,31 +48,6 @@ unsafe fn recv(prims: &mut RingPrims, out_ix: i64, n: i64) {
     }
 }
 
-/// A reduction's first hop: the input at `in_ix` goes to the next rank, or, with direct
-/// reads on, only the steps do (the next rank reads the input itself, at the same index:
-/// a block keeps its index around the ring).
-unsafe fn first_send(prims: &mut RingPrims, in_ix: i64, n: i64) {
-    unsafe {
-        if prims.is_reading() {
-            prims.read_send(n)
-        } else {
-            prims.send(in_ix, n)
-        }
-    }
-}
-
-/// `recv_reduce_send`; the receive of the first hop (`first`) reads the previous rank's
-/// input when direct reads are on.
-unsafe fn recv_reduce_send(prims: &mut RingPrims, first: bool, in_ix: i64, n: i64) {
-    unsafe {
-        if first && prims.is_reading() {
-            prims.read_recv_reduce_send(in_ix, n)
-        } else {
-            prims.recv_reduce_send(in_ix, n)
-        }
-    }
-}
-
 /// `a`, counted modulo `n`.
 fn mod_ranks(a: u32, n: u32) -> u32 {
     if a >= n { a - n } else { a }
@@ -94,15 +69,9 @@ pub unsafe fn run(cx: &CollCtx, c: &Coll, data: DataOp) -> Result<(), (LoopError
     let elt = data.elt() as i64;
     // NCCL's direct operations where the ring allows them: every rank runs the same
     // function over connections wired the same way, so both ends of each connection agree.
-    // An empty collective moves no step, so nothing would tell a publisher that its
-    // address was taken: it exchanges none.
-    let direct_capable = unsafe { (*conns).send.flags } & CONN_DIRECT != 0 && c.count > 0;
+    let direct_capable = unsafe { (*conns).send.flags } & CONN_DIRECT != 0;
     if direct_capable && matches!(c.function, CollFunction::AllReduce | CollFunction::AllGather | CollFunction::Broadcast) {
         unsafe { prims.exchange_direct() };
-    }
-    // The reductions' first hop reads the previous rank's input straight from its buffer.
-    if direct_capable && matches!(c.function, CollFunction::AllReduce | CollFunction::ReduceScatter) {
-        unsafe { prims.exchange_inputs() };
     }
     unsafe {
         match c.function {
@@ -112,9 +81,6 @@ pub unsafe fn run(cx: &CollCtx, c: &Coll, data: DataOp) -> Result<(), (LoopError
             CollFunction::Broadcast => broadcast(cx, c, &mut prims, elt, chunk),
             CollFunction::Reduce => reduce(cx, c, &mut prims, elt, chunk),
             CollFunction::SendRecv => crate::arch::trap(),
-        }
-        if prims.is_reading() {
-            prims.wait_reads_done();
         }
     }
     prims.outcome()
@@ -136,16 +102,16 @@ unsafe fn all_reduce(cx: &CollCtx, c: &Coll, prims: &mut RingPrims, elt: i64, ch
         unsafe {
             let k = mod_ranks(ring_ix + nranks - 1, nranks);
             let off = offset_of(k);
-            first_send(prims, off, nelem_at(off));
+            prims.send(off, nelem_at(off));
             for j in 2..nranks {
                 let off = offset_of(mod_ranks(ring_ix + nranks - j, nranks));
-                recv_reduce_send(prims, j == 2, off, nelem_at(off));
+                prims.recv_reduce_send(off, nelem_at(off));
             }
             let off = offset_of(ring_ix);
-            match (prims.is_reading() && nranks == 2, prims.is_direct()) {
-                (true, _) => prims.read_recv_reduce_copy_direct_send(off, off, nelem_at(off)),
-                (false, true) => prims.direct_recv_reduce_copy_send(off, off, nelem_at(off)),
-                (false, false) => prims.recv_reduce_copy_send(off, off, nelem_at(off)),
+            if prims.is_direct() {
+                prims.direct_recv_reduce_copy_send(off, off, nelem_at(off));
+            } else {
+                prims.recv_reduce_copy_send(off, off, nelem_at(off));
             }
             for j in 1..nranks - 1 {
                 let off = offset_of(mod_ranks(ring_ix + nranks - j, nranks));
@@ -165,15 +131,11 @@ unsafe fn reduce_scatter(cx: &CollCtx, c: &Coll, prims: &mut RingPrims, elt: i64
     let nranks = cx.nranks;
     let ring = |j: u32| i64::from(cx.ring_rank(j));
     for_each_chunk(cx, elt, size, chunk, |off, n| unsafe {
-            first_send(prims, off + ring(nranks - 1) * size, n);
+            prims.send(off + ring(nranks - 1) * size, n);
             for j in 2..nranks {
-                recv_reduce_send(prims, j == 2, off + ring(nranks - j) * size, n);
+                prims.recv_reduce_send(off + ring(nranks - j) * size, n);
             }
-            if prims.is_reading() && nranks == 2 {
-                prims.read_recv_reduce_copy(off + ring(0) * size, off, n);
-            } else {
-                prims.recv_reduce_copy(off + ring(0) * size, off, n);
-            }
+            prims.recv_reduce_copy(off + ring(0) * size, off, n);
     });
 }
 

@@ -63,16 +63,6 @@ pub fn decode_stop(status: u64) -> (LoopError, u32) {
     (LoopError::from_u32(status as u32).unwrap_or(LoopError::Timeout), (status >> 32) as u32)
 }
 
-/// Where a receive finds its data.
-pub mod recv_from {
-    /// The connection's FIFO slot.
-    pub const FIFO: u8 = 0;
-    /// This rank's own output: the sender wrote it there (a direct send).
-    pub const OWN_OUTPUT: u8 = 1;
-    /// The previous rank's input, read straight from its buffer (a direct read).
-    pub const PEER_INPUT: u8 = 2;
-}
-
 /// Which user buffer an operand is.
 pub mod buf {
     /// No user buffer.
@@ -162,12 +152,6 @@ pub struct Primitives<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_S
     direct: bool,
     /// The WaitSend thread of a direct group: the next rank's output buffer.
     direct_buff: u64,
-    /// WaitRecv/WaitSend threads: the connection's input-exchange word.
-    input_exchange: u64,
-    /// Direct reads are on (every thread): see [`Primitives::exchange_inputs`].
-    reading: bool,
-    /// The WaitRecv thread of a reading group: the previous rank's input buffer.
-    peer_input: u64,
     flavour: PhantomData<(M, P)>,
 }
 
@@ -230,9 +214,6 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
             ptr_exchange: 0,
             direct: false,
             direct_buff: 0,
-            input_exchange: 0,
-            reading: false,
-            peer_input: 0,
             flavour: PhantomData,
         };
         if flags & (ROLE_WAIT_RECV | ROLE_POST_RECV) != 0 {
@@ -272,7 +253,6 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
             self.sizes_fifo = c.sizes_fifo;
             self.offs_fifo = c.offs_fifo;
             self.ptr_exchange = c.ptr_exchange;
-            self.input_exchange = c.input_exchange;
         }
     }
 
@@ -295,7 +275,6 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
             self.sizes_fifo = c.sizes_fifo;
             self.offs_fifo = c.offs_fifo;
             self.ptr_exchange = c.ptr_exchange;
-            self.input_exchange = c.input_exchange;
         }
     }
 
@@ -333,66 +312,6 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
         self.barrier();
     }
 
-    /// Turns direct reads on for this group's collective (NCCL's `DirectRead`): each
-    /// WaitSend thread publishes this rank's input buffer to its receiver, each WaitRecv
-    /// thread takes the previous rank's input buffer and clears the word for the next
-    /// operation. Both ends of every connection must call it for the same collectives, and
-    /// only for collectives that move at least one step on it: the receiver's credits are
-    /// what tell the sender its word was taken. A sender must end with
-    /// [`Primitives::wait_reads_done`] before its input may change. Ordering: the address
-    /// is published with a release store and taken with acquire loads; the clear is
-    /// followed by a system-scope fence, so it is visible before any credit this group
-    /// returns, and the sender publishes again only after it has seen those credits.
-    ///
-    /// # Safety
-    /// Every thread of the group calls it, right after [`Primitives::new`]; the
-    /// connections carry an input-exchange word; the peers can read this rank's input.
-    #[inline(never)]
-    pub unsafe fn exchange_inputs(&mut self) {
-        self.reading = true;
-        if self.flags & ROLE_WAIT_SEND != 0 {
-            unsafe { arch::st_release_sys_global(self.input_exchange as *mut u64, self.input) };
-        }
-        if self.flags & ROLE_WAIT_RECV != 0 {
-            let word = self.input_exchange as *mut u64;
-            let mut guard = unsafe { SpinGuard::new(self.g.abort, self.g.spin_budget_ns) };
-            loop {
-                self.peer_input = unsafe { arch::ld_acquire_sys_global(word) };
-                if self.peer_input != 0 {
-                    unsafe { arch::st_relaxed_sys_global(word, 0) };
-                    arch::fence_acq_rel_sys();
-                    break;
-                }
-                if !self.keep_waiting(&mut guard, WaitSite::RecvData) {
-                    break;
-                }
-            }
-        }
-        self.barrier();
-    }
-
-    /// Waits until the receiver has returned every step this group sent: after a direct
-    /// read, it has read all of this rank's input. Ordering: acquire loads of the head at
-    /// system scope; the receiver returns a slot's credit after its reads of the slot.
-    ///
-    /// # Safety
-    /// Every thread of the group calls it after the group's last send.
-    #[inline(never)]
-    pub unsafe fn wait_reads_done(&mut self) {
-        if self.flags & ROLE_WAIT_SEND != 0 && self.step_cache < self.step && self.stopped() == 0 {
-            let waited_from = self.g.clock();
-            let mut guard = unsafe { SpinGuard::new(self.g.abort, self.g.spin_budget_ns) };
-            loop {
-                self.step_cache = unsafe { self.load_step() };
-                if self.step_cache >= self.step || !self.keep_waiting(&mut guard, WaitSite::SendCredit) {
-                    break;
-                }
-            }
-            self.g.count(|s| unsafe { &raw mut (*s).wait_credit_ns }, self.g.clock().wrapping_sub(waited_from));
-        }
-        self.barrier();
-    }
-
     /// Reads the polled step counter. Ordering: acquire at system scope (the peer's
     /// fence and store publish the data of every step below the value).
     #[inline(always)]
@@ -417,11 +336,6 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
     /// True once [`Primitives::exchange_direct`] has turned direct operations on.
     pub fn is_direct(&self) -> bool {
         self.direct
-    }
-
-    /// True once [`Primitives::exchange_inputs`] has turned direct reads on.
-    pub fn is_reading(&self) -> bool {
-        self.reading
     }
 
     /// The barrier of the whole group.
@@ -480,11 +394,10 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
 
     /// NCCL's `waitPeer`: the WaitRecv/WaitSend threads wait until their peer has data
     /// (or room) for one slice, then publish the slot's address for the workers.
-    /// With direct operations on, a direct send's pointer is the next rank's output at
-    /// element `dst_ix`, and a receive from [`recv_from::OWN_OUTPUT`] finds this rank's
-    /// own output there (the sender wrote it already); with direct reads on, a receive
-    /// from [`recv_from::PEER_INPUT`] reads the previous rank's input at `src_ix`.
     #[inline(always)]
+    /// With direct operations on, a direct send's pointer is the next rank's output at
+    /// element `direct_ix`, and a direct receive's is this rank's own output there (the
+    /// sender wrote it already).
     #[allow(clippy::too_many_arguments)]
     unsafe fn wait_peer<const RECV: bool, const SEND: bool>(
         &mut self,
@@ -492,10 +405,9 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
         dst: bool,
         nelts: i64,
         last: bool,
-        recv_src: u8,
+        direct_recv: bool,
         direct_send: bool,
-        src_ix: i64,
-        dst_ix: i64,
+        direct_ix: i64,
     ) {
         let is_send = if SEND && RECV { self.flags & ROLE_WAIT_SEND != 0 } else { SEND };
         let role = (if RECV { ROLE_WAIT_RECV } else { 0 }) | (if SEND { ROLE_WAIT_SEND } else { 0 });
@@ -549,11 +461,10 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
                 (&raw mut (*self.g.shared).srcs).cast::<u64>().add(src as usize)
             }
         };
-        let at = |base: u64, ix: i64| base.wrapping_add((ix as u64).wrapping_mul(self.data.elt()));
-        let ptr = match (is_send, recv_src) {
-            (true, _) if direct_send && self.direct => at(self.direct_buff, dst_ix),
-            (false, recv_from::OWN_OUTPUT) if self.direct => at(self.output, dst_ix),
-            (false, recv_from::PEER_INPUT) if self.reading => at(self.peer_input, src_ix),
+        let direct_at = |base: u64| base.wrapping_add((direct_ix as u64).wrapping_mul(self.data.elt()));
+        let ptr = match (self.direct, is_send) {
+            (true, true) if direct_send => direct_at(self.direct_buff),
+            (true, false) if direct_recv => direct_at(self.output),
             _ => self.fifo + offset,
         };
         unsafe { ptrs.add(self.index as usize).write_volatile(ptr) };
@@ -601,12 +512,8 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
     /// applies its post-op. A plain copy moves bits through the copy code shared by
     /// every type of the element's size. With direct operations on (see
     /// [`Primitives::exchange_direct`]), `DIRECT_SEND` writes into the next rank's output
-    /// at `dst_ix` instead of the FIFO, and `RECV_FROM` [`recv_from::OWN_OUTPUT`] finds
-    /// the data already in this rank's output at `dst_ix` (nothing to copy there). With
-    /// direct reads on (see [`Primitives::exchange_inputs`]), `RECV_FROM`
-    /// [`recv_from::PEER_INPUT`] reads the previous rank's input at `src_ix` (pre-op
-    /// applied, as its sender would have), and a send without sources (`NSRCS == 0`)
-    /// moves no data: it only steps, while the next rank reads this rank's input.
+    /// at `dst_ix` instead of the FIFO, and `DIRECT_RECV` finds the data already in this
+    /// rank's output at `dst_ix` (nothing to copy there).
     ///
     /// # Safety
     /// Every thread of the group calls this with the same arguments; the user buffers
@@ -621,7 +528,7 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
         const NDSTS: usize,
         const PRE_OP_SRCS: usize,
         const POST_OP: bool,
-        const RECV_FROM: u8,
+        const DIRECT_RECV: bool,
         const DIRECT_SEND: bool,
     >(
         &mut self,
@@ -630,11 +537,6 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
         nelem: i64,
     ) {
         const { assert!(NSRCS == RECV as usize + (SRC_BUF != buf::NONE) as usize) };
-        const { assert!(RECV_FROM != recv_from::PEER_INPUT || (RECV && SRC_BUF == buf::INPUT)) };
-        if (RECV_FROM == recv_from::PEER_INPUT || NSRCS == 0) && !self.reading {
-            // A direct read without the exchange: the data would never move.
-            arch::trap();
-        }
         const { assert!(NDSTS == SEND as usize + (DST_BUF != buf::NONE) as usize) };
         let nelem = nelem.max(0);
         let max_slice = self.slice_capacity();
@@ -660,27 +562,25 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
                 }
                 let last = offset + slice_size >= nelem;
                 let (src, dst) = (SRC_BUF != buf::NONE, DST_BUF != buf::NONE);
-                unsafe { self.wait_peer::<RECV, SEND>(src, dst, slice_size, last, RECV_FROM, DIRECT_SEND, src_ix + offset, dst_ix + offset) };
+                unsafe { self.wait_peer::<RECV, SEND>(src, dst, slice_size, last, DIRECT_RECV, DIRECT_SEND, dst_ix + offset) };
                 self.sub_barrier();
                 let slice_from = if self.g.tid == 0 { self.g.clock() } else { 0 };
-                // A send without sources moves nothing: the next rank reads the input.
-                let work = if self.stopped() != 0 || NSRCS == 0 { 0 } else { slice_size as usize };
-                let src = |i: usize| unsafe { (&raw const (*shared).srcs[i]).read_volatile() };
-                let dst = |i: usize| unsafe { (&raw const (*shared).dsts[i]).read_volatile() };
-                let (srcs, dsts) = ([src(0), src(NSRCS.max(1) - 1)], [dst(0), dst(NDSTS - 1)]);
+                let work = if self.stopped() != 0 { 0 } else { slice_size as usize };
+                let srcs: [u64; NSRCS] = core::array::from_fn(|s| unsafe { (&raw const (*shared).srcs[s]).read_volatile() });
+                let dsts: [u64; NDSTS] = core::array::from_fn(|d| unsafe { (&raw const (*shared).dsts[d]).read_volatile() });
                 let w = Movers { tid: self.g.tid, nthreads: self.nworkers };
+                let dsts = [dsts[0], dsts[NDSTS - 1]];
                 // A direct receive's source is this rank's own output, where the data
                 // already is: only a send onwards remains.
-                let received_in_place = RECV_FROM == recv_from::OWN_OUTPUT && self.direct && SRC_BUF == buf::NONE;
-                let read_peer = RECV_FROM == recv_from::PEER_INPUT;
+                let received_in_place = DIRECT_RECV && self.direct && SRC_BUF == buf::NONE;
                 unsafe {
                     if received_in_place {
                         if NDSTS == 2 {
                             movers::transform(w, self.data, false, false, srcs[0], [dsts[1], dsts[1]], 1, work);
                         }
                     } else if NSRCS == 2 {
-                        movers::reduce(w, self.data, read_peer, POST_OP, srcs, dsts, NDSTS, work);
-                    } else if NSRCS == 1 {
+                        movers::reduce(w, self.data, POST_OP, [srcs[0], srcs[NSRCS - 1]], dsts, NDSTS, work);
+                    } else {
                         movers::transform(w, self.data, PRE_OP_SRCS > 0, POST_OP, srcs[0], dsts, NDSTS, work);
                     }
                 }
@@ -703,7 +603,7 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
         while slice < P::SLICE_PER_CHUNK {
             slice_size = slice_size.min(nelem - offset).max(0);
             let (src, dst) = (SRC_BUF != buf::NONE, DST_BUF != buf::NONE);
-            unsafe { self.wait_peer::<RECV, SEND>(src, dst, 0, true, RECV_FROM, DIRECT_SEND, src_ix + offset, dst_ix + offset) };
+            unsafe { self.wait_peer::<RECV, SEND>(src, dst, 0, true, DIRECT_RECV, DIRECT_SEND, dst_ix + offset) };
             self.barrier();
             self.post_peer::<RECV, SEND>(slice_size > 0);
             offset += slice_size;
@@ -745,7 +645,7 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
                     unsafe { slot.write_volatile(self.user(which, user_ix + offset)) };
                 }
                 let last = offset + real_size >= peer_elem;
-                unsafe { self.wait_peer::<RECV, SEND>(SEND, RECV, real_size, last, recv_from::FIFO, false, 0, 0) };
+                unsafe { self.wait_peer::<RECV, SEND>(SEND, RECV, real_size, last, false, false, 0) };
                 self.sub_barrier();
                 if self.stopped() == 0 {
                     for j in 0..npeers {

@@ -70,51 +70,48 @@ unsafe fn copy_typed<T: Elem>(w: Movers, src: u64, dsts: [u64; 2], ndsts: usize,
     unsafe { reduce_copy::<UNROLL, Sum<T>, SwMulticast, 0, 1, 1, 0, 1, 2, 0>(w.tid, w.nthreads, 0, false, &x, n) }
 }
 
-/// Reduces the user input `srcs[0]` (pre-op applied) with `srcs[1]` into the first
-/// `ndsts` (1 or 2) of `dsts`, post-op applied when `post_op`. `srcs[1]` is what a peer
-/// sent, or, when `peer_input`, a peer's own input, which gets the pre-op too.
+/// Reduces the user input `srcs[0]` (pre-op applied) with the received `srcs[1]` into
+/// the first `ndsts` (1 or 2) of `dsts`, post-op applied when `post_op`.
 ///
 /// # Safety
 /// As [`copy`].
 #[inline(never)]
 #[allow(clippy::too_many_arguments)]
-pub unsafe fn reduce(w: Movers, d: DataOp, peer_input: bool, post_op: bool, srcs: [u64; 2], dsts: [u64; 2], ndsts: usize, n: usize) {
+pub unsafe fn reduce(w: Movers, d: DataOp, post_op: bool, srcs: [u64; 2], dsts: [u64; 2], ndsts: usize, n: usize) {
     unsafe {
         match d.dtype {
-            DataType::I8 => reduce_op::<i8>(w, d, peer_input, post_op, srcs, dsts, ndsts, n),
-            DataType::U8 => reduce_op::<u8>(w, d, peer_input, post_op, srcs, dsts, ndsts, n),
-            DataType::I32 => reduce_op::<i32>(w, d, peer_input, post_op, srcs, dsts, ndsts, n),
-            DataType::U32 => reduce_op::<u32>(w, d, peer_input, post_op, srcs, dsts, ndsts, n),
-            DataType::I64 => reduce_op::<i64>(w, d, peer_input, post_op, srcs, dsts, ndsts, n),
-            DataType::U64 => reduce_op::<u64>(w, d, peer_input, post_op, srcs, dsts, ndsts, n),
-            DataType::F16 => reduce_op::<F16>(w, d, peer_input, post_op, srcs, dsts, ndsts, n),
-            DataType::F32 => reduce_op::<f32>(w, d, peer_input, post_op, srcs, dsts, ndsts, n),
-            DataType::F64 => reduce_op::<f64>(w, d, peer_input, post_op, srcs, dsts, ndsts, n),
-            DataType::Bf16 => reduce_op::<Bf16>(w, d, peer_input, post_op, srcs, dsts, ndsts, n),
+            DataType::I8 => reduce_op::<i8>(w, d, post_op, srcs, dsts, ndsts, n),
+            DataType::U8 => reduce_op::<u8>(w, d, post_op, srcs, dsts, ndsts, n),
+            DataType::I32 => reduce_op::<i32>(w, d, post_op, srcs, dsts, ndsts, n),
+            DataType::U32 => reduce_op::<u32>(w, d, post_op, srcs, dsts, ndsts, n),
+            DataType::I64 => reduce_op::<i64>(w, d, post_op, srcs, dsts, ndsts, n),
+            DataType::U64 => reduce_op::<u64>(w, d, post_op, srcs, dsts, ndsts, n),
+            DataType::F16 => reduce_op::<F16>(w, d, post_op, srcs, dsts, ndsts, n),
+            DataType::F32 => reduce_op::<f32>(w, d, post_op, srcs, dsts, ndsts, n),
+            DataType::F64 => reduce_op::<f64>(w, d, post_op, srcs, dsts, ndsts, n),
+            DataType::Bf16 => reduce_op::<Bf16>(w, d, post_op, srcs, dsts, ndsts, n),
         }
     }
 }
 
 #[allow(clippy::too_many_arguments)]
-unsafe fn reduce_op<T: Elem>(w: Movers, d: DataOp, peer_input: bool, post_op: bool, srcs: [u64; 2], dsts: [u64; 2], ndsts: usize, n: usize) {
+unsafe fn reduce_op<T: Elem>(w: Movers, d: DataOp, post_op: bool, srcs: [u64; 2], dsts: [u64; 2], ndsts: usize, n: usize) {
     let x = Operands::<2, 2> { srcs, nsrcs: 2, dsts, ndsts, pre_op_args: [d.arg; 2], offset: 0 };
     unsafe {
         match d.op {
-            RedOpKind::Sum => reduce_typed::<Sum<T>, 1>(w, d.arg, post_op, &x, n),
-            RedOpKind::Prod => reduce_typed::<Prod<T>, 1>(w, d.arg, post_op, &x, n),
-            RedOpKind::Max => reduce_typed::<Max<T>, 1>(w, d.arg, post_op, &x, n),
-            RedOpKind::Min => reduce_typed::<Min<T>, 1>(w, d.arg, post_op, &x, n),
-            RedOpKind::PreMulSum if peer_input => reduce_typed::<PreMulSum<T>, 2>(w, d.arg, post_op, &x, n),
-            RedOpKind::PreMulSum => reduce_typed::<PreMulSum<T>, 1>(w, d.arg, post_op, &x, n),
-            RedOpKind::SumPostDiv => reduce_typed::<SumPostDiv<T>, 1>(w, d.arg, post_op, &x, n),
+            RedOpKind::Sum => reduce_typed::<Sum<T>>(w, d.arg, post_op, &x, n),
+            RedOpKind::Prod => reduce_typed::<Prod<T>>(w, d.arg, post_op, &x, n),
+            RedOpKind::Max => reduce_typed::<Max<T>>(w, d.arg, post_op, &x, n),
+            RedOpKind::Min => reduce_typed::<Min<T>>(w, d.arg, post_op, &x, n),
+            RedOpKind::PreMulSum => reduce_typed::<PreMulSum<T>>(w, d.arg, post_op, &x, n),
+            RedOpKind::SumPostDiv => reduce_typed::<SumPostDiv<T>>(w, d.arg, post_op, &x, n),
         }
     }
 }
 
-/// `PRE_OP_SRCS`: the sources that get the pre-op (the user input, and a peer's input).
 #[inline(never)]
-unsafe fn reduce_typed<Op: RedOp, const PRE_OP_SRCS: usize>(w: Movers, arg: u64, post_op: bool, x: &Operands<2, 2>, n: usize) {
-    unsafe { reduce_copy::<UNROLL, Op, SwMulticast, 0, 2, 2, 0, 1, 2, PRE_OP_SRCS>(w.tid, w.nthreads, arg, post_op, x, n) }
+unsafe fn reduce_typed<Op: RedOp>(w: Movers, arg: u64, post_op: bool, x: &Operands<2, 2>, n: usize) {
+    unsafe { reduce_copy::<UNROLL, Op, SwMulticast, 0, 2, 2, 0, 1, 2, 1>(w.tid, w.nthreads, arg, post_op, x, n) }
 }
 
 /// Copies `n` elements from `src` to the first `ndsts` of `dsts` through the operator's

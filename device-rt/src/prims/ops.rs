@@ -4,7 +4,7 @@
 //! Indices (`in_ix`, `out_ix`) are element offsets into the user buffers; the point-to-
 //! point operations use the first peer of their side.
 
-use super::{Primitives, Proto, buf, recv_from};
+use super::{Primitives, Proto, buf};
 use crate::multicast::Multicast;
 
 impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primitives<M, P, MAX_RECV, MAX_SEND> {
@@ -16,7 +16,7 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
     #[inline(never)]
     pub unsafe fn send(&mut self, in_ix: i64, n: i64) {
         const { assert!(MAX_SEND >= 1) };
-        unsafe { self.generic_op::<false, true, { buf::INPUT }, { buf::NONE }, 1, 1, 1, false, { recv_from::FIFO }, false>(in_ix, -1, n) }
+        unsafe { self.generic_op::<false, true, { buf::INPUT }, { buf::NONE }, 1, 1, 1, false, false, false>(in_ix, -1, n) }
     }
 
     /// Sends `n` output elements from `out_ix` (an in-place all-gather's own block).
@@ -26,7 +26,7 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
     #[inline(never)]
     pub unsafe fn send_from_output(&mut self, out_ix: i64, n: i64) {
         const { assert!(MAX_SEND >= 1) };
-        unsafe { self.generic_op::<false, true, { buf::OUTPUT }, { buf::NONE }, 1, 1, 0, false, { recv_from::FIFO }, false>(out_ix, -1, n) }
+        unsafe { self.generic_op::<false, true, { buf::OUTPUT }, { buf::NONE }, 1, 1, 0, false, false, false>(out_ix, -1, n) }
     }
 
     /// Receives `n` elements into the output at `out_ix`.
@@ -36,7 +36,7 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
     #[inline(never)]
     pub unsafe fn recv(&mut self, out_ix: i64, n: i64) {
         const { assert!(MAX_RECV >= 1) };
-        unsafe { self.generic_op::<true, false, { buf::NONE }, { buf::OUTPUT }, 1, 1, 0, false, { recv_from::FIFO }, false>(-1, out_ix, n) }
+        unsafe { self.generic_op::<true, false, { buf::NONE }, { buf::OUTPUT }, 1, 1, 0, false, false, false>(-1, out_ix, n) }
     }
 
     /// Copies `n` input elements from `in_ix` to the output at `out_ix` and sends them.
@@ -46,7 +46,7 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
     #[inline(never)]
     pub unsafe fn copy_send(&mut self, in_ix: i64, out_ix: i64, n: i64) {
         const { assert!(MAX_SEND >= 1) };
-        unsafe { self.generic_op::<false, true, { buf::INPUT }, { buf::OUTPUT }, 1, 2, 1, false, { recv_from::FIFO }, false>(in_ix, out_ix, n) }
+        unsafe { self.generic_op::<false, true, { buf::INPUT }, { buf::OUTPUT }, 1, 2, 1, false, false, false>(in_ix, out_ix, n) }
     }
 
     /// Receives `n` elements into the output at `out_ix` and sends them on.
@@ -56,7 +56,7 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
     #[inline(never)]
     pub unsafe fn recv_copy_send(&mut self, out_ix: i64, n: i64) {
         const { assert!(MAX_RECV >= 1 && MAX_SEND >= 1) };
-        unsafe { self.generic_op::<true, true, { buf::NONE }, { buf::OUTPUT }, 1, 2, 0, false, { recv_from::FIFO }, false>(-1, out_ix, n) }
+        unsafe { self.generic_op::<true, true, { buf::NONE }, { buf::OUTPUT }, 1, 2, 0, false, false, false>(-1, out_ix, n) }
     }
 
     /// Receives `n` elements and sends them on without touching the user buffers.
@@ -66,7 +66,7 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
     #[inline(never)]
     pub unsafe fn recv_send(&mut self, n: i64) {
         const { assert!(MAX_RECV >= 1 && MAX_SEND >= 1) };
-        unsafe { self.generic_op::<true, true, { buf::NONE }, { buf::NONE }, 1, 1, 0, false, { recv_from::FIFO }, false>(-1, -1, n) }
+        unsafe { self.generic_op::<true, true, { buf::NONE }, { buf::NONE }, 1, 1, 0, false, false, false>(-1, -1, n) }
     }
 
     /// Receives `n` elements, reduces them with the input at `in_ix`, sends the result.
@@ -76,7 +76,7 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
     #[inline(never)]
     pub unsafe fn recv_reduce_send(&mut self, in_ix: i64, n: i64) {
         const { assert!(MAX_RECV >= 1 && MAX_SEND >= 1) };
-        unsafe { self.generic_op::<true, true, { buf::INPUT }, { buf::NONE }, 2, 1, 1, false, { recv_from::FIFO }, false>(in_ix, -1, n) }
+        unsafe { self.generic_op::<true, true, { buf::INPUT }, { buf::NONE }, 2, 1, 1, false, false, false>(in_ix, -1, n) }
     }
 
     /// Receives `n` elements, reduces them with the input at `in_ix`, stores the result
@@ -87,7 +87,7 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
     #[inline(never)]
     pub unsafe fn recv_reduce_copy(&mut self, in_ix: i64, out_ix: i64, n: i64) {
         const { assert!(MAX_RECV >= 1) };
-        unsafe { self.generic_op::<true, false, { buf::INPUT }, { buf::OUTPUT }, 2, 1, 1, true, { recv_from::FIFO }, false>(in_ix, out_ix, n) }
+        unsafe { self.generic_op::<true, false, { buf::INPUT }, { buf::OUTPUT }, 2, 1, 1, true, false, false>(in_ix, out_ix, n) }
     }
 
     /// Receives `n` elements, reduces them with the input at `in_ix`, stores the result
@@ -98,7 +98,7 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
     #[inline(never)]
     pub unsafe fn recv_reduce_copy_send(&mut self, in_ix: i64, out_ix: i64, n: i64) {
         const { assert!(MAX_RECV >= 1 && MAX_SEND >= 1) };
-        unsafe { self.generic_op::<true, true, { buf::INPUT }, { buf::OUTPUT }, 2, 2, 1, true, { recv_from::FIFO }, false>(in_ix, out_ix, n) }
+        unsafe { self.generic_op::<true, true, { buf::INPUT }, { buf::OUTPUT }, 2, 2, 1, true, false, false>(in_ix, out_ix, n) }
     }
 
     /// Direct [`Primitives::send`]: the input at `in_ix` goes straight into the next
@@ -109,7 +109,7 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
     #[inline(never)]
     pub unsafe fn direct_send(&mut self, in_ix: i64, out_ix: i64, n: i64) {
         const { assert!(MAX_SEND >= 1) };
-        unsafe { self.generic_op::<false, true, { buf::INPUT }, { buf::NONE }, 1, 1, 1, false, { recv_from::FIFO }, true>(in_ix, out_ix, n) }
+        unsafe { self.generic_op::<false, true, { buf::INPUT }, { buf::NONE }, 1, 1, 1, false, false, true>(in_ix, out_ix, n) }
     }
 
     /// Direct [`Primitives::send_from_output`].
@@ -119,7 +119,7 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
     #[inline(never)]
     pub unsafe fn direct_send_from_output(&mut self, out_ix: i64, n: i64) {
         const { assert!(MAX_SEND >= 1) };
-        unsafe { self.generic_op::<false, true, { buf::OUTPUT }, { buf::NONE }, 1, 1, 0, false, { recv_from::FIFO }, true>(out_ix, out_ix, n) }
+        unsafe { self.generic_op::<false, true, { buf::OUTPUT }, { buf::NONE }, 1, 1, 0, false, false, true>(out_ix, out_ix, n) }
     }
 
     /// Direct [`Primitives::copy_send`].
@@ -129,7 +129,7 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
     #[inline(never)]
     pub unsafe fn direct_copy_send(&mut self, in_ix: i64, out_ix: i64, n: i64) {
         const { assert!(MAX_SEND >= 1) };
-        unsafe { self.generic_op::<false, true, { buf::INPUT }, { buf::OUTPUT }, 1, 2, 1, false, { recv_from::FIFO }, true>(in_ix, out_ix, n) }
+        unsafe { self.generic_op::<false, true, { buf::INPUT }, { buf::OUTPUT }, 1, 2, 1, false, false, true>(in_ix, out_ix, n) }
     }
 
     /// Direct [`Primitives::recv`]: the data is already in the output; only the steps move.
@@ -139,7 +139,7 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
     #[inline(never)]
     pub unsafe fn direct_recv(&mut self, out_ix: i64, n: i64) {
         const { assert!(MAX_RECV >= 1) };
-        unsafe { self.generic_op::<true, false, { buf::NONE }, { buf::OUTPUT }, 1, 1, 0, false, { recv_from::OWN_OUTPUT }, false>(-1, out_ix, n) }
+        unsafe { self.generic_op::<true, false, { buf::NONE }, { buf::OUTPUT }, 1, 1, 0, false, true, false>(-1, out_ix, n) }
     }
 
     /// Direct [`Primitives::recv_copy_send`]: forwards from this rank's output straight
@@ -150,7 +150,7 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
     #[inline(never)]
     pub unsafe fn direct_recv_copy_send(&mut self, out_ix: i64, n: i64) {
         const { assert!(MAX_RECV >= 1 && MAX_SEND >= 1) };
-        unsafe { self.generic_op::<true, true, { buf::NONE }, { buf::OUTPUT }, 1, 2, 0, false, { recv_from::OWN_OUTPUT }, true>(-1, out_ix, n) }
+        unsafe { self.generic_op::<true, true, { buf::NONE }, { buf::OUTPUT }, 1, 2, 0, false, true, true>(-1, out_ix, n) }
     }
 
     /// [`Primitives::recv_reduce_copy_send`] whose result goes straight into the next
@@ -161,53 +161,7 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
     #[inline(never)]
     pub unsafe fn direct_recv_reduce_copy_send(&mut self, in_ix: i64, out_ix: i64, n: i64) {
         const { assert!(MAX_RECV >= 1 && MAX_SEND >= 1) };
-        unsafe { self.generic_op::<true, true, { buf::INPUT }, { buf::OUTPUT }, 2, 2, 1, true, { recv_from::FIFO }, true>(in_ix, out_ix, n) }
-    }
-
-    /// Steps through `n` input elements without moving them: the next rank reads them
-    /// straight from this rank's input (direct reads on; see
-    /// [`Primitives::exchange_inputs`]).
-    ///
-    /// # Safety
-    /// As [`Primitives::send`].
-    #[inline(never)]
-    pub unsafe fn read_send(&mut self, n: i64) {
-        const { assert!(MAX_SEND >= 1) };
-        unsafe { self.generic_op::<false, true, { buf::NONE }, { buf::NONE }, 0, 1, 0, false, { recv_from::FIFO }, false>(-1, -1, n) }
-    }
-
-    /// [`Primitives::recv_reduce_send`] whose received elements are read straight from
-    /// the previous rank's input at `in_ix` (direct reads on).
-    ///
-    /// # Safety
-    /// As [`Primitives::send`].
-    #[inline(never)]
-    pub unsafe fn read_recv_reduce_send(&mut self, in_ix: i64, n: i64) {
-        const { assert!(MAX_RECV >= 1 && MAX_SEND >= 1) };
-        unsafe { self.generic_op::<true, true, { buf::INPUT }, { buf::NONE }, 2, 1, 1, false, { recv_from::PEER_INPUT }, false>(in_ix, -1, n) }
-    }
-
-    /// [`Primitives::recv_reduce_copy`] whose received elements are read straight from
-    /// the previous rank's input at `in_ix` (direct reads on).
-    ///
-    /// # Safety
-    /// As [`Primitives::send`].
-    #[inline(never)]
-    pub unsafe fn read_recv_reduce_copy(&mut self, in_ix: i64, out_ix: i64, n: i64) {
-        const { assert!(MAX_RECV >= 1) };
-        unsafe { self.generic_op::<true, false, { buf::INPUT }, { buf::OUTPUT }, 2, 1, 1, true, { recv_from::PEER_INPUT }, false>(in_ix, out_ix, n) }
-    }
-
-    /// [`Primitives::direct_recv_reduce_copy_send`] whose received elements are read
-    /// straight from the previous rank's input at `in_ix` (direct operations and direct
-    /// reads on).
-    ///
-    /// # Safety
-    /// As [`Primitives::send`].
-    #[inline(never)]
-    pub unsafe fn read_recv_reduce_copy_direct_send(&mut self, in_ix: i64, out_ix: i64, n: i64) {
-        const { assert!(MAX_RECV >= 1 && MAX_SEND >= 1) };
-        unsafe { self.generic_op::<true, true, { buf::INPUT }, { buf::OUTPUT }, 2, 2, 1, true, { recv_from::PEER_INPUT }, true>(in_ix, out_ix, n) }
+        unsafe { self.generic_op::<true, true, { buf::INPUT }, { buf::OUTPUT }, 2, 2, 1, true, false, true>(in_ix, out_ix, n) }
     }
 
     /// Sends each send peer `i` its block of `peer_elem` input elements, at `in_ix + i ×

@@ -22,8 +22,7 @@ pub struct Shape {
     /// Bytes per step of the point-to-point FIFOs.
     pub p2p_step_bytes: u64,
     /// Ring connections allow direct operations (`CONN_DIRECT`): senders write straight
-    /// into the next rank's output buffer, and receivers read straight from the previous
-    /// rank's input buffer, where the algorithm allows.
+    /// into the next rank's output buffer where the algorithm allows.
     pub direct: bool,
     /// Every channel keeps [`ChannelStats`] (where its time goes; a few atomic adds per
     /// slice).
@@ -47,10 +46,10 @@ pub struct Layout {
     pub block_bytes: u64,
 }
 
-/// Counters per channel: the ring's head, tail, pointer exchange and input exchange, then
-/// per peer a p2p head, tail and sizes FIFO.
+/// Counters per channel: the ring's head, tail and pointer exchange, then per peer a p2p
+/// head, tail and sizes FIFO.
 fn counters_per_channel(nranks: u64) -> u64 {
-    4 + 3 * nranks
+    3 + 3 * nranks
 }
 
 impl Layout {
@@ -100,24 +99,19 @@ impl Layout {
         self.counter(channel, 2)
     }
 
-    /// Ring input exchange of the rank's receive end (written by the previous rank).
-    fn ring_input_exchange(&self, channel: u32) -> u64 {
-        self.counter(channel, 3)
-    }
-
     /// Point-to-point head of the rank's send end to `peer`.
     fn p2p_head(&self, channel: u32, peer: u32) -> u64 {
-        self.counter(channel, 4 + 3 * u64::from(peer))
+        self.counter(channel, 3 + 3 * u64::from(peer))
     }
 
     /// Point-to-point tail of the rank's receive end from `peer`.
     fn p2p_tail(&self, channel: u32, peer: u32) -> u64 {
-        self.counter(channel, 5 + 3 * u64::from(peer))
+        self.counter(channel, 4 + 3 * u64::from(peer))
     }
 
     /// Sizes FIFO of the rank's receive end from `peer`.
     fn p2p_sizes(&self, channel: u32, peer: u32) -> u64 {
-        self.counter(channel, 6 + 3 * u64::from(peer))
+        self.counter(channel, 5 + 3 * u64::from(peer))
     }
 
     fn ring_fifo(&self, channel: u32) -> u64 {
@@ -160,7 +154,6 @@ impl Layout {
                     head: at(rank, self.ring_head(c)),
                     tail: at(next, self.ring_tail(c)),
                     ptr_exchange: at(rank, self.ring_ptr_exchange(c)),
-                    input_exchange: at(next, self.ring_input_exchange(c)),
                     flags: direct,
                     ..ring(s.ring_step_bytes)
                 },
@@ -169,7 +162,6 @@ impl Layout {
                     head: at(prev, self.ring_head(c)),
                     tail: at(rank, self.ring_tail(c)),
                     ptr_exchange: at(prev, self.ring_ptr_exchange(c)),
-                    input_exchange: at(rank, self.ring_input_exchange(c)),
                     flags: direct,
                     ..ring(s.ring_step_bytes)
                 },
@@ -234,8 +226,8 @@ mod tests {
                 let next = (r + 1) % 3;
                 let theirs = conns(next, comm(next).channels + ch * 160);
                 assert_eq!(
-                    (mine.send.buff, mine.send.tail, mine.send.head, mine.send.ptr_exchange, mine.send.input_exchange),
-                    (theirs.recv.buff, theirs.recv.tail, theirs.recv.head, theirs.recv.ptr_exchange, theirs.recv.input_exchange)
+                    (mine.send.buff, mine.send.tail, mine.send.head, mine.send.ptr_exchange),
+                    (theirs.recv.buff, theirs.recv.tail, theirs.recv.head, theirs.recv.ptr_exchange)
                 );
                 assert_eq!((mine.send.flags, theirs.recv.flags), (CONN_DIRECT, CONN_DIRECT));
                 for peer in (0..3usize).filter(|&p| p != r) {
@@ -252,7 +244,6 @@ mod tests {
                 words.push(bases[r as usize] + layout.ring_head(ch));
                 words.push(bases[r as usize] + layout.ring_tail(ch));
                 words.push(bases[r as usize] + layout.ring_ptr_exchange(ch));
-                words.push(bases[r as usize] + layout.ring_input_exchange(ch));
                 for p in 0..3 {
                     words.extend([layout.p2p_head(ch, p), layout.p2p_tail(ch, p), layout.p2p_sizes(ch, p)].map(|o| bases[r as usize] + o));
                 }
