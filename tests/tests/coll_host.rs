@@ -9,6 +9,7 @@ use device_rt::redop::RedOpKind;
 use device_rt::work::{BadItem, CollFunction, NO_PEER, WaitSite, WorkItem};
 use host_shim::Error;
 use host_shim::comm::check::{matrix, run_case};
+use host_shim::comm::expect::CollCase;
 use host_shim::comm::group::RankGroup;
 use host_shim::comm::twin::TwinGroup;
 use host_shim::comm::wiring::Shape;
@@ -22,7 +23,7 @@ fn group(nranks: u32, nchannels: u32, direct: bool) -> TwinGroup {
 
 /// Runs the matrix on `nranks` ranks (ring connections direct or through the FIFO only);
 /// every case must be exact on every rank.
-fn run_matrix(nranks: u32, nchannels: u32, direct: bool, filter: impl Fn(&host_shim::comm::expect::CollCase) -> bool) {
+fn run_matrix(nranks: u32, nchannels: u32, direct: bool, filter: impl Fn(&CollCase) -> bool) {
     let mut g = group(nranks, nchannels, direct);
     // Several chunks per channel: 2 slices × 2 steps of 4 KiB per chunk.
     let big = 3 * 4096 * 4 * nchannels as usize / 4 + 13;
@@ -90,7 +91,6 @@ fn matrix_eight_ranks() {
 /// (each rank's reduce-scatter passes every chunk once, its all-gather all but its own).
 #[test]
 fn statistics_count_every_byte_an_all_reduce_moves() {
-    use host_shim::comm::expect::CollCase;
     use host_shim::comm::group::total_stats;
     let shape = Shape { nranks: 3, nchannels: 2, ring_step_bytes: 4096, p2p_step_bytes: 4096, direct: false, stats: true };
     let mut g = TwinGroup::start(shape, 128, Duration::from_secs(60)).unwrap();
@@ -108,6 +108,30 @@ fn statistics_count_every_byte_an_all_reduce_moves() {
     let mut plain = group(2, 1, false);
     assert!(total_stats(&mut plain).unwrap().is_none(), "no statistics unless asked for");
     plain.shutdown(TIMEOUT).unwrap();
+}
+
+/// Empty collectives on direct connections exchange no addresses: a rank running ahead
+/// through a burst of them can neither leave its peer waiting for an address that was
+/// overwritten (a timeout) nor hand it a stale one; the collective after them is exact.
+#[test]
+fn bursts_of_empty_direct_collectives_complete() {
+    let shape = Shape { nranks: 2, nchannels: 2, ring_step_bytes: 4096, p2p_step_bytes: 4096, direct: true, stats: false };
+    let mut g = TwinGroup::start(shape, 128, Duration::from_secs(5)).unwrap();
+    let bufs = [g.alloc(0, 4096).unwrap(), g.alloc(1, 4096).unwrap()];
+    let mut last = [None, None];
+    for rank in [1usize, 0] {
+        let addr = bufs[rank].addr;
+        for function in [CollFunction::AllReduce, CollFunction::AllGather, CollFunction::Broadcast].into_iter().cycle().take(120) {
+            let item = WorkItem::collective(function, DataType::F32, RedOpKind::Sum, 0, addr, addr, 0, 0);
+            last[rank] = Some(g.enqueue(rank as u32, item).unwrap());
+        }
+    }
+    for (rank, ticket) in last.into_iter().enumerate() {
+        g.wait(rank as u32, ticket.unwrap(), TIMEOUT).unwrap();
+    }
+    let case = CollCase { function: CollFunction::AllReduce, dtype: DataType::F32, op: RedOpKind::Sum, count: 1021, root: 0, in_place: false };
+    assert_eq!(run_case(&mut g, &case, 7, TIMEOUT).unwrap(), None);
+    g.shutdown(TIMEOUT).unwrap();
 }
 
 /// A rank whose peer never joins the collective ends with a timeout within the spin

@@ -69,7 +69,9 @@ pub unsafe fn run(cx: &CollCtx, c: &Coll, data: DataOp) -> Result<(), (LoopError
     let elt = data.elt() as i64;
     // NCCL's direct operations where the ring allows them: every rank runs the same
     // function over connections wired the same way, so both ends of each connection agree.
-    let direct_capable = unsafe { (*conns).send.flags } & CONN_DIRECT != 0;
+    // An empty collective moves no step, so nothing would keep a receiver from publishing
+    // its next operation's address before the sender took this one's: it exchanges none.
+    let direct_capable = unsafe { (*conns).send.flags } & CONN_DIRECT != 0 && c.count > 0;
     if direct_capable && matches!(c.function, CollFunction::AllReduce | CollFunction::AllGather | CollFunction::Broadcast) {
         unsafe { prims.exchange_direct() };
     }
