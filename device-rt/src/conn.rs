@@ -108,17 +108,23 @@ pub struct CommDevice {
     pub p2p: u64,
     /// `[ChannelStats; nchannels]`, or 0: no statistics are kept.
     pub stats: u64,
-    pad: u64,
+    /// 0, or `nchannels / 2`: the channels work in pairs. Every function runs on the
+    /// first `pairs` channels, except a reduce-scatter on two ranks: channel `c` sends and
+    /// channel `pairs + c` receives and reduces, each on its own SM, both through the
+    /// connections of channel `pairs + c` (each connection end is used by one channel only).
+    pub pairs: u32,
+    pad: u32,
 }
 
 static_assertions::const_assert_eq!(core::mem::size_of::<CommDevice>(), 16 + 4 * MAX_RANKS + 32);
 static_assertions::const_assert_eq!(core::mem::offset_of!(CommDevice, channels), 16 + 4 * MAX_RANKS);
 static_assertions::const_assert_eq!(core::mem::offset_of!(CommDevice, stats), 16 + 4 * MAX_RANKS + 16);
+static_assertions::const_assert_eq!(core::mem::offset_of!(CommDevice, pairs), 16 + 4 * MAX_RANKS + 24);
 
 impl CommDevice {
     /// A description with no connections yet.
     pub const fn new(rank: u32, nranks: u32, nchannels: u32) -> Self {
-        Self { rank, nranks, nchannels, ring_index: 0, ring_ranks: [0; MAX_RANKS], channels: 0, p2p: 0, stats: 0, pad: 0 }
+        Self { rank, nranks, nchannels, ring_index: 0, ring_ranks: [0; MAX_RANKS], channels: 0, p2p: 0, stats: 0, pairs: 0, pad: 0 }
     }
 }
 

@@ -973,7 +973,7 @@ mod tests {
             }
         }
 
-        let shape = Shape { nranks: 2, nchannels: 1, ring_step_bytes: 4096, p2p_step_bytes: 4096, direct: true, stats: true };
+        let shape = Shape { nranks: 2, nchannels: 1, ring_step_bytes: 4096, p2p_step_bytes: 4096, direct: true, stats: true, paired: false };
         let mut g = TwinGroup::start(shape, 128, Duration::from_secs(60)).unwrap();
         let args = parse(&["-b", "4", "-e", "16K", "-f", "64", "-n", "2", "-w", "1", "-r", "1", "all_gather", "reduce"]).unwrap();
         let mut baseline = FixedBaseline(Vec::new());

@@ -16,15 +16,24 @@ use host_shim::comm::wiring::Shape;
 
 const TIMEOUT: Duration = Duration::from_secs(120);
 
+fn shape(nranks: u32, nchannels: u32, direct: bool) -> Shape {
+    Shape { nranks, nchannels, ring_step_bytes: 4096, p2p_step_bytes: 4096, direct, stats: false, paired: false }
+}
+
 fn group(nranks: u32, nchannels: u32, direct: bool) -> TwinGroup {
-    let shape = Shape { nranks, nchannels, ring_step_bytes: 4096, p2p_step_bytes: 4096, direct, stats: false };
-    TwinGroup::start(shape, 128, Duration::from_secs(60)).unwrap()
+    TwinGroup::start(shape(nranks, nchannels, direct), 128, Duration::from_secs(60)).unwrap()
 }
 
 /// Runs the matrix on `nranks` ranks (ring connections direct or through the FIFO only);
 /// every case must be exact on every rank.
 fn run_matrix(nranks: u32, nchannels: u32, direct: bool, filter: impl Fn(&CollCase) -> bool) {
-    let mut g = group(nranks, nchannels, direct);
+    run_matrix_on(shape(nranks, nchannels, direct), filter);
+}
+
+/// Runs the matrix on a communicator of `shape`.
+fn run_matrix_on(shape: Shape, filter: impl Fn(&CollCase) -> bool) {
+    let (nranks, nchannels) = (shape.nranks, shape.nchannels);
+    let mut g = TwinGroup::start(shape, 128, Duration::from_secs(60)).unwrap();
     // Several chunks per channel: 2 slices × 2 steps of 4 KiB per chunk.
     let big = 3 * 4096 * 4 * nchannels as usize / 4 + 13;
     let cases: Vec<_> = matrix(nranks, big).into_iter().filter(|c| filter(c)).collect();
@@ -56,9 +65,18 @@ fn matrix_two_ranks_direct() {
     run_matrix(2, 2, true, |c| matches!(c.function, CollFunction::AllReduce | CollFunction::AllGather | CollFunction::Broadcast));
 }
 
+/// Paired channels on 2 ranks: reduce-scatter sends on the first half of the channels
+/// and receives on the second; every other function runs on the first half.
 #[test]
-fn matrix_three_ranks() {
-    run_matrix(3, 2, true, |_| true);
+fn matrix_two_ranks_paired() {
+    run_matrix_on(Shape { paired: true, ..shape(2, 4, false) }, |_| true);
+}
+
+/// Paired channels on 3 ranks: every function, reduce-scatter included, runs on the
+/// first half.
+#[test]
+fn matrix_three_ranks_paired() {
+    run_matrix_on(Shape { paired: true, ..shape(3, 4, true) }, |_| true);
 }
 
 #[test]
@@ -92,7 +110,7 @@ fn matrix_eight_ranks() {
 #[test]
 fn statistics_count_every_byte_an_all_reduce_moves() {
     use host_shim::comm::group::total_stats;
-    let shape = Shape { nranks: 3, nchannels: 2, ring_step_bytes: 4096, p2p_step_bytes: 4096, direct: false, stats: true };
+    let shape = Shape { nranks: 3, nchannels: 2, ring_step_bytes: 4096, p2p_step_bytes: 4096, direct: false, stats: true, paired: false };
     let mut g = TwinGroup::start(shape, 128, Duration::from_secs(60)).unwrap();
     let mut moved = 0;
     for (seed, count) in [1021usize, 3 * 4096 * 2 + 13].into_iter().enumerate() {
@@ -115,7 +133,7 @@ fn statistics_count_every_byte_an_all_reduce_moves() {
 /// overwritten (a timeout) nor hand it a stale one; the collective after them is exact.
 #[test]
 fn bursts_of_empty_direct_collectives_complete() {
-    let shape = Shape { nranks: 2, nchannels: 2, ring_step_bytes: 4096, p2p_step_bytes: 4096, direct: true, stats: false };
+    let shape = Shape { nranks: 2, nchannels: 2, ring_step_bytes: 4096, p2p_step_bytes: 4096, direct: true, stats: false, paired: false };
     let mut g = TwinGroup::start(shape, 128, Duration::from_secs(5)).unwrap();
     let bufs = [g.alloc(0, 4096).unwrap(), g.alloc(1, 4096).unwrap()];
     let mut last = [None, None];
@@ -138,7 +156,7 @@ fn bursts_of_empty_direct_collectives_complete() {
 /// budget, not a hang; the peer's loop is unaffected.
 #[test]
 fn a_missing_peer_is_a_timeout() {
-    let shape = Shape { nranks: 2, nchannels: 1, ring_step_bytes: 4096, p2p_step_bytes: 4096, direct: false, stats: false };
+    let shape = Shape { nranks: 2, nchannels: 1, ring_step_bytes: 4096, p2p_step_bytes: 4096, direct: false, stats: false, paired: false };
     let mut g = TwinGroup::start(shape, 128, Duration::from_secs(2)).unwrap();
     let buf = g.alloc(0, 4096).unwrap();
     let item = WorkItem::collective(CollFunction::AllReduce, DataType::F32, RedOpKind::Sum, 0, buf.addr, buf.addr, 1024, 0);
@@ -152,7 +170,7 @@ fn a_missing_peer_is_a_timeout() {
 /// `PeerMismatch` (the sizes FIFO), never reading the sender's data as its own.
 #[test]
 fn mismatched_send_recv_counts_are_an_error() {
-    let shape = Shape { nranks: 2, nchannels: 1, ring_step_bytes: 4096, p2p_step_bytes: 4096, direct: false, stats: false };
+    let shape = Shape { nranks: 2, nchannels: 1, ring_step_bytes: 4096, p2p_step_bytes: 4096, direct: false, stats: false, paired: false };
     let mut g = TwinGroup::start(shape, 128, Duration::from_secs(5)).unwrap();
     let (a, b) = (g.alloc(0, 4096).unwrap(), g.alloc(1, 4096).unwrap());
     let peers = |to: u32, from: u32| u64::from(to) | u64::from(from) << 32;

@@ -46,8 +46,12 @@ pub struct CollCtx {
     pub ring_index: u32,
     /// `[u32; MAX_RANKS]` in the communicator's memory: the ring seen from this rank.
     pub ring_ranks: *const u32,
+    /// Channels a collective spreads over: the loop's, or with paired channels the first
+    /// half of them ([`CommDevice::pairs`]).
     pub nchannels: u32,
     pub channel_index: u32,
+    /// [`CommDevice::pairs`].
+    pub pairs: u32,
     /// This channel's ring connections.
     pub channel: *mut ChannelConns,
     /// This channel's point-to-point connections, one per peer.
@@ -85,8 +89,9 @@ impl CollCtx {
             nranks: comm.nranks,
             ring_index: comm.ring_index,
             ring_ranks: (&raw const comm.ring_ranks).cast(),
-            nchannels,
+            nchannels: if comm.pairs == 0 { nchannels } else { comm.pairs },
             channel_index: bid,
+            pairs: comm.pairs,
             channel,
             p2p: (comm.p2p as *mut ChannelConns).wrapping_add(bid as usize * comm.nranks as usize),
             step_bytes: unsafe { (&raw const (*channel).send.step_bytes).read() },
@@ -140,7 +145,12 @@ pub unsafe fn run_collective(cx: &CollCtx, c: &Coll, dtype: DataType, kind: RedO
     let data = DataOp { dtype, op, arg: c.red_arg };
     let started = cx.group.clock();
     let outcome = unsafe {
-        if c.function == CollFunction::SendRecv {
+        if cx.pairs != 0 && cx.nranks == 2 && c.function == CollFunction::ReduceScatter {
+            ring::reduce_scatter_paired(cx, c, data)
+        } else if cx.channel_index >= cx.nchannels {
+            // The second half of paired channels: nothing to do for this function.
+            Ok(())
+        } else if c.function == CollFunction::SendRecv {
             p2p::run(cx, c, data)
         } else if cx.nranks == 1 {
             local(cx, c, data);

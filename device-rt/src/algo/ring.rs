@@ -141,6 +141,42 @@ unsafe fn reduce_scatter(cx: &CollCtx, c: &Coll, prims: &mut RingPrims, elt: i64
     });
 }
 
+/// NCCL's ring ReduceScatter on two ranks over paired channels
+/// ([`crate::conn::CommDevice::pairs`]): channel `c` runs the first hop (sends to the next
+/// rank) and channel `pairs + c` the last (receives from the previous rank and reduces
+/// into the output), at the same time and on different SMs, through the send and receive
+/// ends of channel `pairs + c`'s connections. Every rank pairs its channels the same way;
+/// the operations, chunks and slices are [`reduce_scatter`]'s, so the results are the
+/// same bits.
+///
+/// # Safety
+/// As [`run`], on a communicator with `pairs` set and two ranks.
+#[inline(never)]
+pub unsafe fn reduce_scatter_paired(cx: &CollCtx, c: &Coll, data: DataOp) -> Result<(), (LoopError, u32)> {
+    type SendSide = Primitives<SwMulticast, RingProto, 0, 1>;
+    type RecvSide = Primitives<SwMulticast, RingProto, 1, 0>;
+    let sends = cx.channel_index < cx.pairs;
+    let pair = if sends { cx.channel_index } else { cx.channel_index - cx.pairs };
+    let conns = if sends { cx.channel.wrapping_add(cx.pairs as usize) } else { cx.channel };
+    let half = CollCtx { nchannels: cx.pairs, channel_index: pair, ..*cx };
+    let (size, elt) = (c.count as i64, data.elt() as i64);
+    unsafe {
+        if sends {
+            let next = i64::from(cx.ring_rank(1));
+            let mut prims = SendSide::new(cx.group, &[], &[&raw mut (*conns).send], cx.step_bytes, c.input, 0, data);
+            let chunk = prims.chunk_capacity();
+            for_each_chunk(&half, elt, size, chunk, |off, n| prims.send(off + next * size, n));
+            prims.outcome()
+        } else {
+            let me = i64::from(cx.ring_rank(0));
+            let mut prims = RecvSide::new(cx.group, &[&raw mut (*conns).recv], &[], cx.step_bytes, c.input, c.output, data);
+            let chunk = prims.chunk_capacity();
+            for_each_chunk(&half, elt, size, chunk, |off, n| prims.recv_reduce_copy(off + me * size, off, n));
+            prims.outcome()
+        }
+    }
+}
+
 /// NCCL's ring AllGather: each rank's block travels once around the ring.
 unsafe fn all_gather(cx: &CollCtx, c: &Coll, prims: &mut RingPrims, elt: i64, chunk: i64) {
     let size = c.count as i64;

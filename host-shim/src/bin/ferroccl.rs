@@ -21,16 +21,20 @@ commands:
   info                        list CUDA devices and what they support
   test [--device N] [FILTER]  run the GPU self-tests (those whose name contains FILTER)
   coll [--devices 0,1] [--ranks N] [--channels N] [--threads N] [--step BYTES] [--big N]
-       [--sms hardware|tpcs|ID,ID,...] [--direct] [FILTER]
+       [--sms hardware|tpcs|ID,ID,...] [--paired true|false] [--direct] [FILTER]
                               the collective correctness matrix (every function × type ×
                               operator) on N ranks spread over the devices, bit for bit;
                               --direct: ring senders write straight into the next rank's
                               output where the algorithm allows (NCCL's direct operations);
                               --sms: on which SMs the channels run (the hardware's choice,
-                              one per TPC from SM 2, or one SM per channel)
+                              one per TPC from SM 2, or one SM per channel); --paired: the
+                              channels work in pairs (collectives on the first half; a
+                              two-rank reduce_scatter sends on the first half and reduces
+                              on the second)
   bench [COLLECTIVE...] [-b MIN] [-e MAX] [-f F] [-d TYPE] [-o OP] [-c 0|1] [-n N] [-w N]
         [-r ROOT] [--devices 0,1] [--ranks N] [--channels N] [--threads N] [--step BYTES]
-        [--sms hardware|tpcs|ID,ID,...] [--direct] [--stats] [--nccl] [--json PATH]
+        [--sms hardware|tpcs|ID,ID,...] [--paired true|false] [--direct] [--stats] [--nccl]
+        [--json PATH]
                               nccl-tests' table (size, count, type, redop, root, time, algbw,
                               busbw, #wrong; out of place and in place) for all_reduce,
                               all_gather, reduce_scatter, broadcast, reduce; with --nccl also
@@ -138,7 +142,7 @@ fn flag_value<T: std::str::FromStr>(args: &[String], flag: &str, default: T) -> 
 }
 
 fn coll(args: &[String]) -> Result<ExitCode, Error> {
-    const FLAGS: [&str; 7] = ["--devices", "--ranks", "--channels", "--threads", "--step", "--big", "--sms"];
+    const FLAGS: [&str; 8] = ["--devices", "--ranks", "--channels", "--threads", "--step", "--big", "--sms", "--paired"];
     let mut filter = None;
     let mut i = 0;
     while i < args.len() {
@@ -161,6 +165,7 @@ fn coll(args: &[String]) -> Result<ExitCode, Error> {
     cfg.loop_cfg.placement = flag_value(args, "--sms", cfg.loop_cfg.placement)?;
     cfg.ring_step_bytes = flag_value(args, "--step", cfg.ring_step_bytes)?;
     cfg.direct = args.iter().any(|a| a == "--direct");
+    cfg.paired = flag_value(args, "--paired", cfg.paired)?;
     let big: usize = flag_value(args, "--big", 3 << 20)?;
     let ordinals: Vec<usize> = (0..nranks).map(|r| devices[r % devices.len()]).collect();
     let cases: Vec<_> = check::matrix(nranks as u32, big)
@@ -195,14 +200,15 @@ fn coll(args: &[String]) -> Result<ExitCode, Error> {
 }
 
 /// Splits `args` into ferroccl's communicator flags (`--devices`, `--ranks`,
-/// `--channels`, `--threads`, `--step`, `--sms`, with values; `--direct`, `--stats`, `--nccl`) and
+/// `--channels`, `--threads`, `--step`, `--sms`, `--paired`, with values; `--direct`, `--stats`,
+/// `--nccl`) and
 /// the rest.
 fn split_comm_flags(args: &[String]) -> (Vec<String>, Vec<String>) {
     let (mut ours, mut rest) = (Vec::new(), Vec::new());
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
-            "--devices" | "--ranks" | "--channels" | "--threads" | "--step" | "--sms" => {
+            "--devices" | "--ranks" | "--channels" | "--threads" | "--step" | "--sms" | "--paired" => {
                 ours.push(a.clone());
                 ours.extend(it.next().cloned());
             }
@@ -219,6 +225,7 @@ fn bench_collectives(args: &[String]) -> Result<ExitCode, Error> {
     let with_nccl = ours.iter().any(|a| a == "--nccl");
     let direct = ours.iter().any(|a| a == "--direct");
     let stats = ours.iter().any(|a| a == "--stats");
+    let paired = flag_value(&ours, "--paired", CommConfig::default().paired)?;
     let gpus = device::list().map(|l| l.len()).unwrap_or(0);
     let devices = parse_devices(&flag_value(&ours, "--devices", (0..gpus.max(1)).map(|d| d.to_string()).collect::<Vec<_>>().join(","))?)?;
     let nranks: usize = flag_value(&ours, "--ranks", devices.len().max(2))?;
@@ -226,7 +233,7 @@ fn bench_collectives(args: &[String]) -> Result<ExitCode, Error> {
     let mut out = std::io::stdout();
     let (rows, device_line) = if gpus == 0 {
         println!("# no GPU found: running on the host twin (the device code on CPU threads); times are not GPU figures");
-        let shape = Shape { nranks: nranks as u32, nchannels: flag_value(&ours, "--channels", 2)?, ring_step_bytes: 64 << 10, p2p_step_bytes: 16 << 10, direct, stats };
+        let shape = Shape { nranks: nranks as u32, nchannels: flag_value(&ours, "--channels", 2)?, ring_step_bytes: 64 << 10, p2p_step_bytes: 16 << 10, direct, stats, paired };
         let mut g = TwinGroup::start(shape, flag_value(&ours, "--threads", 128)?, std::time::Duration::from_secs(60))?;
         let rows = collbench::run(&mut g, &bench_args, &mut out)?;
         let line = g.describe();
@@ -240,6 +247,7 @@ fn bench_collectives(args: &[String]) -> Result<ExitCode, Error> {
         cfg.ring_step_bytes = flag_value(&ours, "--step", cfg.ring_step_bytes)?;
         cfg.direct = direct;
         cfg.stats = stats;
+        cfg.paired = paired;
         let ordinals: Vec<usize> = (0..nranks).map(|r| devices[r % devices.len()]).collect();
         let arena = 5 * bench_args.max_bytes + (64 << 20);
         // NCCL first: it must not run while ferroccl's persistent loops hold the GPUs.

@@ -42,6 +42,10 @@ pub struct CommConfig {
     pub direct: bool,
     /// Every channel keeps statistics of where its time goes ([`Comm::channel_stats`]).
     pub stats: bool,
+    /// The loop's channels work in pairs ([`Shape::paired`]): every function runs on the
+    /// first half of `loop_cfg.channels`; a reduce-scatter on two ranks sends on the first
+    /// half and receives and reduces on the second, each on its own SMs.
+    pub paired: bool,
 }
 
 impl CommConfig {
@@ -66,6 +70,7 @@ impl Default for CommConfig {
             p2p_step_bytes: 128 << 10,
             direct: false,
             stats: false,
+            paired: false,
         }
     }
 }
@@ -158,6 +163,7 @@ impl Comm {
             p2p_step_bytes: cfg.p2p_step_bytes,
             direct: cfg.direct,
             stats: cfg.stats,
+            paired: cfg.paired,
         })?;
         let mut contexts: BTreeMap<usize, Arc<CudaContext>> = BTreeMap::new();
         for s in &streams {
@@ -428,7 +434,8 @@ impl GpuGroup {
             cfg.loop_cfg.threads,
             cfg.ring_step_bytes >> 10,
             if cfg.direct { ", direct" } else { "" }
-        ) + if cfg.stats { ", statistics kept" } else { "" }
+        ) + if cfg.paired { ", paired channels" } else { "" }
+            + if cfg.stats { ", statistics kept" } else { "" }
             + &match comms.first().map_or(Placement::Hardware, |c| c.lp.placement()) {
                 Placement::Hardware => ", SMs: the hardware's choice".to_string(),
                 Placement::Tpcs => ", SMs: one channel per TPC from SM 2".to_string(),

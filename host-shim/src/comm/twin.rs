@@ -165,11 +165,12 @@ impl RankGroup for TwinGroup {
 
     fn describe(&self) -> String {
         format!(
-            "host twin (CPU threads, no GPU): {} ranks × {} channels × {} threads{}{}",
+            "host twin (CPU threads, no GPU): {} ranks × {} channels × {} threads{}{}{}",
             self.shape.nranks,
             self.shape.nchannels,
             self.threads,
             if self.shape.direct { ", direct" } else { "" },
+            if self.shape.paired { ", paired channels" } else { "" },
             if self.shape.stats { ", statistics kept" } else { "" }
         )
     }

@@ -27,6 +27,10 @@ pub struct Shape {
     /// Every channel keeps [`ChannelStats`] (where its time goes; a few atomic adds per
     /// slice).
     pub stats: bool,
+    /// The channels work in pairs ([`CommDevice::pairs`]): collectives run on the first
+    /// half, and a reduce-scatter on two ranks sends on the first half while the second
+    /// half receives and reduces. Needs an even channel count.
+    pub paired: bool,
 }
 
 /// Offsets inside one rank's block.
@@ -61,6 +65,9 @@ impl Layout {
         }
         if !(1..=MAX_CHANNELS as u32).contains(&shape.nchannels) {
             return bad(format!("a communicator has 1..={MAX_CHANNELS} channels, not {}", shape.nchannels));
+        }
+        if shape.paired && !shape.nchannels.is_multiple_of(2) {
+            return bad(format!("paired channels need an even channel count, not {}", shape.nchannels));
         }
         for (what, bytes) in [("ring", shape.ring_step_bytes), ("point-to-point", shape.p2p_step_bytes)] {
             if bytes == 0 || !bytes.is_multiple_of(STEP_ALIGN) || bytes > 1 << 30 {
@@ -142,6 +149,7 @@ impl Layout {
         comm.channels = at(rank, self.channels);
         comm.p2p = at(rank, self.p2p);
         comm.stats = if s.stats { at(rank, self.stats) } else { 0 };
+        comm.pairs = if s.paired { s.nchannels / 2 } else { 0 };
         let mut image = vec![0u8; self.meta_bytes as usize];
         image[..size_of::<CommDevice>()].copy_from_slice(comm.as_bytes());
         let ring = |step_bytes| ConnInfo { step_bytes, ..ConnInfo::default() };
@@ -199,12 +207,12 @@ mod tests {
     use zerocopy::FromBytes;
 
     fn shape(nranks: u32, nchannels: u32) -> Shape {
-        Shape { nranks, nchannels, ring_step_bytes: 8192, p2p_step_bytes: 4096, direct: true, stats: true }
+        Shape { nranks, nchannels, ring_step_bytes: 8192, p2p_step_bytes: 4096, direct: true, stats: true, paired: false }
     }
 
     #[test]
     fn bad_shapes_are_refused() {
-        for bad in [shape(0, 1), shape(33, 1), shape(2, 0), shape(2, 65), Shape { ring_step_bytes: 100, ..shape(2, 1) }] {
+        for bad in [shape(0, 1), shape(33, 1), shape(2, 0), shape(2, 65), Shape { ring_step_bytes: 100, ..shape(2, 1) }, Shape { paired: true, ..shape(2, 3) }] {
             assert!(matches!(Layout::new(bad), Err(Error::InvalidArgument(_))), "{bad:?}");
         }
     }
