@@ -238,6 +238,11 @@ fn may_block(kind: WorkKind) -> bool {
     matches!(kind, WorkKind::Barrier | WorkKind::Call | WorkKind::Collective)
 }
 
+/// The channel whose warp 0 polls the host's ring while the loop is idle; the others wait
+/// in device memory until a channel has found the slot they want ([`wait_seen`]). Idle
+/// channels reading host memory all the time slowed the NVLink traffic of busy ones.
+const POLLING_CHANNEL: u32 = 0;
+
 /// The named barrier warp 0 uses inside [`fetch`].
 const FETCH_BARRIER: u32 = 1;
 
@@ -254,7 +259,9 @@ const FULL_WARP: u32 = u32::MAX;
 /// (see the `queue` module), or the mailbox item. Lane 0 records the verdict, the item
 /// count and the mailbox generation. `want` is how many slots the backlog read takes: it
 /// doubles while every slot read was whole and falls back to what was found; with nothing
-/// found the warp polls the next slot (see [`poll_next_slot`]).
+/// found the warp polls the next slot (see [`poll_next_slot`]). A channel other than the
+/// [`POLLING_CHANNEL`] first waits until a channel has found the slot whole, then reads
+/// every slot found so far.
 ///
 /// Ordering: the backlog read uses volatile loads (each 8-byte word single-copy atomic, a
 /// slot taken only when every flag is right), which the SM overlaps, then one
@@ -262,6 +269,12 @@ const FULL_WARP: u32 = u32::MAX;
 /// wrote before the slots is visible to the CTA after the caller's barrier.
 unsafe fn fetch(a: &Channel, next_seq: u64, want: &mut usize, mailbox_done: u64, shared: *mut LoopShared) {
     let lane = arch::lane_id() as usize;
+    if a.index != POLLING_CHANNEL {
+        match unsafe { wait_seen(a, next_seq, mailbox_done, shared) } {
+            Some(seen) => *want = ((seen - next_seq + 1) as usize).min(ITEM_CACHE),
+            None => return,
+        }
+    }
     if *want > 1 {
         let pieces = unsafe { read_slots(a, next_seq, *want, lane) };
         let ready = whole_slots(&pieces, next_seq, lane, *want);
@@ -279,6 +292,7 @@ unsafe fn fetch(a: &Channel, next_seq: u64, want: &mut usize, mailbox_done: u64,
             }
             if lane == 0 {
                 unsafe { set_verdict(shared, VERDICT_RING, ready as u64, 0) };
+                unsafe { note_seen(a, next_seq + ready as u64 - 1) };
             }
             *want = if ready == *want { (2 * ready).min(ITEM_CACHE) } else { ready };
             return;
@@ -306,7 +320,7 @@ unsafe fn poll_next_slot(a: &Channel, next_seq: u64, mailbox_done: u64, shared: 
     let mut round = 0u32;
     let started = arch::globaltimer_ns();
     let mut reads = [unsafe { read_half(a, next_seq, lane, 0) }, [0; 2]];
-    if unsafe { take_half(reads[0], next_seq, lane, 0, shared) } {
+    if unsafe { take_half(a, reads[0], next_seq, lane, 0, shared) } {
         return true;
     }
     let round_trip = arch::globaltimer_ns().wrapping_sub(started);
@@ -318,7 +332,7 @@ unsafe fn poll_next_slot(a: &Channel, next_seq: u64, mailbox_done: u64, shared: 
     reads[0] = unsafe { read_half(a, next_seq, lane, 0) };
     let mut turn = 1;
     loop {
-        if unsafe { take_half(reads[turn], next_seq, lane, turn, shared) } {
+        if unsafe { take_half(a, reads[turn], next_seq, lane, turn, shared) } {
             return true;
         }
         reads[turn] = unsafe { read_half(a, next_seq, lane, turn) };
@@ -328,19 +342,66 @@ unsafe fn poll_next_slot(a: &Channel, next_seq: u64, mailbox_done: u64, shared: 
         if verdict == 0 {
             continue;
         }
-        if lane == 0 {
-            unsafe { set_verdict(shared, verdict, u64::from(verdict == VERDICT_MAILBOX), generation) };
-        }
-        if verdict == VERDICT_MAILBOX {
-            arch::barrier_sync(FETCH_BARRIER, WARP_SIZE);
-            if lane < size_of::<WorkItem>() / 16 {
-                let item = arch::cvta_to_global(unsafe { &raw const (*a.state).mailbox.item }) + 16 * lane as u64;
-                let piece = unsafe { arch::ld_cv_global_v2b64(item) };
-                unsafe { (&raw mut (*shared).items).cast::<[u64; 2]>().add(lane).write_volatile(piece) };
-            }
-        }
+        unsafe { take_elsewhere(a, verdict, generation, lane, shared) };
         return false;
     }
+}
+
+/// Warp 0 of a channel other than the [`POLLING_CHANNEL`]: waits until a channel has found
+/// ring slot `next_seq` whole and returns the highest sequence number found; or, when a
+/// mailbox item or another channel's error turns up or the abort flag is set, records the
+/// verdict (see [`take_elsewhere`]) and returns None. Only device memory is polled.
+///
+/// Ordering: `seen_seq` is read relaxed: it only says which slots to read; their contents
+/// are then read from host memory and ordered as in [`fetch`].
+unsafe fn wait_seen(a: &Channel, next_seq: u64, mailbox_done: u64, shared: *mut LoopShared) -> Option<u64> {
+    let lane = arch::lane_id() as usize;
+    let mut guard = unsafe { SpinGuard::new(&raw const (*a.header).abort, u64::MAX) };
+    let mut round = 0u32;
+    loop {
+        let (seen, verdict, generation) = if lane == 0 {
+            let seen = unsafe { arch::ld_relaxed_gpu_global(&raw const (*a.state).seen_seq) };
+            let (verdict, generation) = if seen >= next_seq { (0, 0) } else { unsafe { look_elsewhere(a, mailbox_done, &mut round, &mut guard) } };
+            (seen, verdict, generation)
+        } else {
+            (0, 0, 0)
+        };
+        let (seen, verdict) = (broadcast_lane0(seen), broadcast_lane0(verdict));
+        if seen >= next_seq {
+            return Some(seen);
+        }
+        if verdict != 0 {
+            unsafe { take_elsewhere(a, verdict, generation, lane, shared) };
+            return None;
+        }
+        arch::spin_pause();
+    }
+}
+
+/// Warp 0, when the ring gave nothing and `verdict` (lane 0's `generation` for the
+/// mailbox) came from [`look_elsewhere`]: lane 0 records it, and for the mailbox the warp
+/// copies its item into shared memory.
+///
+/// Ordering: the mailbox: lane 0's acquire of its state came before the warp's named
+/// barrier, and every lane's loads of the item come after it.
+unsafe fn take_elsewhere(a: &Channel, verdict: u64, generation: u64, lane: usize, shared: *mut LoopShared) {
+    if lane == 0 {
+        unsafe { set_verdict(shared, verdict, u64::from(verdict == VERDICT_MAILBOX), generation) };
+    }
+    if verdict == VERDICT_MAILBOX {
+        arch::barrier_sync(FETCH_BARRIER, WARP_SIZE);
+        if lane < size_of::<WorkItem>() / 16 {
+            let item = arch::cvta_to_global(unsafe { &raw const (*a.state).mailbox.item }) + 16 * lane as u64;
+            let piece = unsafe { arch::ld_cv_global_v2b64(item) };
+            unsafe { (&raw mut (*shared).items).cast::<[u64; 2]>().add(lane).write_volatile(piece) };
+        }
+    }
+}
+
+/// Lane 0 of warp 0, having found ring slots up to `last` whole: raises the loop state's
+/// `seen_seq` to it (a relaxed atomic max at GPU scope; orders nothing).
+unsafe fn note_seen(a: &Channel, last: u64) {
+    unsafe { u64::atomic_max_relaxed_gpu(&raw mut (*a.state).seen_seq, last) };
 }
 
 /// Lanes `8 × half ..= 8 × half + 7` of warp 0 read their piece of slot `next_seq` with an
@@ -354,8 +415,9 @@ unsafe fn read_half(a: &Channel, next_seq: u64, lane: usize, half: usize) -> [u6
 }
 
 /// When the read of `half` (see [`read_half`]) found slot `next_seq` whole: its lanes copy
-/// the item into shared memory, lane 0 records the verdict, and every lane gets true.
-unsafe fn take_half(piece: [u64; 2], next_seq: u64, lane: usize, half: usize, shared: *mut LoopShared) -> bool {
+/// the item into shared memory, lane 0 records the verdict and notes the slot seen, and
+/// every lane gets true.
+unsafe fn take_half(a: &Channel, piece: [u64; 2], next_seq: u64, lane: usize, half: usize, shared: *mut LoopShared) -> bool {
     let mine = lane / SLOT_PIECES == half;
     let bytes = RingSlot::unflag_pair(piece, next_seq);
     let whole = arch::vote_ballot(FULL_WARP, !mine || bytes.is_some()) == FULL_WARP;
@@ -367,6 +429,7 @@ unsafe fn take_half(piece: [u64; 2], next_seq: u64, lane: usize, half: usize, sh
     }
     if lane == 0 {
         unsafe { set_verdict(shared, VERDICT_RING, 1, 0) };
+        unsafe { note_seen(a, next_seq) };
     }
     true
 }

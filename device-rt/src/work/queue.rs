@@ -160,11 +160,17 @@ pub struct LoopState {
     pub barrier_arrived: u64,
     /// Barriers completed.
     pub barrier_generation: u64,
+    /// The highest ring sequence number a channel has found whole (an atomic max at GPU
+    /// scope): the channels other than the polling one wait for it instead of reading
+    /// host memory.
+    pub seen_seq: u64,
+    /// Zero.
+    pub pad: u64,
     /// Which CTA is which channel.
     pub placement: ChannelPlacement,
 }
 
-static_assertions::const_assert_eq!(core::mem::size_of::<LoopState>(), 128 + core::mem::size_of::<ChannelPlacement>());
+static_assertions::const_assert_eq!(core::mem::size_of::<LoopState>(), 144 + core::mem::size_of::<ChannelPlacement>());
 
 /// Ring items a channel copies into shared memory at once (one round trip).
 pub(crate) const ITEM_CACHE: usize = 32;
