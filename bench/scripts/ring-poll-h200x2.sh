@@ -5,6 +5,8 @@
 # NCCL measured by the same process (reduce_scatter, all_reduce, all_gather, 64 MiB to
 # 1 GiB), default and paired: .carry/ferroccl, and .carry/ferroccl-sleep, whose idle
 # warp sleeps 20 us between reads of the queue.
+# Ran once: .carry/ferroccl built from cda7f3e, .carry/ferroccl-sleep the same with an
+# `arch::nanosleep(20_000)` before each re-read in exec.rs's poll_next_slot.
 # Run from the repository root with the builds in .carry/; results go to $OUT/$NAME.txt.
 set -u
 source "$(dirname "$0")/device-env.sh"

@@ -4,6 +4,7 @@
 # default shape, then the default communicator and --direct alternately, each against
 # NCCL measured by the same process (reduce_scatter, all_reduce, all_gather, 64 MiB to
 # 1 GiB), then reduce_scatter's per-channel statistics with --direct.
+# Ran once, with the binary of commit 5b01c0f (direct reads, reverted since: slower).
 # Run from the repository root with the release binary in .carry/; results go to $OUT.
 set -u
 source "$(dirname "$0")/device-env.sh"

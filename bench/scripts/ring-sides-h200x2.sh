@@ -4,6 +4,8 @@
 # shape, then two processes of the default communicator and one with --direct, each
 # against NCCL measured by the same process (reduce_scatter, all_reduce, all_gather,
 # 64 MiB to 1 GiB), then reduce_scatter's per-channel statistics.
+# Ran once, with an uncommitted build of c179c09 plus the two-sided reduce_scatter (not
+# kept: no faster; bench/results/ring.txt, session 5).
 # Run from the repository root with the release binary in .carry/; results go to $OUT.
 set -u
 source "$(dirname "$0")/device-env.sh"
