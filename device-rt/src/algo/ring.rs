@@ -158,7 +158,8 @@ pub unsafe fn reduce_scatter_paired(cx: &CollCtx, c: &Coll, data: DataOp) -> Res
     let sends = cx.channel_index < cx.pairs;
     let pair = if sends { cx.channel_index } else { cx.channel_index - cx.pairs };
     let conns = if sends { cx.channel.wrapping_add(cx.pairs as usize) } else { cx.channel };
-    let half = CollCtx { nchannels: cx.pairs, channel_index: pair, ..*cx };
+    // `cx.nchannels` is already `pairs`: each half spreads the data over the pairs.
+    let half = CollCtx { channel_index: pair, ..*cx };
     let (size, elt) = (c.count as i64, data.elt() as i64);
     unsafe {
         if sends {
