@@ -41,8 +41,9 @@ pub enum Error {
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
-    /// Wraps a driver error with the call that returned it.
-    pub(crate) fn cuda(call: &'static str) -> impl FnOnce(DriverError) -> Error {
+    /// Wraps a driver error with the call that returned it:
+    /// `result.map_err(Error::cuda("cuMemAlloc"))`.
+    pub fn cuda(call: &'static str) -> impl FnOnce(DriverError) -> Error {
         move |source| Error::Cuda { call, source }
     }
 }

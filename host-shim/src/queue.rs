@@ -150,8 +150,16 @@ impl Queue {
     }
 
     /// Writes `item` unvalidated, with its own `seq`, into the next slot: what a corrupted
-    /// queue looks like to the device (self-tests only).
-    pub(crate) fn publish_unchecked(&mut self, item: WorkItem) {
+    /// queue looks like to the device (self-tests of the device's own checks).
+    ///
+    /// # Safety
+    /// The device runs whatever passes its checks: every address `item` carries must be
+    /// memory the loop may read and write for the item's whole run. No room is waited
+    /// for: the loop must have taken every earlier slot of this ring position (fewer than
+    /// `capacity` items outstanding).
+    pub unsafe fn publish_unchecked(&mut self, item: WorkItem) {
+        // SAFETY: the caller guarantees room in the ring and vouches for `item`'s
+        // addresses.
         unsafe { self.write_slot(self.next_seq, item) };
         self.next_seq += 1;
     }

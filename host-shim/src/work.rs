@@ -161,13 +161,15 @@ impl LoopConfig {
 
 /// Device memory from `cuMemAlloc` (not a stream-ordered pool: stream memory operations
 /// refuse pool allocations), freed on drop.
-pub(crate) struct DeviceAlloc {
+pub struct DeviceAlloc {
     ctx: Arc<CudaContext>,
     ptr: sys::CUdeviceptr,
 }
 
 impl DeviceAlloc {
-    pub(crate) fn zeroed(ctx: &Arc<CudaContext>, bytes: usize) -> Result<Self> {
+    /// `bytes` of zeroed device memory in `ctx`. Allocate before any loop of the context
+    /// starts: CUDA may make an allocation wait for running kernels.
+    pub fn zeroed(ctx: &Arc<CudaContext>, bytes: usize) -> Result<Self> {
         ctx.bind_to_thread().map_err(Error::cuda("cuCtxSetCurrent"))?;
         // SAFETY: a plain allocation, zeroed before use.
         let ptr = unsafe { result::malloc_sync(bytes) }.map_err(Error::cuda("cuMemAlloc"))?;
@@ -191,7 +193,7 @@ impl Drop for DeviceAlloc {
 
 impl DeviceAlloc {
     /// The allocation's device address.
-    pub(crate) fn ptr(&self) -> u64 {
+    pub fn ptr(&self) -> u64 {
         self.ptr
     }
 }
@@ -446,7 +448,7 @@ impl WorkLoop {
     }
 
     /// The loop's queue (self-tests write raw slots through it).
-    pub(crate) fn queue_mut(&mut self) -> &mut Queue {
+    pub fn queue_mut(&mut self) -> &mut Queue {
         &mut self.queue
     }
 

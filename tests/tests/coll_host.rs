@@ -8,10 +8,10 @@ use device_rt::dtype::DataType;
 use device_rt::redop::RedOpKind;
 use device_rt::work::{BadItem, CollFunction, NO_PEER, WaitSite, WorkItem};
 use host_shim::Error;
-use host_shim::comm::check::{matrix, run_case};
-use host_shim::comm::expect::CollCase;
-use host_shim::comm::group::RankGroup;
-use host_shim::comm::twin::TwinGroup;
+use ferroccl_testkit::coll::check::{matrix, run_case};
+use ferroccl_testkit::coll::expect::CollCase;
+use ferroccl_testkit::coll::group::RankGroup;
+use ferroccl_testkit::coll::twin::TwinGroup;
 use host_shim::comm::wiring::Shape;
 
 const TIMEOUT: Duration = Duration::from_secs(120);
@@ -109,7 +109,7 @@ fn matrix_eight_ranks() {
 /// (each rank's reduce-scatter passes every chunk once, its all-gather all but its own).
 #[test]
 fn statistics_count_every_byte_an_all_reduce_moves() {
-    use host_shim::comm::group::total_stats;
+    use ferroccl_testkit::coll::group::total_stats;
     let shape = Shape { nranks: 3, nchannels: 2, ring_step_bytes: 4096, p2p_step_bytes: 4096, direct: false, stats: true, paired: false };
     let mut g = TwinGroup::start(shape, 128, Duration::from_secs(60)).unwrap();
     let mut moved = 0;

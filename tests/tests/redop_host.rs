@@ -5,7 +5,7 @@
 use device_rt::dtype::{Bf16, DataType, F16};
 use device_rt::pack::BytePack;
 use device_rt::redop::{Elem, Max, Min, PreMulSum, Prod, RedOp, RedOpKind, Sum, SumPostDiv};
-use host_shim::reference::{self, Case, Rng};
+use ferroccl_testkit::reference::{self, Case, Rng};
 
 /// `a ⊕ b` over one 16-byte pack and one 4-byte pack, as reduce_copy does it: pre-op on
 /// each input, reduce, post-op.

@@ -10,7 +10,7 @@ use device_rt::copy::{reduce_copy_args, reduce_copy_fixed};
 use device_rt::dtype::{Bf16, DataType, F16};
 use device_rt::selftest::ReduceCopyArgs;
 use device_rt::redop::{RedOpKind, Sum};
-use host_shim::reference::{self, Case, Layout, Rng, Scale};
+use ferroccl_testkit::reference::{self, Case, Layout, Rng, Scale};
 
 /// Launch shapes cycled through: (CTAs, threads per CTA).
 const SHAPES: [(u32, u32); 4] = [(1, 32), (2, 64), (3, 96), (1, 128)];

@@ -1,10 +1,380 @@
-//! Communicators: N ranks over M ≤ N GPUs of one process, each rank a work loop, wired
-//! to each other through connection FIFOs in device memory.
+//! Communicators: N ranks over M ≤ N GPUs of one process (several ranks may share a GPU,
+//! each its own work loop on its own stream), peer access between the GPUs, per-channel
+//! connection FIFOs. The API is shaped like `cudarc::nccl::Comm`: one [`Comm`] per rank,
+//! collectives on the rank's stream (stream-ordered, no kernel launch: the item reaches
+//! the rank's persistent loop through stream memory operations), every call returning
+//! `Result`; `abort()` and `async_error()` never block.
+//!
+//! This module wires and drives ranks; it never chooses an algorithm, a chunk or a
+//! channel: the device loop does.
 
-pub mod check;
-pub mod expect;
-pub mod gpu;
-pub mod group;
-#[cfg(feature = "twin")]
-pub mod twin;
+mod op;
 pub mod wiring;
+
+pub use op::{Element, ReduceOp, scalar_arg};
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use cudarc::driver::{CudaContext, CudaStream, DevicePtr, DevicePtrMut, result};
+use device_rt::conn::ChannelStats;
+use device_rt::redop::RedOpKind;
+use device_rt::work::{CollFunction, NO_PEER, WorkItem};
+use zerocopy::FromBytes;
+
+use crate::device;
+use crate::module::Module;
+use crate::queue::{AbortHandle, Ticket};
+use crate::work::{DeviceAlloc, LoopConfig, Placement, WorkLoop};
+use crate::{Error, Result};
+use wiring::{Layout, Shape};
+
+/// How a communicator is built.
+#[derive(Clone, Copy, Debug)]
+pub struct CommConfig {
+    /// Each rank's work loop: channels (CTAs), threads per channel (a multiple of 32, at
+    /// least 128), queue slots, spin budget.
+    pub loop_cfg: LoopConfig,
+    /// Bytes per FIFO step of the ring connections (NCCL: 512 KiB; ferroccl's default,
+    /// 1 MiB, measured faster on H200s at 64 MiB to 1 GiB: bench/results/ring.txt).
+    pub ring_step_bytes: u64,
+    /// Bytes per FIFO step of the point-to-point connections.
+    pub p2p_step_bytes: u64,
+    /// Ring senders write straight into the next rank's output where the algorithm
+    /// allows (NCCL's direct operations). Tested on the host twin; off by default until
+    /// it is measured on GPUs.
+    pub direct: bool,
+    /// Every channel keeps statistics of where its time goes ([`Comm::channel_stats`]).
+    pub stats: bool,
+    /// The loop's channels work in pairs ([`Shape::paired`]): every function runs on the
+    /// first half of `loop_cfg.channels`; a reduce-scatter on two ranks sends on the first
+    /// half and receives and reduces on the second, each on its own SMs.
+    pub paired: bool,
+}
+
+impl CommConfig {
+    /// The placement of the channels of a rank whose device (of `device_sms` SMs) hosts
+    /// `ranks_on_device` ranks: the configured one for a rank alone on its device; the
+    /// hardware's when several share it (their loops would ask for the same SMs), or when
+    /// the device has too few SMs for one channel per TPC.
+    pub fn placement_on(&self, ranks_on_device: usize, device_sms: u32) -> Placement {
+        match self.loop_cfg.placement {
+            _ if ranks_on_device > 1 => Placement::Hardware,
+            Placement::Tpcs if Placement::Tpcs.sms(self.loop_cfg.channels, device_sms).is_err() => Placement::Hardware,
+            configured => configured,
+        }
+    }
+}
+
+impl Default for CommConfig {
+    fn default() -> Self {
+        Self {
+            loop_cfg: LoopConfig { channels: 24, threads: 512, capacity: 1024, spin_budget: Duration::from_secs(10), placement: Placement::Tpcs },
+            ring_step_bytes: 1 << 20,
+            p2p_step_bytes: 128 << 10,
+            direct: false,
+            stats: false,
+            paired: false,
+        }
+    }
+}
+/// One rank of a communicator.
+pub struct Comm {
+    rank: u32,
+    nranks: u32,
+    stream: Arc<CudaStream>,
+    lp: WorkLoop,
+    /// Every rank's abort flag: aborting one rank aborts the communicator.
+    aborts: Arc<Vec<AbortHandle>>,
+    /// Device address of this rank's `[ChannelStats; nchannels]`, when kept.
+    stats: Option<u64>,
+}
+
+impl Comm {
+    /// One rank per stream, in order (rank `r` runs on `streams[r]`'s device; several
+    /// streams may share a device), with the default configuration.
+    pub fn from_devices(streams: Vec<Arc<CudaStream>>) -> Result<Vec<Self>> {
+        Self::from_devices_with(streams, CommConfig::default(), &mut |_, _| Ok(()))
+    }
+
+    /// As [`Comm::from_devices`] with `cfg`; `before_start(rank, ctx)` runs once per rank
+    /// after every allocation of the communicator and before any loop starts (the place
+    /// to allocate more device memory: CUDA may make an allocation wait for running
+    /// kernels).
+    pub fn from_devices_with(
+        streams: Vec<Arc<CudaStream>>,
+        cfg: CommConfig,
+        before_start: &mut dyn FnMut(u32, &Arc<CudaContext>) -> Result<()>,
+    ) -> Result<Vec<Self>> {
+        let nranks = u32::try_from(streams.len()).map_err(|_| Error::InvalidArgument("too many ranks".into()))?;
+        if cfg.loop_cfg.threads < 128 {
+            return Err(Error::InvalidArgument(format!(
+                "a communicator's channels need at least 128 threads, not {}",
+                cfg.loop_cfg.threads
+            )));
+        }
+        let layout = Layout::new(Shape {
+            nranks,
+            nchannels: cfg.loop_cfg.channels,
+            ring_step_bytes: cfg.ring_step_bytes,
+            p2p_step_bytes: cfg.p2p_step_bytes,
+            direct: cfg.direct,
+            stats: cfg.stats,
+            paired: cfg.paired,
+        })?;
+        let mut contexts: BTreeMap<usize, Arc<CudaContext>> = BTreeMap::new();
+        for s in &streams {
+            contexts.entry(s.context().ordinal()).or_insert_with(|| s.context().clone());
+        }
+        for (a, ca) in &contexts {
+            for (b, cb) in &contexts {
+                if a != b {
+                    device::enable_peer_access(ca, cb)?;
+                }
+            }
+        }
+        let mut modules = BTreeMap::new();
+        for (ordinal, ctx) in &contexts {
+            log::info!("communicator: loading the module on device {ordinal}");
+            modules.insert(*ordinal, Module::load_for_threads(ctx, cfg.loop_cfg.threads)?);
+        }
+        let mut loops = Vec::new();
+        let mut blocks = Vec::new();
+        for s in &streams {
+            let ctx = s.context();
+            let ranks_here = streams.iter().filter(|t| t.context().ordinal() == ctx.ordinal()).count();
+            let loop_cfg = LoopConfig { placement: cfg.placement_on(ranks_here, device::sm_count(ctx)?), ..cfg.loop_cfg };
+            loops.push(WorkLoop::new(ctx, &modules[&ctx.ordinal()], loop_cfg)?);
+            blocks.push(DeviceAlloc::zeroed(ctx, layout.block_bytes as usize)?);
+        }
+        // Every channel of every rank of a device must be resident at once: a channel
+        // waiting for a peer that never gets an SM would wait until its spin budget ends.
+        for (ordinal, ctx) in &contexts {
+            let ranks_here = streams.iter().filter(|s| s.context().ordinal() == *ordinal).count() as u32;
+            let sms = device::sm_count(ctx)?;
+            let per_sm = loops[streams.iter().position(|s| s.context().ordinal() == *ordinal).unwrap_or(0)].channels_per_sm()?;
+            if ranks_here * cfg.loop_cfg.channels > sms * per_sm {
+                return Err(Error::InvalidArgument(format!(
+                    "device {ordinal}: {ranks_here} rank(s) × {} channels do not fit at once on its {sms} SMs ({per_sm} channel(s) per SM)",
+                    cfg.loop_cfg.channels
+                )));
+            }
+        }
+        let bases: Vec<u64> = blocks.iter().map(DeviceAlloc::ptr).collect();
+        for (rank, (s, block)) in streams.iter().zip(&blocks).enumerate() {
+            let image = layout.image(rank as u32, &bases)?;
+            s.context().bind_to_thread().map_err(Error::cuda("cuCtxSetCurrent"))?;
+            // SAFETY: the block holds at least `meta_bytes`; no kernel uses it yet.
+            unsafe { result::memcpy_htod_sync(block.ptr(), &image) }.map_err(Error::cuda("cuMemcpyHtoD"))?;
+        }
+        for (rank, s) in streams.iter().enumerate() {
+            before_start(rank as u32, s.context())?;
+        }
+        for (lp, block) in loops.iter_mut().zip(blocks) {
+            let addr = block.ptr();
+            lp.attach_comm(block, addr)?;
+        }
+        let aborts = Arc::new(loops.iter().map(WorkLoop::abort_handle).collect::<Vec<_>>());
+        let mut comms = Vec::new();
+        for (rank, (stream, mut lp)) in streams.into_iter().zip(loops).enumerate() {
+            if let Err(e) = lp.start() {
+                aborts.iter().for_each(AbortHandle::abort);
+                return Err(e);
+            }
+            let stats = cfg.stats.then(|| bases[rank] + layout.stats);
+            comms.push(Comm { rank: rank as u32, nranks, stream, lp, aborts: aborts.clone(), stats });
+        }
+        Ok(comms)
+    }
+
+    /// This rank.
+    pub fn rank(&self) -> usize {
+        self.rank as usize
+    }
+
+    /// Ranks in the communicator.
+    pub fn world_size(&self) -> usize {
+        self.nranks as usize
+    }
+
+    /// The stream this rank's collectives are ordered on.
+    pub fn stream(&self) -> &Arc<CudaStream> {
+        &self.stream
+    }
+
+    /// Where this rank's channels run.
+    pub fn placement(&self) -> Placement {
+        self.lp.placement()
+    }
+
+    /// Keeps `alloc` alive until this rank's loop has stopped, then frees it with the
+    /// loop's own memory: the way to tie memory allocated before the loop started (see
+    /// [`Comm::from_devices_with`]) to the communicator without freeing it while the
+    /// kernel runs (a free may wait for running kernels).
+    pub fn keep_until_stopped(&mut self, alloc: DeviceAlloc) -> Result<()> {
+        self.lp.adopt(alloc)
+    }
+
+    /// Aborts every rank's loop now: waits in progress end, later calls fail. Never
+    /// blocks.
+    pub fn abort(&self) {
+        self.aborts.iter().for_each(AbortHandle::abort);
+    }
+
+    /// The error this rank's loop stopped with, if it did. Never blocks.
+    pub fn async_error(&self) -> Option<Error> {
+        self.lp.async_error()
+    }
+
+    /// This rank's channels' statistics (counts since the communicator started), when
+    /// [`CommConfig::stats`] asked for them. Synchronous: call it between operations.
+    pub fn channel_stats(&self) -> Result<Option<Vec<ChannelStats>>> {
+        let Some(addr) = self.stats else { return Ok(None) };
+        let mut bytes = vec![0u8; self.lp.channels() as usize * size_of::<ChannelStats>()];
+        self.stream.context().bind_to_thread().map_err(Error::cuda("cuCtxSetCurrent"))?;
+        // SAFETY: `addr` is this rank's counters in its live communicator block; the
+        // copy waits on the rank's stream.
+        unsafe { result::memcpy_dtoh_async(&mut bytes, addr, self.stream.cu_stream()) }.map_err(Error::cuda("cuMemcpyDtoHAsync"))?;
+        crate::stream::wait(&self.stream, Duration::from_secs(60), "the channel statistics")?;
+        Ok(Some(bytes.chunks_exact(size_of::<ChannelStats>()).map(|c| ChannelStats::read_from_bytes(c).unwrap_or_default()).collect()))
+    }
+
+    /// Checks `item` (alone and against the communicator) without enqueueing it.
+    fn check(&self, item: &WorkItem) -> Result<()> {
+        item.validate().map_err(|reason| Error::BadWorkItem { reason, seq: 0 })?;
+        item.validate_in_comm(self.rank, self.nranks).map_err(|reason| Error::BadWorkItem { reason, seq: 0 })
+    }
+
+    /// The direct host path: checks `item` and puts it on the rank's queue (no stream
+    /// order); [`Comm::wait`] waits for it.
+    pub fn enqueue(&mut self, item: WorkItem) -> Result<Ticket> {
+        self.check(&item)?;
+        self.lp.enqueue(item, Duration::from_secs(60))
+    }
+
+    /// Waits until `ticket` (and every earlier item of the direct path) has completed.
+    pub fn wait(&self, ticket: Ticket, timeout: Duration) -> Result<()> {
+        self.lp.wait(ticket, timeout)
+    }
+
+    /// Enqueues `item` on the rank's stream.
+    fn on_stream(&self, item: WorkItem) -> Result<()> {
+        self.check(&item)?;
+        self.lp.enqueue_on_stream(&self.stream, item)
+    }
+
+    fn need(what: &str, have: usize, want: usize) -> Result<()> {
+        if have < want {
+            return Err(Error::InvalidArgument(format!("{what} holds {have} elements; the call needs {want}")));
+        }
+        Ok(())
+    }
+
+    /// `recv = op(send of every rank)`, `send.len()` elements.
+    pub fn all_reduce<T: Element, S: DevicePtr<T>, R: DevicePtrMut<T>>(&self, send: &S, recv: &mut R, op: ReduceOp) -> Result<()> {
+        let n = send.len();
+        Self::need("the receive buffer", recv.len(), n)?;
+        let (kind, arg) = op.device(T::DTYPE, self.nranks);
+        let (s, _s) = send.device_ptr(&self.stream);
+        let (r, _r) = recv.device_ptr_mut(&self.stream);
+        self.on_stream(WorkItem::collective(CollFunction::AllReduce, T::DTYPE, kind, arg, s, r, n as u64, 0))
+    }
+
+    /// [`Comm::all_reduce`] in place.
+    pub fn all_reduce_in_place<T: Element, R: DevicePtrMut<T>>(&self, buf: &mut R, op: ReduceOp) -> Result<()> {
+        let n = buf.len();
+        let (kind, arg) = op.device(T::DTYPE, self.nranks);
+        let (b, _b) = buf.device_ptr_mut(&self.stream);
+        self.on_stream(WorkItem::collective(CollFunction::AllReduce, T::DTYPE, kind, arg, b, b, n as u64, 0))
+    }
+
+    /// `recv` = this rank's block of `op(send of every rank)`; `send` holds `world_size ×
+    /// recv.len()` elements.
+    pub fn reduce_scatter<T: Element, S: DevicePtr<T>, R: DevicePtrMut<T>>(&self, send: &S, recv: &mut R, op: ReduceOp) -> Result<()> {
+        let n = recv.len();
+        Self::need("the send buffer", send.len(), n * self.nranks as usize)?;
+        let (kind, arg) = op.device(T::DTYPE, self.nranks);
+        let (s, _s) = send.device_ptr(&self.stream);
+        let (r, _r) = recv.device_ptr_mut(&self.stream);
+        self.on_stream(WorkItem::collective(CollFunction::ReduceScatter, T::DTYPE, kind, arg, s, r, n as u64, 0))
+    }
+
+    /// Block `r` of `recv` (`world_size × send.len()` elements) = `send` of rank `r`.
+    pub fn all_gather<T: Element, S: DevicePtr<T>, R: DevicePtrMut<T>>(&self, send: &S, recv: &mut R) -> Result<()> {
+        let n = send.len();
+        Self::need("the receive buffer", recv.len(), n * self.nranks as usize)?;
+        let (s, _s) = send.device_ptr(&self.stream);
+        let (r, _r) = recv.device_ptr_mut(&self.stream);
+        self.on_stream(WorkItem::collective(CollFunction::AllGather, T::DTYPE, RedOpKind::Sum, 0, s, r, n as u64, 0))
+    }
+
+    /// `recv = send of root`; `send` is read on the root only (`None`: in place there).
+    pub fn broadcast<T: Element, S: DevicePtr<T>, R: DevicePtrMut<T>>(&self, send: Option<&S>, recv: &mut R, root: usize) -> Result<()> {
+        let n = recv.len();
+        let (r, _r) = recv.device_ptr_mut(&self.stream);
+        let (s, _s) = match send {
+            Some(send) => {
+                Self::need("the send buffer", send.len(), n)?;
+                let (p, sync) = send.device_ptr(&self.stream);
+                (p, Some(sync))
+            }
+            None => (r, None),
+        };
+        self.on_stream(WorkItem::collective(CollFunction::Broadcast, T::DTYPE, RedOpKind::Sum, 0, s, r, n as u64, root as u64))
+    }
+
+    /// On the root, `recv = op(send of every rank)`; `recv` is written on the root only.
+    pub fn reduce<T: Element, S: DevicePtr<T>, R: DevicePtrMut<T>>(&self, send: &S, recv: &mut R, op: ReduceOp, root: usize) -> Result<()> {
+        let n = send.len();
+        Self::need("the receive buffer", recv.len(), n)?;
+        let (kind, arg) = op.device(T::DTYPE, self.nranks);
+        let (s, _s) = send.device_ptr(&self.stream);
+        let (r, _r) = recv.device_ptr_mut(&self.stream);
+        self.on_stream(WorkItem::collective(CollFunction::Reduce, T::DTYPE, kind, arg, s, r, n as u64, root as u64))
+    }
+
+    /// Sends `send` to rank `to` and receives `recv` from rank `from`, at once (NCCL's
+    /// grouped send and receive); either side may be `None`. Counts must match the
+    /// peers' or the loops stop with `PeerMismatch`.
+    pub fn send_recv<T: Element, S: DevicePtr<T>, R: DevicePtrMut<T>>(&self, send: Option<(&S, usize)>, recv: Option<(&mut R, usize)>) -> Result<()> {
+        // A peer number that does not fit a u32 becomes NO_PEER - 1: never a rank, so the
+        // communicator check refuses it with BadRank.
+        let (mut s, mut to, mut n) = (0, NO_PEER, 0);
+        let mut syncs = Vec::new();
+        if let Some((buf, peer)) = send {
+            let (p, sync) = buf.device_ptr(&self.stream);
+            (s, to, n) = (p, u32::try_from(peer).unwrap_or(NO_PEER - 1), buf.len() as u64);
+            syncs.push(sync);
+        }
+        let (mut r, mut from, mut m) = (0, NO_PEER, 0);
+        if let Some((buf, peer)) = recv {
+            m = buf.len() as u64;
+            let (p, sync) = buf.device_ptr_mut(&self.stream);
+            (r, from) = (p, u32::try_from(peer).unwrap_or(NO_PEER - 1));
+            syncs.push(sync);
+        }
+        let item = WorkItem::collective(CollFunction::SendRecv, T::DTYPE, RedOpKind::Sum, m, s, r, n, u64::from(to) | u64::from(from) << 32);
+        self.on_stream(item)
+    }
+
+    /// Runs every outstanding item, stops this rank's loop and waits for its kernel.
+    pub fn shutdown(&mut self, timeout: Duration) -> Result<()> {
+        self.lp.shutdown(timeout)
+    }
+}
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn channels_are_placed_only_where_a_rank_has_its_device_and_the_tpcs() {
+        let cfg = CommConfig::default();
+        assert_eq!(cfg.placement_on(1, 132), Placement::Tpcs, "24 channels on SMs 2..=48 of 132");
+        assert_eq!(cfg.placement_on(2, 132), Placement::Hardware, "two ranks' loops would want the same SMs");
+        assert_eq!(cfg.placement_on(1, 48), Placement::Hardware, "24 channels need 50 SMs, one per TPC from SM 2");
+        let listed: Placement = "3,5".parse().unwrap();
+        let cfg = CommConfig { loop_cfg: LoopConfig { channels: 2, placement: listed, ..cfg.loop_cfg }, ..cfg };
+        assert_eq!(cfg.placement_on(1, 8), listed, "a list asked for is kept (the loop checks it against the device)");
+    }
+}

@@ -23,7 +23,7 @@ use device_rt::redop::RedOpKind;
 use device_rt::work::CollFunction;
 
 use crate::collbench::Baseline;
-use crate::{Error, Result};
+use host_shim::{Error, Result};
 
 /// An NCCL communicator of one rank per GPU, with buffers for the benchmark.
 pub struct NcclBaseline {
@@ -82,7 +82,7 @@ impl NcclBaseline {
         let version = nccl::get_nccl_version().map_err(nccl_error("ncclGetVersion"))?;
         let streams: Vec<Arc<CudaStream>> = devices
             .iter()
-            .map(|&ordinal| crate::device::context(ordinal)?.new_stream().map_err(Error::cuda("cuStreamCreate")))
+            .map(|&ordinal| host_shim::device::context(ordinal)?.new_stream().map_err(Error::cuda("cuStreamCreate")))
             .collect::<Result<_>>()?;
         let ordinals: Vec<c_int> = devices
             .iter()

@@ -6,8 +6,8 @@ use std::time::Duration;
 use device_rt::conn::ChannelStats;
 use device_rt::work::WorkItem;
 
-use crate::Result;
-use crate::queue::Ticket;
+use host_shim::Result;
+use host_shim::queue::Ticket;
 
 /// A buffer of one rank, by its device address.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

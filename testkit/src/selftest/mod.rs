@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 
 use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr, DeviceRepr, LaunchConfig};
 
-use crate::module::Module;
-use crate::{Error, stream};
+use host_shim::module::Module;
+use host_shim::{Error, stream};
 
 /// How long one test's kernels may run before the test fails with a timeout.
 const KERNEL_TIMEOUT: Duration = Duration::from_secs(20);
@@ -65,7 +65,7 @@ pub struct Fixture {
 impl Fixture {
     /// Loads the module on device `ordinal`.
     pub fn new(ordinal: usize) -> Result<Self, Error> {
-        let ctx = crate::device::context(ordinal)?;
+        let ctx = host_shim::device::context(ordinal)?;
         let stream = ctx.new_stream().map_err(Error::cuda("cuStreamCreate"))?;
         let module = Module::load(&ctx)?;
         Ok(Self { ctx, stream, module })

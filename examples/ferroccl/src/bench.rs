@@ -12,9 +12,9 @@ use device_rt::redop::RedOpKind;
 use device_rt::selftest::ReduceCopyArgs;
 use zerocopy::IntoBytes;
 
-use crate::reference::{self, Rng};
-use crate::selftest::Fixture;
-use crate::{Error, Result};
+use ferroccl_testkit::reference::{self, Rng};
+use ferroccl_testkit::selftest::Fixture;
+use host_shim::{Error, Result};
 
 /// What to measure.
 #[derive(Clone, Debug)]
@@ -130,7 +130,7 @@ fn time_ms(stream: &std::sync::Arc<CudaStream>, iters: usize, mut op: impl FnMut
         start.record(stream).map_err(Error::cuda("cuEventRecord"))?;
         op()?;
         end.record(stream).map_err(Error::cuda("cuEventRecord"))?;
-        crate::stream::wait(stream, std::time::Duration::from_secs(30), "a benchmark iteration")?;
+        host_shim::stream::wait(stream, std::time::Duration::from_secs(30), "a benchmark iteration")?;
         times.push(f64::from(start.elapsed_ms(&end).map_err(Error::cuda("cuEventElapsedTime"))?));
     }
     Ok(times)
@@ -252,7 +252,7 @@ pub fn work_loop(fx: &Fixture) -> Result<WorkLoopReport> {
 
     use device_rt::work::{DeviceFunction, WorkItem};
 
-    use crate::work::{LoopConfig, Placement, WorkLoop};
+    use host_shim::work::{LoopConfig, Placement, WorkLoop};
     let timeout = Duration::from_secs(20);
     let config = |channels, capacity| LoopConfig { channels, threads: 256, capacity, spin_budget: timeout, placement: Placement::Hardware };
     let median_us = |mut v: Vec<f64>| {

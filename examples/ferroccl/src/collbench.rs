@@ -22,11 +22,11 @@ use device_rt::dtype::DataType;
 use device_rt::redop::RedOpKind;
 use device_rt::work::{CollFunction, WorkItem};
 
-use crate::comm::check::run_case;
-use crate::comm::expect::CollCase;
-use crate::comm::group::{Buffer, RankGroup, all_stats, sum_stats};
-use crate::queue::Ticket;
-use crate::{Error, Result};
+use ferroccl_testkit::coll::check::run_case;
+use ferroccl_testkit::coll::expect::CollCase;
+use ferroccl_testkit::coll::group::{Buffer, RankGroup, all_stats, sum_stats};
+use host_shim::queue::Ticket;
+use host_shim::{Error, Result};
 
 /// Limit of every wait on the group, and of each correctness check.
 const TIMEOUT: Duration = Duration::from_secs(120);
@@ -946,11 +946,10 @@ mod tests {
 
     /// The whole benchmark on the host twin: every row checked correct, in the order
     /// and with the counts and columns the conventions give, the baseline in its columns.
-    #[cfg(feature = "twin")]
     #[test]
     fn runs_on_the_host_twin_with_a_baseline() {
-        use crate::comm::twin::TwinGroup;
-        use crate::comm::wiring::Shape;
+        use ferroccl_testkit::coll::twin::TwinGroup;
+        use host_shim::comm::wiring::Shape;
 
         struct FixedBaseline(Vec<(CollFunction, usize, bool)>);
         impl Baseline for FixedBaseline {

@@ -11,7 +11,7 @@ use device_rt::work::{CollFunction, NO_PEER, WorkItem};
 
 use super::expect::CollCase;
 use super::group::{Buffer, RankGroup};
-use crate::Result;
+use host_shim::Result;
 use crate::reference::{Rng, small_elements};
 
 /// Bytes written into output buffers before a call, so parts a collective must not

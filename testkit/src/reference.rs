@@ -10,6 +10,7 @@ use device_rt::dtype::DataType;
 use device_rt::multicast::SwMulticastTable;
 use device_rt::redop::RedOpKind;
 use device_rt::selftest::{REDUCE_COPY_MAX_BUFFERS, ReduceCopyArgs};
+pub use host_shim::comm::scalar_arg;
 use half::{bf16, f16};
 use zerocopy::IntoBytes;
 
@@ -123,17 +124,6 @@ impl Rng {
     /// Uniform in `0..n` (n > 0).
     pub fn below(&mut self, n: usize) -> usize {
         (self.next_u64() % n as u64) as usize
-    }
-}
-
-/// The bits of `v` as an operator argument of `dtype` (PreMulSum's scalar).
-pub fn scalar_arg(dtype: DataType, v: f64) -> u64 {
-    match dtype {
-        DataType::F16 => u64::from(f16::from_f32(v as f32).to_bits()),
-        DataType::Bf16 => u64::from(bf16::from_f32(v as f32).to_bits()),
-        DataType::F32 => u64::from((v as f32).to_bits()),
-        DataType::F64 => v.to_bits(),
-        _ => v as i64 as u64,
     }
 }
 

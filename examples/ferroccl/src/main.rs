@@ -6,14 +6,21 @@
 
 use std::process::ExitCode;
 
-use host_shim::bench::{self, ReduceCopyBench};
-use host_shim::comm::check;
-use host_shim::comm::gpu::{CommConfig, GpuGroup};
-use host_shim::collbench;
-use host_shim::comm::group::RankGroup;
-use host_shim::comm::twin::TwinGroup;
+mod bench;
+mod collbench;
+#[cfg(feature = "nccl")]
+mod nccl_baseline;
+
+use ferroccl_testkit::coll::check;
+use ferroccl_testkit::coll::gpu::GpuGroup;
+use ferroccl_testkit::coll::group::RankGroup;
+use ferroccl_testkit::coll::twin::TwinGroup;
+use ferroccl_testkit::selftest;
+use host_shim::comm::CommConfig;
 use host_shim::comm::wiring::Shape;
-use host_shim::{Error, device, selftest};
+use host_shim::{Error, device};
+
+use crate::bench::ReduceCopyBench;
 
 const USAGE: &str = "usage: ferroccl <command>
 
@@ -270,7 +277,7 @@ fn bench_collectives(args: &[String]) -> Result<ExitCode, Error> {
 #[cfg(feature = "nccl")]
 fn measure_nccl(args: &collbench::BenchArgs, ordinals: &[usize]) -> Result<collbench::Premeasured, Error> {
     println!("# measuring NCCL first (one rank per GPU: {ordinals:?})");
-    let mut nccl = host_shim::nccl_baseline::NcclBaseline::new(ordinals)?;
+    let mut nccl = crate::nccl_baseline::NcclBaseline::new(ordinals)?;
     collbench::Premeasured::measure(&mut nccl, args, ordinals.len() as u32)
 }
 

@@ -7,8 +7,8 @@ use cudarc::driver::PushKernelArg;
 use device_rt::selftest::{self as abi, PublishMode, atomics, report};
 
 use super::*;
-use crate::memory::HostMapped;
-use crate::module;
+use host_shim::memory::HostMapped;
+use host_shim::module;
 
 pub(super) fn thread_ids(fx: &Fixture) -> Outcome {
     let (blocks, threads) = (3u32, 96u32);

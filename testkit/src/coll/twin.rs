@@ -11,9 +11,9 @@ use device_rt::conn::{ChannelStats, CommDevice};
 use device_rt::work::{LOOP_SMEM_BYTES, LoopArgs, LoopState, QueueHeader, RingSlot, WorkItem, work_loop};
 
 use super::group::{Buffer, RankGroup};
-use super::wiring::{Layout, Shape};
-use crate::queue::{Queue, Ticket};
-use crate::{Error, Result};
+use host_shim::comm::wiring::{Layout, Shape};
+use host_shim::queue::{Queue, Ticket};
+use host_shim::{Error, Result};
 
 /// 16-byte aligned host memory standing in for device memory.
 struct Block(Vec<u128>);

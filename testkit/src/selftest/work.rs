@@ -2,13 +2,13 @@
 //! the stream-ordered path in CUDA graphs, eight loops on one GPU.
 
 use super::*;
-use crate::memory::HostMapped;
+use host_shim::memory::HostMapped;
 
 /// Long enough for anything the work-loop tests wait for.
 const LOOP_WAIT: Duration = Duration::from_secs(20);
 
-fn loop_config(channels: u32, capacity: u32, spin_budget: Duration) -> crate::work::LoopConfig {
-    crate::work::LoopConfig { channels, threads: 256, capacity, spin_budget, placement: crate::work::Placement::Hardware }
+fn loop_config(channels: u32, capacity: u32, spin_budget: Duration) -> host_shim::work::LoopConfig {
+    host_shim::work::LoopConfig { channels, threads: 256, capacity, spin_budget, placement: host_shim::work::Placement::Hardware }
 }
 
 /// Thousands of items through the direct path, with barriers between channels: each
@@ -27,7 +27,7 @@ pub(super) fn work_loop_ordering(fx: &Fixture) -> Outcome {
     let counter = fx.zeros::<u64>(1)?;
     fx.finish("uploads")?;
     let (pa, pb, p1, pc) = (device_ptr(fx, &a), device_ptr(fx, &b), device_ptr(fx, &ones), device_ptr(fx, &counter));
-    let mut lp = crate::work::WorkLoop::launch(&fx.ctx, &fx.module, loop_config(4, 16, LOOP_WAIT))?;
+    let mut lp = host_shim::work::WorkLoop::launch(&fx.ctx, &fx.module, loop_config(4, 16, LOOP_WAIT))?;
     let mut last = None;
     for _ in 0..ROUNDS {
         lp.enqueue(WorkItem::sum(DataType::U32, pa, p1, pb, N as u64), LOOP_WAIT)?;
@@ -58,7 +58,7 @@ pub(super) fn work_loop_backpressure(fx: &Fixture) -> Outcome {
     let counter = fx.zeros::<u64>(1)?;
     fx.finish("uploads")?;
     let pc = device_ptr(fx, &counter);
-    let mut lp = crate::work::WorkLoop::launch(&fx.ctx, &fx.module, loop_config(2, 4, LOOP_WAIT))?;
+    let mut lp = host_shim::work::WorkLoop::launch(&fx.ctx, &fx.module, loop_config(2, 4, LOOP_WAIT))?;
     lp.enqueue(WorkItem::call(DeviceFunction::WaitAtLeast, flag.device_ptr(), 1), LOOP_WAIT)?;
     for _ in 0..3 {
         lp.enqueue(WorkItem::call(DeviceFunction::Increment, pc, 0), LOOP_WAIT)?;
@@ -80,13 +80,15 @@ pub(super) fn work_loop_faults(fx: &Fixture) -> Outcome {
     use device_rt::work::{BadItem, DeviceFunction, WaitSite, WorkItem};
     let flag = HostMapped::<u64>::zeroed(&fx.ctx, 1)?;
     let wait_forever = WorkItem::call(DeviceFunction::WaitAtLeast, flag.device_ptr(), 1);
-    let launch = |budget| crate::work::WorkLoop::launch(&fx.ctx, &fx.module, loop_config(2, 8, budget));
+    let launch = |budget| host_shim::work::WorkLoop::launch(&fx.ctx, &fx.module, loop_config(2, 8, budget));
 
     let mut lp = launch(LOOP_WAIT)?;
     let refused = lp.enqueue(WorkItem { kind: 99, ..WorkItem::noop() }, LOOP_WAIT);
     ensure(matches!(refused, Err(Error::BadWorkItem { reason: BadItem::UnknownKind, seq: 0 })), || format!("host refusal: {refused:?}"))?;
-    lp.queue_mut().publish_unchecked(WorkItem { seq: 1, ..WorkItem::call(DeviceFunction::Increment, 0, 0) });
-    let device = lp.wait(crate::queue::Ticket(1), LOOP_WAIT);
+    // SAFETY: the loop is fresh (its ring is empty) and the item's only address is null,
+    // which the device refuses before any use.
+    unsafe { lp.queue_mut().publish_unchecked(WorkItem { seq: 1, ..WorkItem::call(DeviceFunction::Increment, 0, 0) }) };
+    let device = lp.wait(host_shim::queue::Ticket(1), LOOP_WAIT);
     ensure(matches!(device, Err(Error::BadWorkItem { reason: BadItem::NullPointer, seq: 1 })), || format!("device refusal: {device:?}"))?;
     lp.shutdown(LOOP_WAIT).or_else(|e| if matches!(e, Error::BadWorkItem { .. }) { Ok(()) } else { Err(e) })?;
 
@@ -114,7 +116,7 @@ pub(super) fn work_loop_faults(fx: &Fixture) -> Outcome {
     ensure(matches!(incomplete, Err(Error::ShutdownIncomplete { outstanding: 3 })), || format!("shutdown: {incomplete:?}"))
 }
 
-fn lp_stream(lp: &crate::work::WorkLoop) -> Arc<CudaStream> {
+fn lp_stream(lp: &host_shim::work::WorkLoop) -> Arc<CudaStream> {
     lp.stream().clone()
 }
 
@@ -132,7 +134,7 @@ pub(super) fn work_loop_stream_graph(fx: &Fixture) -> Outcome {
     let dst = user.alloc_zeros::<u32>(N).map_err(Error::cuda("cuMemAlloc"))?;
     let counter = user.alloc_zeros::<u64>(1).map_err(Error::cuda("cuMemAlloc"))?;
     stream::wait(&user, LOOP_WAIT, "allocations")?;
-    let mut lp = crate::work::WorkLoop::launch(&fx.ctx, &fx.module, loop_config(4, 64, LOOP_WAIT))?;
+    let mut lp = host_shim::work::WorkLoop::launch(&fx.ctx, &fx.module, loop_config(4, 64, LOOP_WAIT))?;
     let (ps, pd, pc) = (src.device_ptr(&user).0, dst.device_ptr(&user).0, counter.device_ptr(&user).0);
     // Ordering: a memset on the user stream, then the loop copies, then a copy back.
     unsafe { sys::cuMemsetD32Async(ps, 0xC0FFEE, N, user.cu_stream()) }.result().map_err(Error::cuda("cuMemsetD32Async"))?;
@@ -174,7 +176,7 @@ pub(super) fn work_loop_eight_ranks(fx: &Fixture) -> Outcome {
     const ROUNDS: u32 = 200;
     // Every allocation first: CUDA may make an allocation wait for running kernels.
     let mut loops = (0..RANKS)
-        .map(|_| crate::work::WorkLoop::new(&fx.ctx, &fx.module, loop_config(2, 32, LOOP_WAIT)))
+        .map(|_| host_shim::work::WorkLoop::new(&fx.ctx, &fx.module, loop_config(2, 32, LOOP_WAIT)))
         .collect::<Result<Vec<_>, Error>>()?;
     let bufs = (0..RANKS).map(|r| fx.upload(&vec![r as u32; N])).collect::<Result<Vec<_>, Error>>()?;
     let ones = fx.upload(&vec![1u32; N])?;

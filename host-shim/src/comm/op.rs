@@ -1,0 +1,65 @@
+//! What callers name: the element types of the collectives and the reduction operators,
+//! and how each maps to the device's types and operator arguments.
+
+use device_rt::dtype::{DataType, F16 as DevF16};
+use device_rt::redop::RedOpKind;
+use half::{bf16, f16};
+
+/// An element type of the collectives.
+pub trait Element {
+    /// Its ferroccl type.
+    const DTYPE: DataType;
+}
+
+macro_rules! element {
+    ($($t:ty => $d:ident),* $(,)?) => {
+        $(impl Element for $t {
+            const DTYPE: DataType = DataType::$d;
+        })*
+    };
+}
+
+element!(i8 => I8, u8 => U8, i32 => I32, u32 => U32, i64 => I64, u64 => U64, f32 => F32, f64 => F64,
+         half::f16 => F16, half::bf16 => Bf16);
+
+const _: () = assert!(size_of::<DevF16>() == size_of::<half::f16>());
+
+/// A reduction operator as callers name it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum ReduceOp {
+    Sum,
+    Prod,
+    Max,
+    Min,
+    /// The sum divided by the rank count (integers truncate).
+    Avg,
+    /// Each rank's input multiplied by the scalar, then summed.
+    PreMulSum(f64),
+}
+
+impl ReduceOp {
+    /// The device operator and its argument for `dtype` in a communicator of `nranks`.
+    pub fn device(self, dtype: DataType, nranks: u32) -> (RedOpKind, u64) {
+        match self {
+            Self::Sum => (RedOpKind::Sum, 0),
+            Self::Prod => (RedOpKind::Prod, 0),
+            Self::Max => (RedOpKind::Max, 0),
+            Self::Min => (RedOpKind::Min, 0),
+            Self::Avg => (RedOpKind::SumPostDiv, u64::from(nranks)),
+            Self::PreMulSum(s) => (RedOpKind::PreMulSum, scalar_arg(dtype, s)),
+        }
+    }
+}
+
+/// `v` as the 64-bit scalar argument of an operator on `dtype` (PreMulSum's factor): the
+/// element's bits for floats (rounded for 16-bit floats), `v` truncated toward zero for
+/// integers.
+pub fn scalar_arg(dtype: DataType, v: f64) -> u64 {
+    match dtype {
+        DataType::F16 => u64::from(f16::from_f32(v as f32).to_bits()),
+        DataType::Bf16 => u64::from(bf16::from_f32(v as f32).to_bits()),
+        DataType::F32 => u64::from((v as f32).to_bits()),
+        DataType::F64 => v.to_bits(),
+        _ => v as i64 as u64,
+    }
+}

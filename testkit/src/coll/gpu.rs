@@ -1,0 +1,140 @@
+//! A GPU communicator's ranks as a [`RankGroup`]: buffers in one arena per rank, items
+//! through the direct host path. What the correctness matrix and `ferroccl bench` run on.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use cudarc::driver::{CudaContext, result};
+use device_rt::conn::ChannelStats;
+use device_rt::work::WorkItem;
+use host_shim::comm::{Comm, CommConfig};
+use host_shim::queue::Ticket;
+use host_shim::work::{DeviceAlloc, Placement};
+use host_shim::{Error, Result, device};
+
+use super::group::{Buffer, RankGroup};
+
+/// A communicator's ranks with a buffer arena each, driven from one host thread through
+/// the direct host path: what the correctness matrix and `ferroccl bench` run on.
+pub struct GpuGroup {
+    comms: Vec<Comm>,
+    arenas: Vec<(u64, usize)>,
+    used: Vec<usize>,
+    describe: String,
+}
+
+impl GpuGroup {
+    /// One rank per entry of `ordinals` (a device may repeat), each with `arena_bytes` of
+    /// device memory for buffers.
+    pub fn new(ordinals: &[usize], cfg: CommConfig, arena_bytes: usize) -> Result<Self> {
+        let mut streams = Vec::new();
+        let mut contexts: BTreeMap<usize, Arc<CudaContext>> = BTreeMap::new();
+        for &o in ordinals {
+            let ctx = match contexts.get(&o) {
+                Some(c) => c.clone(),
+                None => contexts.entry(o).or_insert(device::context(o)?).clone(),
+            };
+            streams.push(ctx.new_stream().map_err(Error::cuda("cuStreamCreate"))?);
+        }
+        let mut arenas = Vec::new();
+        let mut allocs = Vec::new();
+        let mut comms = Comm::from_devices_with(streams, cfg, &mut |_, ctx| {
+            let a = DeviceAlloc::zeroed(ctx, arena_bytes.max(256))?;
+            arenas.push((a.ptr(), arena_bytes));
+            allocs.push(a);
+            Ok(())
+        })?;
+        for (c, a) in comms.iter_mut().zip(allocs) {
+            c.keep_until_stopped(a)?;
+        }
+        let describe = format!(
+            "{} rank(s) on device(s) {:?}, {} channels × {} threads, ring step {} KiB{}",
+            ordinals.len(),
+            ordinals,
+            cfg.loop_cfg.channels,
+            cfg.loop_cfg.threads,
+            cfg.ring_step_bytes >> 10,
+            if cfg.direct { ", direct" } else { "" }
+        ) + if cfg.paired { ", paired channels" } else { "" }
+            + if cfg.stats { ", statistics kept" } else { "" }
+            + &match comms.first().map_or(Placement::Hardware, |c| c.placement()) {
+                Placement::Hardware => ", SMs: the hardware's choice".to_string(),
+                Placement::Tpcs => ", SMs: one channel per TPC from SM 2".to_string(),
+                Placement::Sms(list) => format!(", SMs {:?}", list.sms().collect::<Vec<_>>()),
+            };
+        Ok(Self { used: vec![0; comms.len()], comms, arenas, describe })
+    }
+
+    /// Runs every outstanding item and stops every loop.
+    pub fn shutdown(mut self, timeout: Duration) -> Result<()> {
+        let mut first = Ok(());
+        for c in &mut self.comms {
+            first = first.and(c.shutdown(timeout));
+        }
+        first
+    }
+}
+
+impl RankGroup for GpuGroup {
+    fn nranks(&self) -> u32 {
+        self.comms.len() as u32
+    }
+
+    fn describe(&self) -> String {
+        self.describe.clone()
+    }
+
+    fn alloc(&mut self, rank: u32, bytes: usize) -> Result<Buffer> {
+        let r = rank as usize;
+        let (base, size) = self.arenas[r];
+        let start = self.used[r].next_multiple_of(256);
+        if start + bytes > size {
+            return Err(Error::InvalidArgument(format!("rank {rank}'s buffer arena ({size} bytes) is full")));
+        }
+        self.used[r] = start + bytes;
+        Ok(Buffer { rank, addr: base + start as u64, bytes })
+    }
+
+    fn mark(&self) -> Vec<usize> {
+        self.used.clone()
+    }
+
+    fn release(&mut self, mark: Vec<usize>) {
+        self.used = mark;
+    }
+
+    fn write(&mut self, buf: Buffer, data: &[u8]) -> Result<()> {
+        if data.len() > buf.bytes {
+            return Err(Error::InvalidArgument(format!("{} bytes written to a buffer of {}", data.len(), buf.bytes)));
+        }
+        let stream = self.comms[buf.rank as usize].stream();
+        stream.context().bind_to_thread().map_err(Error::cuda("cuCtxSetCurrent"))?;
+        // SAFETY: `buf` lies in the rank's arena; the copy ends before `data` is dropped.
+        unsafe { result::memcpy_htod_async(buf.addr, data, stream.cu_stream()) }.map_err(Error::cuda("cuMemcpyHtoDAsync"))?;
+        host_shim::stream::wait(stream, Duration::from_secs(60), "a buffer upload")
+    }
+
+    fn read(&mut self, buf: Buffer, bytes: usize) -> Result<Vec<u8>> {
+        let mut out = vec![0u8; bytes.min(buf.bytes)];
+        let stream = self.comms[buf.rank as usize].stream();
+        stream.context().bind_to_thread().map_err(Error::cuda("cuCtxSetCurrent"))?;
+        // SAFETY: as `write`.
+        unsafe { result::memcpy_dtoh_async(&mut out, buf.addr, stream.cu_stream()) }.map_err(Error::cuda("cuMemcpyDtoHAsync"))?;
+        host_shim::stream::wait(stream, Duration::from_secs(60), "a buffer download")?;
+        Ok(out)
+    }
+
+    fn enqueue(&mut self, rank: u32, item: WorkItem) -> Result<Ticket> {
+        self.comms[rank as usize].enqueue(item)
+    }
+
+    fn channel_stats(&mut self, rank: u32) -> Result<Option<Vec<ChannelStats>>> {
+        self.comms[rank as usize].channel_stats()
+    }
+
+    fn wait(&mut self, rank: u32, ticket: Ticket, timeout: Duration) -> Result<()> {
+        self.comms[rank as usize].wait(ticket, timeout)
+    }
+}
+

@@ -1,0 +1,8 @@
+//! The collective correctness matrix: cases, their expected results from the host
+//! reference, and the rank groups it runs on.
+
+pub mod check;
+pub mod expect;
+pub mod gpu;
+pub mod group;
+pub mod twin;

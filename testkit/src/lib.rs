@@ -1,0 +1,13 @@
+//! ferroccl's test kit: what the tests (`tests/`) and the `ferroccl` command
+//! (`examples/ferroccl`) share, and what the runtime a user links (`host-shim`) must never
+//! carry.
+//!
+//! - [`reference`]: the independent host reference of every operator, type and copy;
+//! - [`coll`]: the collective correctness matrix and its expectations, run on any
+//!   [`coll::group::RankGroup`]: GPU ranks ([`coll::gpu::GpuGroup`]) or host-twin ranks
+//!   ([`coll::twin::TwinGroup`], the device code on CPU threads);
+//! - [`selftest`]: the GPU self-tests (the device's unit tests) and their harness.
+
+pub mod coll;
+pub mod reference;
+pub mod selftest;
