@@ -6,6 +6,8 @@
 
 use std::fmt::Write as _;
 
+use serde::Serialize;
+
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, LaunchConfig, PushKernelArg, sys};
 use device_rt::dtype::DataType;
 use device_rt::redop::RedOpKind;
@@ -30,7 +32,6 @@ pub struct ReduceCopyBench {
 pub struct Measurement {
     pub name: String,
     pub dtype: Option<DataType>,
-    pub nsrcs: usize,
     pub grid: u32,
     pub block: u32,
     pub median_ms: f64,
@@ -64,7 +65,6 @@ pub fn reduce_copy(fx: &Fixture, cfg: &ReduceCopyBench, sm_count: u32) -> Result
     results.push(Measurement {
         name: "memcpy_dtod".into(),
         dtype: None,
-        nsrcs: 1,
         grid: 0,
         block: 0,
         median_ms: memcpy_ms,
@@ -104,7 +104,6 @@ pub fn reduce_copy(fx: &Fixture, cfg: &ReduceCopyBench, sm_count: u32) -> Result
                 results.push(Measurement {
                     name: if nsrcs == 1 { "copy".into() } else { format!("sum{nsrcs}") },
                     dtype: Some(dtype),
-                    nsrcs,
                     grid,
                     block,
                     median_ms: ms,
@@ -171,7 +170,8 @@ pub fn table(results: &[Measurement]) -> String {
 }
 
 /// The results as `bench/results/reduce_copy.json`'s body: every measurement, the best
-/// shape per case, and the two headline ratios (the worse of f32 and bf16).
+/// shape per case, and the two headline ratios (the worse of f32 and bf16). Numbers are
+/// rounded as the table prints them; one that is not finite is `null`.
 pub fn json(results: &[Measurement], cfg: &ReduceCopyBench, gpu: &str, date_utc: &str) -> String {
     let memcpy = results.iter().find(|m| m.dtype.is_none()).map_or(f64::NAN, |m| m.moved_gbps);
     let ratio = |name: &str| {
@@ -181,32 +181,62 @@ pub fn json(results: &[Measurement], cfg: &ReduceCopyBench, gpu: &str, date_utc:
             .map(|m| m.moved_gbps / memcpy)
             .fold(f64::INFINITY, f64::min)
     };
-    let mut out = String::from("{\n");
-    let _ = writeln!(out, "  \"date_utc\": \"{date_utc}\",");
-    let _ = writeln!(out, "  \"gpu\": \"{gpu}\",");
-    let _ = writeln!(out, "  \"bytes_per_buffer\": {},", cfg.bytes);
-    let _ = writeln!(out, "  \"iterations\": {},", cfg.iters);
-    let _ = writeln!(out, "  \"memcpy_moved_gbps\": {memcpy:.1},");
-    let _ = writeln!(out, "  \"copy_vs_memcpy\": {:.4},", ratio("copy"));
-    let _ = writeln!(out, "  \"sum2_vs_memcpy_roofline\": {:.4},", ratio("sum2"));
-    let _ = writeln!(out, "  \"sum8_vs_memcpy_roofline\": {:.4},", ratio("sum8"));
-    out.push_str("  \"measurements\": [\n");
-    for (i, m) in results.iter().enumerate() {
-        let _ = writeln!(
-            out,
-            "    {{\"case\": \"{}\", \"dtype\": \"{}\", \"grid\": {}, \"block\": {}, \"median_ms\": {:.4}, \"moved_gbps\": {:.1}, \"vs_memcpy\": {:.4}}}{}",
-            m.name,
-            m.dtype.map_or("-", DataType::name),
-            m.grid,
-            m.block,
-            m.median_ms,
-            m.moved_gbps,
-            m.moved_gbps / memcpy,
-            if i + 1 == results.len() { "" } else { "," }
-        );
-    }
-    out.push_str("  ]\n}\n");
-    out
+    let body = ReduceCopyJson {
+        date_utc,
+        gpu,
+        bytes_per_buffer: cfg.bytes,
+        iterations: cfg.iters,
+        memcpy_moved_gbps: rounded(memcpy, 1),
+        copy_vs_memcpy: rounded(ratio("copy"), 4),
+        sum2_vs_memcpy_roofline: rounded(ratio("sum2"), 4),
+        sum8_vs_memcpy_roofline: rounded(ratio("sum8"), 4),
+        measurements: results
+            .iter()
+            .map(|m| MeasurementJson {
+                case: &m.name,
+                dtype: m.dtype.map_or("-", DataType::name),
+                grid: m.grid,
+                block: m.block,
+                median_ms: rounded(m.median_ms, 4),
+                moved_gbps: rounded(m.moved_gbps, 1),
+                vs_memcpy: rounded(m.moved_gbps / memcpy, 4),
+            })
+            .collect(),
+    };
+    serde_json::to_string_pretty(&body).expect("plain structs serialize") + "\n"
+}
+
+/// The body of [`json`].
+#[derive(Serialize)]
+struct ReduceCopyJson<'a> {
+    date_utc: &'a str,
+    gpu: &'a str,
+    bytes_per_buffer: usize,
+    iterations: usize,
+    memcpy_moved_gbps: f64,
+    copy_vs_memcpy: f64,
+    sum2_vs_memcpy_roofline: f64,
+    sum8_vs_memcpy_roofline: f64,
+    measurements: Vec<MeasurementJson<'a>>,
+}
+
+/// One [`Measurement`] in [`json`].
+#[derive(Serialize)]
+struct MeasurementJson<'a> {
+    case: &'a str,
+    dtype: &'static str,
+    grid: u32,
+    block: u32,
+    median_ms: f64,
+    moved_gbps: f64,
+    vs_memcpy: f64,
+}
+
+/// `x` rounded to `decimals` decimal places (as `{:.N}` prints it); not-finite stays so
+/// (and serializes as `null`).
+fn rounded(x: f64, decimals: i32) -> f64 {
+    let scale = 10f64.powi(decimals);
+    (x * scale).round() / scale
 }
 
 /// The work loop's latencies against kernel launches, in one run (`ferroccl bench
@@ -339,18 +369,121 @@ pub fn work_loop(fx: &Fixture) -> Result<WorkLoopReport> {
     Ok(report)
 }
 
-/// The work-loop report as `bench/results/work_loop.json`'s body.
+/// The work-loop report as `bench/results/work_loop.json`'s body (numbers rounded as
+/// before; one that is not finite is `null`).
 pub fn work_loop_json(r: &WorkLoopReport, gpu: &str, date_utc: &str) -> String {
-    format!(
-        "{{\n  \"date_utc\": \"{date_utc}\",\n  \"gpu\": \"{gpu}\",\n  \"noop_roundtrip_vs_launch\": {:.4},\n  \"device_dispatch_us_per_item\": {:.4},\n  \"stream_ordered_vs_graph_launch\": {:.4},\n  \"noop_roundtrip_us\": {:.3},\n  \"noop_roundtrip_4ch_us\": {:.3},\n  \"empty_launch_sync_us\": {:.3},\n  \"dispatch_4ch_us_per_item\": {:.4},\n  \"stream_ordered_us_per_op\": {:.3},\n  \"graph_launch_us_per_op\": {:.3}\n}}\n",
-        r.noop_roundtrip_vs_launch(),
-        r.dispatch_us_per_item,
-        r.stream_ordered_vs_graph_launch(),
-        r.noop_roundtrip_us,
-        r.noop_roundtrip_4ch_us,
-        r.empty_launch_sync_us,
-        r.dispatch_4ch_us_per_item,
-        r.stream_ordered_us_per_op,
-        r.graph_launch_us_per_op,
-    )
+    let body = WorkLoopJson {
+        date_utc,
+        gpu,
+        noop_roundtrip_vs_launch: rounded(r.noop_roundtrip_vs_launch(), 4),
+        device_dispatch_us_per_item: rounded(r.dispatch_us_per_item, 4),
+        stream_ordered_vs_graph_launch: rounded(r.stream_ordered_vs_graph_launch(), 4),
+        noop_roundtrip_us: rounded(r.noop_roundtrip_us, 3),
+        noop_roundtrip_4ch_us: rounded(r.noop_roundtrip_4ch_us, 3),
+        empty_launch_sync_us: rounded(r.empty_launch_sync_us, 3),
+        dispatch_4ch_us_per_item: rounded(r.dispatch_4ch_us_per_item, 4),
+        stream_ordered_us_per_op: rounded(r.stream_ordered_us_per_op, 3),
+        graph_launch_us_per_op: rounded(r.graph_launch_us_per_op, 3),
+    };
+    serde_json::to_string_pretty(&body).expect("plain structs serialize") + "\n"
+}
+
+/// The body of [`work_loop_json`].
+#[derive(Serialize)]
+struct WorkLoopJson<'a> {
+    date_utc: &'a str,
+    gpu: &'a str,
+    noop_roundtrip_vs_launch: f64,
+    device_dispatch_us_per_item: f64,
+    stream_ordered_vs_graph_launch: f64,
+    noop_roundtrip_us: f64,
+    noop_roundtrip_4ch_us: f64,
+    empty_launch_sync_us: f64,
+    dispatch_4ch_us_per_item: f64,
+    stream_ordered_us_per_op: f64,
+    graph_launch_us_per_op: f64,
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    use super::*;
+
+    fn keys(v: &Value) -> Vec<&str> {
+        v.as_object().unwrap().keys().map(String::as_str).collect()
+    }
+
+    #[test]
+    fn reduce_copy_json_keeps_its_fields() {
+        let m = |name: &str, dtype, median_ms, moved_gbps| Measurement { name: name.into(), dtype, grid: 132, block: 512, median_ms, moved_gbps };
+        let results = [
+            m("memcpy_dtod", None, 0.18612, 2884.66),
+            m("copy", Some(DataType::F32), 0.2, 2700.0),
+            m("copy", Some(DataType::F32), 0.19, 2750.0),
+            m("copy", Some(DataType::Bf16), 0.19, 2660.0),
+            m("sum2", Some(DataType::F32), 0.3, 2800.0),
+        ];
+        let cfg = ReduceCopyBench { bytes: 256 << 20, iters: 20 };
+        let text = json(&results, &cfg, "NVIDIA \"H100\"", "2026-01-01T00:00:00Z");
+        let v: Value = serde_json::from_str(&text).unwrap();
+        let mut expected = [
+            "date_utc",
+            "gpu",
+            "bytes_per_buffer",
+            "iterations",
+            "memcpy_moved_gbps",
+            "copy_vs_memcpy",
+            "sum2_vs_memcpy_roofline",
+            "sum8_vs_memcpy_roofline",
+            "measurements",
+        ];
+        expected.sort_unstable();
+        assert_eq!(keys(&v), expected);
+        assert_eq!((&v["gpu"], &v["bytes_per_buffer"], &v["iterations"]), (&json!("NVIDIA \"H100\""), &json!(256 << 20), &json!(20)));
+        assert_eq!(v["memcpy_moved_gbps"], 2884.7);
+        // The worse of f32's and bf16's best shapes.
+        assert_eq!(v["copy_vs_memcpy"], rounded(2660.0 / 2884.66, 4));
+        // Only f32 measured: its ratio.
+        assert_eq!(v["sum2_vs_memcpy_roofline"], rounded(2800.0 / 2884.66, 4));
+        assert!(v["sum8_vs_memcpy_roofline"].is_null(), "none measured: not a finite ratio, so null: {text}");
+        assert_eq!(
+            v["measurements"][0],
+            json!({"case": "memcpy_dtod", "dtype": "-", "grid": 132, "block": 512, "median_ms": 0.1861, "moved_gbps": 2884.7, "vs_memcpy": 1.0})
+        );
+        assert_eq!(v["measurements"][3]["dtype"], "bfloat16");
+        assert_eq!(v["measurements"].as_array().unwrap().len(), results.len());
+    }
+
+    #[test]
+    fn work_loop_json_keeps_its_fields() {
+        let r = WorkLoopReport {
+            noop_roundtrip_us: 3.3571,
+            noop_roundtrip_4ch_us: 7.414,
+            empty_launch_sync_us: 10.114,
+            dispatch_us_per_item: 0.69771,
+            dispatch_4ch_us_per_item: 0.7209,
+            stream_ordered_us_per_op: 22.591,
+            graph_launch_us_per_op: 0.0,
+        };
+        let v: Value = serde_json::from_str(&work_loop_json(&r, "NVIDIA H100", "2026-01-01T00:00:00Z")).unwrap();
+        let mut expected = [
+            "date_utc",
+            "gpu",
+            "noop_roundtrip_vs_launch",
+            "device_dispatch_us_per_item",
+            "stream_ordered_vs_graph_launch",
+            "noop_roundtrip_us",
+            "noop_roundtrip_4ch_us",
+            "empty_launch_sync_us",
+            "dispatch_4ch_us_per_item",
+            "stream_ordered_us_per_op",
+            "graph_launch_us_per_op",
+        ];
+        expected.sort_unstable();
+        assert_eq!(keys(&v), expected);
+        assert_eq!((&v["noop_roundtrip_us"], &v["device_dispatch_us_per_item"]), (&json!(3.357), &json!(0.6977)));
+        assert_eq!(v["noop_roundtrip_vs_launch"], rounded(3.3571 / 10.114, 4));
+        assert!(v["stream_ordered_vs_graph_launch"].is_null(), "a division by 0 is null");
+    }
 }

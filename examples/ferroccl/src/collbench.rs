@@ -17,11 +17,15 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use indicatif::ProgressBar;
+use serde::{Serialize, Serializer};
+
 use device_rt::conn::ChannelStats;
 use device_rt::dtype::DataType;
 use device_rt::redop::RedOpKind;
 use device_rt::work::{CollFunction, WorkItem};
 
+use crate::cli::{dtype_parser, function_parser, op_parser, parse_check, parse_size};
 use ferroccl_testkit::coll::check::run_case;
 use ferroccl_testkit::coll::expect::CollCase;
 use ferroccl_testkit::coll::group::{Buffer, RankGroup, all_stats, sum_stats};
@@ -36,38 +40,49 @@ const TIMEOUT: Duration = Duration::from_secs(120);
 const LARGE_BYTES: usize = 64 << 20;
 
 /// The functions the benchmark runs, in the order it runs them when none is named.
-const BENCH_FUNCTIONS: [CollFunction; 5] =
+pub const BENCH_FUNCTIONS: [CollFunction; 5] =
     [CollFunction::AllReduce, CollFunction::AllGather, CollFunction::ReduceScatter, CollFunction::Broadcast, CollFunction::Reduce];
 
 /// The operators `-o` accepts (nccl-tests' names; `avg` is [`RedOpKind::SumPostDiv`]).
-const BENCH_OPS: [RedOpKind; 5] = [RedOpKind::Sum, RedOpKind::Prod, RedOpKind::Max, RedOpKind::Min, RedOpKind::SumPostDiv];
+pub const BENCH_OPS: [RedOpKind; 5] = [RedOpKind::Sum, RedOpKind::Prod, RedOpKind::Max, RedOpKind::Min, RedOpKind::SumPostDiv];
 
-/// The benchmark's arguments: nccl-tests' flags, and the collectives to run.
-#[derive(Clone, Debug, PartialEq)]
+/// The benchmark's arguments: nccl-tests' flags, and the collectives to run (the
+/// command line's `ferroccl bench`, see [`crate::cli`]).
+#[derive(Clone, Debug, PartialEq, clap::Args)]
 pub struct BenchArgs {
-    /// Smallest size of the sweep, in bytes (`-b`, `--minbytes`; default 32M).
+    /// Smallest size of the sweep, in bytes (K/M/G suffixes: powers of 2¹⁰)
+    #[arg(short = 'b', long = "minbytes", value_name = "BYTES", value_parser = parse_size, default_value = "32M")]
     pub min_bytes: usize,
-    /// Largest size of the sweep, in bytes (`-e`, `--maxbytes`; default 32M).
+    /// Largest size of the sweep, in bytes (K/M/G suffixes: powers of 2¹⁰)
+    #[arg(short = 'e', long = "maxbytes", value_name = "BYTES", value_parser = parse_size, default_value = "32M")]
     pub max_bytes: usize,
-    /// Each size of the sweep is the previous one times this, at least 2 (`-f`,
-    /// `--stepfactor`; default 2).
+    /// Each size of the sweep is the previous one times this, at least 2
+    #[arg(short = 'f', long = "stepfactor", value_name = "F", default_value_t = 2)]
     pub step_factor: usize,
-    /// Element type (`-d`, `--datatype`, nccl-tests' names; default float).
+    /// Element type (nccl-tests' names)
+    #[arg(short = 'd', long = "datatype", value_name = "TYPE", value_parser = dtype_parser(), default_value = "float")]
     pub dtype: DataType,
-    /// Reduction operator (`-o`, `--op`: sum, prod, max, min, avg; default sum).
+    /// Reduction operator (nccl-tests' names; avg is sum then division by the rank count)
+    #[arg(short = 'o', long = "op", value_parser = op_parser(), default_value = "sum")]
     pub op: RedOpKind,
-    /// Check every row's results before timing it (`-c`, `--check` 0 or 1; default 1).
+    /// Check every row's results before timing it
+    #[arg(short = 'c', long = "check", value_name = "0|1", value_parser = parse_check, default_value = "1", action = clap::ArgAction::Set)]
     pub check: bool,
-    /// Timed iterations per row and placement, at least 1 (`-n`, `--iters`; default 20).
+    /// Timed iterations per row and placement, at least 1
+    #[arg(short = 'n', long = "iters", value_name = "N", default_value_t = 20)]
     pub iters: usize,
-    /// Untimed iterations before them (`-w`, `--warmup_iters`; default 5).
+    /// Untimed iterations before them
+    #[arg(short = 'w', long = "warmup_iters", value_name = "N", default_value_t = 5)]
     pub warmup: usize,
-    /// Root of broadcast and reduce (`-r`, `--root`; default 0).
+    /// Root of broadcast and reduce
+    #[arg(short = 'r', long = "root", value_name = "ROOT", default_value_t = 0)]
     pub root: u32,
-    /// The collectives, in the order they run (positional names: all_reduce,
-    /// all_gather, reduce_scatter, broadcast, reduce; default all five in that order).
+    /// The collectives, in the order they run (a repeated name runs once)
+    #[arg(value_name = "COLLECTIVE", value_parser = function_parser(),
+          default_values = ["all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce"])]
     pub functions: Vec<CollFunction>,
-    /// Where to write the results as JSON (`--json PATH`).
+    /// Write the results as JSON to PATH
+    #[arg(long, value_name = "PATH")]
     pub json: Option<PathBuf>,
 }
 
@@ -91,6 +106,19 @@ impl Default for BenchArgs {
 }
 
 impl BenchArgs {
+    /// These arguments with every collective named once (its first place kept),
+    /// validated.
+    pub fn normalized(mut self) -> Result<Self> {
+        let mut seen = Vec::new();
+        self.functions.retain(|f| {
+            let first = !seen.contains(f);
+            seen.push(*f);
+            first
+        });
+        self.validate()?;
+        Ok(self)
+    }
+
     /// Refuses arguments that make no sweep or no timing.
     fn validate(&self) -> Result<()> {
         let bad = |why: String| Err(Error::InvalidArgument(why));
@@ -119,87 +147,9 @@ impl BenchArgs {
     }
 }
 
-/// Parses nccl-tests-style arguments (those after the command name): flags with their
-/// value as the next argument, and collective names as positional arguments. Sizes take
-/// the suffixes K, M and G (2¹⁰, 2²⁰, 2³⁰, either case). Anything unknown, malformed
-/// or out of range is an [`Error::InvalidArgument`] saying what.
-pub fn parse_args(args: &[String]) -> Result<BenchArgs> {
-    let mut parsed = BenchArgs::default();
-    let mut functions = Vec::new();
-    let mut it = args.iter();
-    while let Some(arg) = it.next() {
-        if !arg.starts_with('-') {
-            let function = BENCH_FUNCTIONS.into_iter().find(|f| f.name() == arg).ok_or_else(|| {
-                invalid(format!("unknown collective {arg:?} (expected one of {})", BENCH_FUNCTIONS.map(CollFunction::name).join(", ")))
-            })?;
-            if !functions.contains(&function) {
-                functions.push(function);
-            }
-            continue;
-        }
-        let value = it.next().ok_or_else(|| invalid(format!("{arg} needs a value")))?;
-        match arg.as_str() {
-            "-b" | "--minbytes" => parsed.min_bytes = parse_size(value)?,
-            "-e" | "--maxbytes" => parsed.max_bytes = parse_size(value)?,
-            "-f" | "--stepfactor" => parsed.step_factor = parse_number(arg, value)?,
-            "-d" | "--datatype" => {
-                parsed.dtype = DataType::ALL.into_iter().find(|d| d.name() == value).ok_or_else(|| {
-                    invalid(format!("unknown data type {value:?} (expected one of {})", DataType::ALL.map(DataType::name).join(", ")))
-                })?;
-            }
-            "-o" | "--op" => {
-                parsed.op = BENCH_OPS.into_iter().find(|o| o.name() == value).ok_or_else(|| {
-                    invalid(format!("unknown operator {value:?} (expected one of {})", BENCH_OPS.map(RedOpKind::name).join(", ")))
-                })?;
-            }
-            "-c" | "--check" => {
-                parsed.check = match value.as_str() {
-                    "0" => false,
-                    "1" => true,
-                    _ => return Err(invalid(format!("{arg} {value}: expected 0 or 1"))),
-                };
-            }
-            "-n" | "--iters" => parsed.iters = parse_number(arg, value)?,
-            "-w" | "--warmup_iters" => parsed.warmup = parse_number(arg, value)?,
-            "-r" | "--root" => parsed.root = parse_number(arg, value)?,
-            "--json" => parsed.json = Some(PathBuf::from(value)),
-            _ => return Err(invalid(format!("unknown flag {arg:?}"))),
-        }
-    }
-    if !functions.is_empty() {
-        parsed.functions = functions;
-    }
-    parsed.validate()?;
-    Ok(parsed)
-}
-
 /// An [`Error::InvalidArgument`] saying `why`.
 fn invalid(why: String) -> Error {
     Error::InvalidArgument(why)
-}
-
-/// `value` of `flag` as a number.
-fn parse_number<T: std::str::FromStr>(flag: &str, value: &str) -> Result<T> {
-    value.parse().map_err(|_| invalid(format!("{flag} {value}: not a valid number")))
-}
-
-/// A byte count: digits, optionally followed by K, M or G (powers of 2¹⁰, either case).
-fn parse_size(value: &str) -> Result<usize> {
-    let (digits, unit) = match value.char_indices().last() {
-        Some((at, 'k' | 'K')) => (&value[..at], 1usize << 10),
-        Some((at, 'm' | 'M')) => (&value[..at], 1 << 20),
-        Some((at, 'g' | 'G')) => (&value[..at], 1 << 30),
-        _ => (value, 1),
-    };
-    let malformed = || invalid(format!("size {value:?}: expected a number of bytes, optionally followed by K, M or G"));
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(malformed());
-    }
-    digits
-        .parse::<usize>()
-        .ok()
-        .and_then(|n| n.checked_mul(unit))
-        .ok_or_else(|| invalid(format!("size {value:?} does not fit in {} bits", usize::BITS)))
 }
 
 /// The sizes of the sweep, in bytes, ascending: `min_bytes`, then each previous size
@@ -261,8 +211,9 @@ fn has_root(function: CollFunction) -> bool {
     matches!(function, CollFunction::Broadcast | CollFunction::Reduce)
 }
 
-/// One placement (out of place or in place) of one row.
-#[derive(Clone, Copy, Debug, PartialEq)]
+/// One placement (out of place or in place) of one row. Serialized with these field
+/// names; a number that is not finite becomes `null` (serde_json's rule: JSON has no NaN).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct Timing {
     /// Wall-clock time per iteration, in microseconds.
     pub time_us: f64,
@@ -284,9 +235,11 @@ impl Timing {
     }
 }
 
-/// One line of the table: one function at one size.
-#[derive(Clone, Debug, PartialEq)]
+/// One line of the table: one function at one size. Serialized field by field, the
+/// function, type and operator by their nccl-tests names.
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Row {
+    #[serde(serialize_with = "function_name")]
     pub function: CollFunction,
     /// The size of the sweep ([`sizes`]) this row measures, in bytes.
     pub size: usize,
@@ -294,9 +247,11 @@ pub struct Row {
     pub bytes: usize,
     /// NCCL's count ([`count_for`]).
     pub count: usize,
+    #[serde(serialize_with = "dtype_name")]
     pub dtype: DataType,
     /// The requested operator; functions that do not reduce ignore it (the table prints
     /// `none` for them, as nccl-tests does).
+    #[serde(serialize_with = "op_name")]
     pub op: RedOpKind,
     /// Broadcast and reduce: the root; −1 for the other functions.
     pub root: i64,
@@ -341,9 +296,11 @@ pub trait Baseline {
     ) -> Result<f64>;
 }
 
-/// Runs the benchmark on `g` and prints its table to `out`; see [`run_with_baseline`].
+/// Runs the benchmark on `g` and prints its table to `out`, with no baseline and no
+/// progress bar; see [`run_with_baseline`] (the tests' shorthand).
+#[cfg(test)]
 pub fn run(g: &mut dyn RankGroup, args: &BenchArgs, out: &mut dyn Write) -> Result<Vec<Row>> {
-    run_with_baseline(g, args, None, out)
+    run_with_baseline(g, args, None, out, &ProgressBar::hidden())
 }
 
 /// Runs the benchmark on `g`: for each function of `args` in order, a header, then one
@@ -353,12 +310,15 @@ pub fn run(g: &mut dyn RankGroup, args: &BenchArgs, out: &mut dyn Write) -> Resu
 /// allocated once, up front, for the largest row (each check allocates and frees its
 /// own in [`run_case`]), and freed when the run succeeds (after an error they stay
 /// allocated: work may still be using them). Returns the rows in print order. The JSON
-/// file of `args.json` is not written here (see [`rows_json`]).
+/// file of `args.json` is not written here (see [`rows_json`]). `progress` counts the
+/// rows (its length is set here); the table is written while it is suspended, so a
+/// bar drawn on the same terminal never mixes with it.
 pub fn run_with_baseline(
     g: &mut dyn RankGroup,
     args: &BenchArgs,
     baseline: Option<&mut dyn Baseline>,
     out: &mut dyn Write,
+    progress: &ProgressBar,
 ) -> Result<Vec<Row>> {
     args.validate()?;
     let nranks = g.nranks();
@@ -369,14 +329,22 @@ pub fn run_with_baseline(
         return Err(invalid(format!("root {} is not a rank of a {nranks}-rank group", args.root)));
     }
     let mark = g.mark();
-    let rows = sweep(g, args, baseline, out)?;
+    let rows = sweep(g, args, baseline, out, progress)?;
+    progress.finish_and_clear();
     g.release(mark);
     Ok(rows)
 }
 
 /// [`run_with_baseline`] on validated arguments.
-fn sweep(g: &mut dyn RankGroup, args: &BenchArgs, mut baseline: Option<&mut dyn Baseline>, out: &mut dyn Write) -> Result<Vec<Row>> {
+fn sweep(
+    g: &mut dyn RankGroup,
+    args: &BenchArgs,
+    mut baseline: Option<&mut dyn Baseline>,
+    out: &mut dyn Write,
+    progress: &ProgressBar,
+) -> Result<Vec<Row>> {
     let nranks = g.nranks();
+    progress.set_length(row_count(args, nranks) as u64);
     let largest = args
         .functions
         .iter()
@@ -387,12 +355,14 @@ fn sweep(g: &mut dyn RankGroup, args: &BenchArgs, mut baseline: Option<&mut dyn 
         (0..nranks).map(|rank| Ok((g.alloc(rank, largest.max(1))?, g.alloc(rank, largest.max(1))?))).collect::<Result<_>>()?;
     let mut rows = Vec::new();
     for &function in &args.functions {
-        print_header(out, function, &g.describe(), baseline.as_deref().map(Baseline::name), args)?;
+        let group = g.describe();
+        progress.suspend(|| print_header(out, function, &group, baseline.as_deref().map(Baseline::name), args))?;
         for size in sizes(args) {
             let count = count_for(function, args.dtype, size, nranks);
             if count == 0 {
                 continue;
             }
+            progress.set_message(format!("{} {size} B", function.name()));
             let root = if has_root(function) { args.root } else { 0 };
             let bytes = row_bytes(function, args.dtype, count, nranks);
             let factor = bus_factor(function, nranks);
@@ -429,16 +399,22 @@ fn sweep(g: &mut dyn RankGroup, args: &BenchArgs, mut baseline: Option<&mut dyn 
                 baseline_oop,
                 baseline_ip,
             };
-            writeln!(out, "{}", format_row(&row)).map_err(write_error)?;
+            let mut lines = vec![format_row(&row)];
             if let Some(stats) = stats {
-                writeln!(out, "{}", stats_line(&sum_stats(&stats))).map_err(write_error)?;
-                writeln!(out, "{}", spread_line(&stats, nranks)).map_err(write_error)?;
-                writeln!(out, "{}", placement_line(&stats, nranks)).map_err(write_error)?;
+                lines.extend([stats_line(&sum_stats(&stats)), spread_line(&stats, nranks), placement_line(&stats, nranks)]);
             }
+            progress.suspend(|| lines.iter().try_for_each(|line| writeln!(out, "{line}").and_then(|()| out.flush())).map_err(write_error))?;
+            progress.inc(1);
             rows.push(row);
         }
     }
     Ok(rows)
+}
+
+/// How many rows the sweep of `args` has on `nranks` ranks (sizes whose count is 0 make
+/// no row).
+pub fn row_count(args: &BenchArgs, nranks: u32) -> usize {
+    args.functions.iter().map(|&f| sizes(args).into_iter().filter(|&s| count_for(f, args.dtype, s, nranks) != 0).count()).sum()
 }
 
 /// Where the channels' time went during one row (warm-up and timed iterations, out of
@@ -524,9 +500,12 @@ pub struct Premeasured {
 }
 
 impl Premeasured {
-    /// Times `baseline` on the whole sweep of `args` for `nranks` ranks.
-    pub fn measure(baseline: &mut dyn Baseline, args: &BenchArgs, nranks: u32) -> Result<Self> {
+    /// Times `baseline` on the whole sweep of `args` for `nranks` ranks; `progress`
+    /// counts the rows.
+    #[cfg_attr(not(feature = "nccl"), allow(dead_code))]
+    pub fn measure(baseline: &mut dyn Baseline, args: &BenchArgs, nranks: u32, progress: &ProgressBar) -> Result<Self> {
         args.validate()?;
+        progress.set_length(row_count(args, nranks) as u64);
         let mut times = std::collections::BTreeMap::new();
         for &function in &args.functions {
             for size in sizes(args) {
@@ -535,12 +514,15 @@ impl Premeasured {
                     continue;
                 }
                 let root = if has_root(function) { args.root } else { 0 };
+                progress.set_message(format!("{} {size} B", function.name()));
                 for in_place in [false, true] {
                     let us = baseline.time_us(function, args.dtype, args.op, count, root, in_place, args.warmup, args.iters)?;
                     times.insert((function as u32, count, in_place), us);
                 }
+                progress.inc(1);
             }
         }
+        progress.finish_and_clear();
         Ok(Self { name: baseline.name(), times })
     }
 }
@@ -678,39 +660,39 @@ fn print_header(out: &mut dyn Write, function: CollFunction, group: &str, baseli
 /// every [`Row`] field by name (times in µs, bandwidths in GB/s; `null` for what is
 /// absent or not a finite number).
 pub fn rows_json(rows: &[Row], command: &str, device: &str, date_utc: &str) -> String {
-    let mut out = String::from("{\n");
-    let _ = writeln!(out, "  \"command\": {},", json_string(command));
-    let _ = writeln!(out, "  \"device\": {},", json_string(device));
-    let _ = writeln!(out, "  \"date\": {},", json_string(date_utc));
-    for function in BENCH_FUNCTIONS.into_iter().filter(|&f| rows.iter().any(|r| r.function == f)) {
-        let _ = writeln!(
-            out,
-            "  \"{}_busbw_vs_nccl_ge64M\": {},",
-            function.name().replace('_', ""),
-            json_number(min_large_ratio(rows, function).unwrap_or(f64::NAN))
-        );
-    }
-    out.push_str("  \"rows\": [");
-    for (i, r) in rows.iter().enumerate() {
-        let _ = write!(
-            out,
-            "{}\n    {{\"function\": {}, \"size\": {}, \"bytes\": {}, \"count\": {}, \"dtype\": {}, \"op\": {}, \"root\": {}, \"oop\": {}, \"ip\": {}, \"baseline_oop\": {}, \"baseline_ip\": {}}}",
-            if i == 0 { "" } else { "," },
-            json_string(r.function.name()),
-            r.size,
-            r.bytes,
-            r.count,
-            json_string(r.dtype.name()),
-            json_string(r.op.name()),
-            r.root,
-            timing_json(Some(&r.oop)),
-            timing_json(Some(&r.ip)),
-            timing_json(r.baseline_oop.as_ref()),
-            timing_json(r.baseline_ip.as_ref()),
-        );
-    }
-    out.push_str(if rows.is_empty() { "]\n}\n" } else { "\n  ]\n}\n" });
-    out
+    let ratio = |function: CollFunction| rows.iter().any(|r| r.function == function).then(|| min_large_ratio(rows, function));
+    let json = RowsJson {
+        command,
+        device,
+        date: date_utc,
+        allreduce: ratio(CollFunction::AllReduce),
+        allgather: ratio(CollFunction::AllGather),
+        reducescatter: ratio(CollFunction::ReduceScatter),
+        broadcast: ratio(CollFunction::Broadcast),
+        reduce: ratio(CollFunction::Reduce),
+        rows,
+    };
+    serde_json::to_string_pretty(&json).expect("plain structs serialize") + "\n"
+}
+
+/// The body of [`rows_json`]. A ratio field is left out when its function has no row
+/// (outer `None`) and `null` when it has no ratio (inner `None`).
+#[derive(Serialize)]
+struct RowsJson<'a> {
+    command: &'a str,
+    device: &'a str,
+    date: &'a str,
+    #[serde(rename = "allreduce_busbw_vs_nccl_ge64M", skip_serializing_if = "Option::is_none")]
+    allreduce: Option<Option<f64>>,
+    #[serde(rename = "allgather_busbw_vs_nccl_ge64M", skip_serializing_if = "Option::is_none")]
+    allgather: Option<Option<f64>>,
+    #[serde(rename = "reducescatter_busbw_vs_nccl_ge64M", skip_serializing_if = "Option::is_none")]
+    reducescatter: Option<Option<f64>>,
+    #[serde(rename = "broadcast_busbw_vs_nccl_ge64M", skip_serializing_if = "Option::is_none")]
+    broadcast: Option<Option<f64>>,
+    #[serde(rename = "reduce_busbw_vs_nccl_ge64M", skip_serializing_if = "Option::is_none")]
+    reduce: Option<Option<f64>>,
+    rows: &'a [Row],
 }
 
 /// The smallest ferroccl/baseline bus-bandwidth ratio of `function` over its rows of
@@ -723,58 +705,30 @@ fn min_large_ratio(rows: &[Row], function: CollFunction) -> Option<f64> {
         .reduce(f64::min)
 }
 
-/// A placement's timing as a JSON object (`null` when absent).
-fn timing_json(t: Option<&Timing>) -> String {
-    t.map_or_else(
-        || "null".to_owned(),
-        |t| {
-            format!(
-                "{{\"time_us\": {}, \"algbw\": {}, \"busbw\": {}, \"wrong\": {}}}",
-                json_number(t.time_us),
-                json_number(t.algbw),
-                json_number(t.busbw),
-                t.wrong.map_or_else(|| "null".to_owned(), |w| w.to_string())
-            )
-        },
-    )
+fn function_name<S: Serializer>(f: &CollFunction, s: S) -> std::result::Result<S::Ok, S::Error> {
+    s.serialize_str(f.name())
 }
 
-/// `x` in full precision, or `null` when it is not finite (JSON has no NaN).
-fn json_number(x: f64) -> String {
-    if x.is_finite() { x.to_string() } else { "null".to_owned() }
+fn dtype_name<S: Serializer>(d: &DataType, s: S) -> std::result::Result<S::Ok, S::Error> {
+    s.serialize_str(d.name())
 }
 
-/// `s` as a JSON string literal.
-fn json_string(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if u32::from(c) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", u32::from(c));
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
+fn op_name<S: Serializer>(o: &RedOpKind, s: S) -> std::result::Result<S::Ok, S::Error> {
+    s.serialize_str(o.name())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn strings(args: &[&str]) -> Vec<String> {
-        args.iter().map(|s| s.to_string()).collect()
-    }
-
-    fn parse(args: &[&str]) -> Result<BenchArgs> {
-        parse_args(&strings(args))
+    /// `ferroccl bench ARGS` through the command line, normalized and validated.
+    fn parse(args: &[&str]) -> std::result::Result<BenchArgs, String> {
+        use clap::Parser;
+        let cli = crate::cli::Cli::try_parse_from(["ferroccl", "bench"].iter().chain(args)).map_err(|e| e.to_string())?;
+        match cli.command {
+            crate::cli::Command::Bench(b) => b.sweep.normalized().map_err(|e| e.to_string()),
+            other => Err(format!("{other:?}")),
+        }
     }
 
     #[test]
@@ -826,6 +780,10 @@ mod tests {
         assert_eq!(parse(&["-b", "3m", "-e", "3M"]).unwrap().max_bytes, 3 << 20);
         assert_eq!(parse(&["-b", "2G", "-e", "2g"]).unwrap().min_bytes, 2 << 30);
         assert_eq!(parse(&["--minbytes", "1", "--maxbytes", "2", "--datatype", "uint64"]).unwrap().dtype, DataType::U64);
+        assert_eq!(
+            parse(&["--stepfactor", "8", "--op", "max", "--check", "0", "--iters", "3", "--warmup_iters", "1", "--root", "1"]).unwrap(),
+            BenchArgs { step_factor: 8, op: RedOpKind::Max, check: false, iters: 3, warmup: 1, root: 1, ..BenchArgs::default() }
+        );
     }
 
     #[test]
@@ -851,8 +809,8 @@ mod tests {
             &["allreduce"],
         ] {
             match parse(bad) {
-                Err(Error::InvalidArgument(why)) => assert!(!why.is_empty()),
-                other => panic!("{bad:?} gave {other:?}"),
+                Err(why) => assert!(!why.is_empty()),
+                Ok(args) => panic!("{bad:?} gave {args:?}"),
             }
         }
     }
@@ -927,21 +885,54 @@ mod tests {
             row(CollFunction::Broadcast, 1 << 20, (50.0, 50.0), Some((100.0, 100.0))),
             row(CollFunction::Reduce, 128 << 20, (50.0, 50.0), None),
         ];
-        let json = rows_json(&rows, "ferroccl bench \"coll\"", "2 x H100\n", "2025-01-01T00:00:00Z");
-        assert!(json.contains("\"allreduce_busbw_vs_nccl_ge64M\": 0.8,"), "{json}");
-        assert!(json.contains("\"allgather_busbw_vs_nccl_ge64M\": 0.5,"), "{json}");
-        assert!(json.contains("\"broadcast_busbw_vs_nccl_ge64M\": null,"), "{json}");
-        assert!(json.contains("\"reduce_busbw_vs_nccl_ge64M\": null,"), "{json}");
-        assert!(!json.contains("reducescatter_busbw_vs_nccl_ge64M"), "{json}");
-        assert!(json.contains("\"command\": \"ferroccl bench \\\"coll\\\"\","), "{json}");
-        assert!(json.contains("\"device\": \"2 x H100\\n\","), "{json}");
-        assert!(json.contains("\"date\": \"2025-01-01T00:00:00Z\","), "{json}");
-        assert!(json.contains("\"baseline_oop\": null, \"baseline_ip\": null}"), "{json}");
-        assert_eq!(json.matches("\"function\":").count(), rows.len());
-        assert_eq!(json.matches('{').count(), json.matches('}').count());
-        assert_eq!(json_string("a\u{1}b"), "\"a\\u0001b\"");
-        assert_eq!(json_number(f64::INFINITY), "null");
-        assert_eq!(json_number(1e-7), "0.0000001");
+        let text = rows_json(&rows, "ferroccl bench \"coll\"", "2 x H100\n", "2025-01-01T00:00:00Z");
+        let json: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(json["allreduce_busbw_vs_nccl_ge64M"], 0.8, "{text}");
+        assert_eq!(json["allgather_busbw_vs_nccl_ge64M"], 0.5, "{text}");
+        assert!(json["broadcast_busbw_vs_nccl_ge64M"].is_null(), "{text}");
+        assert!(json["reduce_busbw_vs_nccl_ge64M"].is_null(), "{text}");
+        assert!(json.get("reduce_busbw_vs_nccl_ge64M").is_some(), "{text}");
+        assert!(json.get("reducescatter_busbw_vs_nccl_ge64M").is_none(), "{text}");
+        assert_eq!(json["command"], "ferroccl bench \"coll\"", "{text}");
+        assert_eq!(json["device"], "2 x H100\n", "{text}");
+        assert_eq!(json["date"], "2025-01-01T00:00:00Z", "{text}");
+        let mut keys: Vec<&str> = json.as_object().unwrap().keys().map(String::as_str).collect();
+        let mut expected = [
+            "command",
+            "device",
+            "date",
+            "allreduce_busbw_vs_nccl_ge64M",
+            "allgather_busbw_vs_nccl_ge64M",
+            "broadcast_busbw_vs_nccl_ge64M",
+            "reduce_busbw_vs_nccl_ge64M",
+            "rows",
+        ];
+        keys.sort_unstable();
+        expected.sort_unstable();
+        assert_eq!(keys, expected);
+        // In the file, the fields keep their order: command, device, date, the ratios in
+        // the benchmark's function order, rows.
+        let at = |key: &str| text.find(&format!("\"{key}\":")).unwrap();
+        assert!(at("command") < at("device") && at("device") < at("date") && at("date") < at("allreduce_busbw_vs_nccl_ge64M"));
+        assert!(at("allreduce_busbw_vs_nccl_ge64M") < at("allgather_busbw_vs_nccl_ge64M"));
+        assert!(at("broadcast_busbw_vs_nccl_ge64M") < at("reduce_busbw_vs_nccl_ge64M") && at("reduce_busbw_vs_nccl_ge64M") < at("rows"));
+        let out_rows = json["rows"].as_array().unwrap();
+        assert_eq!(out_rows.len(), rows.len());
+        let last = &out_rows[rows.len() - 1];
+        assert!(last["baseline_oop"].is_null() && last["baseline_ip"].is_null(), "{text}");
+        let first = &out_rows[0];
+        let row_keys: Vec<&str> = first.as_object().unwrap().keys().map(String::as_str).collect();
+        let mut expected = ["function", "size", "bytes", "count", "dtype", "op", "root", "oop", "ip", "baseline_oop", "baseline_ip"];
+        expected.sort_unstable();
+        assert_eq!(row_keys, expected);
+        assert_eq!((&first["function"], &first["dtype"], &first["op"], &first["root"]), (&"all_reduce".into(), &"float".into(), &"sum".into(), &(-1).into()));
+        assert_eq!(first["size"], 32 << 20);
+        assert_eq!(first["oop"], serde_json::json!({"time_us": 1.0, "algbw": 1.0, "busbw": 1.0, "wrong": 0}));
+        // JSON has no NaN or infinity: such numbers are null, and so is an unchecked #wrong.
+        let odd = Row { oop: Timing { time_us: f64::INFINITY, algbw: f64::NAN, busbw: 0.0, wrong: None }, ..rows[0].clone() };
+        let json: serde_json::Value = serde_json::from_str(&rows_json(&[odd], "", "", "")).unwrap();
+        assert_eq!(json["rows"][0]["oop"], serde_json::json!({"time_us": null, "algbw": null, "busbw": 0.0, "wrong": null}));
+        assert_eq!(json["rows"][0]["ip"]["time_us"], 1.0);
     }
 
     /// The whole benchmark on the host twin: every row checked correct, in the order
@@ -978,7 +969,7 @@ mod tests {
         let mut baseline = FixedBaseline(Vec::new());
         let mut table = Vec::new();
         let allocated_before = g.mark();
-        let rows = run_with_baseline(&mut g, &args, Some(&mut baseline), &mut table).unwrap();
+        let rows = run_with_baseline(&mut g, &args, Some(&mut baseline), &mut table, &ProgressBar::hidden()).unwrap();
         assert_eq!(g.mark(), allocated_before, "the timing buffers are freed");
         let unchecked =
             run(&mut g, &parse(&["-b", "64", "-e", "64", "-c", "0", "-n", "1", "all_reduce"]).unwrap(), &mut Vec::new()).unwrap();

@@ -1,0 +1,401 @@
+//! The command line, declared with clap's derive API: `ferroccl --help` and every
+//! subcommand's `--help` come from the doc comments below.
+
+use std::path::PathBuf;
+
+use clap::builder::{PossibleValuesParser, TypedValueParser};
+use clap::{Args, Parser, Subcommand};
+use device_rt::dtype::DataType;
+use device_rt::redop::RedOpKind;
+use device_rt::work::CollFunction;
+use host_shim::work::Placement;
+
+use crate::collbench::{BENCH_FUNCTIONS, BENCH_OPS, BenchArgs};
+
+/// ferroccl: a GPU communication runtime's command. Device info, GPU self-tests, the
+/// collective correctness matrix, and benchmarks against NCCL.
+#[derive(Debug, Parser)]
+#[command(name = "ferroccl", version, arg_required_else_help = true)]
+#[command(after_help = "Environment:\n  FERROCCL_LOG=error|warn|info|debug|trace   diagnostics on stderr (default: warn; \
+                        env_logger filters such as host_shim=debug also work)")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// List CUDA devices and what they support
+    Info,
+    /// Run the GPU self-tests: one line per test, then "N passed, N failed"
+    Test(TestArgs),
+    /// The collective correctness matrix (every function × type × operator) on N ranks
+    /// spread over the devices, checked bit for bit
+    Coll(CollArgs),
+    /// nccl-tests' table (size, count, type, redop, root, time, algbw, busbw, #wrong; out
+    /// of place and in place) for all_reduce, all_gather, reduce_scatter, broadcast,
+    /// reduce
+    ///
+    /// With --nccl also NCCL on the same GPUs (measured first, before ferroccl's loops
+    /// hold the GPUs) and the busbw ratio; with --stats lines per row on where the
+    /// channels' time went. Without a GPU it runs on the host twin (the device code on CPU
+    /// threads) and says so. `bench reduce_copy` and `bench work_loop` are the two
+    /// single-GPU benchmarks.
+    Bench(BenchCmd),
+    /// Print the embedded PTX module
+    Ptx,
+}
+
+/// `ferroccl test`.
+#[derive(Debug, Args, PartialEq)]
+pub struct TestArgs {
+    /// The device to run on
+    #[arg(short = 'd', long, value_name = "N", default_value_t = 0)]
+    pub device: usize,
+    /// Run only the tests whose name contains FILTER
+    #[arg(value_name = "FILTER")]
+    pub filter: Option<String>,
+}
+
+/// The communicator's placement and shape, shared by `coll` and `bench`; every flag left
+/// out keeps the subcommand's default.
+#[derive(Debug, Args, Clone, PartialEq, Default)]
+pub struct CommArgs {
+    /// Device ordinals the ranks are placed on, round-robin [coll: 0; bench: every GPU]
+    #[arg(long, value_name = "0,1,...", value_delimiter = ',')]
+    pub devices: Option<Vec<usize>>,
+    /// Number of ranks [default: one per device; bench: at least 2]
+    #[arg(long, value_name = "N")]
+    pub ranks: Option<usize>,
+    /// Channels per rank [coll: 4; bench: 24 on GPUs, 2 on the host twin]
+    #[arg(long, value_name = "N")]
+    pub channels: Option<u32>,
+    /// Threads per channel [default: 512 on GPUs; 128 for bench on the host twin]
+    #[arg(long, value_name = "N")]
+    pub threads: Option<u32>,
+    /// Ring step in bytes, K/M/G suffixes allowed [default: 1M]
+    #[arg(long, value_name = "BYTES", value_parser = parse_size_u64)]
+    pub step: Option<u64>,
+    /// On which SMs the channels run: the hardware's choice, one per TPC from SM 2, or one
+    /// SM id per channel [default: tpcs]
+    #[arg(long, value_name = "hardware|tpcs|ID,ID,...", value_parser = parse_placement)]
+    pub sms: Option<Placement>,
+    /// The channels work in pairs (collectives on the first half; a two-rank
+    /// reduce_scatter sends on the first half and reduces on the second) [default: false]
+    #[arg(long, value_name = "true|false")]
+    pub paired: Option<bool>,
+    /// Ring senders write straight into the next rank's output where the algorithm
+    /// allows (NCCL's direct operations)
+    #[arg(long)]
+    pub direct: bool,
+}
+
+/// `ferroccl coll`.
+#[derive(Debug, Args, PartialEq)]
+pub struct CollArgs {
+    #[command(flatten)]
+    pub comm: CommArgs,
+    /// Element count of the matrix's large case of every function and type
+    #[arg(long, value_name = "N", default_value_t = 3 << 20)]
+    pub big: usize,
+    /// Run only the cases whose description contains FILTER
+    #[arg(value_name = "FILTER")]
+    pub filter: Option<String>,
+}
+
+/// `ferroccl bench`: the collective sweep, or one of the single-GPU benchmarks.
+#[derive(Debug, Args, PartialEq)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct BenchCmd {
+    #[command(subcommand)]
+    pub single: Option<SingleGpuBench>,
+    #[command(flatten)]
+    pub sweep: BenchArgs,
+    #[command(flatten)]
+    pub comm: CommArgs,
+    /// Per row, where the channels' time went (copying, waiting for data, for credit),
+    /// which channel was busiest and slowest, and every channel's SM and copy rate
+    #[arg(long)]
+    pub stats: bool,
+    /// Also time NCCL on the same GPUs and print the busbw ratio (needs the `nccl`
+    /// feature)
+    #[arg(long)]
+    pub nccl: bool,
+}
+
+#[derive(Debug, Subcommand, PartialEq)]
+pub enum SingleGpuBench {
+    /// reduce_copy (copy, 2- and 8-source sum; f32, bf16) against cuMemcpyDtoD of the
+    /// same bytes, in one run
+    #[command(name = "reduce_copy")]
+    ReduceCopy(ReduceCopyArgs),
+    /// The work loop's no-op round trip, device dispatch rate and stream-ordered path
+    /// against kernel launches, in one run
+    #[command(name = "work_loop")]
+    WorkLoop(WorkLoopArgs),
+}
+
+/// `ferroccl bench reduce_copy`.
+#[derive(Debug, Args, PartialEq)]
+pub struct ReduceCopyArgs {
+    /// The device to run on
+    #[arg(short = 'd', long, value_name = "N", default_value_t = 0)]
+    pub device: usize,
+    /// Bytes per buffer (a non-zero multiple of 16), K/M/G suffixes allowed
+    #[arg(long, value_name = "BYTES", value_parser = parse_size, default_value = "256M")]
+    pub bytes: usize,
+    /// Timed iterations per case (after 3 untimed ones)
+    #[arg(long, value_name = "N", default_value_t = 20)]
+    pub iters: usize,
+    /// Write the results as JSON to PATH
+    #[arg(long, value_name = "PATH")]
+    pub json: Option<PathBuf>,
+}
+
+/// `ferroccl bench work_loop`.
+#[derive(Debug, Args, PartialEq)]
+pub struct WorkLoopArgs {
+    /// The device to run on
+    #[arg(short = 'd', long, value_name = "N", default_value_t = 0)]
+    pub device: usize,
+    /// Write the results as JSON to PATH
+    #[arg(long, value_name = "PATH")]
+    pub json: Option<PathBuf>,
+}
+
+/// A byte count: digits, optionally followed by K, M or G (powers of 2¹⁰, either case).
+pub fn parse_size(value: &str) -> Result<usize, String> {
+    let (digits, unit) = match value.char_indices().last() {
+        Some((at, 'k' | 'K')) => (&value[..at], 1usize << 10),
+        Some((at, 'm' | 'M')) => (&value[..at], 1 << 20),
+        Some((at, 'g' | 'G')) => (&value[..at], 1 << 30),
+        _ => (value, 1),
+    };
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!("size {value:?}: expected a number of bytes, optionally followed by K, M or G"));
+    }
+    digits
+        .parse::<usize>()
+        .ok()
+        .and_then(|n| n.checked_mul(unit))
+        .ok_or_else(|| format!("size {value:?} does not fit in {} bits", usize::BITS))
+}
+
+/// [`parse_size`] as a `u64`.
+fn parse_size_u64(value: &str) -> Result<u64, String> {
+    parse_size(value).map(|n| n as u64)
+}
+
+/// `--sms`: [`Placement`]'s own parser.
+fn parse_placement(value: &str) -> Result<Placement, String> {
+    value.parse().map_err(|e: host_shim::Error| e.to_string())
+}
+
+/// `-c 0|1`.
+pub fn parse_check(value: &str) -> Result<bool, String> {
+    match value {
+        "0" => Ok(false),
+        "1" => Ok(true),
+        _ => Err(format!("{value:?}: expected 0 or 1")),
+    }
+}
+
+/// The benchmarked collectives by nccl-tests' names.
+pub fn function_parser() -> impl TypedValueParser<Value = CollFunction> {
+    PossibleValuesParser::new(BENCH_FUNCTIONS.map(CollFunction::name))
+        .map(|name| BENCH_FUNCTIONS.into_iter().find(|f| f.name() == name).expect("a possible value"))
+}
+
+/// Element types by nccl-tests' names.
+pub fn dtype_parser() -> impl TypedValueParser<Value = DataType> {
+    PossibleValuesParser::new(DataType::ALL.map(DataType::name))
+        .map(|name| DataType::ALL.into_iter().find(|d| d.name() == name).expect("a possible value"))
+}
+
+/// The benchmark's operators by nccl-tests' names (`avg` is [`RedOpKind::SumPostDiv`]).
+pub fn op_parser() -> impl TypedValueParser<Value = RedOpKind> {
+    PossibleValuesParser::new(BENCH_OPS.map(RedOpKind::name))
+        .map(|name| BENCH_OPS.into_iter().find(|o| o.name() == name).expect("a possible value"))
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    fn parse(line: &str) -> Cli {
+        Cli::try_parse_from(line.split_whitespace()).unwrap_or_else(|e| panic!("{line}: {e}"))
+    }
+
+    fn bench(line: &str) -> BenchCmd {
+        match parse(line).command {
+            Command::Bench(b) => b,
+            other => panic!("{line}: {other:?}"),
+        }
+    }
+
+    fn coll(line: &str) -> CollArgs {
+        match parse(line).command {
+            Command::Coll(c) => c,
+            other => panic!("{line}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_command_is_well_formed_and_every_help_renders() {
+        Cli::command().debug_assert();
+        fn walk(cmd: &mut clap::Command, path: &str, seen: &mut Vec<String>) {
+            let help = cmd.render_long_help().to_string();
+            assert!(help.contains("Usage: "), "{path}: {help}");
+            seen.push(path.to_owned());
+            for sub in cmd.get_subcommands_mut() {
+                let name = format!("{path} {}", sub.get_name());
+                walk(sub, &name, seen);
+            }
+        }
+        let mut seen = Vec::new();
+        let mut cmd = Cli::command();
+        cmd.build();
+        walk(&mut cmd, "ferroccl", &mut seen);
+        for sub in ["info", "test", "coll", "bench", "bench reduce_copy", "bench work_loop", "ptx"] {
+            assert!(seen.contains(&format!("ferroccl {sub}")), "{seen:?}");
+        }
+        let bench_help = Cli::command().find_subcommand_mut("bench").unwrap().render_long_help().to_string();
+        for flag in ["-b, --minbytes <BYTES>", "-e, --maxbytes <BYTES>", "-f, --stepfactor <F>", "-d, --datatype <TYPE>", "-o, --op <OP>"] {
+            assert!(bench_help.contains(flag), "{flag}: {bench_help}");
+        }
+        for flag in ["-c, --check <0|1>", "-n, --iters <N>", "--paired <true|false>", "--sms <hardware|tpcs|ID,ID,...>"] {
+            assert!(bench_help.contains(flag), "{flag}: {bench_help}");
+        }
+        for flag in ["-w, --warmup_iters", "-r, --root", "--json", "--devices", "--ranks", "--channels", "--threads", "--step"] {
+            assert!(bench_help.contains(flag), "{flag}: {bench_help}");
+        }
+        for flag in ["--sms", "--paired", "--direct", "--stats", "--nccl", "reduce_copy", "work_loop", "all_gather"] {
+            assert!(bench_help.contains(flag), "{flag}: {bench_help}");
+        }
+    }
+
+    /// Command lines as bench/scripts/*.sh and the README give them.
+    #[test]
+    fn the_scripts_command_lines_parse() {
+        let b = bench(
+            "ferroccl bench all_reduce all_gather reduce_scatter -b 8 -e 1G -f 2 -c 0 -n 20 -w 5 --devices 0,1 --nccl --json /root/out/ring.json",
+        );
+        assert_eq!(b.single, None);
+        assert_eq!(
+            b.sweep,
+            BenchArgs {
+                min_bytes: 8,
+                max_bytes: 1 << 30,
+                step_factor: 2,
+                check: false,
+                iters: 20,
+                warmup: 5,
+                functions: vec![CollFunction::AllReduce, CollFunction::AllGather, CollFunction::ReduceScatter],
+                json: Some(PathBuf::from("/root/out/ring.json")),
+                ..BenchArgs::default()
+            }
+        );
+        assert_eq!(b.comm, CommArgs { devices: Some(vec![0, 1]), ..CommArgs::default() });
+        assert!(b.nccl && !b.stats);
+
+        let b = bench("ferroccl bench reduce_scatter -b 256M -e 1G -f 4 -c 0 -n 10 -w 3 --devices 0,1 --channels 48 --paired true --stats");
+        assert_eq!((b.sweep.min_bytes, b.sweep.step_factor, b.sweep.iters, b.sweep.warmup), (256 << 20, 4, 10, 3));
+        assert_eq!(b.comm, CommArgs { devices: Some(vec![0, 1]), channels: Some(48), paired: Some(true), ..CommArgs::default() });
+        assert!(b.stats && !b.nccl);
+
+        let b = bench("ferroccl bench all_reduce all_gather -b 1M -e 64M -f 8 --devices 0 --ranks 1 --sms tpcs");
+        assert_eq!(b.comm, CommArgs { devices: Some(vec![0]), ranks: Some(1), sms: Some(Placement::Tpcs), ..CommArgs::default() });
+        assert!(b.sweep.check, "-c defaults to 1");
+
+        let b = bench("ferroccl bench reduce_scatter all_reduce -b 1G -e 1G -c 0 -n 10 -w 3 --devices 0,1 --channels 4 --sms 0,32,66,98 --threads 256 --step 524288 --direct --stats");
+        assert_eq!(b.comm.sms, Some("0,32,66,98".parse().unwrap()));
+        assert_eq!((b.comm.threads, b.comm.step, b.comm.direct), (Some(256), Some(512 << 10), true));
+
+        let b = bench("ferroccl bench broadcast reduce -d bfloat16 -o avg -r 1 --step 64K");
+        assert_eq!((b.sweep.dtype, b.sweep.op, b.sweep.root, b.comm.step), (DataType::Bf16, RedOpKind::SumPostDiv, 1, Some(64 << 10)));
+        assert_eq!(bench("ferroccl bench").sweep, BenchArgs::default());
+
+        assert_eq!(
+            bench("ferroccl bench reduce_copy --device 0").single,
+            Some(SingleGpuBench::ReduceCopy(ReduceCopyArgs { device: 0, bytes: 256 << 20, iters: 20, json: None }))
+        );
+        assert_eq!(
+            bench("ferroccl bench reduce_copy -d 1 --bytes 64M --iters 5 --json rc.json").single,
+            Some(SingleGpuBench::ReduceCopy(ReduceCopyArgs { device: 1, bytes: 64 << 20, iters: 5, json: Some("rc.json".into()) }))
+        );
+        assert_eq!(
+            bench("ferroccl bench work_loop --json out/work_loop.json").single,
+            Some(SingleGpuBench::WorkLoop(WorkLoopArgs { device: 0, json: Some("out/work_loop.json".into()) }))
+        );
+
+        let c = coll("ferroccl coll --devices 0,1 --ranks 4 --channels 4 --step 65536 --big 1572864 --paired true");
+        assert_eq!(
+            c,
+            CollArgs {
+                comm: CommArgs { devices: Some(vec![0, 1]), ranks: Some(4), channels: Some(4), step: Some(65536), paired: Some(true), ..CommArgs::default() },
+                big: 1572864,
+                filter: None,
+            }
+        );
+        let c = coll("ferroccl coll --devices 0,1 --ranks 2 --channels 2 --threads 512 no-such-case");
+        assert_eq!((c.comm.threads, c.filter.as_deref(), c.big), (Some(512), Some("no-such-case"), 3 << 20));
+        let c = coll("ferroccl coll --devices 0,1,2,3,4,5,6,7 --ranks 8 --channels 8 --direct");
+        assert_eq!((c.comm.devices.as_ref().map(Vec::len), c.comm.direct), (Some(8), true));
+
+        assert!(matches!(parse("ferroccl info").command, Command::Info));
+        assert!(matches!(parse("ferroccl ptx").command, Command::Ptx));
+        let Command::Test(t) = parse("ferroccl test").command else { panic!() };
+        assert_eq!(t, TestArgs { device: 0, filter: None });
+        let Command::Test(t) = parse("ferroccl test --device 1 reduce_copy").command else { panic!() };
+        assert_eq!(t, TestArgs { device: 1, filter: Some("reduce_copy".into()) });
+    }
+
+    #[test]
+    fn bad_command_lines_are_refused() {
+        for bad in [
+            "ferroccl",
+            "ferroccl info extra",
+            "ferroccl ptx --json x",
+            "ferroccl test a b",
+            "ferroccl coll --paired maybe",
+            "ferroccl coll --sms 1,x",
+            "ferroccl coll --devices a",
+            "ferroccl coll --ranks",
+            "ferroccl bench -b",
+            "ferroccl bench -b 12X",
+            "ferroccl bench -b K",
+            "ferroccl bench -b -5",
+            "ferroccl bench -b 1.5M",
+            "ferroccl bench -b 99999999999999999999G",
+            "ferroccl bench -n many",
+            "ferroccl bench -d float16",
+            "ferroccl bench -o premulsum",
+            "ferroccl bench -c 2",
+            "ferroccl bench -r -1",
+            "ferroccl bench -z 1",
+            "ferroccl bench sendrecv",
+            "ferroccl bench allreduce",
+            "ferroccl bench all_reduce reduce_copy",
+            "ferroccl bench reduce_copy -b 8",
+            "ferroccl bench work_loop --bytes 8",
+        ] {
+            assert!(Cli::try_parse_from(bad.split_whitespace()).is_err(), "{bad} was accepted");
+        }
+    }
+
+    #[test]
+    fn sizes_take_k_m_g_suffixes() {
+        assert_eq!(parse_size("8"), Ok(8));
+        assert_eq!(parse_size("1k"), Ok(1024));
+        assert_eq!(parse_size("1K"), Ok(1024));
+        assert_eq!(parse_size("3m"), Ok(3 << 20));
+        assert_eq!(parse_size("64M"), Ok(64 << 20));
+        assert_eq!(parse_size("2g"), Ok(2 << 30));
+        assert_eq!(parse_size("1G"), Ok(1 << 30));
+        for bad in ["", "K", "-5", "1.5M", "12X", "99999999999999999999G"] {
+            assert!(parse_size(bad).is_err(), "{bad}");
+        }
+    }
+}
