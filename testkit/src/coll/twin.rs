@@ -224,6 +224,7 @@ impl RankGroup for TwinGroup {
             // device threads update them with atomic adds, read here with atomic loads.
             let load = |field: *mut u64| unsafe { std::sync::atomic::AtomicU64::from_ptr(field) }.load(std::sync::atomic::Ordering::Relaxed);
             let mut s = ChannelStats::default();
+            // SAFETY: `base` points at channel `c`'s counters in the rank's live block (above).
             unsafe {
                 s.slices = load(&raw mut (*base).slices);
                 s.bytes = load(&raw mut (*base).bytes);

@@ -15,6 +15,9 @@ pub(super) fn thread_ids(fx: &Fixture) -> Outcome {
     let words = (blocks * threads) as usize * abi::THREAD_ID_WORDS;
     let mut out = fx.zeros::<u32>(words)?;
     let k = fx.kernel("selftest_thread_ids")?;
+    // SAFETY: the kernel takes exactly these arguments, in this order, and touches no memory
+    // beyond the buffers passed (each sized for this launch shape); they outlive the
+    // launch, which `fx.finish` waits for.
     unsafe { fx.stream.launch_builder(&k).arg(&mut out).launch(cfg(blocks, threads, 0)) }
         .map_err(Error::cuda("cuLaunchKernel"))?;
     fx.finish("selftest_thread_ids")?;
@@ -29,6 +32,9 @@ pub(super) fn named_barriers(fx: &Fixture) -> Outcome {
     const HALF: u32 = 128;
     let mut out = fx.zeros::<u32>(THREADS as usize)?;
     let k = fx.kernel("selftest_named_barriers")?;
+    // SAFETY: the kernel takes exactly these arguments, in this order, and touches no memory
+    // beyond the buffers passed (each sized for this launch shape); they outlive the
+    // launch, which `fx.finish` waits for.
     unsafe { fx.stream.launch_builder(&k).arg(&mut out).launch(cfg(1, THREADS, THREADS * 4)) }
         .map_err(Error::cuda("cuLaunchKernel"))?;
     fx.finish("selftest_named_barriers")?;
@@ -49,6 +55,9 @@ pub(super) fn dynamic_smem(fx: &Fixture) -> Outcome {
     let mut out = fx.zeros::<u32>(3)?;
     let k = fx.kernel("selftest_dynamic_smem")?;
     module::allow_dynamic_smem(&k, SMEM)?;
+    // SAFETY: the kernel takes exactly these arguments, in this order, and touches no memory
+    // beyond the buffers passed (each sized for this launch shape); they outlive the
+    // launch, which `fx.finish` waits for.
     unsafe { fx.stream.launch_builder(&k).arg(&mut out).launch(cfg(1, 256, SMEM)) }
         .map_err(Error::cuda("cuLaunchKernel"))?;
     fx.finish("selftest_dynamic_smem")?;
@@ -75,6 +84,9 @@ fn message_passing(
         reset()?;
         let mut rep = fx.zeros::<u32>(report::WORDS)?;
         let mode_arg = mode as u32;
+        // SAFETY: the kernel takes exactly these arguments, in this order, and touches no memory
+        // beyond the buffers passed (each sized for this launch shape); they outlive the
+        // launch, which `fx.finish` waits for.
         unsafe {
             fx.stream
                 .launch_builder(&k)
@@ -127,6 +139,9 @@ pub(super) fn atomics_test(fx: &Fixture) -> Outcome {
     let mut exch64 = fx.zeros::<u64>(n as usize)?;
     let mut exch32 = fx.zeros::<u32>(n as usize)?;
     let k = fx.kernel("selftest_atomics")?;
+    // SAFETY: the kernel takes exactly these arguments, in this order, and touches no memory
+    // beyond the buffers passed (each sized for this launch shape); they outlive the
+    // launch, which `fx.finish` waits for.
     unsafe {
         fx.stream
             .launch_builder(&k)
@@ -167,6 +182,9 @@ pub(super) fn warp_ops(fx: &Fixture) -> Outcome {
     const THREADS: u32 = 64;
     let mut out = fx.zeros::<u32>(THREADS as usize * abi::WARP_OP_WORDS)?;
     let k = fx.kernel("selftest_warp_ops")?;
+    // SAFETY: the kernel takes exactly these arguments, in this order, and touches no memory
+    // beyond the buffers passed (each sized for this launch shape); they outlive the
+    // launch, which `fx.finish` waits for.
     unsafe { fx.stream.launch_builder(&k).arg(&mut out).launch(cfg(1, THREADS, 0)) }
         .map_err(Error::cuda("cuLaunchKernel"))?;
     fx.finish("selftest_warp_ops")?;
@@ -183,6 +201,9 @@ pub(super) fn clocks(fx: &Fixture) -> Outcome {
     const SLEEP_NS: u64 = 1_000_000;
     let mut out = fx.zeros::<u64>(4)?;
     let k = fx.kernel("selftest_clocks")?;
+    // SAFETY: the kernel takes exactly these arguments, in this order, and touches no memory
+    // beyond the buffers passed (each sized for this launch shape); they outlive the
+    // launch, which `fx.finish` waits for.
     unsafe { fx.stream.launch_builder(&k).arg(&mut out).arg(&SLEEP_NS).launch(cfg(1, 1, 0)) }
         .map_err(Error::cuda("cuLaunchKernel"))?;
     fx.finish("selftest_clocks")?;

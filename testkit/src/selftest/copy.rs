@@ -102,6 +102,9 @@ pub(super) fn block_reduce(fx: &Fixture) -> Outcome {
         for op in [RedOpKind::Sum, RedOpKind::Min, RedOpKind::Max] {
             let mut out = fx.zeros::<u8>(BLOCKS * elt)?;
             let op_arg = op as u32;
+            // SAFETY: the kernel takes exactly these arguments, in this order, and touches no memory
+            // beyond the buffers passed (each sized for this launch shape); they outlive the
+            // launch, which `fx.finish` waits for.
             unsafe {
                 fx.stream.launch_builder(&kernel).arg(&input).arg(&mut out).arg(&op_arg).launch(cfg(
                     BLOCKS as u32,

@@ -137,6 +137,7 @@ pub(super) fn work_loop_stream_graph(fx: &Fixture) -> Outcome {
     let mut lp = host_shim::work::WorkLoop::launch(&fx.ctx, &fx.module, loop_config(4, 64, LOOP_WAIT))?;
     let (ps, pd, pc) = (src.device_ptr(&user).0, dst.device_ptr(&user).0, counter.device_ptr(&user).0);
     // Ordering: a memset on the user stream, then the loop copies, then a copy back.
+    // SAFETY: `ps` is the start of `src`, N u32 words, alive until the stream has run.
     unsafe { sys::cuMemsetD32Async(ps, 0xC0FFEE, N, user.cu_stream()) }.result().map_err(Error::cuda("cuMemsetD32Async"))?;
     lp.enqueue_on_stream(&user, WorkItem::copy(DataType::U32, ps, pd, N as u64))?;
     let got = user.clone_dtoh(&dst).map_err(Error::cuda("cuMemcpyDtoH"))?;
