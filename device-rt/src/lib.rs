@@ -13,10 +13,10 @@
 #[macro_use]
 mod numbering;
 
+pub mod abi;
 #[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
 pub mod arch;
 
-#[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
 pub mod algo;
 #[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
 pub mod block;
