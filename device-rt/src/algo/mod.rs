@@ -12,6 +12,8 @@ mod function;
 #[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
 mod coll;
 #[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
+mod dispatch;
+#[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
 mod p2p;
 #[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
 mod ring;
@@ -19,7 +21,9 @@ mod ring;
 pub use function::{CollFunction, NO_PEER};
 
 #[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
-pub use coll::{Coll, CollCtx, run_collective};
+pub use coll::{Coll, CollCtx};
+#[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
+pub use dispatch::run_collective;
 #[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
 pub use p2p::P2pProto;
 #[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]

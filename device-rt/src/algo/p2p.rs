@@ -3,7 +3,7 @@
 //! through the channel's point-to-point connection with that peer. The sizes FIFO tags
 //! every step, so a sender and receiver that disagree on the count end with an error.
 
-use super::NO_PEER;
+use super::function::NO_PEER;
 use super::coll::{Coll, CollCtx, for_each_chunk};
 use crate::abi::LoopError;
 use crate::arch::{self, WARP_SIZE};

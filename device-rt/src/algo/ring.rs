@@ -2,7 +2,7 @@
 //! Broadcast and Reduce): each channel (CTA) takes its share of every chunk round and
 //! moves it around the ring through its own connections.
 
-use super::CollFunction;
+use super::function::CollFunction;
 use super::coll::{Coll, CollCtx, for_each_chunk, round_chunk};
 use crate::abi::LoopError;
 use crate::conn::{CONN_DIRECT, ConnInfo};
