@@ -1,9 +1,12 @@
 //! ferroccl's device runtime.
 //!
 //! Everything a rank does on the GPU lives here, in `no_std` Rust that is compiled to
-//! PTX by `ptx/kernels`. The layers follow DESIGN.md: [`arch`] is the only module that
-//! speaks PTX; everything above it is written against `arch`'s functions, so the same
-//! code also runs on CPU threads (feature `host-emu`) for tests without a GPU.
+//! PTX by `ptx/kernels`. The layers follow DESIGN.md, and every import points down:
+//! [`abi`], [`conn`] and [`dtype`] (what layers and the host share) at the bottom, then
+//! `arch` → `pack` → `redop` → [`multicast`] → `copy` → `prims` → [`algo`] → [`work`]
+//! (`tests/layers.rs` checks this on the source). `arch` is the only module that speaks
+//! PTX; everything above it is written against `arch`'s functions, so the same code also
+//! runs on CPU threads (feature `host-emu`) for tests without a GPU.
 //!
 //! This crate must never allocate, never block without a spin budget, and never contain
 //! host-only scheduling: the host shim hands work over, the device decides how to do it.
@@ -13,10 +16,10 @@
 #[macro_use]
 mod numbering;
 
+pub mod abi;
 #[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
 pub mod arch;
 
-#[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
 pub mod algo;
 #[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
 pub mod block;

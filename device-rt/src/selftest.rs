@@ -1,5 +1,12 @@
 //! Layouts shared by the device self-tests (`ptx/kernels/src/selftest.rs`) and their host
 //! checks (`host-shim/src/selftest.rs`): one place for every index and code both read.
+//!
+//! Only the self-tests' own numbers live here; the runtime's layers never import this
+//! module. The argument block of the standalone `reduce_copy` kernels, which `copy` reads,
+//! is part of the runtime's ABI ([`crate::abi`]) and is re-exported here under its old
+//! path.
+
+pub use crate::abi::{REDUCE_COPY_MAX_BUFFERS, ReduceCopyArgs};
 
 /// Words each thread writes in `selftest_thread_ids`.
 pub const THREAD_ID_WORDS: usize = 6;
@@ -82,41 +89,3 @@ pub const NAMED_BARRIER_ROUNDS: [u32; 2] = [3, 5];
 pub fn barrier_word(tid: u32, round: u32) -> u32 {
     tid * 1000 + round
 }
-
-/// The argument block of the standalone `reduce_copy_<dtype>` kernels (self-tests and
-/// the reduce_copy benchmark), in device memory. Each CTA takes a contiguous share of
-/// the elements and runs `reduce_copy` on it with all its threads.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, zerocopy::FromBytes, zerocopy::IntoBytes, zerocopy::Immutable, zerocopy::KnownLayout)]
-pub struct ReduceCopyArgs {
-    /// Source addresses (`srcs[0]` a `SwMulticastTable` address when `multicast_src`).
-    pub srcs: [u64; REDUCE_COPY_MAX_BUFFERS],
-    /// Destination addresses (`dsts[0]` a `SwMulticastTable` address when
-    /// `multicast_dst`).
-    pub dsts: [u64; REDUCE_COPY_MAX_BUFFERS],
-    /// Pre-op argument per source (PreMulSum's scalar bits).
-    pub pre_op_args: [u64; REDUCE_COPY_MAX_BUFFERS],
-    /// Elements per buffer.
-    pub n_elts: u64,
-    /// The operator's argument (SumPostDiv's divisor).
-    pub red_arg: u64,
-    /// Sources used (1..=8).
-    pub nsrcs: u32,
-    /// Destinations used (1..=8).
-    pub ndsts: u32,
-    /// A `RedOpKind` number.
-    pub op: u32,
-    /// 1: `srcs[0]` is a software multicast handle (with `op` = Sum only).
-    pub multicast_src: u32,
-    /// 1: `dsts[0]` is a software multicast handle (with `op` = Sum only).
-    pub multicast_dst: u32,
-    /// 1: apply the operator's post-op.
-    pub post_op: u32,
-}
-
-/// Sources and destinations a `reduce_copy_<dtype>` kernel takes at most.
-pub const REDUCE_COPY_MAX_BUFFERS: usize = 8;
-
-static_assertions::const_assert_eq!(core::mem::size_of::<ReduceCopyArgs>(), 232);
-static_assertions::const_assert_eq!(core::mem::offset_of!(ReduceCopyArgs, n_elts), 192);
-static_assertions::const_assert_eq!(core::mem::offset_of!(ReduceCopyArgs, post_op), 228);

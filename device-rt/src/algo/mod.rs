@@ -1,184 +1,30 @@
 //! Collective and point-to-point algorithms, run by the work loop for a `Collective`
 //! item: the item names the function, type, operator and buffers; the device picks the
 //! algorithm (ring), the chunks and the channel split.
+//!
+//! `algo` sits between `prims` and `work`: it may use the primitives, `copy` and the
+//! layers below, and never `work` (the loop calls it, not the other way round). The
+//! functions themselves ([`CollFunction`]) are always compiled, for the host's
+//! validation; the algorithms only for nvptx64 or the host twin.
 
+mod function;
+
+#[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
+mod coll;
+#[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
+mod dispatch;
+#[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
 mod p2p;
+#[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
 mod ring;
 
+pub use function::{CollFunction, NO_PEER};
+
+#[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
+pub use coll::{Coll, CollCtx};
+#[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
+pub use dispatch::run_collective;
+#[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
 pub use p2p::P2pProto;
+#[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
 pub use ring::RingProto;
-
-use crate::arch;
-use crate::conn::{ChannelConns, ChannelStats, CommDevice, MAX_RANKS};
-use crate::dtype::DataType;
-use crate::prims::{DataOp, GroupCtx, Movers, PrimsShared, div_up, transform};
-use crate::redop::RedOpKind;
-use crate::work::{CollFunction, LoopError};
-
-/// One collective as the loop hands it to an algorithm.
-#[derive(Clone, Copy, Debug)]
-pub struct Coll {
-    pub function: CollFunction,
-    /// Elements per rank (NCCL's count: all-gather's send count, reduce-scatter's
-    /// receive count); for SendRecv, the elements sent.
-    pub count: u64,
-    /// Elements received (SendRecv only).
-    pub recv_count: u64,
-    /// Input and output buffers (byte addresses).
-    pub input: u64,
-    pub output: u64,
-    /// The operator's argument.
-    pub red_arg: u64,
-    /// Broadcast and Reduce: the root rank.
-    pub root: u32,
-    /// SendRecv: the peer sent to and the peer received from (`NO_PEER`: none).
-    pub send_peer: u32,
-    pub recv_peer: u32,
-}
-
-/// No peer on this side of a SendRecv.
-pub const NO_PEER: u32 = u32::MAX;
-
-/// Where a collective runs: this rank's communicator and this channel.
-#[derive(Clone, Copy)]
-pub struct CollCtx {
-    pub nranks: u32,
-    pub ring_index: u32,
-    /// `[u32; MAX_RANKS]` in the communicator's memory: the ring seen from this rank.
-    pub ring_ranks: *const u32,
-    /// Channels a collective spreads over: the loop's, or with paired channels the first
-    /// half of them ([`CommDevice::pairs`]).
-    pub nchannels: u32,
-    pub channel_index: u32,
-    /// [`CommDevice::pairs`].
-    pub pairs: u32,
-    /// This channel's ring connections.
-    pub channel: *mut ChannelConns,
-    /// This channel's point-to-point connections, one per peer.
-    pub p2p: *mut ChannelConns,
-    /// Bytes per FIFO step (the same on every connection of the rank).
-    pub step_bytes: u64,
-    /// The whole CTA as one group.
-    pub group: GroupCtx,
-    /// Shared memory for a second group (SendRecv's send side).
-    pub second_shared: *mut PrimsShared,
-}
-
-impl CollCtx {
-    /// The rank `j` places after this one in the ring (`j < nranks`).
-    pub fn ring_rank(&self, j: u32) -> u32 {
-        // SAFETY: `ring_ranks` holds MAX_RANKS entries (the constructor's contract).
-        unsafe { self.ring_ranks.add(j as usize % MAX_RANKS).read() }
-    }
-
-    /// The context of channel `channel.0` of `channel.1` in `comm`.
-    ///
-    /// # Safety
-    /// `comm` is a valid communicator description whose connection arrays cover this
-    /// channel; `shared` holds `MAX_GROUPS` groups' shared memory.
-    pub unsafe fn new(comm: *const CommDevice, channel: (u32, u32), shared: *mut PrimsShared, abort: *const u64, spin_budget_ns: u64) -> Self {
-        let (bid, nchannels) = channel;
-        let comm = unsafe { &*comm };
-        let channel = (comm.channels as *mut ChannelConns).wrapping_add(bid as usize);
-        let stats = if comm.stats == 0 { core::ptr::null_mut() } else { (comm.stats as *mut ChannelStats).wrapping_add(bid as usize) };
-        if !stats.is_null() && arch::thread_idx() == 0 {
-            // Ordering: relaxed; the host reads it between operations, as the counters.
-            unsafe { arch::st_relaxed_sys_global(&raw mut (*stats).sm, u64::from(arch::sm_id()) + 1) };
-        }
-        Self {
-            nranks: comm.nranks,
-            ring_index: comm.ring_index,
-            ring_ranks: (&raw const comm.ring_ranks).cast(),
-            nchannels: if comm.pairs == 0 { nchannels } else { comm.pairs },
-            channel_index: bid,
-            pairs: comm.pairs,
-            channel,
-            p2p: (comm.p2p as *mut ChannelConns).wrapping_add(bid as usize * comm.nranks as usize),
-            step_bytes: unsafe { (&raw const (*channel).send.step_bytes).read() },
-            group: GroupCtx {
-                tid: arch::thread_idx(),
-                nthreads: arch::block_dim(),
-                group: 0,
-                shared,
-                abort,
-                spin_budget_ns,
-                stats,
-            },
-            second_shared: shared.wrapping_add(1),
-        }
-    }
-}
-
-/// Chunks start on multiples of this many bytes (full copy hunks, aligned packs).
-const CHUNK_ALIGN_BYTES: i64 = 4096;
-
-/// The chunk of `remaining` elements of `elt` bytes one round gives each of `parts`
-/// parts: at most `chunk` (one chunk of the FIFO), rounded up to whole
-/// `CHUNK_ALIGN_BYTES`.
-fn round_chunk(elt: i64, remaining: i64, parts: i64, chunk: i64) -> i64 {
-    let align = (CHUNK_ALIGN_BYTES / elt).max(1);
-    (div_up(div_up(remaining, parts), align) * align).min(chunk)
-}
-
-/// Calls `f(offset, n)` for this channel's share of each round over `size` elements of
-/// `elt` bytes, in order: every round gives each channel at most `chunk` elements. Both
-/// ends of a connection compute the same sequence from the same size.
-fn for_each_chunk(cx: &CollCtx, elt: i64, size: i64, chunk: i64, mut f: impl FnMut(i64, i64)) {
-    let nch = i64::from(cx.nchannels);
-    let mut grid_offset = 0;
-    while grid_offset < size {
-        let real = round_chunk(elt, size - grid_offset, nch, chunk);
-        let off = grid_offset + i64::from(cx.channel_index) * real;
-        f(off, real.min(size - off).max(0));
-        grid_offset += nch * chunk;
-    }
-}
-
-/// Runs `c` on this channel: `dtype` and `kind` are the element type and operator.
-///
-/// # Safety
-/// Every thread of the CTA calls this with the same arguments; `c` was validated against
-/// the communicator (ranks in range, buffers hold what the function addresses).
-pub unsafe fn run_collective(cx: &CollCtx, c: &Coll, dtype: DataType, kind: RedOpKind) -> Result<(), (LoopError, u32)> {
-    // Functions that only move data ignore the operator.
-    let op = if c.function.reduces() { kind } else { RedOpKind::Sum };
-    let data = DataOp { dtype, op, arg: c.red_arg };
-    let started = cx.group.clock();
-    let outcome = unsafe {
-        if cx.pairs != 0 && cx.nranks == 2 && c.function == CollFunction::ReduceScatter {
-            ring::reduce_scatter_paired(cx, c, data)
-        } else if cx.channel_index >= cx.nchannels {
-            // The second half of paired channels: nothing to do for this function.
-            Ok(())
-        } else if c.function == CollFunction::SendRecv {
-            p2p::run(cx, c, data)
-        } else if cx.nranks == 1 {
-            local(cx, c, data);
-            Ok(())
-        } else {
-            ring::run(cx, c, data)
-        }
-    };
-    if cx.group.tid == 0 {
-        cx.group.count(|s| unsafe { &raw mut (*s).busy_ns }, cx.group.clock().wrapping_sub(started));
-    }
-    outcome
-}
-
-/// A one-rank communicator: every function is `output = post(pre(input))` (nothing to
-/// do in place for functions without an operator).
-unsafe fn local(cx: &CollCtx, c: &Coll, data: DataOp) {
-    if c.input == c.output && !c.function.reduces() {
-        return;
-    }
-    let elt = data.elt();
-    let n = c.count;
-    let nch = u64::from(cx.nchannels);
-    let quantum = 16 / elt;
-    let per = n.div_ceil(nch).div_ceil(quantum) * quantum;
-    let begin = (u64::from(cx.channel_index) * per).min(n);
-    let end = (begin + per).min(n);
-    let w = Movers { tid: cx.group.tid, nthreads: cx.group.nthreads };
-    let (src, dst) = (c.input + begin * elt, c.output + begin * elt);
-    unsafe { transform(w, data, true, true, src, [dst, dst], 1, (end - begin) as usize) }
-}

@@ -3,12 +3,13 @@
 //! through the channel's point-to-point connection with that peer. The sizes FIFO tags
 //! every step, so a sender and receiver that disagree on the count end with an error.
 
-use super::{Coll, CollCtx, NO_PEER, for_each_chunk};
+use super::function::NO_PEER;
+use super::coll::{Coll, CollCtx, for_each_chunk};
+use crate::abi::LoopError;
 use crate::arch::{self, WARP_SIZE};
 use crate::conn::ConnInfo;
 use crate::multicast::SwMulticast;
 use crate::prims::{DataOp, GroupCtx, Primitives, Simple};
-use crate::work::LoopError;
 
 /// The point-to-point protocol: one slice of one step per chunk (NCCL's p2p Simple).
 pub type P2pProto = Simple<1, 1>;

@@ -2,8 +2,9 @@
 //! Broadcast and Reduce): each channel (CTA) takes its share of every chunk round and
 //! moves it around the ring through its own connections.
 
-use super::{Coll, CollCtx, for_each_chunk, round_chunk};
-use crate::work::{CollFunction, LoopError};
+use super::function::CollFunction;
+use super::coll::{Coll, CollCtx, for_each_chunk, round_chunk};
+use crate::abi::LoopError;
 use crate::conn::{CONN_DIRECT, ConnInfo};
 use crate::multicast::SwMulticast;
 use crate::prims::{DataOp, Primitives, Simple};

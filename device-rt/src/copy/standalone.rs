@@ -8,7 +8,7 @@ use super::{Operands, reduce_copy};
 use crate::arch;
 use crate::multicast::{Multicast, SwMulticast};
 use crate::redop::{Elem, Max, Min, PreMulSum, Prod, RedOp, RedOpKind, Sum, SumPostDiv};
-use crate::selftest::{REDUCE_COPY_MAX_BUFFERS as MAX_BUFFERS, ReduceCopyArgs};
+use crate::abi::{REDUCE_COPY_MAX_BUFFERS as MAX_BUFFERS, ReduceCopyArgs};
 
 /// Hunks per warp iteration (NCCL's `COLL_UNROLL` on Hopper).
 pub const UNROLL: usize = 4;

@@ -8,10 +8,11 @@
 
 use core::mem::size_of;
 
-use super::item::{BadItem, CollFunction, DeviceFunction, WorkItem, WorkKind};
+use super::item::{BadItem, DeviceFunction, WorkItem, WorkKind};
 use super::placement::elect_channel;
-use super::queue::{ITEM_CACHE, LoopError, LoopShared, LoopState, MAILBOX_DONE, MAILBOX_PENDING, QueueHeader, RingSlot, WaitSite};
-use crate::algo::{Coll, CollCtx, run_collective};
+use super::queue::{ITEM_CACHE, LoopShared, LoopState, MAILBOX_DONE, MAILBOX_PENDING, QueueHeader, RingSlot};
+use crate::abi::{LoopError, WaitSite};
+use crate::algo::{Coll, CollCtx, CollFunction, run_collective};
 use crate::arch::{self, AtomicWord, WARP_SIZE};
 use crate::conn::CommDevice;
 use crate::copy::reduce_copy_grid;
@@ -140,7 +141,7 @@ pub unsafe fn work_loop(args: LoopArgs) {
         };
         let seq = if let Source::Ring(s) = source { s } else { 0 };
         let kind = match item.validate() {
-            Ok(_) if matches!(source, Source::Ring(s) if item.seq != s) => Err(super::BadItem::WrongSequence),
+            Ok(_) if matches!(source, Source::Ring(s) if item.seq != s) => Err(BadItem::WrongSequence),
             other => other,
         };
         let kind = match kind {

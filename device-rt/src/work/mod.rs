@@ -1,5 +1,9 @@
 //! The persistent work loop and what the host shares with it: [`WorkItem`]s, the queue
 //! and mailbox layouts, and (on the device) the loop itself.
+//!
+//! `work` is the top layer: it may use every other module, and nothing in the crate
+//! imports from it. The items it re-exports from [`crate::abi`] and [`crate::algo`] keep
+//! their old paths (`work::LoopError`, `work::CollFunction`, …) for the host crates.
 
 mod item;
 mod placement;
@@ -8,12 +12,11 @@ mod queue;
 #[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
 mod exec;
 
-pub use item::{BadItem, CollFunction, DeviceFunction, NO_PEER, WorkItem, WorkKind};
+pub use crate::abi::{LoopError, MAX_ARITY, MAX_CHANNELS, MAX_GROUPS, PrimsShared, THREAD_PER_SYNC, WaitSite};
+pub use crate::algo::{CollFunction, NO_PEER};
+pub use item::{BadItem, DeviceFunction, WorkItem, WorkKind};
 pub use placement::{ChannelPlacement, MAX_SMS};
-pub use queue::{
-    LOOP_SMEM_BYTES, LoopError, LoopState, MAILBOX_CLOSED, MAILBOX_DONE, MAILBOX_PENDING, MAX_ARITY, MAX_CHANNELS, MAX_GROUPS, Mailbox, PrimsShared,
-    QueueHeader, RingSlot, SLOT_WORDS, THREAD_PER_SYNC, WaitSite,
-};
+pub use queue::{LOOP_SMEM_BYTES, LoopState, MAILBOX_CLOSED, MAILBOX_DONE, MAILBOX_PENDING, Mailbox, QueueHeader, RingSlot, SLOT_WORDS};
 
 #[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
 pub use exec::{LoopArgs, work_loop};

@@ -12,7 +12,7 @@
 
 use zerocopy::{FromBytes, FromZeros, Immutable, IntoBytes, KnownLayout};
 
-use super::queue::MAX_CHANNELS;
+use crate::abi::MAX_CHANNELS;
 
 /// SM ids a placement table covers.
 pub const MAX_SMS: usize = 256;

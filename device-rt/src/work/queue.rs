@@ -25,9 +25,7 @@ use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
 use super::item::WorkItem;
 use super::placement::ChannelPlacement;
-
-/// Channels (CTAs) one work loop may have.
-pub const MAX_CHANNELS: usize = 64;
+use crate::abi::{MAX_CHANNELS, MAX_GROUPS, PrimsShared};
 
 /// The low half of `Mailbox::state`: an item is waiting.
 pub const MAILBOX_PENDING: u64 = 1;
@@ -175,27 +173,6 @@ static_assertions::const_assert_eq!(core::mem::size_of::<LoopState>(), 144 + cor
 /// Ring items a channel copies into shared memory at once (one round trip).
 pub(crate) const ITEM_CACHE: usize = 32;
 
-/// Threads per synchronisation group of the primitives; also the most peers on either
-/// side of one group.
-pub const THREAD_PER_SYNC: u32 = 8;
-
-/// Most receive or send peers of one primitives group.
-pub const MAX_ARITY: usize = THREAD_PER_SYNC as usize;
-
-/// Primitives groups that may run at once in one CTA (the send and receive sides of a
-/// point-to-point item).
-pub const MAX_GROUPS: usize = 2;
-
-/// What a primitives group shares in shared memory: the slice's source and destination
-/// pointers (user buffer first, then one per peer) and why the group stopped, if it did.
-#[repr(C)]
-pub struct PrimsShared {
-    pub srcs: [u64; MAX_ARITY + 1],
-    pub dsts: [u64; MAX_ARITY + 1],
-    /// 0, or the `LoopError` status that stopped the group.
-    pub stopped: u64,
-}
-
 /// The loop's shared memory per CTA: the cached items, warp 0's verdicts, and the
 /// primitives groups' pointers.
 #[repr(C)]
@@ -212,42 +189,3 @@ pub(crate) struct LoopShared {
 
 /// Dynamic shared memory the loop kernel must be launched with.
 pub const LOOP_SMEM_BYTES: u32 = core::mem::size_of::<LoopShared>() as u32;
-
-/// Why a work loop stopped, as `QueueHeader::status` records it (low half).
-#[repr(u32)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum LoopError {
-    /// A malformed item; the high half is the [`super::BadItem`] number.
-    BadItem = 1,
-    /// The host set `abort`.
-    Aborted = 2,
-    /// A wait ran past the loop's spin budget; the high half says which wait.
-    Timeout = 3,
-    /// A point-to-point peer sent a different count than this rank receives (or data
-    /// left over from an earlier operation).
-    PeerMismatch = 4,
-}
-
-/// Which wait timed out (`LoopError::Timeout`'s detail).
-#[repr(u32)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum WaitSite {
-    /// A `Barrier` item's wait for the other channels.
-    Barrier = 1,
-    /// A `WaitAtLeast` call's wait for its flag.
-    Flag = 2,
-    /// A primitive's wait for a peer's data.
-    RecvData = 3,
-    /// A primitive's wait for a peer's credits (room in its FIFO).
-    SendCredit = 4,
-}
-
-numbering!(LoopError, u32, from_u32, [BadItem, Aborted, Timeout, PeerMismatch]);
-numbering!(WaitSite, u32, from_u32, [Barrier, Flag, RecvData, SendCredit]);
-
-impl LoopError {
-    /// `status` for this error with `detail`.
-    pub const fn status(self, detail: u32) -> u64 {
-        self as u64 | (detail as u64) << 32
-    }
-}

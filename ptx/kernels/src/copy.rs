@@ -1,13 +1,13 @@
 //! Standalone `reduce_copy` and block-reduction kernels: the device halves of the
 //! reduce_copy self-tests and benchmark.
 
+use device_rt::abi::ReduceCopyArgs;
 use device_rt::arch;
 use device_rt::block::block_reduce_args;
 use device_rt::copy::{op_kind, reduce_copy_args, reduce_copy_fixed, reduce_copy_share};
 use device_rt::dtype::{Bf16, F16};
 use device_rt::multicast::HwMulticast;
 use device_rt::redop::{Max, Min, RedOpKind, Sum};
-use device_rt::selftest::ReduceCopyArgs;
 
 macro_rules! reduce_copy_kernel {
     ($name:ident, $t:ty) => {

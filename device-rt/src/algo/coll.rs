@@ -1,0 +1,128 @@
+//! What every algorithm is given and shares: one collective as the loop hands it over
+//! ([`Coll`]), where it runs ([`CollCtx`]), and the chunking both ends of a connection
+//! compute alike.
+//!
+//! Device code (compiled for nvptx64 or the host twin). It must never choose an
+//! algorithm (that is `dispatch`, above the algorithms) nor import from `work`.
+
+use super::function::CollFunction;
+use crate::abi::PrimsShared;
+use crate::arch;
+use crate::conn::{ChannelConns, ChannelStats, CommDevice, MAX_RANKS};
+use crate::prims::{GroupCtx, div_up};
+
+/// One collective as the loop hands it to an algorithm.
+#[derive(Clone, Copy, Debug)]
+pub struct Coll {
+    pub function: CollFunction,
+    /// Elements per rank (NCCL's count: all-gather's send count, reduce-scatter's
+    /// receive count); for SendRecv, the elements sent.
+    pub count: u64,
+    /// Elements received (SendRecv only).
+    pub recv_count: u64,
+    /// Input and output buffers (byte addresses).
+    pub input: u64,
+    pub output: u64,
+    /// The operator's argument.
+    pub red_arg: u64,
+    /// Broadcast and Reduce: the root rank.
+    pub root: u32,
+    /// SendRecv: the peer sent to and the peer received from ([`super::NO_PEER`]: none).
+    pub send_peer: u32,
+    pub recv_peer: u32,
+}
+
+/// Where a collective runs: this rank's communicator and this channel.
+#[derive(Clone, Copy)]
+pub struct CollCtx {
+    pub nranks: u32,
+    pub ring_index: u32,
+    /// `[u32; MAX_RANKS]` in the communicator's memory: the ring seen from this rank.
+    pub ring_ranks: *const u32,
+    /// Channels a collective spreads over: the loop's, or with paired channels the first
+    /// half of them ([`CommDevice::pairs`]).
+    pub nchannels: u32,
+    pub channel_index: u32,
+    /// [`CommDevice::pairs`].
+    pub pairs: u32,
+    /// This channel's ring connections.
+    pub channel: *mut ChannelConns,
+    /// This channel's point-to-point connections, one per peer.
+    pub p2p: *mut ChannelConns,
+    /// Bytes per FIFO step (the same on every connection of the rank).
+    pub step_bytes: u64,
+    /// The whole CTA as one group.
+    pub group: GroupCtx,
+    /// Shared memory for a second group (SendRecv's send side).
+    pub second_shared: *mut PrimsShared,
+}
+
+impl CollCtx {
+    /// The rank `j` places after this one in the ring (`j < nranks`).
+    pub fn ring_rank(&self, j: u32) -> u32 {
+        // SAFETY: `ring_ranks` holds MAX_RANKS entries (the constructor's contract).
+        unsafe { self.ring_ranks.add(j as usize % MAX_RANKS).read() }
+    }
+
+    /// The context of channel `channel.0` of `channel.1` in `comm`.
+    ///
+    /// # Safety
+    /// `comm` is a valid communicator description whose connection arrays cover this
+    /// channel; `shared` holds `MAX_GROUPS` groups' shared memory.
+    pub unsafe fn new(comm: *const CommDevice, channel: (u32, u32), shared: *mut PrimsShared, abort: *const u64, spin_budget_ns: u64) -> Self {
+        let (bid, nchannels) = channel;
+        let comm = unsafe { &*comm };
+        let channel = (comm.channels as *mut ChannelConns).wrapping_add(bid as usize);
+        let stats = if comm.stats == 0 { core::ptr::null_mut() } else { (comm.stats as *mut ChannelStats).wrapping_add(bid as usize) };
+        if !stats.is_null() && arch::thread_idx() == 0 {
+            // Ordering: relaxed; the host reads it between operations, as the counters.
+            unsafe { arch::st_relaxed_sys_global(&raw mut (*stats).sm, u64::from(arch::sm_id()) + 1) };
+        }
+        Self {
+            nranks: comm.nranks,
+            ring_index: comm.ring_index,
+            ring_ranks: (&raw const comm.ring_ranks).cast(),
+            nchannels: if comm.pairs == 0 { nchannels } else { comm.pairs },
+            channel_index: bid,
+            pairs: comm.pairs,
+            channel,
+            p2p: (comm.p2p as *mut ChannelConns).wrapping_add(bid as usize * comm.nranks as usize),
+            step_bytes: unsafe { (&raw const (*channel).send.step_bytes).read() },
+            group: GroupCtx {
+                tid: arch::thread_idx(),
+                nthreads: arch::block_dim(),
+                group: 0,
+                shared,
+                abort,
+                spin_budget_ns,
+                stats,
+            },
+            second_shared: shared.wrapping_add(1),
+        }
+    }
+}
+
+/// Chunks start on multiples of this many bytes (full copy hunks, aligned packs).
+const CHUNK_ALIGN_BYTES: i64 = 4096;
+
+/// The chunk of `remaining` elements of `elt` bytes one round gives each of `parts`
+/// parts: at most `chunk` (one chunk of the FIFO), rounded up to whole
+/// `CHUNK_ALIGN_BYTES`.
+pub(super) fn round_chunk(elt: i64, remaining: i64, parts: i64, chunk: i64) -> i64 {
+    let align = (CHUNK_ALIGN_BYTES / elt).max(1);
+    (div_up(div_up(remaining, parts), align) * align).min(chunk)
+}
+
+/// Calls `f(offset, n)` for this channel's share of each round over `size` elements of
+/// `elt` bytes, in order: every round gives each channel at most `chunk` elements. Both
+/// ends of a connection compute the same sequence from the same size.
+pub(super) fn for_each_chunk(cx: &CollCtx, elt: i64, size: i64, chunk: i64, mut f: impl FnMut(i64, i64)) {
+    let nch = i64::from(cx.nchannels);
+    let mut grid_offset = 0;
+    while grid_offset < size {
+        let real = round_chunk(elt, size - grid_offset, nch, chunk);
+        let off = grid_offset + i64::from(cx.channel_index) * real;
+        f(off, real.min(size - off).max(0));
+        grid_offset += nch * chunk;
+    }
+}
