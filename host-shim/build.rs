@@ -1,22 +1,92 @@
 //! Builds `ptx/kernels` into one `.ptx` (through `ferroccl-ptx-builder`) and leaves it in
-//! `OUT_DIR` for `src/module.rs` to embed. Reruns only when the kernel crate or a crate it
-//! depends on changes.
+//! `OUT_DIR` for `src/module.rs` to embed, with sm_90 SASS of it (cubins made by ptxas,
+//! where one is found) so that loading the module on a Hopper GPU needs no JIT. Reruns
+//! only when the kernel crate or a crate it depends on changes, when `$FERROCCL_PTXAS`
+//! changes, or when the ptxas it used changes.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use ferroccl_ptx_builder::{BuildError, PtxBuild, PtxasLookup, remove_if_present, sass};
+
+/// Work loop widths whose register-capped module gets SASS: the default communicator's
+/// 512 threads (`CommConfig::default()`; a unit test of `module.rs` checks they agree).
+/// The unpatched module, for loops of up to 256 threads and everything else, always gets
+/// SASS too. Other widths JIT the PTX at load time.
+const SASS_THREADS: &[u32] = &[512];
 
 fn main() {
     let manifest_dir = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
     let out_dir = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
     let kernel_dir = manifest_dir.join("../ptx/kernels");
-    let build = ferroccl_ptx_builder::PtxBuild::new(&kernel_dir, out_dir.join("kernels-target"));
-    let result = build.watched_paths().and_then(|paths| {
+    let build = PtxBuild::new(&kernel_dir, out_dir.join("kernels-target"));
+    let ptx = out_dir.join("ferroccl.ptx");
+    let embed = out_dir.join("sass.rs");
+    println!("cargo::rerun-if-env-changed={}", sass::PTXAS_ENV);
+    let result = remove_if_present(&embed).and_then(|()| build.watched_paths()).and_then(|paths| {
         for path in paths {
             println!("cargo::rerun-if-changed={}", path.display());
         }
-        build.build(&out_dir.join("ferroccl.ptx"))
+        build.build(&ptx)?;
+        build_sass(&ptx, &out_dir, &embed)
     });
     if let Err(e) = result {
         eprintln!("error: building ferroccl's PTX module: {e}");
         std::process::exit(1);
     }
 }
+
+/// Compiles the PTX at `ptx` to cubins in `out_dir` and writes `embed`, the source that
+/// `src/module.rs` includes to embed them; without ptxas, writes an `embed` with none and
+/// warns.
+/// The cubin cache that every build of this tree shares (`build_cubins` says why it is
+/// safe): `<target dir>/ferroccl-sass-cache`, found from `OUT_DIR`
+/// (`<target dir>/[<triple>/]<profile>/build/host-shim-<hash>/out`), else in `OUT_DIR`.
+fn sass_cache(out_dir: &Path) -> PathBuf {
+    let target = out_dir.ancestors().find(|dir| dir.join("CACHEDIR.TAG").is_file());
+    target.unwrap_or(out_dir).join("ferroccl-sass-cache")
+}
+
+fn build_sass(ptx: &Path, out_dir: &Path, embed: &Path) -> Result<(), BuildError> {
+    let mut caps = vec![None];
+    caps.extend(SASS_THREADS.iter().map(|&threads| sass::work_loop_max_registers(threads)));
+    caps.dedup();
+    for cap in &caps {
+        remove_if_present(&out_dir.join(sass::cubin_name(*cap)))?;
+    }
+    let given = std::env::var_os(sass::PTXAS_ENV).is_some_and(|v| !v.is_empty() && v != "none");
+    let (cubins, missing) = match sass::find_ptxas_from_env()? {
+        PtxasLookup::Found { path, source } => {
+            println!("cargo::rerun-if-changed={}", path.display());
+            let text = std::fs::read_to_string(ptx).map_err(|source| BuildError::Io { path: ptx.into(), source })?;
+            let start = Instant::now();
+            let cubins = sass::build_cubins(&path, &text, &caps, &out_dir.join("sass-scratch"), &sass_cache(out_dir), out_dir)?;
+            // Seen in the build script's `output` file (and with `cargo build -vv`).
+            println!("ferroccl: ptxas {} (found through {source:?}): {} cubins in {:.1} s", path.display(), cubins.len(), start.elapsed().as_secs_f64());
+            for cubin in &cubins {
+                let how = if cubin.cached { "the same PTX's cubin of an earlier build".to_owned() } else { format!("ptxas ran {:.1} s, alongside the others", cubin.time.as_secs_f64()) };
+                println!("ferroccl: {} ({} bytes; {how})", cubin.path.display(), cubin.bytes);
+            }
+            (cubins, None)
+        }
+        lookup => {
+            let why = match lookup {
+                PtxasLookup::Disabled => format!("{}=none", sass::PTXAS_ENV),
+                _ => format!("no ptxas (${} unset, none on PATH, no PyPI nvidia-cuda-nvcc for python3)", sass::PTXAS_ENV),
+            };
+            println!(
+                "cargo::warning=ferroccl: {why}: no {} SASS built, so loading the module JIT-compiles the PTX \
+                 (about 40 s on a fresh H200). To build it, set {}=/path/to/ptxas (changing it reruns this \
+                 build; `python3 -m pip install nvidia-cuda-nvcc` ships one, tests/run.sh installs it).",
+                sass::SASS_ARCH,
+                sass::PTXAS_ENV
+            );
+            (Vec::new(), Some(why))
+        }
+    };
+    let partial = embed.with_extension("rs.partial");
+    std::fs::write(&partial, sass::embed_source(&cubins, missing.as_deref(), given))
+        .map_err(|source| BuildError::Io { path: partial.clone(), source })?;
+    std::fs::rename(&partial, embed).map_err(|source| BuildError::Io { path: embed.into(), source })
+}
+

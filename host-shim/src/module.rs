@@ -1,51 +1,83 @@
-//! The embedded PTX module and its kernels.
+//! The embedded PTX module, its prebuilt SASS, and its kernels.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule, sys};
 use cudarc::nvrtc::Ptx;
+use ferroccl_ptx_builder::sass::{SASS_ARCH, SASS_CC_MAJOR, WORK_LOOP_ENTRY, with_maxnreg, work_loop_max_registers};
 
 use crate::{Error, Result};
 
 /// ferroccl's whole device side, as built from `ptx/kernels` by host-shim's build script.
 pub const PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/ferroccl.ptx"));
 
-/// The `.entry` of the persistent work loop kernel in [`PTX`].
-const WORK_LOOP_ENTRY: &str = "ferroccl_work_loop";
+/// The SASS that host-shim's build script compiled from [`PTX`] with ptxas: `IMAGES`
+/// holds one sm_90 cubin per work-loop register cap (`None`: the unpatched module;
+/// `Some(128)`: the default communicator's 512-thread loop), `MISSING` says why there are
+/// none where ptxas was not found, and `PTXAS_GIVEN` whether `$FERROCCL_PTXAS` named one.
+pub mod sass {
+    include!(concat!(env!("OUT_DIR"), "/sass.rs"));
+}
 
-/// 32-bit registers in one SM's register file on sm_90, the most one CTA may use.
-const REGISTERS_PER_SM: u32 = 65536;
-
-/// Threads per CTA that fit at any register use (CUDA caps a thread at 255 registers).
-const THREADS_AT_ANY_REGISTER_USE: u32 = REGISTERS_PER_SM / 256;
-
-/// The PTX module loaded into one context.
+/// The module loaded into one context.
 #[derive(Clone, Debug)]
 pub struct Module {
     inner: Arc<CudaModule>,
 }
 
 impl Module {
-    /// JIT-compiles and loads [`PTX`] into `ctx`.
+    /// Loads the module into `ctx`: the prebuilt SASS where the device runs it (compute
+    /// capability 9.x), else the JIT-compiled [`PTX`].
     pub fn load(ctx: &Arc<CudaContext>) -> Result<Self> {
-        Self::load_src(ctx, PTX)
+        Self::load_capped(ctx, None)
     }
 
     /// As [`Module::load`], for a work loop of `threads` threads per CTA: above 256, the
     /// work loop's entry is capped at `65536 / threads` registers (rounded down to a
     /// multiple of 8: 128 for 512 threads) so that a CTA fits in one SM's register file.
+    /// A cap with no prebuilt SASS (only 512 threads has one) JIT-compiles the PTX.
     pub fn load_for_threads(ctx: &Arc<CudaContext>, threads: u32) -> Result<Self> {
-        match work_loop_max_registers(threads) {
-            None => Self::load(ctx),
-            Some(registers) => {
-                log::info!("module: capping the work loop at {registers} registers for {threads} threads");
-                Self::load_src(ctx, with_maxnreg(PTX, WORK_LOOP_ENTRY, registers)?)
-            }
+        let cap = work_loop_max_registers(threads);
+        if let Some(registers) = cap {
+            log::info!("module: capping the work loop at {registers} registers for {threads} threads");
         }
+        Self::load_capped(ctx, cap)
     }
 
-    fn load_src(ctx: &Arc<CudaContext>, src: impl Into<String>) -> Result<Self> {
+    fn load_capped(ctx: &Arc<CudaContext>, cap: Option<u32>) -> Result<Self> {
+        let cc = ctx.compute_capability().map_err(Error::cuda("cuDeviceGetAttribute"))?;
+        let start = Instant::now();
+        match choose(cc, cap, sass::IMAGES, sass::MISSING) {
+            Image::Sass(cubin) => match ctx.load_module(Ptx::from_binary(cubin.to_vec())) {
+                Ok(inner) => {
+                    log::info!(
+                        "module: loaded the {SASS_ARCH} SASS ({}, {} bytes) on compute capability {}.{} in {:.3} s",
+                        describe(cap),
+                        cubin.len(),
+                        cc.0,
+                        cc.1,
+                        start.elapsed().as_secs_f64()
+                    );
+                    return Ok(Self { inner });
+                }
+                Err(e) => log::warn!("module: the {SASS_ARCH} SASS ({}) did not load ({e}); JIT-compiling the PTX instead", describe(cap)),
+            },
+            Image::Ptx(why) => log::warn!("module: JIT-compiling the PTX ({}; {why}): this takes tens of seconds", describe(cap)),
+        }
+        let src = match cap {
+            None => PTX.to_owned(),
+            Some(registers) => with_maxnreg(PTX, WORK_LOOP_ENTRY, registers).map_err(Error::InvalidArgument)?,
+        };
+        let bytes = src.len();
         let inner = ctx.load_module(Ptx::from_src(src)).map_err(Error::cuda("cuModuleLoadData"))?;
+        log::info!(
+            "module: JIT-compiled and loaded the PTX ({}, {bytes} bytes) on compute capability {}.{} in {:.1} s",
+            describe(cap),
+            cc.0,
+            cc.1,
+            start.elapsed().as_secs_f64()
+        );
         Ok(Self { inner })
     }
 
@@ -55,39 +87,61 @@ impl Module {
     }
 }
 
-/// The `.maxnreg` that lets a work loop CTA of `threads` threads fit in one SM's register
-/// file, or `None` where any register use fits.
-fn work_loop_max_registers(threads: u32) -> Option<u32> {
-    (threads > THREADS_AT_ANY_REGISTER_USE).then(|| REGISTERS_PER_SM / threads / 8 * 8)
+/// What a load of the module for one work-loop register cap uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Image {
+    /// The prebuilt cubin for that cap.
+    Sass(&'static [u8]),
+    /// The PTX, JIT-compiled by the driver, for this reason.
+    Ptx(Jit),
 }
 
-/// `ptx` with the performance directive `.maxnreg max_registers` on its `.entry` named
-/// `entry`, which must appear exactly once and carry no `.maxnreg` yet.
-pub fn with_maxnreg(ptx: &str, entry: &str, max_registers: u32) -> Result<String> {
-    let bad = |why: String| Err(Error::InvalidArgument(why));
-    if max_registers == 0 {
-        return bad(format!("`.maxnreg 0` on PTX entry `{entry}`"));
+/// Why a load JIT-compiles the PTX.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Jit {
+    /// The build made no SASS (the build script's reason).
+    NotBuilt(&'static str),
+    /// The device's compute capability runs no sm_90 SASS.
+    Device(i32, i32),
+    /// No cubin was built for this cap.
+    Cap(u32),
+}
+
+impl std::fmt::Display for Jit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::NotBuilt(why) => write!(f, "the build made no SASS: {why}"),
+            Self::Device(major, minor) => write!(f, "compute capability {major}.{minor} runs no {SASS_ARCH} SASS"),
+            Self::Cap(registers) => {
+                let built: Vec<_> = sass::IMAGES.iter().filter_map(|(cap, _)| *cap).collect();
+                write!(f, "no SASS was built for a work loop capped at {registers} registers (built for caps {built:?})")
+            }
+        }
     }
-    // Each `.entry entry` followed by its parameter list: where that list's `(` is.
-    let opens: Vec<usize> = ptx
-        .match_indices(".entry ")
-        .filter_map(|(at, directive)| {
-            let after_name = ptx[at + directive.len()..].strip_prefix(entry)?;
-            let params = after_name.trim_start();
-            params.starts_with('(').then(|| ptx.len() - params.len())
-        })
-        .collect();
-    let [open] = opens[..] else {
-        return bad(format!("PTX entry `{entry}` appears {} times, not once", opens.len()));
-    };
-    let Some(close) = ptx[open..].find(')').map(|at| open + at + 1) else {
-        return bad(format!("PTX entry `{entry}` has no end to its parameter list"));
-    };
-    let directives = ptx[close..].split('{').next().unwrap_or_default();
-    if directives.contains(".maxnreg") {
-        return bad(format!("PTX entry `{entry}` already has a `.maxnreg`"));
+}
+
+/// The image for a device of compute capability `cc` and a work loop capped at `cap`
+/// registers (`None`: uncapped), given the cubins `images` and the reason `missing`
+/// there are none.
+fn choose(cc: (i32, i32), cap: Option<u32>, images: &'static [(Option<u32>, &'static [u8])], missing: Option<&'static str>) -> Image {
+    if images.is_empty() {
+        return Image::Ptx(Jit::NotBuilt(missing.unwrap_or("no reason recorded")));
     }
-    Ok(format!("{} .maxnreg {max_registers}{}", &ptx[..close], &ptx[close..]))
+    if cc.0 != SASS_CC_MAJOR {
+        return Image::Ptx(Jit::Device(cc.0, cc.1));
+    }
+    match images.iter().find(|(image_cap, _)| *image_cap == cap) {
+        Some((_, cubin)) => Image::Sass(cubin),
+        None => Image::Ptx(Jit::Cap(cap.unwrap_or(0))),
+    }
+}
+
+/// The module a cap selects, in words.
+fn describe(cap: Option<u32>) -> String {
+    match cap {
+        None => "work loop uncapped".into(),
+        Some(registers) => format!("work loop capped at {registers} registers"),
+    }
 }
 
 /// Lets `kernel` be launched with up to `bytes` of dynamic shared memory (above 48 KiB a
@@ -103,40 +157,58 @@ pub fn allow_dynamic_smem(kernel: &CudaFunction, bytes: u32) -> Result<()> {
 mod tests {
     use super::*;
 
-    const TINY: &str = ".version 8.0\n.target sm_90\n.visible .entry loop_long()\n{\n\tret;\n}\n\
-                        .visible .entry loop(\n\t.param .u64 loop_param_0\n)\n{\n\tret;\n}\n";
+    static WHOLE: [u8; 1] = [1];
+    static CAPPED: [u8; 1] = [2];
+    static IMAGES: [(Option<u32>, &[u8]); 2] = [(None, &WHOLE), (Some(128), &CAPPED)];
 
     #[test]
-    fn maxnreg_goes_after_the_named_entrys_parameters() {
-        let patched = with_maxnreg(TINY, "loop", 128).unwrap();
-        assert_eq!(patched, TINY.replace("loop_param_0\n)\n", "loop_param_0\n) .maxnreg 128\n"));
-        let patched = with_maxnreg(TINY, "loop_long", 64).unwrap();
-        assert_eq!(patched, TINY.replace("loop_long()", "loop_long() .maxnreg 64"));
-    }
-
-    #[test]
-    fn maxnreg_needs_the_entry_exactly_once_and_uncapped() {
-        for (ptx, entry, registers) in [
-            (TINY, "lo", 128),
-            (TINY, "loop", 0),
-            (&*TINY.repeat(2), "loop", 128),
-            (&*with_maxnreg(TINY, "loop", 128).unwrap(), "loop", 64),
-        ] {
-            assert!(matches!(with_maxnreg(ptx, entry, registers), Err(Error::InvalidArgument(_))), "{entry} {registers}");
+    fn hopper_loads_the_cubin_of_its_cap_and_everything_else_jits() {
+        assert_eq!(choose((9, 0), None, &IMAGES, None), Image::Sass(&WHOLE));
+        assert_eq!(choose((9, 0), Some(128), &IMAGES, None), Image::Sass(&CAPPED));
+        assert_eq!(choose((9, 0), Some(168), &IMAGES, None), Image::Ptx(Jit::Cap(168)));
+        assert_eq!(choose((9, 0), Some(128), &IMAGES[..1], None), Image::Ptx(Jit::Cap(128)));
+        for cc in [(8, 0), (8, 9), (10, 0), (12, 0)] {
+            assert_eq!(choose(cc, None, &IMAGES, None), Image::Ptx(Jit::Device(cc.0, cc.1)));
+            assert_eq!(choose(cc, Some(128), &IMAGES, None), Image::Ptx(Jit::Device(cc.0, cc.1)));
         }
+        assert_eq!(choose((9, 0), None, &[], Some("no ptxas")), Image::Ptx(Jit::NotBuilt("no ptxas")));
     }
 
     #[test]
-    fn work_loop_registers_fill_one_register_file() {
-        assert_eq!(work_loop_max_registers(256), None);
-        assert_eq!(work_loop_max_registers(288), Some(224));
-        assert_eq!(work_loop_max_registers(384), Some(168));
-        assert_eq!(work_loop_max_registers(512), Some(128));
+    fn threads_select_the_cap_that_has_sass() {
+        // 256 threads and fewer use the unpatched module; 512 the cubin capped at 128.
+        assert_eq!(choose((9, 0), work_loop_max_registers(256), &IMAGES, None), Image::Sass(&WHOLE));
+        assert_eq!(choose((9, 0), work_loop_max_registers(512), &IMAGES, None), Image::Sass(&CAPPED));
+        assert_eq!(choose((9, 0), work_loop_max_registers(384), &IMAGES, None), Image::Ptx(Jit::Cap(168)));
     }
 
     #[test]
     fn the_embedded_ptx_has_the_work_loop_entry_once() {
         let patched = with_maxnreg(PTX, WORK_LOOP_ENTRY, 128).unwrap();
         assert_eq!(patched.matches(".maxnreg").count(), PTX.matches(".maxnreg").count() + 1);
+    }
+
+    /// With SASS built (always where `$FERROCCL_PTXAS` named a ptxas, as in CI), the
+    /// default communicator and the uncapped module load it: every embedded image is an
+    /// sm_90 CUDA ELF with the work loop. Without, the build said why.
+    #[test]
+    fn the_embedded_sass_covers_the_default_communicator_or_its_absence_is_explained() {
+        assert_eq!(sass::ARCH, SASS_ARCH);
+        if sass::PTXAS_GIVEN {
+            assert!(!sass::IMAGES.is_empty(), "FERROCCL_PTXAS was set for the build, yet no SASS is embedded");
+        }
+        if sass::IMAGES.is_empty() {
+            let why = sass::MISSING.expect("a build without SASS records why");
+            assert!(why.contains("ptxas") || why.contains("none"), "{why}");
+            return;
+        }
+        assert_eq!(sass::MISSING, None);
+        for (cap, cubin) in sass::IMAGES {
+            ferroccl_ptx_builder::check_cubin(cubin).unwrap_or_else(|e| panic!("cubin for cap {cap:?}: {e}"));
+        }
+        let default_threads = crate::comm::gpu::CommConfig::default().loop_cfg.threads;
+        for cap in [None, work_loop_max_registers(default_threads)] {
+            assert!(matches!(choose((9, 0), cap, sass::IMAGES, sass::MISSING), Image::Sass(_)), "no SASS for cap {cap:?}");
+        }
     }
 }

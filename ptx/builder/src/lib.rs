@@ -13,6 +13,15 @@
 //!  -- --emit=asm=<out> -C target-cpu=sm_90 -C target-feature=+ptx83`
 //! in the kernel crate's own folder and target dir, with the parent build's flag and
 //! target-dir variables removed from its environment.
+//!
+//! [`sass`] then compiles that PTX to sm_90 cubins with ptxas, where one is found.
+
+pub mod sass;
+
+pub use sass::{
+    PtxasLookup, PtxasSource, SASS_ARCH, WORK_LOOP_ENTRY, build_cubins, check_cubin, cubin_name, embed_source,
+    find_ptxas, find_ptxas_from_env, with_maxnreg, work_loop_max_registers,
+};
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -60,6 +69,14 @@ pub enum BuildError {
     NoPtx { path: PathBuf, reason: &'static str },
     /// Reading, removing or renaming a file failed.
     Io { path: PathBuf, source: std::io::Error },
+    /// `$FERROCCL_PTXAS` names no file.
+    PtxasMissing { path: PathBuf },
+    /// ptxas ran and failed; `log` is what it printed.
+    Ptxas { command: String, status: std::process::ExitStatus, log: String },
+    /// ptxas succeeded but its output is not the cubin expected.
+    BadCubin { path: PathBuf, reason: String },
+    /// The PTX could not be given its register cap.
+    Patch(String),
 }
 
 impl fmt::Display for BuildError {
@@ -91,6 +108,15 @@ impl fmt::Display for BuildError {
                 write!(f, "the kernel build left no usable PTX at {}: {reason}", path.display())
             }
             Self::Io { path, source } => write!(f, "{}: {source}", path.display()),
+            Self::PtxasMissing { path } => write!(
+                f,
+                "{}={} is not a file; point it at ptxas, or set it to `none` to build no SASS",
+                sass::PTXAS_ENV,
+                path.display()
+            ),
+            Self::Ptxas { command, status, log } => write!(f, "ptxas failed ({status}): {command}\n{log}"),
+            Self::BadCubin { path, reason } => write!(f, "ptxas left no usable cubin at {}: {reason}", path.display()),
+            Self::Patch(why) => write!(f, "capping the work loop's registers: {why}"),
         }
     }
 }
@@ -262,7 +288,8 @@ fn read(path: &Path) -> Result<String, BuildError> {
     std::fs::read_to_string(path).map_err(|source| BuildError::Io { path: path.into(), source })
 }
 
-fn remove_if_present(path: &Path) -> Result<(), BuildError> {
+/// Removes the file at `path` if there is one.
+pub fn remove_if_present(path: &Path) -> Result<(), BuildError> {
     match std::fs::remove_file(path) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(BuildError::Io { path: path.into(), source: e }),
         _ => Ok(()),
