@@ -13,16 +13,20 @@ else
   rustup component add rust-src --toolchain nightly
 fi
 
-# 2. ptxas, from PyPI's nvidia-cuda-nvcc, unless one is already given or on PATH.
-if [ -z "${FERROCCL_PTXAS:-}" ] && ! command -v ptxas >/dev/null 2>&1; then
-  site=$(python3 -c 'import nvidia, os; print(list(nvidia.__path__)[0])' 2>/dev/null || true)
-  if [ -z "$site" ] || [ ! -x "$site/cu13/bin/ptxas" ]; then
-    python3 -m pip install --quiet --disable-pip-version-check nvidia-cuda-nvcc
-    site=$(python3 -c 'import nvidia, os; print(list(nvidia.__path__)[0])')
+# 2. ptxas 13.0, from PyPI's nvidia-cuda-nvcc, unless FERROCCL_PTXAS names one. 13.0 is the
+#    CUDA version of the GPU machines' driver (580): the build embeds SASS made by this
+#    ptxas, and a newer ptxas may make SASS that driver refuses.
+if [ -z "${FERROCCL_PTXAS:-}" ]; then
+  tools="$root/target/tools/nvcc-13.0"
+  if [ ! -x "$tools/nvidia/cu13/bin/ptxas" ]; then
+    python3 -m pip install --quiet --disable-pip-version-check --target "$tools" 'nvidia-cuda-nvcc==13.0.*'
   fi
-  export FERROCCL_PTXAS="$site/cu13/bin/ptxas"
+  export FERROCCL_PTXAS="$tools/nvidia/cu13/bin/ptxas"
 fi
-"${FERROCCL_PTXAS:-ptxas}" --version | tail -n 1
+"$FERROCCL_PTXAS" --version | tail -n 1
 
-# 3. Every host test, the PTX build (host-shim's build script) and the ptxas checks.
+# 3. Lints: clippy over the whole workspace, warnings as errors.
+cargo clippy --workspace --all-features --all-targets -- -D warnings
+
+# 4. Every host test, the PTX build (host-shim's build script) and the ptxas checks.
 cargo test --workspace --all-features
