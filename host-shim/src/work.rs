@@ -198,14 +198,35 @@ impl DeviceAlloc {
     }
 }
 
-/// The memory a loop kernel reads and writes.
+/// The memory a loop kernel reads and writes, but its queue header ([`SharedHeader`]).
 struct LoopMemory {
-    header: HostMapped<u64>,
     ring: HostMapped<u64>,
     state: DeviceAlloc,
     /// Other memory the loop reads (its communicator's connections, buffers), freed
     /// with the loop's own.
     adopted: Vec<DeviceAlloc>,
+}
+
+/// A loop's queue header, shared by the loop's queue and every abort handle (which may
+/// outlive the loop): whichever drops last hands the memory to the graveyard, which frees
+/// it once the loop's kernel has ended.
+struct SharedHeader {
+    header: Option<HostMapped<u64>>,
+    ctx: usize,
+    stream: Arc<CudaStream>,
+}
+
+// SAFETY: shared owners never touch the memory through this value; the queue and the
+// abort handles reach it through raw pointers with atomic loads and stores only.
+unsafe impl Sync for SharedHeader {}
+
+impl Drop for SharedHeader {
+    /// Never blocks: parks the memory in the graveyard.
+    fn drop(&mut self) {
+        if let Some(header) = self.header.take() {
+            bury(self.ctx, self.stream.clone(), Box::new(header));
+        }
+    }
 }
 
 /// Memory of dropped loops, kept until no loop of its context runs any more: in CUDA,
@@ -214,7 +235,37 @@ struct LoopMemory {
 struct Graveyard {
     /// Started, not yet dropped loops per context.
     live: BTreeMap<usize, usize>,
-    graves: Vec<(usize, Arc<CudaStream>, LoopMemory)>,
+    /// Per grave: the context, the stream of the loop kernel that used the memory, the
+    /// memory.
+    graves: Vec<(usize, Arc<CudaStream>, Box<dyn Send>)>,
+}
+
+/// Parks `memory` that the loop kernel on `stream` (of context `ctx`) used, then frees
+/// what can be freed. Never blocks.
+fn bury(ctx: usize, stream: Arc<CudaStream>, memory: Box<dyn Send>) {
+    let mut yard = graveyard();
+    yard.graves.push((ctx, stream, memory));
+    yard.collect(ctx);
+}
+
+impl Graveyard {
+    /// Frees the graves of context `ctx` whose kernel has ended, once no loop of the
+    /// context is live. Never blocks (stream queries only).
+    fn collect(&mut self, key: usize) {
+        if self.live.get(&key).copied().unwrap_or(0) != 0 {
+            return;
+        }
+        let graves = std::mem::take(&mut self.graves);
+        for (ctx, stream, memory) in graves {
+            // SAFETY: a live stream (the grave holds it).
+            let done = unsafe { sys::cuStreamQuery(stream.cu_stream()) } == sys::cudaError_enum::CUDA_SUCCESS;
+            if ctx == key && done {
+                drop(memory);
+            } else {
+                self.graves.push((ctx, stream, memory));
+            }
+        }
+    }
 }
 
 static GRAVEYARD: Mutex<Graveyard> = Mutex::new(Graveyard { live: BTreeMap::new(), graves: Vec::new() });
@@ -228,7 +279,9 @@ pub struct WorkLoop {
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
     memory: Option<LoopMemory>,
+    /// The queue's header (dropped after `queue`, which holds a share of it).
     queue: Queue,
+    header: Arc<SharedHeader>,
     kernel: CudaFunction,
     cfg: LoopConfig,
     started: bool,
@@ -277,9 +330,12 @@ impl WorkLoop {
         let ring = HostMapped::<u64>::zeroed(ctx, cfg.capacity as usize * size_of::<RingSlot>() / 8)?;
         let state = DeviceAlloc::zeroed(ctx, size_of::<LoopState>())?;
         let stream = ctx.new_stream().map_err(Error::cuda("cuStreamCreate"))?;
-        // SAFETY: zeroed allocations of the right sizes that this value keeps alive.
+        let header_ptr = header.host_ptr().cast();
+        let header = Arc::new(SharedHeader { header: Some(header), ctx: ctx.cu_ctx() as usize, stream: stream.clone() });
+        // SAFETY: zeroed allocations of the right sizes; `header` (shared with the queue
+        // and its abort handles) keeps the header alive, this value the ring.
         let queue = unsafe {
-            Queue::new(header.host_ptr().cast(), ring.host_ptr().cast(), u64::from(cfg.capacity), cfg.channels as usize)?
+            Queue::new(header_ptr, ring.host_ptr().cast(), u64::from(cfg.capacity), cfg.channels as usize, header.clone())?
         };
         let kernel = module.kernel("ferroccl_work_loop")?;
         let max_threads = kernel
@@ -295,8 +351,9 @@ impl WorkLoop {
         Ok(Self {
             ctx: ctx.clone(),
             stream,
-            memory: Some(LoopMemory { header, ring, state, adopted: Vec::new() }),
+            memory: Some(LoopMemory { ring, state, adopted: Vec::new() }),
             queue,
+            header,
             kernel,
             cfg,
             grid,
@@ -339,7 +396,8 @@ impl WorkLoop {
         if self.started {
             return Err(Error::InvalidArgument("the work loop is already started".into()));
         }
-        let (header, ring, state) = (memory.header.device_ptr(), memory.ring.device_ptr(), memory.state.ptr);
+        let Some(header) = &self.header.header else { return Err(Error::LoopClosed) };
+        let (header, ring, state) = (header.device_ptr(), memory.ring.device_ptr(), memory.state.ptr);
         let capacity = u64::from(self.cfg.capacity);
         let budget_ns = u64::try_from(self.cfg.spin_budget.as_nanos()).unwrap_or(u64::MAX);
         let launch = LaunchConfig {
@@ -514,24 +572,15 @@ impl Drop for WorkLoop {
         let key = self.ctx_key();
         let mut yard = graveyard();
         if let Some(memory) = self.memory.take() {
-            yard.graves.push((key, self.stream.clone(), memory));
+            yard.graves.push((key, self.stream.clone(), Box::new(memory)));
         }
         if self.started
             && let Some(live) = yard.live.get_mut(&key) {
                 *live = live.saturating_sub(1);
             }
-        if yard.live.get(&key).copied().unwrap_or(0) == 0 {
-            let graves = std::mem::take(&mut yard.graves);
-            for (ctx, stream, memory) in graves {
-                // SAFETY: a live stream.
-                let done = unsafe { sys::cuStreamQuery(stream.cu_stream()) } == sys::cudaError_enum::CUDA_SUCCESS;
-                if ctx == key && done {
-                    drop(memory);
-                } else {
-                    yard.graves.push((ctx, stream, memory));
-                }
-            }
-        }
+        yard.collect(key);
+        // The header follows (after this lock is released) when the last abort handle
+        // drops its share.
     }
 }
 

@@ -4,6 +4,7 @@
 //! work outstanding, and the stream mailbox's device side.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -22,7 +23,7 @@ const LONG: Duration = Duration::from_secs(30);
 
 /// A work loop running on the host twin, with its memory and producer.
 struct TwinLoop {
-    header: Box<QueueHeader>,
+    header: Arc<Box<QueueHeader>>,
     ring: Vec<RingSlot>,
     state: Box<LoopState>,
     queue: Queue,
@@ -57,7 +58,9 @@ impl TwinLoop {
                 })
             }))
         });
-        let queue = unsafe { Queue::new(&raw mut *header, ring.as_mut_ptr(), capacity, channels as usize) }.unwrap();
+        let header_ptr = &raw mut *header;
+        let header = Arc::new(header);
+        let queue = unsafe { Queue::new(header_ptr, ring.as_mut_ptr(), capacity, channels as usize, header.clone()) }.unwrap();
         TwinLoop { header, ring, state, queue, thread: Some(thread) }
     }
 
@@ -297,6 +300,27 @@ fn abort_ends_a_spinning_wait_with_aborted() {
     aborter.join().unwrap();
     assert!(matches!(err, Err(Error::Aborted)), "{err:?}");
     lp.join();
+}
+
+/// An abort handle holds a share of the queue header: it stays valid after its loop and
+/// queue are gone, and the memory goes with the last handle.
+#[test]
+fn an_abort_handle_keeps_the_header_alive_after_its_loop() {
+    let mut lp = TwinLoop::start(1, 32, 4, Duration::from_secs(3600));
+    let handle = lp.queue.abort_handle();
+    let header = Arc::downgrade(&lp.header);
+    lp.queue.abort_handle().abort();
+    lp.join();
+    drop(lp);
+    let alive = header.upgrade().expect("the handle keeps the header alive");
+    // SAFETY: `alive` keeps the header; the loop has left, nobody else writes it.
+    let flag = || unsafe { AtomicU64::from_ptr((&raw const alive.abort).cast_mut()) }.load(Ordering::Acquire);
+    unsafe { AtomicU64::from_ptr((&raw const alive.abort).cast_mut()) }.store(0, Ordering::Release);
+    handle.clone().abort();
+    assert_eq!(flag(), 1, "the handle wrote the live header");
+    drop(alive);
+    drop(handle);
+    assert!(header.upgrade().is_none(), "the last handle released the header");
 }
 
 #[test]
