@@ -79,6 +79,24 @@ impl Default for CommConfig {
         }
     }
 }
+/// Aborts every rank of a communicator from any thread: `Send + Sync + Clone`, never
+/// blocks, valid after the communicator is dropped (it holds a share of every rank's
+/// queue header). [`Comm`] itself is `Send` but not `Sync`: take one of these
+/// ([`Comm::abort_handle`]) to abort from another thread.
+#[derive(Clone, Debug)]
+pub struct CommAbortHandle {
+    ranks: Arc<Vec<AbortHandle>>,
+}
+
+impl CommAbortHandle {
+    /// Sets every rank's abort flag: waits in progress end, later calls fail.
+    ///
+    /// Ordering: one release store per rank (see [`AbortHandle::abort`]).
+    pub fn abort(&self) {
+        self.ranks.iter().for_each(AbortHandle::abort);
+    }
+}
+
 /// One rank of a communicator.
 pub struct Comm {
     rank: u32,
@@ -86,7 +104,7 @@ pub struct Comm {
     stream: Arc<CudaStream>,
     lp: WorkLoop,
     /// Every rank's abort flag: aborting one rank aborts the communicator.
-    aborts: Arc<Vec<AbortHandle>>,
+    aborts: CommAbortHandle,
     /// Device address of this rank's `[ChannelStats; nchannels]`, when kept.
     stats: Option<u64>,
 }
@@ -175,11 +193,11 @@ impl Comm {
             let addr = block.ptr();
             lp.attach_comm(block, addr)?;
         }
-        let aborts = Arc::new(loops.iter().map(WorkLoop::abort_handle).collect::<Vec<_>>());
+        let aborts = CommAbortHandle { ranks: Arc::new(loops.iter().map(WorkLoop::abort_handle).collect()) };
         let mut comms = Vec::new();
         for (rank, (stream, mut lp)) in streams.into_iter().zip(loops).enumerate() {
             if let Err(e) = lp.start() {
-                aborts.iter().for_each(AbortHandle::abort);
+                aborts.abort();
                 return Err(e);
             }
             let stats = cfg.stats.then(|| bases[rank] + layout.stats);
@@ -217,9 +235,14 @@ impl Comm {
     }
 
     /// Aborts every rank's loop now: waits in progress end, later calls fail. Never
-    /// blocks.
+    /// blocks. From another thread, use [`Comm::abort_handle`].
     pub fn abort(&self) {
-        self.aborts.iter().for_each(AbortHandle::abort);
+        self.aborts.abort();
+    }
+
+    /// A handle that aborts the whole communicator from any thread.
+    pub fn abort_handle(&self) -> CommAbortHandle {
+        self.aborts.clone()
     }
 
     /// The error this rank's loop stopped with, if it did. Never blocks.
@@ -366,6 +389,14 @@ impl Comm {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_comm_abort_handle_crosses_threads() {
+        fn send_sync_clone<T: Send + Sync + Clone + 'static>() {}
+        send_sync_clone::<CommAbortHandle>();
+        fn send<T: Send>() {}
+        send::<Comm>();
+    }
 
     #[test]
     fn channels_are_placed_only_where_a_rank_has_its_device_and_the_tpcs() {
