@@ -122,7 +122,7 @@ impl Queue {
                 Some(LoopError::Aborted) => Error::Aborted,
                 Some(LoopError::Timeout) => Error::DeviceTimeout { site: WaitSite::from_u32(detail), seq },
                 Some(LoopError::PeerMismatch) => Error::PeerMismatch { seq },
-                None => Error::InvalidArgument(format!("work loop reported unknown status {status:#x}")),
+                None => Error::UnknownLoopStatus(status),
             });
         }
         if self.load(unsafe { &raw mut (*self.header).exited }) >= self.channels as u64 {
@@ -230,5 +230,24 @@ impl Queue {
             Err(Error::Timeout { .. }) => Err(Error::ShutdownIncomplete { outstanding: self.outstanding() }),
             other => other,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A status word the host does not know is its own error, not an argument error.
+    #[test]
+    fn an_unknown_loop_status_is_reported_as_such() {
+        let mut header = Box::new(QueueHeader::new());
+        header.status = 0xdead_0000_00ff;
+        let header_ptr = &raw mut *header;
+        let mut ring = vec![RingSlot::default(); 1];
+        let owner: HeaderOwner = Arc::new(header);
+        // SAFETY: a zeroed-but-status header and a one-slot ring, alive for the test; no
+        // loop runs.
+        let queue = unsafe { Queue::new(header_ptr, ring.as_mut_ptr(), 1, 1, owner) }.unwrap();
+        assert!(matches!(queue.health(), Err(Error::UnknownLoopStatus(0xdead_0000_00ff))), "{:?}", queue.health());
     }
 }

@@ -123,7 +123,7 @@ impl Placement {
             Self::Hardware => Ok(None),
             Self::Tpcs => {
                 if 2 * (channels + 1) > device_sms {
-                    return Err(Error::InvalidArgument(format!("{channels} channels need {} SMs, one per TPC from SM 2; the device has {device_sms}", 2 * (channels + 1))));
+                    return Err(Error::DeviceLimit(format!("{channels} channels need {} SMs, one per TPC from SM 2; the device has {device_sms}", 2 * (channels + 1))));
                 }
                 Ok(Some((1..=channels).map(|c| 2 * c).collect()))
             }
@@ -132,7 +132,7 @@ impl Placement {
                     return Err(Error::InvalidArgument(format!("{} SMs named for {channels} channels", list.len())));
                 }
                 if let Some(sm) = list.sms().find(|&sm| sm >= device_sms) {
-                    return Err(Error::InvalidArgument(format!("SM {sm} named; the device has {device_sms}")));
+                    return Err(Error::DeviceLimit(format!("SM {sm} named; the device has {device_sms}")));
                 }
                 Ok(Some(list.sms().collect()))
             }
@@ -342,7 +342,7 @@ impl WorkLoop {
             .get_attribute(sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK)
             .map_err(Error::cuda("cuFuncGetAttribute"))?;
         if cfg.threads > max_threads as u32 {
-            return Err(Error::InvalidArgument(format!(
+            return Err(Error::DeviceLimit(format!(
                 "the work loop kernel runs at most {max_threads} threads per channel on this device, not {}",
                 cfg.threads
             )));
@@ -368,7 +368,7 @@ impl WorkLoop {
     pub(crate) fn attach_comm(&mut self, comm: DeviceAlloc, comm_addr: u64) -> Result<()> {
         let Some(memory) = &mut self.memory else { return Err(Error::LoopClosed) };
         if self.started {
-            return Err(Error::InvalidArgument("a communicator must be attached before the loop starts".into()));
+            return Err(Error::InvalidState("a communicator must be attached before the loop starts"));
         }
         memory.adopted.push(comm);
         self.comm = comm_addr;
@@ -394,7 +394,7 @@ impl WorkLoop {
     pub fn start(&mut self) -> Result<()> {
         let Some(memory) = &self.memory else { return Err(Error::LoopClosed) };
         if self.started {
-            return Err(Error::InvalidArgument("the work loop is already started".into()));
+            return Err(Error::InvalidState("the work loop is already started"));
         }
         let Some(header) = &self.header.header else { return Err(Error::LoopClosed) };
         let (header, ring, state) = (header.device_ptr(), memory.ring.device_ptr(), memory.state.ptr);
@@ -467,9 +467,7 @@ impl WorkLoop {
             let this = stream.cu_stream() as usize;
             match *owner {
                 Some(s) if s != this => {
-                    return Err(Error::InvalidArgument(
-                        "this work loop's stream-ordered path already serves another stream".into(),
-                    ));
+                    return Err(Error::StreamInUse);
                 }
                 _ => *owner = Some(this),
             }

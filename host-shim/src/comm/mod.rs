@@ -173,7 +173,7 @@ impl Comm {
             let sms = device::sm_count(ctx)?;
             let per_sm = loops[streams.iter().position(|s| s.context().ordinal() == *ordinal).unwrap_or(0)].channels_per_sm()?;
             if ranks_here * cfg.loop_cfg.channels > sms * per_sm {
-                return Err(Error::InvalidArgument(format!(
+                return Err(Error::DeviceLimit(format!(
                     "device {ordinal}: {ranks_here} rank(s) × {} channels do not fit at once on its {sms} SMs ({per_sm} channel(s) per SM)",
                     cfg.loop_cfg.channels
                 )));
@@ -287,9 +287,9 @@ impl Comm {
         self.lp.enqueue_on_stream(&self.stream, item)
     }
 
-    fn need(what: &str, have: usize, want: usize) -> Result<()> {
+    fn need(what: &'static str, have: usize, want: usize) -> Result<()> {
         if have < want {
-            return Err(Error::InvalidArgument(format!("{what} holds {have} elements; the call needs {want}")));
+            return Err(Error::BufferTooSmall { what, have, want });
         }
         Ok(())
     }
@@ -389,6 +389,13 @@ impl Comm {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_short_buffer_is_its_own_error() {
+        assert!(Comm::need("the receive buffer", 4, 4).is_ok());
+        let err = Comm::need("the receive buffer", 3, 8);
+        assert!(matches!(err, Err(Error::BufferTooSmall { what: "the receive buffer", have: 3, want: 8 })), "{err:?}");
+    }
 
     #[test]
     fn a_comm_abort_handle_crosses_threads() {
