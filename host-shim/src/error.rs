@@ -26,6 +26,10 @@ pub enum Error {
     InvalidArgument(String),
     /// A buffer holds fewer elements than the call needs; nothing was enqueued.
     BufferTooSmall { what: &'static str, have: usize, want: usize },
+    /// A buffer in device `buffer`'s memory given to a rank of device `rank`: a rank
+    /// works on its own device's memory only (peer access would make it "work", slowly,
+    /// and hide the mistake); nothing was enqueued.
+    WrongDevice { buffer: usize, rank: usize },
     /// A request the device cannot carry out (too few SMs, too many threads for the
     /// kernel, channels that cannot all be resident); nothing was started.
     DeviceLimit(String),
@@ -80,6 +84,9 @@ impl fmt::Display for Error {
             Self::Timeout { what, after } => write!(f, "{what} did not finish within {after:?}"),
             Self::InvalidArgument(why) => write!(f, "invalid argument: {why}"),
             Self::BufferTooSmall { what, have, want } => write!(f, "{what} holds {have} elements; the call needs {want}"),
+            Self::WrongDevice { buffer, rank } => {
+                write!(f, "a buffer on device {buffer} was given to a rank on device {rank}; a rank works on its own device's memory")
+            }
             Self::DeviceLimit(why) => write!(f, "beyond the device's limits: {why}"),
             Self::InvalidState(why) => write!(f, "invalid state: {why}"),
             Self::StreamInUse => f.write_str("this work loop's stream-ordered path already serves another stream"),

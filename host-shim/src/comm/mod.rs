@@ -97,6 +97,22 @@ impl CommAbortHandle {
     }
 }
 
+/// Refuses `item` if a buffer it names is device memory of another device than
+/// `ordinal` (`device_of` says whose memory an address is).
+fn on_device(item: &WorkItem, ordinal: usize, device_of: impl Fn(u64) -> Result<Option<usize>>) -> Result<()> {
+    for addr in [item.src, item.dst] {
+        if addr == 0 {
+            continue;
+        }
+        if let Some(buffer) = device_of(addr)?
+            && buffer != ordinal
+        {
+            return Err(Error::WrongDevice { buffer, rank: ordinal });
+        }
+    }
+    Ok(())
+}
+
 /// One rank of a communicator.
 pub struct Comm {
     rank: u32,
@@ -263,10 +279,12 @@ impl Comm {
         Ok(Some(bytes.chunks_exact(size_of::<ChannelStats>()).map(|c| ChannelStats::read_from_bytes(c).unwrap_or_default()).collect()))
     }
 
-    /// Checks `item` (alone and against the communicator) without enqueueing it.
+    /// Checks `item` (alone, against the communicator, and its buffers against the rank's
+    /// device) without enqueueing it.
     fn check(&self, item: &WorkItem) -> Result<()> {
         item.validate().map_err(|reason| Error::BadWorkItem { reason, seq: 0 })?;
-        item.validate_in_comm(self.rank, self.nranks).map_err(|reason| Error::BadWorkItem { reason, seq: 0 })
+        item.validate_in_comm(self.rank, self.nranks).map_err(|reason| Error::BadWorkItem { reason, seq: 0 })?;
+        on_device(item, self.stream.context().ordinal(), crate::memory::device_of)
     }
 
     /// The direct host path: checks `item` and puts it on the rank's queue (no stream
@@ -389,6 +407,18 @@ impl Comm {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn buffers_on_another_device_are_refused() {
+        // Device 0 owns addresses below 1000, device 1 the others; 5 is host memory.
+        let owner = |addr: u64| Ok(if addr == 5 { None } else { Some(usize::from(addr >= 1000)) });
+        let item = |src, dst| WorkItem::collective(CollFunction::AllReduce, device_rt::dtype::DataType::F32, RedOpKind::Sum, 0, src, dst, 4, 0);
+        assert!(on_device(&item(16, 32), 0, owner).is_ok());
+        assert!(on_device(&item(5, 0), 1, owner).is_ok(), "host memory and absent buffers pass");
+        assert!(matches!(on_device(&item(1016, 32), 0, owner), Err(Error::WrongDevice { buffer: 1, rank: 0 })));
+        assert!(matches!(on_device(&item(16, 1032), 0, owner), Err(Error::WrongDevice { buffer: 1, rank: 0 })));
+        assert!(matches!(on_device(&item(16, 32), 1, owner), Err(Error::WrongDevice { buffer: 0, rank: 1 })));
+    }
 
     #[test]
     fn a_short_buffer_is_its_own_error() {
