@@ -19,6 +19,7 @@ use std::time::Duration;
 
 use cudarc::driver::{CudaContext, CudaStream, DevicePtr, DevicePtrMut, result};
 use device_rt::conn::ChannelStats;
+use device_rt::dtype::DataType;
 use device_rt::redop::RedOpKind;
 use device_rt::work::{CollFunction, NO_PEER, WorkItem};
 use zerocopy::FromBytes;
@@ -95,6 +96,26 @@ impl CommAbortHandle {
     pub fn abort(&self) {
         self.ranks.iter().for_each(AbortHandle::abort);
     }
+}
+
+/// The block of an in-place buffer of `len` elements split over `nranks` ranks.
+fn block_of(len: usize, nranks: u32) -> Result<u64> {
+    if !len.is_multiple_of(nranks as usize) {
+        return Err(Error::InvalidArgument(format!("an in-place buffer of {len} elements does not split into {nranks} equal blocks")));
+    }
+    Ok((len / nranks as usize) as u64)
+}
+
+/// The item of an in-place reduce-scatter or all-gather on rank `rank` over the buffer at
+/// `base` of `world_size × n` elements of `dtype`, in NCCL's layout: reduce-scatter's
+/// output and all-gather's input are block `rank` of the buffer. What
+/// [`Comm::reduce_scatter_in_place`] and [`Comm::all_gather_in_place`] enqueue (also for
+/// loops fed directly, such as the host twin's).
+pub fn in_place_item(function: CollFunction, dtype: DataType, op: RedOpKind, op_arg: u64, base: u64, n: u64, rank: u32) -> WorkItem {
+    // At most the buffer's own length in bytes: no overflow for a real buffer.
+    let block = base + u64::from(rank) * n * dtype.size() as u64;
+    let (src, dst) = if function == CollFunction::AllGather { (block, base) } else { (base, block) };
+    WorkItem::collective(function, dtype, op, op_arg, src, dst, n, 0)
 }
 
 /// Refuses `item` if a buffer it names is device memory of another device than
@@ -350,6 +371,25 @@ impl Comm {
         self.on_stream(WorkItem::collective(CollFunction::AllGather, T::DTYPE, RedOpKind::Sum, 0, s, r, n as u64, 0))
     }
 
+    /// [`Comm::reduce_scatter`] in place, in NCCL's layout: `buf` holds `world_size × n`
+    /// elements (every rank's input); block `rank` of it receives this rank's block of
+    /// `op(buf of every rank)`; the other blocks may be overwritten.
+    pub fn reduce_scatter_in_place<T: Element, R: DevicePtrMut<T>>(&self, buf: &mut R, op: ReduceOp) -> Result<()> {
+        let n = block_of(buf.len(), self.nranks)?;
+        let (kind, arg) = op.device(T::DTYPE, self.nranks);
+        let (b, _b) = buf.device_ptr_mut(&self.stream);
+        self.on_stream(in_place_item(CollFunction::ReduceScatter, T::DTYPE, kind, arg, b, n, self.rank))
+    }
+
+    /// [`Comm::all_gather`] in place, in NCCL's layout: `buf` holds `world_size × n`
+    /// elements, this rank's input already at block `rank`; afterwards block `r` holds
+    /// rank `r`'s.
+    pub fn all_gather_in_place<T: Element, R: DevicePtrMut<T>>(&self, buf: &mut R) -> Result<()> {
+        let n = block_of(buf.len(), self.nranks)?;
+        let (b, _b) = buf.device_ptr_mut(&self.stream);
+        self.on_stream(in_place_item(CollFunction::AllGather, T::DTYPE, RedOpKind::Sum, 0, b, n, self.rank))
+    }
+
     /// `recv = send of root`; `send` is read on the root only (`None`: in place there).
     pub fn broadcast<T: Element, S: DevicePtr<T>, R: DevicePtrMut<T>>(&self, send: Option<&S>, recv: &mut R, root: usize) -> Result<()> {
         let n = recv.len();
@@ -418,6 +458,17 @@ mod tests {
         assert!(matches!(on_device(&item(1016, 32), 0, owner), Err(Error::WrongDevice { buffer: 1, rank: 0 })));
         assert!(matches!(on_device(&item(16, 1032), 0, owner), Err(Error::WrongDevice { buffer: 1, rank: 0 })));
         assert!(matches!(on_device(&item(16, 32), 1, owner), Err(Error::WrongDevice { buffer: 0, rank: 1 })));
+    }
+
+    #[test]
+    fn an_in_place_buffer_splits_into_equal_blocks() {
+        assert_eq!(block_of(12, 3).unwrap(), 4);
+        assert_eq!(block_of(0, 3).unwrap(), 0);
+        assert!(matches!(block_of(13, 3), Err(Error::InvalidArgument(_))));
+        let rs = in_place_item(CollFunction::ReduceScatter, DataType::F32, RedOpKind::Sum, 0, 4096, 10, 2);
+        assert_eq!((rs.src, rs.dst, rs.count), (4096, 4096 + 80, 10), "output at block 2");
+        let ag = in_place_item(CollFunction::AllGather, DataType::F64, RedOpKind::Sum, 0, 4096, 10, 1);
+        assert_eq!((ag.src, ag.dst, ag.count), (4096 + 80, 4096, 10), "input at block 1");
     }
 
     #[test]
