@@ -107,9 +107,10 @@ impl Queue {
         (self.next_seq - 1).saturating_sub(self.completed())
     }
 
-    /// The loop's recorded error, if any; `Err(LoopClosed)` once every channel has left
-    /// without one (each channel publishes its completions before it leaves, so a
-    /// completion check made after this returned is final).
+    /// The loop's recorded error, if any; else `Err(Aborted)` as soon as the abort flag is
+    /// set (before the loop has seen it: nothing more is enqueued); `Err(LoopClosed)` once
+    /// every channel has left without an error (each channel publishes its completions
+    /// before it leaves, so a completion check made after this returned is final).
     pub fn health(&self) -> Result<()> {
         let status = self.load(unsafe { &raw mut (*self.header).status });
         if status != 0 {
@@ -124,6 +125,10 @@ impl Queue {
                 Some(LoopError::PeerMismatch) => Error::PeerMismatch { seq },
                 None => Error::UnknownLoopStatus(status),
             });
+        }
+        // SAFETY: a field of the live header (`new`'s contract).
+        if self.load(unsafe { &raw mut (*self.header).abort }) != 0 {
+            return Err(Error::Aborted);
         }
         if self.load(unsafe { &raw mut (*self.header).exited }) >= self.channels as u64 {
             return Err(Error::LoopClosed);

@@ -302,6 +302,44 @@ fn abort_ends_a_spinning_wait_with_aborted() {
     lp.join();
 }
 
+/// After `abort()` every call is refused at once, before the loop has noticed (here it
+/// is inside a wait that has not yet looked at the flag), and nothing is written.
+#[test]
+fn calls_after_abort_are_refused_at_once() {
+    let mut lp = TwinLoop::start(1, 32, 8, Duration::from_secs(3600));
+    let flag = AtomicU64::new(0);
+    lp.queue.enqueue(WorkItem::call(DeviceFunction::WaitAtLeast, word(&flag), 1), LONG).unwrap();
+    lp.queue.abort_handle().abort();
+    let outstanding = lp.queue.outstanding();
+    let counter = AtomicU64::new(0);
+    let err = lp.queue.enqueue(WorkItem::call(DeviceFunction::Increment, word(&counter), 0), LONG);
+    assert!(matches!(err, Err(Error::Aborted)), "{err:?}");
+    assert_eq!(lp.queue.outstanding(), outstanding, "the refused item was not published");
+    lp.join();
+    assert_eq!(counter.load(Ordering::Relaxed), 0);
+}
+
+/// A burst of items that are each found at once (no wait, so no spin guard reads the abort
+/// flag) stops at the next fetch after `abort()`, not when the burst ends: the first item
+/// waits for a flag; the host releases it and aborts right after, with 1000 items behind it.
+#[test]
+fn an_abort_stops_a_burst_of_items_found_at_once() {
+    const BURST: u64 = 1000;
+    let mut lp = TwinLoop::start(1, 32, 1024, Duration::from_secs(3600));
+    let (flag, counter) = (AtomicU64::new(0), AtomicU64::new(0));
+    lp.queue.enqueue(WorkItem::call(DeviceFunction::WaitAtLeast, word(&flag), 1), LONG).unwrap();
+    for _ in 0..BURST {
+        lp.queue.enqueue(WorkItem::call(DeviceFunction::Increment, word(&counter), 0), LONG).unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(20));
+    flag.store(1, Ordering::Release);
+    lp.queue.abort_handle().abort();
+    lp.join();
+    assert!(matches!(lp.queue.health(), Err(Error::Aborted)), "{:?}", lp.queue.health());
+    let ran = counter.load(Ordering::Relaxed);
+    assert!(ran < BURST, "all {BURST} items of the burst ran after the abort");
+}
+
 /// An abort handle holds a share of the queue header: it stays valid after its loop and
 /// queue are gone, and the memory goes with the last handle.
 #[test]

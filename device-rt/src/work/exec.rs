@@ -17,7 +17,7 @@ use crate::conn::CommDevice;
 use crate::copy::reduce_copy_grid;
 use crate::dtype::{Bf16, DataType, F16};
 use crate::redop::{RedOpKind, Sum};
-use crate::spin::{Interrupted, SpinGuard, spin_until};
+use crate::spin::{ABORT_CHECK_NS, Interrupted, SpinGuard, spin_until};
 
 /// What the loop was launched with.
 #[derive(Clone, Copy, Debug)]
@@ -104,6 +104,8 @@ pub unsafe fn work_loop(args: LoopArgs) {
     let mut mailbox_generation = None;
     // Thread 0: completions not yet published.
     let mut unpublished = Unpublished::default();
+    // Thread 0: when it last read the abort flag between items.
+    let mut abort_checked_ns = 0u64;
     loop {
         if taken == cached {
             if tid == 0 {
@@ -111,6 +113,9 @@ pub unsafe fn work_loop(args: LoopArgs) {
             }
             if tid < WARP_SIZE {
                 unsafe { fetch(&a, next_seq, &mut want, mailbox_done, shared) };
+            }
+            if tid == 0 {
+                unsafe { abort_between_items(&a, &mut abort_checked_ns, shared) };
             }
             arch::barrier_sync_all();
             match unsafe { (&raw const (*shared).verdict).read_volatile() } {
@@ -195,6 +200,28 @@ pub unsafe fn work_loop(args: LoopArgs) {
     if tid == 0 {
         unsafe { unpublished.publish(&a) };
         unsafe { leave(&a) };
+    }
+}
+
+/// Thread 0, after warp 0's fetch found work: at most every `ABORT_CHECK_NS`, reads the
+/// host's abort flag and turns the verdict into an abort. Items found at once wait for
+/// nothing, so no spin guard reads the flag while a burst of them runs: without this an
+/// aborted loop would run every item of a burst.
+///
+/// Ordering: a volatile load of the flag (sees the host's release store eventually, orders
+/// nothing); the verdict is lane 0's own store, read back by the same thread.
+unsafe fn abort_between_items(a: &Channel, checked_ns: &mut u64, shared: *mut LoopShared) {
+    let verdict = unsafe { (&raw const (*shared).verdict).read_volatile() };
+    if verdict != VERDICT_RING && verdict != VERDICT_MAILBOX {
+        return;
+    }
+    let now = arch::globaltimer_ns();
+    if now.wrapping_sub(*checked_ns) < ABORT_CHECK_NS {
+        return;
+    }
+    *checked_ns = now;
+    if unsafe { arch::ld_volatile_global(&raw const (*a.header).abort) } != 0 {
+        unsafe { set_verdict(shared, VERDICT_ABORT, 0, 0) };
     }
 }
 
