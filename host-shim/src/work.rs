@@ -2,7 +2,6 @@
 //! host path) or through stream memory operations (stream-ordered path, capturable in a
 //! CUDA graph). No kernel is launched per operation.
 
-use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -229,15 +228,38 @@ impl Drop for SharedHeader {
     }
 }
 
-/// Memory of dropped loops, kept until no loop of its context runs any more: in CUDA,
-/// freeing memory waits for every running kernel of the device, and a persistent loop
-/// only ends when asked to.
-struct Graveyard {
-    /// Started, not yet dropped loops per context.
-    live: BTreeMap<usize, usize>,
+/// The stream a loop kernel runs on, as the graveyard sees it.
+trait KernelStream {
+    /// True once everything queued on the stream (the loop kernel) has ended; never
+    /// blocks.
+    fn ended(&self) -> bool;
+    /// True for the same stream.
+    fn same(&self, other: &Self) -> bool;
+}
+
+impl KernelStream for Arc<CudaStream> {
+    fn ended(&self) -> bool {
+        // SAFETY: a live stream (the Arc holds it); the query never blocks.
+        let status = unsafe { sys::cuStreamQuery(self.cu_stream()) };
+        status == sys::cudaError_enum::CUDA_SUCCESS
+    }
+
+    fn same(&self, other: &Self) -> bool {
+        Arc::ptr_eq(self, other)
+    }
+}
+
+/// Memory of dropped loops, kept until it can be freed without waiting: in CUDA, freeing
+/// memory may wait for every running kernel of the device, and a persistent loop only
+/// ends when asked to. A grave is freed once its own loop's kernel has ended and no
+/// started loop of its context still runs; every loop's `new`, `start`, `shutdown` and
+/// drop, and every burial, look (stream queries only).
+struct Graveyard<S> {
+    /// Started, not yet dropped loops: their context and kernel stream.
+    running: Vec<(usize, S)>,
     /// Per grave: the context, the stream of the loop kernel that used the memory, the
     /// memory.
-    graves: Vec<(usize, Arc<CudaStream>, Box<dyn Send>)>,
+    graves: Vec<(usize, S, Box<dyn Send>)>,
 }
 
 /// Parks `memory` that the loop kernel on `stream` (of context `ctx`) used, then frees
@@ -248,29 +270,32 @@ fn bury(ctx: usize, stream: Arc<CudaStream>, memory: Box<dyn Send>) {
     yard.collect(ctx);
 }
 
-impl Graveyard {
-    /// Frees the graves of context `ctx` whose kernel has ended, once no loop of the
-    /// context is live. Never blocks (stream queries only).
-    fn collect(&mut self, key: usize) {
-        if self.live.get(&key).copied().unwrap_or(0) != 0 {
+impl<S: KernelStream> Graveyard<S> {
+    /// Frees the graves of context `ctx` whose kernel has ended, if no started loop of
+    /// the context still runs. Never blocks.
+    fn collect(&mut self, ctx: usize) {
+        if self.running.iter().any(|(c, s)| *c == ctx && !s.ended()) {
             return;
         }
         let graves = std::mem::take(&mut self.graves);
-        for (ctx, stream, memory) in graves {
-            // SAFETY: a live stream (the grave holds it).
-            let done = unsafe { sys::cuStreamQuery(stream.cu_stream()) } == sys::cudaError_enum::CUDA_SUCCESS;
-            if ctx == key && done {
+        for (c, stream, memory) in graves {
+            if c == ctx && stream.ended() {
                 drop(memory);
             } else {
-                self.graves.push((ctx, stream, memory));
+                self.graves.push((c, stream, memory));
             }
         }
     }
+
+    /// Forgets a started loop (dropped).
+    fn forget(&mut self, ctx: usize, stream: &S) {
+        self.running.retain(|(c, s)| !(*c == ctx && s.same(stream)));
+    }
 }
 
-static GRAVEYARD: Mutex<Graveyard> = Mutex::new(Graveyard { live: BTreeMap::new(), graves: Vec::new() });
+static GRAVEYARD: Mutex<Graveyard<Arc<CudaStream>>> = Mutex::new(Graveyard { running: Vec::new(), graves: Vec::new() });
 
-fn graveyard() -> std::sync::MutexGuard<'static, Graveyard> {
+fn graveyard() -> std::sync::MutexGuard<'static, Graveyard<Arc<CudaStream>>> {
     GRAVEYARD.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
@@ -325,6 +350,7 @@ impl WorkLoop {
     /// allocation wait for running kernels.
     pub fn new(ctx: &Arc<CudaContext>, module: &Module, cfg: LoopConfig) -> Result<Self> {
         cfg.validate()?;
+        graveyard().collect(ctx.cu_ctx() as usize);
         log::debug!("work loop: allocating its queue and state");
         let header = HostMapped::<u64>::zeroed(ctx, size_of::<QueueHeader>() / 8)?;
         let ring = HostMapped::<u64>::zeroed(ctx, cfg.capacity as usize * size_of::<RingSlot>() / 8)?;
@@ -398,6 +424,7 @@ impl WorkLoop {
         }
         let Some(header) = &self.header.header else { return Err(Error::LoopClosed) };
         let (header, ring, state) = (header.device_ptr(), memory.ring.device_ptr(), memory.state.ptr);
+        graveyard().collect(self.ctx_key());
         let capacity = u64::from(self.cfg.capacity);
         let budget_ns = u64::try_from(self.cfg.spin_budget.as_nanos()).unwrap_or(u64::MAX);
         let launch = LaunchConfig {
@@ -420,7 +447,7 @@ impl WorkLoop {
         }
         .map_err(Error::cuda("cuLaunchKernel"))?;
         self.started = true;
-        *graveyard().live.entry(self.ctx_key()).or_default() += 1;
+        graveyard().running.push((self.ctx_key(), self.stream.clone()));
         log::debug!("work loop started: {:?}", self.cfg);
         Ok(())
     }
@@ -537,14 +564,13 @@ impl WorkLoop {
             self.abort();
         }
         crate::stream::wait(&self.stream, timeout, "the work loop kernel")?;
+        graveyard().collect(self.ctx_key());
         drained
     }
 
     /// True once the loop kernel has ended.
     fn kernel_done(&self) -> bool {
-        // SAFETY: a live stream.
-        let status = unsafe { sys::cuStreamQuery(self.stream.cu_stream()) };
-        status == sys::cudaError_enum::CUDA_SUCCESS
+        self.stream.ended()
     }
 }
 
@@ -561,7 +587,7 @@ fn write_op(address: u64, value: u64) -> sys::CUstreamBatchMemOpParams {
 
 impl Drop for WorkLoop {
     /// Never blocks: aborts a loop still running, and hands its memory to the graveyard,
-    /// which frees it once no loop of the context is running any more.
+    /// which frees it once its kernel has ended and no loop of the context runs.
     fn drop(&mut self) {
         if self.started && !self.kernel_done() {
             self.abort();
@@ -572,10 +598,7 @@ impl Drop for WorkLoop {
         if let Some(memory) = self.memory.take() {
             yard.graves.push((key, self.stream.clone(), Box::new(memory)));
         }
-        if self.started
-            && let Some(live) = yard.live.get_mut(&key) {
-                *live = live.saturating_sub(1);
-            }
+        yard.forget(key, &self.stream);
         yard.collect(key);
         // The header follows (after this lock is released) when the last abort handle
         // drops its share.
@@ -585,6 +608,61 @@ impl Drop for WorkLoop {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A stand-in kernel stream: its id and whether its kernel has ended.
+    struct FakeStream(u32, Arc<std::sync::atomic::AtomicBool>);
+
+    impl KernelStream for FakeStream {
+        fn ended(&self) -> bool {
+            self.1.load(std::sync::atomic::Ordering::Relaxed)
+        }
+
+        fn same(&self, other: &Self) -> bool {
+            self.0 == other.0
+        }
+    }
+
+    /// Memory that says when it is freed.
+    struct Tracked(Arc<std::sync::atomic::AtomicBool>);
+
+    impl Drop for Tracked {
+        fn drop(&mut self) {
+            self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    /// Graves are freed as soon as their kernel has ended and no other loop of their
+    /// context runs, at the next look, not at process exit; another context's running
+    /// loop does not hold them back.
+    #[test]
+    fn graves_are_freed_once_their_kernel_and_their_context_are_quiet() {
+        use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+        let flag = || Arc::new(AtomicBool::new(false));
+        let (a_ended, b_ended, other_ctx_ended) = (flag(), flag(), flag());
+        let (a_freed, b_freed) = (flag(), flag());
+        let mut yard: Graveyard<FakeStream> = Graveyard { running: Vec::new(), graves: Vec::new() };
+        yard.running.push((1, FakeStream(1, a_ended.clone())));
+        yard.running.push((1, FakeStream(2, b_ended.clone())));
+        yard.running.push((2, FakeStream(3, other_ctx_ended.clone())));
+        // Loop 1 is dropped while its kernel still runs.
+        yard.graves.push((1, FakeStream(1, a_ended.clone()), Box::new(Tracked(a_freed.clone()))));
+        yard.forget(1, &FakeStream(1, a_ended.clone()));
+        yard.collect(1);
+        assert!(!a_freed.load(Relaxed), "its kernel may still read it");
+        a_ended.store(true, Relaxed);
+        yard.collect(1);
+        assert!(!a_freed.load(Relaxed), "loop 2 of the context still runs: a free could wait for it");
+        // Loop 2's kernel ends (shut down), still not dropped.
+        b_ended.store(true, Relaxed);
+        yard.collect(1);
+        assert!(a_freed.load(Relaxed), "freed at the next look once the context is quiet");
+        yard.graves.push((1, FakeStream(2, b_ended.clone()), Box::new(Tracked(b_freed.clone()))));
+        yard.forget(1, &FakeStream(2, b_ended.clone()));
+        yard.collect(1);
+        assert!(b_freed.load(Relaxed), "loop 3 runs in another context");
+        assert_eq!(yard.running.len(), 1);
+        assert!(yard.graves.is_empty());
+    }
 
     #[test]
     fn placements_resolve_to_one_sm_per_channel() {
