@@ -7,6 +7,57 @@
 //!
 //! This module wires and drives ranks; it never chooses an algorithm, a chunk or a
 //! channel: the device loop does.
+//!
+//! # Capturing calls in a CUDA graph
+//!
+//! Every call is stream memory operations on the rank's stream, so it can be captured and
+//! replayed. One step is needed with cudarc's own buffers: when a context has several
+//! streams, cudarc tracks each `CudaSlice`'s uses with events, and a capturing stream
+//! cannot wait on an event recorded outside the capture. Allocate the buffers you capture
+//! with while the context's event tracking is off: it applies to the slices created
+//! meanwhile only (order their uses on other streams yourself), not to the whole context.
+//!
+//! ```no_run
+//! use cudarc::driver::{CudaContext, sys};
+//! use host_shim::Error;
+//! use host_shim::comm::{Comm, ReduceOp};
+//!
+//! fn main() -> host_shim::Result<()> {
+//!     let mut streams = Vec::new();
+//!     let mut bufs = Vec::new();
+//!     for ordinal in 0..2 {
+//!         let ctx = CudaContext::new(ordinal).map_err(Error::cuda("cuCtxCreate"))?;
+//!         let stream = ctx.new_stream().map_err(Error::cuda("cuStreamCreate"))?;
+//!         // SAFETY: the slice allocated meanwhile is used on `stream` only, and freed
+//!         // once `stream` is idle.
+//!         unsafe { ctx.disable_event_tracking() };
+//!         bufs.push(stream.alloc_zeros::<f32>(1 << 20).map_err(Error::cuda("cuMemAlloc"))?);
+//!         // SAFETY: turns tracking back on for slices allocated from now on.
+//!         unsafe { ctx.enable_event_tracking() };
+//!         streams.push(stream);
+//!     }
+//!     let comms = Comm::from_devices(streams)?;
+//!     let mut graphs = Vec::new();
+//!     for (comm, buf) in comms.iter().zip(bufs.iter_mut()) {
+//!         let stream = comm.stream();
+//!         stream
+//!             .begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED)
+//!             .map_err(Error::cuda("cuStreamBeginCapture"))?;
+//!         comm.all_reduce_in_place(buf, ReduceOp::Sum)?;
+//!         let graph = stream.end_capture(sys::CUgraphInstantiate_flags(0)).map_err(Error::cuda("cuStreamEndCapture"))?;
+//!         graphs.push(graph);
+//!     }
+//!     for _ in 0..10 {
+//!         for graph in graphs.iter().flatten() {
+//!             graph.launch().map_err(Error::cuda("cuGraphLaunch"))?;
+//!         }
+//!     }
+//!     for comm in &comms {
+//!         comm.stream().synchronize().map_err(Error::cuda("cuStreamSynchronize"))?;
+//!     }
+//!     Ok(())
+//! }
+//! ```
 
 mod op;
 pub mod wiring;
