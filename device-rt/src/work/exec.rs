@@ -529,8 +529,11 @@ unsafe fn look_elsewhere(a: &Channel, mailbox_done: u64, round: &mut u32, guard:
         // generation belongs to a new item, never to the one just completed.
         let generation = unsafe { arch::ld_acquire_sys_global(&raw const (*mailbox).generation) };
         if generation != mailbox_done {
-            let state = unsafe { arch::ld_acquire_sys_global(&raw const (*mailbox).state) };
-            if state & 0xFFFF_FFFF == MAILBOX_PENDING {
+            // The low half, at the size it is written with (the host's 32-bit stream
+            // write, the last channel's 32-bit DONE): mixed-size accesses do not
+            // synchronize in the PTX memory model.
+            let state = unsafe { arch::ld_acquire_sys_global((&raw const (*mailbox).state).cast::<u32>()) };
+            if u64::from(state) == MAILBOX_PENDING {
                 return (VERDICT_MAILBOX, generation);
             }
         }
