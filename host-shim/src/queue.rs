@@ -112,6 +112,7 @@ impl Queue {
     /// every channel has left without an error (each channel publishes its completions
     /// before it leaves, so a completion check made after this returned is final).
     pub fn health(&self) -> Result<()> {
+        // SAFETY (every field address below): fields of the live header (`new`'s contract).
         let status = self.load(unsafe { &raw mut (*self.header).status });
         if status != 0 {
             let seq = self.load(unsafe { &raw mut (*self.header).error_seq });
@@ -126,7 +127,6 @@ impl Queue {
                 None => Error::UnknownLoopStatus(status),
             });
         }
-        // SAFETY: a field of the live header (`new`'s contract).
         if self.load(unsafe { &raw mut (*self.header).abort }) != 0 {
             return Err(Error::Aborted);
         }

@@ -353,6 +353,7 @@ fn an_abort_handle_keeps_the_header_alive_after_its_loop() {
     let alive = header.upgrade().expect("the handle keeps the header alive");
     // SAFETY: `alive` keeps the header; the loop has left, nobody else writes it.
     let flag = || unsafe { AtomicU64::from_ptr((&raw const alive.abort).cast_mut()) }.load(Ordering::Acquire);
+    // SAFETY: as above.
     unsafe { AtomicU64::from_ptr((&raw const alive.abort).cast_mut()) }.store(0, Ordering::Release);
     handle.clone().abort();
     assert_eq!(flag(), 1, "the handle wrote the live header");

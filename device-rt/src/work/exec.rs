@@ -211,6 +211,7 @@ pub unsafe fn work_loop(args: LoopArgs) {
 /// Ordering: a volatile load of the flag (sees the host's release store eventually, orders
 /// nothing); the verdict is lane 0's own store, read back by the same thread.
 unsafe fn abort_between_items(a: &Channel, checked_ns: &mut u64, shared: *mut LoopShared) {
+    // SAFETY: `shared` is the CTA's loop shared memory; thread 0 wrote the verdict.
     let verdict = unsafe { (&raw const (*shared).verdict).read_volatile() };
     if verdict != VERDICT_RING && verdict != VERDICT_MAILBOX {
         return;
@@ -220,7 +221,9 @@ unsafe fn abort_between_items(a: &Channel, checked_ns: &mut u64, shared: *mut Lo
         return;
     }
     *checked_ns = now;
+    // SAFETY: the header is valid for the launch (`work_loop`'s contract).
     if unsafe { arch::ld_volatile_global(&raw const (*a.header).abort) } != 0 {
+        // SAFETY: as above; thread 0 is lane 0 of warp 0, the verdict's writer.
         unsafe { set_verdict(shared, VERDICT_ABORT, 0, 0) };
     }
 }
@@ -532,6 +535,7 @@ unsafe fn look_elsewhere(a: &Channel, mailbox_done: u64, round: &mut u32, guard:
             // The low half, at the size it is written with (the host's 32-bit stream
             // write, the last channel's 32-bit DONE): mixed-size accesses do not
             // synchronize in the PTX memory model.
+            // SAFETY: the loop state is valid for the launch; the low half is 4-byte aligned.
             let state = unsafe { arch::ld_acquire_sys_global((&raw const (*mailbox).state).cast::<u32>()) };
             if u64::from(state) == MAILBOX_PENDING {
                 return (VERDICT_MAILBOX, generation);
