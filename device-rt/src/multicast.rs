@@ -2,7 +2,9 @@
 //! device's copy of a buffer.
 //!
 //! - [`HwMulticast`] (GPU only): the handle is a multicast address; `ld_reduce` is one
-//!   `multimem.ld_reduce` and `st` one `multimem.st`, done by the NVLink switch.
+//!   `multimem.ld_reduce` and `st` one `multimem.st`, done by the NVLink switch. It has no
+//!   PreMulSum (the switch sums before any pre-op could apply): `ld_reduce` refuses it at
+//!   compile time.
 //! - [`SwMulticast`]: the handle is the address of a [`SwMulticastTable`] listing each
 //!   device's unicast address; `ld_reduce` loads from every peer and reduces in peer
 //!   order (so every rank computes bit-identical results), `st` stores to every peer.
@@ -170,7 +172,10 @@ mod flavours {
 
         #[inline(always)]
         fn big_pack_size(kind: RedOpKind, dtype: DataType) -> usize {
-            let (sum, min_max, float, size) = (kind.is_sum(), kind.is_min_max(), dtype.is_float(), dtype.size());
+            // PreMulSum has no multimem form: its pre-op applies to each input before the
+            // sum, which `multimem.ld_reduce` does in the switch.
+            let sum = kind.is_sum() && kind != RedOpKind::PreMulSum;
+            let (min_max, float, size) = (kind.is_min_max(), dtype.is_float(), dtype.size());
             if float && sum && size < 8 {
                 16
             } else if float && sum {
@@ -192,8 +197,15 @@ mod flavours {
             use crate::arch::*;
             use DataType as D;
             use RedOpKind as K;
+            // `multimem.ld_reduce` sums in the switch: PreMulSum's pre-op cannot be applied
+            // to each device's value first, and reducing without it would be a plain Sum.
+            // Refused at compile time for every instantiation.
+            const {
+                assert!(!matches!(Op::KIND, RedOpKind::PreMulSum), "HwMulticast cannot load-reduce with PreMulSum");
+            }
             let a = *target + offset;
-            let kind = if Op::KIND.is_sum() { K::Sum } else { Op::KIND };
+            // SumPostDiv is a sum here; its division is the caller's post-op.
+            let kind = if Op::KIND == K::SumPostDiv { K::Sum } else { Op::KIND };
             unsafe {
                 match (kind, <Op::Elt as Elem>::DTYPE, N) {
                     (K::Sum, D::F32, 16) => BytePack::from_value(multimem_ld_reduce_add_v4_f32(a)),

@@ -19,7 +19,7 @@ const SPINS_PER_CHECK: u32 = 256;
 /// round trip away, and hundreds of waiting threads reading it all the time would load
 /// the PCIe link the whole node's polling shares (measured: ring all-reduce lost a third
 /// of its bandwidth with 64 channels reading it every 256 spins).
-const ABORT_CHECK_NS: u64 = 20_000;
+pub(crate) const ABORT_CHECK_NS: u64 = 20_000;
 
 /// The abort flag and time budget of one wait.
 pub struct SpinGuard {

@@ -85,11 +85,7 @@ pub fn can_access_peer(from: usize, to: usize) -> Result<bool> {
 /// an already enabled pair is not an error.
 pub fn enable_peer_access(ctx: &CudaContext, peer: &CudaContext) -> Result<()> {
     if !can_access_peer(ctx.ordinal(), peer.ordinal())? {
-        return Err(Error::InvalidArgument(format!(
-            "device {} cannot access device {}'s memory (no peer path)",
-            ctx.ordinal(),
-            peer.ordinal()
-        )));
+        return Err(Error::NoPeerAccess { from: ctx.ordinal(), to: peer.ordinal() });
     }
     ctx.bind_to_thread().map_err(Error::cuda("cuCtxSetCurrent"))?;
     // SAFETY: `peer` is a live context; flags must be 0.

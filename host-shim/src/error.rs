@@ -6,8 +6,9 @@ use std::time::Duration;
 use cudarc::driver::DriverError;
 use device_rt::work::{BadItem, WaitSite};
 
-/// Everything host-shim can fail with.
+/// Everything host-shim can fail with: one variant per kind of failure. More may come.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum Error {
     /// The CUDA driver library (`libcuda.so`) could not be found or loaded.
     NoDriver,
@@ -15,12 +16,31 @@ pub enum Error {
     NoDevice,
     /// A device ordinal past the number of devices.
     NoSuchDevice { ordinal: usize, count: usize },
+    /// Device `from` cannot reach device `to`'s memory (no peer path).
+    NoPeerAccess { from: usize, to: usize },
     /// A CUDA driver call failed.
     Cuda { call: &'static str, source: DriverError },
     /// Device work did not finish in time; it may still be running.
     Timeout { what: String, after: Duration },
     /// A request the shim refuses before touching the device.
     InvalidArgument(String),
+    /// A buffer holds fewer elements than the call needs; nothing was enqueued.
+    BufferTooSmall { what: &'static str, have: usize, want: usize },
+    /// A buffer in device `buffer`'s memory given to a rank of device `rank`: a rank
+    /// works on its own device's memory only (peer access would make it "work", slowly,
+    /// and hide the mistake); nothing was enqueued.
+    WrongDevice { buffer: usize, rank: usize },
+    /// A request the device cannot carry out (too few SMs, too many threads for the
+    /// kernel, channels that cannot all be resident); nothing was started.
+    DeviceLimit(String),
+    /// A call out of order for the object's state (starting a loop twice, attaching a
+    /// communicator to a running loop).
+    InvalidState(&'static str),
+    /// The work loop's stream-ordered path already serves another stream.
+    StreamInUse,
+    /// The work loop reported a status this host does not know (a newer or corrupted
+    /// device runtime); the loop stopped.
+    UnknownLoopStatus(u64),
     /// A work item was refused: by the host before it was enqueued (`seq` 0), or by the
     /// device's work loop, which then stopped.
     BadWorkItem { reason: BadItem, seq: u64 },
@@ -59,9 +79,18 @@ impl fmt::Display for Error {
             Self::NoSuchDevice { ordinal, count } => {
                 write!(f, "no CUDA device {ordinal}: the driver reports {count} device(s)")
             }
+            Self::NoPeerAccess { from, to } => write!(f, "device {from} cannot access device {to}'s memory (no peer path)"),
             Self::Cuda { call, source } => write!(f, "{call} failed: {source}"),
             Self::Timeout { what, after } => write!(f, "{what} did not finish within {after:?}"),
             Self::InvalidArgument(why) => write!(f, "invalid argument: {why}"),
+            Self::BufferTooSmall { what, have, want } => write!(f, "{what} holds {have} elements; the call needs {want}"),
+            Self::WrongDevice { buffer, rank } => {
+                write!(f, "a buffer on device {buffer} was given to a rank on device {rank}; a rank works on its own device's memory")
+            }
+            Self::DeviceLimit(why) => write!(f, "beyond the device's limits: {why}"),
+            Self::InvalidState(why) => write!(f, "invalid state: {why}"),
+            Self::StreamInUse => f.write_str("this work loop's stream-ordered path already serves another stream"),
+            Self::UnknownLoopStatus(status) => write!(f, "the work loop stopped with an unknown status {status:#x}"),
             Self::BadWorkItem { reason, seq: 0 } => write!(f, "work item refused: {}", reason.describe()),
             Self::BadWorkItem { reason, seq } => {
                 write!(f, "work item {seq} refused by the device: {}; the work loop stopped", reason.describe())

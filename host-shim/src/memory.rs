@@ -43,6 +43,37 @@ impl<T: DeviceRepr + ValidAsZeroBits> HostMapped<T> {
     }
 }
 
+/// The ordinal of the device whose memory holds address `ptr`, or `None` where the memory
+/// is not device memory (host-mapped or registered host memory). Never blocks.
+pub fn device_of(ptr: u64) -> Result<Option<usize>> {
+    let mut memory_type: u32 = 0;
+    // SAFETY: the attribute is a `CUmemorytype` (a 32-bit enum) written into `memory_type`.
+    unsafe {
+        sys::cuPointerGetAttribute(
+            (&raw mut memory_type).cast(),
+            sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+            ptr,
+        )
+    }
+    .result()
+    .map_err(Error::cuda("cuPointerGetAttribute"))?;
+    if memory_type != sys::CUmemorytype::CU_MEMORYTYPE_DEVICE as u32 {
+        return Ok(None);
+    }
+    let mut ordinal: i32 = -1;
+    // SAFETY: the attribute is an `int` written into `ordinal`.
+    unsafe {
+        sys::cuPointerGetAttribute(
+            (&raw mut ordinal).cast(),
+            sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+            ptr,
+        )
+    }
+    .result()
+    .map_err(Error::cuda("cuPointerGetAttribute"))?;
+    Ok(usize::try_from(ordinal).ok())
+}
+
 impl<T: Copy> HostMapped<T> {
     /// The address kernels use for element 0.
     pub fn device_ptr(&self) -> u64 {

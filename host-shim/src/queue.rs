@@ -5,6 +5,7 @@
 //! Every wait here has a timeout and also watches the loop's status, so a dead loop turns
 //! into an `Err` at once instead of a wait.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -16,15 +17,29 @@ use crate::{Error, Result};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Ticket(pub u64);
 
+/// What keeps a queue's header memory alive: the queue and every [`AbortHandle`] hold a
+/// share of it, so the header outlives the last of them, whatever the loop's owner does.
+pub type HeaderOwner = Arc<dyn Send + Sync>;
+
 /// Sets a loop's abort flag; `Send + Sync + Clone`, usable from any thread, never blocks.
-#[derive(Clone, Copy, Debug)]
+/// It holds a share of the header's memory, so it stays valid after the loop is dropped
+/// (aborting a loop that has left changes nothing).
+#[derive(Clone)]
 pub struct AbortHandle {
     header: *mut QueueHeader,
+    _owner: HeaderOwner,
 }
 
-// SAFETY: the flag is written with an atomic store; the header outlives every handle
-// (the loop owner keeps the memory until the loop has left).
+impl std::fmt::Debug for AbortHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AbortHandle").field("header", &self.header).finish_non_exhaustive()
+    }
+}
+
+// SAFETY: the flag is written only with an atomic store; `_owner` keeps the header's
+// memory alive as long as the handle (`Queue::new`'s contract).
 unsafe impl Send for AbortHandle {}
+// SAFETY: as for `Send`: `abort` takes `&self` and does one atomic store.
 unsafe impl Sync for AbortHandle {}
 
 impl AbortHandle {
@@ -32,7 +47,7 @@ impl AbortHandle {
     ///
     /// Ordering: a release store; the device reads the flag with volatile loads.
     pub fn abort(&self) {
-        // SAFETY: the header is live and 8-byte aligned.
+        // SAFETY: `_owner` keeps the header live; it is 8-byte aligned.
         unsafe { AtomicU64::from_ptr(&raw mut (*self.header).abort) }.store(1, Ordering::Release);
     }
 }
@@ -44,30 +59,33 @@ pub struct Queue {
     capacity: u64,
     channels: usize,
     next_seq: u64,
+    owner: HeaderOwner,
 }
 
-// SAFETY: a `Queue` is the only producer of its ring; the memory outlives it.
+// SAFETY: a `Queue` is the only producer of its ring; the memory outlives it (`new`).
 unsafe impl Send for Queue {}
 
 impl Queue {
     /// The producer of the loop whose header and ring of `capacity` slots are at these
-    /// addresses (host addresses), with `channels` channels.
+    /// addresses (host addresses), with `channels` channels; `owner` keeps the header's
+    /// memory alive (the queue and its abort handles hold shares of it).
     ///
     /// # Safety
-    /// The header is zeroed, the memory stays valid (and is not written by anyone but this
-    /// queue and the loop) for the queue's life.
-    pub unsafe fn new(header: *mut QueueHeader, ring: *mut RingSlot, capacity: u64, channels: usize) -> Result<Self> {
+    /// The header is zeroed and stays valid as long as `owner` lives; the ring stays valid
+    /// for the queue's life; neither is written by anyone but this queue (and its abort
+    /// handles) and the loop.
+    pub unsafe fn new(header: *mut QueueHeader, ring: *mut RingSlot, capacity: u64, channels: usize, owner: HeaderOwner) -> Result<Self> {
         if capacity == 0 || !(1..=MAX_CHANNELS).contains(&channels) {
             return Err(Error::InvalidArgument(format!(
                 "a queue needs a capacity of at least 1 and 1..={MAX_CHANNELS} channels (got {capacity}, {channels})"
             )));
         }
-        Ok(Self { header, ring, capacity, channels, next_seq: 1 })
+        Ok(Self { header, ring, capacity, channels, next_seq: 1, owner })
     }
 
     /// A handle that aborts the loop from any thread.
     pub fn abort_handle(&self) -> AbortHandle {
-        AbortHandle { header: self.header }
+        AbortHandle { header: self.header, _owner: self.owner.clone() }
     }
 
     fn load(&self, field: *mut u64) -> u64 {
@@ -89,10 +107,12 @@ impl Queue {
         (self.next_seq - 1).saturating_sub(self.completed())
     }
 
-    /// The loop's recorded error, if any; `Err(LoopClosed)` once every channel has left
-    /// without one (each channel publishes its completions before it leaves, so a
-    /// completion check made after this returned is final).
+    /// The loop's recorded error, if any; else `Err(Aborted)` as soon as the abort flag is
+    /// set (before the loop has seen it: nothing more is enqueued); `Err(LoopClosed)` once
+    /// every channel has left without an error (each channel publishes its completions
+    /// before it leaves, so a completion check made after this returned is final).
     pub fn health(&self) -> Result<()> {
+        // SAFETY (every field address below): fields of the live header (`new`'s contract).
         let status = self.load(unsafe { &raw mut (*self.header).status });
         if status != 0 {
             let seq = self.load(unsafe { &raw mut (*self.header).error_seq });
@@ -104,8 +124,11 @@ impl Queue {
                 Some(LoopError::Aborted) => Error::Aborted,
                 Some(LoopError::Timeout) => Error::DeviceTimeout { site: WaitSite::from_u32(detail), seq },
                 Some(LoopError::PeerMismatch) => Error::PeerMismatch { seq },
-                None => Error::InvalidArgument(format!("work loop reported unknown status {status:#x}")),
+                None => Error::UnknownLoopStatus(status),
             });
+        }
+        if self.load(unsafe { &raw mut (*self.header).abort }) != 0 {
+            return Err(Error::Aborted);
         }
         if self.load(unsafe { &raw mut (*self.header).exited }) >= self.channels as u64 {
             return Err(Error::LoopClosed);
@@ -212,5 +235,24 @@ impl Queue {
             Err(Error::Timeout { .. }) => Err(Error::ShutdownIncomplete { outstanding: self.outstanding() }),
             other => other,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A status word the host does not know is its own error, not an argument error.
+    #[test]
+    fn an_unknown_loop_status_is_reported_as_such() {
+        let mut header = Box::new(QueueHeader::new());
+        header.status = 0xdead_0000_00ff;
+        let header_ptr = &raw mut *header;
+        let mut ring = vec![RingSlot::default(); 1];
+        let owner: HeaderOwner = Arc::new(header);
+        // SAFETY: a zeroed-but-status header and a one-slot ring, alive for the test; no
+        // loop runs.
+        let queue = unsafe { Queue::new(header_ptr, ring.as_mut_ptr(), 1, 1, owner) }.unwrap();
+        assert!(matches!(queue.health(), Err(Error::UnknownLoopStatus(0xdead_0000_00ff))), "{:?}", queue.health());
     }
 }

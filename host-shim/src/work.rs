@@ -2,7 +2,6 @@
 //! host path) or through stream memory operations (stream-ordered path, capturable in a
 //! CUDA graph). No kernel is launched per operation.
 
-use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -123,7 +122,7 @@ impl Placement {
             Self::Hardware => Ok(None),
             Self::Tpcs => {
                 if 2 * (channels + 1) > device_sms {
-                    return Err(Error::InvalidArgument(format!("{channels} channels need {} SMs, one per TPC from SM 2; the device has {device_sms}", 2 * (channels + 1))));
+                    return Err(Error::DeviceLimit(format!("{channels} channels need {} SMs, one per TPC from SM 2; the device has {device_sms}", 2 * (channels + 1))));
                 }
                 Ok(Some((1..=channels).map(|c| 2 * c).collect()))
             }
@@ -132,7 +131,7 @@ impl Placement {
                     return Err(Error::InvalidArgument(format!("{} SMs named for {channels} channels", list.len())));
                 }
                 if let Some(sm) = list.sms().find(|&sm| sm >= device_sms) {
-                    return Err(Error::InvalidArgument(format!("SM {sm} named; the device has {device_sms}")));
+                    return Err(Error::DeviceLimit(format!("SM {sm} named; the device has {device_sms}")));
                 }
                 Ok(Some(list.sms().collect()))
             }
@@ -198,9 +197,8 @@ impl DeviceAlloc {
     }
 }
 
-/// The memory a loop kernel reads and writes.
+/// The memory a loop kernel reads and writes, but its queue header ([`SharedHeader`]).
 struct LoopMemory {
-    header: HostMapped<u64>,
     ring: HostMapped<u64>,
     state: DeviceAlloc,
     /// Other memory the loop reads (its communicator's connections, buffers), freed
@@ -208,18 +206,96 @@ struct LoopMemory {
     adopted: Vec<DeviceAlloc>,
 }
 
-/// Memory of dropped loops, kept until no loop of its context runs any more: in CUDA,
-/// freeing memory waits for every running kernel of the device, and a persistent loop
-/// only ends when asked to.
-struct Graveyard {
-    /// Started, not yet dropped loops per context.
-    live: BTreeMap<usize, usize>,
-    graves: Vec<(usize, Arc<CudaStream>, LoopMemory)>,
+/// A loop's queue header, shared by the loop's queue and every abort handle (which may
+/// outlive the loop): whichever drops last hands the memory to the graveyard, which frees
+/// it once the loop's kernel has ended.
+struct SharedHeader {
+    header: Option<HostMapped<u64>>,
+    ctx: usize,
+    stream: Arc<CudaStream>,
 }
 
-static GRAVEYARD: Mutex<Graveyard> = Mutex::new(Graveyard { live: BTreeMap::new(), graves: Vec::new() });
+// SAFETY: shared owners never touch the memory through this value; the queue and the
+// abort handles reach it through raw pointers with atomic loads and stores only.
+unsafe impl Sync for SharedHeader {}
 
-fn graveyard() -> std::sync::MutexGuard<'static, Graveyard> {
+impl Drop for SharedHeader {
+    /// Never blocks: parks the memory in the graveyard.
+    fn drop(&mut self) {
+        if let Some(header) = self.header.take() {
+            bury(self.ctx, self.stream.clone(), Box::new(header));
+        }
+    }
+}
+
+/// The stream a loop kernel runs on, as the graveyard sees it.
+trait KernelStream {
+    /// True once everything queued on the stream (the loop kernel) has ended; never
+    /// blocks.
+    fn ended(&self) -> bool;
+    /// True for the same stream.
+    fn same(&self, other: &Self) -> bool;
+}
+
+impl KernelStream for Arc<CudaStream> {
+    fn ended(&self) -> bool {
+        // SAFETY: a live stream (the Arc holds it); the query never blocks.
+        let status = unsafe { sys::cuStreamQuery(self.cu_stream()) };
+        status == sys::cudaError_enum::CUDA_SUCCESS
+    }
+
+    fn same(&self, other: &Self) -> bool {
+        Arc::ptr_eq(self, other)
+    }
+}
+
+/// Memory of dropped loops, kept until it can be freed without waiting: in CUDA, freeing
+/// memory may wait for every running kernel of the device, and a persistent loop only
+/// ends when asked to. A grave is freed once its own loop's kernel has ended and no
+/// started loop of its context still runs; every loop's `new`, `start`, `shutdown` and
+/// drop, and every burial, look (stream queries only).
+struct Graveyard<S> {
+    /// Started, not yet dropped loops: their context and kernel stream.
+    running: Vec<(usize, S)>,
+    /// Per grave: the context, the stream of the loop kernel that used the memory, the
+    /// memory.
+    graves: Vec<(usize, S, Box<dyn Send>)>,
+}
+
+/// Parks `memory` that the loop kernel on `stream` (of context `ctx`) used, then frees
+/// what can be freed. Never blocks.
+fn bury(ctx: usize, stream: Arc<CudaStream>, memory: Box<dyn Send>) {
+    let mut yard = graveyard();
+    yard.graves.push((ctx, stream, memory));
+    yard.collect(ctx);
+}
+
+impl<S: KernelStream> Graveyard<S> {
+    /// Frees the graves of context `ctx` whose kernel has ended, if no started loop of
+    /// the context still runs. Never blocks.
+    fn collect(&mut self, ctx: usize) {
+        if self.running.iter().any(|(c, s)| *c == ctx && !s.ended()) {
+            return;
+        }
+        let graves = std::mem::take(&mut self.graves);
+        for (c, stream, memory) in graves {
+            if c == ctx && stream.ended() {
+                drop(memory);
+            } else {
+                self.graves.push((c, stream, memory));
+            }
+        }
+    }
+
+    /// Forgets a started loop (dropped).
+    fn forget(&mut self, ctx: usize, stream: &S) {
+        self.running.retain(|(c, s)| !(*c == ctx && s.same(stream)));
+    }
+}
+
+static GRAVEYARD: Mutex<Graveyard<Arc<CudaStream>>> = Mutex::new(Graveyard { running: Vec::new(), graves: Vec::new() });
+
+fn graveyard() -> std::sync::MutexGuard<'static, Graveyard<Arc<CudaStream>>> {
     GRAVEYARD.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
@@ -228,7 +304,9 @@ pub struct WorkLoop {
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
     memory: Option<LoopMemory>,
+    /// The queue's header (dropped after `queue`, which holds a share of it).
     queue: Queue,
+    header: Arc<SharedHeader>,
     kernel: CudaFunction,
     cfg: LoopConfig,
     started: bool,
@@ -272,21 +350,25 @@ impl WorkLoop {
     /// allocation wait for running kernels.
     pub fn new(ctx: &Arc<CudaContext>, module: &Module, cfg: LoopConfig) -> Result<Self> {
         cfg.validate()?;
+        graveyard().collect(ctx.cu_ctx() as usize);
         log::debug!("work loop: allocating its queue and state");
         let header = HostMapped::<u64>::zeroed(ctx, size_of::<QueueHeader>() / 8)?;
         let ring = HostMapped::<u64>::zeroed(ctx, cfg.capacity as usize * size_of::<RingSlot>() / 8)?;
         let state = DeviceAlloc::zeroed(ctx, size_of::<LoopState>())?;
         let stream = ctx.new_stream().map_err(Error::cuda("cuStreamCreate"))?;
-        // SAFETY: zeroed allocations of the right sizes that this value keeps alive.
+        let header_ptr = header.host_ptr().cast();
+        let header = Arc::new(SharedHeader { header: Some(header), ctx: ctx.cu_ctx() as usize, stream: stream.clone() });
+        // SAFETY: zeroed allocations of the right sizes; `header` (shared with the queue
+        // and its abort handles) keeps the header alive, this value the ring.
         let queue = unsafe {
-            Queue::new(header.host_ptr().cast(), ring.host_ptr().cast(), u64::from(cfg.capacity), cfg.channels as usize)?
+            Queue::new(header_ptr, ring.host_ptr().cast(), u64::from(cfg.capacity), cfg.channels as usize, header.clone())?
         };
         let kernel = module.kernel("ferroccl_work_loop")?;
         let max_threads = kernel
             .get_attribute(sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK)
             .map_err(Error::cuda("cuFuncGetAttribute"))?;
         if cfg.threads > max_threads as u32 {
-            return Err(Error::InvalidArgument(format!(
+            return Err(Error::DeviceLimit(format!(
                 "the work loop kernel runs at most {max_threads} threads per channel on this device, not {}",
                 cfg.threads
             )));
@@ -295,8 +377,9 @@ impl WorkLoop {
         Ok(Self {
             ctx: ctx.clone(),
             stream,
-            memory: Some(LoopMemory { header, ring, state, adopted: Vec::new() }),
+            memory: Some(LoopMemory { ring, state, adopted: Vec::new() }),
             queue,
+            header,
             kernel,
             cfg,
             grid,
@@ -311,7 +394,7 @@ impl WorkLoop {
     pub(crate) fn attach_comm(&mut self, comm: DeviceAlloc, comm_addr: u64) -> Result<()> {
         let Some(memory) = &mut self.memory else { return Err(Error::LoopClosed) };
         if self.started {
-            return Err(Error::InvalidArgument("a communicator must be attached before the loop starts".into()));
+            return Err(Error::InvalidState("a communicator must be attached before the loop starts"));
         }
         memory.adopted.push(comm);
         self.comm = comm_addr;
@@ -337,9 +420,11 @@ impl WorkLoop {
     pub fn start(&mut self) -> Result<()> {
         let Some(memory) = &self.memory else { return Err(Error::LoopClosed) };
         if self.started {
-            return Err(Error::InvalidArgument("the work loop is already started".into()));
+            return Err(Error::InvalidState("the work loop is already started"));
         }
-        let (header, ring, state) = (memory.header.device_ptr(), memory.ring.device_ptr(), memory.state.ptr);
+        let Some(header) = &self.header.header else { return Err(Error::LoopClosed) };
+        let (header, ring, state) = (header.device_ptr(), memory.ring.device_ptr(), memory.state.ptr);
+        graveyard().collect(self.ctx_key());
         let capacity = u64::from(self.cfg.capacity);
         let budget_ns = u64::try_from(self.cfg.spin_budget.as_nanos()).unwrap_or(u64::MAX);
         let launch = LaunchConfig {
@@ -362,7 +447,7 @@ impl WorkLoop {
         }
         .map_err(Error::cuda("cuLaunchKernel"))?;
         self.started = true;
-        *graveyard().live.entry(self.ctx_key()).or_default() += 1;
+        graveyard().running.push((self.ctx_key(), self.stream.clone()));
         log::debug!("work loop started: {:?}", self.cfg);
         Ok(())
     }
@@ -409,9 +494,7 @@ impl WorkLoop {
             let this = stream.cu_stream() as usize;
             match *owner {
                 Some(s) if s != this => {
-                    return Err(Error::InvalidArgument(
-                        "this work loop's stream-ordered path already serves another stream".into(),
-                    ));
+                    return Err(Error::StreamInUse);
                 }
                 _ => *owner = Some(this),
             }
@@ -481,14 +564,13 @@ impl WorkLoop {
             self.abort();
         }
         crate::stream::wait(&self.stream, timeout, "the work loop kernel")?;
+        graveyard().collect(self.ctx_key());
         drained
     }
 
     /// True once the loop kernel has ended.
     fn kernel_done(&self) -> bool {
-        // SAFETY: a live stream.
-        let status = unsafe { sys::cuStreamQuery(self.stream.cu_stream()) };
-        status == sys::cudaError_enum::CUDA_SUCCESS
+        self.stream.ended()
     }
 }
 
@@ -505,7 +587,7 @@ fn write_op(address: u64, value: u64) -> sys::CUstreamBatchMemOpParams {
 
 impl Drop for WorkLoop {
     /// Never blocks: aborts a loop still running, and hands its memory to the graveyard,
-    /// which frees it once no loop of the context is running any more.
+    /// which frees it once its kernel has ended and no loop of the context runs.
     fn drop(&mut self) {
         if self.started && !self.kernel_done() {
             self.abort();
@@ -514,30 +596,73 @@ impl Drop for WorkLoop {
         let key = self.ctx_key();
         let mut yard = graveyard();
         if let Some(memory) = self.memory.take() {
-            yard.graves.push((key, self.stream.clone(), memory));
+            yard.graves.push((key, self.stream.clone(), Box::new(memory)));
         }
-        if self.started
-            && let Some(live) = yard.live.get_mut(&key) {
-                *live = live.saturating_sub(1);
-            }
-        if yard.live.get(&key).copied().unwrap_or(0) == 0 {
-            let graves = std::mem::take(&mut yard.graves);
-            for (ctx, stream, memory) in graves {
-                // SAFETY: a live stream.
-                let done = unsafe { sys::cuStreamQuery(stream.cu_stream()) } == sys::cudaError_enum::CUDA_SUCCESS;
-                if ctx == key && done {
-                    drop(memory);
-                } else {
-                    yard.graves.push((ctx, stream, memory));
-                }
-            }
-        }
+        yard.forget(key, &self.stream);
+        yard.collect(key);
+        // The header follows (after this lock is released) when the last abort handle
+        // drops its share.
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A stand-in kernel stream: its id and whether its kernel has ended.
+    struct FakeStream(u32, Arc<std::sync::atomic::AtomicBool>);
+
+    impl KernelStream for FakeStream {
+        fn ended(&self) -> bool {
+            self.1.load(std::sync::atomic::Ordering::Relaxed)
+        }
+
+        fn same(&self, other: &Self) -> bool {
+            self.0 == other.0
+        }
+    }
+
+    /// Memory that says when it is freed.
+    struct Tracked(Arc<std::sync::atomic::AtomicBool>);
+
+    impl Drop for Tracked {
+        fn drop(&mut self) {
+            self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    /// Graves are freed as soon as their kernel has ended and no other loop of their
+    /// context runs, at the next look, not at process exit; another context's running
+    /// loop does not hold them back.
+    #[test]
+    fn graves_are_freed_once_their_kernel_and_their_context_are_quiet() {
+        use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+        let flag = || Arc::new(AtomicBool::new(false));
+        let (a_ended, b_ended, other_ctx_ended) = (flag(), flag(), flag());
+        let (a_freed, b_freed) = (flag(), flag());
+        let mut yard: Graveyard<FakeStream> = Graveyard { running: Vec::new(), graves: Vec::new() };
+        yard.running.push((1, FakeStream(1, a_ended.clone())));
+        yard.running.push((1, FakeStream(2, b_ended.clone())));
+        yard.running.push((2, FakeStream(3, other_ctx_ended.clone())));
+        // Loop 1 is dropped while its kernel still runs.
+        yard.graves.push((1, FakeStream(1, a_ended.clone()), Box::new(Tracked(a_freed.clone()))));
+        yard.forget(1, &FakeStream(1, a_ended.clone()));
+        yard.collect(1);
+        assert!(!a_freed.load(Relaxed), "its kernel may still read it");
+        a_ended.store(true, Relaxed);
+        yard.collect(1);
+        assert!(!a_freed.load(Relaxed), "loop 2 of the context still runs: a free could wait for it");
+        // Loop 2's kernel ends (shut down), still not dropped.
+        b_ended.store(true, Relaxed);
+        yard.collect(1);
+        assert!(a_freed.load(Relaxed), "freed at the next look once the context is quiet");
+        yard.graves.push((1, FakeStream(2, b_ended.clone()), Box::new(Tracked(b_freed.clone()))));
+        yard.forget(1, &FakeStream(2, b_ended.clone()));
+        yard.collect(1);
+        assert!(b_freed.load(Relaxed), "loop 3 runs in another context");
+        assert_eq!(yard.running.len(), 1);
+        assert!(yard.graves.is_empty());
+    }
 
     #[test]
     fn placements_resolve_to_one_sm_per_channel() {

@@ -8,6 +8,7 @@ use device_rt::dtype::DataType;
 use device_rt::redop::RedOpKind;
 use device_rt::work::{BadItem, CollFunction, NO_PEER, WaitSite, WorkItem};
 use host_shim::Error;
+use host_shim::comm::{ReduceOp, in_place_item};
 use ferroccl_testkit::coll::check::{matrix, run_case};
 use ferroccl_testkit::coll::expect::CollCase;
 use ferroccl_testkit::coll::group::RankGroup;
@@ -181,6 +182,76 @@ fn mismatched_send_recv_counts_are_an_error() {
     g.wait(0, t0, TIMEOUT).unwrap();
     let err = g.wait(1, t1, TIMEOUT);
     assert!(matches!(err, Err(Error::PeerMismatch { seq: 1 })), "{err:?}");
+}
+
+/// `ReduceOp::Avg` on floats runs as NCCL's ncclAvg: each rank's input times 1/n, then
+/// the sum; its bits differ from the sum divided by n. Every rank holds the same values,
+/// so the result does not depend on the ring's order of summation.
+#[test]
+fn avg_on_floats_is_premulsum_by_one_over_n() {
+    const N: usize = 257;
+    let mut g = group(3, 2, false);
+    let (op, arg) = ReduceOp::Avg.device(DataType::F32, 3);
+    let input: Vec<f32> = (1..=N).map(|x| x as f32).collect();
+    let bytes: Vec<u8> = input.iter().flat_map(|x| x.to_le_bytes()).collect();
+    let bufs: Vec<_> = (0..3).map(|r| g.alloc(r, bytes.len()).unwrap()).collect();
+    let mut tickets = Vec::new();
+    for (r, &b) in bufs.iter().enumerate() {
+        g.write(b, &bytes).unwrap();
+        let item = WorkItem::collective(CollFunction::AllReduce, DataType::F32, op, arg, b.addr, b.addr, N as u64, 0);
+        tickets.push(g.enqueue(r as u32, item).unwrap());
+    }
+    let scalar = f32::from_bits(arg as u32);
+    let expected: Vec<f32> = input.iter().map(|&x| (x * scalar + x * scalar) + x * scalar).collect();
+    assert!(expected.iter().zip(&input).any(|(e, x)| e != x), "some averages must differ from the sum divided by 3");
+    for (r, (&b, t)) in bufs.iter().zip(tickets).enumerate() {
+        g.wait(r as u32, t, TIMEOUT).unwrap();
+        let out: Vec<f32> = g.read(b, bytes.len()).unwrap().chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
+        assert_eq!(out, expected, "rank {r}");
+    }
+    g.shutdown(TIMEOUT).unwrap();
+}
+
+/// The items of `Comm::reduce_scatter_in_place` and `Comm::all_gather_in_place` (NCCL's
+/// in-place layout: the rank's block inside the full buffer) on 3 ranks.
+#[test]
+fn in_place_reduce_scatter_and_all_gather_in_nccls_layout() {
+    const N: usize = 1021;
+    const RANKS: u32 = 3;
+    let mut g = group(RANKS, 2, false);
+    let value = |rank: usize, i: usize| (rank * 7919 + i * 31) as i32 % 1000;
+    let bytes = |v: &[i32]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+    let ints = |b: Vec<u8>| b.chunks_exact(4).map(|c| i32::from_le_bytes(c.try_into().unwrap())).collect::<Vec<i32>>();
+    let bufs: Vec<_> = (0..RANKS).map(|r| g.alloc(r, RANKS as usize * N * 4).unwrap()).collect();
+
+    // reduce-scatter: every rank's whole buffer is its input.
+    let mut tickets = Vec::new();
+    for (r, &b) in bufs.iter().enumerate() {
+        g.write(b, &bytes(&(0..RANKS as usize * N).map(|i| value(r, i)).collect::<Vec<_>>())).unwrap();
+        let item = in_place_item(CollFunction::ReduceScatter, DataType::I32, RedOpKind::Sum, 0, b.addr, N as u64, r as u32);
+        tickets.push(g.enqueue(r as u32, item).unwrap());
+    }
+    for (r, (&b, t)) in bufs.iter().zip(tickets).enumerate() {
+        g.wait(r as u32, t, TIMEOUT).unwrap();
+        let out = ints(g.read(b, RANKS as usize * N * 4).unwrap());
+        let want: Vec<i32> = (r * N..(r + 1) * N).map(|i| (0..RANKS as usize).map(|p| value(p, i)).sum()).collect();
+        assert_eq!(out[r * N..(r + 1) * N], want[..], "rank {r}'s block");
+    }
+
+    // all-gather: each rank's input sits at its block; the other blocks are garbage.
+    let mut tickets = Vec::new();
+    for (r, &b) in bufs.iter().enumerate() {
+        let data: Vec<i32> = (0..RANKS as usize * N).map(|i| if i / N == r { value(r, i % N) } else { -1 }).collect();
+        g.write(b, &bytes(&data)).unwrap();
+        let item = in_place_item(CollFunction::AllGather, DataType::I32, RedOpKind::Sum, 0, b.addr, N as u64, r as u32);
+        tickets.push(g.enqueue(r as u32, item).unwrap());
+    }
+    let want: Vec<i32> = (0..RANKS as usize * N).map(|i| value(i / N, i % N)).collect();
+    for (r, (&b, t)) in bufs.iter().zip(tickets).enumerate() {
+        g.wait(r as u32, t, TIMEOUT).unwrap();
+        assert_eq!(ints(g.read(b, RANKS as usize * N * 4).unwrap()), want, "rank {r}");
+    }
+    g.shutdown(TIMEOUT).unwrap();
 }
 
 /// Bad input is refused on the host before anything is enqueued.

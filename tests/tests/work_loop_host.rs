@@ -4,6 +4,7 @@
 //! work outstanding, and the stream mailbox's device side.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -22,7 +23,7 @@ const LONG: Duration = Duration::from_secs(30);
 
 /// A work loop running on the host twin, with its memory and producer.
 struct TwinLoop {
-    header: Box<QueueHeader>,
+    header: Arc<Box<QueueHeader>>,
     ring: Vec<RingSlot>,
     state: Box<LoopState>,
     queue: Queue,
@@ -57,7 +58,9 @@ impl TwinLoop {
                 })
             }))
         });
-        let queue = unsafe { Queue::new(&raw mut *header, ring.as_mut_ptr(), capacity, channels as usize) }.unwrap();
+        let header_ptr = &raw mut *header;
+        let header = Arc::new(header);
+        let queue = unsafe { Queue::new(header_ptr, ring.as_mut_ptr(), capacity, channels as usize, header.clone()) }.unwrap();
         TwinLoop { header, ring, state, queue, thread: Some(thread) }
     }
 
@@ -297,6 +300,66 @@ fn abort_ends_a_spinning_wait_with_aborted() {
     aborter.join().unwrap();
     assert!(matches!(err, Err(Error::Aborted)), "{err:?}");
     lp.join();
+}
+
+/// After `abort()` every call is refused at once, before the loop has noticed (here it
+/// is inside a wait that has not yet looked at the flag), and nothing is written.
+#[test]
+fn calls_after_abort_are_refused_at_once() {
+    let mut lp = TwinLoop::start(1, 32, 8, Duration::from_secs(3600));
+    let flag = AtomicU64::new(0);
+    lp.queue.enqueue(WorkItem::call(DeviceFunction::WaitAtLeast, word(&flag), 1), LONG).unwrap();
+    lp.queue.abort_handle().abort();
+    let outstanding = lp.queue.outstanding();
+    let counter = AtomicU64::new(0);
+    let err = lp.queue.enqueue(WorkItem::call(DeviceFunction::Increment, word(&counter), 0), LONG);
+    assert!(matches!(err, Err(Error::Aborted)), "{err:?}");
+    assert_eq!(lp.queue.outstanding(), outstanding, "the refused item was not published");
+    lp.join();
+    assert_eq!(counter.load(Ordering::Relaxed), 0);
+}
+
+/// A burst of items that are each found at once (no wait, so no spin guard reads the abort
+/// flag) stops at the next fetch after `abort()`, not when the burst ends: the first item
+/// waits for a flag; the host releases it and aborts right after, with 1000 items behind it.
+#[test]
+fn an_abort_stops_a_burst_of_items_found_at_once() {
+    const BURST: u64 = 1000;
+    let mut lp = TwinLoop::start(1, 32, 1024, Duration::from_secs(3600));
+    let (flag, counter) = (AtomicU64::new(0), AtomicU64::new(0));
+    lp.queue.enqueue(WorkItem::call(DeviceFunction::WaitAtLeast, word(&flag), 1), LONG).unwrap();
+    for _ in 0..BURST {
+        lp.queue.enqueue(WorkItem::call(DeviceFunction::Increment, word(&counter), 0), LONG).unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(20));
+    flag.store(1, Ordering::Release);
+    lp.queue.abort_handle().abort();
+    lp.join();
+    assert!(matches!(lp.queue.health(), Err(Error::Aborted)), "{:?}", lp.queue.health());
+    let ran = counter.load(Ordering::Relaxed);
+    assert!(ran < BURST, "all {BURST} items of the burst ran after the abort");
+}
+
+/// An abort handle holds a share of the queue header: it stays valid after its loop and
+/// queue are gone, and the memory goes with the last handle.
+#[test]
+fn an_abort_handle_keeps_the_header_alive_after_its_loop() {
+    let mut lp = TwinLoop::start(1, 32, 4, Duration::from_secs(3600));
+    let handle = lp.queue.abort_handle();
+    let header = Arc::downgrade(&lp.header);
+    lp.queue.abort_handle().abort();
+    lp.join();
+    drop(lp);
+    let alive = header.upgrade().expect("the handle keeps the header alive");
+    // SAFETY: `alive` keeps the header; the loop has left, nobody else writes it.
+    let flag = || unsafe { AtomicU64::from_ptr((&raw const alive.abort).cast_mut()) }.load(Ordering::Acquire);
+    // SAFETY: as above.
+    unsafe { AtomicU64::from_ptr((&raw const alive.abort).cast_mut()) }.store(0, Ordering::Release);
+    handle.clone().abort();
+    assert_eq!(flag(), 1, "the handle wrote the live header");
+    drop(alive);
+    drop(handle);
+    assert!(header.upgrade().is_none(), "the last handle released the header");
 }
 
 #[test]

@@ -18,7 +18,7 @@ use crate::conn::CommDevice;
 use crate::copy::reduce_copy_grid;
 use crate::dtype::{Bf16, DataType, F16};
 use crate::redop::{RedOpKind, Sum};
-use crate::spin::{Interrupted, SpinGuard, spin_until};
+use crate::spin::{ABORT_CHECK_NS, Interrupted, SpinGuard, spin_until};
 
 /// What the loop was launched with.
 #[derive(Clone, Copy, Debug)]
@@ -105,6 +105,8 @@ pub unsafe fn work_loop(args: LoopArgs) {
     let mut mailbox_generation = None;
     // Thread 0: completions not yet published.
     let mut unpublished = Unpublished::default();
+    // Thread 0: when it last read the abort flag between items.
+    let mut abort_checked_ns = 0u64;
     loop {
         if taken == cached {
             if tid == 0 {
@@ -112,6 +114,9 @@ pub unsafe fn work_loop(args: LoopArgs) {
             }
             if tid < WARP_SIZE {
                 unsafe { fetch(&a, next_seq, &mut want, mailbox_done, shared) };
+            }
+            if tid == 0 {
+                unsafe { abort_between_items(&a, &mut abort_checked_ns, shared) };
             }
             arch::barrier_sync_all();
             match unsafe { (&raw const (*shared).verdict).read_volatile() } {
@@ -196,6 +201,31 @@ pub unsafe fn work_loop(args: LoopArgs) {
     if tid == 0 {
         unsafe { unpublished.publish(&a) };
         unsafe { leave(&a) };
+    }
+}
+
+/// Thread 0, after warp 0's fetch found work: at most every `ABORT_CHECK_NS`, reads the
+/// host's abort flag and turns the verdict into an abort. Items found at once wait for
+/// nothing, so no spin guard reads the flag while a burst of them runs: without this an
+/// aborted loop would run every item of a burst.
+///
+/// Ordering: a volatile load of the flag (sees the host's release store eventually, orders
+/// nothing); the verdict is lane 0's own store, read back by the same thread.
+unsafe fn abort_between_items(a: &Channel, checked_ns: &mut u64, shared: *mut LoopShared) {
+    // SAFETY: `shared` is the CTA's loop shared memory; thread 0 wrote the verdict.
+    let verdict = unsafe { (&raw const (*shared).verdict).read_volatile() };
+    if verdict != VERDICT_RING && verdict != VERDICT_MAILBOX {
+        return;
+    }
+    let now = arch::globaltimer_ns();
+    if now.wrapping_sub(*checked_ns) < ABORT_CHECK_NS {
+        return;
+    }
+    *checked_ns = now;
+    // SAFETY: the header is valid for the launch (`work_loop`'s contract).
+    if unsafe { arch::ld_volatile_global(&raw const (*a.header).abort) } != 0 {
+        // SAFETY: as above; thread 0 is lane 0 of warp 0, the verdict's writer.
+        unsafe { set_verdict(shared, VERDICT_ABORT, 0, 0) };
     }
 }
 
@@ -503,8 +533,12 @@ unsafe fn look_elsewhere(a: &Channel, mailbox_done: u64, round: &mut u32, guard:
         // generation belongs to a new item, never to the one just completed.
         let generation = unsafe { arch::ld_acquire_sys_global(&raw const (*mailbox).generation) };
         if generation != mailbox_done {
-            let state = unsafe { arch::ld_acquire_sys_global(&raw const (*mailbox).state) };
-            if state & 0xFFFF_FFFF == MAILBOX_PENDING {
+            // The low half, at the size it is written with (the host's 32-bit stream
+            // write, the last channel's 32-bit DONE): mixed-size accesses do not
+            // synchronize in the PTX memory model.
+            // SAFETY: the loop state is valid for the launch; the low half is 4-byte aligned.
+            let state = unsafe { arch::ld_acquire_sys_global((&raw const (*mailbox).state).cast::<u32>()) };
+            if u64::from(state) == MAILBOX_PENDING {
                 return (VERDICT_MAILBOX, generation);
             }
         }

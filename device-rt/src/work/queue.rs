@@ -15,11 +15,17 @@
 //! that used it (backpressure).
 //!
 //! Protocol (mailbox, the stream-ordered path): stream memory operations write the item
-//! into `mailbox.item`, set the low half of `mailbox.state` to [`MAILBOX_PENDING`], and
-//! wait until `state & (MAILBOX_DONE | MAILBOX_CLOSED) != 0`. Each channel runs a pending
-//! item once per `generation`; the last channel to finish stores [`MAILBOX_DONE`], then
-//! the next `generation` (both release); channels read the generation before the state. A loop that leaves for any reason sets [`MAILBOX_CLOSED`]
-//! in the high half, so a stream waiting on it is never stuck.
+//! into `mailbox.item` (64-bit writes), set the low half of `mailbox.state` to
+//! [`MAILBOX_PENDING`] (a 32-bit write, ordered after the item's by the stream), and wait
+//! until `state & (MAILBOX_DONE | MAILBOX_CLOSED) != 0` (a 64-bit wait: the stream
+//! front-end's only access to the word). Each channel runs a pending item once per
+//! `generation`; the last channel to finish stores [`MAILBOX_DONE`] into the low half
+//! (32-bit `st.release.sys`), then the next `generation` (64-bit release); channels read
+//! the generation, then the low half (32-bit `ld.acquire.sys`). A loop that leaves for
+//! any reason sets [`MAILBOX_CLOSED`] in the high half (32-bit `st.release.sys`), so a
+//! stream waiting on it is never stuck. Every PTX access to a half has that half's size;
+//! the halves stay apart because the host's write must not clear CLOSED: without atomic
+//! stream operations (CUDA 13.1) a host write to the word holding CLOSED would.
 
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 

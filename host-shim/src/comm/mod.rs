@@ -7,6 +7,57 @@
 //!
 //! This module wires and drives ranks; it never chooses an algorithm, a chunk or a
 //! channel: the device loop does.
+//!
+//! # Capturing calls in a CUDA graph
+//!
+//! Every call is stream memory operations on the rank's stream, so it can be captured and
+//! replayed. One step is needed with cudarc's own buffers: when a context has several
+//! streams, cudarc tracks each `CudaSlice`'s uses with events, and a capturing stream
+//! cannot wait on an event recorded outside the capture. Allocate the buffers you capture
+//! with while the context's event tracking is off: it applies to the slices created
+//! meanwhile only (order their uses on other streams yourself), not to the whole context.
+//!
+//! ```no_run
+//! use cudarc::driver::{CudaContext, sys};
+//! use host_shim::Error;
+//! use host_shim::comm::{Comm, ReduceOp};
+//!
+//! fn main() -> host_shim::Result<()> {
+//!     let mut streams = Vec::new();
+//!     let mut bufs = Vec::new();
+//!     for ordinal in 0..2 {
+//!         let ctx = CudaContext::new(ordinal).map_err(Error::cuda("cuCtxCreate"))?;
+//!         let stream = ctx.new_stream().map_err(Error::cuda("cuStreamCreate"))?;
+//!         // SAFETY: the slice allocated meanwhile is used on `stream` only, and freed
+//!         // once `stream` is idle.
+//!         unsafe { ctx.disable_event_tracking() };
+//!         bufs.push(stream.alloc_zeros::<f32>(1 << 20).map_err(Error::cuda("cuMemAlloc"))?);
+//!         // SAFETY: turns tracking back on for slices allocated from now on.
+//!         unsafe { ctx.enable_event_tracking() };
+//!         streams.push(stream);
+//!     }
+//!     let comms = Comm::from_devices(streams)?;
+//!     let mut graphs = Vec::new();
+//!     for (comm, buf) in comms.iter().zip(bufs.iter_mut()) {
+//!         let stream = comm.stream();
+//!         stream
+//!             .begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED)
+//!             .map_err(Error::cuda("cuStreamBeginCapture"))?;
+//!         comm.all_reduce_in_place(buf, ReduceOp::Sum)?;
+//!         let graph = stream.end_capture(sys::CUgraphInstantiate_flags(0)).map_err(Error::cuda("cuStreamEndCapture"))?;
+//!         graphs.push(graph);
+//!     }
+//!     for _ in 0..10 {
+//!         for graph in graphs.iter().flatten() {
+//!             graph.launch().map_err(Error::cuda("cuGraphLaunch"))?;
+//!         }
+//!     }
+//!     for comm in &comms {
+//!         comm.stream().synchronize().map_err(Error::cuda("cuStreamSynchronize"))?;
+//!     }
+//!     Ok(())
+//! }
+//! ```
 
 mod op;
 pub mod wiring;
@@ -19,6 +70,7 @@ use std::time::Duration;
 
 use cudarc::driver::{CudaContext, CudaStream, DevicePtr, DevicePtrMut, result};
 use device_rt::conn::ChannelStats;
+use device_rt::dtype::DataType;
 use device_rt::redop::RedOpKind;
 use device_rt::work::{CollFunction, NO_PEER, WorkItem};
 use zerocopy::FromBytes;
@@ -79,6 +131,60 @@ impl Default for CommConfig {
         }
     }
 }
+/// Aborts every rank of a communicator from any thread: `Send + Sync + Clone`, never
+/// blocks, valid after the communicator is dropped (it holds a share of every rank's
+/// queue header). [`Comm`] itself is `Send` but not `Sync`: take one of these
+/// ([`Comm::abort_handle`]) to abort from another thread.
+#[derive(Clone, Debug)]
+pub struct CommAbortHandle {
+    ranks: Arc<Vec<AbortHandle>>,
+}
+
+impl CommAbortHandle {
+    /// Sets every rank's abort flag: waits in progress end, later calls fail.
+    ///
+    /// Ordering: one release store per rank (see [`AbortHandle::abort`]).
+    pub fn abort(&self) {
+        self.ranks.iter().for_each(AbortHandle::abort);
+    }
+}
+
+/// The block of an in-place buffer of `len` elements split over `nranks` ranks.
+fn block_of(len: usize, nranks: u32) -> Result<u64> {
+    if !len.is_multiple_of(nranks as usize) {
+        return Err(Error::InvalidArgument(format!("an in-place buffer of {len} elements does not split into {nranks} equal blocks")));
+    }
+    Ok((len / nranks as usize) as u64)
+}
+
+/// The item of an in-place reduce-scatter or all-gather on rank `rank` over the buffer at
+/// `base` of `world_size × n` elements of `dtype`, in NCCL's layout: reduce-scatter's
+/// output and all-gather's input are block `rank` of the buffer. What
+/// [`Comm::reduce_scatter_in_place`] and [`Comm::all_gather_in_place`] enqueue (also for
+/// loops fed directly, such as the host twin's).
+pub fn in_place_item(function: CollFunction, dtype: DataType, op: RedOpKind, op_arg: u64, base: u64, n: u64, rank: u32) -> WorkItem {
+    // At most the buffer's own length in bytes: no overflow for a real buffer.
+    let block = base + u64::from(rank) * n * dtype.size() as u64;
+    let (src, dst) = if function == CollFunction::AllGather { (block, base) } else { (base, block) };
+    WorkItem::collective(function, dtype, op, op_arg, src, dst, n, 0)
+}
+
+/// Refuses `item` if a buffer it names is device memory of another device than
+/// `ordinal` (`device_of` says whose memory an address is).
+fn on_device(item: &WorkItem, ordinal: usize, device_of: impl Fn(u64) -> Result<Option<usize>>) -> Result<()> {
+    for addr in [item.src, item.dst] {
+        if addr == 0 {
+            continue;
+        }
+        if let Some(buffer) = device_of(addr)?
+            && buffer != ordinal
+        {
+            return Err(Error::WrongDevice { buffer, rank: ordinal });
+        }
+    }
+    Ok(())
+}
+
 /// One rank of a communicator.
 pub struct Comm {
     rank: u32,
@@ -86,7 +192,7 @@ pub struct Comm {
     stream: Arc<CudaStream>,
     lp: WorkLoop,
     /// Every rank's abort flag: aborting one rank aborts the communicator.
-    aborts: Arc<Vec<AbortHandle>>,
+    aborts: CommAbortHandle,
     /// Device address of this rank's `[ChannelStats; nchannels]`, when kept.
     stats: Option<u64>,
 }
@@ -155,7 +261,7 @@ impl Comm {
             let sms = device::sm_count(ctx)?;
             let per_sm = loops[streams.iter().position(|s| s.context().ordinal() == *ordinal).unwrap_or(0)].channels_per_sm()?;
             if ranks_here * cfg.loop_cfg.channels > sms * per_sm {
-                return Err(Error::InvalidArgument(format!(
+                return Err(Error::DeviceLimit(format!(
                     "device {ordinal}: {ranks_here} rank(s) × {} channels do not fit at once on its {sms} SMs ({per_sm} channel(s) per SM)",
                     cfg.loop_cfg.channels
                 )));
@@ -175,11 +281,11 @@ impl Comm {
             let addr = block.ptr();
             lp.attach_comm(block, addr)?;
         }
-        let aborts = Arc::new(loops.iter().map(WorkLoop::abort_handle).collect::<Vec<_>>());
+        let aborts = CommAbortHandle { ranks: Arc::new(loops.iter().map(WorkLoop::abort_handle).collect()) };
         let mut comms = Vec::new();
         for (rank, (stream, mut lp)) in streams.into_iter().zip(loops).enumerate() {
             if let Err(e) = lp.start() {
-                aborts.iter().for_each(AbortHandle::abort);
+                aborts.abort();
                 return Err(e);
             }
             let stats = cfg.stats.then(|| bases[rank] + layout.stats);
@@ -217,9 +323,14 @@ impl Comm {
     }
 
     /// Aborts every rank's loop now: waits in progress end, later calls fail. Never
-    /// blocks.
+    /// blocks. From another thread, use [`Comm::abort_handle`].
     pub fn abort(&self) {
-        self.aborts.iter().for_each(AbortHandle::abort);
+        self.aborts.abort();
+    }
+
+    /// A handle that aborts the whole communicator from any thread.
+    pub fn abort_handle(&self) -> CommAbortHandle {
+        self.aborts.clone()
     }
 
     /// The error this rank's loop stopped with, if it did. Never blocks.
@@ -240,10 +351,12 @@ impl Comm {
         Ok(Some(bytes.chunks_exact(size_of::<ChannelStats>()).map(|c| ChannelStats::read_from_bytes(c).unwrap_or_default()).collect()))
     }
 
-    /// Checks `item` (alone and against the communicator) without enqueueing it.
+    /// Checks `item` (alone, against the communicator, and its buffers against the rank's
+    /// device) without enqueueing it.
     fn check(&self, item: &WorkItem) -> Result<()> {
         item.validate().map_err(|reason| Error::BadWorkItem { reason, seq: 0 })?;
-        item.validate_in_comm(self.rank, self.nranks).map_err(|reason| Error::BadWorkItem { reason, seq: 0 })
+        item.validate_in_comm(self.rank, self.nranks).map_err(|reason| Error::BadWorkItem { reason, seq: 0 })?;
+        on_device(item, self.stream.context().ordinal(), crate::memory::device_of)
     }
 
     /// The direct host path: checks `item` and puts it on the rank's queue (no stream
@@ -264,9 +377,9 @@ impl Comm {
         self.lp.enqueue_on_stream(&self.stream, item)
     }
 
-    fn need(what: &str, have: usize, want: usize) -> Result<()> {
+    fn need(what: &'static str, have: usize, want: usize) -> Result<()> {
         if have < want {
-            return Err(Error::InvalidArgument(format!("{what} holds {have} elements; the call needs {want}")));
+            return Err(Error::BufferTooSmall { what, have, want });
         }
         Ok(())
     }
@@ -307,6 +420,25 @@ impl Comm {
         let (s, _s) = send.device_ptr(&self.stream);
         let (r, _r) = recv.device_ptr_mut(&self.stream);
         self.on_stream(WorkItem::collective(CollFunction::AllGather, T::DTYPE, RedOpKind::Sum, 0, s, r, n as u64, 0))
+    }
+
+    /// [`Comm::reduce_scatter`] in place, in NCCL's layout: `buf` holds `world_size × n`
+    /// elements (every rank's input); block `rank` of it receives this rank's block of
+    /// `op(buf of every rank)`; the other blocks may be overwritten.
+    pub fn reduce_scatter_in_place<T: Element, R: DevicePtrMut<T>>(&self, buf: &mut R, op: ReduceOp) -> Result<()> {
+        let n = block_of(buf.len(), self.nranks)?;
+        let (kind, arg) = op.device(T::DTYPE, self.nranks);
+        let (b, _b) = buf.device_ptr_mut(&self.stream);
+        self.on_stream(in_place_item(CollFunction::ReduceScatter, T::DTYPE, kind, arg, b, n, self.rank))
+    }
+
+    /// [`Comm::all_gather`] in place, in NCCL's layout: `buf` holds `world_size × n`
+    /// elements, this rank's input already at block `rank`; afterwards block `r` holds
+    /// rank `r`'s.
+    pub fn all_gather_in_place<T: Element, R: DevicePtrMut<T>>(&self, buf: &mut R) -> Result<()> {
+        let n = block_of(buf.len(), self.nranks)?;
+        let (b, _b) = buf.device_ptr_mut(&self.stream);
+        self.on_stream(in_place_item(CollFunction::AllGather, T::DTYPE, RedOpKind::Sum, 0, b, n, self.rank))
     }
 
     /// `recv = send of root`; `send` is read on the root only (`None`: in place there).
@@ -366,6 +498,44 @@ impl Comm {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn buffers_on_another_device_are_refused() {
+        // Device 0 owns addresses below 1000, device 1 the others; 5 is host memory.
+        let owner = |addr: u64| Ok(if addr == 5 { None } else { Some(usize::from(addr >= 1000)) });
+        let item = |src, dst| WorkItem::collective(CollFunction::AllReduce, device_rt::dtype::DataType::F32, RedOpKind::Sum, 0, src, dst, 4, 0);
+        assert!(on_device(&item(16, 32), 0, owner).is_ok());
+        assert!(on_device(&item(5, 0), 1, owner).is_ok(), "host memory and absent buffers pass");
+        assert!(matches!(on_device(&item(1016, 32), 0, owner), Err(Error::WrongDevice { buffer: 1, rank: 0 })));
+        assert!(matches!(on_device(&item(16, 1032), 0, owner), Err(Error::WrongDevice { buffer: 1, rank: 0 })));
+        assert!(matches!(on_device(&item(16, 32), 1, owner), Err(Error::WrongDevice { buffer: 0, rank: 1 })));
+    }
+
+    #[test]
+    fn an_in_place_buffer_splits_into_equal_blocks() {
+        assert_eq!(block_of(12, 3).unwrap(), 4);
+        assert_eq!(block_of(0, 3).unwrap(), 0);
+        assert!(matches!(block_of(13, 3), Err(Error::InvalidArgument(_))));
+        let rs = in_place_item(CollFunction::ReduceScatter, DataType::F32, RedOpKind::Sum, 0, 4096, 10, 2);
+        assert_eq!((rs.src, rs.dst, rs.count), (4096, 4096 + 80, 10), "output at block 2");
+        let ag = in_place_item(CollFunction::AllGather, DataType::F64, RedOpKind::Sum, 0, 4096, 10, 1);
+        assert_eq!((ag.src, ag.dst, ag.count), (4096 + 80, 4096, 10), "input at block 1");
+    }
+
+    #[test]
+    fn a_short_buffer_is_its_own_error() {
+        assert!(Comm::need("the receive buffer", 4, 4).is_ok());
+        let err = Comm::need("the receive buffer", 3, 8);
+        assert!(matches!(err, Err(Error::BufferTooSmall { what: "the receive buffer", have: 3, want: 8 })), "{err:?}");
+    }
+
+    #[test]
+    fn a_comm_abort_handle_crosses_threads() {
+        fn send_sync_clone<T: Send + Sync + Clone + 'static>() {}
+        send_sync_clone::<CommAbortHandle>();
+        fn send<T: Send>() {}
+        send::<Comm>();
+    }
 
     #[test]
     fn channels_are_placed_only_where_a_rank_has_its_device_and_the_tpcs() {

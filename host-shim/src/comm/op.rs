@@ -31,7 +31,9 @@ pub enum ReduceOp {
     Prod,
     Max,
     Min,
-    /// The sum divided by the rank count (integers truncate).
+    /// The average, as NCCL computes it: on floats every rank's input is multiplied by
+    /// `1/n` (rounded to the element type; f16 and bf16 through f32), then summed
+    /// (PreMulSum); on integers the sum is divided by `n`, truncating (SumPostDiv).
     Avg,
     /// Each rank's input multiplied by the scalar, then summed.
     PreMulSum(f64),
@@ -45,6 +47,7 @@ impl ReduceOp {
             Self::Prod => (RedOpKind::Prod, 0),
             Self::Max => (RedOpKind::Max, 0),
             Self::Min => (RedOpKind::Min, 0),
+            Self::Avg if dtype.is_float() => (RedOpKind::PreMulSum, scalar_arg(dtype, 1.0 / f64::from(nranks))),
             Self::Avg => (RedOpKind::SumPostDiv, u64::from(nranks)),
             Self::PreMulSum(s) => (RedOpKind::PreMulSum, scalar_arg(dtype, s)),
         }
@@ -61,5 +64,23 @@ pub fn scalar_arg(dtype: DataType, v: f64) -> u64 {
         DataType::F32 => u64::from((v as f32).to_bits()),
         DataType::F64 => v.to_bits(),
         _ => v as i64 as u64,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// NCCL's ncclAvg: PreMulSum by 1/n on floats (f16/bf16 rounded from f32), SumPostDiv
+    /// by n on integers.
+    #[test]
+    fn avg_is_nccls_premulsum_on_floats_and_sumpostdiv_on_integers() {
+        assert_eq!(ReduceOp::Avg.device(DataType::F32, 3), (RedOpKind::PreMulSum, u64::from(((1.0f64 / 3.0) as f32).to_bits())));
+        assert_eq!(ReduceOp::Avg.device(DataType::F64, 3), (RedOpKind::PreMulSum, (1.0f64 / 3.0).to_bits()));
+        assert_eq!(ReduceOp::Avg.device(DataType::F16, 3), (RedOpKind::PreMulSum, u64::from(f16::from_f32((1.0f64 / 3.0) as f32).to_bits())));
+        assert_eq!(ReduceOp::Avg.device(DataType::Bf16, 5), (RedOpKind::PreMulSum, u64::from(bf16::from_f32(0.2).to_bits())));
+        for dtype in [DataType::I8, DataType::U8, DataType::I32, DataType::U32, DataType::I64, DataType::U64] {
+            assert_eq!(ReduceOp::Avg.device(dtype, 3), (RedOpKind::SumPostDiv, 3), "{dtype:?}");
+        }
     }
 }

@@ -1,6 +1,7 @@
 //! The collective correctness matrix: cases, their expected results from the host
 //! reference, and the rank groups it runs on.
 
+pub mod abort;
 pub mod check;
 pub mod expect;
 pub mod gpu;

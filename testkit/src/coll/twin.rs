@@ -3,6 +3,7 @@
 //! [`Layout`] as GPU ranks, fed through host-shim's real [`Queue`].
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -29,8 +30,9 @@ impl Block {
 }
 
 struct TwinRank {
-    // The loop's memory: kept alive until its threads have ended (see `Drop`).
-    _header: Box<QueueHeader>,
+    // The loop's memory: kept alive until its threads have ended (see `Drop`); the
+    // header also as long as an abort handle holds a share of it.
+    _header: Arc<Box<QueueHeader>>,
     _ring: Vec<RingSlot>,
     _state: Box<LoopState>,
     _block: Block,
@@ -122,8 +124,11 @@ fn start_rank(block: Block, channels: u32, threads: u32, budget: Duration) -> Re
             }))
         })
         .map_err(|e| Error::InvalidArgument(format!("could not start a host-twin rank: {e}")))?;
-    // SAFETY: zeroed header and ring of `CAPACITY` slots, kept alive by the rank.
-    let queue = unsafe { Queue::new(&raw mut *header, ring.as_mut_ptr(), CAPACITY, channels as usize)? };
+    let header_ptr = &raw mut *header;
+    let header = Arc::new(header);
+    // SAFETY: zeroed header (kept alive by its shares) and ring of `CAPACITY` slots
+    // (kept alive by the rank).
+    let queue = unsafe { Queue::new(header_ptr, ring.as_mut_ptr(), CAPACITY, channels as usize, header.clone())? };
     Ok(TwinRank { _header: header, _ring: ring, _state: state, _block: block, queue, thread: Some(thread) })
 }
 
