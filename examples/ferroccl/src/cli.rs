@@ -133,6 +133,25 @@ pub enum SingleGpuBench {
     /// against kernel launches, in one run
     #[command(name = "work_loop")]
     WorkLoop(WorkLoopArgs),
+    /// `abort()` in the middle of a burst of in-place all-reduces through the public
+    /// `Comm` calls: calls accepted after it (must be 0) and the time until every rank's
+    /// stream has drained
+    #[command(name = "abort")]
+    Abort(AbortArgs),
+}
+
+/// `ferroccl bench abort`.
+#[derive(Debug, Args, PartialEq)]
+pub struct AbortArgs {
+    /// One rank per listed device (a device may repeat)
+    #[arg(long, value_name = "0,1,...", value_delimiter = ',', default_value = "0,1")]
+    pub devices: Vec<usize>,
+    /// Bytes per all-reduce, K/M/G suffixes allowed
+    #[arg(long, value_name = "BYTES", value_parser = parse_size, default_value = "64M")]
+    pub bytes: usize,
+    /// Calls per rank; abort() comes after a quarter of them
+    #[arg(long, value_name = "N", default_value_t = 256)]
+    pub calls: usize,
 }
 
 /// `ferroccl bench reduce_copy`.
@@ -324,6 +343,10 @@ mod tests {
         assert_eq!(
             bench("ferroccl bench reduce_copy -d 1 --bytes 64M --iters 5 --json rc.json").single,
             Some(SingleGpuBench::ReduceCopy(ReduceCopyArgs { device: 1, bytes: 64 << 20, iters: 5, json: Some("rc.json".into()) }))
+        );
+        assert_eq!(
+            bench("ferroccl bench abort --devices 0,0 --bytes 1M --calls 64").single,
+            Some(SingleGpuBench::Abort(AbortArgs { devices: vec![0, 0], bytes: 1 << 20, calls: 64 }))
         );
         assert_eq!(
             bench("ferroccl bench work_loop --json out/work_loop.json").single,

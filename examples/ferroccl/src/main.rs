@@ -22,6 +22,7 @@ mod collbench;
 #[cfg(feature = "nccl")]
 mod nccl_baseline;
 
+use ferroccl_testkit::coll::abort::abort_during_burst;
 use ferroccl_testkit::coll::check;
 use ferroccl_testkit::coll::gpu::GpuGroup;
 use ferroccl_testkit::coll::group::RankGroup;
@@ -32,7 +33,7 @@ use host_shim::comm::wiring::Shape;
 use host_shim::{Error, device};
 
 use crate::bench::ReduceCopyBench;
-use crate::cli::{BenchCmd, Cli, CollArgs, Command, CommArgs, ReduceCopyArgs, SingleGpuBench, TestArgs, WorkLoopArgs};
+use crate::cli::{AbortArgs, BenchCmd, Cli, CollArgs, Command, CommArgs, ReduceCopyArgs, SingleGpuBench, TestArgs, WorkLoopArgs};
 
 fn main() -> ExitCode {
     env_logger::Builder::from_env(env_logger::Env::new().filter_or("FERROCCL_LOG", "warn").write_style("FERROCCL_LOG_STYLE")).init();
@@ -43,6 +44,7 @@ fn main() -> ExitCode {
         Command::Coll(args) => coll(&args),
         Command::Bench(BenchCmd { single: Some(SingleGpuBench::ReduceCopy(args)), .. }) => bench_reduce_copy(&args),
         Command::Bench(BenchCmd { single: Some(SingleGpuBench::WorkLoop(args)), .. }) => bench_work_loop(&args),
+        Command::Bench(BenchCmd { single: Some(SingleGpuBench::Abort(args)), .. }) => bench_abort(&args),
         Command::Bench(args) => bench_collectives(args),
         Command::Ptx => {
             print!("{}", host_shim::module::PTX);
@@ -275,6 +277,21 @@ fn bench_work_loop(args: &WorkLoopArgs) -> Result<ExitCode, Error> {
         write_json(path, bench::work_loop_json(&r, &info.name, &utc_now()))?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+fn bench_abort(args: &AbortArgs) -> Result<ExitCode, Error> {
+    println!("abort during a burst: {} rank(s) on devices {:?}, {} calls of {} bytes each", args.devices.len(), args.devices, args.calls, args.bytes);
+    let r = abort_during_burst(&args.devices, args.bytes, args.calls)?;
+    println!("calls before abort()        {:>9}", r.calls_before_abort);
+    println!("accepted after abort()      {:>9}", r.accepted_after_abort);
+    println!("refused after abort()       {:>9}", r.refused_after_abort);
+    println!("abort() to streams drained  {:>9.2} ms", r.drain_ms);
+    for (rank, e) in r.rank_errors.iter().enumerate() {
+        println!("rank {rank}: {}", e.as_deref().unwrap_or("no error"));
+    }
+    let refused_all = r.refused_after_abort == args.devices.len() * (args.calls - r.calls_before_abort);
+    let all_aborted = r.rank_errors.iter().all(|e| e.as_deref() == Some(&*Error::Aborted.to_string()));
+    Ok(if r.accepted_after_abort == 0 && refused_all && all_aborted { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
 
 /// Writes `body` to `path`.

@@ -1,7 +1,7 @@
 //! How fast `abort()` stops a communicator in the middle of a burst (GPU only): how many
 //! calls were still accepted after it, and how long the ranks' streams took to drain.
-//! What `ferroccl` reports for issue 13's abort requirement (every later call refused at
-//! once, running work stopped within 100 ms).
+//! What `ferroccl bench abort` reports (target: every later call refused at once, running
+//! work stopped within 100 ms).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
