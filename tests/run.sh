@@ -25,8 +25,13 @@ if [ -z "${FERROCCL_PTXAS:-}" ]; then
 fi
 "$FERROCCL_PTXAS" --version | tail -n 1
 
-# 3. Lints: clippy over the whole workspace, warnings as errors.
+# 3. Lints, warnings as errors: clippy over the whole workspace on the host, then the
+#    nvptx-only code (device-rt's arch/nvptx.rs, then the kernel crate, which is outside
+#    the workspace) for the GPU target.
 cargo clippy --workspace --all-features --all-targets -- -D warnings
+nvptx_clippy=(clippy --release --target nvptx64-nvidia-cuda -Zbuild-std=core --target-dir "$root/target/nvptx-clippy")
+RUSTFLAGS="-C target-cpu=sm_90 -C target-feature=+ptx83" cargo "${nvptx_clippy[@]}" -p device-rt -- -D warnings
+(cd ptx/kernels && RUSTFLAGS="-C target-cpu=sm_90 -C target-feature=+ptx83" cargo "${nvptx_clippy[@]}" -- -D warnings)
 
 # 4. Every host test, the PTX build (host-shim's build script) and the ptxas checks.
 cargo test --workspace --all-features

@@ -50,11 +50,21 @@ pub unsafe fn block_reduce<Op: RedOp>(op: &Op, v: Op::Elt, thread: u32, nthreads
     let (warp, lane) = (thread / WARP_SIZE, thread % WARP_SIZE);
     let nwarps = nthreads / WARP_SIZE;
     if lane == 0 {
+        // SAFETY: `warp < nthreads / 32` because `thread < nthreads` (the caller's contract),
+        // so the slot is inside `scratch`, which the caller gives as shared memory for
+        // `nthreads / 32` values that nothing else touches during the call; only lane 0 of each
+        // warp writes, each to its own slot.
         unsafe { scratch.add(warp as usize).write_volatile(warp_value) };
     }
     arch::barrier_sync(barrier_id, nthreads);
+    // SAFETY: slot 0 exists (`nthreads` is a non-zero multiple of 32) and was written by warp
+    // 0's lane 0 before the barrier above, which orders that write before this read for every
+    // participant.
     let mut total = unsafe { scratch.read_volatile() };
     for w in 1..nwarps {
+        // SAFETY: `w < nwarps`, so the slot is in `scratch`; its writer (lane 0 of warp `w`)
+        // wrote it before the barrier above, and no thread writes `scratch` again before the
+        // barrier below.
         total = op.reduce(total, unsafe { scratch.add(w as usize).read_volatile() });
     }
     arch::barrier_sync(barrier_id, nthreads);
@@ -72,8 +82,15 @@ pub unsafe fn block_reduce<Op: RedOp>(op: &Op, v: Op::Elt, thread: u32, nthreads
 pub unsafe fn block_reduce_args<T: crate::redop::Elem>(input: *const T, out: *mut T, op: u32) {
     use crate::redop::{Max, Min, RedOpKind, Sum};
     let (tid, n) = (arch::thread_idx(), arch::block_dim());
+    // SAFETY: the caller's `input` holds grid×block values, and `block_idx · block_dim +
+    // thread_idx` is below that.
     let v = unsafe { input.add((arch::block_idx() * n + tid) as usize).read() };
     let scratch = arch::dyn_smem().cast::<T>();
+    // SAFETY: every thread of the block calls this (block a multiple of 32 threads: the
+    // caller's contract), `tid < n` is its index among them, and `scratch` is this CTA's
+    // dynamic shared memory, which holds `block_dim / 32` values (caller's contract), is
+    // 16-byte aligned (enough for any element type), and is used by nothing else in this
+    // kernel.
     let r = unsafe {
         match crate::copy::op_kind(op) {
             Some(RedOpKind::Sum) => block_reduce(&Sum::<T>::new(0), v, tid, n, 1, scratch),
@@ -83,6 +100,8 @@ pub unsafe fn block_reduce_args<T: crate::redop::Elem>(input: *const T, out: *mu
         }
     };
     if tid == 0 {
+        // SAFETY: the caller's `out` holds grid values, `block_idx < grid_dim`, and only thread
+        // 0 of each CTA writes, to its own CTA's slot.
         unsafe { out.add(arch::block_idx() as usize).write(r) };
     }
 }

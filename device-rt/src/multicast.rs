@@ -97,6 +97,9 @@ mod flavours {
 
         #[inline(always)]
         unsafe fn resolve(handle: u64) -> SwMulticastTable {
+            // SAFETY: a valid `SwMulticast` handle (the caller's contract) is the address of a
+            // `SwMulticastTable` in device memory, 8-byte aligned as the type is, which the
+            // host wrote before the launch and nothing writes while the kernel runs.
             let table = unsafe { (handle as *const SwMulticastTable).read() };
             if table.npeers == 0 || table.npeers as usize > MAX_MULTICAST_PEERS {
                 crate::arch::trap();
@@ -123,8 +126,14 @@ mod flavours {
         where
             Size<N>: PackIo<N> + PackSize,
         {
+            // SAFETY: `target` is a resolved table (`npeers >= 1`, checked by `resolve`)
+            // whose `peers[p]`, `p < npeers`, are the peers' addresses of the buffer; the
+            // caller keeps `offset` inside that buffer and every `peers[p] + offset`
+            // `N`-aligned (this function's contract), and the copies are global memory
+            // accessed only through `arch`.
             let mut acc = unsafe { pack::ld_volatile_global::<N>(target.peers[0] + offset) };
             for p in 1..target.npeers as usize {
+                // SAFETY: as for `peers[0]` above; `p < npeers`.
                 let v = unsafe { pack::ld_volatile_global::<N>(target.peers[p] + offset) };
                 acc = op.reduce_pack(acc, v);
             }
@@ -137,15 +146,23 @@ mod flavours {
             Size<N>: PackIo<N> + PackSize,
         {
             for p in 0..target.npeers as usize {
+                // SAFETY: as in `ld_reduce`: `peers[p]` (`p < npeers`) is peer `p`'s address of
+                // the buffer, and the caller keeps `offset` inside it and the address
+                // `N`-aligned and writable.
                 unsafe { pack::st_global::<N>(target.peers[p] + offset, v) };
             }
         }
 
         #[inline(always)]
         unsafe fn ld_acquire_min_u64(handle: u64) -> u64 {
+            // SAFETY: this function's contract requires a valid `SwMulticast` handle, which is
+            // `resolve`'s.
             let table = unsafe { Self::resolve(handle) };
             let mut min = u64::MAX;
             for p in 0..table.npeers as usize {
+                // SAFETY: `peers[p]` (`p < npeers`) names peer `p`'s copy of the counter, an
+                // 8-byte-aligned `u64` in global memory (this function's contract), accessed
+                // only through `arch`.
                 min = min.min(unsafe { crate::arch::ld_acquire_sys_global(table.peers[p] as *const u64) });
             }
             min
@@ -206,6 +223,10 @@ mod flavours {
             let a = *target + offset;
             // SumPostDiv is a sum here; its division is the caller's post-op.
             let kind = if Op::KIND == K::SumPostDiv { K::Sum } else { Op::KIND };
+            // SAFETY: `a` is the multicast address `target` plus an `offset` that the caller
+            // keeps inside the buffer and `N`-aligned (this function's contract), and each
+            // arm's instruction moves exactly `N` bytes, so every `multimem` load here gets a
+            // multicast address aligned as it requires.
             unsafe {
                 match (kind, <Op::Elt as Elem>::DTYPE, N) {
                     (K::Sum, D::F32, 16) => BytePack::from_value(multimem_ld_reduce_add_v4_f32(a)),
@@ -242,6 +263,8 @@ mod flavours {
         {
             use crate::arch::*;
             let a = *target + offset;
+            // SAFETY: as in `ld_reduce`: `a` is an `N`-aligned multicast address inside the
+            // buffer, and each arm stores exactly `N` bytes.
             unsafe {
                 match N {
                     16 => multimem_st_v4(a, v.to_value()),
@@ -255,6 +278,8 @@ mod flavours {
 
         #[inline(always)]
         unsafe fn ld_acquire_min_u64(handle: u64) -> u64 {
+            // SAFETY: a valid `HwMulticast` handle naming 8-byte-aligned words (this function's
+            // contract) is an 8-byte-aligned multicast address.
             unsafe { crate::arch::multimem_ld_reduce_acquire_min_u64(handle) }
         }
     }

@@ -179,11 +179,16 @@ macro_rules! pack_io {
         impl PackIo<$n> for Size<$n> {
             #[inline(always)]
             unsafe fn ld_volatile_global(addr: u64) -> BytePack<$n> {
+                // SAFETY: the caller gives an `N`-aligned global address of `N` readable
+                // bytes, accessed as `arch` requires (this trait's contract), which is
+                // the contract of the `N`-byte `arch` load named here.
                 BytePack::from_value(unsafe { arch::$ld(addr) })
             }
 
             #[inline(always)]
             unsafe fn st_global(addr: u64, v: BytePack<$n>) {
+                // SAFETY: as in `ld_volatile_global` above, with `N` writable bytes: the
+                // contract of the `N`-byte `arch` store named here.
                 unsafe { arch::$st(addr, v.to_value()) }
             }
         }
@@ -201,12 +206,15 @@ pack_io!(16, ld_volatile_global_v2b64, st_global_v2b64);
 /// published it was; orders nothing by itself.
 ///
 /// # Safety
-/// `addr` must be an `N`-aligned global address of `N` readable bytes.
+/// `addr` must be an `N`-aligned global address of `N` readable bytes that, on the host
+/// twin, every thread accesses only through `arch`'s functions while the kernel runs.
 #[inline(always)]
 pub unsafe fn ld_volatile_global<const N: usize>(addr: u64) -> BytePack<N>
 where
     Size<N>: PackIo<N>,
 {
+    // SAFETY: `PackIo::ld_volatile_global`'s contract is this function's, which the
+    // caller keeps.
     unsafe { <Size<N> as PackIo<N>>::ld_volatile_global(addr) }
 }
 
@@ -214,11 +222,13 @@ where
 /// (or a release) before the flag a peer waits on.
 ///
 /// # Safety
-/// `addr` must be an `N`-aligned global address of `N` writable bytes.
+/// `addr` must be an `N`-aligned global address of `N` writable bytes, accessed as
+/// [`ld_volatile_global`] requires.
 #[inline(always)]
 pub unsafe fn st_global<const N: usize>(addr: u64, v: BytePack<N>)
 where
     Size<N>: PackIo<N>,
 {
+    // SAFETY: `PackIo::st_global`'s contract is this function's, which the caller keeps.
     unsafe { <Size<N> as PackIo<N>>::st_global(addr, v) }
 }

@@ -73,6 +73,8 @@ impl SpinGuard {
 /// As [`SpinGuard::new`].
 #[inline(always)]
 pub unsafe fn spin_until(abort: *const u64, budget_ns: u64, mut ready: impl FnMut() -> bool) -> Result<(), Interrupted> {
+    // SAFETY: the caller keeps `abort` readable for the whole wait (this function's contract,
+    // the same as `SpinGuard::new`'s), and the guard does not outlive this call.
     let mut guard = unsafe { SpinGuard::new(abort, budget_ns) };
     while !ready() {
         guard.tick()?;

@@ -330,19 +330,22 @@ fn pass_messages(publish: fn(*mut u64, u64), observe: fn(*const u64) -> u64) -> 
 
 #[test]
 fn message_passing_with_release_and_acquire() {
-    // SAFETY (both closures): called with aligned words accessed only through `arch`.
+    // SAFETY: (both closures) `pass_messages` calls them with aligned words of its own, which
+    // every thread accesses only through `arch`.
     let mismatches = pass_messages(|p, v| unsafe { arch::st_release_sys_global(p, v) }, |p| unsafe { arch::ld_acquire_sys_global(p) });
     assert_eq!(mismatches, 0);
 }
 
 #[test]
 fn message_passing_with_fences() {
-    // SAFETY (both closures): called with aligned words accessed only through `arch`.
     let publish = |p: *mut u64, v: u64| {
         arch::fence_acq_rel_sys();
+        // SAFETY: `pass_messages` calls this with an aligned word of its own, which every
+        // thread accesses only through `arch`.
         unsafe { arch::st_relaxed_sys_global(p, v) }
     };
     let observe = |p: *const u64| {
+        // SAFETY: as for `publish`.
         let v = unsafe { arch::ld_volatile_global(p) };
         arch::fence_acq_rel_gpu();
         v

@@ -90,6 +90,12 @@ fn scatter_and_gather_over_three_peers() {
     let (root_in_a, root_out_a) = (root_in.as_ptr() as u64, root_out.as_mut_ptr() as u64);
     let peer_out_a: Vec<u64> = peer_out.iter_mut().map(|v| v.as_mut_ptr() as u64).collect();
     let peer_in_a: Vec<u64> = peer_in.iter().map(|v| v.as_ptr() as u64).collect();
+    // SAFETY: each CTA's threads (`THREADS`, a multiple of 32) all make the same calls; each
+    // connection end is a live `ConnInfo` of a boxed `Link` (FIFO, head and tail alive until
+    // the test ends) used by one CTA's group at a time; `group()` gives the CTA's dynamic
+    // shared memory (one `PrimsShared`), a static abort flag and no statistics; the root's
+    // buffers hold `PEERS × N` floats and each peer's `N`; `launch` returns only after every
+    // thread has ended, so all of it outlives the kernel.
     arch::launch(1 + PEERS as u32, THREADS, smem(), || unsafe {
         let g = group();
         let me = arch::block_idx() as usize;
@@ -131,6 +137,11 @@ fn send_and_receive(link: &mut Link, n: usize) {
     let (send, recv) = (&raw mut link.send as usize, &raw mut link.recv as usize);
     let (inp, out) = (input.as_ptr() as u64, output.as_mut_ptr() as u64);
     let per_call = (STEP_BYTES / 4) as i64;
+    // SAFETY: CTA 0's and CTA 1's threads (`THREADS`, a multiple of 32) each make the same
+    // calls; `send`/`recv` are the two ends of `link`, alive until `launch` returns, each used
+    // by one CTA; `group()` gives the CTA's dynamic shared memory, a static abort flag and no
+    // statistics; `input` and `output` hold `n` floats, and each call moves at most one chunk
+    // (`per_call` = one step).
     arch::launch(2, THREADS, smem(), || unsafe {
         let g = group();
         if arch::block_idx() == 0 {
@@ -182,6 +193,8 @@ fn min_polling_waits_for_every_counter() {
     let start = Instant::now();
     let opener = std::thread::spawn(move || {
         std::thread::sleep(HOLD);
+        // SAFETY: `gate` is a live, aligned `u64` boxed until the test ends (the thread is
+        // joined before), accessed by the kernel only through `arch`'s atomics.
         unsafe { std::sync::atomic::AtomicU64::from_ptr(gate_addr as *mut u64) }.store(u64::MAX / 2, std::sync::atomic::Ordering::Release);
     });
     send_and_receive(&mut link, 3000);
@@ -205,6 +218,8 @@ fn direct_operations_bypass_the_fifo() {
     let (send, recv) = (&raw mut link.send as usize, &raw mut link.recv as usize);
     let (inp, copy, out) = (input.as_ptr() as u64, sender_copy.as_mut_ptr() as u64, output.as_mut_ptr() as u64);
     let per_call = (STEP_BYTES / 4) as i64;
+    // SAFETY: as in `send_and_receive`, and both ends carry the pointer-exchange word
+    // `exchange`, boxed until the test ends; `sender_copy` and `output` hold `N` floats.
     arch::launch(2, THREADS, smem(), || unsafe {
         let g = group();
         if arch::block_idx() == 0 {

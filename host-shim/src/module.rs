@@ -206,7 +206,7 @@ mod tests {
         for (cap, cubin) in sass::IMAGES {
             ferroccl_ptx_builder::check_cubin(cubin).unwrap_or_else(|e| panic!("cubin for cap {cap:?}: {e}"));
         }
-        let default_threads = crate::comm::gpu::CommConfig::default().loop_cfg.threads;
+        let default_threads = crate::comm::CommConfig::default().loop_cfg.threads;
         for cap in [None, work_loop_max_registers(default_threads)] {
             assert!(matches!(choose((9, 0), cap, sass::IMAGES, sass::MISSING), Image::Sass(_)), "no SASS for cap {cap:?}");
         }

@@ -97,6 +97,8 @@ impl Queue {
     /// The last item every channel has completed.
     pub fn completed(&self) -> u64 {
         (0..self.channels)
+            // SAFETY: `c < channels <= MAX_CHANNELS`: an entry of the live header's
+            // `cta_completed` (`new`'s contract).
             .map(|c| self.load(unsafe { (&raw mut (*self.header).cta_completed).cast::<u64>().add(c) }))
             .min()
             .unwrap_or(0)
@@ -112,9 +114,10 @@ impl Queue {
     /// every channel has left without an error (each channel publishes its completions
     /// before it leaves, so a completion check made after this returned is final).
     pub fn health(&self) -> Result<()> {
-        // SAFETY (every field address below): fields of the live header (`new`'s contract).
+        // SAFETY: a field of the live header (`new`'s contract).
         let status = self.load(unsafe { &raw mut (*self.header).status });
         if status != 0 {
+            // SAFETY: as above.
             let seq = self.load(unsafe { &raw mut (*self.header).error_seq });
             let detail = (status >> 32) as u32;
             return Err(match LoopError::from_u32(status as u32) {
@@ -127,9 +130,11 @@ impl Queue {
                 None => Error::UnknownLoopStatus(status),
             });
         }
+        // SAFETY: as above.
         if self.load(unsafe { &raw mut (*self.header).abort }) != 0 {
             return Err(Error::Aborted);
         }
+        // SAFETY: as above.
         if self.load(unsafe { &raw mut (*self.header).exited }) >= self.channels as u64 {
             return Err(Error::LoopClosed);
         }
@@ -143,6 +148,8 @@ impl Queue {
         self.health()?;
         let seq = self.next_seq;
         self.wait_for(timeout, "a free slot in the work queue", |q| q.completed() + q.capacity >= seq)?;
+        // SAFETY: the loop has completed every item up to `seq - capacity`, so the slot of
+        // `seq` is free.
         unsafe { self.write_slot(seq, WorkItem { seq, ..item }) };
         self.next_seq = seq + 1;
         Ok(Ticket(seq))
@@ -166,6 +173,8 @@ impl Queue {
         self.wait_for(timeout, "room for a batch in the work queue", |q| q.completed() + q.capacity >= last)?;
         for (k, item) in items.iter().enumerate() {
             let seq = self.next_seq + k as u64;
+            // SAFETY: the loop has completed every item up to `last - capacity`, so every
+            // slot of the batch is free.
             unsafe { self.write_slot(seq, WorkItem { seq, ..*item }) };
         }
         self.next_seq = last + 1;
@@ -193,9 +202,15 @@ impl Queue {
     /// everything written before (the item's buffers) is visible to the loop once it has
     /// seen the word and issued its `fence.acq_rel.sys`; the loop takes the slot only when
     /// every word carries `seq`'s flag.
+    ///
+    /// # Safety
+    /// The slot of `seq` is free: the loop has taken the item `capacity` positions back.
     unsafe fn write_slot(&self, seq: u64, item: WorkItem) {
+        // SAFETY: `(seq - 1) % capacity < capacity`: a slot of the live ring.
         let slot = unsafe { self.ring.add(((seq - 1) % self.capacity) as usize) }.cast::<u64>();
         for (w, word) in RingSlot::encode(&item, seq).into_iter().enumerate() {
+            // SAFETY: `w` < the slot's 16 words, each 8-byte aligned; the loop reads them
+            // with atomic loads.
             unsafe { AtomicU64::from_ptr(slot.add(w)) }.store(word, Ordering::Release);
         }
     }

@@ -49,6 +49,8 @@ fn run_on_twin(dtype: DataType, args: *const ReduceCopyArgs, (grid, block): (u32
     arch::launch(grid, block, 0, move || {
         // SAFETY: the arena outlives the launch and the layout made `args` valid.
         let a = unsafe { &*(args as *const ReduceCopyArgs) };
+        // SAFETY: `a` names buffers of the arena, laid out for this case's counts and
+        // alignment; the kernel runs once on this launch's threads.
         unsafe {
             match dtype {
                 DataType::I8 => reduce_copy_args::<i8>(a),
@@ -129,6 +131,8 @@ fn fixed_shapes_match_the_reference() {
             let want = reference::expected(&case, &refs);
             let args = (base + layout.args as u64) as usize;
             let (grid, block) = SHAPES[k % SHAPES.len()];
+            // SAFETY: the arena outlives the launch and the layout made `args` valid, naming
+            // buffers laid out for this case.
             arch::launch(grid, block, 0, move || unsafe {
                 reduce_copy_fixed::<Sum<T>, S, D>(&*(args as *const ReduceCopyArgs))
             });
@@ -166,6 +170,8 @@ fn block_reduce_matches_the_reference() {
             let mut out = vec![0u8; BLOCKS * elt + 16];
             let out_ptr = out.as_mut_ptr().align_offset(16);
             let (input, output) = (values.as_ptr() as usize, out.as_mut_ptr() as usize + out_ptr);
+            // SAFETY: `input` holds BLOCKS × THREADS elements and `output` (16-byte aligned)
+            // BLOCKS; both outlive the launch, whose shared memory is one slot per warp.
             arch::launch(BLOCKS as u32, THREADS as u32, (THREADS / 32 * 8) as u32, move || unsafe {
                 device_rt::block::block_reduce_args::<T>(input as *const T, output as *mut T, op as u32)
             });

@@ -23,6 +23,7 @@ const LONG: Duration = Duration::from_secs(30);
 
 /// A work loop running on the host twin, with its memory and producer.
 struct TwinLoop {
+    #[expect(clippy::redundant_allocation, reason = "the loop's raw header pointer is taken from the Box before it is shared: a stable, uniquely derived address")]
     header: Arc<Box<QueueHeader>>,
     ring: Vec<RingSlot>,
     state: Box<LoopState>,
@@ -54,12 +55,14 @@ impl TwinLoop {
                         spin_budget_ns: budget_ns,
                         comm: std::ptr::null(),
                     };
+                    // SAFETY: the header, ring, state and (null) communicator outlive the loop threads (`TwinLoop` joins them before dropping its memory), and this is the only loop on them.
                     unsafe { work_loop(args) }
                 })
             }))
         });
         let header_ptr = &raw mut *header;
         let header = Arc::new(header);
+        // SAFETY: a zeroed header kept alive by its shares, and a ring of `capacity` slots that `TwinLoop` keeps until the loop has left; only this queue and the loop write them.
         let queue = unsafe { Queue::new(header_ptr, ring.as_mut_ptr(), capacity, channels as usize, header.clone()) }.unwrap();
         TwinLoop { header, ring, state, queue, thread: Some(thread) }
     }
@@ -93,15 +96,18 @@ impl TwinLoop {
         let slot = ((position - 1) % self.ring.len() as u64) as usize;
         let encoded = RingSlot::encode(&item, position);
         for w in words {
+            // SAFETY: `slot < ring.len()` and `w < 16`: an 8-byte aligned word of the live ring, which the loop reads atomically.
             unsafe { AtomicU64::from_ptr(&raw mut self.ring[slot].words[w]) }.store(encoded[w], Ordering::Release);
         }
     }
 
     fn completed(&self) -> u64 {
+        // SAFETY: an aligned word of the live header, which the loop writes atomically.
         unsafe { AtomicU64::from_ptr((&raw const self.header.cta_completed[0]).cast_mut()) }.load(Ordering::Acquire)
     }
 
     fn mailbox_state(&self) -> &AtomicU64 {
+        // SAFETY: the mailbox state, an aligned word of the live loop state, accessed atomically by the loop.
         unsafe { AtomicU64::from_ptr((&raw const self.state.mailbox.state).cast_mut()) }
     }
 }
@@ -409,7 +415,9 @@ fn mailbox_items_run_once_per_posting_and_a_closed_loop_releases_waiters() {
     let post = |lp: &mut TwinLoop| {
         // What enqueue_on_stream's stream operations do: the item, then PENDING in the
         // low half, then wait for DONE or CLOSED.
+        // SAFETY: the mailbox item of the live loop state; the loop reads it only after it has seen PENDING, stored below with release.
         unsafe { (&raw mut lp.state.mailbox.item).write_volatile(item) };
+        // SAFETY: the low half of the aligned mailbox state word, 4-byte aligned; the loop reads that half with 32-bit atomic loads.
         unsafe { AtomicU32::from_ptr((&raw mut lp.state.mailbox.state).cast::<u32>()) }
             .store(MAILBOX_PENDING as u32, Ordering::Release);
         let start = Instant::now();

@@ -71,11 +71,17 @@ impl CollCtx {
     /// channel; `shared` holds `MAX_GROUPS` groups' shared memory.
     pub unsafe fn new(comm: *const CommDevice, channel: (u32, u32), shared: *mut PrimsShared, abort: *const u64, spin_budget_ns: u64) -> Self {
         let (bid, nchannels) = channel;
+        // SAFETY: `comm` is a valid, aligned `CommDevice` in device memory (this function's
+        // contract), written by the host before the launch and only read while the kernel runs.
         let comm = unsafe { &*comm };
         let channel = (comm.channels as *mut ChannelConns).wrapping_add(bid as usize);
         let stats = if comm.stats == 0 { core::ptr::null_mut() } else { (comm.stats as *mut ChannelStats).wrapping_add(bid as usize) };
         if !stats.is_null() && arch::thread_idx() == 0 {
             // Ordering: relaxed; the host reads it between operations, as the counters.
+            // SAFETY: a non-null `stats` is entry `bid` of the communicator's `[ChannelStats;
+            // nchannels]`, which covers this channel (this function's contract): an aligned
+            // `u64` field in device memory accessed only through `arch`, written here by thread
+            // 0 alone.
             unsafe { arch::st_relaxed_sys_global(&raw mut (*stats).sm, u64::from(arch::sm_id()) + 1) };
         }
         Self {
@@ -87,6 +93,9 @@ impl CollCtx {
             pairs: comm.pairs,
             channel,
             p2p: (comm.p2p as *mut ChannelConns).wrapping_add(bid as usize * comm.nranks as usize),
+            // SAFETY: `channel` is entry `bid` of the communicator's `[ChannelConns;
+            // nchannels]`, which covers this channel (this function's contract); the host wrote
+            // `step_bytes` before the launch and nothing writes it while the kernel runs.
             step_bytes: unsafe { (&raw const (*channel).send.step_bytes).read() },
             group: GroupCtx {
                 tid: arch::thread_idx(),

@@ -17,13 +17,20 @@ use crate::redop::RedOpKind;
 /// Runs `c` on this channel: `dtype` and `kind` are the element type and operator.
 ///
 /// # Safety
-/// Every thread of the CTA calls this with the same arguments; `c` was validated against
-/// the communicator (ranks in range, buffers hold what the function addresses).
+/// Every thread of the CTA calls this with the same arguments; `cx` was built by
+/// `CollCtx::new` for this rank's communicator and this channel; `c` was validated
+/// against the communicator (ranks in range, buffers hold what the function addresses,
+/// input and output the same or, where the function does not place one inside the
+/// other, disjoint).
 pub unsafe fn run_collective(cx: &CollCtx, c: &Coll, dtype: DataType, kind: RedOpKind) -> Result<(), (LoopError, u32)> {
     // Functions that only move data ignore the operator.
     let op = if c.function.reduces() { kind } else { RedOpKind::Sum };
     let data = DataOp { dtype, op, arg: c.red_arg };
     let started = cx.group.clock();
+    // SAFETY: every thread of the CTA calls this with the same arguments, `cx` was built by
+    // `CollCtx::new` for this rank's communicator and channel, and `c` was validated against it
+    // (this function's contract): the contracts of `ring::run`, `p2p::run` and `local`; the
+    // paired reduce-scatter runs only on two ranks with `pairs` set, as it requires.
     let outcome = unsafe {
         if cx.pairs != 0 && cx.nranks == 2 && c.function == CollFunction::ReduceScatter {
             ring::reduce_scatter_paired(cx, c, data)
@@ -40,6 +47,8 @@ pub unsafe fn run_collective(cx: &CollCtx, c: &Coll, dtype: DataType, kind: RedO
         }
     };
     if cx.group.tid == 0 {
+        // SAFETY: `count` calls this only with its non-null `stats`, this channel's live
+        // `ChannelStats`, so the projection stays inside it (only the address is taken).
         cx.group.count(|s| unsafe { &raw mut (*s).busy_ns }, cx.group.clock().wrapping_sub(started));
     }
     outcome
@@ -47,6 +56,10 @@ pub unsafe fn run_collective(cx: &CollCtx, c: &Coll, dtype: DataType, kind: RedO
 
 /// A one-rank communicator: every function is `output = post(pre(input))` (nothing to
 /// do in place for functions without an operator).
+///
+/// # Safety
+/// As [`run_collective`], on a one-rank communicator (input and output each hold
+/// `c.count` elements, the same buffer or disjoint).
 unsafe fn local(cx: &CollCtx, c: &Coll, data: DataOp) {
     if c.input == c.output && !c.function.reduces() {
         return;
@@ -60,5 +73,9 @@ unsafe fn local(cx: &CollCtx, c: &Coll, data: DataOp) {
     let end = (begin + per).min(n);
     let w = Movers { tid: cx.group.tid, nthreads: cx.group.nthreads };
     let (src, dst) = (c.input + begin * elt, c.output + begin * elt);
+    // SAFETY: every thread of the CTA (a multiple of 32) calls this with the same arguments;
+    // `[begin, end)` is a share of the `count` elements input and output hold (the caller's
+    // contract), starting on a 16-byte boundary (`begin` is a multiple of `16 / elt`), and the
+    // two buffers are the same or disjoint (this function's contract).
     unsafe { transform(w, data, true, true, src, [dst, dst], 1, (end - begin) as usize) }
 }

@@ -35,12 +35,18 @@ macro_rules! sized_access {
         #[inline(always)]
         unsafe fn $ld(addr: u64) -> $t {
             let v: $t;
+            // SAFETY: the caller gives an aligned global address of a readable value of this size
+            // (the `Arch` contract), which this one load reads; `readonly` is right: it writes no
+            // memory.
             unsafe { asm!(concat!("ld.volatile.global.", $b, " {0}, [{1}];"), out($reg) v, in(reg64) addr, options(nostack, readonly)) };
             v
         }
 
         #[inline(always)]
         unsafe fn $st(addr: u64, v: $t) {
+            // SAFETY: the caller gives an aligned global address of a writable value of this size
+            // (the `Arch` contract), which this one store writes; the default clobber keeps the
+            // compiler from moving other accesses across it.
             unsafe { asm!(concat!("st.global.", $b, " [{0}], {1};"), in(reg64) addr, in($reg) v, options(nostack)) };
         }
     };
@@ -109,12 +115,17 @@ impl Arch for Nvptx {
     #[inline(always)]
     unsafe fn ld_volatile_global_b8(addr: u64) -> u8 {
         let v: u16;
+        // SAFETY: the caller gives a global address of a readable byte (the `Arch` contract), which
+        // this one load reads into the low half of a 16-bit register (PTX has no 8-bit registers);
+        // it writes no memory.
         unsafe { asm!("ld.volatile.global.u8 {0}, [{1}];", out(reg16) v, in(reg64) addr, options(nostack, readonly)) };
         v as u8
     }
 
     #[inline(always)]
     unsafe fn st_global_b8(addr: u64, v: u8) {
+        // SAFETY: the caller gives a global address of a writable byte (the `Arch` contract); the
+        // store writes the low 8 bits of the 16-bit register only.
         unsafe { asm!("st.global.u8 [{0}], {1};", in(reg64) addr, in(reg16) v as u16, options(nostack)) };
     }
 
@@ -125,6 +136,8 @@ impl Arch for Nvptx {
     #[inline(always)]
     unsafe fn ld_volatile_global_v2b64(addr: u64) -> [u64; 2] {
         let (a, b): (u64, u64);
+        // SAFETY: the caller gives a 16-byte aligned global address of 16 readable bytes (the
+        // `Arch` contract), which this one vector load reads; it writes no memory.
         unsafe { asm!("ld.volatile.global.v2.b64 {{{0}, {1}}}, [{2}];", out(reg64) a, out(reg64) b, in(reg64) addr, options(nostack, readonly)) };
         [a, b]
     }
@@ -132,6 +145,8 @@ impl Arch for Nvptx {
     #[inline(always)]
     unsafe fn ld_acquire_sys_global_v2b64(addr: u64) -> [u64; 2] {
         let (a, b): (u64, u64);
+        // SAFETY: as for `ld_volatile_global_v2b64`; not `readonly`, so that the compiler keeps
+        // later accesses after this acquire.
         unsafe { asm!("ld.acquire.sys.global.v2.b64 {{{0}, {1}}}, [{2}];", out(reg64) a, out(reg64) b, in(reg64) addr, options(nostack)) };
         [a, b]
     }
@@ -139,12 +154,16 @@ impl Arch for Nvptx {
     #[inline(always)]
     unsafe fn ld_cv_global_v2b64(addr: u64) -> [u64; 2] {
         let (a, b): (u64, u64);
+        // SAFETY: as for `ld_volatile_global_v2b64`: 16 aligned, readable bytes at a global
+        // address; it writes no memory.
         unsafe { asm!("ld.global.cv.v2.b64 {{{0}, {1}}}, [{2}];", out(reg64) a, out(reg64) b, in(reg64) addr, options(nostack, readonly)) };
         [a, b]
     }
 
     #[inline(always)]
     unsafe fn st_global_v2b64(addr: u64, v: [u64; 2]) {
+        // SAFETY: the caller gives a 16-byte aligned global address of 16 writable bytes (the
+        // `Arch` contract), which this one vector store writes.
         unsafe { asm!("st.global.v2.b64 [{0}], {{{1}, {2}}};", in(reg64) addr, in(reg64) v[0], in(reg64) v[1], options(nostack)) };
     }
 
@@ -180,16 +199,18 @@ impl Arch for Nvptx {
     #[inline(always)]
     fn cvta_to_shared<T>(p: *const T) -> u32 {
         let a: u64;
-        // SAFETY: address arithmetic only.
-        unsafe { asm!("cvta.to.shared.u64 {0}, {1};", out(reg64) a, in(reg64) p, options(nomem, nostack, pure)) };
+        // SAFETY: address arithmetic only: the asm takes the address as an integer and
+        // touches no memory.
+        unsafe { asm!("cvta.to.shared.u64 {0}, {1};", out(reg64) a, in(reg64) p.addr(), options(nomem, nostack, pure)) };
         a as u32
     }
 
     #[inline(always)]
     fn cvta_to_global<T>(p: *const T) -> u64 {
         let a: u64;
-        // SAFETY: address arithmetic only.
-        unsafe { asm!("cvta.to.global.u64 {0}, {1};", out(reg64) a, in(reg64) p, options(nomem, nostack, pure)) };
+        // SAFETY: address arithmetic only: the asm takes the address as an integer and
+        // touches no memory.
+        unsafe { asm!("cvta.to.global.u64 {0}, {1};", out(reg64) a, in(reg64) p.addr(), options(nomem, nostack, pure)) };
         a
     }
 
@@ -286,37 +307,52 @@ macro_rules! global_word {
             #[inline(always)]
             unsafe fn ld_volatile(p: *const Self) -> Self {
                 let v: $t;
+                // SAFETY: the caller gives a valid, aligned pointer to a readable word in global
+                // memory (the `GlobalWord` contract), which `cvta.to.global` maps to its global-
+                // window address for this one load.
                 unsafe { asm!(concat!("{{ .reg .u64 g; cvta.to.global.u64 g, {1}; ld.volatile.global.", $b, " {0}, [g]; }}"), out($reg) v, in(reg64) p, options(nostack)) };
                 v
             }
             #[inline(always)]
             unsafe fn ld_relaxed_gpu(p: *const Self) -> Self {
                 let v: $t;
+                // SAFETY: as for `ld_volatile`; not `readonly`, so the compiler keeps the strong
+                // load in program order.
                 unsafe { asm!(concat!("{{ .reg .u64 g; cvta.to.global.u64 g, {1}; ld.relaxed.gpu.global.", $b, " {0}, [g]; }}"), out($reg) v, in(reg64) p, options(nostack)) };
                 v
             }
             #[inline(always)]
             unsafe fn ld_relaxed_sys(p: *const Self) -> Self {
                 let v: $t;
+                // SAFETY: as for `ld_volatile`; not `readonly`, so the compiler keeps the strong
+                // load in program order.
                 unsafe { asm!(concat!("{{ .reg .u64 g; cvta.to.global.u64 g, {1}; ld.relaxed.sys.global.", $b, " {0}, [g]; }}"), out($reg) v, in(reg64) p, options(nostack)) };
                 v
             }
             #[inline(always)]
             unsafe fn ld_acquire_sys(p: *const Self) -> Self {
                 let v: $t;
+                // SAFETY: as for `ld_volatile`; not `readonly`, so that the compiler keeps later
+                // accesses after this acquire.
                 unsafe { asm!(concat!("{{ .reg .u64 g; cvta.to.global.u64 g, {1}; ld.acquire.sys.global.", $b, " {0}, [g]; }}"), out($reg) v, in(reg64) p, options(nostack)) };
                 v
             }
             #[inline(always)]
             unsafe fn st_volatile(p: *mut Self, v: Self) {
+                // SAFETY: the caller gives a valid, aligned pointer to a writable word in global
+                // memory (the `GlobalWord` contract), which `cvta.to.global` maps to its global-
+                // window address for this one store.
                 unsafe { asm!(concat!("{{ .reg .u64 g; cvta.to.global.u64 g, {0}; st.volatile.global.", $b, " [g], {1}; }}"), in(reg64) p, in($reg) v, options(nostack)) };
             }
             #[inline(always)]
             unsafe fn st_relaxed_sys(p: *mut Self, v: Self) {
+                // SAFETY: as for `st_volatile`.
                 unsafe { asm!(concat!("{{ .reg .u64 g; cvta.to.global.u64 g, {0}; st.relaxed.sys.global.", $b, " [g], {1}; }}"), in(reg64) p, in($reg) v, options(nostack)) };
             }
             #[inline(always)]
             unsafe fn st_release_sys(p: *mut Self, v: Self) {
+                // SAFETY: as for `st_volatile`; the default clobber keeps the compiler from moving
+                // earlier accesses after this release.
                 unsafe { asm!(concat!("{{ .reg .u64 g; cvta.to.global.u64 g, {0}; st.release.sys.global.", $b, " [g], {1}; }}"), in(reg64) p, in($reg) v, options(nostack)) };
             }
         }
@@ -331,6 +367,9 @@ macro_rules! atomic_rmw {
         #[inline(always)]
         unsafe fn $name(p: *mut Self, v: Self) -> Self {
             let old: $t;
+            // SAFETY: the caller gives a valid, aligned pointer to a writable word in global memory
+            // (the `AtomicWord` contract), which `cvta.to.global` maps to its global-window address
+            // for this one atomic read-modify-write.
             unsafe { asm!(concat!("{{ .reg .u64 g; cvta.to.global.u64 g, {1}; ", $instr, $ty, " {0}, [g], {2}; }}"), out($reg) old, in(reg64) p, in($reg) v, options(nostack)) };
             old
         }
@@ -349,6 +388,9 @@ macro_rules! atomic_word {
             #[inline(always)]
             unsafe fn atomic_cas_acq_rel_sys(p: *mut Self, expected: Self, new: Self) -> Self {
                 let old: $t;
+                // SAFETY: as for the other read-modify-writes: a valid, aligned, writable word in
+                // global memory (the `AtomicWord` contract), accessed by this one atomic compare-
+                // and-swap.
                 unsafe { asm!(concat!("{{ .reg .u64 g; cvta.to.global.u64 g, {1}; atom.acq_rel.sys.global.cas.", $b, " {0}, [g], {2}, {3}; }}"), out($reg) old, in(reg64) p, in($reg) expected, in($reg) new, options(nostack)) };
                 old
             }
@@ -368,6 +410,8 @@ macro_rules! multimem_ld_reduce_v4 {
         #[inline(always)]
         unsafe fn $name(addr: u64) -> [u32; 4] {
             let (a, b, c, d): (u32, u32, u32, u32);
+            // SAFETY: the caller gives a 16-byte aligned multicast address (the `Multimem`
+            // contract), which this one `multimem` load reads; the result is four 32-bit registers.
             unsafe {
                 asm!(concat!("multimem.ld_reduce.relaxed.sys.global.", $op, " {{{0}, {1}, {2}, {3}}}, [{4}];"),
                      out(reg32) a, out(reg32) b, out(reg32) c, out(reg32) d, in(reg64) addr, options(nostack))
@@ -382,6 +426,8 @@ macro_rules! multimem_ld_reduce_scalar {
         #[inline(always)]
         unsafe fn $name(addr: u64) -> $t {
             let v: $t;
+            // SAFETY: the caller gives a naturally aligned multicast address (the `Multimem`
+            // contract), which this one `multimem` load reads.
             unsafe { asm!(concat!("multimem.ld_reduce.relaxed.sys.global.", $op, " {0}, [{1}];"), out($reg) v, in(reg64) addr, options(nostack)) };
             v
         }
@@ -412,12 +458,16 @@ impl Multimem for Nvptx {
     #[inline(always)]
     unsafe fn multimem_ld_reduce_acquire_min_u64(addr: u64) -> u64 {
         let v: u64;
+        // SAFETY: the caller gives an 8-byte aligned multicast address (the `Multimem` contract);
+        // not `readonly`, so that the compiler keeps later accesses after this acquire.
         unsafe { asm!("multimem.ld_reduce.acquire.sys.global.min.u64 {0}, [{1}];", out(reg64) v, in(reg64) addr, options(nostack)) };
         v
     }
 
     #[inline(always)]
     unsafe fn multimem_st_v4(addr: u64, v: [u32; 4]) {
+        // SAFETY: the caller gives a 16-byte aligned multicast address (the `Multimem` contract),
+        // which this one `multimem` store writes on every device.
         unsafe {
             asm!("multimem.st.relaxed.sys.global.v4.f32 [{0}], {{{1}, {2}, {3}, {4}}};",
                  in(reg64) addr, in(reg32) v[0], in(reg32) v[1], in(reg32) v[2], in(reg32) v[3], options(nostack))
@@ -426,16 +476,19 @@ impl Multimem for Nvptx {
 
     #[inline(always)]
     unsafe fn multimem_st_b64(addr: u64, v: u64) {
+        // SAFETY: the caller gives an 8-byte aligned multicast address (the `Multimem` contract).
         unsafe { asm!("multimem.st.relaxed.sys.global.b64 [{0}], {1};", in(reg64) addr, in(reg64) v, options(nostack)) };
     }
 
     #[inline(always)]
     unsafe fn multimem_st_b16(addr: u64, v: u16) {
+        // SAFETY: the caller gives a 2-byte aligned multicast address (the `Multimem` contract).
         unsafe { asm!("multimem.st.relaxed.sys.global.f16 [{0}], {1};", in(reg64) addr, in(reg16) v, options(nostack)) };
     }
 
     #[inline(always)]
     unsafe fn multimem_st_b32(addr: u64, v: u32) {
+        // SAFETY: the caller gives a 4-byte aligned multicast address (the `Multimem` contract).
         unsafe { asm!("multimem.st.relaxed.sys.global.b32 [{0}], {1};", in(reg64) addr, in(reg32) v, options(nostack)) };
     }
 }

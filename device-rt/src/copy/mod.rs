@@ -63,8 +63,10 @@ pub struct Operands<const MAX_SRCS: usize, const MAX_DSTS: usize> {
 /// `nthreads` is a multiple of 32 and every thread `0..nthreads` of the group calls this
 /// with the same arguments (warp votes are taken); `MIN_SRCS <= x.nsrcs <= MAX_SRCS`,
 /// `MIN_DSTS <= x.ndsts <= MAX_DSTS`, `MULTIMEM_SRCS <= MIN_SRCS`, `MULTIMEM_DSTS <=
-/// MIN_DSTS`; every source and destination holds `n_elts` elements and is aligned to the
-/// element size; destinations do not overlap sources except exactly (in place).
+/// MIN_DSTS`; the first `MULTIMEM_SRCS` sources and `MULTIMEM_DSTS` destinations are valid
+/// `M` handles; every source and destination holds `n_elts` elements from byte `x.offset`
+/// and is aligned (with the offset) to the element size; destinations do not overlap
+/// sources except exactly (in place).
 #[inline(always)]
 pub unsafe fn reduce_copy<
     const UNROLL: usize,
@@ -89,7 +91,10 @@ pub unsafe fn reduce_copy<
         op: Op::new(red_arg),
         post_op: Op::HAS_POST_OP && post_op,
         x,
+        // SAFETY: `s < MULTIMEM_SRCS <= MIN_SRCS <= x.nsrcs`, and the caller gives the first
+        // `MULTIMEM_SRCS` sources as valid `M` handles (this function's contract).
         mc_srcs: core::array::from_fn(|s| unsafe { M::resolve(x.srcs[s]) }),
+        // SAFETY: as above, for the first `MULTIMEM_DSTS <= MIN_DSTS <= x.ndsts` destinations.
         mc_dsts: core::array::from_fn(|d| unsafe { M::resolve(x.dsts[d]) }),
         nthreads,
         thread,
@@ -184,13 +189,23 @@ impl<
     where
         Size<N>: PackIo<N> + PackSize,
     {
+        // SAFETY: a `Pass` is built only by `reduce_copy`, whose caller keeps its contract for
+        // the pass's whole life; `bytes_behind` is 0 or a multiple of the big pack (which `N`
+        // divides) when this pass starts, and for `N` above the element size `reduce_copy` runs
+        // it only after `warp_aligned_to(N)` found every address `N`-aligned.
         unsafe { self.packs::<UNROLL, N>() };
         if self.bytes_ahead != 0 {
+            // SAFETY: as above: `packs::<UNROLL, N>` left `bytes_behind` a multiple of `N`.
             unsafe { self.packs::<1, N>() };
         }
     }
 
     /// One pass with packs of `N` bytes (NCCL's `reduceCopyPacks`).
+    ///
+    /// # Safety
+    /// `reduce_copy`'s contract holds for `self`'s operands (it built `self`);
+    /// `self.bytes_behind` is a multiple of `N`; and when `N` is wider than the element,
+    /// every address behind `self` plus `x.offset` is `N`-aligned.
     #[inline(always)]
     unsafe fn packs<const UNROLL: usize, const N: usize>(&mut self)
     where
@@ -217,6 +232,10 @@ impl<
             // Every lane of a warp runs the same iterations (so the rotation below is the
             // same for the whole warp); in a partial hunk, lanes past the end skip the body.
             if UNROLL != 1 || N as isize <= thread_ahead {
+                // SAFETY: this pack's hunk lies in the `bytes_ahead` this pass took (whole
+                // hunks, or in a partial hunk `N <= thread_ahead` checked just above), so
+                // `thread_behind + u·32·N + N` stays within `n_elts` elements, and
+                // `thread_behind` is a multiple of `N`; `packs`' own contract gives the rest.
                 unsafe { self.hunk::<UNROLL, N>(self.x.offset + thread_behind as u64) };
             }
             thread_behind += nwarps as usize * hunk;
@@ -230,6 +249,10 @@ impl<
 
     /// This lane's `UNROLL` packs of one hunk, at byte `offset` of every buffer (then
     /// every `32 × N`).
+    ///
+    /// # Safety
+    /// As [`Self::packs`], and the `UNROLL` packs, `offset + u·32·N` for `u < UNROLL`,
+    /// lie in the buffers' first `n_elts` elements from `x.offset` and are `N`-aligned.
     #[inline(always)]
     unsafe fn hunk<const UNROLL: usize, const N: usize>(&self, offset: u64)
     where
@@ -241,16 +264,26 @@ impl<
         for (u, a) in acc.iter_mut().enumerate() {
             let off = offset + u as u64 * stride;
             *a = if MULTIMEM_SRCS > 0 {
+                // SAFETY: `hunk`'s contract: `mc_srcs[0]` is a resolved handle of the caller's
+                // first source, `off` stays inside it and keeps `N`-alignment, and `N` is the
+                // element size or the big pack that `M::big_pack_size` allowed.
                 unsafe { M::ld_reduce::<Op, N>(&self.op, &self.mc_srcs[0], off) }
             } else {
+                // SAFETY: `hunk`'s contract: `srcs[0] + off` is an `N`-aligned address of `N`
+                // bytes inside source 0 (`nsrcs >= MIN_SRCS >= 1` when there is no multicast
+                // source).
                 let v = unsafe { pack::ld_volatile_global::<N>(x.srcs[0] + off) };
                 if PRE_OP_SRCS > 0 { Op::new(x.pre_op_args[0]).pre_op_pack(v) } else { v }
             };
         }
         for s in 1..MIN_SRCS {
+            // SAFETY: `s < MIN_SRCS <= x.nsrcs`, and `hunk`'s contract is `reduce_src`'s but
+            // for that bound.
             unsafe { self.reduce_src::<UNROLL, N>(&mut acc, s, offset) };
         }
         for s in MIN_SRCS..x.nsrcs.min(MAX_SRCS) {
+            // SAFETY: `s < x.nsrcs`, and `hunk`'s contract is `reduce_src`'s but for that
+            // bound.
             unsafe { self.reduce_src::<UNROLL, N>(&mut acc, s, offset) };
         }
         if self.post_op {
@@ -262,20 +295,31 @@ impl<
             for (u, a) in acc.iter().enumerate() {
                 let off = offset + u as u64 * stride;
                 if d < MULTIMEM_DSTS {
+                    // SAFETY: `d < MULTIMEM_DSTS`, so `mc_dsts[d]` is a resolved handle of
+                    // destination `d`; `off` stays inside it and keeps `N`-alignment (`hunk`'s
+                    // contract), and `M::st` has an instruction for every pack size
+                    // `reduce_copy` picks.
                     unsafe { M::st::<N>(&self.mc_dsts[d], off, *a) };
                 } else {
+                    // SAFETY: `d < MIN_DSTS <= x.ndsts` is a unicast destination; `dsts[d] +
+                    // off` is an `N`-aligned address of `N` bytes inside it (`hunk`'s
+                    // contract), and no other lane stores these bytes.
                     unsafe { pack::st_global::<N>(x.dsts[d] + off, *a) };
                 }
             }
         }
         for d in MIN_DSTS..x.ndsts.min(MAX_DSTS) {
             for (u, a) in acc.iter().enumerate() {
+                // SAFETY: as above, for `d < x.ndsts`.
                 unsafe { pack::st_global::<N>(x.dsts[d] + offset + u as u64 * stride, *a) };
             }
         }
     }
 
     /// Loads source `s`'s `UNROLL` packs (all in flight), then reduces them into `acc`.
+    ///
+    /// # Safety
+    /// As [`Self::hunk`], and `s < x.nsrcs`.
     #[inline(always)]
     unsafe fn reduce_src<const UNROLL: usize, const N: usize>(&self, acc: &mut [BytePack<N>; UNROLL], s: usize, offset: u64)
     where
@@ -287,8 +331,14 @@ impl<
         for (u, t) in tmp.iter_mut().enumerate() {
             let off = offset + u as u64 * stride;
             *t = if s < MULTIMEM_SRCS {
+                // SAFETY: `s < MULTIMEM_SRCS`, so `mc_srcs[s]` is a resolved handle of source
+                // `s`; `off` stays inside it and keeps `N`-alignment, and `N` is the element
+                // size or the big pack that `M::big_pack_size` allowed (`reduce_src`'s
+                // contract).
                 unsafe { M::ld_reduce::<Op, N>(&self.op, &self.mc_srcs[s], off) }
             } else {
+                // SAFETY: `s` is a unicast source below `x.nsrcs`, and `srcs[s] + off` is an
+                // `N`-aligned address of `N` bytes inside it (`reduce_src`'s contract).
                 unsafe { pack::ld_volatile_global::<N>(x.srcs[s] + off) }
             };
         }

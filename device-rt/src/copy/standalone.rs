@@ -31,8 +31,11 @@ fn cta_part() -> (u32, u32) {
 /// of `a`'s elements, with all threads of the CTA.
 ///
 /// # Safety
-/// `a`'s buffers hold `n_elts` elements (multicast ones are `M` handles); the block is a
-/// multiple of 32 threads and every thread calls this.
+/// `a` is a valid block as [`ReduceCopyArgs`] documents it (`nsrcs` and `ndsts` in
+/// `1..=8`); its buffers hold `n_elts` elements aligned to the element size (the first
+/// `MULTIMEM_SRCS` sources and `MULTIMEM_DSTS` destinations are `M` handles of such
+/// buffers, at most one of each); the block is a multiple of 32 threads and every thread
+/// calls this.
 #[inline(always)]
 pub unsafe fn reduce_copy_share<Op: RedOp, M: Multicast, const MULTIMEM_SRCS: usize, const MULTIMEM_DSTS: usize>(
     a: &ReduceCopyArgs,
@@ -47,6 +50,12 @@ pub unsafe fn reduce_copy_share<Op: RedOp, M: Multicast, const MULTIMEM_SRCS: us
         pre_op_args: a.pre_op_args,
         offset: begin * elt as u64,
     };
+    // SAFETY: `a` is a valid argument block (this function's contract), so `1 <= nsrcs, ndsts
+    // <= MAX_BUFFERS` and `MULTIMEM_* <= 1 = MIN_*`, and its first `MULTIMEM_*` buffers are `M`
+    // handles; `share_of` gives a share `[begin, end)` of `n_elts` that starts on a 16-byte
+    // boundary, so every buffer holds the `end - begin` elements from `x.offset`, aligned to
+    // the element size; and every thread of the block (a multiple of 32) calls this with the
+    // same `a`.
     unsafe {
         reduce_copy::<UNROLL, Op, M, MULTIMEM_SRCS, 1, MAX_BUFFERS, MULTIMEM_DSTS, 1, MAX_BUFFERS, MAX_BUFFERS>(
             arch::thread_idx(),
@@ -84,6 +93,11 @@ pub unsafe fn reduce_copy_grid<Op: RedOp, const NSRCS: usize, const NDSTS: usize
         pre_op_args: [0; NSRCS],
         offset: begin * elt as u64,
     };
+    // SAFETY: the share `[begin, end)` is inside the `n_elts` elements every buffer holds and
+    // starts on a 16-byte boundary (`share_of`), so the buffers stay element-aligned from
+    // `x.offset`; the counts are exactly `NSRCS`/`NDSTS` with no multicast; and every thread of
+    // the block (a multiple of 32) calls this with the same arguments (this function's
+    // contract).
     unsafe {
         reduce_copy::<UNROLL, Op, SwMulticast, 0, NSRCS, NSRCS, 0, NDSTS, NDSTS, 0>(
             arch::thread_idx(),
@@ -103,6 +117,9 @@ pub unsafe fn reduce_copy_grid<Op: RedOp, const NSRCS: usize, const NDSTS: usize
 /// As [`reduce_copy_grid`].
 #[inline(always)]
 pub unsafe fn reduce_copy_fixed<Op: RedOp, const NSRCS: usize, const NDSTS: usize>(a: &ReduceCopyArgs) {
+    // SAFETY: the first `NSRCS` sources and `NDSTS` destinations of `a` are the buffers this
+    // function's contract (`reduce_copy_grid`'s) speaks of, and `cta_part` is a valid share of
+    // the grid.
     unsafe {
         reduce_copy_grid::<Op, NSRCS, NDSTS>(
             core::array::from_fn(|s| a.srcs[s]),
@@ -127,6 +144,9 @@ pub fn op_kind(op: u32) -> Option<RedOpKind> {
 #[inline(always)]
 pub unsafe fn reduce_copy_args<T: Elem>(a: &ReduceCopyArgs) {
     type Sw = SwMulticast;
+    // SAFETY: each arm passes `a` to `reduce_copy_share` with the multicast flavour and counts
+    // its flags name (a flag set means that buffer is a `SwMulticast` handle, as
+    // `ReduceCopyArgs` documents), which is that function's contract, the caller's.
     unsafe {
         match (op_kind(a.op), a.multicast_src, a.multicast_dst) {
             (Some(RedOpKind::Sum), 0, 0) => reduce_copy_share::<Sum<T>, Sw, 0, 0>(a),

@@ -166,7 +166,11 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
     ///
     /// # Safety
     /// Every thread of the group calls this with the same arguments; the connections are
-    /// valid and used by no other group at the same time; `g.shared` is this group's.
+    /// valid ends (`ConnInfo` in this rank's device memory, their words as `conn.rs`
+    /// describes) and used by no other group at the same time; `g.shared` is this group's
+    /// shared memory, `g.abort` the host's abort flag and `g.stats` null or this channel's
+    /// counters; all of them stay valid for as long as the returned value lives (its safe
+    /// methods and `Drop` rely on it).
     #[inline(always)]
     pub unsafe fn new(
         g: GroupCtx,
@@ -217,12 +221,20 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
             flavour: PhantomData,
         };
         if flags & (ROLE_WAIT_RECV | ROLE_POST_RECV) != 0 {
+            // SAFETY: this role needs `index < nrecv <= recv.len()`, and the caller gives valid
+            // connection ends that no other group uses now (`new`'s contract), which is
+            // `load_recv_conn`'s contract for this thread's receive roles.
             unsafe { p.load_recv_conn(recv[index as usize]) };
         }
         if flags & (ROLE_WAIT_SEND | ROLE_POST_SEND) != 0 {
+            // SAFETY: as above: `index < nsend <= send.len()`, a valid connection end no other
+            // group uses now.
             unsafe { p.load_send_conn(send[index as usize]) };
         }
         if g.tid == 0 {
+            // SAFETY: `g.shared` is this group's `PrimsShared` (`new`'s contract); only thread
+            // 0 writes `stopped` here, and the barrier below orders the write before any thread
+            // of the group reads it.
             unsafe { (&raw mut (*g.shared).stopped).write_volatile(0) };
         }
         p.barrier();
@@ -235,19 +247,30 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
     }
 
     /// NCCL's `loadRecvConn`. Ordering: the credit return is a relaxed system-scope store.
+    ///
+    /// # Safety
+    /// `conn` is a valid connection end as [`Primitives::new`] requires, and this thread
+    /// has a receive role (WaitRecv or PostRecv) on it.
     #[inline(always)]
     unsafe fn load_recv_conn(&mut self, conn: *mut ConnInfo) {
+        // SAFETY: `conn` is a valid, 16-byte-aligned `ConnInfo` in this rank's device memory
+        // (this function's contract), which only this thread's roles read while the group runs.
         let c = unsafe { conn.read() };
         self.conn = conn;
         self.step = Self::rounded_step(&c);
         self.ops = c.ops;
         if self.flags & ROLE_POST_RECV != 0 {
             self.step_ptr = c.head as *mut u64;
+            // SAFETY: a valid connection's `head` is the sender's 8-byte-aligned `u64` credit
+            // counter (global memory, accessed only through `arch`), and the PostRecv thread is
+            // its only writer on this side.
             unsafe { arch::st_relaxed_sys_global(self.step_ptr, self.step) };
         }
         if self.flags & ROLE_WAIT_RECV != 0 {
             self.flags |= if c.flags & CONN_NVLS_MIN_POLL != 0 { NVLS_MIN_POLLING } else { 0 };
             self.step_ptr = c.tail as *mut u64;
+            // SAFETY: `step_ptr` now is the connection's `tail`, and the flags say whether it
+            // is a multicast handle (`CONN_NVLS_MIN_POLL`): `load_step`'s contract.
             self.step_cache = unsafe { self.load_step() };
             self.fifo = c.buff;
             self.sizes_fifo = c.sizes_fifo;
@@ -257,8 +280,14 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
     }
 
     /// NCCL's `loadSendConn`.
+    ///
+    /// # Safety
+    /// `conn` is a valid connection end as [`Primitives::new`] requires, and this thread
+    /// has a send role (WaitSend or PostSend) on it.
     #[inline(always)]
     unsafe fn load_send_conn(&mut self, conn: *mut ConnInfo) {
+        // SAFETY: as in `load_recv_conn`: `conn` is a valid `ConnInfo` of this rank that only
+        // this thread's roles read while the group runs.
         let c = unsafe { conn.read() };
         self.conn = conn;
         self.step = Self::rounded_step(&c);
@@ -271,6 +300,8 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
         if self.flags & ROLE_WAIT_SEND != 0 {
             self.flags |= if c.flags & CONN_NVLS_MIN_POLL != 0 { NVLS_MIN_POLLING } else { 0 };
             self.step_ptr = c.head as *mut u64;
+            // SAFETY: `step_ptr` now is the connection's `head`, and the flags say whether it
+            // is a multicast handle: `load_step`'s contract.
             self.step_cache = unsafe { self.load_step() };
             self.sizes_fifo = c.sizes_fifo;
             self.offs_fifo = c.offs_fifo;
@@ -293,14 +324,24 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
     pub unsafe fn exchange_direct(&mut self) {
         self.direct = true;
         if self.flags & ROLE_WAIT_RECV != 0 {
+            // SAFETY: a WaitRecv thread loaded `ptr_exchange` from its connection, which
+            // carries a pointer-exchange word (this function's contract): an 8-byte-aligned
+            // `u64` in the sender's memory, accessed only through `arch`.
             unsafe { arch::st_release_sys_global(self.ptr_exchange as *mut u64, self.output) };
         }
         if self.flags & ROLE_WAIT_SEND != 0 {
             let word = self.ptr_exchange as *mut u64;
+            // SAFETY: `g.abort` is the host's abort flag, readable for the value's life
+            // (`new`'s contract), and the guard lives only in this call.
             let mut guard = unsafe { SpinGuard::new(self.g.abort, self.g.spin_budget_ns) };
             loop {
+                // SAFETY: `word` is the send connection's pointer-exchange word, loaded by this
+                // WaitSend thread (this function's contract: the connection carries one): an
+                // 8-byte-aligned `u64` in this rank's memory, accessed only through `arch`.
                 self.direct_buff = unsafe { arch::ld_acquire_sys_global(word) };
                 if self.direct_buff != 0 {
+                    // SAFETY: as above; this WaitSend thread is the only one on this side that
+                    // clears the word.
                     unsafe { arch::st_relaxed_sys_global(word, 0) };
                     break;
                 }
@@ -314,11 +355,21 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
 
     /// Reads the polled step counter. Ordering: acquire at system scope (the peer's
     /// fence and store publish the data of every step below the value).
+    ///
+    /// # Safety
+    /// `self.step_ptr` is the polled step counter of this thread's connection: an
+    /// 8-byte-aligned `u64` in global memory, or with `NVLS_MIN_POLLING` an `M` handle
+    /// naming such counters.
     #[inline(always)]
     unsafe fn load_step(&self) -> u64 {
         if self.flags & NVLS_MIN_POLLING != 0 {
+            // SAFETY: with `NVLS_MIN_POLLING` the polled word is a multicast handle of flavour
+            // `M` naming 8-byte-aligned step counters (`CONN_NVLS_MIN_POLL`; this function's
+            // contract).
             unsafe { M::ld_acquire_min_u64(self.step_ptr as u64) }
         } else {
+            // SAFETY: `step_ptr` is the connection's polled step counter, an 8-byte-aligned
+            // `u64` in global memory accessed only through `arch` (this function's contract).
             unsafe { arch::ld_acquire_sys_global(self.step_ptr) }
         }
     }
@@ -353,6 +404,11 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
     /// Why the group stopped (0: it has not).
     #[inline(always)]
     fn stopped(&self) -> u64 {
+        // SAFETY: `g.shared` is this group's `PrimsShared` for the value's life (`new`'s
+        // contract), and `stopped` is an aligned `u64` in it. Waiting threads may `stop` while
+        // others read: volatile accesses of one aligned word, which the GPU performs as single
+        // non-tearing `ld/st.volatile.shared.u64` (on the host twin this is formally a data
+        // race: not an atomic).
         unsafe { (&raw const (*self.g.shared).stopped).read_volatile() }
     }
 
@@ -360,6 +416,8 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
     #[inline(always)]
     fn stop(&self, status: u64) {
         if self.stopped() == 0 {
+            // SAFETY: as in `stopped`: this group's shared word, written with one volatile
+            // store; when two threads stop at once, either reason may be kept.
             unsafe { (&raw mut (*self.g.shared).stopped).write_volatile(status) };
         }
     }
@@ -398,6 +456,9 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
     /// With direct operations on, a direct send's pointer is the next rank's output at
     /// element `direct_ix`, and a direct receive's is this rank's own output there (the
     /// sender wrote it already).
+    ///
+    /// # Safety
+    /// `self` was built by [`Primitives::new`], whose contract still holds.
     #[allow(clippy::too_many_arguments)]
     unsafe fn wait_peer<const RECV: bool, const SEND: bool>(
         &mut self,
@@ -418,8 +479,13 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
         let need = self.step + P::STEP_PER_SLICE;
         if self.step_cache + room < need && self.stopped() == 0 {
             let waited_from = self.g.clock();
+            // SAFETY: `g.abort` is the host's abort flag, readable for the value's life
+            // (`new`'s contract), and the guard lives only in this call.
             let mut guard = unsafe { SpinGuard::new(self.g.abort, self.g.spin_budget_ns) };
             loop {
+                // SAFETY: `step_ptr` is this waiting thread's polled word, as `load_*_conn` set
+                // it (with the flags that say whether it is a multicast handle): `load_step`'s
+                // contract.
                 self.step_cache = unsafe { self.load_step() };
                 if self.step_cache + room >= need {
                     break;
@@ -433,8 +499,11 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
             }
             let waited = self.g.clock().wrapping_sub(waited_from);
             if is_send {
+                // SAFETY: `count` calls this only with its non-null `stats`, this channel's live
+                // `ChannelStats`, so the projection stays inside it (only the address is taken).
                 self.g.count(|s| unsafe { &raw mut (*s).wait_credit_ns }, waited);
             } else {
+                // SAFETY: as above.
                 self.g.count(|s| unsafe { &raw mut (*s).wait_data_ns }, waited);
             }
         }
@@ -444,16 +513,28 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
             let size_ptr = (self.sizes_fifo as *mut u64).wrapping_add(slot as usize);
             let size = size_entry(bytes, self.ops, last);
             if is_send {
+                // SAFETY: a non-zero `sizes_fifo` is `[u64; NCCL_STEPS]` in the receiver's
+                // memory (conn.rs) and `slot < NCCL_STEPS`, so the entry is an aligned `u64` in
+                // it; the sender's waiting thread writes the slot it has credits for, accessed
+                // only through `arch`.
                 unsafe { arch::st_volatile_global(size_ptr, size) };
+            // SAFETY: as above: the receiver's waiting thread reads the entry of a slot the
+            // sender has posted.
             } else if unsafe { arch::ld_volatile_global(size_ptr) } != size {
                 self.stop(LoopError::PeerMismatch.status(0));
             }
         }
         let offset = if self.offs_fifo != 0 {
+            // SAFETY: a non-zero `offs_fifo` is `[u64; NCCL_STEPS]` (conn.rs) and `slot <
+            // NCCL_STEPS`: an aligned `u64` accessed only through `arch`.
             unsafe { arch::ld_volatile_global((self.offs_fifo as *const u64).wrapping_add(slot as usize)) }
         } else {
             slot * self.step_bytes
         };
+        // SAFETY: `g.shared` is this group's `PrimsShared` (`new`'s contract); `srcs` and
+        // `dsts` are `[u64; MAX_ARITY + 1]`, and `dst`/`src` (0 or 1) plus `index <
+        // THREAD_PER_SYNC = MAX_ARITY` (below) stays within them, so both offsets are in
+        // bounds.
         let ptrs = unsafe {
             if is_send {
                 (&raw mut (*self.g.shared).dsts).cast::<u64>().add(dst as usize)
@@ -467,6 +548,9 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
             (true, false) if direct_recv => direct_at(self.output),
             _ => self.fifo + offset,
         };
+        // SAFETY: `ptrs + index` is in bounds (above); this slot is written only by this
+        // waiting thread, whose peer index it is, and the workers read it after the group's
+        // sub-barrier that follows.
         unsafe { ptrs.add(self.index as usize).write_volatile(ptr) };
         self.step += P::STEP_PER_SLICE;
     }
@@ -494,6 +578,9 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
         if SEND && self.flags & ROLE_POST_SEND != 0 && (data_stored || self.sizes_fifo != 0 || self.direct) {
             arch::fence_acq_rel_sys();
         }
+        // SAFETY: a posting thread's `step_ptr` is its connection's `head` (PostRecv) or `tail`
+        // (PostSend): an 8-byte-aligned `u64` in the peer's memory that only this thread writes
+        // on this side, accessed only through `arch` (`new`'s contract: valid connections).
         unsafe { arch::st_relaxed_sys_global(self.step_ptr, self.step) };
     }
 
@@ -555,24 +642,42 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
                 slice_size = slice_size.min(nelem - offset);
                 let shared = self.g.shared;
                 if SRC_BUF != buf::NONE && self.flags & src_role != 0 {
+                    // SAFETY: `g.shared` is this group's `PrimsShared` (`new`'s contract); slot
+                    // 0 of `srcs` is written only by the Input thread, and read by the workers
+                    // after the sub-barrier below.
                     unsafe { (&raw mut (*shared).srcs[0]).write_volatile(self.user(SRC_BUF, src_ix + offset)) };
                 }
                 if DST_BUF != buf::NONE && self.flags & dst_role != 0 {
+                    // SAFETY: as above, for `dsts[0]` and the Output thread.
                     unsafe { (&raw mut (*shared).dsts[0]).write_volatile(self.user(DST_BUF, dst_ix + offset)) };
                 }
                 let last = offset + slice_size >= nelem;
                 let (src, dst) = (SRC_BUF != buf::NONE, DST_BUF != buf::NONE);
+                // SAFETY: `wait_peer`'s contract: this thread's connection was loaded by `new`
+                // (valid, used by this group only), and every worker calls it for this slice.
                 unsafe { self.wait_peer::<RECV, SEND>(src, dst, slice_size, last, DIRECT_RECV, DIRECT_SEND, dst_ix + offset) };
                 self.sub_barrier();
                 let slice_from = if self.g.tid == 0 { self.g.clock() } else { 0 };
                 let work = if self.stopped() != 0 { 0 } else { slice_size as usize };
+                // SAFETY: this group's shared memory (`new`'s contract); `s < NSRCS <= 2 <=
+                // MAX_ARITY + 1`, and the writers (Input and WaitRecv threads) stored these
+                // words before the sub-barrier above.
                 let srcs: [u64; NSRCS] = core::array::from_fn(|s| unsafe { (&raw const (*shared).srcs[s]).read_volatile() });
+                // SAFETY: as above, for `dsts` (Output and WaitSend threads).
                 let dsts: [u64; NDSTS] = core::array::from_fn(|d| unsafe { (&raw const (*shared).dsts[d]).read_volatile() });
                 let w = Movers { tid: self.g.tid, nthreads: self.nworkers };
                 let dsts = [dsts[0], dsts[NDSTS - 1]];
                 // A direct receive's source is this rank's own output, where the data
                 // already is: only a send onwards remains.
                 let received_in_place = DIRECT_RECV && self.direct && SRC_BUF == buf::NONE;
+                // SAFETY: the sub-barrier above published this slice's pointers: the user
+                // buffers at `src_ix + offset`/`dst_ix + offset`, which hold `work <=
+                // slice_size` elements (this function's contract), and FIFO space for
+                // the whole slice (`slice_size <= slice_capacity`; or the next rank's output
+                // with direct operations), element-aligned; the `nworkers` workers (a multiple of
+                // 32) call this with the same arguments; the credits and data waits done by
+                // `wait_peer` make the FIFO slots this group's to read or write until the posts
+                // below.
                 unsafe {
                     if received_in_place {
                         if NDSTS == 2 {
@@ -586,8 +691,12 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
                 }
                 self.barrier();
                 if self.g.tid == 0 {
+                    // SAFETY: `count` calls this only with its non-null `stats`, this channel's live
+                    // `ChannelStats`, so the projection stays inside it (only the address is taken).
                     self.g.count(|s| unsafe { &raw mut (*s).copy_ns }, self.g.clock().wrapping_sub(slice_from));
+                    // SAFETY: as above.
                     self.g.count(|s| unsafe { &raw mut (*s).slices }, 1);
+                    // SAFETY: as above.
                     self.g.count(|s| unsafe { &raw mut (*s).bytes }, work as u64 * self.data.elt());
                 }
                 self.post_peer::<RECV, SEND>(slice_size > 0);
@@ -603,6 +712,9 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
         while slice < P::SLICE_PER_CHUNK {
             slice_size = slice_size.min(nelem - offset).max(0);
             let (src, dst) = (SRC_BUF != buf::NONE, DST_BUF != buf::NONE);
+            // SAFETY: as in the loop above: `wait_peer`'s contract holds (this thread's
+            // connection was loaded by `new`), and every thread of the group runs these empty
+            // slices.
             unsafe { self.wait_peer::<RECV, SEND>(src, dst, 0, true, DIRECT_RECV, DIRECT_SEND, dst_ix + offset) };
             self.barrier();
             self.post_peer::<RECV, SEND>(slice_size > 0);
@@ -641,10 +753,18 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
             if self.g.tid < self.nworkers {
                 let (user_role, npeers) = if SEND { (ROLE_INPUT, self.nsend) } else { (ROLE_OUTPUT, self.nrecv) };
                 if self.flags & user_role != 0 {
+                    // SAFETY: only the address of slot 0 of `srcs`/`dsts` in this group's
+                    // shared memory (`new`'s contract) is taken.
                     let (which, slot) = unsafe { if SEND { (buf::INPUT, &raw mut (*shared).srcs[0]) } else { (buf::OUTPUT, &raw mut (*shared).dsts[0]) } };
+                    // SAFETY: the slot is in this group's shared memory; only the Input (send)
+                    // or Output (receive) thread writes it, and the workers read it after the
+                    // sub-barrier below.
                     unsafe { slot.write_volatile(self.user(which, user_ix + offset)) };
                 }
                 let last = offset + real_size >= peer_elem;
+                // SAFETY: this thread's connection was loaded by `new` (valid, used by this
+                // group only), and every worker calls it for this slice: `wait_peer`'s
+                // contract.
                 unsafe { self.wait_peer::<RECV, SEND>(SEND, RECV, real_size, last, false, false, 0) };
                 self.sub_barrier();
                 if self.stopped() == 0 {
@@ -659,6 +779,9 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
                             continue;
                         }
                         let elt = self.data.elt();
+                        // SAFETY: this group's shared memory (`new`'s contract); `i < npeers <=
+                        // MAX_ARITY`, so `i` indexes within `[u64; MAX_ARITY + 1]`, and the
+                        // words were stored before the sub-barrier above.
                         let (src, dst) = unsafe {
                             if SEND {
                                 let user = (&raw const (*shared).srcs[0]).read_volatile();
@@ -670,6 +793,12 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
                         };
                         // Scatter pre-scales the input (NCCL's non-direct case); gather copies.
                         let w = Movers { tid: self.g.tid, nthreads: self.nworkers };
+                        // SAFETY: the user block at `p_offset + offset` holds `real_peer`
+                        // elements (bounded by `total_elem`, this function's contract) and the
+                        // peer's FIFO slot holds a slice (`real_peer <= data_size <=
+                        // slice_capacity`), element-aligned; the `nworkers` workers (a multiple
+                        // of 32) call this with the same arguments; `wait_peer` made the slot
+                        // this group's until the post below.
                         unsafe { movers::transform(w, self.data, SEND, false, src, [dst, dst], 1, real_peer as usize) };
                         stored = true;
                     }
@@ -691,9 +820,14 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Drop 
             return;
         }
         if self.flags & (ROLE_POST_SEND | ROLE_POST_RECV) != 0 {
+            // SAFETY: `conn` is non-null, so `new` loaded it: a valid `ConnInfo` of this rank
+            // used by this group only; the next item's threads read `step` after the CTA
+            // barrier that ends this one.
             unsafe { (&raw mut (*self.conn).step).write_volatile(self.step) };
         }
         if self.flags & (ROLE_WAIT_SEND | ROLE_WAIT_RECV) != 0 {
+            // SAFETY: as above; each connection's waiting thread is the only writer of its
+            // `ops`.
             unsafe { (&raw mut (*self.conn).ops).write_volatile(self.ops.wrapping_add(1)) };
         }
     }

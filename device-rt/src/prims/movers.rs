@@ -51,9 +51,14 @@ pub struct Movers {
 /// one instance per element size.
 ///
 /// # Safety
-/// As `reduce_copy`: every thread of the group calls it with the same arguments.
+/// `w.nthreads` is a multiple of 32 and every thread `0..w.nthreads` of the group calls
+/// it with the same arguments; `elt` is 1, 2, 4 or 8; `ndsts` is 1 or 2; `src` and the
+/// first `ndsts` of `dsts` each hold `n` elements of `elt` bytes and are aligned to
+/// `elt`; destinations overlap the source only exactly (as [`reduce_copy`] requires).
 #[inline(never)]
 pub unsafe fn copy(w: Movers, elt: u64, src: u64, dsts: [u64; 2], ndsts: usize, n: usize) {
+    // SAFETY: `elt` picks an element type of exactly `elt` bytes (the last arm: 8), so
+    // `copy_typed`'s contract is this function's, which the caller keeps.
     unsafe {
         match elt {
             1 => copy_typed::<u8>(w, src, dsts, ndsts, n),
@@ -64,9 +69,17 @@ pub unsafe fn copy(w: Movers, elt: u64, src: u64, dsts: [u64; 2], ndsts: usize, 
     }
 }
 
+/// [`copy`] with the element type `T`.
+///
+/// # Safety
+/// As [`copy`], with `elt = size_of::<T>()`.
 #[inline(never)]
 unsafe fn copy_typed<T: Elem>(w: Movers, src: u64, dsts: [u64; 2], ndsts: usize, n: usize) {
     let x = Operands::<1, 2> { srcs: [src], nsrcs: 1, dsts, ndsts, pre_op_args: [0], offset: 0 };
+    // SAFETY: one source and `ndsts` (1 or 2) destinations of `n` elements of `T`, element-
+    // aligned, no multicast, called by every thread `0..w.nthreads` (a multiple of 32) with the
+    // same arguments: `reduce_copy`'s contract for these bounds, which this function's caller
+    // keeps.
     unsafe { reduce_copy::<UNROLL, Sum<T>, SwMulticast, 0, 1, 1, 0, 1, 2, 0>(w.tid, w.nthreads, 0, false, &x, n) }
 }
 
@@ -74,10 +87,11 @@ unsafe fn copy_typed<T: Elem>(w: Movers, src: u64, dsts: [u64; 2], ndsts: usize,
 /// the first `ndsts` (1 or 2) of `dsts`, post-op applied when `post_op`.
 ///
 /// # Safety
-/// As [`copy`].
+/// As [`copy`], with both sources holding `n` elements of `d.dtype`.
 #[inline(never)]
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn reduce(w: Movers, d: DataOp, post_op: bool, srcs: [u64; 2], dsts: [u64; 2], ndsts: usize, n: usize) {
+    // SAFETY: each arm's type is `d.dtype`'s, so `reduce_op`'s contract is this function's.
     unsafe {
         match d.dtype {
             DataType::I8 => reduce_op::<i8>(w, d, post_op, srcs, dsts, ndsts, n),
@@ -94,9 +108,15 @@ pub unsafe fn reduce(w: Movers, d: DataOp, post_op: bool, srcs: [u64; 2], dsts: 
     }
 }
 
+/// [`reduce`] with the element type `T`.
+///
+/// # Safety
+/// As [`reduce`], with `T` the type `d.dtype` names.
 #[allow(clippy::too_many_arguments)]
 unsafe fn reduce_op<T: Elem>(w: Movers, d: DataOp, post_op: bool, srcs: [u64; 2], dsts: [u64; 2], ndsts: usize, n: usize) {
     let x = Operands::<2, 2> { srcs, nsrcs: 2, dsts, ndsts, pre_op_args: [d.arg; 2], offset: 0 };
+    // SAFETY: each arm's operator is `d.op`'s, and `reduce_typed`'s contract is this
+    // function's.
     unsafe {
         match d.op {
             RedOpKind::Sum => reduce_typed::<Sum<T>>(w, d.arg, post_op, &x, n),
@@ -109,8 +129,15 @@ unsafe fn reduce_op<T: Elem>(w: Movers, d: DataOp, post_op: bool, srcs: [u64; 2]
     }
 }
 
+/// [`reduce`] with the operator `Op`.
+///
+/// # Safety
+/// As [`reduce`], for `x`'s buffers, with elements of `Op::Elt`.
 #[inline(never)]
 unsafe fn reduce_typed<Op: RedOp>(w: Movers, arg: u64, post_op: bool, x: &Operands<2, 2>, n: usize) {
+    // SAFETY: two unicast sources (`nsrcs = 2`), `ndsts` (1 or 2) destinations, each holding
+    // `n` elements of `Op::Elt` and element-aligned, every thread of the group calling with the
+    // same arguments (`reduce_typed`'s contract): `reduce_copy`'s contract for these bounds.
     unsafe { reduce_copy::<UNROLL, Op, SwMulticast, 0, 2, 2, 0, 1, 2, 1>(w.tid, w.nthreads, arg, post_op, x, n) }
 }
 
@@ -119,15 +146,18 @@ unsafe fn reduce_typed<Op: RedOp>(w: Movers, arg: u64, post_op: bool, x: &Operan
 /// without either are plain copies.
 ///
 /// # Safety
-/// As [`copy`].
+/// As [`copy`], with elements of `d.dtype`.
 #[inline(never)]
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn transform(w: Movers, d: DataOp, pre_op: bool, post_op: bool, src: u64, dsts: [u64; 2], ndsts: usize, n: usize) {
     let pre = pre_op && d.has_pre_op();
     let post = post_op && d.has_post_op();
     if !pre && !post {
+        // SAFETY: a plain copy of `n` elements of `d.elt()` bytes: the same buffers and callers
+        // as this function's contract, which is `copy`'s.
         return unsafe { copy(w, d.elt(), src, dsts, ndsts, n) };
     }
+    // SAFETY: each arm's type is `d.dtype`'s, so `transform_op`'s contract is this function's.
     unsafe {
         match d.dtype {
             DataType::I8 => transform_op::<i8>(w, d, src, dsts, ndsts, n),
@@ -144,8 +174,15 @@ pub unsafe fn transform(w: Movers, d: DataOp, pre_op: bool, post_op: bool, src: 
     }
 }
 
+/// [`transform`] with the element type `T`, for the operators that have a pre- or
+/// post-op (traps on the others).
+///
+/// # Safety
+/// As [`transform`], with `T` the type `d.dtype` names.
 unsafe fn transform_op<T: Elem>(w: Movers, d: DataOp, src: u64, dsts: [u64; 2], ndsts: usize, n: usize) {
     let x = Operands::<1, 2> { srcs: [src], nsrcs: 1, dsts, ndsts, pre_op_args: [d.arg], offset: 0 };
+    // SAFETY: each arm's operator is `d.op`'s, and `transform_typed`'s contract is this
+    // function's.
     unsafe {
         match d.op {
             RedOpKind::PreMulSum => transform_typed::<PreMulSum<T>>(w, d.arg, &x, n),
@@ -155,7 +192,14 @@ unsafe fn transform_op<T: Elem>(w: Movers, d: DataOp, src: u64, dsts: [u64; 2], 
     }
 }
 
+/// [`transform`] with the operator `Op`.
+///
+/// # Safety
+/// As [`transform`], for `x`'s buffers, with elements of `Op::Elt`.
 #[inline(never)]
 unsafe fn transform_typed<Op: RedOp>(w: Movers, arg: u64, x: &Operands<1, 2>, n: usize) {
+    // SAFETY: one unicast source, `ndsts` (1 or 2) destinations, each holding `n` elements of
+    // `Op::Elt` and element-aligned, every thread of the group calling with the same arguments
+    // (`transform_typed`'s contract): `reduce_copy`'s contract for these bounds.
     unsafe { reduce_copy::<UNROLL, Op, SwMulticast, 0, 1, 1, 0, 1, 2, 1>(w.tid, w.nthreads, arg, true, x, n) }
 }

@@ -16,6 +16,10 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
     #[inline(never)]
     pub unsafe fn send(&mut self, in_ix: i64, n: i64) {
         const { assert!(MAX_SEND >= 1) };
+        // SAFETY: this function's contract, which the caller keeps, is `generic_op`'s: every
+        // thread of the group calls it with the same arguments, the input holds elements
+        // `in_ix..in_ix + n`, and `n` is at most one chunk; the operand counts are the ones
+        // `generic_op` asserts for these roles.
         unsafe { self.generic_op::<false, true, { buf::INPUT }, { buf::NONE }, 1, 1, 1, false, false, false>(in_ix, -1, n) }
     }
 
@@ -26,6 +30,10 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
     #[inline(never)]
     pub unsafe fn send_from_output(&mut self, out_ix: i64, n: i64) {
         const { assert!(MAX_SEND >= 1) };
+        // SAFETY: this function's contract, which the caller keeps, is `generic_op`'s: every
+        // thread of the group calls it with the same arguments, the output holds elements
+        // `out_ix..out_ix + n`, and `n` is at most one chunk; the operand counts are the ones
+        // `generic_op` asserts for these roles.
         unsafe { self.generic_op::<false, true, { buf::OUTPUT }, { buf::NONE }, 1, 1, 0, false, false, false>(out_ix, -1, n) }
     }
 
@@ -36,6 +44,10 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
     #[inline(never)]
     pub unsafe fn recv(&mut self, out_ix: i64, n: i64) {
         const { assert!(MAX_RECV >= 1) };
+        // SAFETY: this function's contract, which the caller keeps, is `generic_op`'s: every
+        // thread of the group calls it with the same arguments, the output holds elements
+        // `out_ix..out_ix + n`, and `n` is at most one chunk; the operand counts are the ones
+        // `generic_op` asserts for these roles.
         unsafe { self.generic_op::<true, false, { buf::NONE }, { buf::OUTPUT }, 1, 1, 0, false, false, false>(-1, out_ix, n) }
     }
 
@@ -46,6 +58,10 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
     #[inline(never)]
     pub unsafe fn copy_send(&mut self, in_ix: i64, out_ix: i64, n: i64) {
         const { assert!(MAX_SEND >= 1) };
+        // SAFETY: this function's contract, which the caller keeps, is `generic_op`'s: every
+        // thread of the group calls it with the same arguments, the input holds `in_ix..in_ix +
+        // n` and the output `out_ix..out_ix + n`, and `n` is at most one chunk; the operand
+        // counts are the ones `generic_op` asserts for these roles.
         unsafe { self.generic_op::<false, true, { buf::INPUT }, { buf::OUTPUT }, 1, 2, 1, false, false, false>(in_ix, out_ix, n) }
     }
 
@@ -56,6 +72,10 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
     #[inline(never)]
     pub unsafe fn recv_copy_send(&mut self, out_ix: i64, n: i64) {
         const { assert!(MAX_RECV >= 1 && MAX_SEND >= 1) };
+        // SAFETY: this function's contract, which the caller keeps, is `generic_op`'s: every
+        // thread of the group calls it with the same arguments, the output holds elements
+        // `out_ix..out_ix + n`, and `n` is at most one chunk; the operand counts are the ones
+        // `generic_op` asserts for these roles.
         unsafe { self.generic_op::<true, true, { buf::NONE }, { buf::OUTPUT }, 1, 2, 0, false, false, false>(-1, out_ix, n) }
     }
 
@@ -66,6 +86,10 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
     #[inline(never)]
     pub unsafe fn recv_send(&mut self, n: i64) {
         const { assert!(MAX_RECV >= 1 && MAX_SEND >= 1) };
+        // SAFETY: this function's contract, which the caller keeps, is `generic_op`'s: every
+        // thread of the group calls it with the same arguments, no user buffer is touched, and
+        // `n` is at most one chunk; the operand counts are the ones `generic_op` asserts for
+        // these roles.
         unsafe { self.generic_op::<true, true, { buf::NONE }, { buf::NONE }, 1, 1, 0, false, false, false>(-1, -1, n) }
     }
 
@@ -76,6 +100,10 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
     #[inline(never)]
     pub unsafe fn recv_reduce_send(&mut self, in_ix: i64, n: i64) {
         const { assert!(MAX_RECV >= 1 && MAX_SEND >= 1) };
+        // SAFETY: this function's contract, which the caller keeps, is `generic_op`'s: every
+        // thread of the group calls it with the same arguments, the input holds elements
+        // `in_ix..in_ix + n`, and `n` is at most one chunk; the operand counts are the ones
+        // `generic_op` asserts for these roles.
         unsafe { self.generic_op::<true, true, { buf::INPUT }, { buf::NONE }, 2, 1, 1, false, false, false>(in_ix, -1, n) }
     }
 
@@ -87,6 +115,10 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
     #[inline(never)]
     pub unsafe fn recv_reduce_copy(&mut self, in_ix: i64, out_ix: i64, n: i64) {
         const { assert!(MAX_RECV >= 1) };
+        // SAFETY: this function's contract, which the caller keeps, is `generic_op`'s: every
+        // thread of the group calls it with the same arguments, the input holds `in_ix..in_ix +
+        // n` and the output `out_ix..out_ix + n`, and `n` is at most one chunk; the operand
+        // counts are the ones `generic_op` asserts for these roles.
         unsafe { self.generic_op::<true, false, { buf::INPUT }, { buf::OUTPUT }, 2, 1, 1, true, false, false>(in_ix, out_ix, n) }
     }
 
@@ -98,6 +130,10 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
     #[inline(never)]
     pub unsafe fn recv_reduce_copy_send(&mut self, in_ix: i64, out_ix: i64, n: i64) {
         const { assert!(MAX_RECV >= 1 && MAX_SEND >= 1) };
+        // SAFETY: this function's contract, which the caller keeps, is `generic_op`'s: every
+        // thread of the group calls it with the same arguments, the input holds `in_ix..in_ix +
+        // n` and the output `out_ix..out_ix + n`, and `n` is at most one chunk; the operand
+        // counts are the ones `generic_op` asserts for these roles.
         unsafe { self.generic_op::<true, true, { buf::INPUT }, { buf::OUTPUT }, 2, 2, 1, true, false, false>(in_ix, out_ix, n) }
     }
 
@@ -109,6 +145,11 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
     #[inline(never)]
     pub unsafe fn direct_send(&mut self, in_ix: i64, out_ix: i64, n: i64) {
         const { assert!(MAX_SEND >= 1) };
+        // SAFETY: this function's contract, which the caller keeps, is `generic_op`'s: every
+        // thread of the group calls it with the same arguments, the input holds `in_ix..in_ix +
+        // n`, and so does the next rank's output at `out_ix` (every rank's output has the same
+        // layout, and it published that buffer through `exchange_direct`), and `n` is at most
+        // one chunk; the operand counts are the ones `generic_op` asserts for these roles.
         unsafe { self.generic_op::<false, true, { buf::INPUT }, { buf::NONE }, 1, 1, 1, false, false, true>(in_ix, out_ix, n) }
     }
 
@@ -119,6 +160,11 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
     #[inline(never)]
     pub unsafe fn direct_send_from_output(&mut self, out_ix: i64, n: i64) {
         const { assert!(MAX_SEND >= 1) };
+        // SAFETY: this function's contract, which the caller keeps, is `generic_op`'s: every
+        // thread of the group calls it with the same arguments, this rank's and the next rank's
+        // outputs hold `out_ix..out_ix + n` (every rank's output has the same layout), and `n`
+        // is at most one chunk; the operand counts are the ones `generic_op` asserts for these
+        // roles.
         unsafe { self.generic_op::<false, true, { buf::OUTPUT }, { buf::NONE }, 1, 1, 0, false, false, true>(out_ix, out_ix, n) }
     }
 
@@ -129,6 +175,11 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
     #[inline(never)]
     pub unsafe fn direct_copy_send(&mut self, in_ix: i64, out_ix: i64, n: i64) {
         const { assert!(MAX_SEND >= 1) };
+        // SAFETY: this function's contract, which the caller keeps, is `generic_op`'s: every
+        // thread of the group calls it with the same arguments, the input holds `in_ix..in_ix +
+        // n`, this rank's and the next rank's outputs `out_ix..out_ix + n` (every rank's output
+        // has the same layout), and `n` is at most one chunk; the operand counts are the ones
+        // `generic_op` asserts for these roles.
         unsafe { self.generic_op::<false, true, { buf::INPUT }, { buf::OUTPUT }, 1, 2, 1, false, false, true>(in_ix, out_ix, n) }
     }
 
@@ -139,6 +190,10 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
     #[inline(never)]
     pub unsafe fn direct_recv(&mut self, out_ix: i64, n: i64) {
         const { assert!(MAX_RECV >= 1) };
+        // SAFETY: this function's contract, which the caller keeps, is `generic_op`'s: every
+        // thread of the group calls it with the same arguments, the output holds
+        // `out_ix..out_ix + n`, and `n` is at most one chunk; the operand counts are the ones
+        // `generic_op` asserts for these roles.
         unsafe { self.generic_op::<true, false, { buf::NONE }, { buf::OUTPUT }, 1, 1, 0, false, true, false>(-1, out_ix, n) }
     }
 
@@ -150,6 +205,11 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
     #[inline(never)]
     pub unsafe fn direct_recv_copy_send(&mut self, out_ix: i64, n: i64) {
         const { assert!(MAX_RECV >= 1 && MAX_SEND >= 1) };
+        // SAFETY: this function's contract, which the caller keeps, is `generic_op`'s: every
+        // thread of the group calls it with the same arguments, this rank's and the next rank's
+        // outputs hold `out_ix..out_ix + n` (every rank's output has the same layout), and `n`
+        // is at most one chunk; the operand counts are the ones `generic_op` asserts for these
+        // roles.
         unsafe { self.generic_op::<true, true, { buf::NONE }, { buf::OUTPUT }, 1, 2, 0, false, true, true>(-1, out_ix, n) }
     }
 
@@ -161,6 +221,11 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
     #[inline(never)]
     pub unsafe fn direct_recv_reduce_copy_send(&mut self, in_ix: i64, out_ix: i64, n: i64) {
         const { assert!(MAX_RECV >= 1 && MAX_SEND >= 1) };
+        // SAFETY: this function's contract, which the caller keeps, is `generic_op`'s: every
+        // thread of the group calls it with the same arguments, the input holds `in_ix..in_ix +
+        // n`, this rank's and the next rank's outputs `out_ix..out_ix + n` (every rank's output
+        // has the same layout), and `n` is at most one chunk; the operand counts are the ones
+        // `generic_op` asserts for these roles.
         unsafe { self.generic_op::<true, true, { buf::INPUT }, { buf::OUTPUT }, 2, 2, 1, true, false, true>(in_ix, out_ix, n) }
     }
 
@@ -173,6 +238,10 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
     #[inline(never)]
     pub unsafe fn scatter(&mut self, in_ix: i64, total_elem: i64, peer_elem: i64, peer_offset: i64, skip: i32, shift: u32) {
         const { assert!(MAX_SEND >= 1) };
+        // SAFETY: this function's contract, which the caller keeps, is `scatter_gather_op`'s
+        // (as `generic_op`'s): every thread of the group calls it with the same arguments, the
+        // input holds every peer's block from `in_ix` (bounded by `total_elem`), and
+        // `peer_elem` is at most one chunk.
         unsafe { self.scatter_gather_op::<false, true>(in_ix, total_elem, peer_elem, peer_offset, skip, shift) }
     }
 
@@ -184,6 +253,10 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
     #[inline(never)]
     pub unsafe fn gather(&mut self, out_ix: i64, total_elem: i64, peer_elem: i64, peer_offset: i64, skip: i32, shift: u32) {
         const { assert!(MAX_RECV >= 1) };
+        // SAFETY: this function's contract, which the caller keeps, is `scatter_gather_op`'s
+        // (as `generic_op`'s): every thread of the group calls it with the same arguments, the
+        // output holds every peer's block from `out_ix` (bounded by `total_elem`), and
+        // `peer_elem` is at most one chunk.
         unsafe { self.scatter_gather_op::<true, false>(out_ix, total_elem, peer_elem, peer_offset, skip, shift) }
     }
 }

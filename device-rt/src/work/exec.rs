@@ -38,6 +38,11 @@ pub struct LoopArgs {
 }
 
 /// One channel's view of its loop: the launch arguments and which channel it is.
+///
+/// Built only by [`work_loop`], so its contract holds for every `Channel`: `header` is the
+/// host-mapped `QueueHeader` and `ring` the `capacity` host-mapped slots, `state` the
+/// loop's `LoopState` and `comm` null or the rank's `CommDevice` (both device memory), all
+/// valid for the launch; and `index < count <= MAX_CHANNELS`.
 #[derive(Clone, Copy, Debug)]
 struct Channel {
     args: LoopArgs,
@@ -91,7 +96,13 @@ enum Source {
 pub unsafe fn work_loop(args: LoopArgs) {
     let shared = arch::dyn_smem().cast::<LoopShared>();
     let tid = arch::thread_idx();
+    // SAFETY: `args.state` is the loop's `LoopState` in device memory, valid for the launch
+    // (this function's contract); only the address of its placement is taken.
     let placement = unsafe { &raw mut (*args.state).placement };
+    // SAFETY: the placement is the loop's, valid for the launch; `header.abort` is the host's
+    // abort flag in the host-mapped header, readable for the launch; `shared` is this CTA's
+    // `LoopShared` (`LOOP_SMEM_BYTES` of dynamic shared memory: this function's contract), so
+    // `channel` is this CTA's shared word; every thread of the CTA calls this.
     let Some((index, count)) = (unsafe { elect_channel(placement, &raw const (*args.header).abort, &raw mut (*shared).channel) }) else {
         return;
     };
@@ -110,26 +121,41 @@ pub unsafe fn work_loop(args: LoopArgs) {
     loop {
         if taken == cached {
             if tid == 0 {
+                // SAFETY: `a` was built from this function's arguments (valid for the launch)
+                // and an elected channel (`index < count <= MAX_CHANNELS`); thread 0 alone
+                // publishes completions.
                 unsafe { unpublished.publish(&a) };
             }
             if tid < WARP_SIZE {
+                // SAFETY: `a` is this CTA's channel (as above), `shared` its `LoopShared`, and
+                // every lane of warp 0 calls `fetch` with the same `next_seq`, `want` and
+                // `mailbox_done`.
                 unsafe { fetch(&a, next_seq, &mut want, mailbox_done, shared) };
             }
             if tid == 0 {
+                // SAFETY: thread 0, after warp 0's fetch and before the barrier below; `a`
+                // and `shared` are this CTA's.
                 unsafe { abort_between_items(&a, &mut abort_checked_ns, shared) };
             }
             arch::barrier_sync_all();
+            // SAFETY: `shared` is this CTA's `LoopShared`; warp 0's lane 0 wrote the verdict
+            // before the CTA barrier above, and nothing writes it until the next fetch, after
+            // every thread's next barrier.
             match unsafe { (&raw const (*shared).verdict).read_volatile() } {
                 VERDICT_RING => {
+                    // SAFETY: as above, for the count lane 0 wrote with the verdict.
                     cached = unsafe { (&raw const (*shared).count).read_volatile() } as usize;
                     mailbox_generation = None;
                 }
                 VERDICT_MAILBOX => {
                     cached = 1;
+                    // SAFETY: as above, for the generation lane 0 wrote with the verdict.
                     mailbox_generation = Some(unsafe { (&raw const (*shared).generation).read_volatile() });
                 }
                 VERDICT_ABORT => {
                     if tid == 0 {
+                        // SAFETY: `a` is this CTA's channel (valid pointers, as above); thread
+                        // 0 alone records.
                         unsafe { record_error(&a, LoopError::Aborted, 0, 0) };
                     }
                     break;
@@ -138,6 +164,10 @@ pub unsafe fn work_loop(args: LoopArgs) {
             }
             taken = 0;
         }
+        // SAFETY: `taken < cached <= ITEM_CACHE` (the verdict's count is at most the cache), so
+        // item `taken` is inside `shared.items`; warp 0 wrote it before the CTA barrier that
+        // followed the fetch, and rewrites the cache only in the next fetch, after every
+        // thread has read its item and passed the barrier that ends the item.
         let item = unsafe { (&raw const (*shared).items).cast::<WorkItem>().add(taken).read_volatile() };
         taken += 1;
         let source = match mailbox_generation {
@@ -153,6 +183,7 @@ pub unsafe fn work_loop(args: LoopArgs) {
             Ok(kind) => kind,
             Err(why) => {
                 if tid == 0 {
+                    // SAFETY: `a` is this CTA's channel; thread 0 alone records.
                     unsafe { record_error(&a, LoopError::BadItem, why as u32, seq) };
                 }
                 break;
@@ -160,14 +191,18 @@ pub unsafe fn work_loop(args: LoopArgs) {
         };
         // An item that may wait for the host must not hide earlier completions from it.
         if tid == 0 && may_block(kind) {
+            // SAFETY: `a` is this CTA's channel; thread 0 alone publishes.
             unsafe { unpublished.publish(&a) };
         }
+        // SAFETY: `a` is this CTA's channel and `shared` its `LoopShared`; `kind` is the item's
+        // validated kind, and every thread of the CTA runs it with the same arguments.
         let outcome = unsafe { execute(&a, kind, &item, shared) };
         arch::barrier_sync_all();
         match outcome {
             Ok(()) => {}
             Err(Stop::Error(error, detail)) => {
                 if tid == 0 {
+                    // SAFETY: `a` is this CTA's channel; thread 0 alone records.
                     unsafe { record_error(&a, error, detail, seq) };
                 }
                 break;
@@ -182,6 +217,7 @@ pub unsafe fn work_loop(args: LoopArgs) {
                 if tid == 0 {
                     unpublished.complete(seq, kind);
                     if seq % PUBLISH_EVERY == 0 || kind == WorkKind::Shutdown {
+                        // SAFETY: `a` is this CTA's channel; thread 0 alone publishes.
                         unsafe { unpublished.publish(&a) };
                     }
                 }
@@ -189,6 +225,8 @@ pub unsafe fn work_loop(args: LoopArgs) {
             }
             Source::Mailbox(generation) => {
                 if tid == 0 {
+                    // SAFETY: `a` is this CTA's channel; thread 0 alone completes the mailbox
+                    // item, once per generation.
                     unsafe { complete_mailbox(&a, generation) };
                 }
                 mailbox_done = generation;
@@ -199,7 +237,9 @@ pub unsafe fn work_loop(args: LoopArgs) {
         }
     }
     if tid == 0 {
+        // SAFETY: `a` is this CTA's channel; thread 0 alone publishes.
         unsafe { unpublished.publish(&a) };
+        // SAFETY: `a` is this CTA's channel; thread 0 alone leaves, once.
         unsafe { leave(&a) };
     }
 }
@@ -211,6 +251,11 @@ pub unsafe fn work_loop(args: LoopArgs) {
 ///
 /// Ordering: a volatile load of the flag (sees the host's release store eventually, orders
 /// nothing); the verdict is lane 0's own store, read back by the same thread.
+///
+/// # Safety
+/// Thread 0 of the CTA only, after warp 0's fetch and before the CTA barrier that
+/// publishes the verdict; `a` is this CTA's channel (its queue header live for the
+/// launch) and `shared` this CTA's `LoopShared`.
 unsafe fn abort_between_items(a: &Channel, checked_ns: &mut u64, shared: *mut LoopShared) {
     // SAFETY: `shared` is the CTA's loop shared memory; thread 0 wrote the verdict.
     let verdict = unsafe { (&raw const (*shared).verdict).read_volatile() };
@@ -250,6 +295,7 @@ impl Unpublished {
     /// As [`publish_ring`].
     unsafe fn publish(&mut self, a: &Channel) {
         if self.seq != 0 {
+            // SAFETY: `publish_ring`'s contract is this function's, which the caller keeps.
             unsafe { publish_ring(a, self.seq, self.wrote) };
             *self = Self::default();
         }
@@ -298,37 +344,57 @@ const FULL_WARP: u32 = u32::MAX;
 /// slot taken only when every flag is right), which the SM overlaps, then one
 /// `fence.acq_rel.sys`: the host wrote each word with a release store, so everything it
 /// wrote before the slots is visible to the CTA after the caller's barrier.
+///
+/// # Safety
+/// `a` is this CTA's [`Channel`] and `shared` is this CTA's `LoopShared`; every lane of
+/// warp 0, and no other thread, calls this with the same `next_seq`, `want` and
+/// `mailbox_done`.
 unsafe fn fetch(a: &Channel, next_seq: u64, want: &mut usize, mailbox_done: u64, shared: *mut LoopShared) {
     let lane = arch::lane_id() as usize;
     if a.index != POLLING_CHANNEL {
+        // SAFETY: `fetch`'s contract: `a` is this CTA's channel, `shared` its `LoopShared`, and
+        // the whole warp 0 runs this.
         match unsafe { wait_seen(a, next_seq, mailbox_done, shared) } {
             Some(seen) => *want = ((seen - next_seq + 1) as usize).min(ITEM_CACHE),
             None => return,
         }
     }
     if *want > 1 {
+        // SAFETY: `a` is this CTA's channel (its ring has `capacity` slots), and every lane of
+        // warp 0 calls this.
         let pieces = unsafe { read_slots(a, next_seq, *want, lane) };
         let ready = whole_slots(&pieces, next_seq, lane, *want);
         if ready > 0 {
             arch::fence_acq_rel_sys();
+            // SAFETY: `shared` is this CTA's `LoopShared` (`fetch`'s contract); only the
+            // address of its item cache is taken.
             let items = unsafe { (&raw mut (*shared).items).cast::<u64>() };
             for (k, piece) in pieces.into_iter().enumerate() {
                 let p = lane + k * WARP_SIZE as usize;
                 if p < ready * SLOT_PIECES {
                     let seq = next_seq + (p / SLOT_PIECES) as u64;
                     if let Some(bytes) = RingSlot::unflag_pair(piece, seq) {
+                        // SAFETY: `p < ready × SLOT_PIECES <= ITEM_CACHE × 8`, and each piece
+                        // fills one `u64` of the `ITEM_CACHE` 64-byte items, so the word is
+                        // inside the cache; each `p` belongs to one lane, and the CTA reads the
+                        // cache only after the caller's barrier.
                         unsafe { items.add(p).write_volatile(bytes) };
                     }
                 }
             }
             if lane == 0 {
+                // SAFETY: `shared` is this CTA's `LoopShared`, and lane 0 alone writes the
+                // verdict; the CTA reads it after the caller's barrier.
                 unsafe { set_verdict(shared, VERDICT_RING, ready as u64, 0) };
+                // SAFETY: `a` is this CTA's channel; lane 0 alone notes.
                 unsafe { note_seen(a, next_seq + ready as u64 - 1) };
             }
             *want = if ready == *want { (2 * ready).min(ITEM_CACHE) } else { ready };
             return;
         }
     }
+    // SAFETY: `fetch`'s contract: `a` is this CTA's channel, `shared` its `LoopShared`, and the
+    // whole warp 0 runs this.
     *want = if unsafe { poll_next_slot(a, next_seq, mailbox_done, shared) } { 2 } else { 1 };
 }
 
@@ -345,34 +411,50 @@ unsafe fn fetch(a: &Channel, next_seq: u64, want: &mut usize, mailbox_done: u64,
 /// accesses, and the CTA's after the caller's barrier, see everything the host wrote
 /// before the slot's words. The mailbox: lane 0's acquire of its state comes before the
 /// warp's named barrier, and every lane's loads of the item after it.
+///
+/// # Safety
+/// As [`fetch`].
 unsafe fn poll_next_slot(a: &Channel, next_seq: u64, mailbox_done: u64, shared: *mut LoopShared) -> bool {
     let lane = arch::lane_id() as usize;
+    // SAFETY: `a.header` is the host-mapped header, valid for the launch (`Channel`), so its
+    // `abort` flag stays readable while the guard lives (this call).
     let mut guard = unsafe { SpinGuard::new(&raw const (*a.header).abort, u64::MAX) };
     let mut round = 0u32;
     let started = arch::globaltimer_ns();
+    // SAFETY: `a` is this CTA's channel, and every lane of warp 0 runs this with the same
+    // `next_seq`.
     let mut reads = [unsafe { read_half(a, next_seq, lane, 0) }, [0; 2]];
+    // SAFETY: `a` is this CTA's channel, `shared` its `LoopShared`, and every lane of warp 0
+    // runs this (it votes).
     if unsafe { take_half(a, reads[0], next_seq, lane, 0, shared) } {
         return true;
     }
     let round_trip = arch::globaltimer_ns().wrapping_sub(started);
+    // SAFETY: as for the first read.
     reads[1] = unsafe { read_half(a, next_seq, lane, 1) };
     let second_issued = arch::globaltimer_ns();
     while arch::globaltimer_ns().wrapping_sub(second_issued) < round_trip / 2 {
         arch::spin_pause();
     }
+    // SAFETY: as for the first read.
     reads[0] = unsafe { read_half(a, next_seq, lane, 0) };
     let mut turn = 1;
     loop {
+        // SAFETY: as for the first take.
         if unsafe { take_half(a, reads[turn], next_seq, lane, turn, shared) } {
             return true;
         }
+        // SAFETY: as for the first read.
         reads[turn] = unsafe { read_half(a, next_seq, lane, turn) };
         turn ^= 1;
+        // SAFETY: `a` is this CTA's channel, and lane 0 alone looks.
         let (verdict, generation) = if lane == 0 { unsafe { look_elsewhere(a, mailbox_done, &mut round, &mut guard) } } else { (0, 0) };
         let verdict = broadcast_lane0(verdict);
         if verdict == 0 {
             continue;
         }
+        // SAFETY: `a` is this CTA's channel, `shared` its `LoopShared`, and every lane of warp
+        // 0 runs this with lane 0's verdict.
         unsafe { take_elsewhere(a, verdict, generation, lane, shared) };
         return false;
     }
@@ -385,13 +467,21 @@ unsafe fn poll_next_slot(a: &Channel, next_seq: u64, mailbox_done: u64, shared: 
 ///
 /// Ordering: `seen_seq` is read relaxed: it only says which slots to read; their contents
 /// are then read from host memory and ordered as in [`fetch`].
+///
+/// # Safety
+/// As [`fetch`].
 unsafe fn wait_seen(a: &Channel, next_seq: u64, mailbox_done: u64, shared: *mut LoopShared) -> Option<u64> {
     let lane = arch::lane_id() as usize;
+    // SAFETY: `a.header` is the host-mapped header, valid for the launch (`Channel`), so its
+    // `abort` flag stays readable while the guard lives (this call).
     let mut guard = unsafe { SpinGuard::new(&raw const (*a.header).abort, u64::MAX) };
     let mut round = 0u32;
     loop {
         let (seen, verdict, generation) = if lane == 0 {
+            // SAFETY: `a.state` is the loop's `LoopState` (`Channel`); `seen_seq` is an aligned
+            // `u64` in it that channels change only through `arch` atomics.
             let seen = unsafe { arch::ld_relaxed_gpu_global(&raw const (*a.state).seen_seq) };
+            // SAFETY: `a` is this CTA's channel, and lane 0 alone looks.
             let (verdict, generation) = if seen >= next_seq { (0, 0) } else { unsafe { look_elsewhere(a, mailbox_done, &mut round, &mut guard) } };
             (seen, verdict, generation)
         } else {
@@ -402,6 +492,8 @@ unsafe fn wait_seen(a: &Channel, next_seq: u64, mailbox_done: u64, shared: *mut 
             return Some(seen);
         }
         if verdict != 0 {
+            // SAFETY: `a` is this CTA's channel, `shared` its `LoopShared`, and every lane of
+            // warp 0 runs this with lane 0's verdict.
             unsafe { take_elsewhere(a, verdict, generation, lane, shared) };
             return None;
         }
@@ -415,15 +507,31 @@ unsafe fn wait_seen(a: &Channel, next_seq: u64, mailbox_done: u64, shared: *mut 
 ///
 /// Ordering: the mailbox: lane 0's acquire of its state came before the warp's named
 /// barrier, and every lane's loads of the item come after it.
+///
+/// # Safety
+/// `a` is this CTA's [`Channel`] and `shared` is this CTA's `LoopShared`; every lane of
+/// warp 0 calls this with the same `verdict` and `generation` (from lane 0's
+/// [`look_elsewhere`]), `lane` being its lane.
 unsafe fn take_elsewhere(a: &Channel, verdict: u64, generation: u64, lane: usize, shared: *mut LoopShared) {
     if lane == 0 {
+        // SAFETY: `shared` is this CTA's `LoopShared` (this function's contract); lane 0 alone
+        // writes the verdict, and the CTA reads it after the caller's barrier.
         unsafe { set_verdict(shared, verdict, u64::from(verdict == VERDICT_MAILBOX), generation) };
     }
     if verdict == VERDICT_MAILBOX {
         arch::barrier_sync(FETCH_BARRIER, WARP_SIZE);
         if lane < size_of::<WorkItem>() / 16 {
+            // SAFETY: `a.state` is the loop's `LoopState` (`Channel`); only the address of its
+            // mailbox item is taken.
             let item = arch::cvta_to_global(unsafe { &raw const (*a.state).mailbox.item }) + 16 * lane as u64;
+            // SAFETY: the item is `WorkItem` (64 bytes, 16-byte aligned) in the loop's device
+            // memory and `lane < 4`, so this is an aligned 16-byte piece of it; the stream
+            // wrote the item before the state that lane 0 acquired before the warp barrier
+            // above, and rewrites it only after the loop completes it.
             let piece = unsafe { arch::ld_cv_global_v2b64(item) };
+            // SAFETY: `lane < 4`: piece `lane` of the first cached item, inside `shared.items`
+            // and aligned; each lane writes its own piece, and the CTA reads them after the
+            // caller's barrier.
             unsafe { (&raw mut (*shared).items).cast::<[u64; 2]>().add(lane).write_volatile(piece) };
         }
     }
@@ -431,23 +539,40 @@ unsafe fn take_elsewhere(a: &Channel, verdict: u64, generation: u64, lane: usize
 
 /// Lane 0 of warp 0, having found ring slots up to `last` whole: raises the loop state's
 /// `seen_seq` to it (a relaxed atomic max at GPU scope; orders nothing).
+///
+/// # Safety
+/// `a` is this CTA's [`Channel`].
 unsafe fn note_seen(a: &Channel, last: u64) {
+    // SAFETY: `a.state` is the loop's `LoopState` (`Channel`); `seen_seq` is an aligned `u64`
+    // that channels change only through `arch` atomics.
     unsafe { u64::atomic_max_relaxed_gpu(&raw mut (*a.state).seen_seq, last) };
 }
 
 /// Lanes `8 × half ..= 8 × half + 7` of warp 0 read their piece of slot `next_seq` with an
 /// acquire load (the other lanes get zeros).
+///
+/// # Safety
+/// `a` is this CTA's [`Channel`]; `lane` is this thread's lane of warp 0.
 unsafe fn read_half(a: &Channel, next_seq: u64, lane: usize, half: usize) -> [u64; 2] {
     if lane / SLOT_PIECES != half {
         return [0; 2];
     }
+    // SAFETY: `(next_seq - 1) % capacity < capacity`, the ring's slot count (`Channel`); only
+    // the address is computed.
     let slot = unsafe { a.ring.add(((next_seq - 1) % a.capacity) as usize) };
+    // SAFETY: `slot` is a host-mapped `RingSlot` (128 bytes, 128-byte aligned) and `lane %
+    // SLOT_PIECES < 8`, so this is an aligned 16-byte piece of it, which the host writes only
+    // with atomic word stores.
     unsafe { arch::ld_acquire_sys_global_v2b64(arch::cvta_to_global(slot) + 16 * (lane % SLOT_PIECES) as u64) }
 }
 
 /// When the read of `half` (see [`read_half`]) found slot `next_seq` whole: its lanes copy
 /// the item into shared memory, lane 0 records the verdict and notes the slot seen, and
 /// every lane gets true.
+///
+/// # Safety
+/// `a` is this CTA's [`Channel`] and `shared` is this CTA's `LoopShared`; every lane of
+/// warp 0 calls this (it votes), `lane` being its lane.
 unsafe fn take_half(a: &Channel, piece: [u64; 2], next_seq: u64, lane: usize, half: usize, shared: *mut LoopShared) -> bool {
     let mine = lane / SLOT_PIECES == half;
     let bytes = RingSlot::unflag_pair(piece, next_seq);
@@ -456,10 +581,15 @@ unsafe fn take_half(a: &Channel, piece: [u64; 2], next_seq: u64, lane: usize, ha
         return false;
     }
     if let (true, Some(bytes)) = (mine, bytes) {
+        // SAFETY: `lane % SLOT_PIECES < 8`: a `u64` of the first cached item, inside
+        // `shared.items` (this function's contract); each lane of the half writes its own word,
+        // and the CTA reads them after the caller's barrier.
         unsafe { (&raw mut (*shared).items).cast::<u64>().add(lane % SLOT_PIECES).write_volatile(bytes) };
     }
     if lane == 0 {
+        // SAFETY: `shared` is this CTA's `LoopShared`, and lane 0 alone writes the verdict.
         unsafe { set_verdict(shared, VERDICT_RING, 1, 0) };
+        // SAFETY: `a` is this CTA's channel; lane 0 alone notes.
         unsafe { note_seen(a, next_seq) };
     }
     true
@@ -467,12 +597,20 @@ unsafe fn take_half(a: &Channel, piece: [u64; 2], next_seq: u64, lane: usize, ha
 
 /// Every lane of warp 0 reads its pieces of the `want` ring slots from `next_seq` on
 /// (piece `p` of the run is lane `p % 32`'s `p / 32`-th), with volatile loads.
+///
+/// # Safety
+/// `a` is this CTA's [`Channel`]; `lane` is this thread's lane of warp 0.
 unsafe fn read_slots(a: &Channel, next_seq: u64, want: usize, lane: usize) -> [[u64; 2]; PIECES_PER_LANE] {
     let mut pieces = [[0u64; 2]; PIECES_PER_LANE];
     for (k, piece) in pieces.iter_mut().enumerate() {
         let p = lane + k * WARP_SIZE as usize;
         if p < want * SLOT_PIECES {
+            // SAFETY: the index is below `capacity`, the ring's slot count (`Channel`); only
+            // the address is computed.
             let slot = unsafe { a.ring.add(((next_seq - 1 + (p / SLOT_PIECES) as u64) % a.capacity) as usize) };
+            // SAFETY: `slot` is a host-mapped `RingSlot` (128-byte aligned) and `p %
+            // SLOT_PIECES < 8`, so this is an aligned 16-byte piece of it, which the host
+            // writes only with atomic word stores.
             *piece = unsafe { arch::ld_volatile_global_v2b64(arch::cvta_to_global(slot) + 16 * (p % SLOT_PIECES) as u64) };
         }
     }
@@ -514,6 +652,9 @@ fn broadcast_lane0(v: u64) -> u64 {
 /// # Safety
 /// `shared` is the CTA's loop shared memory.
 unsafe fn set_verdict(shared: *mut LoopShared, verdict: u64, count: u64, generation: u64) {
+    // SAFETY: `shared` is this CTA's `LoopShared` (this function's contract): three aligned
+    // `u64` fields, written by lane 0 of warp 0 alone and read by the CTA after the caller's
+    // barrier.
     unsafe {
         (&raw mut (*shared).verdict).write_volatile(verdict);
         (&raw mut (*shared).count).write_volatile(count);
@@ -525,12 +666,20 @@ unsafe fn set_verdict(shared: *mut LoopShared, verdict: u64, count: u64, generat
 /// for a mailbox item of a generation other than `mailbox_done` and for another
 /// channel's error, and counts the round against the abort flag. Returns 0 to keep
 /// polling, or a verdict and (for the mailbox) the item's generation.
+///
+/// # Safety
+/// `a` is this CTA's [`Channel`]; lane 0 of warp 0 alone calls this.
 unsafe fn look_elsewhere(a: &Channel, mailbox_done: u64, round: &mut u32, guard: &mut SpinGuard) -> (u64, u64) {
+    // SAFETY: `a.state` is the loop's `LoopState` (`Channel`); only the address of its mailbox
+    // is taken.
     let mailbox = unsafe { &raw mut (*a.state).mailbox };
     *round = round.wrapping_add(1);
     if round.is_multiple_of(MAILBOX_POLL_EVERY) {
         // Generation first: it is released after DONE, so a PENDING seen after a new
         // generation belongs to a new item, never to the one just completed.
+        // SAFETY: `generation` is an aligned `u64` of the mailbox in device memory, which
+        // stream memory operations and channels write only with single aligned stores and
+        // `arch` atomics.
         let generation = unsafe { arch::ld_acquire_sys_global(&raw const (*mailbox).generation) };
         if generation != mailbox_done {
             // The low half, at the size it is written with (the host's 32-bit stream
@@ -542,6 +691,8 @@ unsafe fn look_elsewhere(a: &Channel, mailbox_done: u64, round: &mut u32, guard:
                 return (VERDICT_MAILBOX, generation);
             }
         }
+        // SAFETY: `error_claimed` is an aligned `u64` of the loop state, changed only by `arch`
+        // atomics.
         if unsafe { arch::ld_volatile_global(&raw const (*a.state).error_claimed) } != 0 {
             return (VERDICT_PEER_FAILED, 0);
         }
@@ -556,26 +707,43 @@ unsafe fn look_elsewhere(a: &Channel, mailbox_done: u64, round: &mut u32, guard:
 const MAILBOX_POLL_EVERY: u32 = 4;
 
 /// Runs a validated item with every thread of the CTA.
+///
+/// # Safety
+/// `a` is this CTA's [`Channel`] and `shared` is this CTA's `LoopShared`; `kind` is
+/// `item`'s kind as `validate` returned it; every thread of the CTA calls this with the
+/// same arguments.
 unsafe fn execute(a: &Channel, kind: WorkKind, item: &WorkItem, shared: *mut LoopShared) -> Result<(), Stop> {
     match kind {
         WorkKind::NoOp | WorkKind::Shutdown => Ok(()),
         WorkKind::ReduceCopy => {
+            // SAFETY: every thread of the CTA runs the validated item, whose buffers hold
+            // `count` elements as the host promised when it queued it; `(index, count)` is this
+            // channel's share of the grid.
             unsafe { run_reduce_copy(item, (a.index, a.count)) };
             Ok(())
         }
+        // SAFETY: `a` is this CTA's channel, `shared` its `LoopShared`, and every thread of the
+        // CTA calls this.
         WorkKind::Barrier => unsafe { channels_barrier(a, shared) },
+        // SAFETY: as above.
         WorkKind::Call => unsafe { call(a, item, shared) },
+        // SAFETY: as above.
         WorkKind::Collective => unsafe { collective(a, item, shared) },
     }
 }
 
 /// Runs a collective item with the rank's communicator, after checking it against the
 /// communicator (the host has checked it too).
+///
+/// # Safety
+/// As [`execute`], for a Collective item.
 #[inline(never)]
 unsafe fn collective(a: &Channel, item: &WorkItem, shared: *mut LoopShared) -> Result<(), Stop> {
     if a.comm.is_null() {
         return Err(Stop::Error(LoopError::BadItem, BadItem::NoCommunicator as u32));
     }
+    // SAFETY: `a.comm` is non-null, so it is the rank's `CommDevice` in device memory, valid
+    // for the launch (`work_loop`'s contract), and only read by the loop.
     let (rank, nranks) = unsafe { ((*a.comm).rank, (*a.comm).nranks) };
     if let Err(why) = item.validate_in_comm(rank, nranks) {
         return Err(Stop::Error(LoopError::BadItem, why as u32));
@@ -597,8 +765,17 @@ unsafe fn collective(a: &Channel, item: &WorkItem, shared: *mut LoopShared) -> R
         send_peer: item.arg as u32,
         recv_peer: (item.arg >> 32) as u32,
     };
+    // SAFETY: `shared` is this CTA's `LoopShared`; only the address of its `MAX_GROUPS`
+    // primitives groups' shared memory is taken.
     let prims = unsafe { (&raw mut (*shared).prims).cast() };
+    // SAFETY: `a.comm` is the rank's valid `CommDevice`, whose connection arrays cover the
+    // loop's `count` channels (the host sized them); `prims` holds `MAX_GROUPS` groups' shared
+    // memory, and `header.abort` is the host's abort flag, readable for the launch.
     let cx = unsafe { CollCtx::new(a.comm, (a.index, a.count), prims, &raw const (*a.header).abort, a.spin_budget_ns) };
+    // SAFETY: every thread of the CTA runs this with the same arguments; `cx` was built by
+    // `CollCtx::new` for this rank's communicator and channel, and `c` passed `validate` and
+    // `validate_in_comm` (the host also checked that its buffers hold what the function
+    // addresses).
     match unsafe { run_collective(&cx, &c, dtype, kind) } {
         Ok(()) => Ok(()),
         Err((error, detail)) => Err(Stop::Error(error, detail)),
@@ -607,11 +784,20 @@ unsafe fn collective(a: &Channel, item: &WorkItem, shared: *mut LoopShared) -> R
 
 /// `dst = src` or `dst = src + src2` over this channel's share: share `part.0` of
 /// `part.1`.
+///
+/// # Safety
+/// Every thread of the CTA calls this with the same arguments; `item` is a validated
+/// ReduceCopy item, whose buffers hold `count` elements of its type, aligned to it (the
+/// host's promise); `part` is this channel's share of the loop's channels.
 #[inline(never)]
 unsafe fn run_reduce_copy(item: &WorkItem, part: (u32, u32)) {
     let (src, src2, dst, n) = (item.src, item.src2, item.dst, item.count);
     // `validate` guarantees a known type.
     let Some(dtype) = DataType::from_u8(item.dtype) else { arch::trap() };
+    // SAFETY: every thread of the CTA (a multiple of 32: `work_loop`'s contract) calls this
+    // with the same arguments; the validated item's buffers hold `n` elements of `dtype`,
+    // aligned to it (the host's promise when it queued the item); each arm's type has `dtype`'s
+    // size.
     unsafe {
         if src2 == 0 {
             // A copy moves bits: any type of the element's size will do.
@@ -641,10 +827,18 @@ unsafe fn run_reduce_copy(item: &WorkItem, part: (u32, u32)) {
 
 /// Thread 0 waits until `ready()`, bounded by the abort flag and the spin budget; every
 /// thread of the CTA gets the outcome.
+///
+/// # Safety
+/// `a` is this CTA's [`Channel`] and `shared` is this CTA's `LoopShared`; every thread of
+/// the CTA calls this (thread 0 alone calls `ready`).
 unsafe fn cta_wait(a: &Channel, shared: *mut LoopShared, site: WaitSite, mut ready: impl FnMut() -> bool) -> Result<(), Stop> {
     if arch::thread_idx() == 0 {
+        // SAFETY: `a.state` is the loop's `LoopState` (`Channel`); only the address of
+        // `error_claimed` is taken.
         let claimed = unsafe { &raw const (*a.state).error_claimed };
         let mut peer_failed = false;
+        // SAFETY: `header.abort` is the host's abort flag, readable for the launch; `claimed`
+        // is an aligned `u64` of the loop state changed only by `arch` atomics.
         let waited = unsafe {
             spin_until(&raw const (*a.header).abort, a.spin_budget_ns, || {
                 peer_failed = arch::ld_volatile_global(claimed) != 0;
@@ -657,9 +851,13 @@ unsafe fn cta_wait(a: &Channel, shared: *mut LoopShared, site: WaitSite, mut rea
             Err(Interrupted::Aborted) => LoopError::Aborted.status(0),
             Err(Interrupted::TimedOut) => LoopError::Timeout.status(site as u32),
         };
+        // SAFETY: `shared` is this CTA's `LoopShared`; thread 0 alone writes `wait_result`,
+        // before the CTA barrier below.
         unsafe { (&raw mut (*shared).wait_result).write_volatile(outcome) };
     }
     arch::barrier_sync_all();
+    // SAFETY: the barrier above orders thread 0's write before every thread's read, and nothing
+    // writes `wait_result` again before the next item's barrier.
     match unsafe { (&raw const (*shared).wait_result).read_volatile() } {
         0 => Ok(()),
         WAIT_PEER_FAILED => Err(Stop::PeerFailed),
@@ -673,22 +871,40 @@ unsafe fn cta_wait(a: &Channel, shared: *mut LoopShared, site: WaitSite, mut rea
 /// Ordering: the arrival is an acq_rel atomic and the release of the generation a
 /// release store, so everything each channel did before the barrier is visible to every
 /// channel after it.
+///
+/// # Safety
+/// As [`cta_wait`].
 unsafe fn channels_barrier(a: &Channel, shared: *mut LoopShared) -> Result<(), Stop> {
     let state = a.state;
+    // SAFETY: `a.state` is the loop's `LoopState` (`Channel`); only the field's address is
+    // taken.
     let generation_ptr = unsafe { &raw mut (*state).barrier_generation };
     let mut generation = 0;
     if arch::thread_idx() == 0 {
+        // SAFETY: `barrier_generation` is an aligned `u64` of the loop state, changed only
+        // through `arch`.
         generation = unsafe { arch::ld_acquire_sys_global(generation_ptr) };
+        // SAFETY: `barrier_arrived` is an aligned `u64` of the loop state, changed only through
+        // `arch` atomics.
         let arrived = unsafe { u64::atomic_add_acq_rel_sys(&raw mut (*state).barrier_arrived, 1) } + 1;
         if arrived == u64::from(a.count) {
+            // SAFETY: as above; only the last channel to arrive resets it.
             unsafe { arch::st_relaxed_sys_global(&raw mut (*state).barrier_arrived, 0) };
+            // SAFETY: as for the load above.
             unsafe { arch::st_release_sys_global(generation_ptr, generation + 1) };
         }
     }
+    // SAFETY: `a` is this CTA's channel, `shared` its `LoopShared`, and every thread of the CTA
+    // calls this; `generation_ptr` stays valid for the launch.
     unsafe { cta_wait(a, shared, WaitSite::Barrier, || arch::ld_acquire_sys_global(generation_ptr) != generation) }
 }
 
 /// Runs a device function.
+///
+/// # Safety
+/// As [`execute`], for a Call item, whose `arg` is the address of an aligned `u64` in
+/// device or host-mapped memory that the kernel accesses only through `arch` (the host's
+/// promise).
 unsafe fn call(a: &Channel, item: &WorkItem, shared: *mut LoopShared) -> Result<(), Stop> {
     let Some(function) = DeviceFunction::from_u32(item.function) else { arch::trap() };
     let leader = a.index == 0 && arch::thread_idx() == 0;
@@ -696,18 +912,27 @@ unsafe fn call(a: &Channel, item: &WorkItem, shared: *mut LoopShared) -> Result<
     match function {
         DeviceFunction::Timestamp => {
             if leader {
+                // SAFETY: a validated Timestamp item's `arg` is the address of an aligned,
+                // writable `u64` in device or host-mapped memory (the host's promise), written
+                // only by this leader thread while the item runs.
                 unsafe { arch::st_volatile_global(word, arch::globaltimer_ns()) };
             }
             Ok(())
         }
         DeviceFunction::Increment => {
             if leader {
+                // SAFETY: a validated Increment item's `arg` is the address of an aligned `u64`
+                // in device or host-mapped memory (the host's promise), changed only by
+                // atomics.
                 unsafe { u64::atomic_add_relaxed_sys(word, 1) };
             }
             Ok(())
         }
         DeviceFunction::WaitAtLeast => {
             let want = item.count;
+            // SAFETY: a validated WaitAtLeast item's `arg` is the address of an aligned `u64`
+            // in device or host-mapped memory (the host's promise); `a` is this CTA's channel,
+            // `shared` its `LoopShared`, and every thread of the CTA calls this.
             unsafe { cta_wait(a, shared, WaitSite::Flag, || arch::ld_acquire_sys_global(word) >= want) }
         }
     }
@@ -719,8 +944,15 @@ unsafe fn call(a: &Channel, item: &WorkItem, shared: *mut LoopShared) -> Result<
 /// a release store (`fence.acq_rel.sys` first) makes that work visible before the
 /// completion is. Items that wrote nothing (no-ops, barriers, shutdown) have nothing to
 /// make visible: their completion is a relaxed store, without the fence.
+///
+/// # Safety
+/// `a` is this CTA's [`Channel`]; thread 0 of the CTA alone calls this.
 unsafe fn publish_ring(a: &Channel, seq: u64, release: bool) {
+    // SAFETY: `index < count <= MAX_CHANNELS` (`Channel`), the length of the host-mapped
+    // header's `cta_completed`; only the address is computed.
     let slot = unsafe { (&raw mut (*a.header).cta_completed).cast::<u64>().add(a.index as usize) };
+    // SAFETY: `slot` is this channel's aligned `u64` in the host-mapped header, written only by
+    // this channel's thread 0, through `arch`.
     unsafe {
         if release {
             arch::st_release_sys_global(slot, seq)
@@ -734,24 +966,46 @@ unsafe fn publish_ring(a: &Channel, seq: u64, release: bool) {
 /// marks the item done, then bumps the generation.
 ///
 /// Ordering: as [`publish_ring`], through an acq_rel arrival count and a release store.
+///
+/// # Safety
+/// `a` is this CTA's [`Channel`]; thread 0 of the CTA alone calls this, once per mailbox
+/// generation.
 unsafe fn complete_mailbox(a: &Channel, generation: u64) {
+    // SAFETY: `a.state` is the loop's `LoopState` (`Channel`); only the mailbox's address is
+    // taken.
     let mailbox = unsafe { &raw mut (*a.state).mailbox };
     arch::fence_acq_rel_sys();
+    // SAFETY: `arrived` is an aligned `u64` of the mailbox in device memory, changed only
+    // through `arch`.
     let arrived = unsafe { u64::atomic_add_acq_rel_sys(&raw mut (*mailbox).arrived, 1) } + 1;
     if arrived == u64::from(a.count) {
+        // SAFETY: as above; only the last channel to arrive resets it.
         unsafe { arch::st_relaxed_sys_global(&raw mut (*mailbox).arrived, 0) };
+        // SAFETY: the low half of the mailbox's aligned `u64` `state` is an aligned `u32`
+        // (little-endian), which the device writes only through `arch` and the stream with
+        // single aligned stores.
         unsafe { arch::st_release_sys_global((&raw mut (*mailbox).state).cast::<u32>(), MAILBOX_DONE as u32) };
         // After DONE: a channel that sees the new generation then sees DONE (or the next
         // PENDING), never the completed item's PENDING.
+        // SAFETY: `generation` is an aligned `u64` of the mailbox, written only by the last
+        // channel to arrive, through `arch`.
         unsafe { arch::st_release_sys_global(&raw mut (*mailbox).generation, generation + 1) };
     }
 }
 
 /// Records the loop's first error: the channel that wins the claim writes the details,
 /// then the status (release), so the host never sees a status without its details.
+///
+/// # Safety
+/// `a` is this CTA's [`Channel`]; thread 0 of the CTA alone calls this.
 unsafe fn record_error(a: &Channel, error: LoopError, detail: u32, seq: u64) {
+    // SAFETY: `error_claimed` is an aligned `u64` of the loop state, changed only by `arch`
+    // atomics.
     if unsafe { u64::atomic_cas_acq_rel_sys(&raw mut (*a.state).error_claimed, 0, 1) } == 0 {
+        // SAFETY: `error_seq` is an aligned `u64` of the host-mapped header, written only by
+        // the channel that won the claim above.
         unsafe { arch::st_volatile_global(&raw mut (*a.header).error_seq, seq) };
+        // SAFETY: as above, for `status`.
         unsafe { arch::st_release_sys_global(&raw mut (*a.header).status, error.status(detail)) };
     }
 }
@@ -759,11 +1013,23 @@ unsafe fn record_error(a: &Channel, error: LoopError, detail: u32, seq: u64) {
 /// Leaves the loop: closes the mailbox (a stream waiting on it continues) and counts
 /// this channel out; the last channel out tells the host, after every channel's
 /// completions (acq_rel count, then a release store).
+///
+/// # Safety
+/// `a` is this CTA's [`Channel`]; thread 0 of the CTA alone calls this, once, as the
+/// channel leaves.
 unsafe fn leave(a: &Channel) {
+    // SAFETY: `a.state` is the loop's `LoopState` (`Channel`): the high half of the mailbox's
+    // aligned `u64` `state` is the aligned `u32` after its low half (little-endian); only its
+    // address is computed here.
     let state_hi = unsafe { (&raw mut (*a.state).mailbox.state).cast::<u32>().add(1) };
+    // SAFETY: `state_hi` is that aligned `u32` in device memory, which the device writes only
+    // through `arch`.
     unsafe { arch::st_release_sys_global(state_hi, 1) };
+    // SAFETY: `exited` is an aligned `u64` of the loop state, changed only by `arch` atomics.
     let exited = unsafe { u64::atomic_add_acq_rel_sys(&raw mut (*a.state).exited, 1) } + 1;
     if exited == u64::from(a.count) {
+        // SAFETY: `exited` is an aligned `u64` of the host-mapped header, written only by the
+        // last channel to leave.
         unsafe { arch::st_release_sys_global(&raw mut (*a.header).exited, exited) };
     }
 }

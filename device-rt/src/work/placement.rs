@@ -84,15 +84,24 @@ mod election {
     /// `p` is the loop's placement (see [`ChannelPlacement`]), valid for the launch;
     /// `abort` is readable; `slot` is this CTA's.
     pub unsafe fn elect_channel(p: *mut ChannelPlacement, abort: *const u64, slot: *mut u64) -> Option<(u32, u32)> {
+        // SAFETY: `p` is the loop's placement in device memory, valid for the launch (this
+        // function's contract); `nchannels` is an aligned `u32` in it that the host wrote
+        // before the launch.
         let nchannels = unsafe { arch::ld_volatile_global((&raw const (*p).nchannels).cast::<u32>()) };
         if nchannels == 0 {
             return Some((arch::block_idx(), arch::grid_dim()));
         }
         if arch::thread_idx() == 0 {
+            // SAFETY: thread 0 alone runs the claim, with the same `p` and `abort` this
+            // function's contract makes valid, and `nchannels` read from `p`.
             let channel = unsafe { claim_for_this_sm(p, nchannels, abort) };
+            // SAFETY: `slot` is this CTA's shared-memory word (this function's contract);
+            // thread 0 alone writes it, before the barrier below.
             unsafe { slot.write_volatile(channel.map_or(u64::MAX, u64::from)) };
         }
         arch::barrier_sync_all();
+        // SAFETY: the barrier above orders thread 0's write of `slot` before every thread's
+        // read, and nothing writes it again during this call.
         match unsafe { slot.read_volatile() } {
             u64::MAX => None,
             channel => Some((channel as u32, nchannels)),
@@ -100,34 +109,61 @@ mod election {
     }
 
     /// Thread 0's part of [`elect_channel`].
+    ///
+    /// # Safety
+    /// As [`elect_channel`] for `p` and `abort`; `nchannels` is `p`'s, nonzero and at most
+    /// [`MAX_CHANNELS`](crate::abi::MAX_CHANNELS) (the placement's invariant).
     unsafe fn claim_for_this_sm(p: *mut ChannelPlacement, nchannels: u32, abort: *const u64) -> Option<u32> {
         let sm = arch::sm_id() as usize;
+        // SAFETY: `p` is the loop's placement, valid for the launch (this function's contract);
+        // only the address of its `sm_channel` table is taken.
         let table = unsafe { (&raw const (*p).sm_channel).cast::<u8>() };
+        // SAFETY: `sm < MAX_SMS`, the table's length; the host wrote it before the launch and
+        // the device never writes it.
         let listed = if sm < super::MAX_SMS { unsafe { table.add(sm).read_volatile() } } else { 0 };
+        // SAFETY: `listed - 1 < nchannels <= MAX_CHANNELS` (the placement's invariant, kept by
+        // the host), as `claim` requires.
         if listed != 0 && u32::from(listed) <= nchannels && unsafe { claim(p, u32::from(listed) - 1) } {
             return Some(u32::from(listed) - 1);
         }
+        // SAFETY: `grace_ns` is an aligned `u32` of the valid placement (this function's
+        // contract), written by the host before the launch.
         let grace_ns = u64::from(unsafe { arch::ld_volatile_global((&raw const (*p).grace_ns).cast::<u32>()) });
+        // SAFETY: only the address of the placement's `claimed` counter is taken.
         let claimed = unsafe { &raw const (*p).claimed };
         let started = arch::globaltimer_ns();
         while arch::globaltimer_ns().wrapping_sub(started) < grace_ns {
+            // SAFETY: `claimed` is an aligned `u64` in the valid placement, updated by CTAs
+            // only through `arch` atomics.
             if unsafe { arch::ld_acquire_sys_global(claimed) } >= u64::from(nchannels) {
                 return None;
             }
+            // SAFETY: `abort` is the host's abort flag, readable for the launch (this
+            // function's contract), read only through `arch`.
             if unsafe { arch::ld_volatile_global(abort) } != 0 {
                 break;
             }
             arch::nanosleep(1000);
         }
+        // SAFETY: `c < nchannels <= MAX_CHANNELS`, as `claim` requires.
         (0..nchannels).find(|&c| unsafe { claim(p, c) })
     }
 
     /// Claims channel `c` for this CTA: true when no CTA had it.
+    ///
+    /// # Safety
+    /// `p` is the loop's placement, valid for the launch, and `c < MAX_CHANNELS`.
     unsafe fn claim(p: *mut ChannelPlacement, c: u32) -> bool {
+        // SAFETY: `c < MAX_CHANNELS` (this function's contract), so the word is inside the
+        // valid placement's `claims`.
         let word = unsafe { (&raw mut (*p).claims).cast::<u64>().add(c as usize) };
+        // SAFETY: `word` is an aligned `u64` of the placement in device memory, changed by CTAs
+        // only through `arch` atomics.
         if unsafe { u64::atomic_cas_acq_rel_sys(word, 0, 1) } != 0 {
             return false;
         }
+        // SAFETY: `claimed` is an aligned `u64` of the valid placement, changed only through
+        // `arch` atomics.
         unsafe { u64::atomic_add_acq_rel_sys(&raw mut (*p).claimed, 1) };
         true
     }

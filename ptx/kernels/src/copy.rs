@@ -14,10 +14,15 @@ macro_rules! reduce_copy_kernel {
         /// `device_rt::copy::reduce_copy_args` over `*args`.
         ///
         /// # Safety
-        /// `args` points to a valid `ReduceCopyArgs` whose buffers hold `n_elts`
-        /// elements; the block is a multiple of 32 threads.
+        /// `args` points to a valid `ReduceCopyArgs` (see `reduce_copy_share`) in device
+        /// memory, unchanged during the launch, whose buffers hold `n_elts` elements aligned
+        /// to the element type; the block is a multiple of 32 threads.
         #[unsafe(no_mangle)]
         pub unsafe extern "gpu-kernel" fn $name(args: *const ReduceCopyArgs) {
+            // SAFETY: `args` points to a valid `ReduceCopyArgs` in device memory that the host
+            // wrote before the launch and nothing writes during it, whose buffers hold `n_elts`
+            // elements aligned to `$t`; every thread of the block (a multiple of 32) runs this:
+            // `reduce_copy_args`' contract (this kernel's).
             unsafe { reduce_copy_args::<$t>(&*args) }
         }
     };
@@ -39,10 +44,15 @@ macro_rules! reduce_copy_fixed_kernel {
         /// `device_rt::copy::reduce_copy_fixed` (Sum) over `*args`: the hot shapes.
         ///
         /// # Safety
-        /// `args` points to a valid `ReduceCopyArgs` whose first sources and destinations
-        /// hold `n_elts` elements; the block is a multiple of 32 threads.
+        /// `args` points to a valid `ReduceCopyArgs` in device memory, unchanged during the
+        /// launch, whose first sources and destinations hold `n_elts` elements aligned to
+        /// the element type; the block is a multiple of 32 threads.
         #[unsafe(no_mangle)]
         pub unsafe extern "gpu-kernel" fn $name(args: *const ReduceCopyArgs) {
+            // SAFETY: as in `reduce_copy_kernel!`: `args` is a valid, unchanging `ReduceCopyArgs`
+            // whose first `$srcs` sources and `$dsts` destinations hold `n_elts` elements aligned
+            // to `$t`, and every thread of the block (a multiple of 32) runs this:
+            // `reduce_copy_fixed`'s contract (this kernel's).
             unsafe { reduce_copy_fixed::<Sum<$t>, $srcs, $dsts>(&*args) }
         }
     };
@@ -63,14 +73,23 @@ reduce_copy_fixed_kernel!(reduce_copy_sum_bf16_s8d1, Bf16, 8, 1);
 /// multicast object.
 ///
 /// # Safety
-/// `args.srcs[0]`/`args.dsts[0]` must be multicast addresses bound to a multicast object.
+/// `args` points to a valid `ReduceCopyArgs` in device memory, unchanged during the launch,
+/// whose multicast buffer (`dsts[0]` when `multicast_dst`, else `srcs[0]`) is a multicast
+/// address bound to a multicast object and whose other buffers hold `n_elts` elements of
+/// `dtype`, all aligned to it; the block is a multiple of 32 threads.
 #[unsafe(no_mangle)]
 pub unsafe extern "gpu-kernel" fn reduce_copy_hw_multicast(args: *const ReduceCopyArgs, dtype: u32) {
     use device_rt::dtype::DataType as D;
     use RedOpKind as K;
     type Hw = HwMulticast;
+    // SAFETY: `args` points to a valid `ReduceCopyArgs` in device memory, unchanged during the
+    // launch (this kernel's contract).
     let a = unsafe { &*args };
     let dtype = u8::try_from(dtype).ok().and_then(D::from_u8);
+    // SAFETY: each arm names the multicast flavour, counts and types of one `multimem` form, with
+    // the multicast buffer (`dsts[0]` when `multicast_dst`, else `srcs[0]`) a multicast address
+    // bound to a multicast object and the others holding `n_elts` elements (this kernel's
+    // contract): `reduce_copy_share`'s contract with `HwMulticast`.
     unsafe {
         match (dtype, op_kind(a.op), a.multicast_dst) {
             (Some(D::F32), Some(K::Sum), 1) => reduce_copy_share::<Sum<f32>, Hw, 0, 1>(a),
@@ -96,8 +115,16 @@ pub unsafe extern "gpu-kernel" fn reduce_copy_hw_multicast(args: *const ReduceCo
 macro_rules! block_reduce_kernel {
     ($name:ident, $t:ty) => {
         /// `device_rt::block::block_reduce_args` over `input`/`out`.
+        ///
+        /// # Safety
+        /// As `device_rt::block::block_reduce_args`: `input` holds grid×block values,
+        /// `out` grid values; the block is a multiple of 32 threads; dynamic shared memory
+        /// holds `block_dim / 32` values.
         #[unsafe(no_mangle)]
         pub unsafe extern "gpu-kernel" fn $name(input: *const $t, out: *mut $t, op: u32) {
+            // SAFETY: `input` holds grid×block values and `out` grid values, the block is a
+            // multiple of 32 threads, all running this, with `block_dim / 32` values of dynamic
+            // shared memory (this kernel's contract): `block_reduce_args`' contract.
             unsafe { block_reduce_args::<$t>(input, out, op) }
         }
     };

@@ -18,6 +18,8 @@ pub unsafe extern "gpu-kernel" fn ferroccl_work_loop(
     spin_budget_ns: u64,
     comm: *const CommDevice,
 ) {
+    // SAFETY: this kernel's contract is `work_loop`'s, for the same arguments, which the host
+    // keeps when it launches it.
     unsafe { work_loop(LoopArgs { header, ring, capacity, state, spin_budget_ns, comm }) }
 }
 
