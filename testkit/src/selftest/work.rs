@@ -157,7 +157,7 @@ pub(super) fn work_loop_stream_graph(fx: &Fixture) -> Outcome {
     stream::wait(&user, LOOP_WAIT, "graph replays")?;
     let other = fx.ctx.new_stream().map_err(Error::cuda("cuStreamCreate"))?;
     let refused = lp.enqueue_on_stream(&other, WorkItem::noop());
-    ensure(matches!(refused, Err(Error::InvalidArgument(_))), || format!("a second stream was accepted: {refused:?}"))?;
+    ensure(matches!(refused, Err(Error::StreamInUse)), || format!("a second stream was not refused as in use: {refused:?}"))?;
     let count = user.clone_dtoh(&counter).map_err(Error::cuda("cuMemcpyDtoH"))?;
     ensure_eq_slices("increments after replays", &count, &[ITEMS * REPLAYS])?;
     if let Some(e) = lp.async_error() {
