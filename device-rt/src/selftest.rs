@@ -1,12 +1,9 @@
 //! Layouts shared by the device self-tests (`ptx/kernels/src/selftest.rs`) and their host
-//! checks (`host-shim/src/selftest.rs`): one place for every index and code both read.
+//! checks (`testkit/src/selftest/`): one place for every index and code both read.
 //!
 //! Only the self-tests' own numbers live here; the runtime's layers never import this
 //! module. The argument block of the standalone `reduce_copy` kernels, which `copy` reads,
-//! is part of the runtime's ABI ([`crate::abi`]) and is re-exported here under its old
-//! path.
-
-pub use crate::abi::{REDUCE_COPY_MAX_BUFFERS, ReduceCopyArgs};
+//! is part of the runtime's ABI ([`crate::abi`]).
 
 /// Words each thread writes in `selftest_thread_ids`.
 pub const THREAD_ID_WORDS: usize = 6;

@@ -10,7 +10,8 @@ use device_rt::arch;
 use device_rt::conn::{CONN_NVLS_MIN_POLL, ConnInfo, NCCL_STEPS};
 use device_rt::dtype::DataType;
 use device_rt::multicast::{SwMulticast, SwMulticastTable};
-use device_rt::prims::{DataOp, GroupCtx, Primitives, PrimsShared, Simple};
+use device_rt::abi::PrimsShared;
+use device_rt::prims::{DataOp, GroupCtx, Primitives, Simple};
 use device_rt::redop::RedOpKind;
 
 const STEP_BYTES: u64 = 4096;

@@ -4,7 +4,8 @@ use std::fmt;
 use std::time::Duration;
 
 use cudarc::driver::DriverError;
-use device_rt::work::{BadItem, WaitSite};
+use device_rt::abi::WaitSite;
+use device_rt::work::BadItem;
 
 /// Everything host-shim can fail with: one variant per kind of failure. More may come.
 #[derive(Debug)]

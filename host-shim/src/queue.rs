@@ -9,7 +9,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use device_rt::work::{BadItem, LoopError, MAX_CHANNELS, QueueHeader, RingSlot, WaitSite, WorkItem};
+use device_rt::abi::{LoopError, MAX_CHANNELS, WaitSite};
+use device_rt::work::{BadItem, QueueHeader, RingSlot, WorkItem};
 
 use crate::{Error, Result};
 

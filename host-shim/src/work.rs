@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use cudarc::driver::{CudaContext, CudaFunction, CudaStream, LaunchConfig, PushKernelArg, result, sys};
 use zerocopy::IntoBytes;
-use device_rt::work::{ChannelPlacement, LOOP_SMEM_BYTES, LoopState, MAX_SMS, MAILBOX_CLOSED, MAILBOX_DONE, MAILBOX_PENDING, MAX_CHANNELS, QueueHeader, RingSlot, WorkItem};
+use device_rt::abi::MAX_CHANNELS;
+use device_rt::work::{ChannelPlacement, LOOP_SMEM_BYTES, LoopState, MAILBOX_CLOSED, MAILBOX_DONE, MAILBOX_PENDING, MAX_SMS, QueueHeader, RingSlot, WorkItem};
 
 use crate::memory::HostMapped;
 use crate::module::Module;

@@ -9,7 +9,7 @@
 use device_rt::dtype::DataType;
 use device_rt::multicast::SwMulticastTable;
 use device_rt::redop::RedOpKind;
-use device_rt::selftest::{REDUCE_COPY_MAX_BUFFERS, ReduceCopyArgs};
+use device_rt::abi::{REDUCE_COPY_MAX_BUFFERS, ReduceCopyArgs};
 pub use host_shim::comm::scalar_arg;
 use half::{bf16, f16};
 use zerocopy::IntoBytes;

@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use device_rt::dtype::DataType;
 use device_rt::redop::RedOpKind;
-use device_rt::work::{BadItem, CollFunction, NO_PEER, WaitSite, WorkItem};
+use device_rt::abi::WaitSite;
+use device_rt::algo::{CollFunction, NO_PEER};
+use device_rt::work::{BadItem, WorkItem};
 use host_shim::Error;
 use host_shim::comm::{ReduceOp, in_place_item};
 use ferroccl_testkit::coll::check::{matrix, run_case};

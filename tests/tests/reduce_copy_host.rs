@@ -8,7 +8,7 @@ use std::alloc::{Layout as AllocLayout, alloc_zeroed, dealloc};
 use device_rt::arch;
 use device_rt::copy::{reduce_copy_args, reduce_copy_fixed};
 use device_rt::dtype::{Bf16, DataType, F16};
-use device_rt::selftest::ReduceCopyArgs;
+use device_rt::abi::ReduceCopyArgs;
 use device_rt::redop::{RedOpKind, Sum};
 use ferroccl_testkit::reference::{self, Case, Layout, Rng, Scale};
 

@@ -12,10 +12,9 @@ use std::time::{Duration, Instant};
 use device_rt::arch;
 use device_rt::dtype::DataType;
 use device_rt::redop::RedOpKind;
-use device_rt::work::{
-    BadItem, ChannelPlacement, CollFunction, DeviceFunction, LOOP_SMEM_BYTES, LoopArgs, LoopState, MAILBOX_CLOSED, MAILBOX_DONE, MAILBOX_PENDING, QueueHeader,
-    RingSlot, WaitSite, WorkItem, work_loop,
-};
+use device_rt::abi::WaitSite;
+use device_rt::algo::CollFunction;
+use device_rt::work::{BadItem, ChannelPlacement, DeviceFunction, LOOP_SMEM_BYTES, LoopArgs, LoopState, MAILBOX_CLOSED, MAILBOX_DONE, MAILBOX_PENDING, QueueHeader, RingSlot, WorkItem, work_loop};
 use host_shim::Error;
 use host_shim::queue::{Queue, Ticket};
 

@@ -27,9 +27,8 @@ use crate::arch::{self, AtomicWord, WARP_SIZE};
 use crate::conn::{CONN_NVLS_MIN_POLL, ChannelStats, ConnInfo, NCCL_STEPS, SIZE_LAST};
 use crate::multicast::Multicast;
 use crate::spin::{Interrupted, SpinGuard};
-use crate::abi::{LoopError, WaitSite};
+use crate::abi::{LoopError, PrimsShared, THREAD_PER_SYNC, WaitSite};
 
-pub use crate::abi::{MAX_ARITY, MAX_GROUPS, PrimsShared, THREAD_PER_SYNC};
 
 /// A protocol: how many slices a chunk has and how many FIFO steps a slice takes.
 pub trait Proto {

@@ -2,8 +2,7 @@
 //! and mailbox layouts, and (on the device) the loop itself.
 //!
 //! `work` is the top layer: it may use every other module, and nothing in the crate
-//! imports from it. The items it re-exports from [`crate::abi`] and [`crate::algo`] keep
-//! their old paths (`work::LoopError`, `work::CollFunction`, …) for the host crates.
+//! imports from it.
 
 mod item;
 mod placement;
@@ -12,8 +11,6 @@ mod queue;
 #[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
 mod exec;
 
-pub use crate::abi::{LoopError, MAX_ARITY, MAX_CHANNELS, MAX_GROUPS, PrimsShared, THREAD_PER_SYNC, WaitSite};
-pub use crate::algo::{CollFunction, NO_PEER};
 pub use item::{BadItem, DeviceFunction, WorkItem, WorkKind};
 pub use placement::{ChannelPlacement, MAX_SMS};
 pub use queue::{LOOP_SMEM_BYTES, LoopState, MAILBOX_CLOSED, MAILBOX_DONE, MAILBOX_PENDING, Mailbox, QueueHeader, RingSlot, SLOT_WORDS};

@@ -11,7 +11,7 @@ use serde::Serialize;
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, LaunchConfig, PushKernelArg, sys};
 use device_rt::dtype::DataType;
 use device_rt::redop::RedOpKind;
-use device_rt::selftest::ReduceCopyArgs;
+use device_rt::abi::ReduceCopyArgs;
 use zerocopy::IntoBytes;
 
 use ferroccl_testkit::reference::{self, Rng};

@@ -7,7 +7,7 @@ use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand};
 use device_rt::dtype::DataType;
 use device_rt::redop::RedOpKind;
-use device_rt::work::CollFunction;
+use device_rt::algo::CollFunction;
 use host_shim::work::Placement;
 
 use crate::collbench::{BENCH_FUNCTIONS, BENCH_OPS, BenchArgs};

@@ -23,7 +23,8 @@ use serde::{Serialize, Serializer};
 use device_rt::conn::ChannelStats;
 use device_rt::dtype::DataType;
 use device_rt::redop::RedOpKind;
-use device_rt::work::{CollFunction, WorkItem};
+use device_rt::algo::CollFunction;
+use device_rt::work::WorkItem;
 
 use crate::cli::{dtype_parser, function_parser, op_parser, parse_check, parse_size};
 use ferroccl_testkit::coll::check::run_case;

@@ -20,7 +20,7 @@ use cudarc::nccl::result::{self as nccl, NcclError};
 use cudarc::nccl::sys;
 use device_rt::dtype::DataType;
 use device_rt::redop::RedOpKind;
-use device_rt::work::CollFunction;
+use device_rt::algo::CollFunction;
 
 use crate::collbench::Baseline;
 use host_shim::{Error, Result};

@@ -72,7 +72,8 @@ use cudarc::driver::{CudaContext, CudaStream, DevicePtr, DevicePtrMut, result};
 use device_rt::conn::ChannelStats;
 use device_rt::dtype::DataType;
 use device_rt::redop::RedOpKind;
-use device_rt::work::{CollFunction, NO_PEER, WorkItem};
+use device_rt::algo::{CollFunction, NO_PEER};
+use device_rt::work::WorkItem;
 use zerocopy::FromBytes;
 
 use crate::device;

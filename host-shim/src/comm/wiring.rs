@@ -4,7 +4,7 @@
 //! the blocks' base addresses, so the same code wires GPU ranks and host-twin ranks.
 
 use device_rt::conn::{CONN_DIRECT, ChannelConns, ChannelStats, CommDevice, ConnInfo, MAX_RANKS, NCCL_STEPS, STEP_ALIGN};
-use device_rt::work::MAX_CHANNELS;
+use device_rt::abi::MAX_CHANNELS;
 use zerocopy::IntoBytes;
 
 use crate::{Error, Result};

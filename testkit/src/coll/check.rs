@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use device_rt::dtype::DataType;
 use device_rt::redop::RedOpKind;
-use device_rt::work::{CollFunction, NO_PEER, WorkItem};
+use device_rt::algo::{CollFunction, NO_PEER};
+use device_rt::work::WorkItem;
 
 use super::expect::CollCase;
 use super::group::{Buffer, RankGroup};

@@ -4,7 +4,7 @@
 
 use device_rt::dtype::DataType;
 use device_rt::redop::RedOpKind;
-use device_rt::work::CollFunction;
+use device_rt::algo::CollFunction;
 
 use crate::reference::{Case, expected, scalar_arg};
 
@@ -64,7 +64,7 @@ impl CollCase {
     /// The element-wise reduction of `inputs` (one per rank) as the operator defines it.
     fn reduce(&self, nranks: u32, inputs: &[&[u8]], n: usize) -> Vec<u8> {
         let mut case = Case::new(self.dtype, self.op, n, inputs.len(), 1);
-        case.pre_op_args = [self.op_arg(nranks); device_rt::selftest::REDUCE_COPY_MAX_BUFFERS];
+        case.pre_op_args = [self.op_arg(nranks); device_rt::abi::REDUCE_COPY_MAX_BUFFERS];
         case.red_arg = self.op_arg(nranks);
         case.post_op = self.op == RedOpKind::SumPostDiv;
         expected(&case, inputs)

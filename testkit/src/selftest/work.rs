@@ -77,7 +77,8 @@ pub(super) fn work_loop_backpressure(fx: &Fixture) -> Outcome {
 /// channel spins, a spin budget running out, and shutdown with work outstanding: each an
 /// `Err`, none a hang.
 pub(super) fn work_loop_faults(fx: &Fixture) -> Outcome {
-    use device_rt::work::{BadItem, DeviceFunction, WaitSite, WorkItem};
+    use device_rt::abi::WaitSite;
+use device_rt::work::{BadItem, DeviceFunction, WorkItem};
     let flag = HostMapped::<u64>::zeroed(&fx.ctx, 1)?;
     let wait_forever = WorkItem::call(DeviceFunction::WaitAtLeast, flag.device_ptr(), 1);
     let launch = |budget| host_shim::work::WorkLoop::launch(&fx.ctx, &fx.module, loop_config(2, 8, budget));
