@@ -493,7 +493,9 @@ impl WorkLoop {
     /// does not stall `stream`: check [`WorkLoop::async_error`]; a post that waits past
     /// the loop's spin budget stops the loop with [`Error::DeviceTimeout`]. The loop
     /// serves one such stream: the first one used; others are refused
-    /// ([`Error::StreamInUse`]).
+    /// ([`Error::StreamInUse`]). Keep the loop (do not drop it) until `stream` has run the
+    /// post: the post kernel reads the loop's memory, which a dropped loop frees once its
+    /// own kernel has ended.
     pub fn enqueue_on_stream(&self, stream: &CudaStream, item: WorkItem) -> Result<()> {
         item.validate().map_err(|reason| Error::BadWorkItem { reason, seq: 0 })?;
         self.queue.health()?;
@@ -519,10 +521,11 @@ impl WorkLoop {
             builder.arg(word);
         }
         builder.arg(&budget_ns);
-        // SAFETY: the arguments match `ferroccl_mailbox_post`; the loop's state and header
-        // live until its kernel has ended (`Drop` defers freeing them until then, and a
-        // post that outlives the loop finds CLOSED and returns); one stream posts (checked
-        // above), and its launches run one after another.
+        // SAFETY: the arguments match `ferroccl_mailbox_post`: the loop's live state and
+        // header, which stay allocated while the loop lives and, after a drop, until its
+        // kernel has ended (the graveyard); the caller keeps the loop until `stream` has run
+        // the post (this method's doc). One stream posts (checked above), and its launches
+        // run one after another, so one post at a time writes the mailbox.
         unsafe { builder.launch(launch) }.map_err(Error::cuda("cuLaunchKernel (mailbox post)"))?;
         Ok(())
     }
