@@ -65,10 +65,12 @@ pub enum WaitSite {
     RecvData = 3,
     /// A primitive's wait for a peer's credits (room in its FIFO).
     SendCredit = 4,
+    /// A stream-ordered post's wait for the loop to run its item (`post_to_mailbox`).
+    MailboxPost = 5,
 }
 
 numbering!(LoopError, u32, from_u32, [BadItem, Aborted, Timeout, PeerMismatch]);
-numbering!(WaitSite, u32, from_u32, [Barrier, Flag, RecvData, SendCredit]);
+numbering!(WaitSite, u32, from_u32, [Barrier, Flag, RecvData, SendCredit, MailboxPost]);
 
 impl LoopError {
     /// `status` for this error with `detail`.

@@ -105,6 +105,7 @@ impl fmt::Display for Error {
                     Some(WaitSite::Flag) => "waiting for a flag",
                     Some(WaitSite::RecvData) => "waiting for a peer's data",
                     Some(WaitSite::SendCredit) => "waiting for room in a peer's buffer",
+                    Some(WaitSite::MailboxPost) => "a stream-ordered item waiting for the loop to run it",
                     None => "unknown wait",
                 }
             ),

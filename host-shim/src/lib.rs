@@ -6,8 +6,8 @@
 //! the device runtime. Tooling (benchmarks, references, self-tests, the command line)
 //! lives in `testkit/` and `examples/`, never here.
 //!
-//! One rank per GPU, an all-reduce on each rank's stream (no kernel launch per call: the
-//! item reaches each rank's persistent loop through stream memory operations):
+//! One rank per GPU, an all-reduce on each rank's stream (the item reaches each rank's
+//! persistent loop through one launch of a tiny post kernel per call):
 //!
 //! ```no_run
 //! use cudarc::driver::CudaContext;

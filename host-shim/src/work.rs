@@ -1,6 +1,6 @@
 //! A rank's persistent work loop on a GPU: launched once, fed through its queue (direct
-//! host path) or through stream memory operations (stream-ordered path, capturable in a
-//! CUDA graph). No kernel is launched per operation.
+//! host path: no kernel launch per operation) or through a one-thread post kernel on the
+//! user's stream (stream-ordered path, capturable in a CUDA graph).
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -8,7 +8,7 @@ use std::time::Duration;
 use cudarc::driver::{CudaContext, CudaFunction, CudaStream, LaunchConfig, PushKernelArg, result, sys};
 use zerocopy::IntoBytes;
 use device_rt::abi::MAX_CHANNELS;
-use device_rt::work::{ChannelPlacement, LOOP_SMEM_BYTES, LoopState, MAILBOX_CLOSED, MAILBOX_DONE, MAILBOX_PENDING, MAX_SMS, QueueHeader, RingSlot, WorkItem};
+use device_rt::work::{ChannelPlacement, LOOP_SMEM_BYTES, LoopState, MAX_SMS, QueueHeader, RingSlot, WorkItem};
 
 use crate::memory::HostMapped;
 use crate::module::Module;
@@ -159,8 +159,8 @@ impl LoopConfig {
     }
 }
 
-/// Device memory from `cuMemAlloc` (not a stream-ordered pool: stream memory operations
-/// refuse pool allocations), freed on drop.
+/// Device memory from `cuMemAlloc` (not a stream-ordered pool: the loop outlives any
+/// stream order), freed on drop.
 pub struct DeviceAlloc {
     ctx: Arc<CudaContext>,
     ptr: sys::CUdeviceptr,
@@ -309,6 +309,9 @@ pub struct WorkLoop {
     queue: Queue,
     header: Arc<SharedHeader>,
     kernel: CudaFunction,
+    /// The stream-ordered path's post kernel, loaded before the loop starts (loading a
+    /// function while a persistent kernel runs can wait for it).
+    post: CudaFunction,
     cfg: LoopConfig,
     started: bool,
     /// The one stream the mailbox serves: its operations wait for each other, so one
@@ -374,6 +377,7 @@ impl WorkLoop {
                 cfg.threads
             )));
         }
+        let post = module.kernel("ferroccl_mailbox_post")?;
         let grid = place_channels(ctx, &state, &cfg)?;
         Ok(Self {
             ctx: ctx.clone(),
@@ -382,6 +386,7 @@ impl WorkLoop {
             queue,
             header,
             kernel,
+            post,
             cfg,
             grid,
             started: false,
@@ -480,13 +485,17 @@ impl WorkLoop {
         self.queue.wait(ticket, timeout)
     }
 
-    /// The stream-ordered path: enqueues on `stream` the memory operations that write
-    /// `item` into the loop's mailbox, mark it pending, and make `stream` wait until the
-    /// loop has run it (or has left). Work queued on `stream` before runs first, work
-    /// queued after waits for the item; the sequence can be captured in a CUDA graph and
-    /// replayed. A failure inside the loop does not stall `stream`: check
-    /// [`WorkLoop::async_error`]. The loop serves one such stream: the first one used;
-    /// others are refused.
+    /// The stream-ordered path: launches on `stream` the post kernel (1 CTA of 32
+    /// threads), whose one working thread writes `item` into the loop's mailbox, marks it
+    /// pending, and waits until the loop has run it (or has left, or the host aborts).
+    /// Work queued on `stream` before runs first, work queued after waits for the item;
+    /// the launch can be captured in a CUDA graph and replayed. A failure inside the loop
+    /// does not stall `stream`: check [`WorkLoop::async_error`]; a post that waits past
+    /// the loop's spin budget stops the loop with [`Error::DeviceTimeout`]. The loop
+    /// serves one such stream: the first one used; others are refused
+    /// ([`Error::StreamInUse`]). Keep the loop (do not drop it) until `stream` has run the
+    /// post: the post kernel reads the loop's memory, which a dropped loop frees once its
+    /// own kernel has ended.
     pub fn enqueue_on_stream(&self, stream: &CudaStream, item: WorkItem) -> Result<()> {
         item.validate().map_err(|reason| Error::BadWorkItem { reason, seq: 0 })?;
         self.queue.health()?;
@@ -501,29 +510,24 @@ impl WorkLoop {
             }
         }
         let Some(memory) = &self.memory else { return Err(Error::LoopClosed) };
-        let mailbox = memory.state.ptr;
+        let Some(header) = &self.header.header else { return Err(Error::LoopClosed) };
+        let (state, header) = (memory.state.ptr, header.device_ptr());
         let words: [u64; 8] = zerocopy::transmute!(item);
-        let mut ops: Vec<sys::CUstreamBatchMemOpParams> = words
-            .iter()
-            .enumerate()
-            .map(|(w, &value)| write_op(mailbox + 8 * w as u64, value))
-            .collect();
-        let state_addr = mailbox + std::mem::offset_of!(device_rt::work::Mailbox, state) as u64;
-        // SAFETY: `ops` are valid 64-bit writes to the loop's live mailbox.
-        unsafe { sys::cuStreamBatchMemOp_v2(stream.cu_stream(), ops.len() as u32, ops.as_mut_ptr(), 0) }
-            .result()
-            .map_err(Error::cuda("cuStreamBatchMemOp"))?;
-        // The low half only: a loop that has left keeps its CLOSED bit in the high half.
-        // SAFETY: a 32-bit write to the live mailbox; default flags order it after the
-        // item's words.
-        unsafe { sys::cuStreamWriteValue32_v2(stream.cu_stream(), state_addr, MAILBOX_PENDING as u32, 0) }
-            .result()
-            .map_err(Error::cuda("cuStreamWriteValue32"))?;
-        let flags = sys::CUstreamWaitValue_flags::CU_STREAM_WAIT_VALUE_AND as u32;
-        // SAFETY: waits on the live mailbox state until DONE or CLOSED is set.
-        unsafe { sys::cuStreamWaitValue64_v2(stream.cu_stream(), state_addr, MAILBOX_DONE | MAILBOX_CLOSED, flags) }
-            .result()
-            .map_err(Error::cuda("cuStreamWaitValue64"))
+        let budget_ns = u64::try_from(self.cfg.spin_budget.as_nanos()).unwrap_or(u64::MAX);
+        let launch = LaunchConfig { grid_dim: (1, 1, 1), block_dim: (32, 1, 1), shared_mem_bytes: 0 };
+        let mut builder = stream.launch_builder(&self.post);
+        builder.arg(&state).arg(&header);
+        for word in &words {
+            builder.arg(word);
+        }
+        builder.arg(&budget_ns);
+        // SAFETY: the arguments match `ferroccl_mailbox_post`: the loop's live state and
+        // header, which stay allocated while the loop lives and, after a drop, until its
+        // kernel has ended (the graveyard); the caller keeps the loop until `stream` has run
+        // the post (this method's doc). One stream posts (checked above), and its launches
+        // run one after another, so one post at a time writes the mailbox.
+        unsafe { builder.launch(launch) }.map_err(Error::cuda("cuLaunchKernel (mailbox post)"))?;
+        Ok(())
     }
 
     /// The stream the loop kernel runs on (it ends when the loop leaves).
@@ -573,17 +577,6 @@ impl WorkLoop {
     fn kernel_done(&self) -> bool {
         self.stream.ended()
     }
-}
-
-/// One 64-bit stream write of a batch.
-fn write_op(address: u64, value: u64) -> sys::CUstreamBatchMemOpParams {
-    // SAFETY: an all-zero batch-op union is valid; the write member is then filled in.
-    let mut op: sys::CUstreamBatchMemOpParams = unsafe { std::mem::zeroed() };
-    op.writeValue.operation = sys::CUstreamBatchMemOpType::CU_STREAM_MEM_OP_WRITE_VALUE_64;
-    op.writeValue.address = address;
-    op.writeValue.__bindgen_anon_1.value64 = value;
-    op.writeValue.flags = 0;
-    op
 }
 
 impl Drop for WorkLoop {

@@ -1,11 +1,12 @@
 //! The persistent work loop (`device_rt::work::work_loop`) on CPU threads through the host
 //! twin, fed by host-shim's real producer (`host_shim::queue::Queue`): ordering over
 //! thousands of items, backpressure, malformed items, abort, spin budgets, shutdown with
-//! work outstanding, and the stream mailbox's device side.
+//! work outstanding, and the stream mailbox: `post_to_mailbox` (the post kernel's body) run
+//! from a host thread against the loop.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -14,7 +15,7 @@ use device_rt::dtype::DataType;
 use device_rt::redop::RedOpKind;
 use device_rt::abi::WaitSite;
 use device_rt::algo::CollFunction;
-use device_rt::work::{BadItem, ChannelPlacement, DeviceFunction, LOOP_SMEM_BYTES, LoopArgs, LoopState, MAILBOX_CLOSED, MAILBOX_DONE, MAILBOX_PENDING, QueueHeader, RingSlot, WorkItem, work_loop};
+use device_rt::work::{BadItem, ChannelPlacement, DeviceFunction, LOOP_SMEM_BYTES, LoopArgs, LoopState, MAILBOX_CLOSED, MAILBOX_DONE, MAILBOX_PENDING, PostOutcome, QueueHeader, RingSlot, WorkItem, post_to_mailbox, work_loop};
 use host_shim::Error;
 use host_shim::queue::{Queue, Ticket};
 
@@ -24,6 +25,8 @@ const LONG: Duration = Duration::from_secs(30);
 struct TwinLoop {
     #[expect(clippy::redundant_allocation, reason = "the loop's raw header pointer is taken from the Box before it is shared: a stable, uniquely derived address")]
     header: Arc<Box<QueueHeader>>,
+    /// The header's address, taken from the Box before it was shared (posts write it).
+    header_addr: usize,
     ring: Vec<RingSlot>,
     state: Box<LoopState>,
     queue: Queue,
@@ -63,7 +66,7 @@ impl TwinLoop {
         let header = Arc::new(header);
         // SAFETY: a zeroed header kept alive by its shares, and a ring of `capacity` slots that `TwinLoop` keeps until the loop has left; only this queue and the loop write them.
         let queue = unsafe { Queue::new(header_ptr, ring.as_mut_ptr(), capacity, channels as usize, header.clone()) }.unwrap();
-        TwinLoop { header, ring, state, queue, thread: Some(thread) }
+        TwinLoop { header, header_addr: header_ptr as usize, ring, state, queue, thread: Some(thread) }
     }
 
     /// Waits for the loop's threads to end; panics if they do not within `LONG`.
@@ -406,35 +409,137 @@ fn shutdown_with_work_outstanding_reports_it() {
     lp.join();
 }
 
+/// Runs `post_to_mailbox` as the post kernel does (thread 0 of a 32-thread CTA on the
+/// host twin) against `state` and `header`, and returns how it ended.
+fn post_raw(state: *mut LoopState, header: *mut QueueHeader, item: WorkItem, budget: Duration) -> PostOutcome {
+    let (s, h) = (state as usize, header as usize);
+    let outcome = std::sync::Mutex::new(None);
+    arch::launch(1, 32, 0, || {
+        if arch::thread_idx() == 0 {
+            // SAFETY: the caller's loop state and header outlive this launch; one poster at a time (each test posts from one thread).
+            let got = unsafe { post_to_mailbox(s as *mut LoopState, h as *mut QueueHeader, item, budget.as_nanos() as u64) };
+            *outcome.lock().unwrap() = Some(got);
+        }
+    });
+    outcome.into_inner().unwrap().expect("thread 0 posted")
+}
+
+impl TwinLoop {
+    fn state_ptr(&mut self) -> *mut LoopState {
+        &raw mut *self.state
+    }
+
+    fn header_ptr(&self) -> *mut QueueHeader {
+        self.header_addr as *mut QueueHeader
+    }
+
+    /// Posts `item` from a host thread, as the post kernel does.
+    fn post(&mut self, item: WorkItem, budget: Duration) -> PostOutcome {
+        post_raw(self.state_ptr(), self.header_ptr(), item, budget)
+    }
+
+    /// Posts `item` from another thread; join the handle for the outcome.
+    fn post_in_background(&mut self, item: WorkItem, budget: Duration) -> JoinHandle<PostOutcome> {
+        let (s, h) = (self.state_ptr() as usize, self.header_ptr() as usize);
+        std::thread::spawn(move || post_raw(s as *mut LoopState, h as *mut QueueHeader, item, budget))
+    }
+}
+
+/// Waits until the mailbox state has PENDING set (the post has published its item).
+fn wait_pending(lp: &TwinLoop) {
+    let start = Instant::now();
+    while lp.mailbox_state().load(Ordering::Acquire) & MAILBOX_PENDING == 0 {
+        assert!(start.elapsed() < LONG, "the post never published its item");
+        std::thread::yield_now();
+    }
+}
+
 #[test]
-fn mailbox_items_run_once_per_posting_and_a_closed_loop_releases_waiters() {
+fn mailbox_items_run_once_per_post() {
     let mut lp = TwinLoop::start(3, 32, 4, LONG);
     let counter = AtomicU64::new(0);
     let item = WorkItem::call(DeviceFunction::Increment, word(&counter), 0);
-    let post = |lp: &mut TwinLoop| {
-        // What enqueue_on_stream's stream operations do: the item, then PENDING in the
-        // low half, then wait for DONE or CLOSED.
-        // SAFETY: the mailbox item of the live loop state; the loop reads it only after it has seen PENDING, stored below with release.
-        unsafe { (&raw mut lp.state.mailbox.item).write_volatile(item) };
-        // SAFETY: the low half of the aligned mailbox state word, 4-byte aligned; the loop reads that half with 32-bit atomic loads.
-        unsafe { AtomicU32::from_ptr((&raw mut lp.state.mailbox.state).cast::<u32>()) }
-            .store(MAILBOX_PENDING as u32, Ordering::Release);
-        let start = Instant::now();
-        loop {
-            let s = lp.mailbox_state().load(Ordering::Acquire);
-            if s & (MAILBOX_DONE | MAILBOX_CLOSED) != 0 {
-                return s;
-            }
-            assert!(start.elapsed() < LONG, "mailbox item never completed");
-            std::thread::yield_now();
-        }
-    };
-    for _ in 0..50 {
-        assert_eq!(post(&mut lp), MAILBOX_DONE);
+    for i in 0..50 {
+        assert_eq!(lp.post(item, LONG), PostOutcome::Done);
+        assert_eq!(counter.load(Ordering::Relaxed), i + 1, "each post runs exactly once, before the post returns");
     }
-    assert_eq!(counter.load(Ordering::Relaxed), 50, "each posting runs exactly once");
+    assert_eq!(lp.mailbox_state().load(Ordering::Relaxed), MAILBOX_DONE);
     lp.queue.shutdown(LONG).unwrap();
     lp.join();
-    assert_ne!(post(&mut lp) & MAILBOX_CLOSED, 0, "a left loop must release stream waiters");
+    assert_eq!(lp.mailbox_state().load(Ordering::Relaxed), MAILBOX_DONE | MAILBOX_CLOSED, "leaving keeps DONE and adds CLOSED");
     assert_eq!(counter.load(Ordering::Relaxed), 50);
+}
+
+#[test]
+fn a_post_after_the_loop_closed_returns_at_once_and_writes_nothing() {
+    let mut lp = TwinLoop::start(2, 32, 4, LONG);
+    lp.queue.shutdown(LONG).unwrap();
+    lp.join();
+    let counter = AtomicU64::new(0);
+    let start = Instant::now();
+    assert_eq!(lp.post(WorkItem::call(DeviceFunction::Increment, word(&counter), 0), LONG), PostOutcome::Closed);
+    assert!(start.elapsed() < Duration::from_secs(5), "a post to a closed loop must not wait");
+    assert_eq!(lp.state.mailbox.item, WorkItem::default(), "nothing written");
+    assert_eq!(lp.mailbox_state().load(Ordering::Relaxed), MAILBOX_CLOSED, "CLOSED kept, PENDING not set");
+    assert_eq!(counter.load(Ordering::Relaxed), 0);
+}
+
+#[test]
+fn a_loop_that_closes_while_a_post_waits_releases_it() {
+    let mut lp = TwinLoop::start(1, 32, 4, LONG);
+    let (flag, counter) = (AtomicU64::new(0), AtomicU64::new(0));
+    // The loop is busy; the post publishes and waits; the ring's next item is Shutdown,
+    // found at once when the wait ends, so the loop leaves without looking at the mailbox.
+    lp.queue.enqueue(WorkItem::call(DeviceFunction::WaitAtLeast, word(&flag), 1), LONG).unwrap();
+    let poster = lp.post_in_background(WorkItem::call(DeviceFunction::Increment, word(&counter), 0), LONG);
+    wait_pending(&lp);
+    lp.queue.enqueue(WorkItem::shutdown(), LONG).unwrap();
+    flag.store(1, Ordering::Release);
+    assert_eq!(poster.join().unwrap(), PostOutcome::Closed);
+    lp.join();
+    assert_eq!(counter.load(Ordering::Relaxed), 0, "the item never ran");
+    assert_eq!(lp.mailbox_state().load(Ordering::Relaxed), MAILBOX_PENDING | MAILBOX_CLOSED, "CLOSED added, PENDING kept");
+}
+
+#[test]
+fn abort_releases_a_waiting_post() {
+    // No loop at all: only the abort flag can end the post's wait.
+    let mut state = Box::new(LoopState::default());
+    let mut header = Box::new(QueueHeader::new());
+    let (s, h) = (&raw mut *state as usize, &raw mut *header as usize);
+    let poster = std::thread::spawn(move || post_raw(s as *mut LoopState, h as *mut QueueHeader, WorkItem::noop(), LONG));
+    std::thread::sleep(Duration::from_millis(50));
+    // SAFETY: the header's aligned abort word, which the poster reads atomically.
+    unsafe { AtomicU64::from_ptr(&raw mut header.abort) }.store(1, Ordering::Release);
+    assert_eq!(poster.join().unwrap(), PostOutcome::Aborted);
+    assert_eq!(state.mailbox.state, MAILBOX_PENDING);
+    assert_eq!(header.status, 0, "an abort is the host's, not an error the poster records");
+
+    // A running loop, busy in a wait: the abort ends both.
+    let mut lp = TwinLoop::start(2, 32, 4, Duration::from_secs(3600));
+    let flag = AtomicU64::new(0);
+    lp.queue.enqueue(WorkItem::call(DeviceFunction::WaitAtLeast, word(&flag), 1), LONG).unwrap();
+    let poster = lp.post_in_background(WorkItem::noop(), LONG);
+    wait_pending(&lp);
+    lp.queue.abort_handle().abort();
+    let outcome = poster.join().unwrap();
+    assert!(matches!(outcome, PostOutcome::Aborted | PostOutcome::Closed), "{outcome:?}");
+    lp.join();
+    assert!(matches!(lp.queue.health(), Err(Error::Aborted)), "{:?}", lp.queue.health());
+}
+
+#[test]
+fn a_post_the_loop_never_answers_ends_at_its_budget_and_stops_the_loop() {
+    let mut lp = TwinLoop::start(2, 32, 4, Duration::from_secs(3600));
+    let flag = AtomicU64::new(0);
+    lp.queue.enqueue(WorkItem::call(DeviceFunction::WaitAtLeast, word(&flag), 1), LONG).unwrap();
+    let start = Instant::now();
+    assert_eq!(lp.post(WorkItem::noop(), Duration::from_millis(200)), PostOutcome::TimedOut);
+    assert!(start.elapsed() >= Duration::from_millis(200));
+    assert_ne!(lp.header.abort, 0, "the timeout set the abort flag");
+    // The loop leaves (its wait sees the abort flag) and the host's next call fails.
+    lp.join();
+    let err = lp.queue.health();
+    assert!(matches!(err, Err(Error::DeviceTimeout { site: Some(WaitSite::MailboxPost), seq: 0 })), "{err:?}");
+    assert_eq!(lp.mailbox_state().load(Ordering::Relaxed), MAILBOX_PENDING | MAILBOX_CLOSED);
 }

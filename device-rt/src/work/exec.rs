@@ -10,7 +10,8 @@ use core::mem::size_of;
 
 use super::item::{BadItem, DeviceFunction, WorkItem, WorkKind};
 use super::placement::elect_channel;
-use super::queue::{ITEM_CACHE, LoopShared, LoopState, MAILBOX_DONE, MAILBOX_PENDING, QueueHeader, RingSlot};
+use super::mailbox::update_state;
+use super::queue::{ITEM_CACHE, LoopShared, LoopState, MAILBOX_CLOSED, MAILBOX_DONE, MAILBOX_PENDING, QueueHeader, RingSlot};
 use crate::abi::{LoopError, WaitSite};
 use crate::algo::{Coll, CollCtx, CollFunction, run_collective};
 use crate::arch::{self, AtomicWord, WARP_SIZE};
@@ -678,16 +679,16 @@ unsafe fn look_elsewhere(a: &Channel, mailbox_done: u64, round: &mut u32, guard:
         // Generation first: it is released after DONE, so a PENDING seen after a new
         // generation belongs to a new item, never to the one just completed.
         // SAFETY: `generation` is an aligned `u64` of the mailbox in device memory, which
-        // stream memory operations and channels write only with single aligned stores and
-        // `arch` atomics.
+        // channels write only with `arch`'s 64-bit stores.
         let generation = unsafe { arch::ld_acquire_sys_global(&raw const (*mailbox).generation) };
         if generation != mailbox_done {
-            // The low half, at the size it is written with (the host's 32-bit stream
-            // write, the last channel's 32-bit DONE): mixed-size accesses do not
-            // synchronize in the PTX memory model.
-            // SAFETY: the loop state is valid for the launch; the low half is 4-byte aligned.
-            let state = unsafe { arch::ld_acquire_sys_global((&raw const (*mailbox).state).cast::<u32>()) };
-            if u64::from(state) == MAILBOX_PENDING {
+            // 64 bits, the size of every access to the word (the poster's and the
+            // channels' CAS): mixed-size accesses do not synchronize in the PTX memory
+            // model.
+            // SAFETY: the loop state is valid for the launch; `state` is an aligned `u64`
+            // accessed only through `arch`'s 64-bit operations.
+            let state = unsafe { arch::ld_acquire_sys_global(&raw const (*mailbox).state) };
+            if state & MAILBOX_PENDING != 0 {
                 return (VERDICT_MAILBOX, generation);
             }
         }
@@ -965,7 +966,8 @@ unsafe fn publish_ring(a: &Channel, seq: u64, release: bool) {
 /// Counts this channel done with the mailbox item of `generation`; the last channel
 /// marks the item done, then bumps the generation.
 ///
-/// Ordering: as [`publish_ring`], through an acq_rel arrival count and a release store.
+/// Ordering: as [`publish_ring`], through an acq_rel arrival count, then DONE by an
+/// acq_rel CAS (which keeps CLOSED), then the generation by a release store.
 ///
 /// # Safety
 /// `a` is this CTA's [`Channel`]; thread 0 of the CTA alone calls this, once per mailbox
@@ -981,10 +983,10 @@ unsafe fn complete_mailbox(a: &Channel, generation: u64) {
     if arrived == u64::from(a.count) {
         // SAFETY: as above; only the last channel to arrive resets it.
         unsafe { arch::st_relaxed_sys_global(&raw mut (*mailbox).arrived, 0) };
-        // SAFETY: the low half of the mailbox's aligned `u64` `state` is an aligned `u32`
-        // (little-endian), which the device writes only through `arch` and the stream with
-        // single aligned stores.
-        unsafe { arch::st_release_sys_global((&raw mut (*mailbox).state).cast::<u32>(), MAILBOX_DONE as u32) };
+        // DONE, keeping CLOSED (a 64-bit acq_rel CAS loop: releases every channel's work).
+        // SAFETY: `state` is the mailbox's aligned `u64`, accessed only through `arch`'s
+        // 64-bit operations.
+        unsafe { update_state(&raw mut (*mailbox).state, |old| Some(old & MAILBOX_CLOSED | MAILBOX_DONE)) };
         // After DONE: a channel that sees the new generation then sees DONE (or the next
         // PENDING), never the completed item's PENDING.
         // SAFETY: `generation` is an aligned `u64` of the mailbox, written only by the last
@@ -1018,13 +1020,10 @@ unsafe fn record_error(a: &Channel, error: LoopError, detail: u32, seq: u64) {
 /// `a` is this CTA's [`Channel`]; thread 0 of the CTA alone calls this, once, as the
 /// channel leaves.
 unsafe fn leave(a: &Channel) {
-    // SAFETY: `a.state` is the loop's `LoopState` (`Channel`): the high half of the mailbox's
-    // aligned `u64` `state` is the aligned `u32` after its low half (little-endian); only its
-    // address is computed here.
-    let state_hi = unsafe { (&raw mut (*a.state).mailbox.state).cast::<u32>().add(1) };
-    // SAFETY: `state_hi` is that aligned `u32` in device memory, which the device writes only
-    // through `arch`.
-    unsafe { arch::st_release_sys_global(state_hi, 1) };
+    // CLOSED, keeping the rest (an atomic OR by a 64-bit acq_rel CAS loop).
+    // SAFETY: `a.state` is the loop's `LoopState` (`Channel`); its mailbox's `state` is an
+    // aligned `u64` accessed only through `arch`'s 64-bit operations.
+    unsafe { update_state(&raw mut (*a.state).mailbox.state, |old| (old & MAILBOX_CLOSED == 0).then_some(old | MAILBOX_CLOSED)) };
     // SAFETY: `exited` is an aligned `u64` of the loop state, changed only by `arch` atomics.
     let exited = unsafe { u64::atomic_add_acq_rel_sys(&raw mut (*a.state).exited, 1) } + 1;
     if exited == u64::from(a.count) {

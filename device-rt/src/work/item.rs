@@ -167,6 +167,17 @@ impl BadItem {
 }
 
 impl WorkItem {
+    /// The item's eight 64-bit words, as the mailbox holds them (and the post kernel's
+    /// parameters carry them).
+    pub fn to_words(self) -> [u64; 8] {
+        zerocopy::transmute!(self)
+    }
+
+    /// The item whose words [`WorkItem::to_words`] gave.
+    pub fn from_words(words: [u64; 8]) -> Self {
+        zerocopy::transmute!(words)
+    }
+
     /// A no-op.
     pub fn noop() -> Self {
         Self { kind: WorkKind::NoOp as u8, ..Self::default() }

@@ -10,6 +10,8 @@ mod queue;
 
 #[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
 mod exec;
+#[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
+mod mailbox;
 
 pub use item::{BadItem, DeviceFunction, WorkItem, WorkKind};
 pub use placement::{ChannelPlacement, MAX_SMS};
@@ -17,3 +19,5 @@ pub use queue::{LOOP_SMEM_BYTES, LoopState, MAILBOX_CLOSED, MAILBOX_DONE, MAILBO
 
 #[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
 pub use exec::{LoopArgs, work_loop};
+#[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
+pub use mailbox::{PostOutcome, post_to_mailbox};

@@ -14,18 +14,38 @@
 //! every channel has; a slot may be rewritten once every channel has completed the item
 //! that used it (backpressure).
 //!
-//! Protocol (mailbox, the stream-ordered path): stream memory operations write the item
-//! into `mailbox.item` (64-bit writes), set the low half of `mailbox.state` to
-//! [`MAILBOX_PENDING`] (a 32-bit write, ordered after the item's by the stream), and wait
-//! until `state & (MAILBOX_DONE | MAILBOX_CLOSED) != 0` (a 64-bit wait: the stream
-//! front-end's only access to the word). Each channel runs a pending item once per
-//! `generation`; the last channel to finish stores [`MAILBOX_DONE`] into the low half
-//! (32-bit `st.release.sys`), then the next `generation` (64-bit release); channels read
-//! the generation, then the low half (32-bit `ld.acquire.sys`). A loop that leaves for
-//! any reason sets [`MAILBOX_CLOSED`] in the high half (32-bit `st.release.sys`), so a
-//! stream waiting on it is never stuck. Every PTX access to a half has that half's size;
-//! the halves stay apart because the host's write must not clear CLOSED: without atomic
-//! stream operations (CUDA 13.1) a host write to the word holding CLOSED would.
+//! Protocol (mailbox, the stream-ordered path): `mailbox.state` is one 64-bit word of
+//! flag bits ([`MAILBOX_PENDING`], [`MAILBOX_DONE`], [`MAILBOX_CLOSED`]), and every PTX
+//! access to it is a 64-bit access (mixed-size accesses do not synchronize in the PTX
+//! memory model). The host launches a one-thread post kernel on its stream
+//! (`post_to_mailbox`); the accesses, in order:
+//! - poster: a 64-bit acquire load of `state`; CLOSED: return at once, writing nothing.
+//! - poster: the item's eight words into `mailbox.item`, relaxed 64-bit (volatile) stores.
+//! - poster: PENDING by a 64-bit `atom.acq_rel.sys.cas` loop, new = PENDING (DONE
+//!   cleared), refused (return) once the word holds CLOSED: CLOSED is never lost, and the
+//!   release half orders the item's stores before PENDING.
+//! - channel (lane 0 of warp 0): a 64-bit acquire load of `generation`, then, if it is
+//!   not the generation this channel completed last, a 64-bit acquire load of `state`;
+//!   PENDING set: the item is this generation's. The acquire of `state` orders the item's
+//!   reads (then the warp's barrier hands it on) after the poster's release.
+//! - channel: runs the item once per generation; `fence.acq_rel.sys` and an acq_rel
+//!   arrival count; the last channel to arrive stores DONE by a 64-bit acq_rel CAS loop
+//!   (new = DONE | the CLOSED bit found), releasing every channel's work, then the next
+//!   `generation` (64-bit release store: a channel that sees it sees DONE, never the
+//!   completed item's PENDING).
+//! - poster: spins on 64-bit acquire loads of `state` until DONE or CLOSED (acquire: the
+//!   item's writes are visible to the poster, so to what follows its kernel on the
+//!   stream), checking the host's abort flag and a spin budget ([`SpinGuard`]); past the
+//!   budget it records a `Timeout` at `WaitSite::MailboxPost` and sets the abort flag
+//!   (release), so the loop leaves and the host's next call fails: a timeout is never
+//!   silent.
+//! - a channel that leaves the loop for any reason sets CLOSED by a 64-bit acq_rel CAS
+//!   loop (an atomic OR), so a waiting poster is released and later posts return at once.
+//!
+//! The poster runs while the loop's CTAs hold their SMs: the communicator leaves room
+//! for its one CTA (see host-shim's residency check).
+//!
+//! [`SpinGuard`]: crate::spin::SpinGuard
 
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
@@ -33,12 +53,12 @@ use super::item::WorkItem;
 use super::placement::ChannelPlacement;
 use crate::abi::{MAX_CHANNELS, MAX_GROUPS, PrimsShared};
 
-/// The low half of `Mailbox::state`: an item is waiting.
+/// A bit of `Mailbox::state`: an item is waiting.
 pub const MAILBOX_PENDING: u64 = 1;
-/// The low half of `Mailbox::state`: the item is done.
+/// A bit of `Mailbox::state`: the item is done.
 pub const MAILBOX_DONE: u64 = 2;
-/// The high half of `Mailbox::state`: the loop has left; nothing more will run.
-pub const MAILBOX_CLOSED: u64 = 1 << 32;
+/// A bit of `Mailbox::state`: the loop has left; nothing more will run.
+pub const MAILBOX_CLOSED: u64 = 4;
 
 /// Words of a [`RingSlot`].
 pub const SLOT_WORDS: usize = 2 * core::mem::size_of::<WorkItem>() / 8;
@@ -137,7 +157,7 @@ impl Default for QueueHeader {
 pub struct Mailbox {
     /// The item (its `seq` is ignored).
     pub item: WorkItem,
-    /// Low half: [`MAILBOX_PENDING`] / [`MAILBOX_DONE`]; high half: [`MAILBOX_CLOSED`].
+    /// [`MAILBOX_PENDING`] or [`MAILBOX_DONE`], and [`MAILBOX_CLOSED`] (64-bit accesses only).
     pub state: u64,
     /// Items completed through the mailbox.
     pub generation: u64,

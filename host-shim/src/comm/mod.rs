@@ -1,8 +1,8 @@
 //! Communicators: N ranks over M ≤ N GPUs of one process (several ranks may share a GPU,
 //! each its own work loop on its own stream), peer access between the GPUs, per-channel
 //! connection FIFOs. The API is shaped like `cudarc::nccl::Comm`: one [`Comm`] per rank,
-//! collectives on the rank's stream (stream-ordered, no kernel launch: the item reaches
-//! the rank's persistent loop through stream memory operations), every call returning
+//! collectives on the rank's stream (stream-ordered: one launch of a one-thread post
+//! kernel hands the item to the rank's persistent loop and waits for it), every call returning
 //! `Result`; `abort()` and `async_error()` never block.
 //!
 //! This module wires and drives ranks; it never chooses an algorithm, a chunk or a
@@ -10,7 +10,7 @@
 //!
 //! # Capturing calls in a CUDA graph
 //!
-//! Every call is stream memory operations on the rank's stream, so it can be captured and
+//! Every call is one kernel launch on the rank's stream, so it can be captured and
 //! replayed. One step is needed with cudarc's own buffers: when a context has several
 //! streams, cudarc tracks each `CudaSlice`'s uses with events, and a capturing stream
 //! cannot wait on an event recorded outside the capture. Allocate the buffers you capture
@@ -209,6 +209,11 @@ impl Comm {
     /// after every allocation of the communicator and before any loop starts (the place
     /// to allocate more device memory: CUDA may make an allocation wait for running
     /// kernels).
+    ///
+    /// Refuses ([`Error::DeviceLimit`]) a layout whose channels do not all fit on their
+    /// device at once, and one whose channels fill the device: each rank's calls launch a
+    /// one-CTA post kernel that must find room beside the running loops, so the ranks of
+    /// a device keep at least one channel's room free per rank.
     pub fn from_devices_with(
         streams: Vec<Arc<CudaStream>>,
         cfg: CommConfig,
@@ -257,13 +262,23 @@ impl Comm {
         }
         // Every channel of every rank of a device must be resident at once: a channel
         // waiting for a peer that never gets an SM would wait until its spin budget ends.
+        // And each rank's stream-ordered calls launch a one-CTA post kernel (32 threads,
+        // no shared memory: smaller than a channel in every resource) that must run while
+        // the loops hold their SMs: the loops must leave one channel's room per rank.
         for (ordinal, ctx) in &contexts {
             let ranks_here = streams.iter().filter(|s| s.context().ordinal() == *ordinal).count() as u32;
             let sms = device::sm_count(ctx)?;
             let per_sm = loops[streams.iter().position(|s| s.context().ordinal() == *ordinal).unwrap_or(0)].channels_per_sm()?;
-            if ranks_here * cfg.loop_cfg.channels > sms * per_sm {
+            let channels = ranks_here * cfg.loop_cfg.channels;
+            if channels > sms * per_sm {
                 return Err(Error::DeviceLimit(format!(
                     "device {ordinal}: {ranks_here} rank(s) × {} channels do not fit at once on its {sms} SMs ({per_sm} channel(s) per SM)",
+                    cfg.loop_cfg.channels
+                )));
+            }
+            if channels + ranks_here > sms * per_sm {
+                return Err(Error::DeviceLimit(format!(
+                    "device {ordinal}: {ranks_here} rank(s) × {} channels fill its {sms} SMs ({per_sm} channel(s) per SM) and leave no room for the post kernel each rank's stream-ordered calls launch (one CTA per rank): use fewer channels",
                     cfg.loop_cfg.channels
                 )));
             }

@@ -2,7 +2,8 @@
 //! with.
 
 use device_rt::conn::CommDevice;
-use device_rt::work::{LoopArgs, LoopState, QueueHeader, RingSlot, work_loop};
+use device_rt::arch;
+use device_rt::work::{LoopArgs, LoopState, QueueHeader, RingSlot, WorkItem, post_to_mailbox, work_loop};
 
 /// One rank's work loop: launched once, runs items until a Shutdown item, an abort or an
 /// error (see `device_rt::work`).
@@ -21,6 +22,36 @@ pub unsafe extern "gpu-kernel" fn ferroccl_work_loop(
     // SAFETY: this kernel's contract is `work_loop`'s, for the same arguments, which the host
     // keeps when it launches it.
     unsafe { work_loop(LoopArgs { header, ring, capacity, state, spin_budget_ns, comm }) }
+}
+
+/// The stream-ordered path's poster: launched on the user's stream with 1 CTA of 32
+/// threads; thread 0 writes the item (its eight words `w0..w7`) into the loop's mailbox,
+/// publishes it, and waits until the loop has run it, has left, the host aborts or the
+/// budget passes (see `device_rt::work::post_to_mailbox`); the other threads return.
+///
+/// # Safety
+/// As `device_rt::work::post_to_mailbox`, for `state` and `header` of one running loop.
+#[unsafe(no_mangle)]
+pub unsafe extern "gpu-kernel" fn ferroccl_mailbox_post(
+    state: *mut LoopState,
+    header: *mut QueueHeader,
+    w0: u64,
+    w1: u64,
+    w2: u64,
+    w3: u64,
+    w4: u64,
+    w5: u64,
+    w6: u64,
+    w7: u64,
+    spin_budget_ns: u64,
+) {
+    if arch::thread_idx() != 0 || arch::block_idx() != 0 {
+        return;
+    }
+    let item = WorkItem::from_words([w0, w1, w2, w3, w4, w5, w6, w7]);
+    // SAFETY: this kernel's contract is `post_to_mailbox`'s, which the host keeps when it
+    // launches it (one poster per mailbox: its one-stream rule).
+    let _ = unsafe { post_to_mailbox(state, header, item, spin_budget_ns) };
 }
 
 /// Does nothing: the baseline of the launch-latency benchmarks.

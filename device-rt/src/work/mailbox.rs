@@ -1,0 +1,130 @@
+//! The stream-ordered path's poster: one thread of a tiny kernel launched on the user's
+//! stream writes an item into the loop's mailbox, publishes it, and waits until the loop
+//! has run it (see the `queue` module for the protocol and the ordering of each access).
+
+use super::item::WorkItem;
+use super::queue::{LoopState, MAILBOX_CLOSED, MAILBOX_DONE, MAILBOX_PENDING, QueueHeader};
+use crate::abi::{LoopError, WaitSite};
+use crate::arch::{self, AtomicWord};
+use crate::spin::{Interrupted, SpinGuard};
+
+/// How a [`post_to_mailbox`] ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PostOutcome {
+    /// The loop ran the item (every channel's writes are visible to the poster).
+    Done,
+    /// The loop had left (before or while the item waited): nothing more runs.
+    Closed,
+    /// The host set the abort flag while the item waited.
+    Aborted,
+    /// The loop did not answer within the spin budget: the poster recorded a
+    /// `LoopError::Timeout` at [`WaitSite::MailboxPost`] (unless an error was recorded
+    /// first) and set the abort flag, so the loop leaves and the host's next call fails.
+    TimedOut,
+}
+
+/// Changes the mailbox state word with a 64-bit compare-and-swap loop
+/// (`atom.acq_rel.sys.cas.b64`): `update(old)` gives the new value, or `None` to leave
+/// the word as it is. Returns the value the last attempt found.
+///
+/// # Safety
+/// `word` is the aligned `state` of a live mailbox in global memory, which every thread
+/// accesses only through `arch`'s 64-bit operations.
+#[inline(always)]
+pub(crate) unsafe fn update_state(word: *mut u64, update: impl Fn(u64) -> Option<u64>) -> u64 {
+    // SAFETY: the caller's contract: an aligned `u64` accessed only through `arch`.
+    let mut old = unsafe { arch::ld_relaxed_sys_global(word) };
+    loop {
+        let Some(new) = update(old) else { return old };
+        // SAFETY: as above.
+        let found = unsafe { u64::atomic_cas_acq_rel_sys(word, old, new) };
+        if found == old {
+            return old;
+        }
+        old = found;
+    }
+}
+
+/// Posts `item` to the loop's mailbox and waits until the loop has run it, has left, the
+/// host aborts, or `spin_budget_ns` passes (then records a timeout and sets the abort
+/// flag: see [`PostOutcome::TimedOut`]). One thread runs this; a CLOSED mailbox returns
+/// at once, without writing anything.
+///
+/// Ordering (the `queue` module's protocol): the item's words are relaxed (volatile)
+/// 64-bit stores; PENDING is published by a 64-bit acq_rel CAS that keeps CLOSED, which
+/// orders the item before it; the wait is a 64-bit acquire load that sees DONE or CLOSED,
+/// after which every write of the item is visible to this thread (and, once this kernel
+/// ends, to the work that follows it on its stream).
+///
+/// # Safety
+/// `state` is the live `LoopState` of a loop launched on `header` (device memory, and
+/// host-mapped memory readable and writable by the device); the caller is the only
+/// poster of this mailbox until this returns (the host's one-stream rule), and `item`
+/// passed the host's validation.
+pub unsafe fn post_to_mailbox(state: *mut LoopState, header: *mut QueueHeader, item: WorkItem, spin_budget_ns: u64) -> PostOutcome {
+    // SAFETY: `state` is a live `LoopState` (the caller's contract); only addresses are taken.
+    let (word, slot) = unsafe { (&raw mut (*state).mailbox.state, (&raw mut (*state).mailbox.item).cast::<u64>()) };
+    // SAFETY: `state` is the mailbox's aligned `u64`, accessed only through `arch`'s 64-bit
+    // operations.
+    if unsafe { arch::ld_acquire_sys_global(word) } & MAILBOX_CLOSED != 0 {
+        return PostOutcome::Closed;
+    }
+    for (w, value) in item.to_words().into_iter().enumerate() {
+        // SAFETY: `w < 8`: an aligned word of the mailbox item (64 bytes), which no channel
+        // reads while the state is not PENDING (the last channel's DONE came after every
+        // channel's reads of the previous item), and which only this poster writes.
+        unsafe { arch::st_volatile_global(slot.add(w), value) };
+    }
+    // SAFETY: as for the load above.
+    let before = unsafe {
+        update_state(word, |old| if old & MAILBOX_CLOSED != 0 { None } else { Some(MAILBOX_PENDING) })
+    };
+    if before & MAILBOX_CLOSED != 0 {
+        return PostOutcome::Closed;
+    }
+    // SAFETY: `abort` is an aligned `u64` of the live host-mapped header (the caller's
+    // contract), read by the guard with volatile loads.
+    let mut guard = unsafe { SpinGuard::new(&raw const (*header).abort, spin_budget_ns) };
+    loop {
+        // SAFETY: as for the first load.
+        let now = unsafe { arch::ld_acquire_sys_global(word) };
+        if now & MAILBOX_DONE != 0 {
+            return PostOutcome::Done;
+        }
+        if now & MAILBOX_CLOSED != 0 {
+            return PostOutcome::Closed;
+        }
+        match guard.tick() {
+            Ok(()) => {}
+            Err(Interrupted::Aborted) => return PostOutcome::Aborted,
+            Err(Interrupted::TimedOut) => {
+                // SAFETY: the caller's contract: `state` and `header` are the loop's live state
+                // and header.
+                unsafe { record_timeout(state, header) };
+                return PostOutcome::TimedOut;
+            }
+        }
+    }
+}
+
+/// Makes a post's timeout visible: claims the loop's error (as a channel does) and
+/// records a `Timeout` at [`WaitSite::MailboxPost`], then sets the abort flag (release),
+/// so every channel leaves and the host's next call reports the error.
+///
+/// # Safety
+/// As [`post_to_mailbox`].
+unsafe fn record_timeout(state: *mut LoopState, header: *mut QueueHeader) {
+    // SAFETY: `error_claimed` is an aligned `u64` of the live loop state, changed only by
+    // `arch` atomics.
+    if unsafe { u64::atomic_cas_acq_rel_sys(&raw mut (*state).error_claimed, 0, 1) } == 0 {
+        // SAFETY: `error_seq` and `status` are aligned words of the live host-mapped header,
+        // written only by whoever won the claim above.
+        unsafe {
+            arch::st_volatile_global(&raw mut (*header).error_seq, 0);
+            arch::st_release_sys_global(&raw mut (*header).status, LoopError::Timeout.status(WaitSite::MailboxPost as u32));
+        }
+    }
+    // SAFETY: `abort` is an aligned `u64` of the live host-mapped header; any non-zero value
+    // asks the loop to leave.
+    unsafe { arch::st_release_sys_global(&raw mut (*header).abort, 1) };
+}
