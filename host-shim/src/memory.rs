@@ -46,32 +46,21 @@ impl<T: DeviceRepr + ValidAsZeroBits> HostMapped<T> {
 /// The ordinal of the device whose memory holds address `ptr`, or `None` where the memory
 /// is not device memory (host-mapped or registered host memory). Never blocks.
 pub fn device_of(ptr: u64) -> Result<Option<usize>> {
-    let mut memory_type: u32 = 0;
-    // SAFETY: the attribute is a `CUmemorytype` (a 32-bit enum) written into `memory_type`.
-    unsafe {
-        sys::cuPointerGetAttribute(
-            (&raw mut memory_type).cast(),
-            sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
-            ptr,
-        )
-    }
-    .result()
-    .map_err(Error::cuda("cuPointerGetAttribute"))?;
-    if memory_type != sys::CUmemorytype::CU_MEMORYTYPE_DEVICE as u32 {
+    use sys::CUpointer_attribute as A;
+    if pointer_attribute(A::CU_POINTER_ATTRIBUTE_MEMORY_TYPE, ptr)? != sys::CUmemorytype::CU_MEMORYTYPE_DEVICE as i32 {
         return Ok(None);
     }
-    let mut ordinal: i32 = -1;
-    // SAFETY: the attribute is an `int` written into `ordinal`.
-    unsafe {
-        sys::cuPointerGetAttribute(
-            (&raw mut ordinal).cast(),
-            sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
-            ptr,
-        )
-    }
-    .result()
-    .map_err(Error::cuda("cuPointerGetAttribute"))?;
-    Ok(usize::try_from(ordinal).ok())
+    Ok(usize::try_from(pointer_attribute(A::CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, ptr)?).ok())
+}
+
+/// A 32-bit attribute of the memory at `ptr` (a `CUmemorytype` or an `int`).
+fn pointer_attribute(attribute: sys::CUpointer_attribute, ptr: u64) -> Result<i32> {
+    let mut value: i32 = -1;
+    // SAFETY: both attributes asked for are 32-bit values written into `value`.
+    unsafe { sys::cuPointerGetAttribute((&raw mut value).cast(), attribute, ptr) }
+        .result()
+        .map_err(Error::cuda("cuPointerGetAttribute"))?;
+    Ok(value)
 }
 
 impl<T: Copy> HostMapped<T> {
