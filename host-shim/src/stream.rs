@@ -8,7 +8,9 @@ use crate::{Error, Result};
 
 /// Waits until all work queued on `stream` has finished, polling `cuStreamQuery`, or
 /// returns [`Error::Timeout`] after `timeout` (the work may then still be running; the
-/// caller must not free memory it uses).
+/// caller must not free memory it uses). Polls without sleeping for the first
+/// [`SPIN_BEFORE_SLEEP`] (a sleep lasts 50 µs or more, longer than most waits), then
+/// sleeps between polls.
 ///
 /// Ordering: on `Ok`, every write of the finished work is visible to the host.
 pub fn wait(stream: &CudaStream, timeout: Duration, what: &str) -> Result<()> {
@@ -23,6 +25,13 @@ pub fn wait(stream: &CudaStream, timeout: Duration, what: &str) -> Result<()> {
         if start.elapsed() > timeout {
             return Err(Error::Timeout { what: what.to_owned(), after: timeout });
         }
-        std::thread::sleep(Duration::from_micros(20));
+        if start.elapsed() < SPIN_BEFORE_SLEEP {
+            std::thread::yield_now();
+        } else {
+            std::thread::sleep(Duration::from_micros(20));
+        }
     }
 }
+
+/// How long [`wait`] polls before it starts sleeping between polls.
+pub const SPIN_BEFORE_SLEEP: Duration = Duration::from_micros(200);

@@ -257,6 +257,30 @@ pub struct WorkLoopReport {
     pub stream_ordered_us_per_op: f64,
     /// µs per empty-kernel launch in a replayed CUDA graph of 100.
     pub graph_launch_us_per_op: f64,
+    /// µs per stream-ordered no-op, 2 000 posted back to back on one stream then waited
+    /// for with `cuStreamSynchronize` (host clock, first post to the end of the wait).
+    pub stream_back_to_back_us_per_op: f64,
+    /// Median µs of one stream-ordered no-op posted and waited for
+    /// (`cuStreamSynchronize`), host clock.
+    pub stream_roundtrip_us: f64,
+    /// The public call path: `Comm::all_reduce` on a one-rank communicator.
+    pub comm: CommCallReport,
+}
+
+/// `Comm::all_reduce` of 8 bytes (two f32) on a one-rank communicator of the default
+/// configuration, on its stream: what a user's smallest call costs.
+#[derive(Clone, Debug, Default)]
+pub struct CommCallReport {
+    /// Median µs of a call plus `cuStreamSynchronize`.
+    pub call_sync_us: f64,
+    /// µs per call in a replayed CUDA graph of 20 calls.
+    pub graph_us_per_call: f64,
+    /// Median over 100 batches of host µs per call while 100 calls are made back to back
+    /// (the stream is waited for between batches, outside the timing), with cudarc's
+    /// event tracking as the context has it by default.
+    pub host_enqueue_us_per_call: f64,
+    /// The same with cudarc's event tracking turned off for the context.
+    pub host_enqueue_untracked_us_per_call: f64,
 }
 
 impl WorkLoopReport {
@@ -268,6 +292,11 @@ impl WorkLoopReport {
     /// (c): a stream-ordered no-op over a kernel launch, both inside a CUDA graph.
     pub fn stream_ordered_vs_graph_launch(&self) -> f64 {
         self.stream_ordered_us_per_op / self.graph_launch_us_per_op
+    }
+
+    /// (d): a stream-ordered no-op posted and waited for, over an empty launch + sync.
+    pub fn stream_roundtrip_vs_launch_sync(&self) -> f64 {
+        self.stream_roundtrip_us / self.empty_launch_sync_us
     }
 }
 
@@ -342,8 +371,8 @@ pub fn work_loop(fx: &Fixture) -> Result<WorkLoopReport> {
     report.dispatch_us_per_item = dispatch(1)?;
     report.dispatch_4ch_us_per_item = dispatch(4)?;
 
-    let mut lp = WorkLoop::launch(&fx.ctx, &fx.module, config(1, 64))?;
     let user = fx.ctx.new_stream().map_err(Error::cuda("cuStreamCreate"))?;
+    let mut lp = WorkLoop::launch(&fx.ctx, &fx.module, config(1, 64))?;
     let graph_of = |record: &dyn Fn() -> Result<()>| -> Result<cudarc::driver::CudaGraph> {
         user.begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED).map_err(Error::cuda("cuStreamBeginCapture"))?;
         for _ in 0..GRAPH_OPS {
@@ -357,15 +386,101 @@ pub fn work_loop(fx: &Fixture) -> Result<WorkLoopReport> {
         let times = time_ms(&user, 20, || graph.launch().map_err(Error::cuda("cuGraphLaunch")))?;
         Ok(median(times) * 1e3 / GRAPH_OPS as f64)
     };
-    let stream_ordered = graph_of(&|| lp.enqueue_on_stream(&user, WorkItem::noop()))?;
-    report.stream_ordered_us_per_op = per_op_us(&stream_ordered)?;
     // SAFETY: `ferroccl_empty` takes no arguments.
     let launches = graph_of(&|| unsafe { user.launch_builder(&empty).launch(one) }.map(drop).map_err(Error::cuda("cuLaunchKernel")))?;
     report.graph_launch_us_per_op = per_op_us(&launches)?;
+    let stream_ordered = graph_of(&|| lp.enqueue_on_stream(&user, WorkItem::noop()))?;
+    report.stream_ordered_us_per_op = per_op_us(&stream_ordered)?;
+    let sync_user = || user.synchronize().map_err(Error::cuda("cuStreamSynchronize"));
+    for _ in 0..100 {
+        lp.enqueue_on_stream(&user, WorkItem::noop())?;
+    }
+    sync_user()?;
+    let start = Instant::now();
+    for _ in 0..BACK_TO_BACK {
+        lp.enqueue_on_stream(&user, WorkItem::noop())?;
+    }
+    sync_user()?;
+    report.stream_back_to_back_us_per_op = start.elapsed().as_secs_f64() * 1e6 / BACK_TO_BACK as f64;
+    report.stream_roundtrip_us = median_host_us(&mut || {
+        lp.enqueue_on_stream(&user, WorkItem::noop())?;
+        sync_user()
+    })?;
     if let Some(e) = lp.async_error() {
         return Err(e);
     }
     lp.shutdown(timeout)?;
+    report.comm = comm_calls(fx, &median_host_us)?;
+    Ok(report)
+}
+
+const BACK_TO_BACK: usize = 2000;
+const GRAPH_CALLS: usize = 20;
+const ENQUEUE_BATCHES: usize = 100;
+const ENQUEUE_BATCH: usize = 100;
+
+/// Measures [`CommCallReport`] on `fx`'s device (no loop of the device may run: the
+/// communicator loads its module). Every call's result is checked. The capture runs with
+/// cudarc's event tracking off: with it on, a slice made before a capture makes the
+/// captured call wait on an event recorded outside it, which CUDA refuses
+/// (`CUDA_ERROR_STREAM_CAPTURE_ISOLATION`), whatever kernel the call launches.
+fn comm_calls(fx: &Fixture, median_host_us: &dyn Fn(&mut dyn FnMut() -> Result<()>) -> Result<f64>) -> Result<CommCallReport> {
+    use host_shim::comm::{Comm, ReduceOp};
+    let timeout = std::time::Duration::from_secs(20);
+    let stream = fx.ctx.new_stream().map_err(Error::cuda("cuStreamCreate"))?;
+    let send = stream.clone_htod(&[1.5f32, -2.25]).map_err(Error::cuda("cuMemcpyHtoD"))?;
+    let mut recv = stream.alloc_zeros::<f32>(2).map_err(Error::cuda("cuMemAlloc"))?;
+    let mut comms = Comm::from_devices(vec![stream.clone()])?;
+    let comm = &mut comms[0];
+    let sync = || stream.synchronize().map_err(Error::cuda("cuStreamSynchronize"));
+    let check = |recv: &CudaSlice<f32>| -> Result<()> {
+        let got = stream.clone_dtoh(recv).map_err(Error::cuda("cuMemcpyDtoH"))?;
+        if got != [1.5, -2.25] {
+            return Err(Error::InvalidState("a one-rank all_reduce did not copy its input"));
+        }
+        Ok(())
+    };
+    let enqueue_us = |comm: &Comm, recv: &mut CudaSlice<f32>| -> Result<f64> {
+        let mut per_call = Vec::with_capacity(ENQUEUE_BATCHES);
+        for _ in 0..ENQUEUE_BATCHES {
+            let start = std::time::Instant::now();
+            for _ in 0..ENQUEUE_BATCH {
+                comm.all_reduce(&send, recv, ReduceOp::Sum)?;
+            }
+            per_call.push(start.elapsed().as_secs_f64() * 1e6 / ENQUEUE_BATCH as f64);
+            sync()?;
+        }
+        Ok(median(per_call))
+    };
+    let mut report = CommCallReport { host_enqueue_us_per_call: enqueue_us(comm, &mut recv)?, ..CommCallReport::default() };
+    check(&recv)?;
+    // SAFETY: the stream was waited for; the buffers are used on `stream` alone.
+    unsafe { fx.ctx.disable_event_tracking() };
+    let untracked = (|| -> Result<()> {
+        report.host_enqueue_untracked_us_per_call = enqueue_us(comm, &mut recv)?;
+        stream.memset_zeros(&mut recv).map_err(Error::cuda("cuMemsetD8"))?;
+        sync()?;
+        stream.begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED).map_err(Error::cuda("cuStreamBeginCapture"))?;
+        for _ in 0..GRAPH_CALLS {
+            comm.all_reduce(&send, &mut recv, ReduceOp::Sum)?;
+        }
+        let graph = stream
+            .end_capture(sys::CUgraphInstantiate_flags(0))
+            .map_err(Error::cuda("cuStreamEndCapture"))?
+            .ok_or_else(|| Error::InvalidArgument("stream capture produced no graph".into()))?;
+        let times = time_ms(&stream, 20, || graph.launch().map_err(Error::cuda("cuGraphLaunch")))?;
+        report.graph_us_per_call = median(times) * 1e3 / GRAPH_CALLS as f64;
+        check(&recv)
+    })();
+    // SAFETY: every use of the buffers above was waited for.
+    unsafe { fx.ctx.enable_event_tracking() };
+    untracked?;
+    report.call_sync_us = median_host_us(&mut || {
+        comm.all_reduce(&send, &mut recv, ReduceOp::Sum)?;
+        sync()
+    })?;
+    check(&recv)?;
+    comm.shutdown(timeout)?;
     Ok(report)
 }
 
@@ -384,6 +499,13 @@ pub fn work_loop_json(r: &WorkLoopReport, gpu: &str, date_utc: &str) -> String {
         dispatch_4ch_us_per_item: rounded(r.dispatch_4ch_us_per_item, 4),
         stream_ordered_us_per_op: rounded(r.stream_ordered_us_per_op, 3),
         graph_launch_us_per_op: rounded(r.graph_launch_us_per_op, 3),
+        stream_back_to_back_us_per_op: rounded(r.stream_back_to_back_us_per_op, 3),
+        stream_roundtrip_us: rounded(r.stream_roundtrip_us, 3),
+        stream_roundtrip_vs_launch_sync: rounded(r.stream_roundtrip_vs_launch_sync(), 4),
+        host_enqueue_us_per_call: rounded(r.comm.host_enqueue_us_per_call, 3),
+        host_enqueue_untracked_us_per_call: rounded(r.comm.host_enqueue_untracked_us_per_call, 3),
+        all_reduce_8b_call_sync_us: rounded(r.comm.call_sync_us, 3),
+        all_reduce_8b_graph_us_per_call: rounded(r.comm.graph_us_per_call, 3),
     };
     serde_json::to_string_pretty(&body).expect("plain structs serialize") + "\n"
 }
@@ -402,6 +524,13 @@ struct WorkLoopJson<'a> {
     dispatch_4ch_us_per_item: f64,
     stream_ordered_us_per_op: f64,
     graph_launch_us_per_op: f64,
+    stream_back_to_back_us_per_op: f64,
+    stream_roundtrip_us: f64,
+    stream_roundtrip_vs_launch_sync: f64,
+    host_enqueue_us_per_call: f64,
+    host_enqueue_untracked_us_per_call: f64,
+    all_reduce_8b_call_sync_us: f64,
+    all_reduce_8b_graph_us_per_call: f64,
 }
 
 #[cfg(test)]
@@ -465,6 +594,9 @@ mod tests {
             dispatch_4ch_us_per_item: 0.7209,
             stream_ordered_us_per_op: 22.591,
             graph_launch_us_per_op: 0.0,
+            stream_back_to_back_us_per_op: 3.5,
+            stream_roundtrip_us: 7.25,
+            comm: CommCallReport { call_sync_us: 9.0, graph_us_per_call: 4.0, host_enqueue_us_per_call: 4.5, host_enqueue_untracked_us_per_call: 2.5 },
         };
         let v: Value = serde_json::from_str(&work_loop_json(&r, "NVIDIA H100", "2026-01-01T00:00:00Z")).unwrap();
         let mut expected = [
@@ -479,11 +611,20 @@ mod tests {
             "dispatch_4ch_us_per_item",
             "stream_ordered_us_per_op",
             "graph_launch_us_per_op",
+            "stream_back_to_back_us_per_op",
+            "stream_roundtrip_us",
+            "stream_roundtrip_vs_launch_sync",
+            "host_enqueue_us_per_call",
+            "host_enqueue_untracked_us_per_call",
+            "all_reduce_8b_call_sync_us",
+            "all_reduce_8b_graph_us_per_call",
         ];
         expected.sort_unstable();
         assert_eq!(keys(&v), expected);
         assert_eq!((&v["noop_roundtrip_us"], &v["device_dispatch_us_per_item"]), (&json!(3.357), &json!(0.6977)));
         assert_eq!(v["noop_roundtrip_vs_launch"], rounded(3.3571 / 10.114, 4));
         assert!(v["stream_ordered_vs_graph_launch"].is_null(), "a division by 0 is null");
+        assert_eq!(v["stream_roundtrip_vs_launch_sync"], rounded(7.25 / 10.114, 4));
+        assert_eq!(v["host_enqueue_us_per_call"], json!(4.5));
     }
 }

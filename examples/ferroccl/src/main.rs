@@ -273,6 +273,13 @@ fn bench_work_loop(args: &WorkLoopArgs) -> Result<ExitCode, Error> {
     println!("(c) stream-ordered no-op in a graph {:>9.2} us/op", r.stream_ordered_us_per_op);
     println!("    empty kernel launch in a graph  {:>9.2} us/op", r.graph_launch_us_per_op);
     println!("    stream_ordered_vs_graph_launch  {:>9.3}", r.stream_ordered_vs_graph_launch());
+    println!("(d) stream-ordered no-op, back to back {:>6.2} us/op", r.stream_back_to_back_us_per_op);
+    println!("    stream-ordered no-op + sync     {:>9.2} us", r.stream_roundtrip_us);
+    println!("    stream_roundtrip_vs_launch_sync {:>9.3}", r.stream_roundtrip_vs_launch_sync());
+    println!("(e) Comm::all_reduce 8 B, 1 rank: call + sync {:>7.2} us", r.comm.call_sync_us);
+    println!("    in a graph of {} calls        {:>9.2} us/call", 20, r.comm.graph_us_per_call);
+    println!("    host time per call            {:>9.2} us", r.comm.host_enqueue_us_per_call);
+    println!("    same, no cudarc event tracking {:>8.2} us", r.comm.host_enqueue_untracked_us_per_call);
     if let Some(path) = &args.json {
         write_json(path, bench::work_loop_json(&r, &info.name, &utc_now()))?;
     }

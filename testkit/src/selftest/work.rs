@@ -121,8 +121,9 @@ fn lp_stream(lp: &host_shim::work::WorkLoop) -> Arc<CudaStream> {
     lp.stream().clone()
 }
 
-/// The stream-ordered path: work before it on the user's stream runs first, work after
-/// it waits; captured in a CUDA graph and replayed, every replay runs every item.
+/// The stream-ordered path: captured in a CUDA graph from the first item on and replayed,
+/// every replay runs every item; work before it on the user's stream runs first, work
+/// after it waits.
 pub(super) fn work_loop_stream_graph(fx: &Fixture) -> Outcome {
     use cudarc::driver::sys;
     use device_rt::dtype::DataType;
@@ -137,13 +138,8 @@ pub(super) fn work_loop_stream_graph(fx: &Fixture) -> Outcome {
     stream::wait(&user, LOOP_WAIT, "allocations")?;
     let mut lp = host_shim::work::WorkLoop::launch(&fx.ctx, &fx.module, loop_config(4, 64, LOOP_WAIT))?;
     let (ps, pd, pc) = (src.device_ptr(&user).0, dst.device_ptr(&user).0, counter.device_ptr(&user).0);
-    // Ordering: a memset on the user stream, then the loop copies, then a copy back.
-    // SAFETY: `ps` is the start of `src`, N u32 words, alive until the stream has run.
-    unsafe { sys::cuMemsetD32Async(ps, 0xC0FFEE, N, user.cu_stream()) }.result().map_err(Error::cuda("cuMemsetD32Async"))?;
-    lp.enqueue_on_stream(&user, WorkItem::copy(DataType::U32, ps, pd, N as u64))?;
-    let got = user.clone_dtoh(&dst).map_err(Error::cuda("cuMemcpyDtoH"))?;
-    ensure(got.iter().all(|&v| v == 0xC0FFEE), || "the loop's copy did not see the memset queued before it".into())?;
-    // Capture ITEMS increments, replay the graph REPLAYS times.
+    // Capture ITEMS increments (the loop's first stream-ordered items: a user's first call
+    // may be inside a capture), replay the graph REPLAYS times.
     user.begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED).map_err(Error::cuda("cuStreamBeginCapture"))?;
     for _ in 0..ITEMS {
         lp.enqueue_on_stream(&user, WorkItem::call(DeviceFunction::Increment, pc, 0))?;
@@ -156,6 +152,12 @@ pub(super) fn work_loop_stream_graph(fx: &Fixture) -> Outcome {
         graph.launch().map_err(Error::cuda("cuGraphLaunch"))?;
     }
     stream::wait(&user, LOOP_WAIT, "graph replays")?;
+    // Ordering: a memset on the user stream, then the loop copies, then a copy back.
+    // SAFETY: `ps` is the start of `src`, N u32 words, alive until the stream has run.
+    unsafe { sys::cuMemsetD32Async(ps, 0xC0FFEE, N, user.cu_stream()) }.result().map_err(Error::cuda("cuMemsetD32Async"))?;
+    lp.enqueue_on_stream(&user, WorkItem::copy(DataType::U32, ps, pd, N as u64))?;
+    let got = user.clone_dtoh(&dst).map_err(Error::cuda("cuMemcpyDtoH"))?;
+    ensure(got.iter().all(|&v| v == 0xC0FFEE), || "the loop's copy did not see the memset queued before it".into())?;
     let other = fx.ctx.new_stream().map_err(Error::cuda("cuStreamCreate"))?;
     let refused = lp.enqueue_on_stream(&other, WorkItem::noop());
     ensure(matches!(refused, Err(Error::StreamInUse)), || format!("a second stream was not refused as in use: {refused:?}"))?;
