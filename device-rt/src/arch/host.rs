@@ -750,6 +750,11 @@ macro_rules! global_word {
                 unsafe { <$atomic>::from_ptr(aligned(p, size_of::<$t>())) }.load(Acquire)
             }
             #[inline]
+            unsafe fn ld_acquire_gpu(p: *const Self) -> Self {
+                // SAFETY: as in `ld_volatile`.
+                unsafe { <$atomic>::from_ptr(aligned(p, size_of::<$t>())) }.load(Acquire)
+            }
+            #[inline]
             unsafe fn st_volatile(p: *mut Self, v: Self) {
                 // SAFETY: the caller passes a valid, writable word that is accessed only
                 // atomically.
@@ -762,6 +767,11 @@ macro_rules! global_word {
             }
             #[inline]
             unsafe fn st_release_sys(p: *mut Self, v: Self) {
+                // SAFETY: as in `st_volatile`.
+                unsafe { <$atomic>::from_ptr(aligned(p, size_of::<$t>())) }.store(v, Release)
+            }
+            #[inline]
+            unsafe fn st_release_gpu(p: *mut Self, v: Self) {
                 // SAFETY: as in `st_volatile`.
                 unsafe { <$atomic>::from_ptr(aligned(p, size_of::<$t>())) }.store(v, Release)
             }
@@ -791,6 +801,11 @@ macro_rules! atomic_word {
                 unsafe { <$atomic>::from_ptr(aligned(p, size_of::<$t>())) }.fetch_add(v, AcqRel)
             }
             #[inline]
+            unsafe fn atomic_add_acq_rel_gpu(p: *mut Self, v: Self) -> Self {
+                // SAFETY: as in `atomic_add_relaxed_gpu`.
+                unsafe { <$atomic>::from_ptr(aligned(p, size_of::<$t>())) }.fetch_add(v, AcqRel)
+            }
+            #[inline]
             unsafe fn atomic_max_relaxed_gpu(p: *mut Self, v: Self) -> Self {
                 // SAFETY: as in `atomic_add_relaxed_gpu`.
                 unsafe { <$atomic>::from_ptr(aligned(p, size_of::<$t>())) }.fetch_max(v, Relaxed)
@@ -807,6 +822,12 @@ macro_rules! atomic_word {
             }
             #[inline]
             unsafe fn atomic_cas_acq_rel_sys(p: *mut Self, expected: Self, new: Self) -> Self {
+                // SAFETY: as in `atomic_add_relaxed_gpu`.
+                let word = unsafe { <$atomic>::from_ptr(aligned(p, size_of::<$t>())) };
+                word.compare_exchange(expected, new, AcqRel, Acquire).unwrap_or_else(|current| current)
+            }
+            #[inline]
+            unsafe fn atomic_cas_acq_rel_gpu(p: *mut Self, expected: Self, new: Self) -> Self {
                 // SAFETY: as in `atomic_add_relaxed_gpu`.
                 let word = unsafe { <$atomic>::from_ptr(aligned(p, size_of::<$t>())) };
                 word.compare_exchange(expected, new, AcqRel, Acquire).unwrap_or_else(|current| current)

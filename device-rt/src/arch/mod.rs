@@ -492,6 +492,11 @@ pub trait GlobalWord: Copy + sealed::Sealed {
     /// # Safety
     /// As [`ld_volatile_global`].
     unsafe fn ld_acquire_sys(p: *const Self) -> Self;
+    /// See [`ld_acquire_gpu_global`].
+    ///
+    /// # Safety
+    /// As [`ld_volatile_global`].
+    unsafe fn ld_acquire_gpu(p: *const Self) -> Self;
     /// See [`st_volatile_global`].
     ///
     /// # Safety
@@ -507,6 +512,11 @@ pub trait GlobalWord: Copy + sealed::Sealed {
     /// # Safety
     /// As [`st_volatile_global`].
     unsafe fn st_release_sys(p: *mut Self, v: Self);
+    /// See [`st_release_gpu_global`].
+    ///
+    /// # Safety
+    /// As [`st_volatile_global`].
+    unsafe fn st_release_gpu(p: *mut Self, v: Self);
 }
 
 /// `ld.volatile.global`: a load the compiler may not cache or elide; no ordering with
@@ -555,6 +565,19 @@ pub unsafe fn ld_acquire_sys_global<T: GlobalWord>(p: *const T) -> T {
     unsafe { T::ld_acquire_sys(p) }
 }
 
+/// `ld.acquire.gpu.global`: this load happens before every later access of this thread,
+/// for all observers on this GPU; pairs with [`st_release_gpu_global`]. For words that
+/// only threads of one GPU access (a loop's device-memory state): cheaper than the
+/// system-scope acquire.
+///
+/// # Safety
+/// As [`ld_volatile_global`].
+#[inline(always)]
+pub unsafe fn ld_acquire_gpu_global<T: GlobalWord>(p: *const T) -> T {
+    // SAFETY: forwarded from the caller.
+    unsafe { T::ld_acquire_gpu(p) }
+}
+
 /// `st.volatile.global`: a store the compiler may not elide or merge; no ordering. (Host
 /// twin: a relaxed atomic store.)
 ///
@@ -589,6 +612,18 @@ pub unsafe fn st_release_sys_global<T: GlobalWord>(p: *mut T, v: T) {
     unsafe { T::st_release_sys(p, v) }
 }
 
+/// `st.release.gpu.global`: every earlier access of this thread (and, through barriers,
+/// those it has synchronised with) is visible on this GPU before this store is; pairs
+/// with [`ld_acquire_gpu_global`].
+///
+/// # Safety
+/// As [`st_volatile_global`].
+#[inline(always)]
+pub unsafe fn st_release_gpu_global<T: GlobalWord>(p: *mut T, v: T) {
+    // SAFETY: forwarded from the caller.
+    unsafe { T::st_release_gpu(p, v) }
+}
+
 // ---------------------------------------------------------------------------------------
 // Atomics.
 // ---------------------------------------------------------------------------------------
@@ -616,6 +651,11 @@ pub trait AtomicWord: GlobalWord {
     /// # Safety
     /// As [`st_volatile_global`].
     unsafe fn atomic_add_acq_rel_sys(p: *mut Self, v: Self) -> Self;
+    /// `atom.acq_rel.gpu.global.add`.
+    ///
+    /// # Safety
+    /// As [`st_volatile_global`].
+    unsafe fn atomic_add_acq_rel_gpu(p: *mut Self, v: Self) -> Self;
     /// `atom.relaxed.gpu.global.max`.
     ///
     /// # Safety
@@ -636,6 +676,11 @@ pub trait AtomicWord: GlobalWord {
     /// # Safety
     /// As [`st_volatile_global`].
     unsafe fn atomic_cas_acq_rel_sys(p: *mut Self, expected: Self, new: Self) -> Self;
+    /// `atom.acq_rel.gpu.global.cas`: stores `new` if the word equals `expected`.
+    ///
+    /// # Safety
+    /// As [`st_volatile_global`].
+    unsafe fn atomic_cas_acq_rel_gpu(p: *mut Self, expected: Self, new: Self) -> Self;
 }
 
 // Both implementations must provide the word traits for both word sizes.

@@ -338,6 +338,14 @@ macro_rules! global_word {
                 v
             }
             #[inline(always)]
+            unsafe fn ld_acquire_gpu(p: *const Self) -> Self {
+                let v: $t;
+                // SAFETY: as for `ld_volatile`; not `readonly`, so that the compiler keeps later
+                // accesses after this acquire.
+                unsafe { asm!(concat!("{{ .reg .u64 g; cvta.to.global.u64 g, {1}; ld.acquire.gpu.global.", $b, " {0}, [g]; }}"), out($reg) v, in(reg64) p, options(nostack)) };
+                v
+            }
+            #[inline(always)]
             unsafe fn st_volatile(p: *mut Self, v: Self) {
                 // SAFETY: the caller gives a valid, aligned pointer to a writable word in global
                 // memory (the `GlobalWord` contract), which `cvta.to.global` maps to its global-
@@ -354,6 +362,12 @@ macro_rules! global_word {
                 // SAFETY: as for `st_volatile`; the default clobber keeps the compiler from moving
                 // earlier accesses after this release.
                 unsafe { asm!(concat!("{{ .reg .u64 g; cvta.to.global.u64 g, {0}; st.release.sys.global.", $b, " [g], {1}; }}"), in(reg64) p, in($reg) v, options(nostack)) };
+            }
+            #[inline(always)]
+            unsafe fn st_release_gpu(p: *mut Self, v: Self) {
+                // SAFETY: as for `st_volatile`; the default clobber keeps the compiler from moving
+                // earlier accesses after this release.
+                unsafe { asm!(concat!("{{ .reg .u64 g; cvta.to.global.u64 g, {0}; st.release.gpu.global.", $b, " [g], {1}; }}"), in(reg64) p, in($reg) v, options(nostack)) };
             }
         }
     };
@@ -382,6 +396,7 @@ macro_rules! atomic_word {
             atomic_rmw!(atomic_add_relaxed_gpu, $t, $reg, "atom.relaxed.gpu.global.add.", $u);
             atomic_rmw!(atomic_add_relaxed_sys, $t, $reg, "atom.relaxed.sys.global.add.", $u);
             atomic_rmw!(atomic_add_acq_rel_sys, $t, $reg, "atom.acq_rel.sys.global.add.", $u);
+            atomic_rmw!(atomic_add_acq_rel_gpu, $t, $reg, "atom.acq_rel.gpu.global.add.", $u);
             atomic_rmw!(atomic_max_relaxed_gpu, $t, $reg, "atom.relaxed.gpu.global.max.", $u);
             atomic_rmw!(atomic_min_relaxed_gpu, $t, $reg, "atom.relaxed.gpu.global.min.", $u);
             atomic_rmw!(atomic_exch_acq_rel_sys, $t, $reg, "atom.acq_rel.sys.global.exch.", $b);
@@ -392,6 +407,13 @@ macro_rules! atomic_word {
                 // global memory (the `AtomicWord` contract), accessed by this one atomic compare-
                 // and-swap.
                 unsafe { asm!(concat!("{{ .reg .u64 g; cvta.to.global.u64 g, {1}; atom.acq_rel.sys.global.cas.", $b, " {0}, [g], {2}, {3}; }}"), out($reg) old, in(reg64) p, in($reg) expected, in($reg) new, options(nostack)) };
+                old
+            }
+            #[inline(always)]
+            unsafe fn atomic_cas_acq_rel_gpu(p: *mut Self, expected: Self, new: Self) -> Self {
+                let old: $t;
+                // SAFETY: as for `atomic_cas_acq_rel_sys`.
+                unsafe { asm!(concat!("{{ .reg .u64 g; cvta.to.global.u64 g, {1}; atom.acq_rel.gpu.global.cas.", $b, " {0}, [g], {2}, {3}; }}"), out($reg) old, in(reg64) p, in($reg) expected, in($reg) new, options(nostack)) };
                 old
             }
         }

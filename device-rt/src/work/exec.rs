@@ -228,7 +228,7 @@ pub unsafe fn work_loop(args: LoopArgs) {
                 if tid == 0 {
                     // SAFETY: `a` is this CTA's channel; thread 0 alone completes the mailbox
                     // item, once per generation.
-                    unsafe { complete_mailbox(&a, generation) };
+                    unsafe { complete_mailbox(&a, generation, writes_memory(kind)) };
                 }
                 mailbox_done = generation;
             }
@@ -420,7 +420,11 @@ unsafe fn poll_next_slot(a: &Channel, next_seq: u64, mailbox_done: u64, shared: 
     // SAFETY: `a.header` is the host-mapped header, valid for the launch (`Channel`), so its
     // `abort` flag stays readable while the guard lives (this call).
     let mut guard = unsafe { SpinGuard::new(&raw const (*a.header).abort, u64::MAX) };
-    let mut round = 0u32;
+    // SAFETY: `a` is this CTA's channel, `shared` its `LoopShared`, and every lane of warp 0
+    // runs this (`fetch`'s contract).
+    if unsafe { look_and_take(a, mailbox_done, &mut guard, lane, shared) } {
+        return false;
+    }
     let started = arch::globaltimer_ns();
     // SAFETY: `a` is this CTA's channel, and every lane of warp 0 runs this with the same
     // `next_seq`.
@@ -431,6 +435,10 @@ unsafe fn poll_next_slot(a: &Channel, next_seq: u64, mailbox_done: u64, shared: 
         return true;
     }
     let round_trip = arch::globaltimer_ns().wrapping_sub(started);
+    // SAFETY: as for the first look.
+    if unsafe { look_and_take(a, mailbox_done, &mut guard, lane, shared) } {
+        return false;
+    }
     // SAFETY: as for the first read.
     reads[1] = unsafe { read_half(a, next_seq, lane, 1) };
     let second_issued = arch::globaltimer_ns();
@@ -448,17 +456,30 @@ unsafe fn poll_next_slot(a: &Channel, next_seq: u64, mailbox_done: u64, shared: 
         // SAFETY: as for the first read.
         reads[turn] = unsafe { read_half(a, next_seq, lane, turn) };
         turn ^= 1;
-        // SAFETY: `a` is this CTA's channel, and lane 0 alone looks.
-        let (verdict, generation) = if lane == 0 { unsafe { look_elsewhere(a, mailbox_done, &mut round, &mut guard) } } else { (0, 0) };
-        let verdict = broadcast_lane0(verdict);
-        if verdict == 0 {
-            continue;
+        // SAFETY: as for the first look.
+        if unsafe { look_and_take(a, mailbox_done, &mut guard, lane, shared) } {
+            return false;
         }
-        // SAFETY: `a` is this CTA's channel, `shared` its `LoopShared`, and every lane of warp
-        // 0 runs this with lane 0's verdict.
-        unsafe { take_elsewhere(a, verdict, generation, lane, shared) };
+    }
+}
+
+/// Warp 0: lane 0 looks elsewhere (see [`look_elsewhere`]); when it finds something, the
+/// warp takes it (see [`take_elsewhere`]) and every lane gets true.
+///
+/// # Safety
+/// `a` is this CTA's [`Channel`] and `shared` is this CTA's `LoopShared`; every lane of
+/// warp 0 calls this with the same `mailbox_done`, `lane` being its lane.
+unsafe fn look_and_take(a: &Channel, mailbox_done: u64, guard: &mut SpinGuard, lane: usize, shared: *mut LoopShared) -> bool {
+    // SAFETY: `a` is this CTA's channel, and lane 0 alone looks.
+    let (verdict, generation) = if lane == 0 { unsafe { look_elsewhere(a, mailbox_done, guard) } } else { (0, 0) };
+    let verdict = broadcast_lane0(verdict);
+    if verdict == 0 {
         return false;
     }
+    // SAFETY: `a` is this CTA's channel, `shared` its `LoopShared`, and every lane of warp 0
+    // runs this with lane 0's verdict and generation.
+    unsafe { take_elsewhere(a, verdict, generation, lane, shared) };
+    true
 }
 
 /// Warp 0 of a channel other than the [`POLLING_CHANNEL`]: waits until a channel has found
@@ -476,14 +497,13 @@ unsafe fn wait_seen(a: &Channel, next_seq: u64, mailbox_done: u64, shared: *mut 
     // SAFETY: `a.header` is the host-mapped header, valid for the launch (`Channel`), so its
     // `abort` flag stays readable while the guard lives (this call).
     let mut guard = unsafe { SpinGuard::new(&raw const (*a.header).abort, u64::MAX) };
-    let mut round = 0u32;
     loop {
         let (seen, verdict, generation) = if lane == 0 {
             // SAFETY: `a.state` is the loop's `LoopState` (`Channel`); `seen_seq` is an aligned
             // `u64` in it that channels change only through `arch` atomics.
             let seen = unsafe { arch::ld_relaxed_gpu_global(&raw const (*a.state).seen_seq) };
             // SAFETY: `a` is this CTA's channel, and lane 0 alone looks.
-            let (verdict, generation) = if seen >= next_seq { (0, 0) } else { unsafe { look_elsewhere(a, mailbox_done, &mut round, &mut guard) } };
+            let (verdict, generation) = if seen >= next_seq { (0, 0) } else { unsafe { look_elsewhere(a, mailbox_done, &mut guard) } };
             (seen, verdict, generation)
         } else {
             (0, 0, 0)
@@ -663,49 +683,42 @@ unsafe fn set_verdict(shared: *mut LoopShared, verdict: u64, count: u64, generat
     }
 }
 
-/// Lane 0 of warp 0, while the ring has nothing: every `MAILBOX_POLL_EVERY` rounds looks
-/// for a mailbox item of a generation other than `mailbox_done` and for another
-/// channel's error, and counts the round against the abort flag. Returns 0 to keep
-/// polling, or a verdict and (for the mailbox) the item's generation.
+/// Lane 0 of warp 0, while the ring has nothing: looks for a mailbox item of a
+/// generation other than `mailbox_done` and for another channel's error (device memory
+/// only: a few hundred ns), and counts the round against the abort flag. Returns 0 to
+/// keep polling, or a verdict and (for the mailbox) the item's generation.
 ///
 /// # Safety
 /// `a` is this CTA's [`Channel`]; lane 0 of warp 0 alone calls this.
-unsafe fn look_elsewhere(a: &Channel, mailbox_done: u64, round: &mut u32, guard: &mut SpinGuard) -> (u64, u64) {
+unsafe fn look_elsewhere(a: &Channel, mailbox_done: u64, guard: &mut SpinGuard) -> (u64, u64) {
     // SAFETY: `a.state` is the loop's `LoopState` (`Channel`); only the address of its mailbox
     // is taken.
     let mailbox = unsafe { &raw mut (*a.state).mailbox };
-    *round = round.wrapping_add(1);
-    if round.is_multiple_of(MAILBOX_POLL_EVERY) {
-        // Generation first: it is released after DONE, so a PENDING seen after a new
-        // generation belongs to a new item, never to the one just completed.
-        // SAFETY: `generation` is an aligned `u64` of the mailbox in device memory, which
-        // channels write only with `arch`'s 64-bit stores.
-        let generation = unsafe { arch::ld_acquire_sys_global(&raw const (*mailbox).generation) };
-        if generation != mailbox_done {
-            // 64 bits, the size of every access to the word (the poster's and the
-            // channels' CAS): mixed-size accesses do not synchronize in the PTX memory
-            // model.
-            // SAFETY: the loop state is valid for the launch; `state` is an aligned `u64`
-            // accessed only through `arch`'s 64-bit operations.
-            let state = unsafe { arch::ld_acquire_sys_global(&raw const (*mailbox).state) };
-            if state & MAILBOX_PENDING != 0 {
-                return (VERDICT_MAILBOX, generation);
-            }
+    // Generation first: it is released after DONE, so a PENDING seen after a new generation
+    // belongs to a new item, never to the one just completed.
+    // SAFETY: `generation` is an aligned `u64` of the mailbox in device memory, which
+    // channels write only with `arch`'s 64-bit stores.
+    let generation = unsafe { arch::ld_acquire_gpu_global(&raw const (*mailbox).generation) };
+    if generation != mailbox_done {
+        // 64 bits, the size of every access to the word (the poster's and the channels'
+        // CAS): mixed-size accesses do not synchronize in the PTX memory model.
+        // SAFETY: the loop state is valid for the launch; `state` is an aligned `u64`
+        // accessed only through `arch`'s 64-bit operations.
+        let state = unsafe { arch::ld_acquire_gpu_global(&raw const (*mailbox).state) };
+        if state & MAILBOX_PENDING != 0 {
+            return (VERDICT_MAILBOX, generation);
         }
-        // SAFETY: `error_claimed` is an aligned `u64` of the loop state, changed only by `arch`
-        // atomics.
-        if unsafe { arch::ld_volatile_global(&raw const (*a.state).error_claimed) } != 0 {
-            return (VERDICT_PEER_FAILED, 0);
-        }
+    }
+    // SAFETY: `error_claimed` is an aligned `u64` of the loop state, changed only by `arch`
+    // atomics.
+    if unsafe { arch::ld_volatile_global(&raw const (*a.state).error_claimed) } != 0 {
+        return (VERDICT_PEER_FAILED, 0);
     }
     if guard.tick().is_err() {
         return (VERDICT_ABORT, 0);
     }
     (0, 0)
 }
-
-/// Polling rounds of the ring between two looks at the mailbox and the error claim.
-const MAILBOX_POLL_EVERY: u32 = 4;
 
 /// Runs a validated item with every thread of the CTA.
 ///
@@ -966,23 +979,28 @@ unsafe fn publish_ring(a: &Channel, seq: u64, release: bool) {
 /// Counts this channel done with the mailbox item of `generation`; the last channel
 /// marks the item done, then bumps the generation.
 ///
-/// Ordering: as [`publish_ring`], through an acq_rel arrival count, then DONE by an
-/// acq_rel CAS (which keeps CLOSED), then the generation by a release store.
+/// Ordering: when the item `wrote` memory, a `fence.acq_rel.sys` first (its writes may be
+/// in host-mapped memory that the host reads once the poster's stream is done); then,
+/// at GPU scope (the mailbox is device memory that only this GPU's threads use), an
+/// acq_rel arrival count, DONE by an acq_rel CAS (which keeps CLOSED), and the
+/// generation by a release store.
 ///
 /// # Safety
 /// `a` is this CTA's [`Channel`]; thread 0 of the CTA alone calls this, once per mailbox
 /// generation.
-unsafe fn complete_mailbox(a: &Channel, generation: u64) {
+unsafe fn complete_mailbox(a: &Channel, generation: u64, wrote: bool) {
     // SAFETY: `a.state` is the loop's `LoopState` (`Channel`); only the mailbox's address is
     // taken.
     let mailbox = unsafe { &raw mut (*a.state).mailbox };
-    arch::fence_acq_rel_sys();
+    if wrote {
+        arch::fence_acq_rel_sys();
+    }
     // SAFETY: `arrived` is an aligned `u64` of the mailbox in device memory, changed only
     // through `arch`.
-    let arrived = unsafe { u64::atomic_add_acq_rel_sys(&raw mut (*mailbox).arrived, 1) } + 1;
+    let arrived = unsafe { u64::atomic_add_acq_rel_gpu(&raw mut (*mailbox).arrived, 1) } + 1;
     if arrived == u64::from(a.count) {
         // SAFETY: as above; only the last channel to arrive resets it.
-        unsafe { arch::st_relaxed_sys_global(&raw mut (*mailbox).arrived, 0) };
+        unsafe { arch::st_volatile_global(&raw mut (*mailbox).arrived, 0) };
         // DONE, keeping CLOSED (a 64-bit acq_rel CAS loop: releases every channel's work).
         // SAFETY: `state` is the mailbox's aligned `u64`, accessed only through `arch`'s
         // 64-bit operations.
@@ -991,7 +1009,7 @@ unsafe fn complete_mailbox(a: &Channel, generation: u64) {
         // PENDING), never the completed item's PENDING.
         // SAFETY: `generation` is an aligned `u64` of the mailbox, written only by the last
         // channel to arrive, through `arch`.
-        unsafe { arch::st_release_sys_global(&raw mut (*mailbox).generation, generation + 1) };
+        unsafe { arch::st_release_gpu_global(&raw mut (*mailbox).generation, generation + 1) };
     }
 }
 

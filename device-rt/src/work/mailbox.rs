@@ -24,7 +24,8 @@ pub enum PostOutcome {
 }
 
 /// Changes the mailbox state word with a 64-bit compare-and-swap loop
-/// (`atom.acq_rel.sys.cas.b64`): `update(old)` gives the new value, or `None` to leave
+/// (`atom.acq_rel.gpu.cas.b64`: the mailbox is in device memory and only threads of its
+/// GPU, the loop's and the poster's, touch it): `update(old)` gives the new value, or `None` to leave
 /// the word as it is. Returns the value the last attempt found.
 ///
 /// # Safety
@@ -33,11 +34,11 @@ pub enum PostOutcome {
 #[inline(always)]
 pub(crate) unsafe fn update_state(word: *mut u64, update: impl Fn(u64) -> Option<u64>) -> u64 {
     // SAFETY: the caller's contract: an aligned `u64` accessed only through `arch`.
-    let mut old = unsafe { arch::ld_relaxed_sys_global(word) };
+    let mut old = unsafe { arch::ld_relaxed_gpu_global(word) };
     loop {
         let Some(new) = update(old) else { return old };
         // SAFETY: as above.
-        let found = unsafe { u64::atomic_cas_acq_rel_sys(word, old, new) };
+        let found = unsafe { u64::atomic_cas_acq_rel_gpu(word, old, new) };
         if found == old {
             return old;
         }
@@ -50,9 +51,12 @@ pub(crate) unsafe fn update_state(word: *mut u64, update: impl Fn(u64) -> Option
 /// flag: see [`PostOutcome::TimedOut`]). One thread runs this; a CLOSED mailbox returns
 /// at once, without writing anything.
 ///
-/// Ordering (the `queue` module's protocol): the item's words are relaxed (volatile)
-/// 64-bit stores; PENDING is published by a 64-bit acq_rel CAS that keeps CLOSED, which
-/// orders the item before it; the wait is a 64-bit acquire load that sees DONE or CLOSED,
+/// Ordering (the `queue` module's protocol), every access at GPU scope (the mailbox is in
+/// device memory, used by this GPU's threads alone; what peers wrote into the item's
+/// buffers reached the loop's channels through their own system-scope acquires, and
+/// causality order is transitive): the item's words are relaxed (volatile) 64-bit
+/// stores; PENDING is published by a 64-bit acq_rel CAS that keeps CLOSED, which orders
+/// the item before it; the wait is a 64-bit acquire load that sees DONE or CLOSED,
 /// after which every write of the item is visible to this thread (and, once this kernel
 /// ends, to the work that follows it on its stream).
 ///
@@ -66,7 +70,7 @@ pub unsafe fn post_to_mailbox(state: *mut LoopState, header: *mut QueueHeader, i
     let (word, slot) = unsafe { (&raw mut (*state).mailbox.state, (&raw mut (*state).mailbox.item).cast::<u64>()) };
     // SAFETY: `state` is the mailbox's aligned `u64`, accessed only through `arch`'s 64-bit
     // operations.
-    if unsafe { arch::ld_acquire_sys_global(word) } & MAILBOX_CLOSED != 0 {
+    if unsafe { arch::ld_acquire_gpu_global(word) } & MAILBOX_CLOSED != 0 {
         return PostOutcome::Closed;
     }
     for (w, value) in item.to_words().into_iter().enumerate() {
@@ -87,7 +91,7 @@ pub unsafe fn post_to_mailbox(state: *mut LoopState, header: *mut QueueHeader, i
     let mut guard = unsafe { SpinGuard::new(&raw const (*header).abort, spin_budget_ns) };
     loop {
         // SAFETY: as for the first load.
-        let now = unsafe { arch::ld_acquire_sys_global(word) };
+        let now = unsafe { arch::ld_acquire_gpu_global(word) };
         if now & MAILBOX_DONE != 0 {
             return PostOutcome::Done;
         }

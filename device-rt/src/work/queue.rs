@@ -17,19 +17,21 @@
 //! Protocol (mailbox, the stream-ordered path): `mailbox.state` is one 64-bit word of
 //! flag bits ([`MAILBOX_PENDING`], [`MAILBOX_DONE`], [`MAILBOX_CLOSED`]), and every PTX
 //! access to it is a 64-bit access (mixed-size accesses do not synchronize in the PTX
-//! memory model). The host launches a one-thread post kernel on its stream
-//! (`post_to_mailbox`); the accesses, in order:
+//! memory model). The mailbox is device memory that only the GPU's own threads (the
+//! loop's channels and the poster) access, so every access below is at GPU scope. The
+//! host launches a one-thread post kernel on its stream (`post_to_mailbox`); the
+//! accesses, in order:
 //! - poster: a 64-bit acquire load of `state`; CLOSED: return at once, writing nothing.
 //! - poster: the item's eight words into `mailbox.item`, relaxed 64-bit (volatile) stores.
-//! - poster: PENDING by a 64-bit `atom.acq_rel.sys.cas` loop, new = PENDING (DONE
+//! - poster: PENDING by a 64-bit `atom.acq_rel.gpu.cas` loop, new = PENDING (DONE
 //!   cleared), refused (return) once the word holds CLOSED: CLOSED is never lost, and the
 //!   release half orders the item's stores before PENDING.
 //! - channel (lane 0 of warp 0): a 64-bit acquire load of `generation`, then, if it is
 //!   not the generation this channel completed last, a 64-bit acquire load of `state`;
 //!   PENDING set: the item is this generation's. The acquire of `state` orders the item's
 //!   reads (then the warp's barrier hands it on) after the poster's release.
-//! - channel: runs the item once per generation; `fence.acq_rel.sys` and an acq_rel
-//!   arrival count; the last channel to arrive stores DONE by a 64-bit acq_rel CAS loop
+//! - channel: runs the item once per generation; `fence.acq_rel.sys` if the item may have
+//!   written memory (host-mapped memory included), then an acq_rel arrival count; the last channel to arrive stores DONE by a 64-bit acq_rel CAS loop
 //!   (new = DONE | the CLOSED bit found), releasing every channel's work, then the next
 //!   `generation` (64-bit release store: a channel that sees it sees DONE, never the
 //!   completed item's PENDING).
