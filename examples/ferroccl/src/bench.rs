@@ -117,7 +117,7 @@ pub fn reduce_copy(fx: &Fixture, cfg: &ReduceCopyBench, sm_count: u32) -> Result
 
 /// Runs `op` `iters` times after 3 warm-up runs, timing each with a pair of CUDA events;
 /// returns the milliseconds of each timed run.
-fn time_ms(stream: &std::sync::Arc<CudaStream>, iters: usize, mut op: impl FnMut() -> Result<()>) -> Result<Vec<f64>> {
+pub(crate) fn time_ms(stream: &std::sync::Arc<CudaStream>, iters: usize, mut op: impl FnMut() -> Result<()>) -> Result<Vec<f64>> {
     let ctx = stream.context();
     for _ in 0..3 {
         op()?;
@@ -135,7 +135,8 @@ fn time_ms(stream: &std::sync::Arc<CudaStream>, iters: usize, mut op: impl FnMut
     Ok(times)
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
+/// The median of `v` (the upper one of an even count).
+pub(crate) fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
 }
@@ -234,7 +235,7 @@ struct MeasurementJson<'a> {
 
 /// `x` rounded to `decimals` decimal places (as `{:.N}` prints it); not-finite stays so
 /// (and serializes as `null`).
-fn rounded(x: f64, decimals: i32) -> f64 {
+pub(crate) fn rounded(x: f64, decimals: i32) -> f64 {
     let scale = 10f64.powi(decimals);
     (x * scale).round() / scale
 }

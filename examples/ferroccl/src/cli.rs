@@ -39,8 +39,8 @@ pub enum Command {
     /// With --nccl also NCCL on the same GPUs (measured first, before ferroccl's loops
     /// hold the GPUs) and the busbw ratio; with --stats lines per row on where the
     /// channels' time went. Without a GPU it runs on the host twin (the device code on CPU
-    /// threads) and says so. `bench reduce_copy` and `bench work_loop` are the two
-    /// single-GPU benchmarks.
+    /// threads) and says so. `bench reduce_copy`, `bench work_loop` and `bench footprint`
+    /// are the single-GPU benchmarks.
     Bench(BenchCmd),
     /// Print the embedded PTX module
     Ptx,
@@ -138,6 +138,42 @@ pub enum SingleGpuBench {
     /// stream has drained
     #[command(name = "abort")]
     Abort(AbortArgs),
+    /// What a communicator costs other work on its GPU: f32 FMAs, 1 GiB copies and a bf16
+    /// cuBLAS GEMM, each filling the GPU, timed before the communicator exists, beside its
+    /// idle loops, while it runs all-reduces, and after it has shut down; ratios against
+    /// before, in one run
+    ///
+    /// Needs cuBLAS (libcublas.so or .so.12 on LD_LIBRARY_PATH); set
+    /// CUDA_MODULE_LOADING=EAGER (a kernel loaded lazily beside a persistent loop may wait
+    /// for it forever).
+    #[command(name = "footprint")]
+    Footprint(FootprintArgs),
+}
+
+/// `ferroccl bench footprint`.
+#[derive(Debug, Args, PartialEq)]
+pub struct FootprintArgs {
+    /// The device to run on
+    #[arg(short = 'd', long, value_name = "N", default_value_t = 0)]
+    pub device: usize,
+    /// Ranks of the communicator, all on that device
+    #[arg(long, value_name = "N", default_value_t = 2)]
+    pub ranks: usize,
+    /// Channels per rank [default: 24]
+    #[arg(long, value_name = "N")]
+    pub channels: Option<u32>,
+    /// Threads per channel [default: 512]
+    #[arg(long, value_name = "N")]
+    pub threads: Option<u32>,
+    /// Bytes per all-reduce (f32) in the busy phase, K/M/G suffixes allowed
+    #[arg(long, value_name = "BYTES", value_parser = parse_size, default_value = "256M")]
+    pub busy_bytes: usize,
+    /// Timed runs per kind and phase (after 3 untimed ones)
+    #[arg(long, value_name = "N", default_value_t = 20)]
+    pub iters: usize,
+    /// Write the results as JSON to PATH
+    #[arg(long, value_name = "PATH")]
+    pub json: Option<PathBuf>,
 }
 
 /// `ferroccl bench abort`.
@@ -277,7 +313,7 @@ mod tests {
         let mut cmd = Cli::command();
         cmd.build();
         walk(&mut cmd, "ferroccl", &mut seen);
-        for sub in ["info", "test", "coll", "bench", "bench reduce_copy", "bench work_loop", "ptx"] {
+        for sub in ["info", "test", "coll", "bench", "bench reduce_copy", "bench work_loop", "bench footprint", "ptx"] {
             assert!(seen.contains(&format!("ferroccl {sub}")), "{seen:?}");
         }
         let bench_help = Cli::command().find_subcommand_mut("bench").unwrap().render_long_help().to_string();
@@ -352,6 +388,22 @@ mod tests {
             bench("ferroccl bench work_loop --json out/work_loop.json").single,
             Some(SingleGpuBench::WorkLoop(WorkLoopArgs { device: 0, json: Some("out/work_loop.json".into()) }))
         );
+        assert_eq!(
+            bench("ferroccl bench footprint").single,
+            Some(SingleGpuBench::Footprint(FootprintArgs { device: 0, ranks: 2, channels: None, threads: None, busy_bytes: 256 << 20, iters: 20, json: None }))
+        );
+        assert_eq!(
+            bench("ferroccl bench footprint -d 1 --ranks 1 --channels 1 --threads 128 --busy-bytes 64M --iters 5 --json out/footprint.json").single,
+            Some(SingleGpuBench::Footprint(FootprintArgs {
+                device: 1,
+                ranks: 1,
+                channels: Some(1),
+                threads: Some(128),
+                busy_bytes: 64 << 20,
+                iters: 5,
+                json: Some("out/footprint.json".into())
+            }))
+        );
 
         let c = coll("ferroccl coll --devices 0,1 --ranks 4 --channels 4 --step 65536 --big 1572864 --paired true");
         assert_eq!(
@@ -403,6 +455,9 @@ mod tests {
             "ferroccl bench all_reduce reduce_copy",
             "ferroccl bench reduce_copy -b 8",
             "ferroccl bench work_loop --bytes 8",
+            "ferroccl bench footprint --ranks many",
+            "ferroccl bench footprint --busy-bytes 1.5M",
+            "ferroccl bench footprint --devices 0,1",
         ] {
             assert!(Cli::try_parse_from(bad.split_whitespace()).is_err(), "{bad} was accepted");
         }

@@ -5,7 +5,7 @@
 //! - `ferroccl test [--device N] [FILTER]`: the GPU self-tests; exits non-zero on failure.
 //! - `ferroccl coll`: the collective correctness matrix on GPUs.
 //! - `ferroccl bench`: nccl-tests' table for the collectives (host twin without a GPU);
-//!   `bench reduce_copy` and `bench work_loop`: the single-GPU benchmarks.
+//!   `bench reduce_copy`, `bench work_loop` and `bench footprint`: the single-GPU benchmarks.
 //! - `ferroccl ptx`: prints the embedded PTX module (for ptxas, linking, inspection).
 
 use std::io::IsTerminal;
@@ -19,6 +19,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 mod bench;
 mod cli;
 mod collbench;
+mod footprint;
 #[cfg(feature = "nccl")]
 mod nccl_baseline;
 
@@ -33,7 +34,7 @@ use host_shim::comm::wiring::Shape;
 use host_shim::{Error, device};
 
 use crate::bench::ReduceCopyBench;
-use crate::cli::{AbortArgs, BenchCmd, Cli, CollArgs, Command, CommArgs, ReduceCopyArgs, SingleGpuBench, TestArgs, WorkLoopArgs};
+use crate::cli::{AbortArgs, BenchCmd, Cli, CollArgs, Command, CommArgs, FootprintArgs, ReduceCopyArgs, SingleGpuBench, TestArgs, WorkLoopArgs};
 
 fn main() -> ExitCode {
     env_logger::Builder::from_env(env_logger::Env::new().filter_or("FERROCCL_LOG", "warn").write_style("FERROCCL_LOG_STYLE")).init();
@@ -45,6 +46,7 @@ fn main() -> ExitCode {
         Command::Bench(BenchCmd { single: Some(SingleGpuBench::ReduceCopy(args)), .. }) => bench_reduce_copy(&args),
         Command::Bench(BenchCmd { single: Some(SingleGpuBench::WorkLoop(args)), .. }) => bench_work_loop(&args),
         Command::Bench(BenchCmd { single: Some(SingleGpuBench::Abort(args)), .. }) => bench_abort(&args),
+        Command::Bench(BenchCmd { single: Some(SingleGpuBench::Footprint(args)), .. }) => bench_footprint(&args),
         Command::Bench(args) => bench_collectives(args),
         Command::Ptx => {
             print!("{}", host_shim::module::PTX);
@@ -282,6 +284,32 @@ fn bench_work_loop(args: &WorkLoopArgs) -> Result<ExitCode, Error> {
     println!("    same, no cudarc event tracking {:>8.2} us", r.comm.host_enqueue_untracked_us_per_call);
     if let Some(path) = &args.json {
         write_json(path, bench::work_loop_json(&r, &info.name, &utc_now()))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn bench_footprint(args: &FootprintArgs) -> Result<ExitCode, Error> {
+    let ordinal = args.device;
+    let devices = device::list()?;
+    let info = devices.get(ordinal).ok_or(Error::NoSuchDevice { ordinal, count: devices.len() })?;
+    let mut comm = CommConfig::default();
+    comm.loop_cfg.channels = args.channels.unwrap_or(comm.loop_cfg.channels);
+    comm.loop_cfg.threads = args.threads.unwrap_or(comm.loop_cfg.threads);
+    let cfg = footprint::FootprintBench { ordinal, ranks: args.ranks, comm, busy_bytes: args.busy_bytes, iters: args.iters };
+    println!(
+        "footprint benchmark on device {ordinal} ({}, {} SMs): {} rank(s) × {} channels × {} threads, busy with {} MiB all-reduces; median of {} runs",
+        info.name,
+        info.sm_count,
+        cfg.ranks,
+        comm.loop_cfg.channels,
+        comm.loop_cfg.threads,
+        cfg.busy_bytes >> 20,
+        cfg.iters
+    );
+    let r = footprint::footprint(&cfg)?;
+    print!("{}", footprint::table(&r));
+    if let Some(path) = &args.json {
+        write_json(path, footprint::json(&r, &cfg, &info.name, &utc_now()))?;
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -4,8 +4,9 @@
 //! logic lives there. ptx/builder compiles this crate (and everything it uses, through
 //! fat LTO) into one self-contained `.ptx` that host-shim embeds.
 #![no_std]
-#![feature(abi_gpu_kernel)]
+#![feature(abi_gpu_kernel, core_float_math)]
 
+mod bench;
 mod copy;
 mod selftest;
 mod work;
