@@ -44,23 +44,28 @@ impl<T: DeviceRepr + ValidAsZeroBits> HostMapped<T> {
 }
 
 /// The ordinal of the device whose memory holds address `ptr`, or `None` where the memory
-/// is not device memory (host-mapped or registered host memory). Never blocks.
+/// is not device memory (host-mapped or registered host memory); an error for an address
+/// CUDA does not know (plain host memory, freed memory). Never blocks; one driver call
+/// (`cuPointerGetAttributes`, both attributes at once: it is on every collective call's
+/// path).
 pub fn device_of(ptr: u64) -> Result<Option<usize>> {
     use sys::CUpointer_attribute as A;
-    if pointer_attribute(A::CU_POINTER_ATTRIBUTE_MEMORY_TYPE, ptr)? != sys::CUmemorytype::CU_MEMORYTYPE_DEVICE as i32 {
-        return Ok(None);
-    }
-    Ok(usize::try_from(pointer_attribute(A::CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, ptr)?).ok())
-}
-
-/// A 32-bit attribute of the memory at `ptr` (a `CUmemorytype` or an `int`).
-fn pointer_attribute(attribute: sys::CUpointer_attribute, ptr: u64) -> Result<i32> {
-    let mut value: i32 = -1;
-    // SAFETY: both attributes asked for are 32-bit values written into `value`.
-    unsafe { sys::cuPointerGetAttribute((&raw mut value).cast(), attribute, ptr) }
+    let mut attributes = [A::CU_POINTER_ATTRIBUTE_MEMORY_TYPE, A::CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL];
+    let (mut memory_type, mut ordinal): (i32, i32) = (-1, -1);
+    let mut data = [(&raw mut memory_type).cast::<std::ffi::c_void>(), (&raw mut ordinal).cast()];
+    // SAFETY: two attributes, both 32-bit values (a `CUmemorytype` and an `int`), each
+    // written into the `i32` its `data` entry points to.
+    unsafe { sys::cuPointerGetAttributes(2, attributes.as_mut_ptr(), data.as_mut_ptr(), ptr) }
         .result()
-        .map_err(Error::cuda("cuPointerGetAttribute"))?;
-    Ok(value)
+        .map_err(Error::cuda("cuPointerGetAttributes"))?;
+    use sys::CUmemorytype as M;
+    match memory_type {
+        t if t == M::CU_MEMORYTYPE_DEVICE as i32 => Ok(usize::try_from(ordinal).ok()),
+        t if t == M::CU_MEMORYTYPE_HOST as i32 || t == M::CU_MEMORYTYPE_UNIFIED as i32 => Ok(None),
+        // `cuPointerGetAttributes`, unlike `cuPointerGetAttribute`, succeeds for an address
+        // CUDA does not know, leaving the type 0.
+        _ => Err(Error::InvalidArgument(format!("address {ptr:#x} is neither device memory nor host memory known to CUDA"))),
+    }
 }
 
 impl<T: Copy> HostMapped<T> {

@@ -61,6 +61,21 @@ impl core::ops::Deref for Channel {
     }
 }
 
+/// What warp 0's fetch needs to know of the mailbox: the generation this channel
+/// completed last, and until when (on lane 0's clock) the polling channel looks only at
+/// the mailbox.
+#[derive(Clone, Copy)]
+struct MailboxView {
+    done: u64,
+    focus_until_ns: u64,
+}
+
+/// How long, after a mailbox item, the polling channel looks only at the mailbox: a
+/// stream-ordered call that follows within this time is seen within a device-memory
+/// read, not behind a host read of the ring (about 1.5 µs); a ring item enqueued
+/// meanwhile waits at most this long.
+const MAILBOX_FOCUS_NS: u64 = 20_000;
+
 /// What thread 0's poll found.
 const VERDICT_RING: u64 = 1;
 const VERDICT_MAILBOX: u64 = 2;
@@ -110,6 +125,8 @@ pub unsafe fn work_loop(args: LoopArgs) {
     let a = Channel { args, index, count };
     let mut next_seq = 1u64;
     let mut mailbox_done = u64::MAX;
+    // Warp 0 of the polling channel: until when (lane 0's clock) it looks only at the mailbox.
+    let mut mailbox_focus_until_ns = 0u64;
     // Warp 0: how many ring slots the next fetch reads (the same in every lane).
     let mut want = 1usize;
     // Items in the shared cache, how many of them have run, and where they came from.
@@ -130,8 +147,8 @@ pub unsafe fn work_loop(args: LoopArgs) {
             if tid < WARP_SIZE {
                 // SAFETY: `a` is this CTA's channel (as above), `shared` its `LoopShared`, and
                 // every lane of warp 0 calls `fetch` with the same `next_seq`, `want` and
-                // `mailbox_done`.
-                unsafe { fetch(&a, next_seq, &mut want, mailbox_done, shared) };
+                // `mailbox_done` (the focus time is only read in lane 0).
+                unsafe { fetch(&a, next_seq, &mut want, MailboxView { done: mailbox_done, focus_until_ns: mailbox_focus_until_ns }, shared) };
             }
             if tid == 0 {
                 // SAFETY: thread 0, after warp 0's fetch and before the barrier below; `a`
@@ -231,6 +248,7 @@ pub unsafe fn work_loop(args: LoopArgs) {
                     unsafe { complete_mailbox(&a, generation, writes_memory(kind)) };
                 }
                 mailbox_done = generation;
+                mailbox_focus_until_ns = arch::globaltimer_ns().wrapping_add(MAILBOX_FOCUS_NS);
             }
         }
         if kind == WorkKind::Shutdown {
@@ -349,13 +367,13 @@ const FULL_WARP: u32 = u32::MAX;
 /// # Safety
 /// `a` is this CTA's [`Channel`] and `shared` is this CTA's `LoopShared`; every lane of
 /// warp 0, and no other thread, calls this with the same `next_seq`, `want` and
-/// `mailbox_done`.
-unsafe fn fetch(a: &Channel, next_seq: u64, want: &mut usize, mailbox_done: u64, shared: *mut LoopShared) {
+/// `mailbox.done`.
+unsafe fn fetch(a: &Channel, next_seq: u64, want: &mut usize, mailbox: MailboxView, shared: *mut LoopShared) {
     let lane = arch::lane_id() as usize;
     if a.index != POLLING_CHANNEL {
         // SAFETY: `fetch`'s contract: `a` is this CTA's channel, `shared` its `LoopShared`, and
         // the whole warp 0 runs this.
-        match unsafe { wait_seen(a, next_seq, mailbox_done, shared) } {
+        match unsafe { wait_seen(a, next_seq, mailbox.done, shared) } {
             Some(seen) => *want = ((seen - next_seq + 1) as usize).min(ITEM_CACHE),
             None => return,
         }
@@ -396,7 +414,7 @@ unsafe fn fetch(a: &Channel, next_seq: u64, want: &mut usize, mailbox_done: u64,
     }
     // SAFETY: `fetch`'s contract: `a` is this CTA's channel, `shared` its `LoopShared`, and the
     // whole warp 0 runs this.
-    *want = if unsafe { poll_next_slot(a, next_seq, mailbox_done, shared) } { 2 } else { 1 };
+    *want = if unsafe { poll_next_slot(a, next_seq, mailbox, shared) } { 2 } else { 1 };
 }
 
 /// Warp 0, with nothing queued: polls slot `next_seq` until it is whole (then copies it
@@ -415,15 +433,24 @@ unsafe fn fetch(a: &Channel, next_seq: u64, want: &mut usize, mailbox_done: u64,
 ///
 /// # Safety
 /// As [`fetch`].
-unsafe fn poll_next_slot(a: &Channel, next_seq: u64, mailbox_done: u64, shared: *mut LoopShared) -> bool {
+unsafe fn poll_next_slot(a: &Channel, next_seq: u64, mailbox: MailboxView, shared: *mut LoopShared) -> bool {
+    let mailbox_done = mailbox.done;
     let lane = arch::lane_id() as usize;
     // SAFETY: `a.header` is the host-mapped header, valid for the launch (`Channel`), so its
     // `abort` flag stays readable while the guard lives (this call).
     let mut guard = unsafe { SpinGuard::new(&raw const (*a.header).abort, u64::MAX) };
-    // SAFETY: `a` is this CTA's channel, `shared` its `LoopShared`, and every lane of warp 0
-    // runs this (`fetch`'s contract).
-    if unsafe { look_and_take(a, mailbox_done, &mut guard, lane, shared) } {
-        return false;
+    // While the stream-ordered path is busy (until lane 0's `focus_until_ns`), look only at
+    // the mailbox: device memory, no round trip to the host that the next post would wait
+    // behind. Then at least once.
+    loop {
+        // SAFETY: `a` is this CTA's channel, `shared` its `LoopShared`, and every lane of warp
+        // 0 runs this (`fetch`'s contract).
+        if unsafe { look_and_take(a, mailbox_done, &mut guard, lane, shared) } {
+            return false;
+        }
+        if broadcast_lane0(u64::from(arch::globaltimer_ns() >= mailbox.focus_until_ns)) != 0 {
+            break;
+        }
     }
     let started = arch::globaltimer_ns();
     // SAFETY: `a` is this CTA's channel, and every lane of warp 0 runs this with the same
@@ -982,7 +1009,7 @@ unsafe fn publish_ring(a: &Channel, seq: u64, release: bool) {
 /// Ordering: when the item `wrote` memory, a `fence.acq_rel.sys` first (its writes may be
 /// in host-mapped memory that the host reads once the poster's stream is done); then,
 /// at GPU scope (the mailbox is device memory that only this GPU's threads use), an
-/// acq_rel arrival count, DONE by an acq_rel CAS (which keeps CLOSED), and the
+/// acq_rel arrival count (with more than one channel), DONE by an acq_rel CAS (which keeps CLOSED), and the
 /// generation by a release store.
 ///
 /// # Safety
@@ -995,12 +1022,19 @@ unsafe fn complete_mailbox(a: &Channel, generation: u64, wrote: bool) {
     if wrote {
         arch::fence_acq_rel_sys();
     }
-    // SAFETY: `arrived` is an aligned `u64` of the mailbox in device memory, changed only
-    // through `arch`.
-    let arrived = unsafe { u64::atomic_add_acq_rel_gpu(&raw mut (*mailbox).arrived, 1) } + 1;
-    if arrived == u64::from(a.count) {
-        // SAFETY: as above; only the last channel to arrive resets it.
-        unsafe { arch::st_volatile_global(&raw mut (*mailbox).arrived, 0) };
+    // A loop of one channel has no one to count.
+    let last = a.count == 1 || {
+        // SAFETY: `arrived` is an aligned `u64` of the mailbox in device memory, changed only
+        // through `arch`.
+        let arrived = unsafe { u64::atomic_add_acq_rel_gpu(&raw mut (*mailbox).arrived, 1) } + 1;
+        let last = arrived == u64::from(a.count);
+        if last {
+            // SAFETY: as above; only the last channel to arrive resets it.
+            unsafe { arch::st_volatile_global(&raw mut (*mailbox).arrived, 0) };
+        }
+        last
+    };
+    if last {
         // DONE, keeping CLOSED (a 64-bit acq_rel CAS loop: releases every channel's work).
         // SAFETY: `state` is the mailbox's aligned `u64`, accessed only through `arch`'s
         // 64-bit operations.

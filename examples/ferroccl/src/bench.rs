@@ -421,11 +421,13 @@ const ENQUEUE_BATCHES: usize = 100;
 const ENQUEUE_BATCH: usize = 100;
 
 /// Measures [`CommCallReport`] on `fx`'s device (no loop of the device may run: the
-/// communicator loads its module). Every call's result is checked. The capture runs with
+/// communicator loads its module). Every call's result is checked, and an item that
+/// names plain host memory must be refused. The capture runs with
 /// cudarc's event tracking off: with it on, a slice made before a capture makes the
 /// captured call wait on an event recorded outside it, which CUDA refuses
 /// (`CUDA_ERROR_STREAM_CAPTURE_ISOLATION`), whatever kernel the call launches.
 fn comm_calls(fx: &Fixture, median_host_us: &dyn Fn(&mut dyn FnMut() -> Result<()>) -> Result<f64>) -> Result<CommCallReport> {
+    use device_rt::work::WorkItem;
     use host_shim::comm::{Comm, ReduceOp};
     let timeout = std::time::Duration::from_secs(20);
     let stream = fx.ctx.new_stream().map_err(Error::cuda("cuStreamCreate"))?;
@@ -453,6 +455,11 @@ fn comm_calls(fx: &Fixture, median_host_us: &dyn Fn(&mut dyn FnMut() -> Result<(
         }
         Ok(median(per_call))
     };
+    let host = [0f32; 2];
+    let refused = comm.enqueue(WorkItem::copy(DataType::F32, host.as_ptr() as u64, recv.device_ptr(&stream).0, 2));
+    if !matches!(refused, Err(Error::InvalidArgument(_))) {
+        return Err(Error::InvalidState("an item reading plain host memory was not refused"));
+    }
     let mut report = CommCallReport { host_enqueue_us_per_call: enqueue_us(comm, &mut recv)?, ..CommCallReport::default() };
     check(&recv)?;
     // SAFETY: the stream was waited for; the buffers are used on `stream` alone.
