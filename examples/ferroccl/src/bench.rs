@@ -315,24 +315,8 @@ pub fn work_loop(fx: &Fixture) -> Result<WorkLoopReport> {
     use host_shim::work::{LoopConfig, Placement, WorkLoop};
     let timeout = Duration::from_secs(20);
     let config = |channels, capacity| LoopConfig { channels, threads: 256, capacity, spin_budget: timeout, placement: Placement::Hardware };
-    let median_us = |mut v: Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
-    };
     let mut report = WorkLoopReport::default();
 
-    // The median µs of `op` over ROUNDTRIPS runs after 100 warm-up runs, on the host clock.
-    let median_host_us = |op: &mut dyn FnMut() -> Result<()>| -> Result<f64> {
-        let mut times = Vec::with_capacity(ROUNDTRIPS);
-        for i in 0..ROUNDTRIPS + 100 {
-            let start = Instant::now();
-            op()?;
-            if i >= 100 {
-                times.push(start.elapsed().as_secs_f64() * 1e6);
-            }
-        }
-        Ok(median_us(times))
-    };
     let roundtrip = |channels| -> Result<f64> {
         let mut lp = WorkLoop::launch(&fx.ctx, &fx.module, config(channels, 64))?;
         let us = median_host_us(&mut || {
@@ -411,8 +395,22 @@ pub fn work_loop(fx: &Fixture) -> Result<WorkLoopReport> {
         return Err(e);
     }
     lp.shutdown(timeout)?;
-    report.comm = comm_calls(fx, &median_host_us)?;
+    report.comm = comm_calls(fx)?;
     Ok(report)
+}
+
+/// The median µs of `op` over `ROUNDTRIPS` runs after 100 warm-up runs, on the host
+/// clock.
+fn median_host_us(op: &mut dyn FnMut() -> Result<()>) -> Result<f64> {
+    let mut times = Vec::with_capacity(ROUNDTRIPS);
+    for i in 0..ROUNDTRIPS + 100 {
+        let start = std::time::Instant::now();
+        op()?;
+        if i >= 100 {
+            times.push(start.elapsed().as_secs_f64() * 1e6);
+        }
+    }
+    Ok(median(times))
 }
 
 const BACK_TO_BACK: usize = 2000;
@@ -426,7 +424,7 @@ const ENQUEUE_BATCH: usize = 100;
 /// cudarc's event tracking off: with it on, a slice made before a capture makes the
 /// captured call wait on an event recorded outside it, which CUDA refuses
 /// (`CUDA_ERROR_STREAM_CAPTURE_ISOLATION`), whatever kernel the call launches.
-fn comm_calls(fx: &Fixture, median_host_us: &dyn Fn(&mut dyn FnMut() -> Result<()>) -> Result<f64>) -> Result<CommCallReport> {
+fn comm_calls(fx: &Fixture) -> Result<CommCallReport> {
     use device_rt::work::WorkItem;
     use host_shim::comm::{Comm, ReduceOp};
     let timeout = std::time::Duration::from_secs(20);

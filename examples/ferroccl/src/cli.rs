@@ -8,6 +8,7 @@ use clap::{Args, Parser, Subcommand};
 use device_rt::dtype::DataType;
 use device_rt::redop::RedOpKind;
 use device_rt::algo::CollFunction;
+use ferroccl_testkit::coll::group::SubmitPath;
 use host_shim::work::Placement;
 
 use crate::collbench::{BENCH_FUNCTIONS, BENCH_OPS, BenchArgs};
@@ -88,6 +89,15 @@ pub struct CommArgs {
     /// allows (NCCL's direct operations)
     #[arg(long)]
     pub direct: bool,
+    /// How items reach the ranks' loops: `stream` (a post kernel on each rank's stream, as
+    /// the communicator's public calls do; GPUs only) or `direct` (the host queue)
+    /// [coll: direct; bench: stream on GPUs, direct on the host twin]
+    #[arg(long, value_name = "stream|direct", value_parser = parse_path)]
+    pub path: Option<SubmitPath>,
+}
+
+fn parse_path(s: &str) -> Result<SubmitPath, String> {
+    s.parse().map_err(|e: host_shim::Error| e.to_string())
 }
 
 /// `ferroccl coll`.
@@ -459,6 +469,16 @@ mod tests {
             "ferroccl bench footprint --busy-bytes 1.5M",
             "ferroccl bench footprint --devices 0,1",
         ] {
+            assert!(Cli::try_parse_from(bad.split_whitespace()).is_err(), "{bad} was accepted");
+        }
+    }
+
+    #[test]
+    fn the_path_is_stream_or_direct() {
+        assert_eq!(bench("ferroccl bench").comm.path, None);
+        assert_eq!(bench("ferroccl bench --path stream").comm.path, Some(SubmitPath::Stream));
+        assert_eq!(coll("ferroccl coll --path direct").comm.path, Some(SubmitPath::Direct));
+        for bad in ["ferroccl bench --path queue", "ferroccl coll --path"] {
             assert!(Cli::try_parse_from(bad.split_whitespace()).is_err(), "{bad} was accepted");
         }
     }

@@ -29,8 +29,7 @@ use device_rt::work::WorkItem;
 use crate::cli::{dtype_parser, function_parser, op_parser, parse_check, parse_size};
 use ferroccl_testkit::coll::check::run_case;
 use ferroccl_testkit::coll::expect::CollCase;
-use ferroccl_testkit::coll::group::{Buffer, RankGroup, all_stats, sum_stats};
-use host_shim::queue::Ticket;
+use ferroccl_testkit::coll::group::{Buffer, RankGroup, Submitted, all_stats, sum_stats};
 use host_shim::{Error, Result};
 
 /// Limit of every wait on the group, and of each correctness check.
@@ -572,17 +571,17 @@ fn bench_item(case: &CollCase, nranks: u32, rank: u32, (input, output): (Buffer,
     WorkItem::collective(case.function, case.dtype, case.op, case.op_arg(nranks), src, dst, case.count as u64, u64::from(case.root))
 }
 
-/// Microseconds per iteration of `case` on every rank of `g`: `warmup` iterations, each
-/// waited for, then `iters` iterations enqueued back to back (iteration-major, so every
-/// rank's queue only ever waits for items whose peers are already enqueued) and the
-/// last one of every rank waited for.
+/// Microseconds per iteration of `case` on every rank of `g`, through the group's path:
+/// `warmup` iterations, each waited for, then `iters` iterations submitted back to back
+/// (iteration-major, so every rank's queue only ever waits for items whose peers are
+/// already submitted) and the last one of every rank waited for (host clock).
 fn time_ferroccl(g: &mut dyn RankGroup, case: &CollCase, buffers: &[(Buffer, Buffer)], warmup: usize, iters: usize) -> Result<f64> {
     let nranks = g.nranks();
     let items: Vec<WorkItem> = (0..nranks).map(|rank| bench_item(case, nranks, rank, buffers[rank as usize])).collect();
     let enqueue_all =
-        |g: &mut dyn RankGroup| -> Result<Vec<Ticket>> { items.iter().zip(0..nranks).map(|(&item, rank)| g.enqueue(rank, item)).collect() };
-    let wait_all = |g: &mut dyn RankGroup, tickets: Vec<Ticket>| -> Result<()> {
-        tickets.into_iter().zip(0..nranks).try_for_each(|(ticket, rank)| g.wait(rank, ticket, TIMEOUT))
+        |g: &mut dyn RankGroup| -> Result<Vec<Submitted>> { items.iter().zip(0..nranks).map(|(&item, rank)| g.submit(rank, item)).collect() };
+    let wait_all = |g: &mut dyn RankGroup, submitted: Vec<Submitted>| -> Result<()> {
+        submitted.into_iter().zip(0..nranks).try_for_each(|(s, rank)| g.wait_submitted(rank, s, TIMEOUT))
     };
     for _ in 0..warmup {
         let tickets = enqueue_all(g)?;

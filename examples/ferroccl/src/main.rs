@@ -26,7 +26,7 @@ mod nccl_baseline;
 use ferroccl_testkit::coll::abort::abort_during_burst;
 use ferroccl_testkit::coll::check;
 use ferroccl_testkit::coll::gpu::GpuGroup;
-use ferroccl_testkit::coll::group::RankGroup;
+use ferroccl_testkit::coll::group::{RankGroup, SubmitPath};
 use ferroccl_testkit::coll::twin::TwinGroup;
 use ferroccl_testkit::selftest;
 use host_shim::comm::CommConfig;
@@ -149,7 +149,9 @@ fn coll(args: &CollArgs) -> Result<ExitCode, Error> {
     let arena = 4 * (out_elems.max(big * nranks) * 8 + (1 << 20));
     let started = std::time::Instant::now();
     let mut g = GpuGroup::new(&ordinals, cfg, arena)?;
-    println!("collective matrix: {} on {}: {} cases (set up in {:.1} s)", nranks, g.describe(), cases.len(), started.elapsed().as_secs_f64());
+    let path = args.comm.path.unwrap_or_default();
+    g.set_path(path);
+    println!("collective matrix: {} on {}, {path:?} path: {} cases (set up in {:.1} s)", nranks, g.describe(), cases.len(), started.elapsed().as_secs_f64());
     let bar = progress_bar(cases.len(), "cases");
     let mut wrong = 0;
     for (k, case) in cases.iter().enumerate() {
@@ -188,6 +190,9 @@ fn bench_collectives(args: BenchCmd) -> Result<ExitCode, Error> {
     let mut out = std::io::stdout();
     let (rows, device_line) = if gpus == 0 {
         println!("# no GPU found: running on the host twin (the device code on CPU threads); times are not GPU figures");
+        if comm.path == Some(SubmitPath::Stream) {
+            return Err(Error::InvalidArgument("the host twin has no streams: its ranks take the direct path (--path direct)".into()));
+        }
         let shape = Shape {
             nranks: nranks as u32,
             nchannels: comm.channels.unwrap_or(2),
@@ -210,8 +215,13 @@ fn bench_collectives(args: BenchCmd) -> Result<ExitCode, Error> {
         // NCCL first: it must not run while ferroccl's persistent loops hold the GPUs.
         let mut nccl = if with_nccl { Some(measure_nccl(&bench_args, &ordinals)?) } else { None };
         let mut g = GpuGroup::new(&ordinals, cfg, arena)?;
+        let path = comm.path.unwrap_or(SubmitPath::Stream);
+        g.set_path(path);
         let names: Vec<String> = device::list()?.into_iter().filter(|d| devices.contains(&d.ordinal)).map(|d| format!("[{}] {}", d.ordinal, d.name)).collect();
-        let line = format!("{}; {}", names.join(", "), g.describe());
+        let line = format!("{}; {}; {} path", names.join(", "), g.describe(), match path {
+            SubmitPath::Stream => "stream-ordered (Comm calls on streams)",
+            SubmitPath::Direct => "direct host queue",
+        });
         println!("# ferroccl on {line}");
         let baseline = nccl.as_mut().map(|b| b as &mut dyn collbench::Baseline);
         let rows = collbench::run_with_baseline(&mut g, &bench_args, baseline, &mut out, &progress_bar(collbench::row_count(&bench_args, nranks as u32), "rows"))?;

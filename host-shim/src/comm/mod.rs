@@ -387,8 +387,10 @@ impl Comm {
         self.lp.wait(ticket, timeout)
     }
 
-    /// Enqueues `item` on the rank's stream.
-    fn on_stream(&self, item: WorkItem) -> Result<()> {
+    /// The stream-ordered path for a raw item (what every collective call takes): checks
+    /// `item` and launches its post on the rank's stream (see
+    /// [`WorkLoop::enqueue_on_stream`]).
+    pub fn enqueue_on_stream(&self, item: WorkItem) -> Result<()> {
         self.check(&item)?;
         self.lp.enqueue_on_stream(&self.stream, item)
     }
@@ -407,7 +409,7 @@ impl Comm {
         let (kind, arg) = op.device(T::DTYPE, self.nranks);
         let (s, _s) = send.device_ptr(&self.stream);
         let (r, _r) = recv.device_ptr_mut(&self.stream);
-        self.on_stream(WorkItem::collective(CollFunction::AllReduce, T::DTYPE, kind, arg, s, r, n as u64, 0))
+        self.enqueue_on_stream(WorkItem::collective(CollFunction::AllReduce, T::DTYPE, kind, arg, s, r, n as u64, 0))
     }
 
     /// [`Comm::all_reduce`] in place.
@@ -415,7 +417,7 @@ impl Comm {
         let n = buf.len();
         let (kind, arg) = op.device(T::DTYPE, self.nranks);
         let (b, _b) = buf.device_ptr_mut(&self.stream);
-        self.on_stream(WorkItem::collective(CollFunction::AllReduce, T::DTYPE, kind, arg, b, b, n as u64, 0))
+        self.enqueue_on_stream(WorkItem::collective(CollFunction::AllReduce, T::DTYPE, kind, arg, b, b, n as u64, 0))
     }
 
     /// `recv` = this rank's block of `op(send of every rank)`; `send` holds `world_size ×
@@ -426,7 +428,7 @@ impl Comm {
         let (kind, arg) = op.device(T::DTYPE, self.nranks);
         let (s, _s) = send.device_ptr(&self.stream);
         let (r, _r) = recv.device_ptr_mut(&self.stream);
-        self.on_stream(WorkItem::collective(CollFunction::ReduceScatter, T::DTYPE, kind, arg, s, r, n as u64, 0))
+        self.enqueue_on_stream(WorkItem::collective(CollFunction::ReduceScatter, T::DTYPE, kind, arg, s, r, n as u64, 0))
     }
 
     /// Block `r` of `recv` (`world_size × send.len()` elements) = `send` of rank `r`.
@@ -435,7 +437,7 @@ impl Comm {
         Self::need("the receive buffer", recv.len(), n * self.nranks as usize)?;
         let (s, _s) = send.device_ptr(&self.stream);
         let (r, _r) = recv.device_ptr_mut(&self.stream);
-        self.on_stream(WorkItem::collective(CollFunction::AllGather, T::DTYPE, RedOpKind::Sum, 0, s, r, n as u64, 0))
+        self.enqueue_on_stream(WorkItem::collective(CollFunction::AllGather, T::DTYPE, RedOpKind::Sum, 0, s, r, n as u64, 0))
     }
 
     /// [`Comm::reduce_scatter`] in place, in NCCL's layout: `buf` holds `world_size × n`
@@ -445,7 +447,7 @@ impl Comm {
         let n = block_of(buf.len(), self.nranks)?;
         let (kind, arg) = op.device(T::DTYPE, self.nranks);
         let (b, _b) = buf.device_ptr_mut(&self.stream);
-        self.on_stream(in_place_item(CollFunction::ReduceScatter, T::DTYPE, kind, arg, b, n, self.rank))
+        self.enqueue_on_stream(in_place_item(CollFunction::ReduceScatter, T::DTYPE, kind, arg, b, n, self.rank))
     }
 
     /// [`Comm::all_gather`] in place, in NCCL's layout: `buf` holds `world_size × n`
@@ -454,7 +456,7 @@ impl Comm {
     pub fn all_gather_in_place<T: Element, R: DevicePtrMut<T>>(&self, buf: &mut R) -> Result<()> {
         let n = block_of(buf.len(), self.nranks)?;
         let (b, _b) = buf.device_ptr_mut(&self.stream);
-        self.on_stream(in_place_item(CollFunction::AllGather, T::DTYPE, RedOpKind::Sum, 0, b, n, self.rank))
+        self.enqueue_on_stream(in_place_item(CollFunction::AllGather, T::DTYPE, RedOpKind::Sum, 0, b, n, self.rank))
     }
 
     /// `recv = send of root`; `send` is read on the root only (`None`: in place there).
@@ -469,7 +471,7 @@ impl Comm {
             }
             None => (r, None),
         };
-        self.on_stream(WorkItem::collective(CollFunction::Broadcast, T::DTYPE, RedOpKind::Sum, 0, s, r, n as u64, root as u64))
+        self.enqueue_on_stream(WorkItem::collective(CollFunction::Broadcast, T::DTYPE, RedOpKind::Sum, 0, s, r, n as u64, root as u64))
     }
 
     /// On the root, `recv = op(send of every rank)`; `recv` is written on the root only.
@@ -479,7 +481,7 @@ impl Comm {
         let (kind, arg) = op.device(T::DTYPE, self.nranks);
         let (s, _s) = send.device_ptr(&self.stream);
         let (r, _r) = recv.device_ptr_mut(&self.stream);
-        self.on_stream(WorkItem::collective(CollFunction::Reduce, T::DTYPE, kind, arg, s, r, n as u64, root as u64))
+        self.enqueue_on_stream(WorkItem::collective(CollFunction::Reduce, T::DTYPE, kind, arg, s, r, n as u64, root as u64))
     }
 
     /// Sends `send` to rank `to` and receives `recv` from rank `from`, at once (NCCL's
@@ -503,7 +505,7 @@ impl Comm {
             syncs.push(sync);
         }
         let item = WorkItem::collective(CollFunction::SendRecv, T::DTYPE, RedOpKind::Sum, m, s, r, n, u64::from(to) | u64::from(from) << 32);
-        self.on_stream(item)
+        self.enqueue_on_stream(item)
     }
 
     /// Runs every outstanding item, stops this rank's loop and waits for its kernel.

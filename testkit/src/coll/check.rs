@@ -54,8 +54,8 @@ pub fn matrix(nranks: u32, big_count: usize) -> Vec<CollCase> {
     cases
 }
 
-/// Runs `case` once on every rank of `g` and compares every rank's output with the
-/// reference. `Ok(None)`: correct; `Ok(Some(what))`: wrong results; `Err`: the call
+/// Runs `case` once on every rank of `g` (through the group's path) and compares every
+/// rank's output with the reference. `Ok(None)`: correct; `Ok(Some(what))`: wrong results; `Err`: the call
 /// failed.
 pub fn run_case(g: &mut dyn RankGroup, case: &CollCase, seed: u64, timeout: Duration) -> Result<Option<String>> {
     let mark = g.mark();
@@ -112,10 +112,10 @@ fn run_case_in(g: &mut dyn RankGroup, case: &CollCase, seed: u64, timeout: Durat
         };
         debug_assert!(case.function != CollFunction::SendRecv || arg as u32 != NO_PEER);
         let item = WorkItem::collective(case.function, case.dtype, case.op, op_arg, src, dst, case.count as u64, arg);
-        tickets.push(g.enqueue(rank, item)?);
+        tickets.push(g.submit(rank, item)?);
     }
-    for (rank, ticket) in tickets.into_iter().enumerate() {
-        g.wait(rank as u32, ticket, timeout)?;
+    for (rank, submitted) in tickets.into_iter().enumerate() {
+        g.wait_submitted(rank as u32, submitted, timeout)?;
     }
     let expected = case.expect(&inputs, &before);
     for rank in 0..nranks {

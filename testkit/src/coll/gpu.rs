@@ -1,5 +1,6 @@
 //! A GPU communicator's ranks as a [`RankGroup`]: buffers in one arena per rank, items
-//! through the direct host path. What the correctness matrix and `ferroccl bench` run on.
+//! through the direct host path or, as the communicator's public calls, the ranks'
+//! streams. What the correctness matrix and `ferroccl bench` run on.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -13,12 +14,13 @@ use host_shim::queue::Ticket;
 use host_shim::work::{DeviceAlloc, Placement};
 use host_shim::{Error, Result, device};
 
-use super::group::{Buffer, RankGroup};
+use super::group::{Buffer, RankGroup, SubmitPath, Submitted};
 
-/// A communicator's ranks with a buffer arena each, driven from one host thread through
-/// the direct host path: what the correctness matrix and `ferroccl bench` run on.
+/// A communicator's ranks with a buffer arena each, driven from one host thread: what
+/// the correctness matrix and `ferroccl bench` run on.
 pub struct GpuGroup {
     comms: Vec<Comm>,
+    path: SubmitPath,
     arenas: Vec<(u64, usize)>,
     used: Vec<usize>,
     describe: String,
@@ -63,7 +65,12 @@ impl GpuGroup {
                 Placement::Tpcs => ", SMs: one channel per TPC from SM 2".to_string(),
                 Placement::Sms(list) => format!(", SMs {:?}", list.sms().collect::<Vec<_>>()),
             };
-        Ok(Self { used: vec![0; comms.len()], comms, arenas, describe })
+        Ok(Self { used: vec![0; comms.len()], comms, path: SubmitPath::Direct, arenas, describe })
+    }
+
+    /// Makes [`RankGroup::submit`] take `path` (the direct path until then).
+    pub fn set_path(&mut self, path: SubmitPath) {
+        self.path = path;
     }
 
     /// Runs every outstanding item and stops every loop.
@@ -135,6 +142,31 @@ impl RankGroup for GpuGroup {
 
     fn wait(&mut self, rank: u32, ticket: Ticket, timeout: Duration) -> Result<()> {
         self.comms[rank as usize].wait(ticket, timeout)
+    }
+
+    fn path(&self) -> SubmitPath {
+        self.path
+    }
+
+    fn submit(&mut self, rank: u32, item: WorkItem) -> Result<Submitted> {
+        match self.path {
+            SubmitPath::Direct => Ok(Submitted::Queue(self.enqueue(rank, item)?)),
+            SubmitPath::Stream => {
+                self.comms[rank as usize].enqueue_on_stream(item)?;
+                Ok(Submitted::Stream)
+            }
+        }
+    }
+
+    fn wait_submitted(&mut self, rank: u32, submitted: Submitted, timeout: Duration) -> Result<()> {
+        match submitted {
+            Submitted::Queue(ticket) => self.wait(rank, ticket, timeout),
+            Submitted::Stream => {
+                let comm = &self.comms[rank as usize];
+                host_shim::stream::wait(comm.stream(), timeout, "a rank's stream-ordered items")?;
+                comm.async_error().map_or(Ok(()), Err)
+            }
+        }
     }
 }
 

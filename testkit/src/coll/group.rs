@@ -17,6 +17,39 @@ pub struct Buffer {
     pub bytes: usize,
 }
 
+/// How [`RankGroup::submit`] hands items to the ranks' loops.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SubmitPath {
+    /// The direct host path: the rank's queue; waited for by ticket.
+    #[default]
+    Direct,
+    /// The stream-ordered path the communicator's public calls take: a post kernel on the
+    /// rank's stream; waited for by synchronizing the stream (GPUs only).
+    Stream,
+}
+
+impl std::str::FromStr for SubmitPath {
+    type Err = host_shim::Error;
+
+    /// `direct` or `stream`.
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "direct" => Ok(Self::Direct),
+            "stream" => Ok(Self::Stream),
+            other => Err(host_shim::Error::InvalidArgument(format!("{other:?} is not a path: direct or stream"))),
+        }
+    }
+}
+
+/// An item handed to a rank by [`RankGroup::submit`], to wait for.
+#[derive(Clone, Copy, Debug)]
+pub enum Submitted {
+    /// On the rank's queue.
+    Queue(Ticket),
+    /// On the rank's stream.
+    Stream,
+}
+
 /// The ranks of one communicator, driven from one host thread.
 pub trait RankGroup {
     /// Ranks in the communicator.
@@ -52,6 +85,25 @@ pub trait RankGroup {
     /// Rank `rank`'s channels' statistics, when the communicator keeps them (`None`
     /// otherwise). Read between operations: every completed item's counts are in.
     fn channel_stats(&mut self, rank: u32) -> Result<Option<Vec<ChannelStats>>>;
+
+    /// The path [`RankGroup::submit`] takes.
+    fn path(&self) -> SubmitPath {
+        SubmitPath::Direct
+    }
+
+    /// Validates `item` and hands it to rank `rank` through the group's path.
+    fn submit(&mut self, rank: u32, item: WorkItem) -> Result<Submitted> {
+        Ok(Submitted::Queue(self.enqueue(rank, item)?))
+    }
+
+    /// Waits until `submitted` (and everything submitted to rank `rank` before it) has
+    /// completed.
+    fn wait_submitted(&mut self, rank: u32, submitted: Submitted, timeout: Duration) -> Result<()> {
+        match submitted {
+            Submitted::Queue(ticket) => self.wait(rank, ticket, timeout),
+            Submitted::Stream => Err(host_shim::Error::InvalidState("this group has no streams")),
+        }
+    }
 }
 
 /// Every channel's statistics of every rank of `g`, rank by rank (`None` when not kept):

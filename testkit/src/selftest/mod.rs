@@ -120,6 +120,7 @@ pub const ALL: &[SelfTest] = &[
     SelfTest { name: "work_loop_faults", run: work::work_loop_faults },
     SelfTest { name: "work_loop_stream_graph", run: work::work_loop_stream_graph },
     SelfTest { name: "work_loop_eight_ranks", run: work::work_loop_eight_ranks },
+    SelfTest { name: "comm_graph_replays", run: work::comm_graph_replays },
 ];
 
 /// The result of one test.

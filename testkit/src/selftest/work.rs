@@ -209,3 +209,72 @@ pub(super) fn work_loop_eight_ranks(fx: &Fixture) -> Outcome {
     println!("  {RANKS} loops × {ROUNDS} items");
     Ok(())
 }
+
+/// A two-rank communicator on the device, driven through its public calls: each rank's
+/// stream captures a graph of a memset and 20 `Comm::all_reduce` calls, each into its
+/// own slice of the output, and the graphs are replayed 100 times; the last replay's
+/// 20 sums are checked on both ranks (the memset clears them first, so each was
+/// computed by that replay).
+pub(super) fn comm_graph_replays(fx: &Fixture) -> Outcome {
+    use cudarc::driver::sys;
+    use host_shim::comm::{Comm, ReduceOp};
+    const CALLS: usize = 20;
+    const REPLAYS: usize = 100;
+    const N: usize = 1024;
+    let streams = [fx.ctx.new_stream().map_err(Error::cuda("cuStreamCreate"))?, fx.ctx.new_stream().map_err(Error::cuda("cuStreamCreate"))?];
+    let inputs: [Vec<f32>; 2] = [(0..N).map(|i| i as f32).collect(), (0..N).map(|i| (3 * i % 17) as f32 - 8.0).collect()];
+    let sends = [streams[0].clone_htod(&inputs[0]).map_err(Error::cuda("cuMemcpyHtoD"))?, streams[1].clone_htod(&inputs[1]).map_err(Error::cuda("cuMemcpyHtoD"))?];
+    let mut recvs = [streams[0].alloc_zeros::<f32>(N * CALLS).map_err(Error::cuda("cuMemAlloc"))?, streams[1].alloc_zeros::<f32>(N * CALLS).map_err(Error::cuda("cuMemAlloc"))?];
+    for s in &streams {
+        stream::wait(s, LOOP_WAIT, "uploads")?;
+    }
+    let comms = Comm::from_devices(streams.to_vec())?;
+    // cudarc's event tracking would make a captured call wait on an event recorded before
+    // the capture, which CUDA refuses.
+    // SAFETY: every stream was waited for; each buffer is used on its rank's stream alone.
+    unsafe { fx.ctx.disable_event_tracking() };
+    let replayed = (|| -> Outcome {
+        let mut graphs = Vec::new();
+        for ((comm, send), recv) in comms.iter().zip(&sends).zip(&mut recvs) {
+            let s = comm.stream();
+            s.begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED).map_err(Error::cuda("cuStreamBeginCapture"))?;
+            s.memset_zeros(recv).map_err(Error::cuda("cuMemsetD8Async"))?;
+            for call in 0..CALLS {
+                let mut slice = recv.slice_mut(call * N..(call + 1) * N);
+                comm.all_reduce(send, &mut slice, ReduceOp::Sum)?;
+            }
+            let graph = s
+                .end_capture(sys::CUgraphInstantiate_flags(0))
+                .map_err(Error::cuda("cuStreamEndCapture"))?
+                .ok_or_else(|| Failure("the capture produced no graph".into()))?;
+            graphs.push(graph);
+        }
+        for _ in 0..REPLAYS {
+            for g in &graphs {
+                g.launch().map_err(Error::cuda("cuGraphLaunch"))?;
+            }
+        }
+        for s in &streams {
+            stream::wait(s, LOOP_WAIT, "graph replays")?;
+        }
+        Ok(())
+    })();
+    // SAFETY: the streams were waited for (or the loops failed, and the buffers are only
+    // read back below after the streams end).
+    unsafe { fx.ctx.enable_event_tracking() };
+    replayed?;
+    let want: Vec<f32> = inputs[0].iter().zip(&inputs[1]).map(|(a, b)| a + b).collect();
+    for (rank, (comm, recv)) in comms.iter().zip(&recvs).enumerate() {
+        if let Some(e) = comm.async_error() {
+            return Err(Failure(format!("rank {rank}: {e}")));
+        }
+        let got = streams[rank].clone_dtoh(recv).map_err(Error::cuda("cuMemcpyDtoH"))?;
+        for call in 0..CALLS {
+            ensure_eq_slices(&format!("rank {rank}, call {call} of the last replay"), &got[call * N..(call + 1) * N], &want)?;
+        }
+    }
+    for mut comm in comms {
+        comm.shutdown(LOOP_WAIT)?;
+    }
+    Ok(())
+}
