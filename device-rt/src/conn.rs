@@ -151,10 +151,16 @@ pub struct ChannelStats {
     /// Not a counter: 1 + the SM the channel's CTA ran its last collective on (0: none
     /// yet), for telling how channels were placed.
     pub sm: u64,
-    pad: u64,
+    /// Stream-ordered items the channel took from the mailbox.
+    pub mailbox_items: u64,
+    /// Nanoseconds from each of those items' publication (the poster's clock) to the
+    /// channel taking it (its clock after the CTA barrier that hands the item on), summed:
+    /// the stream-ordered path's dispatch latency.
+    pub dispatch_ns: u64,
+    pad: [u64; 7],
 }
 
-static_assertions::const_assert_eq!(core::mem::size_of::<ChannelStats>(), 64);
+static_assertions::const_assert_eq!(core::mem::size_of::<ChannelStats>(), 128);
 
 impl ChannelStats {
     /// The sum of `self` and `other`, counter by counter (a sum ran on no one SM: `sm` 0).
@@ -167,7 +173,9 @@ impl ChannelStats {
             wait_credit_ns: self.wait_credit_ns + other.wait_credit_ns,
             busy_ns: self.busy_ns + other.busy_ns,
             sm: 0,
-            pad: 0,
+            mailbox_items: self.mailbox_items + other.mailbox_items,
+            dispatch_ns: self.dispatch_ns + other.dispatch_ns,
+            pad: [0; 7],
         }
     }
 
@@ -181,7 +189,9 @@ impl ChannelStats {
             wait_credit_ns: self.wait_credit_ns.wrapping_sub(earlier.wait_credit_ns),
             busy_ns: self.busy_ns.wrapping_sub(earlier.busy_ns),
             sm: self.sm,
-            pad: 0,
+            mailbox_items: self.mailbox_items.wrapping_sub(earlier.mailbox_items),
+            dispatch_ns: self.dispatch_ns.wrapping_sub(earlier.dispatch_ns),
+            pad: [0; 7],
         }
     }
 }

@@ -15,7 +15,7 @@ use super::queue::{ITEM_CACHE, LoopShared, LoopState, MAILBOX_CLOSED, MAILBOX_DO
 use crate::abi::{LoopError, WaitSite};
 use crate::algo::{Coll, CollCtx, CollFunction, run_collective};
 use crate::arch::{self, AtomicWord, WARP_SIZE};
-use crate::conn::CommDevice;
+use crate::conn::{ChannelStats, CommDevice};
 use crate::copy::reduce_copy_grid;
 use crate::dtype::{Bf16, DataType, F16};
 use crate::redop::{RedOpKind, Sum};
@@ -169,6 +169,11 @@ pub unsafe fn work_loop(args: LoopArgs) {
                     cached = 1;
                     // SAFETY: as above, for the generation lane 0 wrote with the verdict.
                     mailbox_generation = Some(unsafe { (&raw const (*shared).generation).read_volatile() });
+                    if tid == 0 {
+                        // SAFETY: `a` is this CTA's channel; thread 0 alone counts, after the
+                        // barrier that followed lane 0's acquire of the pending item.
+                        unsafe { count_dispatch(&a) };
+                    }
                 }
                 VERDICT_ABORT => {
                     if tid == 0 {
@@ -1000,6 +1005,39 @@ unsafe fn publish_ring(a: &Channel, seq: u64, release: bool) {
         } else {
             arch::st_relaxed_sys_global(slot, seq)
         }
+    }
+}
+
+/// When the communicator keeps statistics: counts the mailbox item just taken in this
+/// channel's `ChannelStats`, with its dispatch latency (now minus the poster's
+/// publication time; both `globaltimer`, one clock for the whole GPU).
+///
+/// Ordering: `posted_ns` is a volatile load ordered after the poster's release by lane
+/// 0's acquire of the pending state and the CTA barrier since; the counters are relaxed
+/// GPU-scope adds (read by the host between operations).
+///
+/// # Safety
+/// `a` is this CTA's [`Channel`]; thread 0 alone calls this, once per mailbox item taken.
+unsafe fn count_dispatch(a: &Channel) {
+    if a.comm.is_null() {
+        return;
+    }
+    // SAFETY: a non-null `a.comm` is the rank's `CommDevice`, valid for the launch (`Channel`).
+    let stats = unsafe { (*a.comm).stats };
+    if stats == 0 {
+        return;
+    }
+    // `index < count <= nchannels` (`Channel`): this channel's entry of the communicator's
+    // `[ChannelStats; nchannels]`.
+    let mine = (stats as *mut ChannelStats).wrapping_add(a.index as usize);
+    // SAFETY: `a.state` is the loop's `LoopState` (`Channel`); `posted_ns` is an aligned word
+    // of its mailbox.
+    let posted = unsafe { arch::ld_volatile_global(&raw const (*a.state).mailbox.posted_ns) };
+    let waited = arch::globaltimer_ns().saturating_sub(posted);
+    // SAFETY: `mine` is this channel's live counters (above), changed only by atomic adds.
+    unsafe {
+        u64::atomic_add_relaxed_gpu(&raw mut (*mine).mailbox_items, 1);
+        u64::atomic_add_relaxed_gpu(&raw mut (*mine).dispatch_ns, waited);
     }
 }
 

@@ -54,8 +54,8 @@ pub(crate) unsafe fn update_state(word: *mut u64, update: impl Fn(u64) -> Option
 /// Ordering (the `queue` module's protocol), every access at GPU scope (the mailbox is in
 /// device memory, used by this GPU's threads alone; what peers wrote into the item's
 /// buffers reached the loop's channels through their own system-scope acquires, and
-/// causality order is transitive): the item's words are relaxed (volatile) 64-bit
-/// stores; PENDING is published by a 64-bit acq_rel CAS that keeps CLOSED, which orders
+/// causality order is transitive): the item's words and the publication time are
+/// relaxed (volatile) 64-bit stores; PENDING is published by a 64-bit acq_rel CAS that keeps CLOSED, which orders
 /// the item before it; the wait is a 64-bit acquire load that sees DONE or CLOSED,
 /// after which every write of the item is visible to this thread (and, once this kernel
 /// ends, to the work that follows it on its stream).
@@ -79,6 +79,9 @@ pub unsafe fn post_to_mailbox(state: *mut LoopState, header: *mut QueueHeader, i
         // channel's reads of the previous item), and which only this poster writes.
         unsafe { arch::st_volatile_global(slot.add(w), value) };
     }
+    // SAFETY: `posted_ns` is an aligned word of the live mailbox, written only by the poster
+    // while no item is pending (as the item's words).
+    unsafe { arch::st_volatile_global(&raw mut (*state).mailbox.posted_ns, arch::globaltimer_ns()) };
     // SAFETY: as for the load above.
     let before = unsafe {
         update_state(word, |old| if old & MAILBOX_CLOSED != 0 { None } else { Some(MAILBOX_PENDING) })

@@ -165,7 +165,9 @@ pub struct Mailbox {
     pub generation: u64,
     /// Channels done with the current item.
     pub arrived: u64,
-    pad: u64,
+    /// The poster's clock (`globaltimer`, ns) when it published the current item, for the
+    /// channels' dispatch statistics.
+    pub posted_ns: u64,
 }
 
 static_assertions::const_assert_eq!(core::mem::size_of::<Mailbox>(), 96);

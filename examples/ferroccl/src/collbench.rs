@@ -432,7 +432,11 @@ fn stats_line(s: &ChannelStats) -> String {
         share(s.wait_credit_ns),
         share(s.busy_ns.saturating_sub(waits)),
         copy_rate(s),
-    )
+    ) + &if s.mailbox_items > 0 {
+        format!("; stream-ordered items taken {:.2} us after their post on average", s.dispatch_ns as f64 / s.mailbox_items as f64 / 1e3)
+    } else {
+        String::new()
+    }
 }
 
 /// How evenly the channels worked during one row, as a comment line: the busiest and

@@ -239,6 +239,8 @@ impl RankGroup for TwinGroup {
                 s.wait_credit_ns = load(&raw mut (*base).wait_credit_ns);
                 s.busy_ns = load(&raw mut (*base).busy_ns);
                 s.sm = load(&raw mut (*base).sm);
+                s.mailbox_items = load(&raw mut (*base).mailbox_items);
+                s.dispatch_ns = load(&raw mut (*base).dispatch_ns);
             }
             s
         });
