@@ -402,6 +402,7 @@ fn sweep(
             let mut lines = vec![format_row(&row)];
             if let Some(stats) = stats {
                 lines.extend([stats_line(&sum_stats(&stats)), spread_line(&stats, nranks), placement_line(&stats, nranks)]);
+                lines.extend(dispatch_line(&stats, nranks));
             }
             progress.suspend(|| lines.iter().try_for_each(|line| writeln!(out, "{line}").and_then(|()| out.flush())).map_err(write_error))?;
             progress.inc(1);
@@ -466,6 +467,22 @@ fn spread_line(channels: &[ChannelStats], nranks: u32) -> String {
         name(fast.0, fast.1),
         copy_rate(fast.1),
     )
+}
+
+/// Every channel's mean wait from a stream-ordered item's post to taking it during one
+/// row, rank by rank, as a comment line (µs), when any channel took one.
+fn dispatch_line(channels: &[ChannelStats], nranks: u32) -> Option<String> {
+    let per_rank = (channels.len() / nranks.max(1) as usize).max(1);
+    if channels.iter().all(|s| s.mailbox_items == 0) {
+        return None;
+    }
+    let mean = |s: &ChannelStats| if s.mailbox_items == 0 { "?".to_string() } else { format!("{:.1}", s.dispatch_ns as f64 / s.mailbox_items as f64 / 1e3) };
+    let ranks: Vec<String> = channels
+        .chunks(per_rank)
+        .enumerate()
+        .map(|(rank, chans)| format!("rank {rank}: {}", chans.iter().map(mean).collect::<Vec<_>>().join(" ")))
+        .collect();
+    Some(format!("#   taken after the post (us, by channel) | {}", ranks.join(" | ")))
 }
 
 /// Every channel's SM and copy rate during one row, rank by rank, as a comment line
@@ -876,6 +893,18 @@ mod tests {
             baseline_oop: nccl.map(|n| timing(n.0)),
             baseline_ip: nccl.map(|n| timing(n.1)),
         }
+    }
+
+    #[test]
+    fn dispatch_line_gives_each_channels_mean_wait() {
+        let took = |items, ns| {
+            let mut s = ChannelStats::default();
+            (s.mailbox_items, s.dispatch_ns) = (items, ns);
+            s
+        };
+        assert_eq!(dispatch_line(&[ChannelStats::default(); 4], 2), None, "no stream-ordered item: no line");
+        let line = dispatch_line(&[took(2, 3_000), took(0, 0), took(4, 60_000), took(1, 2_500)], 2).unwrap();
+        assert_eq!(line, "#   taken after the post (us, by channel) | rank 0: 1.5 ? | rank 1: 15.0 2.5");
     }
 
     #[test]
