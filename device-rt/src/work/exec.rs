@@ -136,6 +136,10 @@ pub unsafe fn work_loop(args: LoopArgs) {
     let mut unpublished = Unpublished::default();
     // Thread 0: when it last read the abort flag between items.
     let mut abort_checked_ns = 0u64;
+    // Thread 0: this channel's statistics, when the communicator keeps them (null: not).
+    // SAFETY: `a` was built from this function's arguments (valid for the launch) and an
+    // elected channel.
+    let stats = if tid == 0 { unsafe { channel_stats(&a) } } else { core::ptr::null_mut() };
     loop {
         if taken == cached {
             if tid == 0 {
@@ -169,10 +173,11 @@ pub unsafe fn work_loop(args: LoopArgs) {
                     cached = 1;
                     // SAFETY: as above, for the generation lane 0 wrote with the verdict.
                     mailbox_generation = Some(unsafe { (&raw const (*shared).generation).read_volatile() });
-                    if tid == 0 {
-                        // SAFETY: `a` is this CTA's channel; thread 0 alone counts, after the
-                        // barrier that followed lane 0's acquire of the pending item.
-                        unsafe { count_dispatch(&a) };
+                    if !stats.is_null() {
+                        // SAFETY: `stats` is this channel's live counters (non-null in thread 0
+                        // alone), and `a` this CTA's channel; counted after the barrier that
+                        // followed lane 0's acquire of the pending item.
+                        unsafe { count_dispatch(&a, stats) };
                     }
                 }
                 VERDICT_ABORT => {
@@ -1008,33 +1013,42 @@ unsafe fn publish_ring(a: &Channel, seq: u64, release: bool) {
     }
 }
 
-/// When the communicator keeps statistics: counts the mailbox item just taken in this
-/// channel's `ChannelStats`, with its dispatch latency (now minus the poster's
-/// publication time; both `globaltimer`, one clock for the whole GPU).
+/// This channel's `ChannelStats` when the communicator keeps statistics, else null.
+///
+/// # Safety
+/// `a` is this CTA's [`Channel`].
+unsafe fn channel_stats(a: &Channel) -> *mut ChannelStats {
+    if a.comm.is_null() {
+        return core::ptr::null_mut();
+    }
+    // SAFETY: a non-null `a.comm` is the rank's `CommDevice`, valid for the launch (`Channel`).
+    let stats = unsafe { (*a.comm).stats };
+    if stats == 0 {
+        return core::ptr::null_mut();
+    }
+    // `index < count <= nchannels` (`Channel`): this channel's entry of the communicator's
+    // `[ChannelStats; nchannels]`.
+    (stats as *mut ChannelStats).wrapping_add(a.index as usize)
+}
+
+/// Counts the mailbox item just taken in this channel's statistics `mine`, with its
+/// dispatch latency (now minus the poster's publication time; both `globaltimer`, one
+/// clock for the whole GPU).
 ///
 /// Ordering: `posted_ns` is a volatile load ordered after the poster's release by lane
 /// 0's acquire of the pending state and the CTA barrier since; the counters are relaxed
 /// GPU-scope adds (read by the host between operations).
 ///
 /// # Safety
-/// `a` is this CTA's [`Channel`]; thread 0 alone calls this, once per mailbox item taken.
-unsafe fn count_dispatch(a: &Channel) {
-    if a.comm.is_null() {
-        return;
-    }
-    // SAFETY: a non-null `a.comm` is the rank's `CommDevice`, valid for the launch (`Channel`).
-    let stats = unsafe { (*a.comm).stats };
-    if stats == 0 {
-        return;
-    }
-    // `index < count <= nchannels` (`Channel`): this channel's entry of the communicator's
-    // `[ChannelStats; nchannels]`.
-    let mine = (stats as *mut ChannelStats).wrapping_add(a.index as usize);
+/// `a` is this CTA's [`Channel`] and `mine` its live `ChannelStats`; thread 0 alone calls
+/// this, once per mailbox item taken.
+unsafe fn count_dispatch(a: &Channel, mine: *mut ChannelStats) {
     // SAFETY: `a.state` is the loop's `LoopState` (`Channel`); `posted_ns` is an aligned word
     // of its mailbox.
     let posted = unsafe { arch::ld_volatile_global(&raw const (*a.state).mailbox.posted_ns) };
     let waited = arch::globaltimer_ns().saturating_sub(posted);
-    // SAFETY: `mine` is this channel's live counters (above), changed only by atomic adds.
+    // SAFETY: `mine` is this channel's live counters (the caller's contract), changed only by
+    // atomic adds.
     unsafe {
         u64::atomic_add_relaxed_gpu(&raw mut (*mine).mailbox_items, 1);
         u64::atomic_add_relaxed_gpu(&raw mut (*mine).dispatch_ns, waited);
