@@ -489,7 +489,9 @@ impl WorkLoop {
     /// threads), whose one working thread writes `item` into the loop's mailbox, marks it
     /// pending, and waits until the loop has run it (or has left, or the host aborts).
     /// Work queued on `stream` before runs first, work queued after waits for the item;
-    /// the launch can be captured in a CUDA graph and replayed. A failure inside the loop
+    /// the launch can be captured in a CUDA graph and replayed. Items of the direct path
+    /// ([`WorkLoop::enqueue`]) and of the stream are not ordered with each other: the loop
+    /// may run a posted item before ring items enqueued earlier. A failure inside the loop
     /// does not stall `stream`: check [`WorkLoop::async_error`]; a post that waits past
     /// the loop's spin budget stops the loop with [`Error::DeviceTimeout`]. The loop
     /// serves one such stream: the first one used; others are refused

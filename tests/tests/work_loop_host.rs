@@ -445,6 +445,18 @@ impl TwinLoop {
     }
 }
 
+/// Waits until the polling channel has taken ring slot `seq`: from then on it runs that
+/// item before it looks at the mailbox (which it otherwise looks at first).
+fn wait_slot_taken(lp: &TwinLoop, seq: u64) {
+    let start = Instant::now();
+    // SAFETY: an aligned word of the live loop state, which the loop changes only atomically.
+    let seen = unsafe { AtomicU64::from_ptr((&raw const lp.state.seen_seq).cast_mut()) };
+    while seen.load(Ordering::Acquire) < seq {
+        assert!(start.elapsed() < LONG, "the loop never took slot {seq}");
+        std::thread::yield_now();
+    }
+}
+
 /// Waits until the mailbox state has PENDING set (the post has published its item).
 fn wait_pending(lp: &TwinLoop) {
     let start = Instant::now();
@@ -471,6 +483,45 @@ fn mailbox_items_run_once_per_post() {
 }
 
 #[test]
+fn a_one_channel_loop_completes_posts_without_counting_arrivals() {
+    let mut lp = TwinLoop::start(1, 32, 4, LONG);
+    let counter = AtomicU64::new(0);
+    let item = WorkItem::call(DeviceFunction::Increment, word(&counter), 0);
+    for i in 0..20 {
+        assert_eq!(lp.post(item, LONG), PostOutcome::Done);
+        assert_eq!(counter.load(Ordering::Relaxed), i + 1);
+    }
+    // SAFETY: an aligned word of the live loop state, which the loop changes only atomically.
+    let arrived = unsafe { AtomicU64::from_ptr((&raw const lp.state.mailbox.arrived).cast_mut()) }.load(Ordering::Relaxed);
+    assert_eq!(arrived, 0, "one channel has no one to count");
+    lp.queue.shutdown(LONG).unwrap();
+    lp.join();
+}
+
+/// After a post, the polling channel watches only the mailbox for a while; ring items
+/// enqueued then (and interleaved with more posts) still all run, in order.
+#[test]
+fn ring_items_between_posts_all_run() {
+    let mut lp = TwinLoop::start(2, 32, 8, LONG);
+    let (posted, queued) = (AtomicU64::new(0), AtomicU64::new(0));
+    let post_item = WorkItem::call(DeviceFunction::Increment, word(&posted), 0);
+    let ring_item = WorkItem::call(DeviceFunction::Increment, word(&queued), 0);
+    let mut last = None;
+    for round in 0..30u64 {
+        assert_eq!(lp.post(post_item, LONG), PostOutcome::Done);
+        last = Some(lp.queue.enqueue(ring_item, LONG).unwrap());
+        if round % 3 == 0 {
+            lp.queue.wait(last.unwrap(), LONG).unwrap();
+            assert_eq!(queued.load(Ordering::Relaxed), round + 1, "a ring item right after a post runs");
+        }
+    }
+    lp.queue.wait(last.unwrap(), LONG).unwrap();
+    assert_eq!((posted.load(Ordering::Relaxed), queued.load(Ordering::Relaxed)), (30, 30));
+    lp.queue.shutdown(LONG).unwrap();
+    lp.join();
+}
+
+#[test]
 fn a_post_after_the_loop_closed_returns_at_once_and_writes_nothing() {
     let mut lp = TwinLoop::start(2, 32, 4, LONG);
     lp.queue.shutdown(LONG).unwrap();
@@ -491,6 +542,7 @@ fn a_loop_that_closes_while_a_post_waits_releases_it() {
     // The loop is busy; the post publishes and waits; the ring's next item is Shutdown,
     // found at once when the wait ends, so the loop leaves without looking at the mailbox.
     lp.queue.enqueue(WorkItem::call(DeviceFunction::WaitAtLeast, word(&flag), 1), LONG).unwrap();
+    wait_slot_taken(&lp, 1);
     let poster = lp.post_in_background(WorkItem::call(DeviceFunction::Increment, word(&counter), 0), LONG);
     wait_pending(&lp);
     lp.queue.enqueue(WorkItem::shutdown(), LONG).unwrap();
@@ -519,6 +571,7 @@ fn abort_releases_a_waiting_post() {
     let mut lp = TwinLoop::start(2, 32, 4, Duration::from_secs(3600));
     let flag = AtomicU64::new(0);
     lp.queue.enqueue(WorkItem::call(DeviceFunction::WaitAtLeast, word(&flag), 1), LONG).unwrap();
+    wait_slot_taken(&lp, 1);
     let poster = lp.post_in_background(WorkItem::noop(), LONG);
     wait_pending(&lp);
     lp.queue.abort_handle().abort();
@@ -533,6 +586,7 @@ fn a_post_the_loop_never_answers_ends_at_its_budget_and_stops_the_loop() {
     let mut lp = TwinLoop::start(2, 32, 4, Duration::from_secs(3600));
     let flag = AtomicU64::new(0);
     lp.queue.enqueue(WorkItem::call(DeviceFunction::WaitAtLeast, word(&flag), 1), LONG).unwrap();
+    wait_slot_taken(&lp, 1);
     let start = Instant::now();
     assert_eq!(lp.post(WorkItem::noop(), Duration::from_millis(200)), PostOutcome::TimedOut);
     assert!(start.elapsed() >= Duration::from_millis(200));
