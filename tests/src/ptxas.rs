@@ -58,16 +58,20 @@ pub fn assemble(ptxas: &Path, ptx: &str, scratch: &Path) -> Result<BTreeMap<Stri
     if !out.status.success() {
         return Err(format!("ptxas -arch={ARCH} failed ({}):\n{log}", out.status));
     }
-    Ok(parse_report(&log))
+    parse_report(&log)
 }
 
 /// Parses ptxas's `-v` output into per-function reports: entry points (with their
 /// register count) and the `.func`s they call (registers 0: ptxas reports registers per
-/// entry only).
-pub fn parse_report(log: &str) -> BTreeMap<String, KernelReport> {
+/// entry only). Every line must be one ptxas is known to print (`info` lines: global
+/// memory, an entry's start, a function's properties, its stack and spills, its
+/// registers, the compile time); any other line, a warning included, is an error that
+/// names it: a report that cannot be read must not pass for a clean one.
+pub fn parse_report(log: &str) -> Result<BTreeMap<String, KernelReport>, String> {
     let mut reports = BTreeMap::new();
     let mut current: Option<String> = None;
-    for line in log.lines() {
+    for line in log.lines().filter(|l| !l.trim().is_empty()) {
+        let unreadable = || format!("ptxas printed a line the report parser cannot read: {line:?}");
         if let Some(rest) = line.split("Compiling entry function '").nth(1) {
             let name = rest.split('\'').next().unwrap_or_default().to_owned();
             reports.insert(name.clone(), KernelReport::default());
@@ -76,26 +80,26 @@ pub fn parse_report(log: &str) -> BTreeMap<String, KernelReport> {
             let name = rest.trim().to_owned();
             reports.entry(name.clone()).or_insert_with(KernelReport::default);
             current = Some(name);
-        } else if let Some(report) = current.as_ref().and_then(|n| reports.get_mut(n)) {
-            if line.contains("bytes stack frame") {
-                report.stack_frame = number_before(line, "bytes stack frame");
-                report.spill_stores = number_before(line, "bytes spill stores");
-                report.spill_loads = number_before(line, "bytes spill loads");
-            } else if line.contains("Used ") && line.contains(" registers") {
-                report.registers = number_before(line, "registers");
-                current = None;
-            }
+        } else if line.contains("bytes stack frame") {
+            let report = current.as_ref().and_then(|n| reports.get_mut(n)).ok_or_else(unreadable)?;
+            report.stack_frame = number_before(line, "bytes stack frame").ok_or_else(unreadable)?;
+            report.spill_stores = number_before(line, "bytes spill stores").ok_or_else(unreadable)?;
+            report.spill_loads = number_before(line, "bytes spill loads").ok_or_else(unreadable)?;
+        } else if line.contains("Used ") && line.contains(" registers") {
+            let report = current.as_ref().and_then(|n| reports.get_mut(n)).ok_or_else(unreadable)?;
+            report.registers = number_before(line, "registers").ok_or_else(unreadable)?;
+            current = None;
+        } else if !(line.starts_with("ptxas info") && (line.contains("bytes gmem") || line.contains("Compile time ="))) {
+            return Err(unreadable());
         }
     }
-    reports
+    Ok(reports)
 }
 
-fn number_before(line: &str, marker: &str) -> u32 {
-    line.split(marker)
-        .next()
-        .and_then(|head| head.split([',', ' ', ':']).rfind(|w| !w.is_empty()))
-        .and_then(|w| w.parse().ok())
-        .unwrap_or(0)
+/// The number just before `marker` in `line`, if `marker` is there with a number before it.
+fn number_before(line: &str, marker: &str) -> Option<u32> {
+    let (head, _) = line.split_once(marker)?;
+    head.split([',', ' ', ':']).rfind(|w| !w.is_empty())?.parse().ok()
 }
 
 /// The entries of a hot-list file (one per line, `#` comments): a function name, or
@@ -147,7 +151,7 @@ ptxas info    : Used 23 registers, used 0 barriers
 
     #[test]
     fn report_is_parsed_per_function() {
-        let r = parse_report(LOG);
+        let r = parse_report(LOG).unwrap();
         assert_eq!(r.len(), 3);
         assert_eq!(r["hot_a"], KernelReport { registers: 255, stack_frame: 8, spill_stores: 4, spill_loads: 12 });
         assert_eq!(r["helper"], KernelReport::default());
@@ -156,7 +160,7 @@ ptxas info    : Used 23 registers, used 0 barriers
 
     #[test]
     fn spills_and_missing_kernels_are_violations() {
-        let r = parse_report(LOG);
+        let r = parse_report(LOG).unwrap();
         assert!(hot_kernel_violations(&["cool_b"], &r).is_empty());
         assert!(hot_kernel_violations(&["*elp"], &r).is_empty());
         let v = hot_kernel_violations(&["hot_a", "gone", "*hot", "*nothing"], &r);
@@ -165,6 +169,22 @@ ptxas info    : Used 23 registers, used 0 barriers
         assert!(v[1].contains("no function of the PTX matches"), "{v:?}");
         assert!(v[2].starts_with("hot_a"), "{v:?}");
         assert!(v[3].contains("nothing"), "{v:?}");
+    }
+
+    #[test]
+    fn lines_the_parser_cannot_read_are_errors() {
+        let with = |line: &str| parse_report(&format!("{LOG}{line}\n"));
+        assert!(with("ptxas info    : Used 23 registers, used 0 barriers, 48 bytes cumulative stack size").is_err(), "registers with no function");
+        for bad in [
+            "ptxas warning : Registers are spilled to local memory in function 'x', 8 bytes spill stores",
+            "ptxas fatal   : Unresolved extern function 'y'",
+            "    lots of bytes stack frame, 4 bytes spill stores, 12 bytes spill loads",
+            "something new",
+        ] {
+            let err = with(&format!("ptxas info    : Function properties for cool_b\n{bad}")).unwrap_err();
+            assert!(err.contains(bad), "{err}");
+        }
+        assert!(with("ptxas info    : Compile time = 3.5 ms").is_ok());
     }
 
     #[test]
