@@ -448,21 +448,33 @@ impl TwinLoop {
 /// Waits until the polling channel has taken ring slot `seq`: from then on it runs that
 /// item before it looks at the mailbox (which it otherwise looks at first).
 fn wait_slot_taken(lp: &TwinLoop, seq: u64) {
-    let start = Instant::now();
     // SAFETY: an aligned word of the live loop state, which the loop changes only atomically.
     let seen = unsafe { AtomicU64::from_ptr((&raw const lp.state.seen_seq).cast_mut()) };
-    while seen.load(Ordering::Acquire) < seq {
-        assert!(start.elapsed() < LONG, "the loop never took slot {seq}");
-        std::thread::yield_now();
-    }
+    wait_until(&format!("the loop taking slot {seq}"), || seen.load(Ordering::Acquire) >= seq);
 }
 
 /// Waits until the mailbox state has PENDING set (the post has published its item).
 fn wait_pending(lp: &TwinLoop) {
+    wait_until("the post publishing its item", || lp.mailbox_state().load(Ordering::Acquire) & MAILBOX_PENDING != 0);
+}
+
+/// Yields until `done()` holds; panics naming `what` if it does not within `LONG`.
+fn wait_until(what: &str, done: impl Fn() -> bool) {
     let start = Instant::now();
-    while lp.mailbox_state().load(Ordering::Acquire) & MAILBOX_PENDING == 0 {
-        assert!(start.elapsed() < LONG, "the post never published its item");
+    while !done() {
+        assert!(start.elapsed() < LONG, "timed out waiting for {what}");
         std::thread::yield_now();
+    }
+}
+
+/// Posts `posts` increments of `counter`, each checked to run exactly once before its
+/// post returns.
+fn post_increments(lp: &mut TwinLoop, counter: &AtomicU64, posts: u64) {
+    let item = WorkItem::call(DeviceFunction::Increment, word(counter), 0);
+    let before = counter.load(Ordering::Relaxed);
+    for i in 1..=posts {
+        assert_eq!(lp.post(item, LONG), PostOutcome::Done);
+        assert_eq!(counter.load(Ordering::Relaxed), before + i, "each post runs exactly once, before the post returns");
     }
 }
 
@@ -470,11 +482,7 @@ fn wait_pending(lp: &TwinLoop) {
 fn mailbox_items_run_once_per_post() {
     let mut lp = TwinLoop::start(3, 32, 4, LONG);
     let counter = AtomicU64::new(0);
-    let item = WorkItem::call(DeviceFunction::Increment, word(&counter), 0);
-    for i in 0..50 {
-        assert_eq!(lp.post(item, LONG), PostOutcome::Done);
-        assert_eq!(counter.load(Ordering::Relaxed), i + 1, "each post runs exactly once, before the post returns");
-    }
+    post_increments(&mut lp, &counter, 50);
     assert_eq!(lp.mailbox_state().load(Ordering::Relaxed), MAILBOX_DONE);
     lp.queue.shutdown(LONG).unwrap();
     lp.join();
@@ -486,11 +494,7 @@ fn mailbox_items_run_once_per_post() {
 fn a_one_channel_loop_completes_posts_without_counting_arrivals() {
     let mut lp = TwinLoop::start(1, 32, 4, LONG);
     let counter = AtomicU64::new(0);
-    let item = WorkItem::call(DeviceFunction::Increment, word(&counter), 0);
-    for i in 0..20 {
-        assert_eq!(lp.post(item, LONG), PostOutcome::Done);
-        assert_eq!(counter.load(Ordering::Relaxed), i + 1);
-    }
+    post_increments(&mut lp, &counter, 20);
     // SAFETY: an aligned word of the live loop state, which the loop changes only atomically.
     let arrived = unsafe { AtomicU64::from_ptr((&raw const lp.state.mailbox.arrived).cast_mut()) }.load(Ordering::Relaxed);
     assert_eq!(arrived, 0, "one channel has no one to count");

@@ -134,6 +134,7 @@ pub fn footprint(cfg: &FootprintBench) -> Result<FootprintReport> {
         let k = kind as usize;
         (busy[k], busy_allreduce[k]) = busy_ms(&mut work, &mut ranks, kind, round_s, cfg.iters)?;
     }
+    ranks.verify()?;
     ranks.shutdown()?;
     let after = work.measure(cfg.iters)?;
     Ok(FootprintReport { ms: [before, idle, busy, after], busy_allreduce })
@@ -287,8 +288,13 @@ impl Ranks {
     fn start(ctx: &Arc<CudaContext>, cfg: &FootprintBench) -> Result<Self> {
         let streams = (0..cfg.ranks).map(|_| ctx.new_stream().map_err(Error::cuda("cuStreamCreate"))).collect::<Result<Vec<_>>>()?;
         let n = cfg.busy_bytes / 4;
-        let alloc = |s: &Arc<CudaStream>| s.alloc_zeros::<f32>(n).map_err(Error::cuda("cuMemAlloc"));
-        let bufs = streams.iter().map(|s| Ok((alloc(s)?, alloc(s)?))).collect::<Result<Vec<_>>>()?;
+        let bufs = (0..cfg.ranks)
+            .zip(&streams)
+            .map(|(rank, s)| {
+                let send = s.clone_htod(&vec![rank_value(rank); n]).map_err(Error::cuda("cuMemcpyHtoD"))?;
+                Ok((send, s.alloc_zeros::<f32>(n).map_err(Error::cuda("cuMemAlloc"))?))
+            })
+            .collect::<Result<Vec<_>>>()?;
         streams.iter().try_for_each(|s| s.synchronize().map_err(Error::cuda("cuStreamSynchronize")))?;
         let comms = Comm::from_devices_with(streams, cfg.comm, &mut |_, _| Ok(()))?;
         Ok(Self { comms, bufs })
@@ -326,6 +332,20 @@ impl Ranks {
         self.comms.iter().try_for_each(|c| host_shim::stream::wait(c.stream(), TIMEOUT, "a rank's all-reduces"))
     }
 
+    /// Checks every rank's output of the all-reduces (every element is the sum of every
+    /// rank's [`rank_value`]); call once the streams have drained.
+    fn verify(&self) -> Result<()> {
+        let want: f32 = (0..self.comms.len()).map(rank_value).sum();
+        for (rank, (comm, (_, recv))) in self.comms.iter().zip(&self.bufs).enumerate() {
+            let got = comm.stream().clone_dtoh(recv).map_err(Error::cuda("cuMemcpyDtoH"))?;
+            if let Some(at) = got.iter().position(|&v| v != want) {
+                log::error!("bench footprint: rank {rank}: the all-reduce wrote {} at element {at}, not {want}", got[at]);
+                return Err(Error::InvalidState("the footprint benchmark's all-reduces wrote wrong sums"));
+            }
+        }
+        Ok(())
+    }
+
     /// The first error a rank's loop reported, if any.
     fn check(&self) -> Result<()> {
         self.comms.iter().find_map(Comm::async_error).map_or(Ok(()), Err)
@@ -347,6 +367,12 @@ impl Ranks {
     fn shutdown(mut self) -> Result<()> {
         self.comms.iter_mut().try_for_each(|c| c.shutdown(TIMEOUT))
     }
+}
+
+/// Every element of rank `rank`'s all-reduce input (small integers: their f32 sum is
+/// exact).
+fn rank_value(rank: usize) -> f32 {
+    (rank + 1) as f32
 }
 
 /// Wraps a cuBLAS error with the call that returned it.

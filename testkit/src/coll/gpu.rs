@@ -144,10 +144,6 @@ impl RankGroup for GpuGroup {
         self.comms[rank as usize].wait(ticket, timeout)
     }
 
-    fn path(&self) -> SubmitPath {
-        self.path
-    }
-
     fn submit(&mut self, rank: u32, item: WorkItem) -> Result<Submitted> {
         match self.path {
             SubmitPath::Direct => Ok(Submitted::Queue(self.enqueue(rank, item)?)),

@@ -86,11 +86,6 @@ pub trait RankGroup {
     /// otherwise). Read between operations: every completed item's counts are in.
     fn channel_stats(&mut self, rank: u32) -> Result<Option<Vec<ChannelStats>>>;
 
-    /// The path [`RankGroup::submit`] takes.
-    fn path(&self) -> SubmitPath {
-        SubmitPath::Direct
-    }
-
     /// Validates `item` and hands it to rank `rank` through the group's path.
     fn submit(&mut self, rank: u32, item: WorkItem) -> Result<Submitted> {
         Ok(Submitted::Queue(self.enqueue(rank, item)?))
