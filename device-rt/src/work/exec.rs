@@ -273,13 +273,19 @@ pub unsafe fn work_loop(args: LoopArgs) {
     }
 }
 
-/// Thread 0, after warp 0's fetch found work: at most every `ABORT_CHECK_NS`, reads the
-/// host's abort flag and turns the verdict into an abort. Items found at once wait for
-/// nothing, so no spin guard reads the flag while a burst of them runs: without this an
-/// aborted loop would run every item of a burst.
+/// Thread 0, after warp 0's fetch found work: at most every `ABORT_CHECK_NS`, looks for
+/// an abort and turns the verdict into one. Items found at once wait for nothing, so no
+/// spin guard reads the flag while a burst of them runs: without this an aborted loop
+/// would run every item of a burst. Only the [`POLLING_CHANNEL`] reads the host's flag
+/// (host memory, across PCIe); the others read the loop's error claim in device memory,
+/// which that channel sets when it sees the flag (recording `Aborted`). All channels
+/// reading the host's flag at once, as they did when an item reached them together, made
+/// each wait for the others' reads: with 24 channels a stream-ordered item was taken
+/// about 15 µs after its post (H200).
 ///
-/// Ordering: a volatile load of the flag (sees the host's release store eventually, orders
-/// nothing); the verdict is lane 0's own store, read back by the same thread.
+/// Ordering: volatile loads of the flag or the claim (each sees its writer's store
+/// eventually, orders nothing); the verdict is lane 0's own store, read back by the same
+/// thread.
 ///
 /// # Safety
 /// Thread 0 of the CTA only, after warp 0's fetch and before the CTA barrier that
@@ -296,10 +302,19 @@ unsafe fn abort_between_items(a: &Channel, checked_ns: &mut u64, shared: *mut Lo
         return;
     }
     *checked_ns = now;
-    // SAFETY: the header is valid for the launch (`work_loop`'s contract).
-    if unsafe { arch::ld_volatile_global(&raw const (*a.header).abort) } != 0 {
+    let verdict = if a.index == POLLING_CHANNEL {
+        // SAFETY: the header is valid for the launch (`work_loop`'s contract).
+        let aborted = unsafe { arch::ld_volatile_global(&raw const (*a.header).abort) } != 0;
+        if aborted { VERDICT_ABORT } else { 0 }
+    } else {
+        // SAFETY: `error_claimed` is an aligned `u64` of the loop state (valid for the launch),
+        // changed only by `arch` atomics.
+        let failed = unsafe { arch::ld_volatile_global(&raw const (*a.state).error_claimed) } != 0;
+        if failed { VERDICT_PEER_FAILED } else { 0 }
+    };
+    if verdict != 0 {
         // SAFETY: as above; thread 0 is lane 0 of warp 0, the verdict's writer.
-        unsafe { set_verdict(shared, VERDICT_ABORT, 0, 0) };
+        unsafe { set_verdict(shared, verdict, 0, 0) };
     }
 }
 
