@@ -281,7 +281,8 @@ pub unsafe fn work_loop(args: LoopArgs) {
 /// which that channel sets when it sees the flag (recording `Aborted`). All channels
 /// reading the host's flag at once, as they did when an item reached them together, made
 /// each wait for the others' reads: with 24 channels a stream-ordered item was taken
-/// about 15 µs after its post (H200).
+/// 15.5-15.9 µs after its post; with this rule 2.2 µs (H200, same run, 2026-11-23:
+/// `bench/results/issue14.md`).
 ///
 /// Ordering: volatile loads of the flag or the claim (each sees its writer's store
 /// eventually, orders nothing); the verdict is lane 0's own store, read back by the same
