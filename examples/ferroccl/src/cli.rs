@@ -56,6 +56,12 @@ pub struct TestArgs {
     /// Run only the tests whose name contains FILTER
     #[arg(value_name = "FILTER")]
     pub filter: Option<String>,
+    /// The negative control: the message-passing tests publish with no fence, over many
+    /// launches, and fail where the GPU shows the consumer stale data (a run of
+    /// `ferroccl test --remove-fence message_passing` that fails shows the tests can see a
+    /// missing fence)
+    #[arg(long)]
+    pub remove_fence: bool,
 }
 
 /// The communicator's placement and shape, shared by `coll` and `bench`; every flag left
@@ -432,9 +438,11 @@ mod tests {
         assert!(matches!(parse("ferroccl info").command, Command::Info));
         assert!(matches!(parse("ferroccl ptx").command, Command::Ptx));
         let Command::Test(t) = parse("ferroccl test").command else { panic!() };
-        assert_eq!(t, TestArgs { device: 0, filter: None });
+        assert_eq!(t, TestArgs { device: 0, filter: None, remove_fence: false });
         let Command::Test(t) = parse("ferroccl test --device 1 reduce_copy").command else { panic!() };
-        assert_eq!(t, TestArgs { device: 1, filter: Some("reduce_copy".into()) });
+        assert_eq!(t, TestArgs { device: 1, filter: Some("reduce_copy".into()), remove_fence: false });
+        let Command::Test(t) = parse("ferroccl test --remove-fence message_passing").command else { panic!() };
+        assert_eq!(t, TestArgs { device: 0, filter: Some("message_passing".into()), remove_fence: true });
     }
 
     #[test]

@@ -102,9 +102,11 @@ fn info() -> Result<ExitCode, Error> {
 
 fn test(args: &TestArgs) -> Result<ExitCode, Error> {
     let ordinal = args.device;
-    let fixture = selftest::Fixture::new(ordinal)?;
+    let mut fixture = selftest::Fixture::new(ordinal)?;
+    fixture.fence_removed = args.remove_fence;
     let name = device::list()?.into_iter().nth(ordinal).map(|d| d.name).unwrap_or_default();
-    println!("ferroccl self-tests on device {ordinal} ({name})");
+    let control = if args.remove_fence { "; fence removed from the message-passing tests (negative control: they should fail)" } else { "" };
+    println!("ferroccl self-tests on device {ordinal} ({name}){control}");
     let results = selftest::run(&fixture, args.filter.as_deref(), |r| match &r.outcome {
         Ok(()) => println!("test {} ... ok ({:.1} ms)", r.name, r.elapsed.as_secs_f64() * 1e3),
         Err(f) => println!("test {} ... FAILED: {f}", r.name),

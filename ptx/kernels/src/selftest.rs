@@ -135,11 +135,11 @@ unsafe fn wait_flag(flag: *const u64, want: u64, mode: PublishMode) -> bool {
             // through `arch` (this function's contract).
             PublishMode::ReleaseAcquire => unsafe { arch::ld_acquire_sys_global(flag) },
             // SAFETY: as above.
-            PublishMode::FenceSys | PublishMode::FenceGpu => unsafe { arch::ld_volatile_global(flag) },
+            PublishMode::FenceSys | PublishMode::FenceGpu | PublishMode::Unfenced => unsafe { arch::ld_volatile_global(flag) },
         };
         if seen == want {
             match mode {
-                PublishMode::ReleaseAcquire => {}
+                PublishMode::ReleaseAcquire | PublishMode::Unfenced => {}
                 PublishMode::FenceSys => arch::fence_acq_rel_sys(),
                 PublishMode::FenceGpu => arch::fence_acq_rel_gpu(),
             }
@@ -171,6 +171,8 @@ unsafe fn publish_flag(flag: *mut u64, value: u64, mode: PublishMode) {
             // SAFETY: as above.
             unsafe { arch::st_volatile_global(flag, value) }
         }
+        // SAFETY: as above.
+        PublishMode::Unfenced => unsafe { arch::st_volatile_global(flag, value) },
     }
 }
 
