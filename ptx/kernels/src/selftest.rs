@@ -264,9 +264,12 @@ pub unsafe extern "gpu-kernel" fn selftest_message_passing(
             let mut mismatches = 0u32;
             let mut i = arch::thread_idx();
             while i < words {
+                // Weak loads (`ld.global`, which may hit this SM's L1 copy of the last
+                // round's words): only the wait's acquire or fence makes them see this
+                // round's; without one (`Unfenced`) a stale line shows up as a mismatch.
                 // SAFETY: `i < words`, the length of `data`; CTA 0 wrote this round's words
                 // before publishing the flag this CTA has seen (see the producer's store).
-                if unsafe { data.add(i as usize).read_volatile() } != abi::message_word(i, round) {
+                if unsafe { data.add(i as usize).read() } != abi::message_word(i, round) {
                     mismatches += 1;
                 }
                 i += arch::block_dim();
