@@ -14,7 +14,7 @@ use super::mailbox::update_state;
 use super::queue::{ITEM_CACHE, LoopShared, LoopState, MAILBOX_CLOSED, MAILBOX_DONE, MAILBOX_PENDING, QueueHeader, RingSlot};
 use crate::abi::{LoopError, WaitSite};
 use crate::algo::{Coll, CollCtx, CollFunction, run_collective};
-use crate::arch::{self, AtomicWord, WARP_SIZE};
+use crate::arch::{self, AtomicWord, Site, WARP_SIZE};
 use crate::conn::{ChannelStats, CommDevice};
 use crate::copy::reduce_copy_grid;
 use crate::dtype::{Bf16, DataType, F16};
@@ -394,6 +394,7 @@ unsafe fn fetch(a: &Channel, next_seq: u64, want: &mut usize, mailbox: MailboxVi
         let pieces = unsafe { read_slots(a, next_seq, *want, lane) };
         let ready = whole_slots(&pieces, next_seq, lane, *want);
         if ready > 0 {
+            arch::site(Site::RingBacklogFence);
             arch::fence_acq_rel_sys();
             // SAFETY: `shared` is this CTA's `LoopShared` (`fetch`'s contract); only the
             // address of its item cache is taken.
@@ -618,6 +619,7 @@ unsafe fn read_half(a: &Channel, next_seq: u64, lane: usize, half: usize) -> [u6
     // SAFETY: `(next_seq - 1) % capacity < capacity`, the ring's slot count (`Channel`); only
     // the address is computed.
     let slot = unsafe { a.ring.add(((next_seq - 1) % a.capacity) as usize) };
+    arch::site(Site::RingPoll);
     // SAFETY: `slot` is a host-mapped `RingSlot` (128 bytes, 128-byte aligned) and `lane %
     // SLOT_PIECES < 8`, so this is an aligned 16-byte piece of it, which the host writes only
     // with atomic word stores.
@@ -739,6 +741,7 @@ unsafe fn look_elsewhere(a: &Channel, mailbox_done: u64, guard: &mut SpinGuard) 
     if generation != mailbox_done {
         // 64 bits, the size of every access to the word (the poster's and the channels'
         // CAS): mixed-size accesses do not synchronize in the PTX memory model.
+        arch::site(Site::MailboxTake);
         // SAFETY: the loop state is valid for the launch; `state` is an aligned `u64`
         // accessed only through `arch`'s 64-bit operations.
         let state = unsafe { arch::ld_acquire_gpu_global(&raw const (*mailbox).state) };
@@ -1006,6 +1009,7 @@ unsafe fn publish_ring(a: &Channel, seq: u64, release: bool) {
     // this channel's thread 0, through `arch`.
     unsafe {
         if release {
+            arch::site(Site::RingComplete);
             arch::st_release_sys_global(slot, seq)
         } else {
             arch::st_relaxed_sys_global(slot, seq)
@@ -1072,10 +1076,12 @@ unsafe fn complete_mailbox(a: &Channel, generation: u64, wrote: bool) {
     // taken.
     let mailbox = unsafe { &raw mut (*a.state).mailbox };
     if wrote {
+        arch::site(Site::MailboxDoneFence);
         arch::fence_acq_rel_sys();
     }
     // A loop of one channel has no one to count.
     let last = a.count == 1 || {
+        arch::site(Site::MailboxArrive);
         // SAFETY: `arrived` is an aligned `u64` of the mailbox in device memory, changed only
         // through `arch`.
         let arrived = unsafe { u64::atomic_add_acq_rel_gpu(&raw mut (*mailbox).arrived, 1) } + 1;
@@ -1090,7 +1096,7 @@ unsafe fn complete_mailbox(a: &Channel, generation: u64, wrote: bool) {
         // DONE, keeping CLOSED (a 64-bit acq_rel CAS loop: releases every channel's work).
         // SAFETY: `state` is the mailbox's aligned `u64`, accessed only through `arch`'s
         // 64-bit operations.
-        unsafe { update_state(&raw mut (*mailbox).state, |old| Some(old & MAILBOX_CLOSED | MAILBOX_DONE)) };
+        unsafe { update_state(&raw mut (*mailbox).state, Site::MailboxDone, |old| Some(old & MAILBOX_CLOSED | MAILBOX_DONE)) };
         // After DONE: a channel that sees the new generation then sees DONE (or the next
         // PENDING), never the completed item's PENDING.
         // SAFETY: `generation` is an aligned `u64` of the mailbox, written only by the last
@@ -1127,7 +1133,7 @@ unsafe fn leave(a: &Channel) {
     // CLOSED, keeping the rest (an atomic OR by a 64-bit acq_rel CAS loop).
     // SAFETY: `a.state` is the loop's `LoopState` (`Channel`); its mailbox's `state` is an
     // aligned `u64` accessed only through `arch`'s 64-bit operations.
-    unsafe { update_state(&raw mut (*a.state).mailbox.state, |old| (old & MAILBOX_CLOSED == 0).then_some(old | MAILBOX_CLOSED)) };
+    unsafe { update_state(&raw mut (*a.state).mailbox.state, Site::MailboxClose, |old| (old & MAILBOX_CLOSED == 0).then_some(old | MAILBOX_CLOSED)) };
     // SAFETY: `exited` is an aligned `u64` of the loop state, changed only by `arch` atomics.
     let exited = unsafe { u64::atomic_add_acq_rel_sys(&raw mut (*a.state).exited, 1) } + 1;
     if exited == u64::from(a.count) {
