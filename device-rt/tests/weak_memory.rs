@@ -38,12 +38,12 @@ fn stale_rounds(memory: &WeakMemory, pattern: Pattern) -> u64 {
     let words: Vec<AtomicU64> = (0..4).map(|_| AtomicU64::new(0)).collect();
     let stale = AtomicU64::new(0);
     let (data, flag, ack) = (words[0].as_ptr() as usize, words[1].as_ptr() as usize, words[2].as_ptr() as usize);
-    arch::launch_weak(memory, 2, 32, 0, || {
+    arch::launch_in(Some(memory), 2, 32, 0, || {
         if arch::thread_idx() != 0 {
             return;
         }
         let (data, flag, ack) = (data as *mut u64, flag as *mut u64, ack as *mut u64);
-        // SAFETY: the three words live until `launch_weak` returns and are accessed only
+        // SAFETY: the three words live until `launch_in` returns and are accessed only
         // through `arch`.
         unsafe {
             for i in 1..=ROUNDS {
@@ -120,10 +120,10 @@ fn stale_after_barrier(memory: &WeakMemory, fence: bool) -> u64 {
     let words: Vec<AtomicU64> = (0..3 + 32).map(|_| AtomicU64::new(0)).collect();
     let stale = AtomicU64::new(0);
     let base = words.as_ptr() as usize;
-    arch::launch_weak(memory, 2, 64, 0, || {
+    arch::launch_in(Some(memory), 2, 64, 0, || {
         let (flag, ack, data) = (base as *mut u64, (base + 8) as *mut u64, (base + 24) as *mut u64);
         let t = arch::thread_idx();
-        // SAFETY: the words live until `launch_weak` returns and are accessed only through
+        // SAFETY: the words live until `launch_in` returns and are accessed only through
         // `arch`; `t - 32 < 32` indexes the data words.
         unsafe {
             for i in 1..=ROUNDS / 4 {
@@ -179,9 +179,9 @@ fn a_word_never_goes_back_for_any_thread() {
         let word = AtomicU64::new(0);
         let p = word.as_ptr() as usize;
         let backwards = AtomicU64::new(0);
-        arch::launch_weak(memory, 2, 32, 0, || {
+        arch::launch_in(Some(memory), 2, 32, 0, || {
             let p = p as *mut u64;
-            // SAFETY: `word` lives until `launch_weak` returns and is accessed only through
+            // SAFETY: `word` lives until `launch_in` returns and is accessed only through
             // `arch`.
             unsafe {
                 if arch::block_idx() == 0 {
@@ -267,10 +267,10 @@ fn fifo_round_trip(memory: &WeakMemory) -> Result<(), String> {
     let data = DataOp { dtype: DataType::F32, op: RedOpKind::Sum, arg: 0 };
     // SAFETY: both CTAs' threads (`THREADS`, a multiple of 32) make the same calls; `send`
     // and `recv` are the two ends of one connection whose FIFO, head and tail live until
-    // `launch_weak` returns, each end used by one CTA; the group's shared memory is the
+    // `launch_in` returns, each end used by one CTA; the group's shared memory is the
     // CTA's dynamic shared memory (one `PrimsShared`); `input` and `output` hold `n` floats
     // and each call moves one step.
-    arch::launch_weak(memory, 2, THREADS, size_of::<PrimsShared>() as u32, || unsafe {
+    arch::launch_in(Some(memory), 2, THREADS, size_of::<PrimsShared>() as u32, || unsafe {
         let g = GroupCtx {
             tid: arch::thread_idx(),
             nthreads: arch::block_dim(),

@@ -56,7 +56,7 @@ impl TwinLoop {
         let loop_memory = memory.clone();
         let thread = std::thread::spawn(move || {
             catch_unwind(AssertUnwindSafe(|| {
-                launch(loop_memory.as_ref(), grid, threads, LOOP_SMEM_BYTES, || {
+                arch::launch_in(loop_memory.as_ref(), grid, threads, LOOP_SMEM_BYTES, || {
                     let args = LoopArgs {
                         header: h as *mut QueueHeader,
                         ring: r as *const RingSlot,
@@ -133,14 +133,6 @@ impl Drop for TwinLoop {
 
 fn word(v: &AtomicU64) -> u64 {
     v as *const AtomicU64 as u64
-}
-
-/// `arch::launch`, or `arch::launch_weak` in `memory`'s world.
-fn launch(memory: Option<&WeakMemory>, grid: u32, block: u32, smem: u32, kernel: impl Fn() + Sync) {
-    match memory {
-        Some(memory) => arch::launch_weak(memory, grid, block, smem, kernel),
-        None => arch::launch(grid, block, smem, kernel),
-    }
 }
 
 /// A loop launched with more CTAs than channels: the CTA on the listed SM (every host
@@ -431,7 +423,7 @@ fn shutdown_with_work_outstanding_reports_it() {
 fn post_raw(memory: Option<&WeakMemory>, state: *mut LoopState, header: *mut QueueHeader, item: WorkItem, budget: Duration) -> PostOutcome {
     let (s, h) = (state as usize, header as usize);
     let outcome = std::sync::Mutex::new(None);
-    launch(memory, 1, 32, 0, || {
+    arch::launch_in(memory, 1, 32, 0, || {
         if arch::thread_idx() == 0 {
             // SAFETY: the caller's loop state and header outlive this launch; one poster at a time (each test posts from one thread).
             let got = unsafe { post_to_mailbox(s as *mut LoopState, h as *mut QueueHeader, item, budget.as_nanos() as u64) };

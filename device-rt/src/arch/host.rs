@@ -80,16 +80,12 @@ pub fn launch(grid: u32, block: u32, dyn_smem_bytes: u32, kernel: impl Fn() + Sy
     launch_in(None, grid, block, dyn_smem_bytes, kernel);
 }
 
-/// As [`launch`], in `memory`'s weak-memory world (see `weak.rs`): the kernel sees memory
-/// ordered only as PTX promises. Launches that communicate must share one world.
+/// As [`launch`], in `memory`'s weak-memory world when given (see `weak.rs`): the kernel
+/// sees memory ordered only as PTX promises. Launches that communicate share one world.
 ///
 /// # Panics
 /// As [`launch`].
-pub fn launch_weak(memory: &WeakMemory, grid: u32, block: u32, dyn_smem_bytes: u32, kernel: impl Fn() + Sync) {
-    launch_in(Some(memory), grid, block, dyn_smem_bytes, kernel);
-}
-
-fn launch_in(memory: Option<&WeakMemory>, grid: u32, block: u32, dyn_smem_bytes: u32, kernel: impl Fn() + Sync) {
+pub fn launch_in(memory: Option<&WeakMemory>, grid: u32, block: u32, dyn_smem_bytes: u32, kernel: impl Fn() + Sync) {
     assert!(grid > 0 && block > 0, "arch::launch: grid ({grid}) and block ({block}) must be non-zero");
     let (first_cta, launch) = memory.map_or((0, 0), |m| m.start_launch(grid));
     let state = Arc::new(GridState {

@@ -24,7 +24,7 @@ mod imp;
 mod weak;
 
 #[cfg(not(target_arch = "nvptx64"))]
-pub use imp::{launch, launch_weak};
+pub use imp::{launch, launch_in};
 #[cfg(not(target_arch = "nvptx64"))]
 pub use weak::{WeakMemory, WeakStats};
 

@@ -1,4 +1,4 @@
-//! The host twin's weak-memory mode: device code run by [`launch_weak`] sees memory
+//! The host twin's weak-memory mode: device code run by `arch::launch_in` a world sees memory
 //! ordered only as PTX promises, not as the CPU happens to order it.
 //!
 //! Without it the twin runs on x86 (TSO), where every store is seen in program order and
@@ -237,10 +237,23 @@ impl WeakMemory {
             // SAFETY: as above.
             let after = unsafe { read_word(word) };
             let t = world.tick();
-            let unknown = world.unknown_time(word);
-            shard.entry(word).or_default().record(before, after, t, unknown);
+            shard.entry(word).or_default().record(before, after, t, || world.unknown_time(word));
             world.host_view.fetch_max(t, Relaxed);
             at += n;
+        }
+    }
+
+    /// Drops what the model knows of the `len` bytes from `start` (a buffer the host
+    /// released), except stores a CTA still holds for them, which land later: the
+    /// allocation must stay alive until the launches end. Keeps a long run's records to
+    /// the buffers in use.
+    pub fn forget(&self, start: *const u8, len: usize) {
+        let start = start as usize & !7;
+        for word in (start..start + len).step_by(8) {
+            let mut shard = self.world.shard(word);
+            if shard.get(&word).is_some_and(|state| state.ctas.iter().all(|c| c.pending_mask == 0)) {
+                shard.remove(&word);
+            }
         }
     }
 
@@ -385,11 +398,11 @@ struct CtaWord {
 impl WordState {
     /// Records that the word changed from `before` to `after` at `t`; when the newest
     /// value known is not `before` (something outside the model wrote it), the history
-    /// restarts from `before`, written at `unknown`.
-    fn record(&mut self, before: u64, after: u64, t: u64, unknown: u64) {
+    /// restarts from `before`, written at `unknown()`.
+    fn record(&mut self, before: u64, after: u64, t: u64, unknown: impl FnOnce() -> u64) {
         if self.len == 0 || self.values[self.len - 1] != before {
             self.values[0] = before;
-            self.times[0] = unknown;
+            self.times[0] = unknown();
             self.len = 1;
         }
         if self.len == HISTORY {
@@ -473,7 +486,7 @@ fn write_masked(world: &World, word: usize, state: &mut WordState, value: u64, m
     // SAFETY: as above.
     let after = unsafe { read_word(word) };
     let t = world.tick();
-    state.record(before, after, t, world.unknown_time(word));
+    state.record(before, after, t, || world.unknown_time(word));
     t
 }
 
@@ -626,7 +639,7 @@ impl ThreadWeak {
         let mut floor = time;
         if after != before {
             floor = world.tick();
-            state.record(before, after, floor, world.unknown_time(word));
+            state.record(before, after, floor, || world.unknown_time(word));
         }
         let part = state.cta(cta);
         part.floor = part.floor.max(floor);
