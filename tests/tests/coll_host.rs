@@ -42,10 +42,16 @@ fn run_matrix_on(shape: Shape, filter: impl Fn(&CollCase) -> bool) {
 }
 
 /// Runs the matrix cases `filter` keeps on a communicator of `shape`, in `memory`'s
-/// weak-memory world if given; `Err` says which cases went wrong.
+/// weak-memory world if given (else as `TwinGroup::start` says); `Err` says which cases
+/// went wrong.
 fn try_matrix(shape: Shape, memory: Option<WeakMemory>, filter: impl Fn(&CollCase) -> bool) -> Result<(), String> {
     let (nranks, nchannels) = (shape.nranks, shape.nchannels);
-    let mut g = TwinGroup::start_in(shape, 128, Duration::from_secs(60), memory).map_err(|e| e.to_string())?;
+    let budget = Duration::from_secs(60);
+    let g = match memory {
+        Some(memory) => TwinGroup::start_in(shape, 128, budget, Some(memory)),
+        None => TwinGroup::start(shape, 128, budget),
+    };
+    let mut g = g.map_err(|e| e.to_string())?;
     // Several chunks per channel: 2 slices × 2 steps of 4 KiB per chunk.
     let big = 3 * 4096 * 4 * nchannels as usize / 4 + 13;
     let cases: Vec<_> = matrix(nranks, big).into_iter().filter(|c| filter(c)).collect();
@@ -310,4 +316,14 @@ fn all_reduce_without_the_send_fence_fails() {
     let big = |c: &CollCase| c.function == CollFunction::AllReduce && c.dtype == DataType::F32 && c.op == RedOpKind::Sum && c.count > 1021;
     let (runs, why) = WeakMemory::first_failure(0..8, &[Site::PrimsSendFence], |memory| try_matrix(shape(2, 2, false), Some(memory.clone()), big));
     eprintln!("a ring all-reduce without its send fence failed after {runs} run(s): {why}");
+}
+
+/// Negative control for a race once seen only on GPUs (before the fence covered slices
+/// that stored no data): a sender that posts an empty slice without the fence leaves its
+/// sizes-FIFO entry behind the tail, and the receiver sees a count mismatch.
+#[test]
+fn the_sizes_fifo_without_the_empty_slice_fence_fails() {
+    let sendrecv = |c: &CollCase| c.function == CollFunction::SendRecv && reduced(c);
+    let (runs, why) = WeakMemory::first_failure(0..8, &[Site::PrimsEmptySliceFence], |memory| try_matrix(shape(2, 2, false), Some(memory.clone()), sendrecv));
+    eprintln!("the sizes FIFO without the empty-slice fence failed after {runs} run(s): {why}");
 }

@@ -173,17 +173,33 @@ fn placement_tables_refuse_what_they_cannot_hold() {
 
 #[test]
 fn thousands_of_items_run_in_order_across_channels() {
+    items_run_in_order_across_channels(None, 300);
+}
+
+/// As above in a weak-memory world: the channels' barrier items hand each channel's
+/// writes to the others.
+#[test]
+fn items_run_in_order_across_channels_in_weak_memory() {
+    WeakMemory::every_seed_passes(0..2, |memory| {
+        items_run_in_order_across_channels(Some(memory.clone()), 40);
+        Ok(())
+    });
+}
+
+/// `rounds` rounds of items on 3 channels (in `memory`'s weak-memory world when given),
+/// each round's items reading what a neighbouring channel wrote in the round before.
+fn items_run_in_order_across_channels(memory: Option<WeakMemory>, rounds: usize) {
     const N: usize = 1000;
     const SHIFT: usize = 7;
-    const ROUNDS: usize = 300;
-    let mut lp = TwinLoop::start(3, 64, 8, LONG);
     let mut a: Vec<u32> = (0..N as u32).collect();
     let ones = vec![1u32; N];
     let b = vec![0u32; N];
     let counter = AtomicU64::new(0);
+    // After the buffers, so that it ends (joining the loop) before they are freed.
+    let mut lp = TwinLoop::start_placed(3, ChannelPlacement::default(), 64, 8, LONG, memory);
     let (pa, pb, p1) = (a.as_mut_ptr() as u64, b.as_ptr() as u64, ones.as_ptr() as u64);
     let mut last = Ticket(0);
-    for _ in 0..ROUNDS {
+    for _ in 0..rounds {
         // b = a + 1; (every channel done) a[..N-SHIFT] = b[SHIFT..]: each channel reads
         // what a neighbouring channel wrote, so the barriers and the order both matter.
         last = lp.queue.enqueue(WorkItem::sum(DataType::U32, pa, p1, pb, N as u64), LONG).unwrap();
@@ -196,12 +212,12 @@ fn thousands_of_items_run_in_order_across_channels() {
     lp.queue.shutdown(LONG).unwrap();
     lp.join();
     let mut want: Vec<u32> = (0..N as u32).collect();
-    for _ in 0..ROUNDS {
+    for _ in 0..rounds {
         let bb: Vec<u32> = want.iter().map(|x| x + 1).collect();
         want[..N - SHIFT].copy_from_slice(&bb[SHIFT..]);
     }
     assert_eq!(a, want);
-    assert_eq!(counter.load(Ordering::Relaxed), ROUNDS as u64);
+    assert_eq!(counter.load(Ordering::Relaxed), rounds as u64);
     assert_eq!(lp.queue.enqueue(WorkItem::noop(), LONG).unwrap_err().to_string(), Error::LoopClosed.to_string());
 }
 

@@ -7,15 +7,17 @@
 //! says "Here: …". Errors are panics with a message: this is test infrastructure.
 //!
 //! What the twin cannot show, so GPU runs remain the proof:
-//! - **The GPU's weaker memory ordering.** Every access here is a Rust atomic (relaxed
-//!   where PTX is relaxed, volatile or weak) and the CPU (x86 is TSO) orders them more
-//!   strongly than PTX orders `ld.relaxed`/`ld.volatile`/`st.global`: a missing fence may
-//!   pass here and fail on a GPU. Volatile and weak accesses are relaxed atomics rather
-//!   than `read_volatile`/`write_volatile` because PTX gives `ld.volatile` the ordering of
-//!   `ld.relaxed.sys`, and only atomics let Rust's fences synchronise (NCCL's
-//!   fence + relaxed flag store / volatile poll + fence pattern) without a data race.
-//!   Memory that kernel threads share must therefore be accessed only through these
-//!   functions (or ordered by barriers), never by plain Rust loads and stores racing them.
+//! - **The GPU's weaker memory ordering**, unless the launch runs in a weak-memory world
+//!   ([`launch_in`], `weak.rs`, which says what it models). Otherwise every access here is
+//!   a Rust atomic (relaxed where PTX is relaxed, volatile or weak) and the CPU (x86 is
+//!   TSO) orders them more strongly than PTX orders `ld.relaxed`/`ld.volatile`/
+//!   `st.global`: a missing fence may pass here and fail on a GPU. Volatile and weak
+//!   accesses are relaxed atomics rather than `read_volatile`/`write_volatile` because PTX
+//!   gives `ld.volatile` the ordering of `ld.relaxed.sys`, and only atomics let Rust's
+//!   fences synchronise (NCCL's fence + relaxed flag store / volatile poll + fence pattern)
+//!   without a data race. Memory that kernel threads share must therefore be accessed only
+//!   through these functions (or ordered by barriers), never by plain Rust loads and
+//!   stores racing them.
 //! - **16-byte single-copy atomicity**: `v2b64` accesses are two 8-byte accesses.
 //! - **Limits on concurrency**: every CTA of a launch is co-resident (one OS thread per
 //!   GPU thread), whatever the GPU could hold.

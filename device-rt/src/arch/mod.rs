@@ -14,7 +14,9 @@
 //! a function that is missing, or typed differently, on either side fails to compile,
 //! and every function's documentation (its ordering, its `# Safety`) is written once,
 //! here. Beyond the contract, the GPU implements `Multimem` (there is no multicast
-//! address on the host), and the twin adds `launch`, its stand-in for a kernel launch.
+//! address on the host), and the twin adds `launch` and `launch_in`, its stand-ins for a
+//! kernel launch, and `WeakMemory` (`weak.rs`), the world of its weak-memory mode, in
+//! which the ordering operations that protocols name with [`site`] can be weakened.
 
 #[cfg_attr(target_arch = "nvptx64", path = "nvptx.rs")]
 #[cfg_attr(not(target_arch = "nvptx64"), path = "host.rs")]
@@ -91,7 +93,8 @@ contract! {
     /// Addresses are generic addresses (what `cuMemAlloc` returns) unless a function says
     /// global-window (`cvta_to_global`). On the host twin every access is a Rust atomic
     /// and the CPU may order more strongly than PTX (see `host.rs`): a missing fence may
-    /// pass there and fail on a GPU.
+    /// pass there and fail on a GPU, unless the launch runs in a weak-memory world
+    /// (`weak.rs`).
     pub trait Arch {
         // Thread, block and grid indices (x dimension only: ferroccl launches 1-D grids).
 
@@ -488,6 +491,10 @@ pub enum Site {
     /// prims: the sender's `fence.acq_rel.sys` before its tail store, which publishes the
     /// slice's data (and its sizes-FIFO entry) stored by the group's workers.
     PrimsSendFence,
+    /// prims: the same fence after a slice that stored no data, which publishes its
+    /// sizes-FIFO entry (or a direct group's pointer-exchange clear): the fence whose
+    /// absence (a race on the sizes FIFO) was once seen only on GPUs.
+    PrimsEmptySliceFence,
     /// prims: the receiver's acquire poll of the tail, which orders its reads of the
     /// slice after the sender's post.
     PrimsRecvPoll,
@@ -520,8 +527,9 @@ pub enum Site {
 
 impl Site {
     /// Every site.
-    pub const ALL: [Site; 11] = [
+    pub const ALL: [Site; 12] = [
         Site::PrimsSendFence,
+        Site::PrimsEmptySliceFence,
         Site::PrimsRecvPoll,
         Site::RingPoll,
         Site::RingBacklogFence,
@@ -537,7 +545,7 @@ impl Site {
     /// The kind of operation this site names.
     pub const fn kind(self) -> SiteKind {
         match self {
-            Site::PrimsSendFence | Site::RingBacklogFence | Site::MailboxDoneFence => SiteKind::Fence,
+            Site::PrimsSendFence | Site::PrimsEmptySliceFence | Site::RingBacklogFence | Site::MailboxDoneFence => SiteKind::Fence,
             Site::PrimsRecvPoll | Site::RingPoll | Site::MailboxTake => SiteKind::AcquireLoad,
             Site::RingComplete => SiteKind::ReleaseStore,
             Site::MailboxPublish | Site::MailboxArrive | Site::MailboxDone | Site::MailboxClose => SiteKind::AcqRelRmw,

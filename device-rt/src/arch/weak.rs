@@ -166,17 +166,18 @@ impl WeakMemory {
     }
 
     /// Runs `run` in a world of each seed of [`WeakMemory::seeds`]`(seeds)`, with every
-    /// ordering kept: each run must pass.
+    /// ordering kept: each run must pass, having stored through the model.
     ///
     /// # Panics
     /// At the first run that fails (an `Err`, or a panic inside `run`: a device trap),
-    /// naming its seed.
+    /// naming its seed; or that buffered no store (its kernels did not run in the world).
     pub fn every_seed_passes(seeds: std::ops::Range<u64>, run: impl Fn(&WeakMemory) -> Result<(), String>) {
         for seed in Self::seeds(seeds) {
             let memory = WeakMemory::new(seed);
             if let Err(why) = outcome(&memory, &run) {
                 panic!("{memory}: {why} (FERROCCL_WEAK_SEED={seed} runs this seed again)");
             }
+            assert!(memory.stats().buffered_stores > 0, "{memory}: the run buffered no store: its kernels did not run in this world");
         }
     }
 
@@ -185,13 +186,17 @@ impl WeakMemory {
     /// panic inside `run`); returns how many runs that took and why the last one failed.
     ///
     /// # Panics
-    /// When every run passed: the weak-memory mode did not notice the missing ordering.
+    /// When every run passed: the weak-memory mode did not notice the missing ordering;
+    /// or when the failing run performed no weakened operation (it failed for another
+    /// reason).
     pub fn first_failure(seeds: std::ops::Range<u64>, sites: &[Site], run: impl Fn(&WeakMemory) -> Result<(), String>) -> (u64, String) {
         let seeds = Self::seeds(seeds);
         for (runs, &seed) in (1..).zip(&seeds) {
             let memory = WeakMemory::weakening(seed, sites);
             if let Err(why) = outcome(&memory, &run) {
-                return (runs, format!("{memory}: {why}"));
+                let stats = memory.stats();
+                assert!(stats.weakened_ops > 0, "{memory}: failed without a weakened operation: {why}");
+                return (runs, format!("{memory}: {why} ({} operations weakened, {} stale loads)", stats.weakened_ops, stats.stale_loads));
             }
         }
         panic!("weakening {sites:?}: all {} runs passed (seeds {seeds:?}): the weak-memory mode did not notice", seeds.len());
@@ -248,8 +253,8 @@ impl WeakMemory {
     /// allocation must stay alive until the launches end. Keeps a long run's records to
     /// the buffers in use.
     pub fn forget(&self, start: *const u8, len: usize) {
-        let start = start as usize & !7;
-        for word in (start..start + len).step_by(8) {
+        let end = start as usize + len;
+        for word in (start as usize & !7..end).step_by(8) {
             let mut shard = self.world.shard(word);
             if shard.get(&word).is_some_and(|state| state.ctas.iter().all(|c| c.pending_mask == 0)) {
                 shard.remove(&word);
@@ -323,7 +328,7 @@ fn outcome(memory: &WeakMemory, run: &impl Fn(&WeakMemory) -> Result<(), String>
 }
 
 fn site_bit(site: Site) -> u32 {
-    1 << Site::ALL.iter().position(|&s| s == site).unwrap_or(0)
+    1 << site as u32
 }
 
 /// The state a world shares among its launches.

@@ -578,7 +578,7 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
         // so is a direct group's pointer-exchange clear: they too must be published
         // before the tail.
         if SEND && self.flags & ROLE_POST_SEND != 0 && (data_stored || self.sizes_fifo != 0 || self.direct) {
-            arch::site(Site::PrimsSendFence);
+            arch::site(if data_stored { Site::PrimsSendFence } else { Site::PrimsEmptySliceFence });
             arch::fence_acq_rel_sys();
         }
         // SAFETY: a posting thread's `step_ptr` is its connection's `head` (PostRecv) or `tail`

@@ -60,8 +60,18 @@ impl TwinGroup {
     /// Starts `shape.nranks` work loops of `shape.nchannels` channels of `threads`
     /// threads each (a multiple of 32, at least 128: point-to-point items split a CTA
     /// into two groups of at least 64), with spin budget `budget`.
+    /// With `FERROCCL_TWIN_WEAK=<seed>` set, in a weak-memory world of that seed: any test
+    /// of a twin communicator, the whole matrix included, runs in weak memory by hand (CI
+    /// runs a reduced matrix that way, through [`TwinGroup::start_in`]).
     pub fn start(shape: Shape, threads: u32, budget: Duration) -> Result<Self> {
-        Self::start_in(shape, threads, budget, None)
+        let memory = match std::env::var("FERROCCL_TWIN_WEAK") {
+            Ok(seed) => {
+                let seed = seed.trim().parse().map_err(|_| Error::InvalidArgument(format!("FERROCCL_TWIN_WEAK={seed:?} is not a seed")))?;
+                Some(WeakMemory::new(seed))
+            }
+            Err(_) => None,
+        };
+        Self::start_in(shape, threads, budget, memory)
     }
 
     /// As [`TwinGroup::start`], in `memory`'s weak-memory world if given (see
