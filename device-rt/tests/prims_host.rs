@@ -1,12 +1,13 @@
 //! The primitives on the host twin, on hand-wired connections: scatter and gather over
-//! an asymmetric fan, a connection whose slots are placed by an offsets FIFO, and a
-//! receiver that polls the smallest of several step counters (`NVLS_MIN_POLL`). The ring
-//! collectives are tested through the work loop in `tests/tests/coll_host.rs`.
+//! an asymmetric fan, a connection whose slots are placed by an offsets FIFO, a receiver
+//! that polls the smallest of several step counters (`NVLS_MIN_POLL`), and direct
+//! operations; each also in a weak-memory world. The ring collectives are tested through
+//! the work loop in `tests/tests/coll_host.rs`.
 #![cfg(feature = "host-emu")]
 
 use std::time::{Duration, Instant};
 
-use device_rt::arch;
+use device_rt::arch::{self, WeakMemory};
 use device_rt::conn::{CONN_NVLS_MIN_POLL, ConnInfo, NCCL_STEPS};
 use device_rt::dtype::DataType;
 use device_rt::multicast::{SwMulticast, SwMulticastTable};
@@ -71,10 +72,15 @@ fn smem() -> u32 {
     size_of::<PrimsShared>() as u32
 }
 
-/// CTA 0 scatters blocks of its input to CTAs 1..=3, which then send their own inputs
-/// back for CTA 0 to gather: every block lands where it belongs.
 #[test]
 fn scatter_and_gather_over_three_peers() {
+    scatter_and_gather(None);
+}
+
+/// CTA 0 scatters blocks of its input to CTAs 1..=3, which then send their own inputs
+/// back for CTA 0 to gather: every block lands where it belongs. In `memory`'s
+/// weak-memory world when given.
+fn scatter_and_gather(memory: Option<&WeakMemory>) {
     const PEERS: usize = 3;
     const N: usize = 1000;
     let down: Vec<Box<Link>> = (0..PEERS).map(|_| Link::new()).collect();
@@ -97,7 +103,7 @@ fn scatter_and_gather_over_three_peers() {
     // shared memory (one `PrimsShared`), a static abort flag and no statistics; the root's
     // buffers hold `PEERS × N` floats and each peer's `N`; `launch` returns only after every
     // thread has ended, so all of it outlives the kernel.
-    arch::launch(1 + PEERS as u32, THREADS, smem(), || unsafe {
+    arch::launch_in(memory, 1 + PEERS as u32, THREADS, smem(), || unsafe {
         let g = group();
         let me = arch::block_idx() as usize;
         if me == 0 {
@@ -131,8 +137,8 @@ fn scatter_and_gather_over_three_peers() {
 }
 
 /// Runs a sender (CTA 0) and a receiver (CTA 1) over `link` for `n` floats, one step per
-/// call, and checks what arrived.
-fn send_and_receive(link: &mut Link, n: usize) {
+/// call (in `memory`'s weak-memory world when given), and checks what arrived.
+fn send_and_receive(memory: Option<&WeakMemory>, link: &mut Link, n: usize) {
     let input: Vec<f32> = (0..n).map(|i| (i * 3 % 1001) as f32).collect();
     let mut output = vec![0f32; n];
     let (send, recv) = (&raw mut link.send as usize, &raw mut link.recv as usize);
@@ -143,7 +149,7 @@ fn send_and_receive(link: &mut Link, n: usize) {
     // by one CTA; `group()` gives the CTA's dynamic shared memory, a static abort flag and no
     // statistics; `input` and `output` hold `n` floats, and each call moves at most one chunk
     // (`per_call` = one step).
-    arch::launch(2, THREADS, smem(), || unsafe {
+    arch::launch_in(memory, 2, THREADS, smem(), || unsafe {
         let g = group();
         if arch::block_idx() == 0 {
             let mut p = Primitives::<SwMulticast, P, 0, 1>::new(g, &[], &[send as *mut ConnInfo], STEP_BYTES, inp, 0, f32_data());
@@ -162,24 +168,32 @@ fn send_and_receive(link: &mut Link, n: usize) {
     assert_eq!(output, input);
 }
 
-/// Slots placed by an offsets FIFO (here in reverse order) carry the data as the plain
-/// layout does, over more steps than the FIFO has.
 #[test]
 fn an_offsets_fifo_places_the_slots() {
+    offsets_fifo(None);
+}
+
+/// Slots placed by an offsets FIFO (here in reverse order) carry the data as the plain
+/// layout does, over more steps than the FIFO has.
+fn offsets_fifo(memory: Option<&WeakMemory>) {
     let mut link = Link::new();
     let offs: Vec<u64> = (0..NCCL_STEPS).map(|slot| (NCCL_STEPS - 1 - slot) * STEP_BYTES).collect();
     link.send.offs_fifo = offs.as_ptr() as u64;
     link.recv.offs_fifo = offs.as_ptr() as u64;
-    send_and_receive(&mut link, 10 * 1024 + 77);
+    send_and_receive(memory, &mut link, 10 * 1024 + 77);
     assert_eq!(link.send.step, 11, "the sender's step is written back");
     assert_eq!(link.recv.step, 11, "the receiver's step is written back");
+}
+
+#[test]
+fn min_polling_waits_for_every_counter() {
+    min_polling(None);
 }
 
 /// With `NVLS_MIN_POLL` the receiver waits for the smallest of the step counters behind
 /// its multicast handle: a second counter held at 0 holds the receiver back until the
 /// host raises it.
-#[test]
-fn min_polling_waits_for_every_counter() {
+fn min_polling(memory: Option<&WeakMemory>) {
     let mut link = Link::new();
     let gate = Box::new(0u64);
     let table = Box::new(SwMulticastTable {
@@ -198,16 +212,20 @@ fn min_polling_waits_for_every_counter() {
         // joined before), accessed by the kernel only through `arch`'s atomics.
         unsafe { std::sync::atomic::AtomicU64::from_ptr(gate_addr as *mut u64) }.store(u64::MAX / 2, std::sync::atomic::Ordering::Release);
     });
-    send_and_receive(&mut link, 3000);
+    send_and_receive(memory, &mut link, 3000);
     assert!(start.elapsed() >= HOLD, "the receiver read data before every counter allowed it");
     opener.join().unwrap();
+}
+
+#[test]
+fn direct_operations_bypass_the_fifo() {
+    direct_operations(None);
 }
 
 /// Direct operations: after the pointer exchange the sender writes straight into the
 /// receiver's output (the FIFO stays untouched) and the receiver copies nothing; steps
 /// still order the two.
-#[test]
-fn direct_operations_bypass_the_fifo() {
+fn direct_operations(memory: Option<&WeakMemory>) {
     const N: usize = 5000;
     let mut link = Link::new();
     let exchange = Box::new(0u64);
@@ -221,7 +239,7 @@ fn direct_operations_bypass_the_fifo() {
     let per_call = (STEP_BYTES / 4) as i64;
     // SAFETY: as in `send_and_receive`, and both ends carry the pointer-exchange word
     // `exchange`, boxed until the test ends; `sender_copy` and `output` hold `N` floats.
-    arch::launch(2, THREADS, smem(), || unsafe {
+    arch::launch_in(memory, 2, THREADS, smem(), || unsafe {
         let g = group();
         if arch::block_idx() == 0 {
             let mut p = Primitives::<SwMulticast, P, 0, 1>::new(g, &[], &[send as *mut ConnInfo], STEP_BYTES, inp, copy, f32_data());
@@ -245,4 +263,17 @@ fn direct_operations_bypass_the_fifo() {
     assert!(link.fifo.iter().all(|&w| w == 0), "nothing went through the FIFO");
     assert_eq!(*exchange, 0, "the sender cleared the exchange word");
     assert_eq!((link.send.step, link.recv.step), (5, 5));
+}
+
+/// Every test above in a weak-memory world (`arch/weak.rs`): stores late and out of
+/// order, loads stale where PTX allows it; every seed must pass.
+#[test]
+fn the_primitives_pass_in_weak_memory() {
+    WeakMemory::every_seed_passes(0..3, |memory| {
+        scatter_and_gather(Some(memory));
+        offsets_fifo(Some(memory));
+        min_polling(Some(memory));
+        direct_operations(Some(memory));
+        Ok(())
+    });
 }

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use device_rt::arch;
+use device_rt::arch::{self, Site, WeakMemory};
 use device_rt::dtype::DataType;
 use device_rt::redop::RedOpKind;
 use device_rt::abi::WaitSite;
@@ -31,24 +31,32 @@ struct TwinLoop {
     state: Box<LoopState>,
     queue: Queue,
     thread: Option<JoinHandle<std::thread::Result<()>>>,
+    /// The weak-memory world the loop and its posts run in, if any.
+    memory: Option<WeakMemory>,
 }
 
 impl TwinLoop {
     fn start(channels: u32, threads: u32, capacity: u64, budget: Duration) -> Self {
-        Self::start_placed(channels, ChannelPlacement::default(), threads, capacity, budget)
+        Self::start_placed(channels, ChannelPlacement::default(), threads, capacity, budget, None)
     }
 
-    /// A loop of `grid` CTAs whose channels `placement` chooses (the default: the grid).
-    fn start_placed(grid: u32, placement: ChannelPlacement, threads: u32, capacity: u64, budget: Duration) -> Self {
+    /// A loop of `grid` CTAs whose channels `placement` chooses (the default: the grid),
+    /// in `memory`'s weak-memory world if given.
+    fn start_placed(grid: u32, placement: ChannelPlacement, threads: u32, capacity: u64, budget: Duration, memory: Option<WeakMemory>) -> Self {
         let channels = if placement.nchannels == 0 { grid } else { placement.nchannels };
         let mut header = Box::new(QueueHeader::new());
         let mut ring = vec![RingSlot::default(); capacity as usize];
         let mut state = Box::new(LoopState { placement, ..LoopState::default() });
         let (h, r, s) = (&raw mut *header as usize, ring.as_mut_ptr() as usize, &raw mut *state as usize);
         let budget_ns = budget.as_nanos() as u64;
+        if let Some(memory) = &memory {
+            memory.host_region(ring.as_ptr().cast(), ring.len() * size_of::<RingSlot>());
+            memory.host_region((&raw const *header).cast(), size_of::<QueueHeader>());
+        }
+        let loop_memory = memory.clone();
         let thread = std::thread::spawn(move || {
             catch_unwind(AssertUnwindSafe(|| {
-                arch::launch(grid, threads, LOOP_SMEM_BYTES, || {
+                arch::launch_in(loop_memory.as_ref(), grid, threads, LOOP_SMEM_BYTES, || {
                     let args = LoopArgs {
                         header: h as *mut QueueHeader,
                         ring: r as *const RingSlot,
@@ -66,7 +74,7 @@ impl TwinLoop {
         let header = Arc::new(header);
         // SAFETY: a zeroed header kept alive by its shares, and a ring of `capacity` slots that `TwinLoop` keeps until the loop has left; only this queue and the loop write them.
         let queue = unsafe { Queue::new(header_ptr, ring.as_mut_ptr(), capacity, channels as usize, header.clone()) }.unwrap();
-        TwinLoop { header, header_addr: header_ptr as usize, ring, state, queue, thread: Some(thread) }
+        TwinLoop { header, header_addr: header_ptr as usize, ring, state, queue, thread: Some(thread), memory }
     }
 
     /// Waits for the loop's threads to end; panics if they do not within `LONG`.
@@ -135,7 +143,7 @@ fn word(v: &AtomicU64) -> u64 {
 fn spare_ctas_leave_and_every_channel_gets_one_cta() {
     const N: usize = 4099;
     let placement = ChannelPlacement::on_sms(&[7, 0], 2_000_000).unwrap();
-    let mut lp = TwinLoop::start_placed(4, placement, 64, 8, LONG);
+    let mut lp = TwinLoop::start_placed(4, placement, 64, 8, LONG, None);
     let src: Vec<u32> = (0..N as u32).map(|x| x.wrapping_mul(2654435761)).collect();
     let dst = vec![0u32; N];
     let counter = AtomicU64::new(0);
@@ -165,17 +173,33 @@ fn placement_tables_refuse_what_they_cannot_hold() {
 
 #[test]
 fn thousands_of_items_run_in_order_across_channels() {
+    items_run_in_order_across_channels(None, 300);
+}
+
+/// As above in a weak-memory world: the channels' barrier items hand each channel's
+/// writes to the others.
+#[test]
+fn items_run_in_order_across_channels_in_weak_memory() {
+    WeakMemory::every_seed_passes(0..2, |memory| {
+        items_run_in_order_across_channels(Some(memory.clone()), 40);
+        Ok(())
+    });
+}
+
+/// `rounds` rounds of items on 3 channels (in `memory`'s weak-memory world when given),
+/// each round's items reading what a neighbouring channel wrote in the round before.
+fn items_run_in_order_across_channels(memory: Option<WeakMemory>, rounds: usize) {
     const N: usize = 1000;
     const SHIFT: usize = 7;
-    const ROUNDS: usize = 300;
-    let mut lp = TwinLoop::start(3, 64, 8, LONG);
     let mut a: Vec<u32> = (0..N as u32).collect();
     let ones = vec![1u32; N];
     let b = vec![0u32; N];
     let counter = AtomicU64::new(0);
+    // After the buffers, so that it ends (joining the loop) before they are freed.
+    let mut lp = TwinLoop::start_placed(3, ChannelPlacement::default(), 64, 8, LONG, memory);
     let (pa, pb, p1) = (a.as_mut_ptr() as u64, b.as_ptr() as u64, ones.as_ptr() as u64);
     let mut last = Ticket(0);
-    for _ in 0..ROUNDS {
+    for _ in 0..rounds {
         // b = a + 1; (every channel done) a[..N-SHIFT] = b[SHIFT..]: each channel reads
         // what a neighbouring channel wrote, so the barriers and the order both matter.
         last = lp.queue.enqueue(WorkItem::sum(DataType::U32, pa, p1, pb, N as u64), LONG).unwrap();
@@ -188,12 +212,12 @@ fn thousands_of_items_run_in_order_across_channels() {
     lp.queue.shutdown(LONG).unwrap();
     lp.join();
     let mut want: Vec<u32> = (0..N as u32).collect();
-    for _ in 0..ROUNDS {
+    for _ in 0..rounds {
         let bb: Vec<u32> = want.iter().map(|x| x + 1).collect();
         want[..N - SHIFT].copy_from_slice(&bb[SHIFT..]);
     }
     assert_eq!(a, want);
-    assert_eq!(counter.load(Ordering::Relaxed), ROUNDS as u64);
+    assert_eq!(counter.load(Ordering::Relaxed), rounds as u64);
     assert_eq!(lp.queue.enqueue(WorkItem::noop(), LONG).unwrap_err().to_string(), Error::LoopClosed.to_string());
 }
 
@@ -410,11 +434,12 @@ fn shutdown_with_work_outstanding_reports_it() {
 }
 
 /// Runs `post_to_mailbox` as the post kernel does (thread 0 of a 32-thread CTA on the
-/// host twin) against `state` and `header`, and returns how it ended.
-fn post_raw(state: *mut LoopState, header: *mut QueueHeader, item: WorkItem, budget: Duration) -> PostOutcome {
+/// host twin, in `memory`'s weak-memory world if given) against `state` and `header`, and
+/// returns how it ended.
+fn post_raw(memory: Option<&WeakMemory>, state: *mut LoopState, header: *mut QueueHeader, item: WorkItem, budget: Duration) -> PostOutcome {
     let (s, h) = (state as usize, header as usize);
     let outcome = std::sync::Mutex::new(None);
-    arch::launch(1, 32, 0, || {
+    arch::launch_in(memory, 1, 32, 0, || {
         if arch::thread_idx() == 0 {
             // SAFETY: the caller's loop state and header outlive this launch; one poster at a time (each test posts from one thread).
             let got = unsafe { post_to_mailbox(s as *mut LoopState, h as *mut QueueHeader, item, budget.as_nanos() as u64) };
@@ -435,13 +460,13 @@ impl TwinLoop {
 
     /// Posts `item` from a host thread, as the post kernel does.
     fn post(&mut self, item: WorkItem, budget: Duration) -> PostOutcome {
-        post_raw(self.state_ptr(), self.header_ptr(), item, budget)
+        post_raw(self.memory.clone().as_ref(), self.state_ptr(), self.header_ptr(), item, budget)
     }
 
     /// Posts `item` from another thread; join the handle for the outcome.
     fn post_in_background(&mut self, item: WorkItem, budget: Duration) -> JoinHandle<PostOutcome> {
-        let (s, h) = (self.state_ptr() as usize, self.header_ptr() as usize);
-        std::thread::spawn(move || post_raw(s as *mut LoopState, h as *mut QueueHeader, item, budget))
+        let (s, h, memory) = (self.state_ptr() as usize, self.header_ptr() as usize, self.memory.clone());
+        std::thread::spawn(move || post_raw(memory.as_ref(), s as *mut LoopState, h as *mut QueueHeader, item, budget))
     }
 }
 
@@ -486,7 +511,7 @@ fn mailbox_items_run_once_per_post() {
     assert_eq!(lp.mailbox_state().load(Ordering::Relaxed), 50 * MAILBOX_GENERATION_ONE, "one generation per post, none pending");
     lp.queue.shutdown(LONG).unwrap();
     lp.join();
-    assert_eq!(lp.mailbox_state().load(Ordering::Relaxed), 50 * MAILBOX_GENERATION_ONE | MAILBOX_CLOSED, "leaving keeps the generation and adds CLOSED");
+    assert_eq!(lp.mailbox_state().load(Ordering::Relaxed), (50 * MAILBOX_GENERATION_ONE) | MAILBOX_CLOSED, "leaving keeps the generation and adds CLOSED");
     assert_eq!(counter.load(Ordering::Relaxed), 50);
 }
 
@@ -565,7 +590,7 @@ fn abort_releases_a_waiting_post() {
     let mut state = Box::new(LoopState::default());
     let mut header = Box::new(QueueHeader::new());
     let (s, h) = (&raw mut *state as usize, &raw mut *header as usize);
-    let poster = std::thread::spawn(move || post_raw(s as *mut LoopState, h as *mut QueueHeader, WorkItem::noop(), LONG));
+    let poster = std::thread::spawn(move || post_raw(None, s as *mut LoopState, h as *mut QueueHeader, WorkItem::noop(), LONG));
     std::thread::sleep(Duration::from_millis(50));
     // SAFETY: the header's aligned abort word, which the poster reads atomically.
     unsafe { AtomicU64::from_ptr(&raw mut header.abort) }.store(1, Ordering::Release);
@@ -602,4 +627,122 @@ fn a_post_the_loop_never_answers_ends_at_its_budget_and_stops_the_loop() {
     let err = lp.queue.health();
     assert!(matches!(err, Err(Error::DeviceTimeout { site: Some(WaitSite::MailboxPost), seq: 0 })), "{err:?}");
     assert_eq!(lp.mailbox_state().load(Ordering::Relaxed), MAILBOX_PENDING | MAILBOX_CLOSED);
+}
+
+// ---------------------------------------------------------------------------------------
+// Weak memory (`arch/weak.rs`): the ring, the mailbox and the completion path, with every
+// ordering kept, pass every seed; with one ordering removed (a negative control) each
+// fails within a few seeds.
+// ---------------------------------------------------------------------------------------
+
+/// Words each weak-memory round copies.
+const WEAK_WORDS: usize = 200;
+/// Rounds of a weak-memory run.
+const WEAK_ROUNDS: u32 = 12;
+/// Buffer pairs the rounds cycle through.
+const WEAK_PAIRS: usize = 3;
+
+/// Round `round`'s values: different in every round and word.
+fn round_values(round: u32) -> Vec<u32> {
+    (0..WEAK_WORDS as u32).map(|i| round * 100_000 + i).collect()
+}
+
+/// What the device wrote into `dst`, read with atomic loads (the loop threads write it
+/// atomically).
+fn read_words(dst: &[u32]) -> Vec<u32> {
+    // SAFETY: aligned words of a live buffer, accessed by the loop only atomically.
+    dst.iter().map(|w| unsafe { std::sync::atomic::AtomicU32::from_ptr(std::ptr::from_ref(w).cast_mut()) }.load(Ordering::Acquire)).collect()
+}
+
+/// Rounds of: the host writes new values into one of `WEAK_PAIRS` source buffers (through
+/// the model), `submit` hands the loop a copy of it into its destination, and once that
+/// completed the host checks the destination. A loop of 2 channels × 64 threads.
+fn weak_round_trips(memory: &WeakMemory, submit: impl Fn(&mut TwinLoop, WorkItem) -> Result<(), String>) -> Result<(), String> {
+    // The buffers outlive the loop (declared first, dropped last): a store may land as
+    // late as the launch's end.
+    let src = vec![vec![0u32; WEAK_WORDS]; WEAK_PAIRS];
+    let dst = vec![vec![0u32; WEAK_WORDS]; WEAK_PAIRS];
+    let mut lp = TwinLoop::start_placed(2, ChannelPlacement::default(), 64, 8, Duration::from_secs(10), Some(memory.clone()));
+    for round in 1..=WEAK_ROUNDS {
+        let pair = round as usize % WEAK_PAIRS;
+        let values = round_values(round);
+        let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        // SAFETY: `src[pair]` holds `WEAK_WORDS` words, which no kernel thread writes.
+        unsafe { memory.host_write(src[pair].as_ptr().cast_mut().cast(), &bytes) };
+        submit(&mut lp, WorkItem::copy(DataType::U32, src[pair].as_ptr() as u64, dst[pair].as_ptr() as u64, WEAK_WORDS as u64))?;
+        memory.host_acquired();
+        if read_words(&dst[pair]) != values {
+            return Err(format!("round {round}: the copy's destination does not hold the round's values"));
+        }
+    }
+    lp.queue.shutdown(LONG).map_err(|e| e.to_string())?;
+    lp.join();
+    Ok(())
+}
+
+/// Round trips through the ring (the host's queue, waited for by ticket).
+fn ring_round_trips(memory: &WeakMemory) -> Result<(), String> {
+    weak_round_trips(memory, |lp, item| {
+        let ticket = lp.queue.enqueue(item, LONG).map_err(|e| e.to_string())?;
+        lp.queue.wait(ticket, LONG).map_err(|e| e.to_string())
+    })
+}
+
+/// Round trips through the mailbox (a post kernel, which returns once the loop is done).
+fn mailbox_round_trips(memory: &WeakMemory) -> Result<(), String> {
+    weak_round_trips(memory, |lp, item| match lp.post(item, Duration::from_secs(10)) {
+        PostOutcome::Done => Ok(()),
+        other => Err(format!("the post ended {other:?}")),
+    })
+}
+
+#[test]
+fn weak_ring_round_trips_pass_every_seed() {
+    WeakMemory::every_seed_passes(0..3, ring_round_trips);
+}
+
+/// Negative control: a channel that takes ring slots without acquiring them may read the
+/// buffers the host wrote before them as they were.
+#[test]
+fn weak_ring_slots_taken_without_acquire_fail() {
+    let (runs, why) = WeakMemory::first_failure(0..12, &[Site::RingPoll, Site::RingBacklogFence], ring_round_trips);
+    eprintln!("ring slots taken without acquire failed after {runs} run(s): {why}");
+}
+
+/// Negative control: a completion published without release may reach the host before
+/// the item's writes.
+#[test]
+fn weak_ring_completions_without_release_fail() {
+    let (runs, why) = WeakMemory::first_failure(0..12, &[Site::RingComplete], ring_round_trips);
+    eprintln!("ring completions without release failed after {runs} run(s): {why}");
+}
+
+#[test]
+fn weak_mailbox_round_trips_pass_every_seed() {
+    WeakMemory::every_seed_passes(0..3, mailbox_round_trips);
+}
+
+/// Negative control: a post that publishes PENDING without release may be taken before
+/// its item's words arrived.
+#[test]
+fn weak_mailbox_published_without_release_fails() {
+    let (runs, why) = WeakMemory::first_failure(0..12, &[Site::MailboxPublish], mailbox_round_trips);
+    eprintln!("mailbox items published without release failed after {runs} run(s): {why}");
+}
+
+/// Negative control: a channel that takes the mailbox without acquiring its state may
+/// read the item's words as they were.
+#[test]
+fn weak_mailbox_taken_without_acquire_fails() {
+    let (runs, why) = WeakMemory::first_failure(0..12, &[Site::MailboxTake], mailbox_round_trips);
+    eprintln!("mailbox items taken without acquire failed after {runs} run(s): {why}");
+}
+
+/// Negative control: channels that count themselves done and store DONE without release
+/// (and no fence before) may let DONE reach the poster before their writes.
+#[test]
+fn weak_mailbox_done_without_release_fails() {
+    let sites = [Site::MailboxDoneFence, Site::MailboxArrive, Site::MailboxDone];
+    let (runs, why) = WeakMemory::first_failure(0..12, &sites, mailbox_round_trips);
+    eprintln!("mailbox completions without release failed after {runs} run(s): {why}");
 }

@@ -7,15 +7,17 @@
 //! says "Here: …". Errors are panics with a message: this is test infrastructure.
 //!
 //! What the twin cannot show, so GPU runs remain the proof:
-//! - **The GPU's weaker memory ordering.** Every access here is a Rust atomic (relaxed
-//!   where PTX is relaxed, volatile or weak) and the CPU (x86 is TSO) orders them more
-//!   strongly than PTX orders `ld.relaxed`/`ld.volatile`/`st.global`: a missing fence may
-//!   pass here and fail on a GPU. Volatile and weak accesses are relaxed atomics rather
-//!   than `read_volatile`/`write_volatile` because PTX gives `ld.volatile` the ordering of
-//!   `ld.relaxed.sys`, and only atomics let Rust's fences synchronise (NCCL's
-//!   fence + relaxed flag store / volatile poll + fence pattern) without a data race.
-//!   Memory that kernel threads share must therefore be accessed only through these
-//!   functions (or ordered by barriers), never by plain Rust loads and stores racing them.
+//! - **The GPU's weaker memory ordering**, unless the launch runs in a weak-memory world
+//!   ([`launch_in`], `weak.rs`, which says what it models). Otherwise every access here is
+//!   a Rust atomic (relaxed where PTX is relaxed, volatile or weak) and the CPU (x86 is
+//!   TSO) orders them more strongly than PTX orders `ld.relaxed`/`ld.volatile`/
+//!   `st.global`: a missing fence may pass here and fail on a GPU. Volatile and weak
+//!   accesses are relaxed atomics rather than `read_volatile`/`write_volatile` because PTX
+//!   gives `ld.volatile` the ordering of `ld.relaxed.sys`, and only atomics let Rust's
+//!   fences synchronise (NCCL's fence + relaxed flag store / volatile poll + fence pattern)
+//!   without a data race. Memory that kernel threads share must therefore be accessed only
+//!   through these functions (or ordered by barriers), never by plain Rust loads and
+//!   stores racing them.
 //! - **16-byte single-copy atomicity**: `v2b64` accesses are two 8-byte accesses.
 //! - **Limits on concurrency**: every CTA of a launch is co-resident (one OS thread per
 //!   GPU thread), whatever the GPU could hold.
@@ -36,7 +38,8 @@ use std::time::{Duration, Instant};
 
 use half::{bf16, f16};
 
-use super::{Arch, AtomicWord, FULL_MASK, GlobalWord, WARP_SIZE};
+use super::weak::{self, CtaWeak, Load, Scope, WeakMemory};
+use super::{Arch, AtomicWord, FULL_MASK, GlobalWord, Site, SiteKind, WARP_SIZE};
 
 /// The host twin: device code on one OS thread per GPU thread.
 pub struct HostTwin;
@@ -53,6 +56,11 @@ const DEADLOCK_AFTER: Duration = Duration::from_secs(60);
 
 /// Longest `nanosleep` the GPU performs (1 ms).
 const MAX_NANOSLEEP_NS: u32 = 1_000_000;
+
+/// In a weak-memory launch, how long a thread waits at a barrier or in a warp operation
+/// before it writes its and its CTA's buffered stores to memory (the threads it waits for
+/// may be polling for them).
+const WEAK_IDLE_DRAIN: Duration = Duration::from_millis(50);
 
 // ---------------------------------------------------------------------------------------
 // The launch: grid, CTAs and the per-thread context.
@@ -71,11 +79,22 @@ const MAX_NANOSLEEP_NS: u32 = 1_000_000;
 /// first panic is resumed here once every other thread has been released from its
 /// barriers, warp operations and polling loops and has ended.
 pub fn launch(grid: u32, block: u32, dyn_smem_bytes: u32, kernel: impl Fn() + Sync) {
+    launch_in(None, grid, block, dyn_smem_bytes, kernel);
+}
+
+/// As [`launch`], in `memory`'s weak-memory world when given (see `weak.rs`): the kernel
+/// sees memory ordered only as PTX promises. Launches that communicate share one world.
+///
+/// # Panics
+/// As [`launch`].
+pub fn launch_in(memory: Option<&WeakMemory>, grid: u32, block: u32, dyn_smem_bytes: u32, kernel: impl Fn() + Sync) {
     assert!(grid > 0 && block > 0, "arch::launch: grid ({grid}) and block ({block}) must be non-zero");
+    let (first_cta, launch) = memory.map_or((0, 0), |m| m.start_launch(grid));
     let state = Arc::new(GridState {
         aborted: AtomicBool::new(false),
         first_panic: Mutex::new(None),
-        ctas: (0..grid).map(|_| CtaState::new(block, dyn_smem_bytes)).collect(),
+        ctas: (0..grid).map(|b| CtaState::new(block, dyn_smem_bytes, first_cta + u64::from(b))).collect(),
+        weak: memory.map(|m| (m.clone(), launch)),
     });
     let mut spawn_error = None;
     std::thread::scope(|scope| {
@@ -95,6 +114,9 @@ pub fn launch(grid: u32, block: u32, dyn_smem_bytes: u32, kernel: impl Fn() + Sy
             }
         }
     });
+    if let Some(memory) = memory {
+        state.ctas.iter().for_each(|cta| memory.drain_cta(&cta.weak));
+    }
     if let Some(message) = spawn_error {
         panic!("{message}");
     }
@@ -107,11 +129,14 @@ pub fn launch(grid: u32, block: u32, dyn_smem_bytes: u32, kernel: impl Fn() + Sy
 /// kept for [`launch`] to resume.
 fn run_thread(context: ThreadContext, kernel: &(impl Fn() + Sync)) {
     let grid = Arc::clone(&context.grid);
+    if let Some((memory, launch)) = &grid.weak {
+        weak::enter(memory.thread(Arc::clone(&context.cta().weak), *launch, context.thread_idx));
+    }
     CONTEXT.set(Some(context));
-    if let Err(payload) = panic::catch_unwind(AssertUnwindSafe(kernel))
-        && !payload.is::<Released>()
-    {
-        grid.abort(payload);
+    match panic::catch_unwind(AssertUnwindSafe(kernel)) {
+        Ok(()) => weak::leave(),
+        Err(payload) if !payload.is::<Released>() => grid.abort(payload),
+        Err(_) => {}
     }
     CONTEXT.set(None);
 }
@@ -123,6 +148,8 @@ struct GridState {
     /// The payload of the first panic, resumed by [`launch`].
     first_panic: Mutex<Option<Box<dyn Any + Send>>>,
     ctas: Box<[CtaState]>,
+    /// A weak-memory launch's world and its number in it.
+    weak: Option<(WeakMemory, u64)>,
 }
 
 /// The payload with which released threads unwind; never kept as a launch's panic.
@@ -158,19 +185,23 @@ impl GridState {
     }
 }
 
-/// One CTA: its dynamic shared memory, named barriers and warps.
+/// One CTA: its dynamic shared memory, named barriers and warps, and (in a weak-memory
+/// launch) its store buffer.
 struct CtaState {
     smem: SharedWindow,
     barriers: [NamedBarrier; NAMED_BARRIERS],
     warps: Box<[Warp]>,
+    weak: Arc<CtaWeak>,
 }
 
 impl CtaState {
-    fn new(block_dim: u32, dyn_smem_bytes: u32) -> Self {
+    /// CTA number `id` of its weak-memory world (any number in a launch without one).
+    fn new(block_dim: u32, dyn_smem_bytes: u32, id: u64) -> Self {
         CtaState {
             smem: SharedWindow::zeroed(dyn_smem_bytes as usize),
             barriers: std::array::from_fn(|_| NamedBarrier::default()),
             warps: (0..block_dim.div_ceil(WARP_SIZE)).map(|_| Warp::default()).collect(),
+            weak: Arc::new(CtaWeak::new(id)),
         }
     }
 }
@@ -235,13 +266,15 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 /// Waits on `changed` until `done` holds. Unwinds when the launch is aborted; panics
-/// with `describe`'s words after [`DEADLOCK_AFTER`].
+/// with `describe`'s words after [`DEADLOCK_AFTER`]. With `idle`, calls it every
+/// [`WEAK_IDLE_DRAIN`] of waiting.
 fn wait_until<'a, T>(
     grid: &GridState,
     changed: &Condvar,
     mut guard: MutexGuard<'a, T>,
     done: impl Fn(&T) -> bool,
     describe: impl Fn(&T) -> String,
+    idle: Option<fn()>,
 ) -> MutexGuard<'a, T> {
     let start = Instant::now();
     while !done(&guard) {
@@ -255,7 +288,12 @@ fn wait_until<'a, T>(
             drop(guard);
             panic!("arch: deadlock: {what} for {} s", waited.as_secs());
         }
-        guard = changed.wait_timeout(guard, DEADLOCK_AFTER - waited).unwrap_or_else(PoisonError::into_inner).0;
+        let slice = if idle.is_some() { WEAK_IDLE_DRAIN.min(DEADLOCK_AFTER - waited) } else { DEADLOCK_AFTER - waited };
+        let (woken, timeout) = changed.wait_timeout(guard, slice).unwrap_or_else(PoisonError::into_inner);
+        guard = woken;
+        if let (Some(idle), true) = (idle, timeout.timed_out()) {
+            idle();
+        }
     }
     guard
 }
@@ -280,17 +318,25 @@ struct BarrierState {
     expected: u32,
     /// Completed generations: a waiter leaves when it changes.
     generation: u64,
+    /// In a weak-memory launch, the largest view of the threads that arrived so far (in
+    /// any generation: a larger view only orders more).
+    view: u64,
 }
 
 /// Arrives at named barrier `id` of this CTA, expecting `nthreads` threads, and waits
 /// until they have all arrived (generation-counted, so it can be reused at once). The
 /// barrier's mutex orders the participants' accesses before it before their accesses
-/// after it.
+/// after it; in a weak-memory launch, each participant's buffered stores go to its CTA
+/// and every participant leaves with the largest view among them.
 fn arrive_and_wait(id: u32, nthreads: u32) {
     assert!((id as usize) < NAMED_BARRIERS, "arch::barrier_sync: barrier id {id} is not in 0..16");
-    with_context(|context| {
+    let view = weak::active().then(weak::barrier_arrive);
+    let joined = with_context(|context| {
         let barrier = &context.cta().barriers[id as usize];
         let mut state = lock(&barrier.state);
+        if let Some(view) = view {
+            state.view = state.view.max(view);
+        }
         if state.arrived == 0 {
             state.expected = nthreads;
         } else if state.expected != nthreads {
@@ -303,17 +349,22 @@ fn arrive_and_wait(id: u32, nthreads: u32) {
             state.arrived = 0;
             state.generation += 1;
             barrier.changed.notify_all();
-            return;
+            return state.view;
         }
         let generation = state.generation;
-        drop(wait_until(
+        wait_until(
             &context.grid,
             &barrier.changed,
             state,
             |s| s.generation != generation,
             |s| format!("thread {} of CTA {} waited at barrier {id} ({} of {nthreads} threads arrived)", context.thread_idx, context.block_idx, s.arrived),
-        ));
+            view.is_some().then_some(weak::idle as fn()),
+        )
+        .view
     });
+    if view.is_some() {
+        weak::barrier_leave(joined);
+    }
 }
 
 /// `p` as a pointer to a `T`-sized word, after checking its alignment (a misaligned
@@ -404,6 +455,7 @@ fn warp_exchange(operation: &'static str, mask: u32, word: u32) -> [u32; WARP_SI
             state,
             |s| s.generation != generation,
             |s| format!("thread {} of CTA {} waited in {operation} ({} of 32 lanes arrived)", context.thread_idx, context.block_idx, s.arrived),
+            weak::active().then_some(weak::idle as fn()),
         )
         .exchanged
     })
@@ -424,12 +476,16 @@ thread_local! {
 // ---------------------------------------------------------------------------------------
 
 /// A naturally aligned load (`ld.volatile`, here a relaxed atomic load) and store
-/// (`st.global`, here a relaxed atomic store) of one `$t` at a global address.
+/// (`st.global`, here a relaxed atomic store) of one `$t` at a global address; in a
+/// weak-memory launch, a load that may be stale and a buffered store.
 macro_rules! sized_access {
     ($ld:ident, $st:ident, $t:ty, $atomic:ty) => {
         #[inline]
         unsafe fn $ld(addr: u64) -> $t {
             let p = aligned(addr as usize as *const $t, size_of::<$t>());
+            if weak::active() {
+                return weak::load(p.addr(), size_of::<$t>(), Load::Relaxed) as $t;
+            }
             // SAFETY: forwarded from the caller.
             unsafe { <$atomic>::from_ptr(p) }.load(Relaxed)
         }
@@ -437,11 +493,141 @@ macro_rules! sized_access {
         #[inline]
         unsafe fn $st(addr: u64, v: $t) {
             let p = aligned(addr as usize as *const $t, size_of::<$t>());
+            if weak::active() {
+                return weak::store(p.addr(), size_of::<$t>(), u64::from(v), false);
+            }
             // SAFETY: forwarded from the caller.
             unsafe { <$atomic>::from_ptr(p) }.store(v, Relaxed)
         }
     };
 }
+
+/// A fence of `scope` (the weak-memory model's) or, outside a weak-memory launch, Rust's
+/// fence of `ordering`; nothing when its site is weakened.
+#[inline]
+fn fence_of(scope: Scope, ordering: std::sync::atomic::Ordering) {
+    let weakened = weak::take_mark(SiteKind::Fence);
+    if !weak::active() {
+        fence(ordering);
+    } else if !weakened {
+        weak::fence(scope);
+    }
+}
+
+/// Two 8-byte loads at the 16-byte aligned `addr`, ordered as `how` (`acquire`: Rust's
+/// `Acquire`, else `Relaxed`, outside a weak-memory launch).
+///
+/// # Safety
+/// As `ld_volatile_global_v2b64`.
+#[inline]
+unsafe fn load_v2(addr: u64, how: Load) -> [u64; 2] {
+    let p = aligned(addr as usize as *const u64, 16);
+    if weak::active() {
+        return [weak::load(p.addr(), 8, how), weak::load(p.addr() + 8, 8, how)];
+    }
+    let ordering = if how == Load::Acquire { Acquire } else { Relaxed };
+    // SAFETY: forwarded from the caller; both halves are 8-byte aligned.
+    unsafe { [AtomicU64::from_ptr(p).load(ordering), AtomicU64::from_ptr(p.add(1)).load(ordering)] }
+}
+
+/// How an acquire load whose site may be weakened loads.
+#[inline]
+fn acquire_unless_weakened() -> Load {
+    if weak::take_mark(SiteKind::AcquireLoad) { Load::Relaxed } else { Load::Acquire }
+}
+
+/// A load of the word at `p`, ordered as `how`: Rust's `Acquire` or `Relaxed`, or the
+/// weak-memory model's.
+///
+/// # Safety
+/// `p` is a valid, aligned word accessed only atomically.
+#[inline]
+unsafe fn load_word<A: HostAtomic>(p: *const A::Word, how: Load) -> A::Word {
+    let p = aligned(p, size_of::<A::Word>());
+    if weak::active() {
+        return A::from_u64(weak::load(p.addr(), size_of::<A::Word>(), how));
+    }
+    // SAFETY: the caller's contract.
+    unsafe { A::load(p, if how == Load::Acquire { Acquire } else { Relaxed }) }
+}
+
+/// A store of `v` to the word at `p`, a release or relaxed: Rust's, or the weak-memory
+/// model's (a relaxed store is buffered there).
+///
+/// # Safety
+/// As [`load_word`], and the word is writable.
+#[inline]
+unsafe fn store_word<A: HostAtomic>(p: *mut A::Word, v: A::Word, release: bool) {
+    let p = aligned(p, size_of::<A::Word>());
+    if weak::active() {
+        return weak::store(p.addr(), size_of::<A::Word>(), A::to_u64(v), release);
+    }
+    // SAFETY: the caller's contract.
+    unsafe { A::store(p, v, if release { Release } else { Relaxed }) }
+}
+
+/// A read-modify-write `op` of the word at `p`, acq_rel or relaxed (an acq_rel whose site
+/// is weakened is relaxed). `op` gets whether to order (Rust's `AcqRel`) or not: in a
+/// weak-memory launch the model orders, and `op` runs under its lock of the word.
+#[inline]
+fn rmw<T>(p: *const T, acq_rel: bool, op: impl FnOnce(bool) -> T) -> T {
+    let p = aligned(p, size_of::<T>());
+    let ordered = acq_rel && !weak::take_mark(SiteKind::AcqRelRmw);
+    if weak::active() {
+        return weak::rmw(p.addr(), size_of::<T>(), ordered, || op(false));
+    }
+    op(ordered)
+}
+
+/// The atomics of a 32- or 64-bit word, as the helpers above use them.
+trait HostAtomic {
+    type Word: Copy;
+    /// # Safety
+    /// `p` is a valid, aligned word accessed only atomically.
+    unsafe fn load(p: *const Self::Word, ordering: std::sync::atomic::Ordering) -> Self::Word;
+    /// # Safety
+    /// As [`HostAtomic::load`], and the word is writable.
+    unsafe fn store(p: *mut Self::Word, v: Self::Word, ordering: std::sync::atomic::Ordering);
+    fn to_u64(v: Self::Word) -> u64;
+    fn from_u64(v: u64) -> Self::Word;
+    /// Compare-and-swap, `AcqRel` (`Acquire` on failure) when `ordered`, else relaxed;
+    /// returns the value found.
+    fn compare_swap(&self, expected: Self::Word, new: Self::Word, ordered: bool) -> Self::Word;
+}
+
+macro_rules! host_atomic {
+    ($atomic:ty, $t:ty) => {
+        impl HostAtomic for $atomic {
+            type Word = $t;
+            #[inline]
+            unsafe fn load(p: *const $t, ordering: std::sync::atomic::Ordering) -> $t {
+                // SAFETY: the caller's contract.
+                unsafe { <$atomic>::from_ptr(p.cast_mut()) }.load(ordering)
+            }
+            #[inline]
+            unsafe fn store(p: *mut $t, v: $t, ordering: std::sync::atomic::Ordering) {
+                // SAFETY: the caller's contract.
+                unsafe { <$atomic>::from_ptr(p) }.store(v, ordering)
+            }
+            #[inline]
+            fn to_u64(v: $t) -> u64 {
+                u64::from(v)
+            }
+            #[inline]
+            fn from_u64(v: u64) -> $t {
+                v as $t
+            }
+            #[inline]
+            fn compare_swap(&self, expected: $t, new: $t, ordered: bool) -> $t {
+                let (success, failure) = if ordered { (AcqRel, Acquire) } else { (Relaxed, Relaxed) };
+                self.compare_exchange(expected, new, success, failure).unwrap_or_else(|current| current)
+            }
+        }
+    };
+}
+
+host_atomic!(AtomicU32, u32);
+host_atomic!(AtomicU64, u64);
 
 impl Arch for HostTwin {
     #[inline]
@@ -499,25 +685,25 @@ impl Arch for HostTwin {
     /// Here: `fence(AcqRel)`.
     #[inline]
     fn fence_acq_rel_sys() {
-        fence(AcqRel);
+        fence_of(Scope::System, AcqRel);
     }
 
-    /// Here: `fence(AcqRel)`.
+    /// Here: `fence(AcqRel)` (as `.sys` in a weak-memory launch).
     #[inline]
     fn fence_acq_rel_gpu() {
-        fence(AcqRel);
+        fence_of(Scope::System, AcqRel);
     }
 
     /// Here: `fence(AcqRel)`.
     #[inline]
     fn fence_acq_rel_cta() {
-        fence(AcqRel);
+        fence_of(Scope::Cta, AcqRel);
     }
 
     /// Here: `fence(SeqCst)`.
     #[inline]
     fn fence_sc_sys() {
-        fence(SeqCst);
+        fence_of(Scope::SeqCst, SeqCst);
     }
 
     sized_access!(ld_volatile_global_b8, st_global_b8, u8, AtomicU8);
@@ -528,17 +714,15 @@ impl Arch for HostTwin {
     /// Here: two relaxed 8-byte loads.
     #[inline]
     unsafe fn ld_volatile_global_v2b64(addr: u64) -> [u64; 2] {
-        let p = aligned(addr as usize as *const u64, 16);
-        // SAFETY: forwarded from the caller; both halves are 8-byte aligned.
-        unsafe { [AtomicU64::from_ptr(p).load(Relaxed), AtomicU64::from_ptr(p.add(1)).load(Relaxed)] }
+        // SAFETY: forwarded from the caller.
+        unsafe { load_v2(addr, Load::Relaxed) }
     }
 
     /// Here: two 8-byte acquire loads.
     #[inline]
     unsafe fn ld_acquire_sys_global_v2b64(addr: u64) -> [u64; 2] {
-        let p = aligned(addr as usize as *const u64, 16);
-        // SAFETY: forwarded from the caller; both halves are 8-byte aligned.
-        unsafe { [AtomicU64::from_ptr(p).load(Acquire), AtomicU64::from_ptr(p.add(1)).load(Acquire)] }
+        // SAFETY: forwarded from the caller.
+        unsafe { load_v2(addr, acquire_unless_weakened()) }
     }
 
     /// Here: as `ld_volatile_global_v2b64` (two relaxed 8-byte loads).
@@ -554,8 +738,8 @@ impl Arch for HostTwin {
         let p = aligned(addr as usize as *const u64, 16);
         // SAFETY: forwarded from the caller; both halves are 8-byte aligned.
         unsafe {
-            AtomicU64::from_ptr(p).store(v[0], Relaxed);
-            AtomicU64::from_ptr(p.add(1)).store(v[1], Relaxed);
+            store_word::<AtomicU64>(p, v[0], false);
+            store_word::<AtomicU64>(p.add(1), v[1], false);
         }
     }
 
@@ -702,6 +886,9 @@ impl Arch for HostTwin {
     /// Here: `ns == 0` yields the CPU.
     fn nanosleep(ns: u32) {
         with_context(|c| c.grid.unwind_if_aborted());
+        if weak::active() {
+            weak::spin();
+        }
         if ns == 0 {
             std::thread::yield_now();
         } else {
@@ -711,6 +898,9 @@ impl Arch for HostTwin {
 
     fn spin_pause() {
         with_context(|c| c.grid.unwind_if_aborted());
+        if weak::active() {
+            weak::spin();
+        }
         std::thread::yield_now();
     }
 
@@ -718,12 +908,19 @@ impl Arch for HostTwin {
     fn trap() -> ! {
         panic!("device trap")
     }
+
+    /// Here: remembered for this thread's next ordering operation (see `weak.rs`); a
+    /// panic when the site named before has not run.
+    fn site(site: Site) {
+        weak::mark(site);
+    }
 }
 
 // ---------------------------------------------------------------------------------------
 // Ordered loads and stores, and atomics, of 32- and 64-bit words: Rust's atomics, with
 // `Relaxed` where PTX is volatile or relaxed, `Acquire`/`Release` where it acquires or
-// releases, and `AcqRel` for acq_rel read-modify-writes (scope is not modelled).
+// releases, and `AcqRel` for acq_rel read-modify-writes (scope is not modelled); or the
+// weak-memory model's operations of the same names.
 // ---------------------------------------------------------------------------------------
 
 macro_rules! global_word {
@@ -732,48 +929,48 @@ macro_rules! global_word {
             #[inline]
             unsafe fn ld_volatile(p: *const Self) -> Self {
                 // SAFETY: the caller passes a valid word that is accessed only atomically.
-                unsafe { <$atomic>::from_ptr(aligned(p, size_of::<$t>())) }.load(Relaxed)
+                unsafe { load_word::<$atomic>(p, Load::Relaxed) }
             }
             #[inline]
             unsafe fn ld_relaxed_gpu(p: *const Self) -> Self {
                 // SAFETY: as in `ld_volatile`.
-                unsafe { <$atomic>::from_ptr(aligned(p, size_of::<$t>())) }.load(Relaxed)
+                unsafe { load_word::<$atomic>(p, Load::Relaxed) }
             }
             #[inline]
             unsafe fn ld_relaxed_sys(p: *const Self) -> Self {
                 // SAFETY: as in `ld_volatile`.
-                unsafe { <$atomic>::from_ptr(aligned(p, size_of::<$t>())) }.load(Relaxed)
+                unsafe { load_word::<$atomic>(p, Load::Relaxed) }
             }
             #[inline]
             unsafe fn ld_acquire_sys(p: *const Self) -> Self {
                 // SAFETY: as in `ld_volatile`.
-                unsafe { <$atomic>::from_ptr(aligned(p, size_of::<$t>())) }.load(Acquire)
+                unsafe { load_word::<$atomic>(p, acquire_unless_weakened()) }
             }
             #[inline]
             unsafe fn ld_acquire_gpu(p: *const Self) -> Self {
                 // SAFETY: as in `ld_volatile`.
-                unsafe { <$atomic>::from_ptr(aligned(p, size_of::<$t>())) }.load(Acquire)
+                unsafe { load_word::<$atomic>(p, acquire_unless_weakened()) }
             }
             #[inline]
             unsafe fn st_volatile(p: *mut Self, v: Self) {
                 // SAFETY: the caller passes a valid, writable word that is accessed only
                 // atomically.
-                unsafe { <$atomic>::from_ptr(aligned(p, size_of::<$t>())) }.store(v, Relaxed)
+                unsafe { store_word::<$atomic>(p, v, false) }
             }
             #[inline]
             unsafe fn st_relaxed_sys(p: *mut Self, v: Self) {
                 // SAFETY: as in `st_volatile`.
-                unsafe { <$atomic>::from_ptr(aligned(p, size_of::<$t>())) }.store(v, Relaxed)
+                unsafe { store_word::<$atomic>(p, v, false) }
             }
             #[inline]
             unsafe fn st_release_sys(p: *mut Self, v: Self) {
                 // SAFETY: as in `st_volatile`.
-                unsafe { <$atomic>::from_ptr(aligned(p, size_of::<$t>())) }.store(v, Release)
+                unsafe { store_word::<$atomic>(p, v, !weak::take_mark(SiteKind::ReleaseStore)) }
             }
             #[inline]
             unsafe fn st_release_gpu(p: *mut Self, v: Self) {
                 // SAFETY: as in `st_volatile`.
-                unsafe { <$atomic>::from_ptr(aligned(p, size_of::<$t>())) }.store(v, Release)
+                unsafe { store_word::<$atomic>(p, v, !weak::take_mark(SiteKind::ReleaseStore)) }
             }
         }
     };
@@ -788,49 +985,56 @@ macro_rules! atomic_word {
             #[inline]
             unsafe fn atomic_add_relaxed_gpu(p: *mut Self, v: Self) -> Self {
                 // SAFETY: the caller passes a valid, writable word accessed only atomically.
-                unsafe { <$atomic>::from_ptr(aligned(p, size_of::<$t>())) }.fetch_add(v, Relaxed)
+                let word = unsafe { <$atomic>::from_ptr(aligned(p, size_of::<$t>())) };
+                rmw(p, false, |_| word.fetch_add(v, Relaxed))
             }
             #[inline]
             unsafe fn atomic_add_relaxed_sys(p: *mut Self, v: Self) -> Self {
                 // SAFETY: as in `atomic_add_relaxed_gpu`.
-                unsafe { <$atomic>::from_ptr(aligned(p, size_of::<$t>())) }.fetch_add(v, Relaxed)
+                let word = unsafe { <$atomic>::from_ptr(aligned(p, size_of::<$t>())) };
+                rmw(p, false, |_| word.fetch_add(v, Relaxed))
             }
             #[inline]
             unsafe fn atomic_add_acq_rel_sys(p: *mut Self, v: Self) -> Self {
                 // SAFETY: as in `atomic_add_relaxed_gpu`.
-                unsafe { <$atomic>::from_ptr(aligned(p, size_of::<$t>())) }.fetch_add(v, AcqRel)
+                let word = unsafe { <$atomic>::from_ptr(aligned(p, size_of::<$t>())) };
+                rmw(p, true, |ordered| word.fetch_add(v, if ordered { AcqRel } else { Relaxed }))
             }
             #[inline]
             unsafe fn atomic_add_acq_rel_gpu(p: *mut Self, v: Self) -> Self {
                 // SAFETY: as in `atomic_add_relaxed_gpu`.
-                unsafe { <$atomic>::from_ptr(aligned(p, size_of::<$t>())) }.fetch_add(v, AcqRel)
+                let word = unsafe { <$atomic>::from_ptr(aligned(p, size_of::<$t>())) };
+                rmw(p, true, |ordered| word.fetch_add(v, if ordered { AcqRel } else { Relaxed }))
             }
             #[inline]
             unsafe fn atomic_max_relaxed_gpu(p: *mut Self, v: Self) -> Self {
                 // SAFETY: as in `atomic_add_relaxed_gpu`.
-                unsafe { <$atomic>::from_ptr(aligned(p, size_of::<$t>())) }.fetch_max(v, Relaxed)
+                let word = unsafe { <$atomic>::from_ptr(aligned(p, size_of::<$t>())) };
+                rmw(p, false, |_| word.fetch_max(v, Relaxed))
             }
             #[inline]
             unsafe fn atomic_min_relaxed_gpu(p: *mut Self, v: Self) -> Self {
                 // SAFETY: as in `atomic_add_relaxed_gpu`.
-                unsafe { <$atomic>::from_ptr(aligned(p, size_of::<$t>())) }.fetch_min(v, Relaxed)
+                let word = unsafe { <$atomic>::from_ptr(aligned(p, size_of::<$t>())) };
+                rmw(p, false, |_| word.fetch_min(v, Relaxed))
             }
             #[inline]
             unsafe fn atomic_exch_acq_rel_sys(p: *mut Self, v: Self) -> Self {
                 // SAFETY: as in `atomic_add_relaxed_gpu`.
-                unsafe { <$atomic>::from_ptr(aligned(p, size_of::<$t>())) }.swap(v, AcqRel)
+                let word = unsafe { <$atomic>::from_ptr(aligned(p, size_of::<$t>())) };
+                rmw(p, true, |ordered| word.swap(v, if ordered { AcqRel } else { Relaxed }))
             }
             #[inline]
             unsafe fn atomic_cas_acq_rel_sys(p: *mut Self, expected: Self, new: Self) -> Self {
                 // SAFETY: as in `atomic_add_relaxed_gpu`.
                 let word = unsafe { <$atomic>::from_ptr(aligned(p, size_of::<$t>())) };
-                word.compare_exchange(expected, new, AcqRel, Acquire).unwrap_or_else(|current| current)
+                rmw(p, true, |ordered| word.compare_swap(expected, new, ordered))
             }
             #[inline]
             unsafe fn atomic_cas_acq_rel_gpu(p: *mut Self, expected: Self, new: Self) -> Self {
                 // SAFETY: as in `atomic_add_relaxed_gpu`.
                 let word = unsafe { <$atomic>::from_ptr(aligned(p, size_of::<$t>())) };
-                word.compare_exchange(expected, new, AcqRel, Acquire).unwrap_or_else(|current| current)
+                rmw(p, true, |ordered| word.compare_swap(expected, new, ordered))
             }
         }
     };

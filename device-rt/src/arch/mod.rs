@@ -14,14 +14,21 @@
 //! a function that is missing, or typed differently, on either side fails to compile,
 //! and every function's documentation (its ordering, its `# Safety`) is written once,
 //! here. Beyond the contract, the GPU implements `Multimem` (there is no multicast
-//! address on the host), and the twin adds `launch`, its stand-in for a kernel launch.
+//! address on the host), and the twin adds `launch` and `launch_in`, its stand-ins for a
+//! kernel launch, and `WeakMemory` (`weak.rs`), the world of its weak-memory mode, in
+//! which the ordering operations that protocols name with [`site`] can be weakened.
 
 #[cfg_attr(target_arch = "nvptx64", path = "nvptx.rs")]
 #[cfg_attr(not(target_arch = "nvptx64"), path = "host.rs")]
 mod imp;
 
 #[cfg(not(target_arch = "nvptx64"))]
-pub use imp::launch;
+mod weak;
+
+#[cfg(not(target_arch = "nvptx64"))]
+pub use imp::{launch, launch_in};
+#[cfg(not(target_arch = "nvptx64"))]
+pub use weak::{WeakMemory, WeakStats};
 
 /// The implementation this build runs on.
 #[cfg(target_arch = "nvptx64")]
@@ -86,7 +93,8 @@ contract! {
     /// Addresses are generic addresses (what `cuMemAlloc` returns) unless a function says
     /// global-window (`cvta_to_global`). On the host twin every access is a Rust atomic
     /// and the CPU may order more strongly than PTX (see `host.rs`): a missing fence may
-    /// pass there and fail on a GPU.
+    /// pass there and fail on a GPU, unless the launch runs in a weak-memory world
+    /// (`weak.rs`).
     pub trait Arch {
         // Thread, block and grid indices (x dimension only: ferroccl launches 1-D grids).
 
@@ -310,6 +318,17 @@ contract! {
         /// twin, a panic that `launch` resumes once every thread has ended). For broken
         /// invariants only: recoverable faults are reported through error codes.
         fn trap() -> !;
+
+        // Protocol sites.
+
+        /// Names the next ordering operation of this thread (a fence, an acquire load, a
+        /// release store or an acq_rel read-modify-write: [`Site::kind`] says which) as
+        /// the protocol step `site`. No instruction on the GPU. The host twin checks that
+        /// the next ordering operation is of that kind (a panic otherwise) and, in a
+        /// weak-memory launch that weakens `site`, performs it without its ordering: the
+        /// negative controls that show the weak-memory mode catches a missing fence (see
+        /// `weak.rs`). Ordering: none.
+        fn site(site: Site);
     }
 }
 
@@ -448,6 +467,89 @@ contract! {
         /// # Safety
         /// `addr` must be a 4-byte aligned multicast address.
         unsafe fn multimem_st_b32(addr: u64, v: u32);
+    }
+}
+
+/// What an ordering operation marked with [`site`] is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SiteKind {
+    /// A `fence` (any scope).
+    Fence,
+    /// An acquire load (`ld.acquire`).
+    AcquireLoad,
+    /// A release store (`st.release`).
+    ReleaseStore,
+    /// An `atom.acq_rel` read-modify-write.
+    AcqRelRmw,
+}
+
+/// An ordering operation a protocol relies on, named so that the host twin's weak-memory
+/// mode can perform it without its ordering (a negative control: the protocol's test
+/// must then fail). Naming a site ([`site`]) costs nothing on the GPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Site {
+    /// prims: the sender's `fence.acq_rel.sys` before its tail store, which publishes the
+    /// slice's data (and its sizes-FIFO entry) stored by the group's workers.
+    PrimsSendFence,
+    /// prims: the same fence after a slice that stored no data, which publishes its
+    /// sizes-FIFO entry (or a direct group's pointer-exchange clear): the fence whose
+    /// absence (a race on the sizes FIFO) was once seen only on GPUs.
+    PrimsEmptySliceFence,
+    /// prims: the receiver's acquire poll of the tail, which orders its reads of the
+    /// slice after the sender's post.
+    PrimsRecvPoll,
+    /// work: warp 0's acquire loads of the next ring slot, which order the item's
+    /// buffers (written by the host before the slot) before the channel's reads.
+    RingPoll,
+    /// work: warp 0's fence after volatile reads of a backlog of ring slots (the same
+    /// job as [`Site::RingPoll`] for a backlog).
+    RingBacklogFence,
+    /// work: a channel's release store of its ring completion, which publishes the
+    /// items' writes to the host.
+    RingComplete,
+    /// work: the poster's acq_rel CAS that marks the mailbox PENDING, which publishes
+    /// the item's words.
+    MailboxPublish,
+    /// work: a channel's acquire load of the mailbox state, which orders its reads of
+    /// the item after the poster's publication.
+    MailboxTake,
+    /// work: a channel's fence after a mailbox item that wrote memory.
+    MailboxDoneFence,
+    /// work: a channel's acq_rel count of the channels done with a mailbox item, which
+    /// hands its writes on to the last channel.
+    MailboxArrive,
+    /// work: the last channel's acq_rel CAS that marks the mailbox item DONE, which
+    /// publishes every channel's writes to the poster.
+    MailboxDone,
+    /// work: a leaving channel's acq_rel CAS that marks the mailbox CLOSED.
+    MailboxClose,
+}
+
+impl Site {
+    /// Every site.
+    pub const ALL: [Site; 12] = [
+        Site::PrimsSendFence,
+        Site::PrimsEmptySliceFence,
+        Site::PrimsRecvPoll,
+        Site::RingPoll,
+        Site::RingBacklogFence,
+        Site::RingComplete,
+        Site::MailboxPublish,
+        Site::MailboxTake,
+        Site::MailboxDoneFence,
+        Site::MailboxArrive,
+        Site::MailboxDone,
+        Site::MailboxClose,
+    ];
+
+    /// The kind of operation this site names.
+    pub const fn kind(self) -> SiteKind {
+        match self {
+            Site::PrimsSendFence | Site::PrimsEmptySliceFence | Site::RingBacklogFence | Site::MailboxDoneFence => SiteKind::Fence,
+            Site::PrimsRecvPoll | Site::RingPoll | Site::MailboxTake => SiteKind::AcquireLoad,
+            Site::RingComplete => SiteKind::ReleaseStore,
+            Site::MailboxPublish | Site::MailboxArrive | Site::MailboxDone | Site::MailboxClose => SiteKind::AcqRelRmw,
+        }
     }
 }
 

@@ -13,7 +13,7 @@
 
 use core::arch::{asm, global_asm};
 
-use super::{Arch, AtomicWord, GlobalWord, Multimem};
+use super::{Arch, AtomicWord, GlobalWord, Multimem, Site};
 
 /// The GPU: every function is one PTX instruction (or a short fixed sequence).
 pub struct Nvptx;
@@ -293,6 +293,9 @@ impl Arch for Nvptx {
         // SAFETY: ends the kernel.
         unsafe { asm!("trap;", options(noreturn, nostack)) }
     }
+
+    #[inline(always)]
+    fn site(_site: Site) {}
 }
 
 global_asm!(".extern .shared .align 16 .b8 ferroccl_dyn_smem[];");

@@ -23,7 +23,7 @@ pub use movers::{DataOp, Movers, UNROLL, transform};
 
 use core::marker::PhantomData;
 
-use crate::arch::{self, AtomicWord, WARP_SIZE};
+use crate::arch::{self, AtomicWord, Site, WARP_SIZE};
 use crate::conn::{CONN_NVLS_MIN_POLL, ChannelStats, ConnInfo, NCCL_STEPS, SIZE_LAST};
 use crate::multicast::Multicast;
 use crate::spin::{Interrupted, SpinGuard};
@@ -482,6 +482,9 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
             // (`new`'s contract), and the guard lives only in this call.
             let mut guard = unsafe { SpinGuard::new(self.g.abort, self.g.spin_budget_ns) };
             loop {
+                if !is_send {
+                    arch::site(Site::PrimsRecvPoll);
+                }
                 // SAFETY: `step_ptr` is this waiting thread's polled word, as `load_*_conn` set
                 // it (with the flags that say whether it is a multicast handle): `load_step`'s
                 // contract.
@@ -575,6 +578,7 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
         // so is a direct group's pointer-exchange clear: they too must be published
         // before the tail.
         if SEND && self.flags & ROLE_POST_SEND != 0 && (data_stored || self.sizes_fifo != 0 || self.direct) {
+            arch::site(if data_stored { Site::PrimsSendFence } else { Site::PrimsEmptySliceFence });
             arch::fence_acq_rel_sys();
         }
         // SAFETY: a posting thread's `step_ptr` is its connection's `head` (PostRecv) or `tail`

@@ -14,7 +14,7 @@ use super::mailbox::update_state;
 use super::queue::{ITEM_CACHE, LoopShared, LoopState, MAILBOX_CLOSED, MAILBOX_COMPLETE, MAILBOX_PENDING, QueueHeader, RingSlot, mailbox_generation};
 use crate::abi::{LoopError, WaitSite};
 use crate::algo::{Coll, CollCtx, CollFunction, run_collective};
-use crate::arch::{self, AtomicWord, WARP_SIZE};
+use crate::arch::{self, AtomicWord, Site, WARP_SIZE};
 use crate::conn::{ChannelStats, CommDevice};
 use crate::copy::reduce_copy_grid;
 use crate::dtype::{Bf16, DataType, F16};
@@ -410,6 +410,7 @@ unsafe fn fetch(a: &Channel, next_seq: u64, want: &mut usize, mailbox: MailboxVi
         let pieces = unsafe { read_slots(a, next_seq, *want, lane) };
         let ready = whole_slots(&pieces, next_seq, lane, *want);
         if ready > 0 {
+            arch::site(Site::RingBacklogFence);
             arch::fence_acq_rel_sys();
             // SAFETY: `shared` is this CTA's `LoopShared` (`fetch`'s contract); only the
             // address of its item cache is taken.
@@ -634,6 +635,7 @@ unsafe fn read_half(a: &Channel, next_seq: u64, lane: usize, half: usize) -> [u6
     // SAFETY: `(next_seq - 1) % capacity < capacity`, the ring's slot count (`Channel`); only
     // the address is computed.
     let slot = unsafe { a.ring.add(((next_seq - 1) % a.capacity) as usize) };
+    arch::site(Site::RingPoll);
     // SAFETY: `slot` is a host-mapped `RingSlot` (128 bytes, 128-byte aligned) and `lane %
     // SLOT_PIECES < 8`, so this is an aligned 16-byte piece of it, which the host writes only
     // with atomic word stores.
@@ -746,6 +748,7 @@ unsafe fn set_verdict(shared: *mut LoopShared, verdict: u64, count: u64, generat
 unsafe fn look_elsewhere(a: &Channel, mailbox_done: u64, guard: &mut SpinGuard) -> (u64, u64) {
     // One load: the flags and the generation are one word, so a PENDING seen is the
     // generation's that comes with it.
+    arch::site(Site::MailboxTake);
     // SAFETY: the loop state is valid for the launch; `state` is an aligned `u64` accessed
     // only through `arch`'s 64-bit operations.
     let state = unsafe { arch::ld_acquire_gpu_global(&raw const (*a.state).mailbox.state) };
@@ -1013,6 +1016,7 @@ unsafe fn publish_ring(a: &Channel, seq: u64, release: bool) {
     // this channel's thread 0, through `arch`.
     unsafe {
         if release {
+            arch::site(Site::RingComplete);
             arch::st_release_sys_global(slot, seq)
         } else {
             arch::st_relaxed_sys_global(slot, seq)
@@ -1079,10 +1083,12 @@ unsafe fn complete_mailbox(a: &Channel, wrote: bool) {
     // taken.
     let mailbox = unsafe { &raw mut (*a.state).mailbox };
     if wrote {
+        arch::site(Site::MailboxDoneFence);
         arch::fence_acq_rel_sys();
     }
     // A loop of one channel has no one to count.
     let last = a.count == 1 || {
+        arch::site(Site::MailboxArrive);
         // SAFETY: `arrived` is an aligned `u64` of the mailbox in device memory, changed only
         // through `arch`.
         let arrived = unsafe { u64::atomic_add_acq_rel_gpu(&raw mut (*mailbox).arrived, 1) } + 1;
@@ -1094,6 +1100,7 @@ unsafe fn complete_mailbox(a: &Channel, wrote: bool) {
         last
     };
     if last {
+        arch::site(Site::MailboxDone);
         // The next generation, PENDING cleared, CLOSED kept: one acq_rel add, which releases
         // every channel's work (theirs reached this one through the arrival count).
         // SAFETY: `state` is the mailbox's aligned `u64`, accessed only through `arch`'s 64-bit
@@ -1130,7 +1137,7 @@ unsafe fn leave(a: &Channel) {
     // CLOSED, keeping the rest (an atomic OR by a 64-bit acq_rel CAS loop).
     // SAFETY: `a.state` is the loop's `LoopState` (`Channel`); its mailbox's `state` is an
     // aligned `u64` accessed only through `arch`'s 64-bit operations.
-    unsafe { update_state(&raw mut (*a.state).mailbox.state, |old| (old & MAILBOX_CLOSED == 0).then_some(old | MAILBOX_CLOSED)) };
+    unsafe { update_state(&raw mut (*a.state).mailbox.state, Site::MailboxClose, |old| (old & MAILBOX_CLOSED == 0).then_some(old | MAILBOX_CLOSED)) };
     // SAFETY: `exited` is an aligned `u64` of the loop state, changed only by `arch` atomics.
     let exited = unsafe { u64::atomic_add_acq_rel_sys(&raw mut (*a.state).exited, 1) } + 1;
     if exited == u64::from(a.count) {

@@ -5,7 +5,7 @@
 use super::item::WorkItem;
 use super::queue::{LoopState, MAILBOX_CLOSED, MAILBOX_PENDING, QueueHeader, mailbox_generation};
 use crate::abi::{LoopError, WaitSite};
-use crate::arch::{self, AtomicWord};
+use crate::arch::{self, AtomicWord, Site};
 use crate::spin::{Interrupted, SpinGuard};
 
 /// How a [`post_to_mailbox`] ended.
@@ -25,18 +25,20 @@ pub enum PostOutcome {
 
 /// Changes the mailbox state word with a 64-bit compare-and-swap loop
 /// (`atom.acq_rel.gpu.cas.b64`: the mailbox is in device memory and only threads of its
-/// GPU, the loop's and the poster's, touch it): `update(old)` gives the new value, or `None` to leave
-/// the word as it is. Returns the value the last attempt found.
+/// GPU, the loop's and the poster's, touch it), each attempt the protocol step `site`:
+/// `update(old)` gives the new value, or `None` to leave the word as it is. Returns the
+/// value the last attempt found.
 ///
 /// # Safety
 /// `word` is the aligned `state` of a live mailbox in global memory, which every thread
 /// accesses only through `arch`'s 64-bit operations.
 #[inline(always)]
-pub(crate) unsafe fn update_state(word: *mut u64, update: impl Fn(u64) -> Option<u64>) -> u64 {
+pub(crate) unsafe fn update_state(word: *mut u64, site: Site, update: impl Fn(u64) -> Option<u64>) -> u64 {
     // SAFETY: the caller's contract: an aligned `u64` accessed only through `arch`.
     let mut old = unsafe { arch::ld_relaxed_gpu_global(word) };
     loop {
         let Some(new) = update(old) else { return old };
+        arch::site(site);
         // SAFETY: as above.
         let found = unsafe { u64::atomic_cas_acq_rel_gpu(word, old, new) };
         if found == old {
@@ -77,6 +79,7 @@ pub unsafe fn post_to_mailbox(state: *mut LoopState, header: *mut QueueHeader, i
     // SAFETY: `posted_ns` is an aligned word of the live mailbox, written only by the poster
     // while no item is pending (as the item's words).
     unsafe { arch::st_volatile_global(&raw mut (*state).mailbox.posted_ns, arch::globaltimer_ns()) };
+    arch::site(Site::MailboxPublish);
     // SAFETY: `state` is the mailbox's aligned `u64`, accessed only through `arch`'s 64-bit
     // operations.
     let before = unsafe { u64::atomic_add_acq_rel_gpu(word, MAILBOX_PENDING) };

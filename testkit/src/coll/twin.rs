@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use device_rt::arch;
+use device_rt::arch::{self, WeakMemory};
 use device_rt::conn::{ChannelStats, CommDevice};
 use device_rt::work::{LOOP_SMEM_BYTES, LoopArgs, LoopState, QueueHeader, RingSlot, WorkItem, work_loop};
 
@@ -49,13 +49,36 @@ pub struct TwinGroup {
     threads: u32,
     /// Each rank's `[ChannelStats; nchannels]`, when kept.
     stats: Option<Vec<u64>>,
+    /// The weak-memory world the ranks run in, if any.
+    memory: Option<WeakMemory>,
+    /// In a weak-memory world, buffers released while the loops run: a store may land as
+    /// late as the launch's end, so they are freed only after it.
+    retired: Vec<Block>,
 }
 
 impl TwinGroup {
     /// Starts `shape.nranks` work loops of `shape.nchannels` channels of `threads`
     /// threads each (a multiple of 32, at least 128: point-to-point items split a CTA
     /// into two groups of at least 64), with spin budget `budget`.
+    /// With `FERROCCL_TWIN_WEAK=<seed>` set, in a weak-memory world of that seed: any test
+    /// of a twin communicator, the whole matrix included, runs in weak memory by hand (CI
+    /// runs a reduced matrix that way, through [`TwinGroup::start_in`]).
     pub fn start(shape: Shape, threads: u32, budget: Duration) -> Result<Self> {
+        let memory = match std::env::var("FERROCCL_TWIN_WEAK") {
+            Ok(seed) => {
+                let seed = seed.trim().parse().map_err(|_| Error::InvalidArgument(format!("FERROCCL_TWIN_WEAK={seed:?} is not a seed")))?;
+                Some(WeakMemory::new(seed))
+            }
+            Err(_) => None,
+        };
+        Self::start_in(shape, threads, budget, memory)
+    }
+
+    /// As [`TwinGroup::start`], in `memory`'s weak-memory world if given (see
+    /// `device_rt::arch::WeakMemory`): the ranks see memory ordered only as PTX promises,
+    /// and the group tells the world what the host writes and when it has seen a
+    /// completion.
+    pub fn start_in(shape: Shape, threads: u32, budget: Duration, memory: Option<WeakMemory>) -> Result<Self> {
         if threads < 128 || !threads.is_multiple_of(32) {
             return Err(Error::InvalidArgument(format!("a communicator's channels need a multiple of 32 threads, at least 128, not {threads}")));
         }
@@ -68,9 +91,9 @@ impl TwinGroup {
             let image = layout.image(rank as u32, &bases)?;
             // SAFETY: the block holds `block_bytes >= meta_bytes` bytes.
             unsafe { std::ptr::copy_nonoverlapping(image.as_ptr(), block.addr() as *mut u8, image.len()) };
-            ranks.push(start_rank(block, shape.nchannels, threads, budget)?);
+            ranks.push(start_rank(block, shape.nchannels, threads, budget, memory.as_ref())?);
         }
-        Ok(Self { ranks, buffers: Vec::new(), shape, threads, stats })
+        Ok(Self { ranks, buffers: Vec::new(), shape, threads, stats, memory, retired: Vec::new() })
     }
 
     /// Sets every rank's abort flag.
@@ -99,18 +122,23 @@ impl TwinGroup {
     }
 }
 
-fn start_rank(block: Block, channels: u32, threads: u32, budget: Duration) -> Result<TwinRank> {
+fn start_rank(block: Block, channels: u32, threads: u32, budget: Duration, memory: Option<&WeakMemory>) -> Result<TwinRank> {
     const CAPACITY: u64 = 256;
     let mut header = Box::new(QueueHeader::new());
     let mut ring = vec![RingSlot::default(); CAPACITY as usize];
     let mut state = Box::new(LoopState::default());
     let (h, r, s, c) = (&raw mut *header as usize, ring.as_mut_ptr() as usize, &raw mut *state as usize, block.addr() as usize);
     let budget_ns = u64::try_from(budget.as_nanos()).unwrap_or(u64::MAX);
+    if let Some(memory) = memory {
+        memory.host_region(ring.as_ptr().cast(), ring.len() * size_of::<RingSlot>());
+        memory.host_region((&raw const *header).cast(), size_of::<QueueHeader>());
+    }
+    let memory = memory.cloned();
     let thread = std::thread::Builder::new()
         .name("twin-rank".into())
         .spawn(move || {
             catch_unwind(AssertUnwindSafe(|| {
-                arch::launch(channels, threads, LOOP_SMEM_BYTES, || {
+                let kernel = || {
                     let args = LoopArgs {
                         header: h as *mut QueueHeader,
                         ring: r as *const RingSlot,
@@ -121,7 +149,8 @@ fn start_rank(block: Block, channels: u32, threads: u32, budget: Duration) -> Re
                     };
                     // SAFETY: the memory outlives the launch (joined before it is freed).
                     unsafe { work_loop(args) }
-                })
+                };
+                arch::launch_in(memory.as_ref(), channels, threads, LOOP_SMEM_BYTES, kernel)
             }))
         })
         .map_err(|e| Error::InvalidArgument(format!("could not start a host-twin rank: {e}")))?;
@@ -171,13 +200,14 @@ impl RankGroup for TwinGroup {
 
     fn describe(&self) -> String {
         format!(
-            "host twin (CPU threads, no GPU): {} ranks × {} channels × {} threads{}{}{}",
+            "host twin (CPU threads, no GPU): {} ranks × {} channels × {} threads{}{}{}{}",
             self.shape.nranks,
             self.shape.nchannels,
             self.threads,
             if self.shape.direct { ", direct" } else { "" },
             if self.shape.paired { ", paired channels" } else { "" },
-            if self.shape.stats { ", statistics kept" } else { "" }
+            if self.shape.stats { ", statistics kept" } else { "" },
+            self.memory.as_ref().map(|m| format!(", {m}")).unwrap_or_default()
         )
     }
 
@@ -193,15 +223,26 @@ impl RankGroup for TwinGroup {
     }
 
     fn release(&mut self, mark: Vec<usize>) {
-        self.buffers.truncate(mark.first().copied().unwrap_or(0));
+        let released = self.buffers.drain(mark.first().copied().unwrap_or(0).min(self.buffers.len())..);
+        if let Some(memory) = &self.memory {
+            for block in released {
+                memory.forget(block.addr() as *const u8, block.0.len() * 16);
+                self.retired.push(block);
+            }
+        }
     }
 
     fn write(&mut self, buf: Buffer, data: &[u8]) -> Result<()> {
         if data.len() > buf.bytes {
             return Err(Error::InvalidArgument(format!("{} bytes written to a buffer of {}", data.len(), buf.bytes)));
         }
-        // SAFETY: `buf` is one of this group's live blocks, at least `data.len()` long.
-        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), buf.addr as *mut u8, data.len()) };
+        match &self.memory {
+            // SAFETY: `buf` is one of this group's live blocks, at least `data.len()` long,
+            // which no loop writes while the host hands it over.
+            Some(memory) => unsafe { memory.host_write(buf.addr as *mut u8, data) },
+            // SAFETY: as above.
+            None => unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), buf.addr as *mut u8, data.len()) },
+        }
         Ok(())
     }
 
@@ -219,7 +260,11 @@ impl RankGroup for TwinGroup {
     }
 
     fn wait(&mut self, rank: u32, ticket: Ticket, timeout: Duration) -> Result<()> {
-        self.ranks[rank as usize].queue.wait(ticket, timeout)
+        self.ranks[rank as usize].queue.wait(ticket, timeout)?;
+        if let Some(memory) = &self.memory {
+            memory.host_acquired();
+        }
+        Ok(())
     }
 
     fn channel_stats(&mut self, rank: u32) -> Result<Option<Vec<ChannelStats>>> {

@@ -1,0 +1,325 @@
+//! The host twin's weak-memory mode (`arch/weak.rs`): litmus tests of the model itself
+//! (each ordering it must honour, and each reordering it must be able to show), and the
+//! negative controls of the primitives' step FIFO: the real protocol passes every seed,
+//! and with its fence or its acquire removed it fails within a bounded number of seeds.
+#![cfg(feature = "host-emu")]
+
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering::Relaxed;
+
+use device_rt::abi::PrimsShared;
+use device_rt::arch::{self, Site, WeakMemory};
+use device_rt::conn::{ConnInfo, NCCL_STEPS};
+use device_rt::dtype::DataType;
+use device_rt::multicast::SwMulticast;
+use device_rt::prims::{DataOp, GroupCtx, Primitives, Simple};
+use device_rt::redop::RedOpKind;
+
+/// How the writer of a message publishes it and how the reader takes it.
+#[derive(Clone, Copy, Debug)]
+struct Pattern {
+    /// The writer fences between the data and the flag.
+    writer_fence: bool,
+    /// The flag is a release store (else relaxed).
+    release: bool,
+    /// The reader polls with acquire loads (else relaxed).
+    acquire: bool,
+    /// The reader fences between the flag and the data.
+    reader_fence: bool,
+}
+
+const ROUNDS: u64 = 300;
+
+/// Message passing between CTA 0 and CTA 1, `ROUNDS` times: the writer stores round `i`
+/// into a data word and publishes `i` in a flag as `pattern` says; the reader waits for the
+/// flag, reads the data and acknowledges (release/acquire, so the next round starts after
+/// it). Returns how many rounds the reader read older data.
+fn stale_rounds(memory: &WeakMemory, pattern: Pattern) -> u64 {
+    let words: Vec<AtomicU64> = (0..4).map(|_| AtomicU64::new(0)).collect();
+    let stale = AtomicU64::new(0);
+    let (data, flag, ack) = (words[0].as_ptr() as usize, words[1].as_ptr() as usize, words[2].as_ptr() as usize);
+    arch::launch_in(Some(memory), 2, 32, 0, || {
+        if arch::thread_idx() != 0 {
+            return;
+        }
+        let (data, flag, ack) = (data as *mut u64, flag as *mut u64, ack as *mut u64);
+        // SAFETY: the three words live until `launch_in` returns and are accessed only
+        // through `arch`.
+        unsafe {
+            for i in 1..=ROUNDS {
+                if arch::block_idx() == 0 {
+                    arch::st_volatile_global(data, i);
+                    if pattern.writer_fence {
+                        arch::fence_acq_rel_sys();
+                    }
+                    if pattern.release {
+                        arch::st_release_sys_global(flag, i);
+                    } else {
+                        arch::st_relaxed_sys_global(flag, i);
+                    }
+                    while arch::ld_acquire_sys_global(ack) < i {
+                        arch::spin_pause();
+                    }
+                } else {
+                    let poll = || if pattern.acquire { arch::ld_acquire_sys_global(flag) } else { arch::ld_volatile_global(flag) };
+                    while poll() < i {
+                        arch::spin_pause();
+                    }
+                    if pattern.reader_fence {
+                        arch::fence_acq_rel_sys();
+                    }
+                    if arch::ld_volatile_global(data) < i {
+                        stale.fetch_add(1, Relaxed);
+                    }
+                    arch::st_release_sys_global(ack, i);
+                }
+            }
+        }
+    });
+    stale.load(Relaxed)
+}
+
+fn no_stale_rounds(pattern: Pattern) {
+    WeakMemory::every_seed_passes(0..4, |memory| match stale_rounds(memory, pattern) {
+        0 => Ok(()),
+        n => Err(format!("{pattern:?}: {n} of {ROUNDS} rounds read older data")),
+    });
+}
+
+fn some_stale_rounds(pattern: Pattern) {
+    let seen: u64 = WeakMemory::seeds(0..4).into_iter().map(|seed| stale_rounds(&WeakMemory::new(seed), pattern)).sum();
+    assert!(seen > 0, "{pattern:?}: no round read older data: the model hides this reordering");
+}
+
+const FULL: Pattern = Pattern { writer_fence: false, release: true, acquire: true, reader_fence: false };
+
+#[test]
+fn release_and_acquire_order_a_message() {
+    no_stale_rounds(FULL);
+}
+
+#[test]
+fn fences_around_relaxed_flags_order_a_message() {
+    no_stale_rounds(Pattern { writer_fence: true, release: false, acquire: false, reader_fence: true });
+}
+
+#[test]
+fn a_relaxed_flag_without_a_fence_may_pass_its_data() {
+    some_stale_rounds(Pattern { release: false, ..FULL });
+}
+
+#[test]
+fn a_relaxed_poll_without_a_fence_may_read_older_data() {
+    some_stale_rounds(Pattern { acquire: false, ..FULL });
+}
+
+/// The primitives' pattern: the workers (warp 1) store, the CTA meets at a barrier, and
+/// thread 0 alone fences and posts. Returns the rounds whose data the reader (CTA 1)
+/// found older.
+fn stale_after_barrier(memory: &WeakMemory, fence: bool) -> u64 {
+    let words: Vec<AtomicU64> = (0..3 + 32).map(|_| AtomicU64::new(0)).collect();
+    let stale = AtomicU64::new(0);
+    let base = words.as_ptr() as usize;
+    arch::launch_in(Some(memory), 2, 64, 0, || {
+        let (flag, ack, data) = (base as *mut u64, (base + 8) as *mut u64, (base + 24) as *mut u64);
+        let t = arch::thread_idx();
+        // SAFETY: the words live until `launch_in` returns and are accessed only through
+        // `arch`; `t - 32 < 32` indexes the data words.
+        unsafe {
+            for i in 1..=ROUNDS / 4 {
+                if arch::block_idx() == 0 {
+                    if t >= 32 {
+                        arch::st_volatile_global(data.add(t as usize - 32), i);
+                    }
+                    arch::barrier_sync_all();
+                    if t == 0 {
+                        if fence {
+                            arch::fence_acq_rel_sys();
+                        }
+                        arch::st_relaxed_sys_global(flag, i);
+                        while arch::ld_acquire_sys_global(ack) < i {
+                            arch::spin_pause();
+                        }
+                    }
+                    arch::barrier_sync_all();
+                } else if t == 0 {
+                    while arch::ld_acquire_sys_global(flag) < i {
+                        arch::spin_pause();
+                    }
+                    let old = (0..32).filter(|&w| arch::ld_volatile_global(data.add(w)) < i).count();
+                    stale.fetch_add(old as u64, Relaxed);
+                    arch::st_release_sys_global(ack, i);
+                }
+            }
+        }
+    });
+    stale.load(Relaxed)
+}
+
+#[test]
+fn a_barrier_then_a_fence_publishes_every_participants_stores() {
+    WeakMemory::every_seed_passes(0..4, |memory| match stale_after_barrier(memory, true) {
+        0 => Ok(()),
+        n => Err(format!("{n} words read older")),
+    });
+}
+
+#[test]
+fn a_barrier_alone_publishes_nothing_beyond_the_cta() {
+    let seen: u64 = WeakMemory::seeds(0..4).into_iter().map(|seed| stale_after_barrier(&WeakMemory::new(seed), false)).sum();
+    assert!(seen > 0, "without the fence no reader found older data: barriers publish too much");
+}
+
+/// One writer stores increasing values into a word while 31 readers of another CTA
+/// read it: no reader ever sees it go back (coherence), and the writer always reads its
+/// own latest store.
+#[test]
+fn a_word_never_goes_back_for_any_thread() {
+    WeakMemory::every_seed_passes(0..4, |memory| {
+        let word = AtomicU64::new(0);
+        let p = word.as_ptr() as usize;
+        let backwards = AtomicU64::new(0);
+        arch::launch_in(Some(memory), 2, 32, 0, || {
+            let p = p as *mut u64;
+            // SAFETY: `word` lives until `launch_in` returns and is accessed only through
+            // `arch`.
+            unsafe {
+                if arch::block_idx() == 0 {
+                    if arch::thread_idx() == 0 {
+                        for i in 1..=2000 {
+                            arch::st_volatile_global(p, i);
+                            if arch::ld_volatile_global(p) != i {
+                                backwards.fetch_add(1, Relaxed);
+                            }
+                        }
+                    }
+                    return;
+                }
+                let mut last = 0;
+                while last < 2000 {
+                    let now = arch::ld_volatile_global(p);
+                    if now < last {
+                        backwards.fetch_add(1, Relaxed);
+                    }
+                    last = last.max(now);
+                    arch::spin_pause();
+                }
+            }
+        });
+        match backwards.load(Relaxed) {
+            0 => Ok(()),
+            n => Err(format!("{n} reads went back")),
+        }
+    });
+}
+
+#[test]
+fn a_site_names_an_operation_of_its_kind() {
+    let wrong_kind = std::panic::catch_unwind(|| {
+        arch::launch(1, 32, 0, || {
+            if arch::thread_idx() != 0 {
+                return;
+            }
+            let word = 0u64;
+            arch::site(Site::PrimsSendFence);
+            // SAFETY: a live, aligned word, read only.
+            unsafe { arch::ld_acquire_sys_global(&raw const word) };
+        })
+    });
+    let message = wrong_kind.expect_err("a fence's site before an acquire load must panic");
+    let message = message.downcast_ref::<String>().cloned().unwrap_or_default();
+    assert!(message.contains("PrimsSendFence") && message.contains("AcquireLoad"), "{message}");
+    let unused = std::panic::catch_unwind(|| {
+        arch::launch(1, 32, 0, || {
+            if arch::thread_idx() != 0 {
+                return;
+            }
+            arch::site(Site::RingComplete);
+            arch::site(Site::RingComplete);
+        })
+    });
+    assert!(unused.is_err(), "a site whose operation never ran must be noticed");
+}
+
+// ---------------------------------------------------------------------------------------
+// The primitives' step FIFO.
+// ---------------------------------------------------------------------------------------
+
+const STEP_BYTES: u64 = 4096;
+const THREADS: u32 = 128;
+/// Steps the FIFO test moves: every slot is used five times.
+const STEPS: usize = 5 * NCCL_STEPS as usize;
+
+/// A sender (CTA 0) and a receiver (CTA 1) move `STEPS` steps of distinct floats through
+/// one connection, one step per call; the receiver's output must be the sender's input.
+fn fifo_round_trip(memory: &WeakMemory) -> Result<(), String> {
+    let per_call = (STEP_BYTES / 4) as usize;
+    let n = STEPS * per_call;
+    let input: Vec<f32> = (0..n).map(|i| i as f32).collect();
+    let mut output = vec![-1f32; n];
+    let fifo = vec![0u128; (NCCL_STEPS * STEP_BYTES / 16) as usize];
+    let (head, tail) = (Box::new(0u64), Box::new(0u64));
+    let end = ConnInfo { buff: fifo.as_ptr() as u64, head: &raw const *head as u64, tail: &raw const *tail as u64, step_bytes: STEP_BYTES, ..ConnInfo::default() };
+    let (mut send, mut recv) = (end, end);
+    let (send, recv) = (&raw mut send as usize, &raw mut recv as usize);
+    let (inp, out) = (input.as_ptr() as u64, output.as_mut_ptr() as u64);
+    static NO_ABORT: u64 = 0;
+    let data = DataOp { dtype: DataType::F32, op: RedOpKind::Sum, arg: 0 };
+    // SAFETY: both CTAs' threads (`THREADS`, a multiple of 32) make the same calls; `send`
+    // and `recv` are the two ends of one connection whose FIFO, head and tail live until
+    // `launch_in` returns, each end used by one CTA; the group's shared memory is the
+    // CTA's dynamic shared memory (one `PrimsShared`); `input` and `output` hold `n` floats
+    // and each call moves one step.
+    arch::launch_in(Some(memory), 2, THREADS, size_of::<PrimsShared>() as u32, || unsafe {
+        let g = GroupCtx {
+            tid: arch::thread_idx(),
+            nthreads: arch::block_dim(),
+            group: 0,
+            shared: arch::dyn_smem().cast::<PrimsShared>(),
+            abort: &raw const NO_ABORT,
+            spin_budget_ns: 30_000_000_000,
+            stats: std::ptr::null_mut(),
+        };
+        type P = Simple<1, 1>;
+        if arch::block_idx() == 0 {
+            let mut p = Primitives::<SwMulticast, P, 0, 1>::new(g, &[], &[send as *mut ConnInfo], STEP_BYTES, inp, 0, data);
+            for step in 0..STEPS {
+                p.send((step * per_call) as i64, per_call as i64);
+            }
+            let o = p.outcome();
+            assert!(o.is_ok(), "sender: {o:?}");
+        } else {
+            let mut p = Primitives::<SwMulticast, P, 1, 0>::new(g, &[recv as *mut ConnInfo], &[], STEP_BYTES, 0, out, data);
+            for step in 0..STEPS {
+                p.recv((step * per_call) as i64, per_call as i64);
+            }
+            let o = p.outcome();
+            assert!(o.is_ok(), "receiver: {o:?}");
+        }
+    });
+    match output.iter().zip(&input).position(|(o, i)| o != i) {
+        None => Ok(()),
+        Some(at) => Err(format!("element {at} (step {}) arrived as {}, sent as {}", at / per_call, output[at], input[at])),
+    }
+}
+
+#[test]
+fn the_step_fifo_passes_every_seed() {
+    WeakMemory::every_seed_passes(0..6, fifo_round_trip);
+}
+
+/// Negative control: without the fence before the tail store, the workers' stores of a
+/// slice may reach memory after the tail that says they are there.
+#[test]
+fn the_step_fifo_without_the_send_fence_fails() {
+    let (runs, why) = WeakMemory::first_failure(0..16, &[Site::PrimsSendFence], fifo_round_trip);
+    eprintln!("the step FIFO without its send fence failed after {runs} run(s): {why}");
+}
+
+/// Negative control: with a relaxed poll of the tail, the receiver's workers may read a
+/// slot's older data.
+#[test]
+fn the_step_fifo_with_a_relaxed_tail_poll_fails() {
+    let (runs, why) = WeakMemory::first_failure(0..16, &[Site::PrimsRecvPoll], fifo_round_trip);
+    eprintln!("the step FIFO with a relaxed tail poll failed after {runs} run(s): {why}");
+}
