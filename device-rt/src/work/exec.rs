@@ -13,7 +13,7 @@ use super::placement::elect_channel;
 use super::mailbox::update_state;
 use super::queue::{ITEM_CACHE, LoopShared, LoopState, MAILBOX_CLOSED, MAILBOX_COMPLETE, MAILBOX_PENDING, QueueHeader, RingSlot, mailbox_generation};
 use crate::abi::{LoopError, WaitSite};
-use crate::algo::{Coll, CollCtx, CollFunction, run_collective};
+use crate::algo::{Coll, CollCtx, CollFunction, plan_collective, run_collective};
 use crate::arch::{self, AtomicWord, Site, WARP_SIZE};
 use crate::conn::{ChannelStats, CommDevice};
 use crate::copy::reduce_copy_grid;
@@ -833,11 +833,14 @@ unsafe fn collective(a: &Channel, item: &WorkItem, shared: *mut LoopShared) -> R
     // loop's `count` channels (the host sized them); `prims` holds `MAX_GROUPS` groups' shared
     // memory, and `header.abort` is the host's abort flag, readable for the launch.
     let cx = unsafe { CollCtx::new(a.comm, (a.index, a.count), prims, &raw const (*a.header).abort, a.spin_budget_ns) };
+    let Ok(plan) = plan_collective(&cx, &c, dtype) else {
+        return Err(Stop::Error(LoopError::BadItem, BadItem::UnfitAlgorithm as u32));
+    };
     // SAFETY: every thread of the CTA runs this with the same arguments; `cx` was built by
-    // `CollCtx::new` for this rank's communicator and channel, and `c` passed `validate` and
+    // `CollCtx::new` for this rank's communicator and channel, `c` passed `validate` and
     // `validate_in_comm` (the host also checked that its buffers hold what the function
-    // addresses).
-    match unsafe { run_collective(&cx, &c, dtype, kind) } {
+    // addresses), and `plan` is its plan.
+    match unsafe { run_collective(&cx, &c, dtype, kind, plan) } {
         Ok(()) => Ok(()),
         Err((error, detail)) => Err(Stop::Error(error, detail)),
     }

@@ -23,12 +23,12 @@ use serde::{Serialize, Serializer};
 use device_rt::conn::ChannelStats;
 use device_rt::dtype::DataType;
 use device_rt::redop::RedOpKind;
-use device_rt::algo::CollFunction;
+use device_rt::algo::{Algorithm, CollFunction};
 use device_rt::work::WorkItem;
 
 use crate::cli::{dtype_parser, function_parser, op_parser, parse_check, parse_size};
 use ferroccl_testkit::coll::check::run_case;
-use ferroccl_testkit::coll::expect::CollCase;
+use ferroccl_testkit::coll::expect::{CollCase, Inputs};
 use ferroccl_testkit::coll::group::{Buffer, RankGroup, Submitted, all_stats, sum_stats};
 use host_shim::{Error, Result};
 
@@ -236,7 +236,7 @@ pub fn count_for(function: CollFunction, dtype: DataType, bytes: usize, nranks: 
 /// buffers, in bytes (the sweep's size rounded down to whole elements, and for
 /// all_gather and reduce_scatter to whole per-rank blocks).
 pub fn row_bytes(function: CollFunction, dtype: DataType, count: usize, nranks: u32) -> usize {
-    let case = CollCase { function, dtype, op: RedOpKind::Sum, count, root: 0, in_place: false };
+    let case = CollCase { function, dtype, op: RedOpKind::Sum, count, root: 0, in_place: false, inputs: Inputs::Exact };
     let (input, output) = case.extents(nranks);
     input.max(output) * dtype.size()
 }
@@ -423,12 +423,22 @@ fn sweep(
                 let factor = bus_factor(function, nranks);
                 let stats_before = all_stats(g)?;
                 let mut measure = |in_place: bool| -> Result<Timing> {
-                    let case = CollCase { function, dtype: args.dtype, op: args.op, count, root, in_place };
+                    let case = CollCase { function, dtype: args.dtype, op: args.op, count, root, in_place, inputs: Inputs::Exact };
                     let wrong = if args.check { Some(check(g, &case, size)?) } else { None };
                     let us = time_ferroccl(g, &case, &buffers, timing, args.warmup, args.iters)?;
                     Ok(Timing::new(us, bytes, factor, wrong))
                 };
-                let (oop, ip) = (measure(false)?, measure(true)?);
+                // A size the communicator's forced algorithm cannot run is refused before
+                // anything is enqueued: the row is left out, with a line saying why.
+                let oop = match measure(false) {
+                    Err(e @ Error::AlgorithmUnfit { .. }) => {
+                        progress.suspend(|| writeln!(out, "# {size} B: not run: {e}").map_err(write_error))?;
+                        progress.inc(1);
+                        continue;
+                    }
+                    measured => measured?,
+                };
+                let ip = measure(true)?;
                 let stats = stats_before.zip(all_stats(g)?).map(|(before, after)| {
                     after.iter().zip(&before).map(|(a, b)| a.since(b)).collect::<Vec<_>>()
                 });
@@ -494,6 +504,11 @@ fn stats_line(s: &ChannelStats) -> String {
         share(s.wait_credit_ns),
         share(s.busy_ns.saturating_sub(waits)),
         copy_rate(s),
+    ) + &format!(
+        "; collectives run per channel: ring {}, one-shot {}, two-shot {}",
+        s.algorithm_items[Algorithm::Ring as usize],
+        s.algorithm_items[Algorithm::OneShot as usize],
+        s.algorithm_items[Algorithm::TwoShot as usize]
     ) + &if s.mailbox_items > 0 {
         format!("; stream-ordered items taken {:.2} us after their post on average", s.dispatch_ns as f64 / s.mailbox_items as f64 / 1e3)
     } else {
@@ -1166,6 +1181,36 @@ mod tests {
         assert_eq!(json["rows"][0]["ip"]["time_us"], 1.0);
     }
 
+    /// Under a forced staged algorithm, the sizes its staging cannot take are left out of
+    /// the table with a line saying why; the others are checked and timed.
+    #[test]
+    fn sizes_a_forced_algorithm_cannot_run_are_left_out() {
+        use device_rt::algo::AlgorithmChoice;
+        use ferroccl_testkit::coll::twin::TwinGroup;
+        use host_shim::comm::wiring::Shape;
+
+        let shape = Shape {
+            nranks: 2,
+            nchannels: 1,
+            ring_step_bytes: 4096,
+            p2p_step_bytes: 4096,
+            direct: false,
+            stats: true,
+            paired: false,
+            staging_bytes: 8192,
+            algorithm: AlgorithmChoice::OneShot,
+        };
+        let mut g = TwinGroup::start(shape, 128, Duration::from_secs(60)).unwrap();
+        let mut table = Vec::new();
+        let rows = run(&mut g, &parse(&["-b", "4K", "-e", "16K", "-f", "2", "-n", "2", "-w", "1", "all_reduce"]).unwrap(), &mut table).unwrap();
+        g.shutdown(TIMEOUT).unwrap();
+        let table = String::from_utf8(table).unwrap();
+        assert_eq!(rows.iter().map(|r| r.size).collect::<Vec<_>>(), [4096, 8192], "{table}");
+        assert!(rows.iter().all(|r| (r.oop.wrong, r.ip.wrong) == (Some(0), Some(0))), "{table}");
+        assert!(table.contains("# 16384 B: not run: the communicator forces one-shot"), "{table}");
+        assert!(table.contains("collectives run per channel: ring 0, one-shot "), "{table}");
+    }
+
     /// The whole benchmark on the host twin: every row checked correct, in the order
     /// and with the counts and columns the conventions give, the baseline in its columns.
     #[test]
@@ -1195,7 +1240,7 @@ mod tests {
             }
         }
 
-        let shape = Shape { nranks: 2, nchannels: 1, ring_step_bytes: 4096, p2p_step_bytes: 4096, direct: true, stats: true, paired: false };
+        let shape = Shape { nranks: 2, nchannels: 1, ring_step_bytes: 4096, p2p_step_bytes: 4096, direct: true, stats: true, paired: false, staging_bytes: 0, algorithm: device_rt::algo::AlgorithmChoice::Ring };
         let mut g = TwinGroup::start(shape, 128, Duration::from_secs(60)).unwrap();
         let args = parse(&["-b", "4", "-e", "16K", "-f", "64", "-n", "2", "-w", "1", "-r", "1", "all_gather", "reduce"]).unwrap();
         let mut baseline = FixedBaseline(Vec::new());

@@ -53,12 +53,14 @@ impl GpuGroup {
             c.keep_until_stopped(a)?;
         }
         let describe = format!(
-            "{} rank(s) on device(s) {:?}, {} channels × {} threads, ring step {} KiB{}",
+            "{} rank(s) on device(s) {:?}, {} channels × {} threads, ring step {} KiB, algorithm {}, staging {} KiB{}",
             ordinals.len(),
             ordinals,
             cfg.loop_cfg.channels,
             cfg.loop_cfg.threads,
             cfg.ring_step_bytes >> 10,
+            cfg.algorithm.name(),
+            cfg.staging_bytes >> 10,
             if cfg.direct { ", direct" } else { "" }
         ) + if cfg.paired { ", paired channels" } else { "" }
             + if cfg.stats { ", statistics kept" } else { "" }
