@@ -295,7 +295,7 @@ fn reduced(c: &CollCase) -> bool {
     matches!(c.dtype, DataType::F32 | DataType::U8 | DataType::F16) && c.op == RedOpKind::Sum && c.count != 0 && c.count != 7
 }
 
-/// The reduced matrix in a weak-memory world (`arch/weak.rs`: stores late and out of
+/// The reduced matrix in a weak-memory world (`arch/weak/`: stores late and out of
 /// order, loads stale where PTX allows it), through the FIFO on 2 ranks × 2 channels.
 #[test]
 fn matrix_weak_memory_two_ranks() {

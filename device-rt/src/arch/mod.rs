@@ -15,7 +15,7 @@
 //! and every function's documentation (its ordering, its `# Safety`) is written once,
 //! here. Beyond the contract, the GPU implements `Multimem` (there is no multicast
 //! address on the host), and the twin adds `launch` and `launch_in`, its stand-ins for a
-//! kernel launch, and `WeakMemory` (`weak.rs`), the world of its weak-memory mode, in
+//! kernel launch, and `WeakMemory` (`weak/`), the world of its weak-memory mode, in
 //! which the ordering operations that protocols name with [`site`] can be weakened.
 
 #[cfg_attr(target_arch = "nvptx64", path = "nvptx.rs")]
@@ -94,7 +94,7 @@ contract! {
     /// global-window (`cvta_to_global`). On the host twin every access is a Rust atomic
     /// and the CPU may order more strongly than PTX (see `host.rs`): a missing fence may
     /// pass there and fail on a GPU, unless the launch runs in a weak-memory world
-    /// (`weak.rs`).
+    /// (`weak/`).
     pub trait Arch {
         // Thread, block and grid indices (x dimension only: ferroccl launches 1-D grids).
 
@@ -327,7 +327,7 @@ contract! {
         /// the next ordering operation is of that kind (a panic otherwise) and, in a
         /// weak-memory launch that weakens `site`, performs it without its ordering: the
         /// negative controls that show the weak-memory mode catches a missing fence (see
-        /// `weak.rs`). Ordering: none.
+        /// `weak/`). Ordering: none.
         fn site(site: Site);
     }
 }
