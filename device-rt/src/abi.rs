@@ -67,10 +67,13 @@ pub enum WaitSite {
     SendCredit = 4,
     /// A stream-ordered post's wait for the loop to run its item (`post_to_mailbox`).
     MailboxPost = 5,
+    /// A staged collective's (one-shot, two-shot) wait for a peer's flag: its staged
+    /// data, or its reduced block.
+    StagedFlag = 6,
 }
 
 numbering!(LoopError, u32, from_u32, [BadItem, Aborted, Timeout, PeerMismatch]);
-numbering!(WaitSite, u32, from_u32, [Barrier, Flag, RecvData, SendCredit, MailboxPost]);
+numbering!(WaitSite, u32, from_u32, [Barrier, Flag, RecvData, SendCredit, MailboxPost, StagedFlag]);
 
 impl LoopError {
     /// `status` for this error with `detail`.

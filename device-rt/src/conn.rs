@@ -18,6 +18,10 @@ pub const NCCL_STEPS: u64 = 8;
 /// Most ranks a communicator may have.
 pub const MAX_RANKS: usize = 32;
 
+/// Most ranks the staged algorithms (one-shot, two-shot) run on: every rank reads every
+/// rank's staging buffer, one source of one reduction per rank.
+pub const MAX_STAGED_RANKS: usize = 8;
+
 /// `ConnInfo::flags`: `head`/`tail` (the word this end polls) is a multicast handle;
 /// poll the smallest value over every device (NCCL's `NvlsMinPolling`).
 pub const CONN_NVLS_MIN_POLL: u32 = 1;
@@ -113,20 +117,75 @@ pub struct CommDevice {
     /// channel `pairs + c` receives and reduces, each on its own SM, both through the
     /// connections of channel `pairs + c` (each connection end is used by one channel only).
     pub pairs: u32,
-    pad: u32,
+    /// The algorithm the communicator asks for: an `AlgorithmChoice` number (0: the
+    /// device chooses by size; otherwise one forced for every collective that has it).
+    pub algorithm: u32,
+    /// 0, or `[StagingConns; collective channels]` (the first `pairs` channels when they
+    /// work in pairs, else all): the staged algorithms' memory. 0 when the communicator
+    /// has none (one rank, more than [`MAX_STAGED_RANKS`], or no staging asked for).
+    pub staging: u64,
+    /// Bytes of one of a channel's two staging buffers (a multiple of [`STEP_ALIGN`]); 0
+    /// with no staging.
+    pub staging_slot_bytes: u64,
 }
 
-static_assertions::const_assert_eq!(core::mem::size_of::<CommDevice>(), 16 + 4 * MAX_RANKS + 32);
+static_assertions::const_assert_eq!(core::mem::size_of::<CommDevice>(), 16 + 4 * MAX_RANKS + 48);
 static_assertions::const_assert_eq!(core::mem::offset_of!(CommDevice, channels), 16 + 4 * MAX_RANKS);
 static_assertions::const_assert_eq!(core::mem::offset_of!(CommDevice, stats), 16 + 4 * MAX_RANKS + 16);
 static_assertions::const_assert_eq!(core::mem::offset_of!(CommDevice, pairs), 16 + 4 * MAX_RANKS + 24);
+static_assertions::const_assert_eq!(core::mem::offset_of!(CommDevice, staging), 16 + 4 * MAX_RANKS + 32);
 
 impl CommDevice {
-    /// A description with no connections yet.
+    /// A description with no connections and no staging yet, the device choosing the
+    /// algorithms.
     pub const fn new(rank: u32, nranks: u32, nchannels: u32) -> Self {
-        Self { rank, nranks, nchannels, ring_index: 0, ring_ranks: [0; MAX_RANKS], channels: 0, p2p: 0, stats: 0, pairs: 0, pad: 0 }
+        Self {
+            rank,
+            nranks,
+            nchannels,
+            ring_index: 0,
+            ring_ranks: [0; MAX_RANKS],
+            channels: 0,
+            p2p: 0,
+            stats: 0,
+            pairs: 0,
+            algorithm: 0,
+            staging: 0,
+            staging_slot_bytes: 0,
+        }
     }
 }
+
+/// One channel's part of the staged algorithms' memory (one-shot and two-shot, seed
+/// 003), in the memory of the rank that uses it: where every rank's staging buffers for
+/// this channel are, which flags this rank raises on its peers, and which it polls.
+///
+/// Protocol: a channel's `epoch`-th staged collective (counted from 1, the same call on
+/// every rank because every rank runs the same collectives in the same order and the
+/// same channels take part in each) stages into buffer `epoch % 2` and raises flag value
+/// `2 × epoch − 1` on every peer once its staged data is written, `2 × epoch` once a
+/// two-shot's reduced block is (flags only grow, and a waiter waits for "at least").
+/// Flags are written by the peer (remote stores) and polled in local memory, as a ring
+/// connection's head and tail.
+#[repr(C, align(16))]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub struct StagingConns {
+    /// Per rank `p < nranks`, this one included: this channel's staging in rank `p`'s
+    /// memory, two buffers of `CommDevice::staging_slot_bytes` (for even epochs, then for
+    /// odd ones), 4096-byte aligned.
+    pub staging: [u64; MAX_STAGED_RANKS],
+    /// Per peer `p < nranks` (not this rank: 0): the flag this rank raises for `p`, entry
+    /// `rank` of `p`'s `flags` for this channel (in `p`'s memory).
+    pub signal: [u64; MAX_STAGED_RANKS],
+    /// This rank's flags for this channel, `[u64; nranks]` in its own memory: entry `p`
+    /// is raised by rank `p` alone.
+    pub flags: u64,
+    /// Staged collectives this channel has run (device only; starts at 0).
+    pub epoch: u64,
+}
+
+static_assertions::const_assert_eq!(core::mem::size_of::<StagingConns>(), 16 * MAX_STAGED_RANKS + 16);
+static_assertions::const_assert_eq!(core::mem::offset_of!(StagingConns, flags), 16 * MAX_STAGED_RANKS);
 
 /// Where one channel's primitives spent their time, summed over every operation since
 /// the counters were zeroed (device memory, relaxed atomic adds at GPU scope; read by the
@@ -157,7 +216,11 @@ pub struct ChannelStats {
     /// channel taking it (its clock after the CTA barrier that hands the item on), summed:
     /// the stream-ordered path's dispatch latency.
     pub dispatch_ns: u64,
-    pad: [u64; 7],
+    /// Collectives the channel took part in, by the algorithm that ran them (an
+    /// `Algorithm` number: ring, one-shot, two-shot); a staged collective counts on the
+    /// channels it used only.
+    pub algorithm_items: [u64; 3],
+    pad: [u64; 4],
 }
 
 static_assertions::const_assert_eq!(core::mem::size_of::<ChannelStats>(), 128);
@@ -175,7 +238,8 @@ impl ChannelStats {
             sm: 0,
             mailbox_items: self.mailbox_items + other.mailbox_items,
             dispatch_ns: self.dispatch_ns + other.dispatch_ns,
-            pad: [0; 7],
+            algorithm_items: core::array::from_fn(|a| self.algorithm_items[a] + other.algorithm_items[a]),
+            pad: [0; 4],
         }
     }
 
@@ -191,7 +255,8 @@ impl ChannelStats {
             sm: self.sm,
             mailbox_items: self.mailbox_items.wrapping_sub(earlier.mailbox_items),
             dispatch_ns: self.dispatch_ns.wrapping_sub(earlier.dispatch_ns),
-            pad: [0; 7],
+            algorithm_items: core::array::from_fn(|a| self.algorithm_items[a].wrapping_sub(earlier.algorithm_items[a])),
+            pad: [0; 4],
         }
     }
 }

@@ -22,9 +22,18 @@ pub enum PublishMode {
     FenceSys = 1,
     /// `fence.acq_rel.gpu` + `st.volatile` / `ld.volatile` + `fence.acq_rel.gpu`.
     FenceGpu = 2,
+    /// `st.volatile` / `ld.volatile`, no fence and no release or acquire: the negative
+    /// control (`ferroccl test --remove-fence`), which nothing orders; a GPU may show the
+    /// consumer stale data.
+    Unfenced = 3,
 }
 
-numbering!(PublishMode, u32, from_u32, [ReleaseAcquire, FenceSys, FenceGpu]);
+numbering!(PublishMode, u32, from_u32, [ReleaseAcquire, FenceSys, FenceGpu, Unfenced]);
+
+impl PublishMode {
+    /// The modes that order the data before the flag (what the runtime's protocols use).
+    pub const ORDERED: [PublishMode; 3] = [PublishMode::ReleaseAcquire, PublishMode::FenceSys, PublishMode::FenceGpu];
+}
 
 /// `selftest_message_passing`'s report words.
 pub mod report {

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use cudarc::driver::DriverError;
 use device_rt::abi::WaitSite;
+use device_rt::algo::{AlgorithmChoice, CollFunction, Unfit};
 use device_rt::work::BadItem;
 
 /// Everything host-shim can fail with: one variant per kind of failure. More may come.
@@ -56,6 +57,9 @@ pub enum Error {
     PeerMismatch { seq: u64 },
     /// Shutdown did not complete in time; `outstanding` items had not completed.
     ShutdownIncomplete { outstanding: u64 },
+    /// The communicator forces an algorithm that cannot run this call; nothing was
+    /// enqueued.
+    AlgorithmUnfit { algorithm: AlgorithmChoice, function: CollFunction, why: Unfit },
 }
 
 /// host-shim's result type.
@@ -106,6 +110,7 @@ impl fmt::Display for Error {
                     Some(WaitSite::RecvData) => "waiting for a peer's data",
                     Some(WaitSite::SendCredit) => "waiting for room in a peer's buffer",
                     Some(WaitSite::MailboxPost) => "a stream-ordered item waiting for the loop to run it",
+                    Some(WaitSite::StagedFlag) => "a staged collective (one-shot, two-shot) waiting for a peer's flag",
                     None => "unknown wait",
                 }
             ),
@@ -116,6 +121,17 @@ impl fmt::Display for Error {
             ),
             Self::ShutdownIncomplete { outstanding } => {
                 write!(f, "shutdown did not complete in time: {outstanding} item(s) still outstanding")
+            }
+            Self::AlgorithmUnfit { algorithm, function, why } => {
+                write!(f, "the communicator forces {}, which cannot run this {}: ", algorithm.name(), function.name())?;
+                match why {
+                    Unfit::NoStaging => f.write_str("the communicator has no staging buffers (it needs 2 to 8 ranks and CommConfig::staging_bytes)"),
+                    Unfit::NotForFunction => write!(f, "{} is not an algorithm of {}", algorithm.name(), function.name()),
+                    Unfit::TooLarge { bytes, capacity } => write!(
+                        f,
+                        "it stages {bytes} bytes per rank and the staging buffers hold {capacity} (raise CommConfig::staging_bytes, or let the device choose)"
+                    ),
+                }
             }
         }
     }

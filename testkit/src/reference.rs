@@ -160,6 +160,44 @@ pub fn small_elements(dtype: DataType, n: usize, rng: &mut Rng) -> Vec<u8> {
     (0..n).flat_map(|_| element_bytes(dtype, rng.below(3) as f64 - 1.0)).collect()
 }
 
+/// `n` random elements of `dtype` whose sums and products depend on the order they are
+/// formed in: for floats a random sign, magnitude in [0.5, 2) and every mantissa bit
+/// random (products of 32 of them stay finite in every float type); any bits for
+/// integers (whose operators do not depend on the order).
+pub fn order_sensitive_elements(dtype: DataType, n: usize, rng: &mut Rng) -> Vec<u8> {
+    // A float of `bits` bits with `mantissa` mantissa bits whose biased exponent of 0.5 is
+    // `half`: sign from bit 63, 0.5 or 1.0 from bit 62, the mantissa from the low bits.
+    let float = |bits: u32, mantissa: u32, half: u64, r: u64| -> u64 {
+        (r >> 63) << (bits - 1) | (half + (r >> 62 & 1)) << mantissa | r & ((1 << mantissa) - 1)
+    };
+    let mut out = Vec::with_capacity(n * dtype.size());
+    for _ in 0..n {
+        let r = rng.next_u64();
+        match dtype {
+            DataType::F64 => out.extend(float(64, 52, 1022, r).to_le_bytes()),
+            DataType::F32 => out.extend((float(32, 23, 126, r) as u32).to_le_bytes()),
+            DataType::F16 => out.extend((float(16, 10, 14, r) as u16).to_le_bytes()),
+            DataType::Bf16 => out.extend((float(16, 7, 126, r) as u16).to_le_bytes()),
+            _ => out.extend(&r.to_le_bytes()[..dtype.size()]),
+        }
+    }
+    out
+}
+
+/// The element-wise reduction of `inputs` (`n` elements each) in their order, as the
+/// staged algorithms form it: `post(((pre(x0) ⊕ pre(x1)) ⊕ pre(x2)) ⊕ …)`, rounded after
+/// every operation, with `op`'s pre-op (PreMulSum: times the scalar `arg`) and post-op
+/// (SumPostDiv: divided by `arg`). Given the ranks' inputs in rank order, what one-shot
+/// and two-shot produce bit for bit; for inputs exact in any order, what every algorithm
+/// produces.
+pub fn reduce_in_rank_order(dtype: DataType, op: RedOpKind, arg: u64, inputs: &[&[u8]], n: usize) -> Vec<u8> {
+    let mut case = Case::new(dtype, op, n, inputs.len(), 1);
+    case.pre_op_args = [arg; REDUCE_COPY_MAX_BUFFERS];
+    case.red_arg = arg;
+    case.post_op = op == RedOpKind::SumPostDiv;
+    expected(&case, inputs)
+}
+
 /// Element arithmetic of one type, as the reference defines it.
 trait RefElem: Copy {
     const SIZE: usize;
@@ -512,6 +550,31 @@ mod tests {
         c.pre_op_args[1] = scalar_arg(DataType::F32, -0.5);
         let out = expected(&c, &[&3.0f32.to_le_bytes(), &4.0f32.to_le_bytes()]);
         assert_eq!(f32::from_le_bytes(out.try_into().unwrap()), 4.0);
+    }
+
+    /// The order-sensitive inputs are what they claim: floats in ±[0.5, 2) whose sum in
+    /// rank order differs from the sum in another order, for every float type.
+    #[test]
+    fn order_sensitive_inputs_make_the_order_of_summation_visible() {
+        let mut rng = Rng::new(3);
+        for dtype in [DataType::F16, DataType::Bf16, DataType::F32, DataType::F64] {
+            let inputs: Vec<Vec<u8>> = (0..4).map(|_| order_sensitive_elements(dtype, 256, &mut rng)).collect();
+            let widen = |b: &[u8]| match dtype {
+                DataType::F16 => f16::from_le_bytes([b[0], b[1]]).to_f64(),
+                DataType::Bf16 => bf16::from_le_bytes([b[0], b[1]]).to_f64(),
+                DataType::F32 => f64::from(f32::from_le_bytes(b.try_into().unwrap())),
+                _ => f64::from_le_bytes(b.try_into().unwrap()),
+            };
+            assert!(inputs.iter().flat_map(|i| i.chunks_exact(dtype.size())).all(|e| (0.5..2.0).contains(&widen(e).abs())), "{dtype:?}");
+            let in_order: Vec<&[u8]> = inputs.iter().map(Vec::as_slice).collect();
+            let reversed: Vec<&[u8]> = inputs.iter().rev().map(Vec::as_slice).collect();
+            let a = reduce_in_rank_order(dtype, RedOpKind::Sum, 0, &in_order, 256);
+            assert_ne!(a, reduce_in_rank_order(dtype, RedOpKind::Sum, 0, &reversed, 256), "{dtype:?}: the order shows in the bits");
+        }
+        let avg = reduce_in_rank_order(DataType::I32, RedOpKind::SumPostDiv, 2, &[&7i32.to_le_bytes(), &(-2i32).to_le_bytes()], 1);
+        assert_eq!(avg, 2i32.to_le_bytes(), "SumPostDiv divides the sum by its argument");
+        let scaled = reduce_in_rank_order(DataType::F32, RedOpKind::PreMulSum, scalar_arg(DataType::F32, 2.0), &[&1.5f32.to_le_bytes(), &0.25f32.to_le_bytes()], 1);
+        assert_eq!(scaled, 3.5f32.to_le_bytes(), "PreMulSum scales every input");
     }
 
     #[test]

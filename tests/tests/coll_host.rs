@@ -8,12 +8,12 @@ use device_rt::arch::{Site, WeakMemory};
 use device_rt::dtype::DataType;
 use device_rt::redop::RedOpKind;
 use device_rt::abi::WaitSite;
-use device_rt::algo::{CollFunction, NO_PEER};
+use device_rt::algo::{AlgorithmChoice, CollFunction, NO_PEER};
 use device_rt::work::{BadItem, WorkItem};
 use host_shim::Error;
 use host_shim::comm::{ReduceOp, in_place_item};
 use ferroccl_testkit::coll::check::{matrix, run_case};
-use ferroccl_testkit::coll::expect::CollCase;
+use ferroccl_testkit::coll::expect::{CollCase, Inputs};
 use ferroccl_testkit::coll::group::RankGroup;
 use ferroccl_testkit::coll::twin::TwinGroup;
 use host_shim::comm::wiring::Shape;
@@ -21,7 +21,7 @@ use host_shim::comm::wiring::Shape;
 const TIMEOUT: Duration = Duration::from_secs(120);
 
 fn shape(nranks: u32, nchannels: u32, direct: bool) -> Shape {
-    Shape { nranks, nchannels, ring_step_bytes: 4096, p2p_step_bytes: 4096, direct, stats: false, paired: false }
+    Shape { nranks, nchannels, ring_step_bytes: 4096, p2p_step_bytes: 4096, direct, stats: false, paired: false, staging_bytes: 0, algorithm: AlgorithmChoice::Ring }
 }
 
 fn group(nranks: u32, nchannels: u32, direct: bool) -> TwinGroup {
@@ -130,11 +130,11 @@ fn matrix_eight_ranks() {
 #[test]
 fn statistics_count_every_byte_an_all_reduce_moves() {
     use ferroccl_testkit::coll::group::total_stats;
-    let shape = Shape { nranks: 3, nchannels: 2, ring_step_bytes: 4096, p2p_step_bytes: 4096, direct: false, stats: true, paired: false };
+    let shape = Shape { stats: true, ..shape(3, 2, false) };
     let mut g = TwinGroup::start(shape, 128, Duration::from_secs(60)).unwrap();
     let mut moved = 0;
     for (seed, count) in [1021usize, 3 * 4096 * 2 + 13].into_iter().enumerate() {
-        let case = CollCase { function: CollFunction::AllReduce, dtype: DataType::F32, op: RedOpKind::Sum, count, root: 0, in_place: false };
+        let case = CollCase { function: CollFunction::AllReduce, dtype: DataType::F32, op: RedOpKind::Sum, count, root: 0, in_place: false, inputs: Inputs::Exact };
         assert_eq!(run_case(&mut g, &case, seed as u64, TIMEOUT).unwrap(), None);
         moved += 5 * count as u64 * 4;
         let stats = total_stats(&mut g).unwrap().expect("statistics are kept");
@@ -153,7 +153,7 @@ fn statistics_count_every_byte_an_all_reduce_moves() {
 /// overwritten (a timeout) nor hand it a stale one; the collective after them is exact.
 #[test]
 fn bursts_of_empty_direct_collectives_complete() {
-    let shape = Shape { nranks: 2, nchannels: 2, ring_step_bytes: 4096, p2p_step_bytes: 4096, direct: true, stats: false, paired: false };
+    let shape = Shape { stats: false, ..shape(2, 2, true) };
     let mut g = TwinGroup::start(shape, 128, Duration::from_secs(5)).unwrap();
     let bufs = [g.alloc(0, 4096).unwrap(), g.alloc(1, 4096).unwrap()];
     let mut last = [None, None];
@@ -167,7 +167,7 @@ fn bursts_of_empty_direct_collectives_complete() {
     for (rank, ticket) in last.into_iter().enumerate() {
         g.wait(rank as u32, ticket.unwrap(), TIMEOUT).unwrap();
     }
-    let case = CollCase { function: CollFunction::AllReduce, dtype: DataType::F32, op: RedOpKind::Sum, count: 1021, root: 0, in_place: false };
+    let case = CollCase { function: CollFunction::AllReduce, dtype: DataType::F32, op: RedOpKind::Sum, count: 1021, root: 0, in_place: false, inputs: Inputs::Exact };
     assert_eq!(run_case(&mut g, &case, 7, TIMEOUT).unwrap(), None);
     g.shutdown(TIMEOUT).unwrap();
 }
@@ -176,7 +176,7 @@ fn bursts_of_empty_direct_collectives_complete() {
 /// budget, not a hang; the peer's loop is unaffected.
 #[test]
 fn a_missing_peer_is_a_timeout() {
-    let shape = Shape { nranks: 2, nchannels: 1, ring_step_bytes: 4096, p2p_step_bytes: 4096, direct: false, stats: false, paired: false };
+    let shape = Shape { stats: false, ..shape(2, 1, false) };
     let mut g = TwinGroup::start(shape, 128, Duration::from_secs(2)).unwrap();
     let buf = g.alloc(0, 4096).unwrap();
     let item = WorkItem::collective(CollFunction::AllReduce, DataType::F32, RedOpKind::Sum, 0, buf.addr, buf.addr, 1024, 0);
@@ -190,7 +190,7 @@ fn a_missing_peer_is_a_timeout() {
 /// `PeerMismatch` (the sizes FIFO), never reading the sender's data as its own.
 #[test]
 fn mismatched_send_recv_counts_are_an_error() {
-    let shape = Shape { nranks: 2, nchannels: 1, ring_step_bytes: 4096, p2p_step_bytes: 4096, direct: false, stats: false, paired: false };
+    let shape = Shape { stats: false, ..shape(2, 1, false) };
     let mut g = TwinGroup::start(shape, 128, Duration::from_secs(5)).unwrap();
     let (a, b) = (g.alloc(0, 4096).unwrap(), g.alloc(1, 4096).unwrap());
     let peers = |to: u32, from: u32| u64::from(to) | u64::from(from) << 32;

@@ -6,9 +6,10 @@
 //! algorithm (that is `dispatch`, above the algorithms) nor import from `work`.
 
 use super::function::CollFunction;
+use super::select::{AlgorithmChoice, Staging};
 use crate::abi::PrimsShared;
 use crate::arch;
-use crate::conn::{ChannelConns, ChannelStats, CommDevice, MAX_RANKS};
+use crate::conn::{ChannelConns, ChannelStats, CommDevice, MAX_RANKS, StagingConns};
 use crate::prims::{GroupCtx, div_up};
 
 /// One collective as the loop hands it to an algorithm.
@@ -35,6 +36,7 @@ pub struct Coll {
 /// Where a collective runs: this rank's communicator and this channel.
 #[derive(Clone, Copy)]
 pub struct CollCtx {
+    pub rank: u32,
     pub nranks: u32,
     pub ring_index: u32,
     /// `[u32; MAX_RANKS]` in the communicator's memory: the ring seen from this rank.
@@ -55,6 +57,14 @@ pub struct CollCtx {
     pub group: GroupCtx,
     /// Shared memory for a second group (SendRecv's send side).
     pub second_shared: *mut PrimsShared,
+    /// This channel's part of the staged algorithms' memory, or null: the communicator
+    /// has none, or this channel is not one a collective spreads over.
+    pub staging: *mut StagingConns,
+    /// [`CommDevice::staging_slot_bytes`]: 0 when the communicator has no staging (the
+    /// same on every channel).
+    pub staging_slot_bytes: u64,
+    /// The algorithm the communicator asks for.
+    pub algorithm: AlgorithmChoice,
 }
 
 impl CollCtx {
@@ -62,6 +72,11 @@ impl CollCtx {
     pub fn ring_rank(&self, j: u32) -> u32 {
         // SAFETY: `ring_ranks` holds MAX_RANKS entries (the constructor's contract).
         unsafe { self.ring_ranks.add(j as usize % MAX_RANKS).read() }
+    }
+
+    /// What the communicator has for the staged algorithms.
+    pub fn staging(&self) -> Staging {
+        Staging { nranks: self.nranks, channels: self.nchannels, slot_bytes: self.staging_slot_bytes }
     }
 
     /// The context of channel `channel.0` of `channel.1` in `comm`.
@@ -84,11 +99,13 @@ impl CollCtx {
             // 0 alone.
             unsafe { arch::st_relaxed_sys_global(&raw mut (*stats).sm, u64::from(arch::sm_id()) + 1) };
         }
+        let collective_channels = if comm.pairs == 0 { nchannels } else { comm.pairs };
         Self {
+            rank: comm.rank,
             nranks: comm.nranks,
             ring_index: comm.ring_index,
             ring_ranks: (&raw const comm.ring_ranks).cast(),
-            nchannels: if comm.pairs == 0 { nchannels } else { comm.pairs },
+            nchannels: collective_channels,
             channel_index: bid,
             pairs: comm.pairs,
             channel,
@@ -107,6 +124,15 @@ impl CollCtx {
                 stats,
             },
             second_shared: shared.wrapping_add(1),
+            staging: if comm.staging == 0 || bid >= collective_channels {
+                core::ptr::null_mut()
+            } else {
+                (comm.staging as *mut StagingConns).wrapping_add(bid as usize)
+            },
+            staging_slot_bytes: if comm.staging == 0 { 0 } else { comm.staging_slot_bytes },
+            // The host writes a choice's number; anything else is read as the device's own
+            // choice, which gives correct results whatever it picks.
+            algorithm: AlgorithmChoice::from_u32(comm.algorithm).unwrap_or_default(),
         }
     }
 }

@@ -1,55 +1,78 @@
-//! Running one collective on one channel: picks the algorithm for the function, the
-//! communicator and the channel (ring, point-to-point, or a local copy for one rank) and
-//! counts the channel's busy time.
+//! Running one collective on one channel: plans it ([`plan_collective`]: ring, one-shot
+//! or two-shot, and the channels a staged one takes) and runs the plan with the
+//! algorithm for the function and the communicator (ring, staged, point-to-point, or a
+//! local copy for one rank), counting the channel's busy time and what ran.
 //!
 //! Device code (compiled for nvptx64 or the host twin), above the algorithms it picks
 //! from. It must never read a work item itself or import from `work`: the loop decodes
-//! the item and calls [`run_collective`].
+//! the item, refuses it when [`plan_collective`] does, and calls [`run_collective`].
 
 use super::coll::{Coll, CollCtx};
 use super::function::CollFunction;
-use super::{p2p, ring};
+use super::select::{self, Algorithm, Plan, Unfit};
+use super::{p2p, ring, staged};
 use crate::abi::LoopError;
 use crate::dtype::DataType;
 use crate::prims::{DataOp, Movers, transform};
 use crate::redop::RedOpKind;
 
-/// Runs `c` on this channel: `dtype` and `kind` are the element type and operator.
+/// The plan of `c` (elements of `dtype`) on this rank's communicator: by size, or the
+/// communicator's forced algorithm (`Err` when it cannot run `c`). Every rank makes the
+/// same plan of the same call.
+pub fn plan_collective(cx: &CollCtx, c: &Coll, dtype: DataType) -> Result<Plan, Unfit> {
+    select::plan(c.function, dtype.size() as u64, c.count, cx.staging(), cx.algorithm)
+}
+
+/// Runs `c` on this channel by `plan`: `dtype` and `kind` are the element type and
+/// operator.
 ///
 /// # Safety
 /// Every thread of the CTA calls this with the same arguments; `cx` was built by
 /// `CollCtx::new` for this rank's communicator and this channel; `c` was validated
 /// against the communicator (ranks in range, buffers hold what the function addresses,
 /// input and output the same or, where the function does not place one inside the
-/// other, disjoint).
-pub unsafe fn run_collective(cx: &CollCtx, c: &Coll, dtype: DataType, kind: RedOpKind) -> Result<(), (LoopError, u32)> {
+/// other, disjoint); `plan` is [`plan_collective`]'s for `c`.
+pub unsafe fn run_collective(cx: &CollCtx, c: &Coll, dtype: DataType, kind: RedOpKind, plan: Plan) -> Result<(), (LoopError, u32)> {
     // Functions that only move data ignore the operator.
     let op = if c.function.reduces() { kind } else { RedOpKind::Sum };
     let data = DataOp { dtype, op, arg: c.red_arg };
     let started = cx.group.clock();
+    let paired_reduce_scatter = cx.pairs != 0 && cx.nranks == 2 && c.function == CollFunction::ReduceScatter;
+    // The algorithm this channel runs `c` with, if it takes part and `c` is a collective
+    // of more than one rank.
+    let runs = match plan.algorithm {
+        Algorithm::Ring if c.function == CollFunction::SendRecv || cx.nranks == 1 => None,
+        Algorithm::Ring => (paired_reduce_scatter || cx.channel_index < cx.nchannels).then_some(Algorithm::Ring),
+        staged => (cx.channel_index < plan.channels).then_some(staged),
+    };
     // SAFETY: every thread of the CTA calls this with the same arguments, `cx` was built by
-    // `CollCtx::new` for this rank's communicator and channel, and `c` was validated against it
-    // (this function's contract): the contracts of `ring::run`, `p2p::run` and `local`; the
-    // paired reduce-scatter runs only on two ranks with `pairs` set, as it requires.
+    // `CollCtx::new` for this rank's communicator and channel, `c` was validated against it and
+    // `plan` is its plan (this function's contract): the contracts of `staged::run` (a staged
+    // plan on one of its channels), `ring::run`, `p2p::run` and `local`; the paired
+    // reduce-scatter runs only on two ranks with `pairs` set, as it requires.
     let outcome = unsafe {
-        if cx.pairs != 0 && cx.nranks == 2 && c.function == CollFunction::ReduceScatter {
-            ring::reduce_scatter_paired(cx, c, data)
-        } else if cx.channel_index >= cx.nchannels {
+        match runs {
+            Some(Algorithm::OneShot | Algorithm::TwoShot) => staged::run(cx, c, data, plan),
+            _ if plan.algorithm != Algorithm::Ring => Ok(()),
+            _ if paired_reduce_scatter => ring::reduce_scatter_paired(cx, c, data),
             // The second half of paired channels: nothing to do for this function.
-            Ok(())
-        } else if c.function == CollFunction::SendRecv {
-            p2p::run(cx, c, data)
-        } else if cx.nranks == 1 {
-            local(cx, c, data);
-            Ok(())
-        } else {
-            ring::run(cx, c, data)
+            _ if cx.channel_index >= cx.nchannels => Ok(()),
+            _ if c.function == CollFunction::SendRecv => p2p::run(cx, c, data),
+            _ if cx.nranks == 1 => {
+                local(cx, c, data);
+                Ok(())
+            }
+            _ => ring::run(cx, c, data),
         }
     };
     if cx.group.tid == 0 {
         // SAFETY: `count` calls this only with its non-null `stats`, this channel's live
         // `ChannelStats`, so the projection stays inside it (only the address is taken).
         cx.group.count(|s| unsafe { &raw mut (*s).busy_ns }, cx.group.clock().wrapping_sub(started));
+        if let Some(algorithm) = runs {
+            // SAFETY: as above; `algorithm < 3` indexes `algorithm_items`.
+            cx.group.count(|s| unsafe { &raw mut (*s).algorithm_items[algorithm as usize] }, 1);
+        }
     }
     outcome
 }

@@ -1,13 +1,15 @@
 //! Collective and point-to-point algorithms, run by the work loop for a `Collective`
 //! item: the item names the function, type, operator and buffers; the device picks the
-//! algorithm (ring), the chunks and the channel split.
+//! algorithm (ring, one-shot, two-shot), the chunks and the channel split.
 //!
 //! `algo` sits between `prims` and `work`: it may use the primitives, `copy` and the
 //! layers below, and never `work` (the loop calls it, not the other way round). The
-//! functions themselves ([`CollFunction`]) are always compiled, for the host's
-//! validation; the algorithms only for nvptx64 or the host twin.
+//! functions themselves ([`CollFunction`]) and the choice of algorithm ([`plan`]) are
+//! always compiled, for the host's validation; the algorithms only for nvptx64 or the
+//! host twin.
 
 mod function;
+mod select;
 
 #[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
 mod coll;
@@ -17,13 +19,16 @@ mod dispatch;
 mod p2p;
 #[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
 mod ring;
+#[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
+mod staged;
 
 pub use function::{CollFunction, NO_PEER};
+pub use select::{Algorithm, AlgorithmChoice, Plan, Staging, THRESHOLDS, Thresholds, Unfit, pack_elements, plan};
 
 #[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
 pub use coll::{Coll, CollCtx};
 #[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
-pub use dispatch::run_collective;
+pub use dispatch::{plan_collective, run_collective};
 #[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
 pub use p2p::P2pProto;
 #[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]

@@ -507,8 +507,8 @@ pub enum Site {
     /// work: a channel's release store of its ring completion, which publishes the
     /// items' writes to the host.
     RingComplete,
-    /// work: the poster's acq_rel CAS that marks the mailbox PENDING, which publishes
-    /// the item's words.
+    /// work: the poster's acq_rel add that marks the mailbox PENDING, which publishes the
+    /// item's words.
     MailboxPublish,
     /// work: a channel's acquire load of the mailbox state, which orders its reads of
     /// the item after the poster's publication.
@@ -518,8 +518,8 @@ pub enum Site {
     /// work: a channel's acq_rel count of the channels done with a mailbox item, which
     /// hands its writes on to the last channel.
     MailboxArrive,
-    /// work: the last channel's acq_rel CAS that marks the mailbox item DONE, which
-    /// publishes every channel's writes to the poster.
+    /// work: the last channel's acq_rel add that completes the mailbox item (the next
+    /// generation, PENDING cleared), which publishes every channel's writes to the poster.
     MailboxDone,
     /// work: a leaving channel's acq_rel CAS that marks the mailbox CLOSED.
     MailboxClose,

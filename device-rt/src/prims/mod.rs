@@ -19,7 +19,7 @@
 mod movers;
 mod ops;
 
-pub use movers::{DataOp, Movers, UNROLL, transform};
+pub use movers::{DataOp, Movers, UNROLL, reduce, transform};
 
 use core::marker::PhantomData;
 
@@ -687,7 +687,7 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
                             movers::transform(w, self.data, false, false, srcs[0], [dsts[1], dsts[1]], 1, work);
                         }
                     } else if NSRCS == 2 {
-                        movers::reduce(w, self.data, POST_OP, [srcs[0], srcs[NSRCS - 1]], dsts, NDSTS, work);
+                        movers::reduce::<2, 1>(w, self.data, POST_OP, [srcs[0], srcs[NSRCS - 1]], 2, dsts, NDSTS, work);
                     } else {
                         movers::transform(w, self.data, PRE_OP_SRCS > 0, POST_OP, srcs[0], dsts, NDSTS, work);
                     }

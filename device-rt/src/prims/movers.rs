@@ -1,8 +1,10 @@
-//! The data movers behind the primitives: the only code instantiated per type and
-//! operator. The protocol code above them (waits, posts, chunking) is written once;
-//! each slice picks its mover at run time (one `match` per slice), so the module holds
-//! one reducing mover per type × operator, one pre/post-op copy per type of the
-//! operators that have them, and one plain copy per element size.
+//! The data movers behind the primitives and the staged algorithms: the only code
+//! instantiated per type and operator. The protocol code above them (waits, posts,
+//! chunking) is written once; each slice picks its mover at run time (one `match` per
+//! slice), so the module holds one reducing mover per type × operator for each of the two
+//! source shapes (the ring's two sources, the staged algorithms' up to eight), one
+//! pre/post-op copy per type of the operators that have them, and one plain copy per
+//! element size.
 
 use crate::copy::{Operands, reduce_copy};
 use crate::dtype::{Bf16, DataType, F16};
@@ -83,27 +85,43 @@ unsafe fn copy_typed<T: Elem>(w: Movers, src: u64, dsts: [u64; 2], ndsts: usize,
     unsafe { reduce_copy::<UNROLL, Sum<T>, SwMulticast, 0, 1, 1, 0, 1, 2, 0>(w.tid, w.nthreads, 0, false, &x, n) }
 }
 
-/// Reduces the user input `srcs[0]` (pre-op applied) with the received `srcs[1]` into
-/// the first `ndsts` (1 or 2) of `dsts`, post-op applied when `post_op`.
+/// Reduces the first `nsrcs` (2..=`MAX_SRCS`) of `srcs` in order, `srcs[0]` first (every
+/// element rounded after each operation: `((s0 ⊕ s1) ⊕ s2) ⊕ …`), into the first `ndsts`
+/// (1 or 2) of `dsts`. The first `PRE_OP_SRCS` sources get the operator's pre-op, the
+/// result its post-op when `post_op`. One instance per type × operator of each of the two
+/// shapes used: the ring reduces the user input (pre-op) with one received source
+/// (`<2, 1>`), the staged algorithms every rank's staged data, whose pre-op was applied
+/// when it was staged (`<MAX_STAGED_RANKS, 0>`).
 ///
 /// # Safety
-/// As [`copy`], with both sources holding `n` elements of `d.dtype`.
+/// As [`copy`], with `2 <= nsrcs <= MAX_SRCS` sources each holding `n` elements of
+/// `d.dtype`.
 #[inline(never)]
 #[allow(clippy::too_many_arguments)]
-pub unsafe fn reduce(w: Movers, d: DataOp, post_op: bool, srcs: [u64; 2], dsts: [u64; 2], ndsts: usize, n: usize) {
+pub unsafe fn reduce<const MAX_SRCS: usize, const PRE_OP_SRCS: usize>(
+    w: Movers,
+    d: DataOp,
+    post_op: bool,
+    srcs: [u64; MAX_SRCS],
+    nsrcs: usize,
+    dsts: [u64; 2],
+    ndsts: usize,
+    n: usize,
+) {
+    let x = Operands::<MAX_SRCS, 2> { srcs, nsrcs, dsts, ndsts, pre_op_args: [d.arg; MAX_SRCS], offset: 0 };
     // SAFETY: each arm's type is `d.dtype`'s, so `reduce_op`'s contract is this function's.
     unsafe {
         match d.dtype {
-            DataType::I8 => reduce_op::<i8>(w, d, post_op, srcs, dsts, ndsts, n),
-            DataType::U8 => reduce_op::<u8>(w, d, post_op, srcs, dsts, ndsts, n),
-            DataType::I32 => reduce_op::<i32>(w, d, post_op, srcs, dsts, ndsts, n),
-            DataType::U32 => reduce_op::<u32>(w, d, post_op, srcs, dsts, ndsts, n),
-            DataType::I64 => reduce_op::<i64>(w, d, post_op, srcs, dsts, ndsts, n),
-            DataType::U64 => reduce_op::<u64>(w, d, post_op, srcs, dsts, ndsts, n),
-            DataType::F16 => reduce_op::<F16>(w, d, post_op, srcs, dsts, ndsts, n),
-            DataType::F32 => reduce_op::<f32>(w, d, post_op, srcs, dsts, ndsts, n),
-            DataType::F64 => reduce_op::<f64>(w, d, post_op, srcs, dsts, ndsts, n),
-            DataType::Bf16 => reduce_op::<Bf16>(w, d, post_op, srcs, dsts, ndsts, n),
+            DataType::I8 => reduce_op::<i8, MAX_SRCS, PRE_OP_SRCS>(w, d, post_op, &x, n),
+            DataType::U8 => reduce_op::<u8, MAX_SRCS, PRE_OP_SRCS>(w, d, post_op, &x, n),
+            DataType::I32 => reduce_op::<i32, MAX_SRCS, PRE_OP_SRCS>(w, d, post_op, &x, n),
+            DataType::U32 => reduce_op::<u32, MAX_SRCS, PRE_OP_SRCS>(w, d, post_op, &x, n),
+            DataType::I64 => reduce_op::<i64, MAX_SRCS, PRE_OP_SRCS>(w, d, post_op, &x, n),
+            DataType::U64 => reduce_op::<u64, MAX_SRCS, PRE_OP_SRCS>(w, d, post_op, &x, n),
+            DataType::F16 => reduce_op::<F16, MAX_SRCS, PRE_OP_SRCS>(w, d, post_op, &x, n),
+            DataType::F32 => reduce_op::<f32, MAX_SRCS, PRE_OP_SRCS>(w, d, post_op, &x, n),
+            DataType::F64 => reduce_op::<f64, MAX_SRCS, PRE_OP_SRCS>(w, d, post_op, &x, n),
+            DataType::Bf16 => reduce_op::<Bf16, MAX_SRCS, PRE_OP_SRCS>(w, d, post_op, &x, n),
         }
     }
 }
@@ -111,20 +129,18 @@ pub unsafe fn reduce(w: Movers, d: DataOp, post_op: bool, srcs: [u64; 2], dsts: 
 /// [`reduce`] with the element type `T`.
 ///
 /// # Safety
-/// As [`reduce`], with `T` the type `d.dtype` names.
-#[allow(clippy::too_many_arguments)]
-unsafe fn reduce_op<T: Elem>(w: Movers, d: DataOp, post_op: bool, srcs: [u64; 2], dsts: [u64; 2], ndsts: usize, n: usize) {
-    let x = Operands::<2, 2> { srcs, nsrcs: 2, dsts, ndsts, pre_op_args: [d.arg; 2], offset: 0 };
+/// As [`reduce`], for `x`'s buffers, with `T` the type `d.dtype` names.
+unsafe fn reduce_op<T: Elem, const MAX_SRCS: usize, const PRE_OP_SRCS: usize>(w: Movers, d: DataOp, post_op: bool, x: &Operands<MAX_SRCS, 2>, n: usize) {
     // SAFETY: each arm's operator is `d.op`'s, and `reduce_typed`'s contract is this
     // function's.
     unsafe {
         match d.op {
-            RedOpKind::Sum => reduce_typed::<Sum<T>>(w, d.arg, post_op, &x, n),
-            RedOpKind::Prod => reduce_typed::<Prod<T>>(w, d.arg, post_op, &x, n),
-            RedOpKind::Max => reduce_typed::<Max<T>>(w, d.arg, post_op, &x, n),
-            RedOpKind::Min => reduce_typed::<Min<T>>(w, d.arg, post_op, &x, n),
-            RedOpKind::PreMulSum => reduce_typed::<PreMulSum<T>>(w, d.arg, post_op, &x, n),
-            RedOpKind::SumPostDiv => reduce_typed::<SumPostDiv<T>>(w, d.arg, post_op, &x, n),
+            RedOpKind::Sum => reduce_typed::<Sum<T>, MAX_SRCS, PRE_OP_SRCS>(w, d.arg, post_op, x, n),
+            RedOpKind::Prod => reduce_typed::<Prod<T>, MAX_SRCS, PRE_OP_SRCS>(w, d.arg, post_op, x, n),
+            RedOpKind::Max => reduce_typed::<Max<T>, MAX_SRCS, PRE_OP_SRCS>(w, d.arg, post_op, x, n),
+            RedOpKind::Min => reduce_typed::<Min<T>, MAX_SRCS, PRE_OP_SRCS>(w, d.arg, post_op, x, n),
+            RedOpKind::PreMulSum => reduce_typed::<PreMulSum<T>, MAX_SRCS, PRE_OP_SRCS>(w, d.arg, post_op, x, n),
+            RedOpKind::SumPostDiv => reduce_typed::<SumPostDiv<T>, MAX_SRCS, PRE_OP_SRCS>(w, d.arg, post_op, x, n),
         }
     }
 }
@@ -134,11 +150,11 @@ unsafe fn reduce_op<T: Elem>(w: Movers, d: DataOp, post_op: bool, srcs: [u64; 2]
 /// # Safety
 /// As [`reduce`], for `x`'s buffers, with elements of `Op::Elt`.
 #[inline(never)]
-unsafe fn reduce_typed<Op: RedOp>(w: Movers, arg: u64, post_op: bool, x: &Operands<2, 2>, n: usize) {
-    // SAFETY: two unicast sources (`nsrcs = 2`), `ndsts` (1 or 2) destinations, each holding
-    // `n` elements of `Op::Elt` and element-aligned, every thread of the group calling with the
+unsafe fn reduce_typed<Op: RedOp, const MAX_SRCS: usize, const PRE_OP_SRCS: usize>(w: Movers, arg: u64, post_op: bool, x: &Operands<MAX_SRCS, 2>, n: usize) {
+    // SAFETY: 2..=MAX_SRCS unicast sources, `ndsts` (1 or 2) destinations, each holding `n`
+    // elements of `Op::Elt` and element-aligned, every thread of the group calling with the
     // same arguments (`reduce_typed`'s contract): `reduce_copy`'s contract for these bounds.
-    unsafe { reduce_copy::<UNROLL, Op, SwMulticast, 0, 2, 2, 0, 1, 2, 1>(w.tid, w.nthreads, arg, post_op, x, n) }
+    unsafe { reduce_copy::<UNROLL, Op, SwMulticast, 0, 2, MAX_SRCS, 0, 1, 2, PRE_OP_SRCS>(w.tid, w.nthreads, arg, post_op, x, n) }
 }
 
 /// Copies `n` elements from `src` to the first `ndsts` of `dsts` through the operator's

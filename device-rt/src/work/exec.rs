@@ -11,9 +11,9 @@ use core::mem::size_of;
 use super::item::{BadItem, DeviceFunction, WorkItem, WorkKind};
 use super::placement::elect_channel;
 use super::mailbox::update_state;
-use super::queue::{ITEM_CACHE, LoopShared, LoopState, MAILBOX_CLOSED, MAILBOX_DONE, MAILBOX_PENDING, QueueHeader, RingSlot};
+use super::queue::{ITEM_CACHE, LoopShared, LoopState, MAILBOX_CLOSED, MAILBOX_COMPLETE, MAILBOX_PENDING, QueueHeader, RingSlot, mailbox_generation};
 use crate::abi::{LoopError, WaitSite};
-use crate::algo::{Coll, CollCtx, CollFunction, run_collective};
+use crate::algo::{Coll, CollCtx, CollFunction, plan_collective, run_collective};
 use crate::arch::{self, AtomicWord, Site, WARP_SIZE};
 use crate::conn::{ChannelStats, CommDevice};
 use crate::copy::reduce_copy_grid;
@@ -131,7 +131,7 @@ pub unsafe fn work_loop(args: LoopArgs) {
     let mut want = 1usize;
     // Items in the shared cache, how many of them have run, and where they came from.
     let (mut cached, mut taken) = (0usize, 0usize);
-    let mut mailbox_generation = None;
+    let mut mailbox_item = None;
     // Thread 0: completions not yet published.
     let mut unpublished = Unpublished::default();
     // Thread 0: when it last read the abort flag between items.
@@ -167,12 +167,12 @@ pub unsafe fn work_loop(args: LoopArgs) {
                 VERDICT_RING => {
                     // SAFETY: as above, for the count lane 0 wrote with the verdict.
                     cached = unsafe { (&raw const (*shared).count).read_volatile() } as usize;
-                    mailbox_generation = None;
+                    mailbox_item = None;
                 }
                 VERDICT_MAILBOX => {
                     cached = 1;
                     // SAFETY: as above, for the generation lane 0 wrote with the verdict.
-                    mailbox_generation = Some(unsafe { (&raw const (*shared).generation).read_volatile() });
+                    mailbox_item = Some(unsafe { (&raw const (*shared).generation).read_volatile() });
                     if !stats.is_null() {
                         // SAFETY: `stats` is this channel's live counters (non-null in thread 0
                         // alone), and `a` this CTA's channel; counted after the barrier that
@@ -198,7 +198,7 @@ pub unsafe fn work_loop(args: LoopArgs) {
         // thread has read its item and passed the barrier that ends the item.
         let item = unsafe { (&raw const (*shared).items).cast::<WorkItem>().add(taken).read_volatile() };
         taken += 1;
-        let source = match mailbox_generation {
+        let source = match mailbox_item {
             Some(generation) => Source::Mailbox(generation),
             None => Source::Ring(next_seq),
         };
@@ -255,7 +255,7 @@ pub unsafe fn work_loop(args: LoopArgs) {
                 if tid == 0 {
                     // SAFETY: `a` is this CTA's channel; thread 0 alone completes the mailbox
                     // item, once per generation.
-                    unsafe { complete_mailbox(&a, generation, writes_memory(kind)) };
+                    unsafe { complete_mailbox(&a, writes_memory(kind)) };
                 }
                 mailbox_done = generation;
                 mailbox_focus_until_ns = arch::globaltimer_ns().wrapping_add(MAILBOX_FOCUS_NS);
@@ -273,13 +273,20 @@ pub unsafe fn work_loop(args: LoopArgs) {
     }
 }
 
-/// Thread 0, after warp 0's fetch found work: at most every `ABORT_CHECK_NS`, reads the
-/// host's abort flag and turns the verdict into an abort. Items found at once wait for
-/// nothing, so no spin guard reads the flag while a burst of them runs: without this an
-/// aborted loop would run every item of a burst.
+/// Thread 0, after warp 0's fetch found work: at most every `ABORT_CHECK_NS`, looks for
+/// an abort and turns the verdict into one. Items found at once wait for nothing, so no
+/// spin guard reads the flag while a burst of them runs: without this an aborted loop
+/// would run every item of a burst. Only the [`POLLING_CHANNEL`] reads the host's flag
+/// (host memory, across PCIe); the others read the loop's error claim in device memory,
+/// which that channel sets when it sees the flag (recording `Aborted`). All channels
+/// reading the host's flag at once, as they did when an item reached them together, made
+/// each wait for the others' reads: with 24 channels a stream-ordered item was taken
+/// 15.5-15.9 µs after its post; with this rule 2.2 µs (H200, same run, 2026-11-23:
+/// `bench/results/issue14.md`).
 ///
-/// Ordering: a volatile load of the flag (sees the host's release store eventually, orders
-/// nothing); the verdict is lane 0's own store, read back by the same thread.
+/// Ordering: volatile loads of the flag or the claim (each sees its writer's store
+/// eventually, orders nothing); the verdict is lane 0's own store, read back by the same
+/// thread.
 ///
 /// # Safety
 /// Thread 0 of the CTA only, after warp 0's fetch and before the CTA barrier that
@@ -296,10 +303,19 @@ unsafe fn abort_between_items(a: &Channel, checked_ns: &mut u64, shared: *mut Lo
         return;
     }
     *checked_ns = now;
-    // SAFETY: the header is valid for the launch (`work_loop`'s contract).
-    if unsafe { arch::ld_volatile_global(&raw const (*a.header).abort) } != 0 {
+    let verdict = if a.index == POLLING_CHANNEL {
+        // SAFETY: the header is valid for the launch (`work_loop`'s contract).
+        let aborted = unsafe { arch::ld_volatile_global(&raw const (*a.header).abort) } != 0;
+        if aborted { VERDICT_ABORT } else { 0 }
+    } else {
+        // SAFETY: `error_claimed` is an aligned `u64` of the loop state (valid for the launch),
+        // changed only by `arch` atomics.
+        let failed = unsafe { arch::ld_volatile_global(&raw const (*a.state).error_claimed) } != 0;
+        if failed { VERDICT_PEER_FAILED } else { 0 }
+    };
+    if verdict != 0 {
         // SAFETY: as above; thread 0 is lane 0 of warp 0, the verdict's writer.
-        unsafe { set_verdict(shared, VERDICT_ABORT, 0, 0) };
+        unsafe { set_verdict(shared, verdict, 0, 0) };
     }
 }
 
@@ -730,24 +746,15 @@ unsafe fn set_verdict(shared: *mut LoopShared, verdict: u64, count: u64, generat
 /// # Safety
 /// `a` is this CTA's [`Channel`]; lane 0 of warp 0 alone calls this.
 unsafe fn look_elsewhere(a: &Channel, mailbox_done: u64, guard: &mut SpinGuard) -> (u64, u64) {
-    // SAFETY: `a.state` is the loop's `LoopState` (`Channel`); only the address of its mailbox
-    // is taken.
-    let mailbox = unsafe { &raw mut (*a.state).mailbox };
-    // Generation first: it is released after DONE, so a PENDING seen after a new generation
-    // belongs to a new item, never to the one just completed.
-    // SAFETY: `generation` is an aligned `u64` of the mailbox in device memory, which
-    // channels write only with `arch`'s 64-bit stores.
-    let generation = unsafe { arch::ld_acquire_gpu_global(&raw const (*mailbox).generation) };
-    if generation != mailbox_done {
-        // 64 bits, the size of every access to the word (the poster's and the channels'
-        // CAS): mixed-size accesses do not synchronize in the PTX memory model.
-        arch::site(Site::MailboxTake);
-        // SAFETY: the loop state is valid for the launch; `state` is an aligned `u64`
-        // accessed only through `arch`'s 64-bit operations.
-        let state = unsafe { arch::ld_acquire_gpu_global(&raw const (*mailbox).state) };
-        if state & MAILBOX_PENDING != 0 {
-            return (VERDICT_MAILBOX, generation);
-        }
+    // One load: the flags and the generation are one word, so a PENDING seen is the
+    // generation's that comes with it.
+    arch::site(Site::MailboxTake);
+    // SAFETY: the loop state is valid for the launch; `state` is an aligned `u64` accessed
+    // only through `arch`'s 64-bit operations.
+    let state = unsafe { arch::ld_acquire_gpu_global(&raw const (*a.state).mailbox.state) };
+    let generation = mailbox_generation(state);
+    if state & (MAILBOX_PENDING | MAILBOX_CLOSED) == MAILBOX_PENDING && generation != mailbox_done {
+        return (VERDICT_MAILBOX, generation);
     }
     // SAFETY: `error_claimed` is an aligned `u64` of the loop state, changed only by `arch`
     // atomics.
@@ -826,11 +833,14 @@ unsafe fn collective(a: &Channel, item: &WorkItem, shared: *mut LoopShared) -> R
     // loop's `count` channels (the host sized them); `prims` holds `MAX_GROUPS` groups' shared
     // memory, and `header.abort` is the host's abort flag, readable for the launch.
     let cx = unsafe { CollCtx::new(a.comm, (a.index, a.count), prims, &raw const (*a.header).abort, a.spin_budget_ns) };
+    let Ok(plan) = plan_collective(&cx, &c, dtype) else {
+        return Err(Stop::Error(LoopError::BadItem, BadItem::UnfitAlgorithm as u32));
+    };
     // SAFETY: every thread of the CTA runs this with the same arguments; `cx` was built by
-    // `CollCtx::new` for this rank's communicator and channel, and `c` passed `validate` and
+    // `CollCtx::new` for this rank's communicator and channel, `c` passed `validate` and
     // `validate_in_comm` (the host also checked that its buffers hold what the function
-    // addresses).
-    match unsafe { run_collective(&cx, &c, dtype, kind) } {
+    // addresses), and `plan` is its plan.
+    match unsafe { run_collective(&cx, &c, dtype, kind, plan) } {
         Ok(()) => Ok(()),
         Err((error, detail)) => Err(Stop::Error(error, detail)),
     }
@@ -1059,19 +1069,19 @@ unsafe fn count_dispatch(a: &Channel, mine: *mut ChannelStats) {
     }
 }
 
-/// Counts this channel done with the mailbox item of `generation`; the last channel
-/// marks the item done, then bumps the generation.
+/// Counts this channel done with the pending mailbox item; the last channel completes it
+/// (the next generation, PENDING cleared).
 ///
 /// Ordering: when the item `wrote` memory, a `fence.acq_rel.sys` first (its writes may be
 /// in host-mapped memory that the host reads once the poster's stream is done); then,
 /// at GPU scope (the mailbox is device memory that only this GPU's threads use), an
-/// acq_rel arrival count (with more than one channel), DONE by an acq_rel CAS (which keeps CLOSED), and the
-/// generation by a release store.
+/// acq_rel arrival count (with more than one channel) and the completion by one acq_rel
+/// atomic add, which keeps CLOSED.
 ///
 /// # Safety
 /// `a` is this CTA's [`Channel`]; thread 0 of the CTA alone calls this, once per mailbox
 /// generation.
-unsafe fn complete_mailbox(a: &Channel, generation: u64, wrote: bool) {
+unsafe fn complete_mailbox(a: &Channel, wrote: bool) {
     // SAFETY: `a.state` is the loop's `LoopState` (`Channel`); only the mailbox's address is
     // taken.
     let mailbox = unsafe { &raw mut (*a.state).mailbox };
@@ -1093,15 +1103,12 @@ unsafe fn complete_mailbox(a: &Channel, generation: u64, wrote: bool) {
         last
     };
     if last {
-        // DONE, keeping CLOSED (a 64-bit acq_rel CAS loop: releases every channel's work).
-        // SAFETY: `state` is the mailbox's aligned `u64`, accessed only through `arch`'s
-        // 64-bit operations.
-        unsafe { update_state(&raw mut (*mailbox).state, Site::MailboxDone, |old| Some(old & MAILBOX_CLOSED | MAILBOX_DONE)) };
-        // After DONE: a channel that sees the new generation then sees DONE (or the next
-        // PENDING), never the completed item's PENDING.
-        // SAFETY: `generation` is an aligned `u64` of the mailbox, written only by the last
-        // channel to arrive, through `arch`.
-        unsafe { arch::st_release_gpu_global(&raw mut (*mailbox).generation, generation + 1) };
+        arch::site(Site::MailboxDone);
+        // The next generation, PENDING cleared, CLOSED kept: one acq_rel add, which releases
+        // every channel's work (theirs reached this one through the arrival count).
+        // SAFETY: `state` is the mailbox's aligned `u64`, accessed only through `arch`'s 64-bit
+        // operations.
+        unsafe { u64::atomic_add_acq_rel_gpu(&raw mut (*mailbox).state, MAILBOX_COMPLETE) };
     }
 }
 

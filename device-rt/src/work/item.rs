@@ -120,6 +120,9 @@ pub enum BadItem {
     BadRank = 13,
     /// SumPostDiv with a divisor of 0.
     ZeroDivisor = 14,
+    /// The communicator forces an algorithm that cannot run this collective (too large
+    /// for its staging buffers, or not an algorithm of this function).
+    UnfitAlgorithm = 15,
 }
 
 numbering!(
@@ -141,6 +144,7 @@ numbering!(
         NoCommunicator,
         BadRank,
         ZeroDivisor,
+        UnfitAlgorithm,
     ]
 );
 
@@ -162,6 +166,7 @@ impl BadItem {
             Self::NoCommunicator => "collective on a work loop without a communicator",
             Self::BadRank => "root or peer is not another rank of the communicator",
             Self::ZeroDivisor => "average (SumPostDiv) with a divisor of 0",
+            Self::UnfitAlgorithm => "the communicator's forced algorithm cannot run this collective",
         }
     }
 }

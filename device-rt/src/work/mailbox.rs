@@ -3,7 +3,7 @@
 //! has run it (see the `queue` module for the protocol and the ordering of each access).
 
 use super::item::WorkItem;
-use super::queue::{LoopState, MAILBOX_CLOSED, MAILBOX_DONE, MAILBOX_PENDING, QueueHeader};
+use super::queue::{LoopState, MAILBOX_CLOSED, MAILBOX_PENDING, QueueHeader, mailbox_generation};
 use crate::abi::{LoopError, WaitSite};
 use crate::arch::{self, AtomicWord, Site};
 use crate::spin::{Interrupted, SpinGuard};
@@ -50,17 +50,17 @@ pub(crate) unsafe fn update_state(word: *mut u64, site: Site, update: impl Fn(u6
 
 /// Posts `item` to the loop's mailbox and waits until the loop has run it, has left, the
 /// host aborts, or `spin_budget_ns` passes (then records a timeout and sets the abort
-/// flag: see [`PostOutcome::TimedOut`]). One thread runs this; a CLOSED mailbox returns
-/// at once, without writing anything.
+/// flag: see [`PostOutcome::TimedOut`]). One thread runs this. A closed mailbox returns
+/// at once (its item words written, nothing run).
 ///
 /// Ordering (the `queue` module's protocol), every access at GPU scope (the mailbox is in
 /// device memory, used by this GPU's threads alone; what peers wrote into the item's
 /// buffers reached the loop's channels through their own system-scope acquires, and
 /// causality order is transitive): the item's words and the publication time are
-/// relaxed (volatile) 64-bit stores; PENDING is published by a 64-bit acq_rel CAS that keeps CLOSED, which orders
-/// the item before it; the wait is a 64-bit acquire load that sees DONE or CLOSED,
-/// after which every write of the item is visible to this thread (and, once this kernel
-/// ends, to the work that follows it on its stream).
+/// relaxed (volatile) 64-bit stores; PENDING is published by one 64-bit acq_rel atomic
+/// add, which orders the item before it; the wait is a 64-bit acquire load that sees the
+/// generation move on (or CLOSED), after which every write of the item is visible to this
+/// thread (and, once this kernel ends, to the work that follows it on its stream).
 ///
 /// # Safety
 /// `state` is the live `LoopState` of a loop launched on `header` (device memory, and
@@ -70,34 +70,34 @@ pub(crate) unsafe fn update_state(word: *mut u64, site: Site, update: impl Fn(u6
 pub unsafe fn post_to_mailbox(state: *mut LoopState, header: *mut QueueHeader, item: WorkItem, spin_budget_ns: u64) -> PostOutcome {
     // SAFETY: `state` is a live `LoopState` (the caller's contract); only addresses are taken.
     let (word, slot) = unsafe { (&raw mut (*state).mailbox.state, (&raw mut (*state).mailbox.item).cast::<u64>()) };
-    // SAFETY: `state` is the mailbox's aligned `u64`, accessed only through `arch`'s 64-bit
-    // operations.
-    if unsafe { arch::ld_acquire_gpu_global(word) } & MAILBOX_CLOSED != 0 {
-        return PostOutcome::Closed;
-    }
     for (w, value) in item.to_words().into_iter().enumerate() {
         // SAFETY: `w < 8`: an aligned word of the mailbox item (64 bytes), which no channel
-        // reads while the state is not PENDING (the last channel's DONE came after every
+        // reads while no item is pending (the last channel's completion came after every
         // channel's reads of the previous item), and which only this poster writes.
         unsafe { arch::st_volatile_global(slot.add(w), value) };
     }
     // SAFETY: `posted_ns` is an aligned word of the live mailbox, written only by the poster
     // while no item is pending (as the item's words).
     unsafe { arch::st_volatile_global(&raw mut (*state).mailbox.posted_ns, arch::globaltimer_ns()) };
-    // SAFETY: as for the load above.
-    let before = unsafe {
-        update_state(word, Site::MailboxPublish, |old| if old & MAILBOX_CLOSED != 0 { None } else { Some(MAILBOX_PENDING) })
-    };
+    arch::site(Site::MailboxPublish);
+    // SAFETY: `state` is the mailbox's aligned `u64`, accessed only through `arch`'s 64-bit
+    // operations.
+    let before = unsafe { u64::atomic_add_acq_rel_gpu(word, MAILBOX_PENDING) };
     if before & MAILBOX_CLOSED != 0 {
+        // Take the PENDING back, so posts to a closed mailbox never carry into CLOSED (no
+        // channel takes an item from a closed word, and only this poster adds PENDING).
+        // SAFETY: as for the add.
+        unsafe { u64::atomic_add_acq_rel_gpu(word, MAILBOX_PENDING.wrapping_neg()) };
         return PostOutcome::Closed;
     }
+    let generation = mailbox_generation(before);
     // SAFETY: `abort` is an aligned `u64` of the live host-mapped header (the caller's
     // contract), read by the guard with volatile loads.
     let mut guard = unsafe { SpinGuard::new(&raw const (*header).abort, spin_budget_ns) };
     loop {
-        // SAFETY: as for the first load.
+        // SAFETY: as for the add.
         let now = unsafe { arch::ld_acquire_gpu_global(word) };
-        if now & MAILBOX_DONE != 0 {
+        if mailbox_generation(now) != generation {
             return PostOutcome::Done;
         }
         if now & MAILBOX_CLOSED != 0 {

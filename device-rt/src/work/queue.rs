@@ -14,35 +14,40 @@
 //! every channel has; a slot may be rewritten once every channel has completed the item
 //! that used it (backpressure).
 //!
-//! Protocol (mailbox, the stream-ordered path): `mailbox.state` is one 64-bit word of
-//! flag bits ([`MAILBOX_PENDING`], [`MAILBOX_DONE`], [`MAILBOX_CLOSED`]), and every PTX
-//! access to it is a 64-bit access (mixed-size accesses do not synchronize in the PTX
-//! memory model). The mailbox is device memory that only the GPU's own threads (the
-//! loop's channels and the poster) access, so every access below is at GPU scope. The
-//! host launches a one-thread post kernel on its stream (`post_to_mailbox`); the
-//! accesses, in order:
-//! - poster: a 64-bit acquire load of `state`; CLOSED: return at once, writing nothing.
-//! - poster: the item's eight words into `mailbox.item`, relaxed 64-bit (volatile) stores.
-//! - poster: PENDING by a 64-bit `atom.acq_rel.gpu.cas` loop, new = PENDING (DONE
-//!   cleared), refused (return) once the word holds CLOSED: CLOSED is never lost, and the
-//!   release half orders the item's stores before PENDING.
-//! - channel (lane 0 of warp 0): a 64-bit acquire load of `generation`, then, if it is
-//!   not the generation this channel completed last, a 64-bit acquire load of `state`;
-//!   PENDING set: the item is this generation's. The acquire of `state` orders the item's
-//!   reads (then the warp's barrier hands it on) after the poster's release.
+//! Protocol (mailbox, the stream-ordered path): `mailbox.state` is one 64-bit word: the
+//! flag bits [`MAILBOX_PENDING`] and [`MAILBOX_CLOSED`] in its low byte and the item's
+//! generation (items completed through the mailbox) above it ([`mailbox_generation`]),
+//! so one load tells a channel both whether an item waits and whose it is, and one
+//! atomic add changes either. Every PTX access to the word is a 64-bit access (mixed-size
+//! accesses do not synchronize in the PTX memory model). The mailbox is device memory
+//! that only the GPU's own threads (the loop's channels and the poster) access, so every
+//! access below is at GPU scope. The host launches a one-thread post kernel on its stream
+//! (`post_to_mailbox`); the accesses, in order:
+//! - poster: the item's eight words into `mailbox.item`, relaxed 64-bit (volatile) stores
+//!   (harmless when the loop has left: nobody reads them then).
+//! - poster: PENDING by one 64-bit `atom.acq_rel.gpu.add` of [`MAILBOX_PENDING`]; its
+//!   release half orders the item's stores before PENDING. The value it returns names
+//!   the generation the item gets; CLOSED in it: the poster subtracts its PENDING again
+//!   (nothing takes an item from a closed word, see below) and returns.
+//! - channel (lane 0 of warp 0): one 64-bit acquire load of `state`; PENDING set, CLOSED
+//!   clear and a generation other than the one this channel completed last: the item is
+//!   this generation's. The acquire orders the item's reads (then the warp's barrier
+//!   hands it on) after the poster's release.
 //! - channel: runs the item once per generation; `fence.acq_rel.sys` if the item may have
-//!   written memory (host-mapped memory included), then an acq_rel arrival count; the last channel to arrive stores DONE by a 64-bit acq_rel CAS loop
-//!   (new = DONE | the CLOSED bit found), releasing every channel's work, then the next
-//!   `generation` (64-bit release store: a channel that sees it sees DONE, never the
-//!   completed item's PENDING).
-//! - poster: spins on 64-bit acquire loads of `state` until DONE or CLOSED (acquire: the
-//!   item's writes are visible to the poster, so to what follows its kernel on the
-//!   stream), checking the host's abort flag and a spin budget ([`SpinGuard`]); past the
-//!   budget it records a `Timeout` at `WaitSite::MailboxPost` and sets the abort flag
-//!   (release), so the loop leaves and the host's next call fails: a timeout is never
-//!   silent.
+//!   written memory (host-mapped memory included), then an acq_rel arrival count; the
+//!   last channel to arrive (the only one, in a one-channel loop) completes the item by
+//!   one 64-bit acq_rel atomic add of [`MAILBOX_COMPLETE`]: the generation goes up by
+//!   one and PENDING is cleared in the same access (CLOSED, a bit the add leaves alone, is
+//!   kept), releasing every channel's work.
+//! - poster: spins on 64-bit acquire loads of `state` until the generation has moved past
+//!   its item's or CLOSED is set (acquire: the item's writes are visible to the poster,
+//!   so to what follows its kernel on the stream), checking the host's abort flag and a
+//!   spin budget ([`SpinGuard`]); past the budget it records a `Timeout` at
+//!   `WaitSite::MailboxPost` and sets the abort flag (release), so the loop leaves and
+//!   the host's next call fails: a timeout is never silent.
 //! - a channel that leaves the loop for any reason sets CLOSED by a 64-bit acq_rel CAS
-//!   loop (an atomic OR), so a waiting poster is released and later posts return at once.
+//!   loop (an atomic OR), so a waiting poster is released and later posts return at once;
+//!   no channel takes an item from a closed word.
 //!
 //! The poster runs while the loop's CTAs hold their SMs: the communicator leaves room
 //! for its one CTA (see host-shim's residency check).
@@ -57,10 +62,19 @@ use crate::abi::{MAX_CHANNELS, MAX_GROUPS, PrimsShared};
 
 /// A bit of `Mailbox::state`: an item is waiting.
 pub const MAILBOX_PENDING: u64 = 1;
-/// A bit of `Mailbox::state`: the item is done.
-pub const MAILBOX_DONE: u64 = 2;
 /// A bit of `Mailbox::state`: the loop has left; nothing more will run.
 pub const MAILBOX_CLOSED: u64 = 4;
+/// `Mailbox::state`'s generation counts in units of this (the flags take the low byte).
+pub const MAILBOX_GENERATION_ONE: u64 = 1 << 8;
+/// What the last channel adds to `Mailbox::state` to complete the pending item: one more
+/// generation, PENDING cleared (the carry out of the PENDING bit), CLOSED untouched.
+pub const MAILBOX_COMPLETE: u64 = MAILBOX_GENERATION_ONE - MAILBOX_PENDING;
+
+/// The generation in a value of `Mailbox::state`: how many items the mailbox completed.
+#[inline(always)]
+pub const fn mailbox_generation(state: u64) -> u64 {
+    state / MAILBOX_GENERATION_ONE
+}
 
 /// Words of a [`RingSlot`].
 pub const SLOT_WORDS: usize = 2 * core::mem::size_of::<WorkItem>() / 8;
@@ -159,10 +173,11 @@ impl Default for QueueHeader {
 pub struct Mailbox {
     /// The item (its `seq` is ignored).
     pub item: WorkItem,
-    /// [`MAILBOX_PENDING`] or [`MAILBOX_DONE`], and [`MAILBOX_CLOSED`] (64-bit accesses only).
+    /// [`MAILBOX_PENDING`] and [`MAILBOX_CLOSED`], and the generation above them (64-bit
+    /// accesses only; see the module doc).
     pub state: u64,
-    /// Items completed through the mailbox.
-    pub generation: u64,
+    /// Zero.
+    pub pad: u64,
     /// Channels done with the current item.
     pub arrived: u64,
     /// The poster's clock (`globaltimer`, ns) when it published the current item, for the

@@ -7,7 +7,7 @@ use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand};
 use device_rt::dtype::DataType;
 use device_rt::redop::RedOpKind;
-use device_rt::algo::CollFunction;
+use device_rt::algo::{AlgorithmChoice, CollFunction};
 use ferroccl_testkit::coll::group::SubmitPath;
 use host_shim::work::Placement;
 
@@ -56,6 +56,12 @@ pub struct TestArgs {
     /// Run only the tests whose name contains FILTER
     #[arg(value_name = "FILTER")]
     pub filter: Option<String>,
+    /// The negative control: the message-passing tests publish with no fence, over many
+    /// launches, and fail where the GPU shows the consumer stale data (a run of
+    /// `ferroccl test --remove-fence message_passing` that fails shows the tests can see a
+    /// missing fence)
+    #[arg(long)]
+    pub remove_fence: bool,
 }
 
 /// The communicator's placement and shape, shared by `coll` and `bench`; every flag left
@@ -89,6 +95,15 @@ pub struct CommArgs {
     /// allows (NCCL's direct operations)
     #[arg(long)]
     pub direct: bool,
+    /// The algorithm of every collective: the device's choice by size (auto), or one
+    /// forced; a forced staged algorithm runs all_reduce (one-shot also all_gather and
+    /// reduce_scatter) and refuses the rest [default: auto]
+    #[arg(long, value_name = "ALGO", value_parser = algorithm_parser())]
+    pub algo: Option<AlgorithmChoice>,
+    /// Staging bytes per rank for the staged algorithms (the largest call they take),
+    /// K/M/G suffixes allowed [default: 8M on GPUs, 1M on the host twin]
+    #[arg(long, value_name = "BYTES", value_parser = parse_size_u64)]
+    pub staging: Option<u64>,
     /// How items reach the ranks' loops: `stream` (a post kernel on each rank's stream, as
     /// the communicator's public calls do; GPUs only) or `direct` (the host queue)
     /// [coll: direct; bench: stream on GPUs, direct on the host twin]
@@ -271,6 +286,12 @@ pub fn function_parser() -> impl TypedValueParser<Value = CollFunction> {
         .map(|name| BENCH_FUNCTIONS.into_iter().find(|f| f.name() == name).expect("a possible value"))
 }
 
+/// Algorithms by their names (auto, ring, one-shot, two-shot).
+pub fn algorithm_parser() -> impl TypedValueParser<Value = AlgorithmChoice> {
+    PossibleValuesParser::new(AlgorithmChoice::ALL.map(AlgorithmChoice::name))
+        .map(|name| AlgorithmChoice::ALL.into_iter().find(|a| a.name() == name).expect("a possible value"))
+}
+
 /// Element types by nccl-tests' names.
 pub fn dtype_parser() -> impl TypedValueParser<Value = DataType> {
     PossibleValuesParser::new(DataType::ALL.map(DataType::name))
@@ -336,7 +357,7 @@ mod tests {
         for flag in ["-w, --warmup_iters", "-r, --root", "--json", "--devices", "--ranks", "--channels", "--threads", "--step"] {
             assert!(bench_help.contains(flag), "{flag}: {bench_help}");
         }
-        for flag in ["--sms", "--paired", "--direct", "--stats", "--nccl", "reduce_copy", "work_loop", "all_gather"] {
+        for flag in ["--sms", "--paired", "--direct", "--algo <ALGO>", "--staging <BYTES>", "--stats", "--nccl", "reduce_copy", "work_loop", "all_gather"] {
             assert!(bench_help.contains(flag), "{flag}: {bench_help}");
         }
     }
@@ -377,6 +398,12 @@ mod tests {
         let b = bench("ferroccl bench reduce_scatter all_reduce -b 1G -e 1G -c 0 -n 10 -w 3 --devices 0,1 --channels 4 --sms 0,32,66,98 --threads 256 --step 524288 --direct --stats");
         assert_eq!(b.comm.sms, Some("0,32,66,98".parse().unwrap()));
         assert_eq!((b.comm.threads, b.comm.step, b.comm.direct), (Some(256), Some(512 << 10), true));
+
+        let b = bench("ferroccl bench all_reduce -b 8 -e 16M -f 2 -c 1 --devices 0,1 --algo two-shot --staging 16M");
+        assert_eq!((b.comm.algo, b.comm.staging), (Some(AlgorithmChoice::TwoShot), Some(16 << 20)));
+        assert_eq!(bench("ferroccl bench --algo one-shot").comm.algo, Some(AlgorithmChoice::OneShot));
+        assert_eq!(coll("ferroccl coll --algo ring").comm.algo, Some(AlgorithmChoice::Ring));
+        assert_eq!(coll("ferroccl coll --algo auto").comm.algo, Some(AlgorithmChoice::Auto));
 
         let b = bench("ferroccl bench broadcast reduce -d bfloat16 -o avg -r 1 --step 64K");
         assert_eq!((b.sweep.dtype, b.sweep.op, b.sweep.root, b.comm.step), (DataType::Bf16, RedOpKind::SumPostDiv, 1, Some(64 << 10)));
@@ -432,9 +459,11 @@ mod tests {
         assert!(matches!(parse("ferroccl info").command, Command::Info));
         assert!(matches!(parse("ferroccl ptx").command, Command::Ptx));
         let Command::Test(t) = parse("ferroccl test").command else { panic!() };
-        assert_eq!(t, TestArgs { device: 0, filter: None });
+        assert_eq!(t, TestArgs { device: 0, filter: None, remove_fence: false });
         let Command::Test(t) = parse("ferroccl test --device 1 reduce_copy").command else { panic!() };
-        assert_eq!(t, TestArgs { device: 1, filter: Some("reduce_copy".into()) });
+        assert_eq!(t, TestArgs { device: 1, filter: Some("reduce_copy".into()), remove_fence: false });
+        let Command::Test(t) = parse("ferroccl test --remove-fence message_passing").command else { panic!() };
+        assert_eq!(t, TestArgs { device: 0, filter: Some("message_passing".into()), remove_fence: true });
     }
 
     #[test]
@@ -468,6 +497,8 @@ mod tests {
             "ferroccl bench footprint --ranks many",
             "ferroccl bench footprint --busy-bytes 1.5M",
             "ferroccl bench footprint --devices 0,1",
+            "ferroccl bench --algo oneshot",
+            "ferroccl coll --staging 1.5M",
         ] {
             assert!(Cli::try_parse_from(bad.split_whitespace()).is_err(), "{bad} was accepted");
         }

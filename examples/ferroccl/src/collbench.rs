@@ -23,12 +23,12 @@ use serde::{Serialize, Serializer};
 use device_rt::conn::ChannelStats;
 use device_rt::dtype::DataType;
 use device_rt::redop::RedOpKind;
-use device_rt::algo::CollFunction;
+use device_rt::algo::{Algorithm, CollFunction};
 use device_rt::work::WorkItem;
 
 use crate::cli::{dtype_parser, function_parser, op_parser, parse_check, parse_size};
 use ferroccl_testkit::coll::check::run_case;
-use ferroccl_testkit::coll::expect::CollCase;
+use ferroccl_testkit::coll::expect::{CollCase, Inputs};
 use ferroccl_testkit::coll::group::{Buffer, RankGroup, Submitted, all_stats, sum_stats};
 use host_shim::{Error, Result};
 
@@ -45,6 +45,29 @@ pub const BENCH_FUNCTIONS: [CollFunction; 5] =
 
 /// The operators `-o` accepts (nccl-tests' names; `avg` is [`RedOpKind::SumPostDiv`]).
 pub const BENCH_OPS: [RedOpKind; 5] = [RedOpKind::Sum, RedOpKind::Prod, RedOpKind::Max, RedOpKind::Min, RedOpKind::SumPostDiv];
+
+/// Calls a row's ferroccl timing submits in one [`CallTiming::Graph`] capture per rank.
+pub const GRAPH_CALLS: usize = 20;
+
+/// Sizes up to which the `small_*` fields of [`rows_json`] compare times.
+const SMALL_BYTES: usize = 256 << 10;
+
+/// Sizes from which `busbw_vs_nccl_min_512K_1G` of [`rows_json`] compares bandwidths.
+const MID_BYTES: usize = 512 << 10;
+
+/// How a row's calls are timed (each on ferroccl and on the baseline alike).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CallTiming {
+    /// `iters` calls on every rank back to back, then one wait (nccl-tests' way).
+    BackToBack,
+    /// Each call waited for (its stream synchronized) before the next: what one call
+    /// costs a caller that needs its result at once.
+    Sync,
+    /// [`GRAPH_CALLS`] calls captured in a CUDA graph per rank, the graphs replayed
+    /// `iters` times back to back (the stream path; GPUs only): per call.
+    Graph,
+}
 
 /// The benchmark's arguments: nccl-tests' flags, and the collectives to run (the
 /// command line's `ferroccl bench`, see [`crate::cli`]).
@@ -84,6 +107,13 @@ pub struct BenchArgs {
     /// Write the results as JSON to PATH
     #[arg(long, value_name = "PATH")]
     pub json: Option<PathBuf>,
+    /// How calls are timed, each way a table of its own: back-to-back (nccl-tests'),
+    /// sync (each call waited for), graph (20 calls per CUDA graph, replayed; GPUs only)
+    #[arg(long, value_name = "HOW", value_delimiter = ',', default_value = "back-to-back")]
+    pub timing: Vec<CallTiming>,
+    /// Sync and graph timings stop at this size (bytes; K/M/G suffixes)
+    #[arg(long = "latency-maxbytes", value_name = "BYTES", value_parser = parse_size, default_value = "1M")]
+    pub latency_max_bytes: usize,
 }
 
 impl Default for BenchArgs {
@@ -101,22 +131,30 @@ impl Default for BenchArgs {
             root: 0,
             functions: BENCH_FUNCTIONS.to_vec(),
             json: None,
+            timing: vec![CallTiming::BackToBack],
+            latency_max_bytes: 1 << 20,
         }
     }
 }
 
 impl BenchArgs {
-    /// These arguments with every collective named once (its first place kept),
-    /// validated.
+    /// These arguments with every collective and every timing named once (its first
+    /// place kept), validated.
     pub fn normalized(mut self) -> Result<Self> {
-        let mut seen = Vec::new();
-        self.functions.retain(|f| {
-            let first = !seen.contains(f);
-            seen.push(*f);
-            first
-        });
+        once_each(&mut self.functions);
+        once_each(&mut self.timing);
         self.validate()?;
         Ok(self)
+    }
+
+    /// The sizes timed `timing`'s way: [`sizes`], only up to `latency_max_bytes` for
+    /// sync and graph timings.
+    fn sizes_for(&self, timing: CallTiming) -> Vec<usize> {
+        let mut all = sizes(self);
+        if timing != CallTiming::BackToBack {
+            all.retain(|&s| s <= self.latency_max_bytes);
+        }
+        all
     }
 
     /// Refuses arguments that make no sweep or no timing.
@@ -137,6 +175,9 @@ impl BenchArgs {
         if self.functions.is_empty() {
             return bad("no collective to run".into());
         }
+        if self.timing.is_empty() {
+            return bad("no timing (--timing) to run".into());
+        }
         if let Some(f) = self.functions.iter().find(|f| !BENCH_FUNCTIONS.contains(f)) {
             return bad(format!("{} is not a benchmarked collective", f.name()));
         }
@@ -145,6 +186,16 @@ impl BenchArgs {
         }
         Ok(())
     }
+}
+
+/// Keeps the first of every repeated value of `v`, in order.
+fn once_each<T: PartialEq + Copy>(v: &mut Vec<T>) {
+    let mut seen = Vec::new();
+    v.retain(|x| {
+        let first = !seen.contains(x);
+        seen.push(*x);
+        first
+    });
 }
 
 /// An [`Error::InvalidArgument`] saying `why`.
@@ -185,7 +236,7 @@ pub fn count_for(function: CollFunction, dtype: DataType, bytes: usize, nranks: 
 /// buffers, in bytes (the sweep's size rounded down to whole elements, and for
 /// all_gather and reduce_scatter to whole per-rank blocks).
 pub fn row_bytes(function: CollFunction, dtype: DataType, count: usize, nranks: u32) -> usize {
-    let case = CollCase { function, dtype, op: RedOpKind::Sum, count, root: 0, in_place: false };
+    let case = CollCase { function, dtype, op: RedOpKind::Sum, count, root: 0, in_place: false, inputs: Inputs::Exact };
     let (input, output) = case.extents(nranks);
     input.max(output) * dtype.size()
 }
@@ -241,6 +292,8 @@ impl Timing {
 pub struct Row {
     #[serde(serialize_with = "function_name")]
     pub function: CollFunction,
+    /// How the row's calls were timed.
+    pub timing: CallTiming,
     /// The size of the sweep ([`sizes`]) this row measures, in bytes.
     pub size: usize,
     /// The size column: [`row_bytes`] of `count`, in bytes (what `algbw` divides).
@@ -274,7 +327,7 @@ impl Row {
 }
 
 /// Another implementation to compare with (NCCL), timed the same way: `warmup` untimed
-/// calls, then `iters` calls back to back, wall-clock time per call. It must run as
+/// calls, then `iters` calls as `timing` says, wall-clock time per call. It must run as
 /// many ranks as the group it is compared with.
 pub trait Baseline {
     /// What runs, in words (for reports).
@@ -291,6 +344,7 @@ pub trait Baseline {
         count: usize,
         root: u32,
         in_place: bool,
+        timing: CallTiming,
         warmup: usize,
         iters: usize,
     ) -> Result<f64>;
@@ -354,59 +408,73 @@ fn sweep(
     let buffers: Vec<(Buffer, Buffer)> =
         (0..nranks).map(|rank| Ok((g.alloc(rank, largest.max(1))?, g.alloc(rank, largest.max(1))?))).collect::<Result<_>>()?;
     let mut rows = Vec::new();
-    for &function in &args.functions {
-        let group = g.describe();
-        progress.suspend(|| print_header(out, function, &group, baseline.as_deref().map(Baseline::name), args))?;
-        for size in sizes(args) {
-            let count = count_for(function, args.dtype, size, nranks);
-            if count == 0 {
-                continue;
-            }
-            progress.set_message(format!("{} {size} B", function.name()));
-            let root = if has_root(function) { args.root } else { 0 };
-            let bytes = row_bytes(function, args.dtype, count, nranks);
-            let factor = bus_factor(function, nranks);
-            let stats_before = all_stats(g)?;
-            let mut measure = |in_place: bool| -> Result<Timing> {
-                let case = CollCase { function, dtype: args.dtype, op: args.op, count, root, in_place };
-                let wrong = if args.check { Some(check(g, &case, size)?) } else { None };
-                Ok(Timing::new(time_ferroccl(g, &case, &buffers, args.warmup, args.iters)?, bytes, factor, wrong))
-            };
-            let (oop, ip) = (measure(false)?, measure(true)?);
-            let stats = stats_before.zip(all_stats(g)?).map(|(before, after)| {
-                after.iter().zip(&before).map(|(a, b)| a.since(b)).collect::<Vec<_>>()
-            });
-            let (baseline_oop, baseline_ip) = match baseline.as_deref_mut() {
-                Some(b) => {
-                    let mut time = |in_place| -> Result<Timing> {
-                        let us = b.time_us(function, args.dtype, args.op, count, root, in_place, args.warmup, args.iters)?;
-                        Ok(Timing::new(us, bytes, factor, None))
-                    };
-                    (Some(time(false)?), Some(time(true)?))
+    for &timing in &args.timing {
+        for &function in &args.functions {
+            let group = g.describe();
+            progress.suspend(|| print_header(out, function, timing, &group, baseline.as_deref().map(Baseline::name), args))?;
+            for size in args.sizes_for(timing) {
+                let count = count_for(function, args.dtype, size, nranks);
+                if count == 0 {
+                    continue;
                 }
-                None => (None, None),
-            };
-            let row = Row {
-                function,
-                size,
-                bytes,
-                count,
-                dtype: args.dtype,
-                op: args.op,
-                root: if has_root(function) { i64::from(args.root) } else { -1 },
-                oop,
-                ip,
-                baseline_oop,
-                baseline_ip,
-            };
-            let mut lines = vec![format_row(&row)];
-            if let Some(stats) = stats {
-                lines.extend([stats_line(&sum_stats(&stats)), spread_line(&stats, nranks), placement_line(&stats, nranks)]);
-                lines.extend(dispatch_line(&stats, nranks));
+                progress.set_message(format!("{} {size} B {timing:?}", function.name()));
+                let root = if has_root(function) { args.root } else { 0 };
+                let bytes = row_bytes(function, args.dtype, count, nranks);
+                let factor = bus_factor(function, nranks);
+                let stats_before = all_stats(g)?;
+                let mut measure = |in_place: bool| -> Result<Timing> {
+                    let case = CollCase { function, dtype: args.dtype, op: args.op, count, root, in_place, inputs: Inputs::Exact };
+                    let wrong = if args.check { Some(check(g, &case, size)?) } else { None };
+                    let us = time_ferroccl(g, &case, &buffers, timing, args.warmup, args.iters)?;
+                    Ok(Timing::new(us, bytes, factor, wrong))
+                };
+                // A size the communicator's forced algorithm cannot run is refused before
+                // anything is enqueued: the row is left out, with a line saying why.
+                let oop = match measure(false) {
+                    Err(e @ Error::AlgorithmUnfit { .. }) => {
+                        progress.suspend(|| writeln!(out, "# {size} B: not run: {e}").map_err(write_error))?;
+                        progress.inc(1);
+                        continue;
+                    }
+                    measured => measured?,
+                };
+                let ip = measure(true)?;
+                let stats = stats_before.zip(all_stats(g)?).map(|(before, after)| {
+                    after.iter().zip(&before).map(|(a, b)| a.since(b)).collect::<Vec<_>>()
+                });
+                let (baseline_oop, baseline_ip) = match baseline.as_deref_mut() {
+                    Some(b) => {
+                        let mut time = |in_place| -> Result<Timing> {
+                            let us = b.time_us(function, args.dtype, args.op, count, root, in_place, timing, args.warmup, args.iters)?;
+                            Ok(Timing::new(us, bytes, factor, None))
+                        };
+                        (Some(time(false)?), Some(time(true)?))
+                    }
+                    None => (None, None),
+                };
+                let row = Row {
+                    function,
+                    timing,
+                    size,
+                    bytes,
+                    count,
+                    dtype: args.dtype,
+                    op: args.op,
+                    root: if has_root(function) { i64::from(args.root) } else { -1 },
+                    oop,
+                    ip,
+                    baseline_oop,
+                    baseline_ip,
+                };
+                let mut lines = vec![format_row(&row)];
+                if let Some(stats) = stats {
+                    lines.extend([stats_line(&sum_stats(&stats)), spread_line(&stats, nranks), placement_line(&stats, nranks)]);
+                    lines.extend(dispatch_line(&stats, nranks));
+                }
+                progress.suspend(|| lines.iter().try_for_each(|line| writeln!(out, "{line}").and_then(|()| out.flush())).map_err(write_error))?;
+                progress.inc(1);
+                rows.push(row);
             }
-            progress.suspend(|| lines.iter().try_for_each(|line| writeln!(out, "{line}").and_then(|()| out.flush())).map_err(write_error))?;
-            progress.inc(1);
-            rows.push(row);
         }
     }
     Ok(rows)
@@ -415,7 +483,10 @@ fn sweep(
 /// How many rows the sweep of `args` has on `nranks` ranks (sizes whose count is 0 make
 /// no row).
 pub fn row_count(args: &BenchArgs, nranks: u32) -> usize {
-    args.functions.iter().map(|&f| sizes(args).into_iter().filter(|&s| count_for(f, args.dtype, s, nranks) != 0).count()).sum()
+    let per_timing = |t: CallTiming| -> usize {
+        args.functions.iter().map(|&f| args.sizes_for(t).into_iter().filter(|&s| count_for(f, args.dtype, s, nranks) != 0).count()).sum()
+    };
+    args.timing.iter().map(|&t| per_timing(t)).sum()
 }
 
 /// Where the channels' time went during one row (warm-up and timed iterations, out of
@@ -433,6 +504,11 @@ fn stats_line(s: &ChannelStats) -> String {
         share(s.wait_credit_ns),
         share(s.busy_ns.saturating_sub(waits)),
         copy_rate(s),
+    ) + &format!(
+        "; collectives run per channel: ring {}, one-shot {}, two-shot {}",
+        s.algorithm_items[Algorithm::Ring as usize],
+        s.algorithm_items[Algorithm::OneShot as usize],
+        s.algorithm_items[Algorithm::TwoShot as usize]
     ) + &if s.mailbox_items > 0 {
         format!("; stream-ordered items taken {:.2} us after their post on average", s.dispatch_ns as f64 / s.mailbox_items as f64 / 1e3)
     } else {
@@ -517,7 +593,7 @@ fn sm_text(s: &ChannelStats) -> String {
 /// persistent loops forever.
 pub struct Premeasured {
     name: String,
-    times: std::collections::BTreeMap<(u32, usize, bool), f64>,
+    times: std::collections::BTreeMap<(CallTiming, u32, usize, bool), f64>,
 }
 
 impl Premeasured {
@@ -528,19 +604,21 @@ impl Premeasured {
         args.validate()?;
         progress.set_length(row_count(args, nranks) as u64);
         let mut times = std::collections::BTreeMap::new();
-        for &function in &args.functions {
-            for size in sizes(args) {
-                let count = count_for(function, args.dtype, size, nranks);
-                if count == 0 {
-                    continue;
+        for &timing in &args.timing {
+            for &function in &args.functions {
+                for size in args.sizes_for(timing) {
+                    let count = count_for(function, args.dtype, size, nranks);
+                    if count == 0 {
+                        continue;
+                    }
+                    let root = if has_root(function) { args.root } else { 0 };
+                    progress.set_message(format!("{} {size} B {timing:?}", function.name()));
+                    for in_place in [false, true] {
+                        let us = baseline.time_us(function, args.dtype, args.op, count, root, in_place, timing, args.warmup, args.iters)?;
+                        times.insert((timing, function as u32, count, in_place), us);
+                    }
+                    progress.inc(1);
                 }
-                let root = if has_root(function) { args.root } else { 0 };
-                progress.set_message(format!("{} {size} B", function.name()));
-                for in_place in [false, true] {
-                    let us = baseline.time_us(function, args.dtype, args.op, count, root, in_place, args.warmup, args.iters)?;
-                    times.insert((function as u32, count, in_place), us);
-                }
-                progress.inc(1);
             }
         }
         progress.finish_and_clear();
@@ -553,11 +631,11 @@ impl Baseline for Premeasured {
         self.name.clone()
     }
 
-    fn time_us(&mut self, function: CollFunction, _: DataType, _: RedOpKind, count: usize, _: u32, in_place: bool, _: usize, _: usize) -> Result<f64> {
+    fn time_us(&mut self, function: CollFunction, _: DataType, _: RedOpKind, count: usize, _: u32, in_place: bool, timing: CallTiming, _: usize, _: usize) -> Result<f64> {
         self.times
-            .get(&(function as u32, count, in_place))
+            .get(&(timing, function as u32, count, in_place))
             .copied()
-            .ok_or_else(|| invalid(format!("{} with {count} elements was not measured ahead of time", function.name())))
+            .ok_or_else(|| invalid(format!("{} with {count} elements ({timing:?}) was not measured ahead of time", function.name())))
     }
 }
 
@@ -592,11 +670,14 @@ fn bench_item(case: &CollCase, nranks: u32, rank: u32, (input, output): (Buffer,
     WorkItem::collective(case.function, case.dtype, case.op, case.op_arg(nranks), src, dst, case.count as u64, u64::from(case.root))
 }
 
-/// Microseconds per iteration of `case` on every rank of `g`, through the group's path:
-/// `warmup` iterations, each waited for, then `iters` iterations submitted back to back
-/// (iteration-major, so every rank's queue only ever waits for items whose peers are
-/// already submitted) and the last one of every rank waited for (host clock).
-fn time_ferroccl(g: &mut dyn RankGroup, case: &CollCase, buffers: &[(Buffer, Buffer)], warmup: usize, iters: usize) -> Result<f64> {
+/// Microseconds per call of `case` on every rank of `g`, through the group's path:
+/// `warmup` iterations, each waited for, then as `timing` says (host clock):
+/// back to back, `iters` iterations submitted (iteration-major, so every rank's queue
+/// only ever waits for items whose peers are already submitted) and the last one of
+/// every rank waited for; sync, each of `iters` iterations waited for on every rank
+/// before the next; graph, [`GRAPH_CALLS`] calls captured per rank, the graphs launched
+/// `iters` times back to back (rank-major within a replay) and waited for, per call.
+fn time_ferroccl(g: &mut dyn RankGroup, case: &CollCase, buffers: &[(Buffer, Buffer)], timing: CallTiming, warmup: usize, iters: usize) -> Result<f64> {
     let nranks = g.nranks();
     let items: Vec<WorkItem> = (0..nranks).map(|rank| bench_item(case, nranks, rank, buffers[rank as usize])).collect();
     let enqueue_all =
@@ -608,13 +689,42 @@ fn time_ferroccl(g: &mut dyn RankGroup, case: &CollCase, buffers: &[(Buffer, Buf
         let tickets = enqueue_all(g)?;
         wait_all(g, tickets)?;
     }
-    let start = Instant::now();
-    let mut last = Vec::new();
-    for _ in 0..iters {
-        last = enqueue_all(g)?;
+    match timing {
+        CallTiming::BackToBack => {
+            let start = Instant::now();
+            let mut last = Vec::new();
+            for _ in 0..iters {
+                last = enqueue_all(g)?;
+            }
+            wait_all(g, last)?;
+            Ok(start.elapsed().as_secs_f64() * 1e6 / iters as f64)
+        }
+        CallTiming::Sync => {
+            let start = Instant::now();
+            for _ in 0..iters {
+                let submitted = enqueue_all(g)?;
+                wait_all(g, submitted)?;
+            }
+            Ok(start.elapsed().as_secs_f64() * 1e6 / iters as f64)
+        }
+        CallTiming::Graph => {
+            let timed = (|| -> Result<f64> {
+                let graphs: Vec<usize> = items.iter().zip(0..nranks).map(|(&item, rank)| g.capture(rank, &[item; GRAPH_CALLS])).collect::<Result<_>>()?;
+                let replay_all = |g: &mut dyn RankGroup| -> Result<Vec<Submitted>> { graphs.iter().zip(0..nranks).map(|(&graph, rank)| g.replay(rank, graph)).collect() };
+                let warm = replay_all(g)?;
+                wait_all(g, warm)?;
+                let start = Instant::now();
+                let mut last = Vec::new();
+                for _ in 0..iters {
+                    last = replay_all(g)?;
+                }
+                wait_all(g, last)?;
+                Ok(start.elapsed().as_secs_f64() * 1e6 / (iters * GRAPH_CALLS) as f64)
+            })();
+            g.drop_graphs();
+            timed
+        }
     }
-    wait_all(g, last)?;
-    Ok(start.elapsed().as_secs_f64() * 1e6 / iters as f64)
 }
 
 /// A time as nccl-tests prints it: 7 wide, fewer decimals as it grows.
@@ -646,21 +756,26 @@ fn format_row(row: &Row) -> String {
 
 /// The header of one function's table (nccl-tests' columns; with a baseline, its bus
 /// bandwidth and ferroccl's ratio to it, out of place then in place).
-fn print_header(out: &mut dyn Write, function: CollFunction, group: &str, baseline: Option<String>, args: &BenchArgs) -> Result<()> {
-    let timing = |a: &str, b: &str, c: &str, d: &str| format!("  {a:>7}  {b:>6}  {c:>6} {d:>6}");
+fn print_header(out: &mut dyn Write, function: CollFunction, timing: CallTiming, group: &str, baseline: Option<String>, args: &BenchArgs) -> Result<()> {
+    let columns = |a: &str, b: &str, c: &str, d: &str| format!("  {a:>7}  {b:>6}  {c:>6} {d:>6}");
     let versus = |a: &str, b: &str| format!("  {a:>10}  {b:>7}");
     let with_baseline = baseline.is_some();
     let mut lines = vec![format!("# ferroccl {} on {group}", function.name())];
     if let Some(name) = &baseline {
         lines.push(format!("# baseline: {name}"));
     }
-    lines.push(format!("# {} iterations after {} warmup, check {}", args.iters, args.warmup, if args.check { "on" } else { "off" }));
+    let how = match timing {
+        CallTiming::BackToBack => "back to back".to_owned(),
+        CallTiming::Sync => "each waited for".to_owned(),
+        CallTiming::Graph => format!("of {GRAPH_CALLS} calls in a CUDA graph per rank, time per call"),
+    };
+    lines.push(format!("# {} iterations {how} after {} warmup, check {}", args.iters, args.warmup, if args.check { "on" } else { "off" }));
     let mut blocks = format!("#{:51}{:^32}{:^32}", "", "out-of-place", "in-place");
     let mut names = format!("#{:>11}  {:>12}  {:>8}  {:>6}  {:>6}", "size", "count", "type", "redop", "root");
     let mut units = format!("#{:>11}  {:>12}  {:>8}  {:>6}  {:>6}", "(B)", "(elements)", "", "", "");
     for _ in 0..2 {
-        names += &timing("time", "algbw", "busbw", "#wrong");
-        units += &timing("(us)", "(GB/s)", "(GB/s)", "");
+        names += &columns("time", "algbw", "busbw", "#wrong");
+        units += &columns("(us)", "(GB/s)", "(GB/s)", "");
     }
     if with_baseline {
         let _ = write!(blocks, "{:^21}{:^21}", "nccl out-of-place", "nccl in-place");
@@ -673,19 +788,37 @@ fn print_header(out: &mut dyn Write, function: CollFunction, group: &str, baseli
     lines.iter().try_for_each(|line| writeln!(out, "{}", line.trim_end())).map_err(write_error)
 }
 
-/// The results as a JSON object: `command`, `device`, `date` (`date_utc` as given),
-/// one `<function>_busbw_vs_nccl_ge64M` field per function present (function names
-/// without underscores: `allreduce_busbw_vs_nccl_ge64M`, ...) holding the smallest
-/// ferroccl/baseline bus-bandwidth ratio over the rows of sweep size ≥ 64 MiB, out of
-/// place and in place (`null` without a baseline or without such a row), and `rows`,
-/// every [`Row`] field by name (times in µs, bandwidths in GB/s; `null` for what is
-/// absent or not a finite number).
+/// The results as a JSON object: `command`, `device`, `date` (`date_utc` as given);
+/// the latency summary of all_reduce, all_gather and reduce_scatter, each field present
+/// when rows of its kind were measured (`null` without a baseline):
+/// `small_time_vs_nccl_le256K`, `small_sync_time_vs_nccl_le256K` and
+/// `small_graph_time_vs_nccl_le256K`, the worst ferroccl/baseline time ratio over the
+/// sizes ≤ 256 KiB timed back to back, synchronized, in graphs;
+/// `allreduce_graph_8B_us` and `allreduce_graph_256K_us`, ferroccl's all_reduce per call
+/// in graphs, out of place; `busbw_vs_nccl_min_512K_1G`, the smallest bus-bandwidth
+/// ratio over the sizes ≥ 512 KiB timed back to back; then one
+/// `<function>_busbw_vs_nccl_ge64M` field per function present (function names without
+/// underscores: `allreduce_busbw_vs_nccl_ge64M`, ...) holding the smallest
+/// ferroccl/baseline bus-bandwidth ratio over the back-to-back rows of sweep size ≥ 64
+/// MiB, out of place and in place (`null` without a baseline or without such a row), and
+/// `rows`, every [`Row`] field by name (times in µs, bandwidths in GB/s; `null` for what
+/// is absent or not a finite number).
 pub fn rows_json(rows: &[Row], command: &str, device: &str, date_utc: &str) -> String {
     let ratio = |function: CollFunction| rows.iter().any(|r| r.function == function).then(|| min_large_ratio(rows, function));
+    let small = |timing: CallTiming| rows.iter().any(|r| r.timing == timing).then(|| worst_small_time_ratio(rows, timing));
+    let graph_us = |size: usize| {
+        rows.iter().find(|r| r.timing == CallTiming::Graph && r.function == CollFunction::AllReduce && r.size == size).map(|r| r.oop.time_us)
+    };
     let json = RowsJson {
         command,
         device,
         date: date_utc,
+        small_time: small(CallTiming::BackToBack),
+        small_sync_time: small(CallTiming::Sync),
+        small_graph_time: small(CallTiming::Graph),
+        allreduce_graph_8b_us: graph_us(8),
+        allreduce_graph_256k_us: graph_us(256 << 10),
+        busbw_mid_large: rows.iter().any(|r| r.timing == CallTiming::BackToBack && r.size >= MID_BYTES).then(|| min_mid_large_ratio(rows)),
         allreduce: ratio(CollFunction::AllReduce),
         allgather: ratio(CollFunction::AllGather),
         reducescatter: ratio(CollFunction::ReduceScatter),
@@ -703,6 +836,18 @@ struct RowsJson<'a> {
     command: &'a str,
     device: &'a str,
     date: &'a str,
+    #[serde(rename = "small_time_vs_nccl_le256K", skip_serializing_if = "Option::is_none")]
+    small_time: Option<Option<f64>>,
+    #[serde(rename = "small_sync_time_vs_nccl_le256K", skip_serializing_if = "Option::is_none")]
+    small_sync_time: Option<Option<f64>>,
+    #[serde(rename = "small_graph_time_vs_nccl_le256K", skip_serializing_if = "Option::is_none")]
+    small_graph_time: Option<Option<f64>>,
+    #[serde(rename = "allreduce_graph_8B_us", skip_serializing_if = "Option::is_none")]
+    allreduce_graph_8b_us: Option<f64>,
+    #[serde(rename = "allreduce_graph_256K_us", skip_serializing_if = "Option::is_none")]
+    allreduce_graph_256k_us: Option<f64>,
+    #[serde(rename = "busbw_vs_nccl_min_512K_1G", skip_serializing_if = "Option::is_none")]
+    busbw_mid_large: Option<Option<f64>>,
     #[serde(rename = "allreduce_busbw_vs_nccl_ge64M", skip_serializing_if = "Option::is_none")]
     allreduce: Option<Option<f64>>,
     #[serde(rename = "allgather_busbw_vs_nccl_ge64M", skip_serializing_if = "Option::is_none")]
@@ -717,10 +862,36 @@ struct RowsJson<'a> {
 }
 
 /// The smallest ferroccl/baseline bus-bandwidth ratio of `function` over its rows of
-/// sweep size ≥ 64 MiB that have a baseline, out of place and in place.
+/// sweep size ≥ 64 MiB timed back to back that have a baseline, out of place and in
+/// place.
 fn min_large_ratio(rows: &[Row], function: CollFunction) -> Option<f64> {
     rows.iter()
-        .filter(|r| r.function == function && r.size >= LARGE_BYTES)
+        .filter(|r| r.timing == CallTiming::BackToBack && r.function == function && r.size >= LARGE_BYTES)
+        .filter_map(Row::ratios)
+        .flat_map(|(oop, ip)| [oop, ip])
+        .reduce(f64::min)
+}
+
+/// The collectives the `small_*` and `busbw_vs_nccl_min_512K_1G` fields cover.
+const LATENCY_FUNCTIONS: [CollFunction; 3] = [CollFunction::AllReduce, CollFunction::AllGather, CollFunction::ReduceScatter];
+
+/// The largest ferroccl/baseline time ratio over the rows timed `timing`'s way of
+/// [`LATENCY_FUNCTIONS`] of sweep size ≤ 256 KiB that have a baseline, out of place and
+/// in place.
+fn worst_small_time_ratio(rows: &[Row], timing: CallTiming) -> Option<f64> {
+    rows.iter()
+        .filter(|r| r.timing == timing && LATENCY_FUNCTIONS.contains(&r.function) && r.size <= SMALL_BYTES)
+        .filter_map(|r| Some([r.oop.time_us / r.baseline_oop?.time_us, r.ip.time_us / r.baseline_ip?.time_us]))
+        .flatten()
+        .reduce(f64::max)
+}
+
+/// The smallest ferroccl/baseline bus-bandwidth ratio over the back-to-back rows of
+/// [`LATENCY_FUNCTIONS`] of sweep size ≥ 512 KiB that have a baseline, out of place and
+/// in place.
+fn min_mid_large_ratio(rows: &[Row]) -> Option<f64> {
+    rows.iter()
+        .filter(|r| r.timing == CallTiming::BackToBack && LATENCY_FUNCTIONS.contains(&r.function) && r.size >= MID_BYTES)
         .filter_map(Row::ratios)
         .flat_map(|(oop, ip)| [oop, ip])
         .reduce(f64::min)
@@ -774,6 +945,10 @@ mod tests {
             "0",
             "-r",
             "3",
+            "--timing",
+            "sync,graph,sync",
+            "--latency-maxbytes",
+            "64K",
             "reduce",
             "all_gather",
             "reduce",
@@ -795,6 +970,8 @@ mod tests {
                 root: 3,
                 functions: vec![CollFunction::Reduce, CollFunction::AllGather],
                 json: Some(PathBuf::from("out.json")),
+                timing: vec![CallTiming::Sync, CallTiming::Graph],
+                latency_max_bytes: 64 << 10,
             }
         );
         assert_eq!(parse(&["-b", "1k", "-e", "1K"]).unwrap().min_bytes, 1024);
@@ -882,6 +1059,7 @@ mod tests {
     fn row(function: CollFunction, size: usize, ours: (f64, f64), nccl: Option<(f64, f64)>) -> Row {
         Row {
             function,
+            timing: CallTiming::BackToBack,
             size,
             bytes: size,
             count: size / 4,
@@ -892,6 +1070,39 @@ mod tests {
             ip: timing(ours.1),
             baseline_oop: nccl.map(|n| timing(n.0)),
             baseline_ip: nccl.map(|n| timing(n.1)),
+        }
+    }
+
+    #[test]
+    fn json_summarizes_latency_by_timing() {
+        let timed = |function, timing, size, ours: (f64, f64), nccl: (f64, f64)| {
+            let mut r = row(function, size, (1.0, 1.0), Some((1.0, 1.0)));
+            r.timing = timing;
+            (r.oop.time_us, r.ip.time_us) = ours;
+            (r.baseline_oop.as_mut().unwrap().time_us, r.baseline_ip.as_mut().unwrap().time_us) = nccl;
+            r
+        };
+        use CallTiming::{BackToBack, Graph, Sync};
+        let rows = [
+            timed(CollFunction::AllReduce, BackToBack, 8, (10.0, 12.0), (20.0, 20.0)),
+            timed(CollFunction::AllGather, BackToBack, 256 << 10, (30.0, 10.0), (20.0, 20.0)),
+            // Above 256 KiB, and broadcast: not in the small-size ratios however slow.
+            timed(CollFunction::ReduceScatter, BackToBack, 512 << 10, (90.0, 90.0), (10.0, 10.0)),
+            timed(CollFunction::Broadcast, BackToBack, 8, (90.0, 90.0), (10.0, 10.0)),
+            timed(CollFunction::AllReduce, Sync, 8, (7.0, 7.0), (10.0, 10.0)),
+            timed(CollFunction::AllReduce, Graph, 8, (4.0, 5.0), (5.0, 5.0)),
+            timed(CollFunction::AllReduce, Graph, 256 << 10, (9.0, 9.0), (10.0, 10.0)),
+        ];
+        let json: serde_json::Value = serde_json::from_str(&rows_json(&rows, "", "", "")).unwrap();
+        assert_eq!(json["small_time_vs_nccl_le256K"], 1.5);
+        assert_eq!(json["small_sync_time_vs_nccl_le256K"], 0.7);
+        assert_eq!(json["small_graph_time_vs_nccl_le256K"], 1.0);
+        assert_eq!((&json["allreduce_graph_8B_us"], &json["allreduce_graph_256K_us"]), (&4.0.into(), &9.0.into()));
+        // busbw ratios: every row's is 1 (row() gives busbw 1 to both sides).
+        assert_eq!(json["busbw_vs_nccl_min_512K_1G"], 1.0);
+        let back_to_back_only: serde_json::Value = serde_json::from_str(&rows_json(&rows[..2], "", "", "")).unwrap();
+        for absent in ["small_sync_time_vs_nccl_le256K", "small_graph_time_vs_nccl_le256K", "allreduce_graph_8B_us", "busbw_vs_nccl_min_512K_1G"] {
+            assert!(back_to_back_only.get(absent).is_none(), "{absent}: {back_to_back_only}");
         }
     }
 
@@ -934,6 +1145,8 @@ mod tests {
             "command",
             "device",
             "date",
+            "small_time_vs_nccl_le256K",
+            "busbw_vs_nccl_min_512K_1G",
             "allreduce_busbw_vs_nccl_ge64M",
             "allgather_busbw_vs_nccl_ge64M",
             "broadcast_busbw_vs_nccl_ge64M",
@@ -955,17 +1168,47 @@ mod tests {
         assert!(last["baseline_oop"].is_null() && last["baseline_ip"].is_null(), "{text}");
         let first = &out_rows[0];
         let row_keys: Vec<&str> = first.as_object().unwrap().keys().map(String::as_str).collect();
-        let mut expected = ["function", "size", "bytes", "count", "dtype", "op", "root", "oop", "ip", "baseline_oop", "baseline_ip"];
+        let mut expected = ["function", "timing", "size", "bytes", "count", "dtype", "op", "root", "oop", "ip", "baseline_oop", "baseline_ip"];
         expected.sort_unstable();
         assert_eq!(row_keys, expected);
         assert_eq!((&first["function"], &first["dtype"], &first["op"], &first["root"]), (&"all_reduce".into(), &"float".into(), &"sum".into(), &(-1).into()));
-        assert_eq!(first["size"], 32 << 20);
+        assert_eq!((&first["size"], &first["timing"]), (&(32 << 20).into(), &"back-to-back".into()));
         assert_eq!(first["oop"], serde_json::json!({"time_us": 1.0, "algbw": 1.0, "busbw": 1.0, "wrong": 0}));
         // JSON has no NaN or infinity: such numbers are null, and so is an unchecked #wrong.
         let odd = Row { oop: Timing { time_us: f64::INFINITY, algbw: f64::NAN, busbw: 0.0, wrong: None }, ..rows[0].clone() };
         let json: serde_json::Value = serde_json::from_str(&rows_json(&[odd], "", "", "")).unwrap();
         assert_eq!(json["rows"][0]["oop"], serde_json::json!({"time_us": null, "algbw": null, "busbw": 0.0, "wrong": null}));
         assert_eq!(json["rows"][0]["ip"]["time_us"], 1.0);
+    }
+
+    /// Under a forced staged algorithm, the sizes its staging cannot take are left out of
+    /// the table with a line saying why; the others are checked and timed.
+    #[test]
+    fn sizes_a_forced_algorithm_cannot_run_are_left_out() {
+        use device_rt::algo::AlgorithmChoice;
+        use ferroccl_testkit::coll::twin::TwinGroup;
+        use host_shim::comm::wiring::Shape;
+
+        let shape = Shape {
+            nranks: 2,
+            nchannels: 1,
+            ring_step_bytes: 4096,
+            p2p_step_bytes: 4096,
+            direct: false,
+            stats: true,
+            paired: false,
+            staging_bytes: 8192,
+            algorithm: AlgorithmChoice::OneShot,
+        };
+        let mut g = TwinGroup::start(shape, 128, Duration::from_secs(60)).unwrap();
+        let mut table = Vec::new();
+        let rows = run(&mut g, &parse(&["-b", "4K", "-e", "16K", "-f", "2", "-n", "2", "-w", "1", "all_reduce"]).unwrap(), &mut table).unwrap();
+        g.shutdown(TIMEOUT).unwrap();
+        let table = String::from_utf8(table).unwrap();
+        assert_eq!(rows.iter().map(|r| r.size).collect::<Vec<_>>(), [4096, 8192], "{table}");
+        assert!(rows.iter().all(|r| (r.oop.wrong, r.ip.wrong) == (Some(0), Some(0))), "{table}");
+        assert!(table.contains("# 16384 B: not run: the communicator forces one-shot"), "{table}");
+        assert!(table.contains("collectives run per channel: ring 0, one-shot "), "{table}");
     }
 
     /// The whole benchmark on the host twin: every row checked correct, in the order
@@ -988,6 +1231,7 @@ mod tests {
                 count: usize,
                 _: u32,
                 in_place: bool,
+                _: CallTiming,
                 _: usize,
                 _: usize,
             ) -> Result<f64> {
@@ -996,7 +1240,7 @@ mod tests {
             }
         }
 
-        let shape = Shape { nranks: 2, nchannels: 1, ring_step_bytes: 4096, p2p_step_bytes: 4096, direct: true, stats: true, paired: false };
+        let shape = Shape { nranks: 2, nchannels: 1, ring_step_bytes: 4096, p2p_step_bytes: 4096, direct: true, stats: true, paired: false, staging_bytes: 0, algorithm: device_rt::algo::AlgorithmChoice::Ring };
         let mut g = TwinGroup::start(shape, 128, Duration::from_secs(60)).unwrap();
         let args = parse(&["-b", "4", "-e", "16K", "-f", "64", "-n", "2", "-w", "1", "-r", "1", "all_gather", "reduce"]).unwrap();
         let mut baseline = FixedBaseline(Vec::new());
@@ -1009,6 +1253,18 @@ mod tests {
         assert_eq!((unchecked.len(), unchecked[0].oop.wrong, unchecked[0].baseline_ip), (1, None, None));
         let no_such_root = run(&mut g, &parse(&["-r", "2", "broadcast"]).unwrap(), &mut Vec::new());
         assert!(matches!(no_such_root, Err(Error::InvalidArgument(_))), "{no_such_root:?}");
+        // Each timing its own table; sync and graph rows stop at --latency-maxbytes.
+        let mut timed_table = Vec::new();
+        let timed_args = parse(&["-b", "64", "-e", "4K", "-f", "8", "-n", "2", "--timing", "back-to-back,sync", "--latency-maxbytes", "512", "all_reduce"]).unwrap();
+        let timed = run(&mut g, &timed_args, &mut timed_table).unwrap();
+        let timings: Vec<(CallTiming, usize)> = timed.iter().map(|r| (r.timing, r.size)).collect();
+        assert_eq!(timings, [(CallTiming::BackToBack, 64), (CallTiming::BackToBack, 512), (CallTiming::BackToBack, 4096), (CallTiming::Sync, 64), (CallTiming::Sync, 512)]);
+        assert_eq!(timed.len(), row_count(&timed_args, 2));
+        assert!(timed.iter().all(|r| r.oop.wrong == Some(0) && r.ip.wrong == Some(0)));
+        assert!(String::from_utf8(timed_table).unwrap().contains("iterations each waited for"));
+        // The twin has no streams: graph timing is refused, and the group still works.
+        let graphs = run(&mut g, &parse(&["-b", "64", "-e", "64", "--timing", "graph", "all_reduce"]).unwrap(), &mut Vec::new());
+        assert!(matches!(graphs, Err(Error::InvalidState(_))), "{graphs:?}");
         g.shutdown(TIMEOUT).unwrap();
         let table = String::from_utf8(table).unwrap();
 

@@ -25,10 +25,13 @@ mod nccl_baseline;
 
 use ferroccl_testkit::coll::abort::abort_during_burst;
 use ferroccl_testkit::coll::check;
+use ferroccl_testkit::coll::expect::CollCase;
+use ferroccl_testkit::coll::staged;
 use ferroccl_testkit::coll::gpu::GpuGroup;
 use ferroccl_testkit::coll::group::{RankGroup, SubmitPath};
 use ferroccl_testkit::coll::twin::TwinGroup;
 use ferroccl_testkit::selftest;
+use device_rt::algo::AlgorithmChoice;
 use host_shim::comm::CommConfig;
 use host_shim::comm::wiring::Shape;
 use host_shim::{Error, device};
@@ -102,9 +105,11 @@ fn info() -> Result<ExitCode, Error> {
 
 fn test(args: &TestArgs) -> Result<ExitCode, Error> {
     let ordinal = args.device;
-    let fixture = selftest::Fixture::new(ordinal)?;
+    let mut fixture = selftest::Fixture::new(ordinal)?;
+    fixture.fence_removed = args.remove_fence;
     let name = device::list()?.into_iter().nth(ordinal).map(|d| d.name).unwrap_or_default();
-    println!("ferroccl self-tests on device {ordinal} ({name})");
+    let control = if args.remove_fence { "; fence removed from the message-passing tests (negative control: they should fail)" } else { "" };
+    println!("ferroccl self-tests on device {ordinal} ({name}){control}");
     let results = selftest::run(&fixture, args.filter.as_deref(), |r| match &r.outcome {
         Ok(()) => println!("test {} ... ok ({:.1} ms)", r.name, r.elapsed.as_secs_f64() * 1e3),
         Err(f) => println!("test {} ... FAILED: {f}", r.name),
@@ -124,6 +129,8 @@ fn comm_config(comm: &CommArgs, channels: u32) -> CommConfig {
     cfg.ring_step_bytes = comm.step.unwrap_or(cfg.ring_step_bytes);
     cfg.direct = comm.direct;
     cfg.paired = comm.paired.unwrap_or(cfg.paired);
+    cfg.algorithm = comm.algo.unwrap_or(cfg.algorithm);
+    cfg.staging_bytes = comm.staging.unwrap_or(cfg.staging_bytes);
     cfg
 }
 
@@ -135,13 +142,29 @@ fn rank_devices(devices: &[usize], nranks: usize) -> Result<Vec<usize>, Error> {
     Ok((0..nranks).map(|r| devices[r % devices.len()]).collect())
 }
 
+/// The cases `coll` runs on `nranks` ranks built with `cfg`: the ring's matrix (every
+/// function, inputs exact in any order, `big` its large count) unless a staged algorithm
+/// is forced, and the staged algorithms' (random floats wherever the plan is staged,
+/// compared with a reduction in rank order; both sides of every threshold) unless the
+/// ring is.
+fn coll_cases(nranks: u32, big: usize, cfg: &CommConfig) -> Vec<CollCase> {
+    let mut cases = match cfg.algorithm {
+        AlgorithmChoice::OneShot | AlgorithmChoice::TwoShot => Vec::new(),
+        _ => check::matrix(nranks, big),
+    };
+    if cfg.algorithm != AlgorithmChoice::Ring {
+        cases.extend(staged::matrix(cfg.shape(nranks).staging(), cfg.algorithm, (0, 1)));
+    }
+    cases
+}
+
 fn coll(args: &CollArgs) -> Result<ExitCode, Error> {
     let devices = args.comm.devices.clone().unwrap_or_else(|| vec![0]);
     let nranks = args.comm.ranks.unwrap_or(devices.len());
     let cfg = comm_config(&args.comm, 4);
     let big = args.big;
     let ordinals = rank_devices(&devices, nranks)?;
-    let cases: Vec<_> = check::matrix(nranks as u32, big)
+    let cases: Vec<_> = coll_cases(nranks as u32, big, &cfg)
         .into_iter()
         .filter(|c| args.filter.as_deref().is_none_or(|f| c.describe().contains(f)))
         .collect();
@@ -201,6 +224,8 @@ fn bench_collectives(args: BenchCmd) -> Result<ExitCode, Error> {
             direct: comm.direct,
             stats,
             paired: comm.paired.unwrap_or(false),
+            staging_bytes: comm.staging.unwrap_or(1 << 20),
+            algorithm: comm.algo.unwrap_or_default(),
         };
         let mut g = TwinGroup::start(shape, comm.threads.unwrap_or(128), Duration::from_secs(60))?;
         let rows = collbench::run_with_baseline(&mut g, &bench_args, None, &mut out, &progress_bar(collbench::row_count(&bench_args, nranks as u32), "rows"))?;

@@ -15,14 +15,14 @@ use std::ffi::{c_int, c_void};
 use std::sync::Arc;
 use std::time::Instant;
 
-use cudarc::driver::{CudaSlice, CudaStream, DevicePtrMut};
+use cudarc::driver::{CudaGraph, CudaSlice, CudaStream, DevicePtrMut, sys as sys_cuda};
 use cudarc::nccl::result::{self as nccl, NcclError};
 use cudarc::nccl::sys;
 use device_rt::dtype::DataType;
 use device_rt::redop::RedOpKind;
 use device_rt::algo::CollFunction;
 
-use crate::collbench::Baseline;
+use crate::collbench::{Baseline, CallTiming, GRAPH_CALLS};
 use host_shim::{Error, Result};
 
 /// An NCCL communicator of one rank per GPU, with buffers for the benchmark.
@@ -155,10 +155,13 @@ impl Baseline for NcclBaseline {
         self.name.clone()
     }
 
-    /// Microseconds per call: `warmup` calls, a synchronization of every stream, then
-    /// `iters` calls (each one NCCL group over all ranks) and a synchronization, wall
-    /// clock over `iters`. Inputs are zeros. In place, input and output share the
-    /// output buffer at NCCL's offsets (as nccl-tests places them).
+    /// Microseconds per call: `warmup` calls, a synchronization of every stream, then as
+    /// `timing` says (each call one NCCL group over all ranks): back to back, `iters`
+    /// calls and a synchronization; sync, `iters` calls each followed by a
+    /// synchronization; graph, [`GRAPH_CALLS`] calls captured in one CUDA graph per rank,
+    /// the graphs launched `iters` times and synchronized, per call. Wall clock. Inputs
+    /// are zeros. In place, input and output share the output buffer at NCCL's offsets
+    /// (as nccl-tests places them).
     fn time_us(
         &mut self,
         function: CollFunction,
@@ -167,6 +170,7 @@ impl Baseline for NcclBaseline {
         count: usize,
         root: u32,
         in_place: bool,
+        timing: CallTiming,
         warmup: usize,
         iters: usize,
     ) -> Result<f64> {
@@ -197,12 +201,65 @@ impl Baseline for NcclBaseline {
             self.launch(&call)?;
         }
         self.synchronize()?;
-        let start = Instant::now();
-        for _ in 0..iters {
-            self.launch(&call)?;
+        match timing {
+            CallTiming::BackToBack => {
+                let start = Instant::now();
+                for _ in 0..iters {
+                    self.launch(&call)?;
+                }
+                self.synchronize()?;
+                Ok(start.elapsed().as_secs_f64() * 1e6 / iters as f64)
+            }
+            CallTiming::Sync => {
+                let start = Instant::now();
+                for _ in 0..iters {
+                    self.launch(&call)?;
+                    self.synchronize()?;
+                }
+                Ok(start.elapsed().as_secs_f64() * 1e6 / iters as f64)
+            }
+            CallTiming::Graph => {
+                let graphs = self.capture(&call)?;
+                let launch_all = || graphs.iter().try_for_each(|g| g.launch().map_err(Error::cuda("cuGraphLaunch")));
+                launch_all()?;
+                self.synchronize()?;
+                let start = Instant::now();
+                for _ in 0..iters {
+                    launch_all()?;
+                }
+                self.synchronize()?;
+                Ok(start.elapsed().as_secs_f64() * 1e6 / (iters * GRAPH_CALLS) as f64)
+            }
         }
-        self.synchronize()?;
-        Ok(start.elapsed().as_secs_f64() * 1e6 / iters as f64)
+    }
+}
+
+impl NcclBaseline {
+    /// [`GRAPH_CALLS`] launches of `call` captured on every rank's stream at once (relaxed
+    /// mode; NCCL's grouped launch over several streams captures as one graph per
+    /// stream): one graph per rank. Every capture begun is ended, also after an error.
+    fn capture(&self, call: &NcclCall) -> Result<Vec<CudaGraph>> {
+        let mut begun = Vec::new();
+        let mut outcome = Ok(());
+        for rank in &self.ranks {
+            outcome = rank.stream.begin_capture(sys_cuda::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED).map_err(Error::cuda("cuStreamBeginCapture"));
+            if outcome.is_err() {
+                break;
+            }
+            begun.push(&rank.stream);
+        }
+        if outcome.is_ok() {
+            outcome = (0..GRAPH_CALLS).try_for_each(|_| self.launch(call));
+        }
+        let mut graphs = Vec::new();
+        for stream in begun {
+            match stream.end_capture(sys_cuda::CUgraphInstantiate_flags(0)).map_err(Error::cuda("cuStreamEndCapture")) {
+                Ok(Some(g)) => graphs.push(g),
+                Ok(None) => outcome = outcome.and(Err(Error::InvalidState("the capture produced no graph"))),
+                Err(e) => outcome = outcome.and(Err(e)),
+            }
+        }
+        outcome.map(|()| graphs)
     }
 }
 

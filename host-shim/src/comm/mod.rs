@@ -72,8 +72,8 @@ use cudarc::driver::{CudaContext, CudaStream, DevicePtr, DevicePtrMut, result};
 use device_rt::conn::ChannelStats;
 use device_rt::dtype::DataType;
 use device_rt::redop::RedOpKind;
-use device_rt::algo::{CollFunction, NO_PEER};
-use device_rt::work::WorkItem;
+use device_rt::algo::{AlgorithmChoice, CollFunction, NO_PEER, Staging, plan};
+use device_rt::work::{WorkItem, WorkKind};
 use zerocopy::FromBytes;
 
 use crate::device;
@@ -104,9 +104,35 @@ pub struct CommConfig {
     /// first half of `loop_cfg.channels`; a reduce-scatter on two ranks sends on the first
     /// half and receives and reduces on the second, each on its own SMs.
     pub paired: bool,
+    /// Bytes of staging per rank for the staged algorithms (one-shot, two-shot; twice
+    /// this is allocated: calls alternate between two buffers): the largest call they
+    /// run (all_reduce and all_gather: the input's bytes; reduce_scatter: the whole
+    /// input's). 0: none, every collective runs on the ring.
+    pub staging_bytes: u64,
+    /// The algorithm of every collective: the device's choice by size and rank count
+    /// (`Auto`), or one forced (tests, benchmarks). A call the forced algorithm cannot
+    /// run (larger than the staging, or a function without that algorithm) is refused
+    /// before anything is enqueued ([`Error::AlgorithmUnfit`]).
+    pub algorithm: AlgorithmChoice,
 }
 
 impl CommConfig {
+    /// The shape of the connections and staging of a communicator of `nranks` ranks
+    /// built with this configuration.
+    pub fn shape(&self, nranks: u32) -> Shape {
+        Shape {
+            nranks,
+            nchannels: self.loop_cfg.channels,
+            ring_step_bytes: self.ring_step_bytes,
+            p2p_step_bytes: self.p2p_step_bytes,
+            direct: self.direct,
+            stats: self.stats,
+            paired: self.paired,
+            staging_bytes: self.staging_bytes,
+            algorithm: self.algorithm,
+        }
+    }
+
     /// The placement of the channels of a rank whose device (of `device_sms` SMs) hosts
     /// `ranks_on_device` ranks: the configured one for a rank alone on its device; the
     /// hardware's when several share it (their loops would ask for the same SMs), or when
@@ -129,6 +155,8 @@ impl Default for CommConfig {
             direct: false,
             stats: false,
             paired: false,
+            staging_bytes: 8 << 20,
+            algorithm: AlgorithmChoice::Auto,
         }
     }
 }
@@ -170,6 +198,20 @@ pub fn in_place_item(function: CollFunction, dtype: DataType, op: RedOpKind, op_
     WorkItem::collective(function, dtype, op, op_arg, src, dst, n, 0)
 }
 
+/// Refuses a collective `item` that `algorithm`, forced on a communicator with
+/// `staging`, cannot run (the device would stop with `BadItem::UnfitAlgorithm`). Items of
+/// other kinds, and collectives under the device's own choice, pass.
+pub fn check_algorithm(item: &WorkItem, staging: Staging, algorithm: AlgorithmChoice) -> Result<()> {
+    let (Some(function), Some(dtype)) = (CollFunction::from_u32(item.function), DataType::from_u8(item.dtype)) else { return Ok(()) };
+    if item.kind != WorkKind::Collective as u8 {
+        return Ok(());
+    }
+    match plan(function, dtype.size() as u64, item.count, staging, algorithm) {
+        Ok(_) => Ok(()),
+        Err(why) => Err(Error::AlgorithmUnfit { algorithm, function, why }),
+    }
+}
+
 /// Refuses `item` if a buffer it names is device memory of another device than
 /// `ordinal` (`device_of` says whose memory an address is).
 fn on_device(item: &WorkItem, ordinal: usize, device_of: impl Fn(u64) -> Result<Option<usize>>) -> Result<()> {
@@ -196,6 +238,10 @@ pub struct Comm {
     aborts: CommAbortHandle,
     /// Device address of this rank's `[ChannelStats; nchannels]`, when kept.
     stats: Option<u64>,
+    /// What the communicator has for the staged algorithms, and the algorithm it asks
+    /// for: what [`check_algorithm`] checks calls against.
+    staging: Staging,
+    algorithm: AlgorithmChoice,
 }
 
 impl Comm {
@@ -226,15 +272,7 @@ impl Comm {
                 cfg.loop_cfg.threads
             )));
         }
-        let layout = Layout::new(Shape {
-            nranks,
-            nchannels: cfg.loop_cfg.channels,
-            ring_step_bytes: cfg.ring_step_bytes,
-            p2p_step_bytes: cfg.p2p_step_bytes,
-            direct: cfg.direct,
-            stats: cfg.stats,
-            paired: cfg.paired,
-        })?;
+        let layout = Layout::new(cfg.shape(nranks))?;
         let mut contexts: BTreeMap<usize, Arc<CudaContext>> = BTreeMap::new();
         for s in &streams {
             contexts.entry(s.context().ordinal()).or_insert_with(|| s.context().clone());
@@ -305,7 +343,7 @@ impl Comm {
                 return Err(e);
             }
             let stats = cfg.stats.then(|| bases[rank] + layout.stats);
-            comms.push(Comm { rank: rank as u32, nranks, stream, lp, aborts: aborts.clone(), stats });
+            comms.push(Comm { rank: rank as u32, nranks, stream, lp, aborts: aborts.clone(), stats, staging: layout.staging(), algorithm: cfg.algorithm });
         }
         Ok(comms)
     }
@@ -367,11 +405,12 @@ impl Comm {
         Ok(Some(bytes.chunks_exact(size_of::<ChannelStats>()).map(|c| ChannelStats::read_from_bytes(c).unwrap_or_default()).collect()))
     }
 
-    /// Checks `item` (alone, against the communicator, and its buffers against the rank's
-    /// device) without enqueueing it.
+    /// Checks `item` (alone, against the communicator and its algorithm, and its buffers
+    /// against the rank's device) without enqueueing it.
     fn check(&self, item: &WorkItem) -> Result<()> {
         item.validate().map_err(|reason| Error::BadWorkItem { reason, seq: 0 })?;
         item.validate_in_comm(self.rank, self.nranks).map_err(|reason| Error::BadWorkItem { reason, seq: 0 })?;
+        check_algorithm(item, self.staging, self.algorithm)?;
         on_device(item, self.stream.context().ordinal(), crate::memory::device_of)
     }
 

@@ -1,10 +1,12 @@
 //! Where every connection of a communicator lives: one block of device memory per rank
-//! holding its `CommDevice`, its connection ends, its step counters and the FIFOs it
-//! receives into; and the wiring of each end to the peer's memory. Pure arithmetic over
-//! the blocks' base addresses, so the same code wires GPU ranks and host-twin ranks.
+//! holding its `CommDevice`, its connection ends, its step counters, the FIFOs it
+//! receives into, and its staging buffers and flags (the staged algorithms'); and the
+//! wiring of each end to the peer's memory. Pure arithmetic over the blocks' base
+//! addresses, so the same code wires GPU ranks and host-twin ranks.
 
-use device_rt::conn::{CONN_DIRECT, ChannelConns, ChannelStats, CommDevice, ConnInfo, MAX_RANKS, NCCL_STEPS, STEP_ALIGN};
 use device_rt::abi::MAX_CHANNELS;
+use device_rt::algo::{AlgorithmChoice, Staging};
+use device_rt::conn::{CONN_DIRECT, ChannelConns, ChannelStats, CommDevice, ConnInfo, MAX_RANKS, MAX_STAGED_RANKS, NCCL_STEPS, STEP_ALIGN, StagingConns};
 use zerocopy::IntoBytes;
 
 use crate::{Error, Result};
@@ -31,6 +33,34 @@ pub struct Shape {
     /// half, and a reduce-scatter on two ranks sends on the first half while the second
     /// half receives and reduces. Needs an even channel count.
     pub paired: bool,
+    /// Bytes of staging per rank for the staged algorithms (one-shot, two-shot): the
+    /// largest call they take, split over the channels a collective spreads over (each
+    /// channel's part rounded up to 4 KiB), twice (calls alternate between two buffers).
+    /// 0: none (as with one rank, or more than `MAX_STAGED_RANKS`: they never stage).
+    pub staging_bytes: u64,
+    /// The algorithm the device runs collectives with: its choice by size, or one forced.
+    pub algorithm: AlgorithmChoice,
+}
+
+impl Shape {
+    /// Channels a collective spreads over: the first half of paired channels, else all.
+    pub fn collective_channels(&self) -> u32 {
+        if self.paired { self.nchannels / 2 } else { self.nchannels }
+    }
+
+    /// Bytes of one of a channel's two staging buffers; 0 when the communicator has none.
+    fn staging_slot_bytes(&self) -> u64 {
+        let staged = (2..=MAX_STAGED_RANKS as u32).contains(&self.nranks) && self.staging_bytes > 0;
+        if !staged {
+            return 0;
+        }
+        self.staging_bytes.div_ceil(u64::from(self.collective_channels())).next_multiple_of(STEP_ALIGN)
+    }
+
+    /// What the communicator has for the staged algorithms.
+    pub fn staging(&self) -> Staging {
+        Staging { nranks: self.nranks, channels: self.collective_channels(), slot_bytes: self.staging_slot_bytes() }
+    }
 }
 
 /// Offsets inside one rank's block.
@@ -39,11 +69,18 @@ pub struct Layout {
     shape: Shape,
     channels: u64,
     p2p: u64,
+    /// `[StagingConns; collective channels]`.
+    staging_conns: u64,
     counters: u64,
+    /// Per collective channel, a line-rounded `[u64; nranks]` of staging flags.
+    staging_flags: u64,
     /// The channels' statistics, `[ChannelStats; nchannels]`.
     pub stats: u64,
     ring_fifos: u64,
     p2p_fifos: u64,
+    /// Per collective channel, two staging buffers of `slot_bytes`.
+    staging: u64,
+    slot_bytes: u64,
     /// Bytes of the block that must be initialised (descriptions and counters).
     pub meta_bytes: u64,
     /// Bytes of the whole block.
@@ -54,6 +91,11 @@ pub struct Layout {
 /// head, tail and sizes FIFO.
 fn counters_per_channel(nranks: u64) -> u64 {
     3 + 3 * nranks
+}
+
+/// Bytes of one channel's staging flags: `[u64; nranks]` on lines of their own.
+fn flags_bytes(nranks: u64) -> u64 {
+    (8 * nranks).next_multiple_of(LINE)
 }
 
 impl Layout {
@@ -74,17 +116,49 @@ impl Layout {
                 return bad(format!("{what} step size must be a non-zero multiple of {STEP_ALIGN} bytes up to 1 GiB, not {bytes}"));
             }
         }
+        if shape.staging_bytes > 1 << 30 {
+            return bad(format!("staging is at most 1 GiB per rank, not {} bytes", shape.staging_bytes));
+        }
+        let slot_bytes = shape.staging_slot_bytes();
+        let staged_forced = matches!(shape.algorithm, AlgorithmChoice::OneShot | AlgorithmChoice::TwoShot);
+        if staged_forced && shape.nranks > 1 && slot_bytes == 0 {
+            return bad(format!(
+                "a communicator that forces {} needs staging buffers: 2..={MAX_STAGED_RANKS} ranks (not {}) and staging bytes (not {})",
+                shape.algorithm.name(),
+                shape.nranks,
+                shape.staging_bytes
+            ));
+        }
         let (nr, nch) = (u64::from(shape.nranks), u64::from(shape.nchannels));
+        let staged_channels = if slot_bytes == 0 { 0 } else { u64::from(shape.collective_channels()) };
         let conn = size_of::<ChannelConns>() as u64;
         let channels = size_of::<CommDevice>().next_multiple_of(LINE as usize) as u64;
         let p2p = channels + nch * conn;
-        let counters = (p2p + nch * nr * conn).next_multiple_of(LINE);
-        let stats = counters + nch * counters_per_channel(nr) * LINE;
+        let staging_conns = p2p + nch * nr * conn;
+        let counters = (staging_conns + staged_channels * size_of::<StagingConns>() as u64).next_multiple_of(LINE);
+        let staging_flags = counters + nch * counters_per_channel(nr) * LINE;
+        let stats = staging_flags + staged_channels * flags_bytes(nr);
         let meta_bytes = stats + nch * size_of::<ChannelStats>() as u64;
         let ring_fifos = meta_bytes.next_multiple_of(STEP_ALIGN);
         let p2p_fifos = ring_fifos + nch * NCCL_STEPS * shape.ring_step_bytes;
-        let block_bytes = p2p_fifos + nch * nr * NCCL_STEPS * shape.p2p_step_bytes;
-        Ok(Self { shape, channels, p2p, counters, stats, ring_fifos, p2p_fifos, meta_bytes, block_bytes })
+        let staging = p2p_fifos + nch * nr * NCCL_STEPS * shape.p2p_step_bytes;
+        let block_bytes = staging + staged_channels * 2 * slot_bytes;
+        Ok(Self { shape, channels, p2p, staging_conns, counters, staging_flags, stats, ring_fifos, p2p_fifos, staging, slot_bytes, meta_bytes, block_bytes })
+    }
+
+    /// What the communicator has for the staged algorithms.
+    pub fn staging(&self) -> Staging {
+        self.shape.staging()
+    }
+
+    /// Staging flags of collective channel `channel`, entry `peer` (raised by `peer`).
+    fn staging_flag(&self, channel: u32, peer: u32) -> u64 {
+        self.staging_flags + u64::from(channel) * flags_bytes(u64::from(self.shape.nranks)) + 8 * u64::from(peer)
+    }
+
+    /// The two staging buffers of collective channel `channel`.
+    fn staging_buffers(&self, channel: u32) -> u64 {
+        self.staging + u64::from(channel) * 2 * self.slot_bytes
     }
 
     fn counter(&self, channel: u32, index: u64) -> u64 {
@@ -150,6 +224,11 @@ impl Layout {
         comm.p2p = at(rank, self.p2p);
         comm.stats = if s.stats { at(rank, self.stats) } else { 0 };
         comm.pairs = if s.paired { s.nchannels / 2 } else { 0 };
+        comm.algorithm = s.algorithm as u32;
+        if self.slot_bytes > 0 {
+            comm.staging = at(rank, self.staging_conns);
+            comm.staging_slot_bytes = self.slot_bytes;
+        }
         let mut image = vec![0u8; self.meta_bytes as usize];
         image[..size_of::<CommDevice>()].copy_from_slice(comm.as_bytes());
         let ring = |step_bytes| ConnInfo { step_bytes, ..ConnInfo::default() };
@@ -197,6 +276,20 @@ impl Layout {
                 image[off..off + conn].copy_from_slice(conns.as_bytes());
             }
         }
+        if self.slot_bytes > 0 {
+            for c in 0..s.collective_channels() {
+                let mut conns = StagingConns { flags: at(rank, self.staging_flag(c, 0)), ..StagingConns::default() };
+                for p in 0..n {
+                    conns.staging[p as usize] = at(p, self.staging_buffers(c));
+                    if p != rank {
+                        conns.signal[p as usize] = at(p, self.staging_flag(c, rank));
+                    }
+                }
+                let size = size_of::<StagingConns>();
+                let off = self.staging_conns as usize + c as usize * size;
+                image[off..off + size].copy_from_slice(conns.as_bytes());
+            }
+        }
         Ok(image)
     }
 }
@@ -207,13 +300,82 @@ mod tests {
     use zerocopy::FromBytes;
 
     fn shape(nranks: u32, nchannels: u32) -> Shape {
-        Shape { nranks, nchannels, ring_step_bytes: 8192, p2p_step_bytes: 4096, direct: true, stats: true, paired: false }
+        Shape {
+            nranks,
+            nchannels,
+            ring_step_bytes: 8192,
+            p2p_step_bytes: 4096,
+            direct: true,
+            stats: true,
+            paired: false,
+            staging_bytes: 10_000,
+            algorithm: AlgorithmChoice::Auto,
+        }
     }
 
     #[test]
     fn bad_shapes_are_refused() {
-        for bad in [shape(0, 1), shape(33, 1), shape(2, 0), shape(2, 65), Shape { ring_step_bytes: 100, ..shape(2, 1) }, Shape { paired: true, ..shape(2, 3) }] {
+        let one_shot = |nranks, staging_bytes| Shape { algorithm: AlgorithmChoice::OneShot, staging_bytes, ..shape(nranks, 2) };
+        for bad in [
+            shape(0, 1),
+            shape(33, 1),
+            shape(2, 0),
+            shape(2, 65),
+            Shape { ring_step_bytes: 100, ..shape(2, 1) },
+            Shape { paired: true, ..shape(2, 3) },
+            Shape { staging_bytes: (1 << 30) + 1, ..shape(2, 1) },
+            one_shot(9, 1 << 20),
+            one_shot(2, 0),
+            Shape { algorithm: AlgorithmChoice::TwoShot, staging_bytes: 0, ..shape(3, 2) },
+        ] {
             assert!(matches!(Layout::new(bad), Err(Error::InvalidArgument(_))), "{bad:?}");
+        }
+        assert!(Layout::new(one_shot(1, 0)).is_ok(), "one rank copies locally: nothing to stage");
+        assert!(Layout::new(Shape { algorithm: AlgorithmChoice::Ring, ..one_shot(9, 0) }).is_ok());
+    }
+
+    /// Every rank finds every rank's staging buffers where their owner has them, raises
+    /// its flags where each peer polls them, and the staging lies in the block, apart
+    /// from everything else; none is laid out where the staged algorithms cannot run.
+    #[test]
+    fn staging_flags_meet_their_peers_and_buffers_fit_the_block() {
+        let paired = Shape { paired: true, ..shape(3, 4) };
+        let layout = Layout::new(paired).unwrap();
+        assert_eq!(layout.staging(), Staging { nranks: 3, channels: 2, slot_bytes: 8192 }, "10 000 bytes over 2 channels, 4 KiB rounded");
+        let bases: Vec<u64> = (0..3).map(|r| 0x1_0000_0000 * (r + 1)).collect();
+        let images: Vec<Vec<u8>> = (0..3).map(|r| layout.image(r, &bases).unwrap()).collect();
+        let comm = |r: usize| CommDevice::read_from_prefix(&images[r]).unwrap().0;
+        let conns = |r: usize, c: u64| {
+            let at = (comm(r).staging - bases[r]) as usize + c as usize * size_of::<StagingConns>();
+            StagingConns::read_from_prefix(&images[r][at..]).unwrap().0
+        };
+        for r in 0..3usize {
+            assert_eq!((comm(r).staging_slot_bytes, comm(r).algorithm), (8192, AlgorithmChoice::Auto as u32));
+            for c in 0..2 {
+                let mine = conns(r, c);
+                assert!(mine.flags >= bases[r] + layout.staging_flags && mine.flags + 24 <= bases[r] + layout.stats);
+                for (p, base) in bases.iter().enumerate() {
+                    let theirs = conns(p, c);
+                    assert_eq!(mine.staging[p], theirs.staging[p], "rank {r} reads rank {p}'s buffers where {p} writes them");
+                    assert!(mine.staging[p] >= base + layout.meta_bytes && mine.staging[p] + 2 * 8192 <= base + layout.block_bytes);
+                    assert_eq!(mine.staging[p] % 4096, 0);
+                    if p == r {
+                        assert_eq!(mine.signal[p], 0);
+                    } else {
+                        assert_eq!(mine.signal[p], theirs.flags + 8 * r as u64, "rank {r} raises entry {r} of rank {p}'s flags");
+                    }
+                }
+                assert_eq!(mine.epoch, 0);
+            }
+        }
+        assert_eq!(conns(0, 1).staging[0] - conns(0, 0).staging[0], 2 * 8192, "two buffers per channel");
+        assert_eq!(layout.staging_buffers(2), layout.block_bytes, "the staging ends the block");
+        for no_staging in [shape(1, 2), shape(9, 2), Shape { staging_bytes: 0, ..shape(3, 2) }] {
+            let layout = Layout::new(no_staging).unwrap();
+            let image = layout.image(0, &bases[..1].iter().copied().cycle().take(no_staging.nranks as usize).collect::<Vec<_>>()).unwrap();
+            assert_eq!(CommDevice::read_from_prefix(&image).unwrap().0.staging, 0, "{no_staging:?}");
+            assert_eq!(layout.staging().slot_bytes, 0);
+            assert_eq!(layout.staging_buffers(0), layout.block_bytes, "no staging bytes");
         }
     }
 
@@ -269,6 +431,6 @@ mod tests {
         let quiet = Layout::new(Shape { stats: false, ..shape(3, 2) }).unwrap();
         assert_eq!(CommDevice::read_from_prefix(&quiet.image(0, &bases).unwrap()).unwrap().0.stats, 0);
         assert!(layout.ring_fifo(1) + NCCL_STEPS * 8192 <= layout.p2p_fifo(0, 0));
-        assert_eq!(layout.p2p_fifo(1, 2) + NCCL_STEPS * 4096, layout.block_bytes);
+        assert_eq!(layout.p2p_fifo(1, 2) + NCCL_STEPS * 4096, layout.staging, "the staging follows the FIFOs");
     }
 }

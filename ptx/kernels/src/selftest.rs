@@ -135,11 +135,11 @@ unsafe fn wait_flag(flag: *const u64, want: u64, mode: PublishMode) -> bool {
             // through `arch` (this function's contract).
             PublishMode::ReleaseAcquire => unsafe { arch::ld_acquire_sys_global(flag) },
             // SAFETY: as above.
-            PublishMode::FenceSys | PublishMode::FenceGpu => unsafe { arch::ld_volatile_global(flag) },
+            PublishMode::FenceSys | PublishMode::FenceGpu | PublishMode::Unfenced => unsafe { arch::ld_volatile_global(flag) },
         };
         if seen == want {
             match mode {
-                PublishMode::ReleaseAcquire => {}
+                PublishMode::ReleaseAcquire | PublishMode::Unfenced => {}
                 PublishMode::FenceSys => arch::fence_acq_rel_sys(),
                 PublishMode::FenceGpu => arch::fence_acq_rel_gpu(),
             }
@@ -171,6 +171,8 @@ unsafe fn publish_flag(flag: *mut u64, value: u64, mode: PublishMode) {
             // SAFETY: as above.
             unsafe { arch::st_volatile_global(flag, value) }
         }
+        // SAFETY: as above.
+        PublishMode::Unfenced => unsafe { arch::st_volatile_global(flag, value) },
     }
 }
 
@@ -262,9 +264,12 @@ pub unsafe extern "gpu-kernel" fn selftest_message_passing(
             let mut mismatches = 0u32;
             let mut i = arch::thread_idx();
             while i < words {
+                // Weak loads (`ld.global`, which may hit this SM's L1 copy of the last
+                // round's words): only the wait's acquire or fence makes them see this
+                // round's; without one (`Unfenced`) a stale line shows up as a mismatch.
                 // SAFETY: `i < words`, the length of `data`; CTA 0 wrote this round's words
                 // before publishing the flag this CTA has seen (see the producer's store).
-                if unsafe { data.add(i as usize).read_volatile() } != abi::message_word(i, round) {
+                if unsafe { data.add(i as usize).read() } != abi::message_word(i, round) {
                     mismatches += 1;
                 }
                 i += arch::block_dim();

@@ -10,10 +10,10 @@ use device_rt::redop::RedOpKind;
 use device_rt::algo::{CollFunction, NO_PEER};
 use device_rt::work::WorkItem;
 
-use super::expect::CollCase;
+use super::expect::{CollCase, Inputs};
 use super::group::{Buffer, RankGroup};
 use host_shim::Result;
-use crate::reference::{Rng, small_elements};
+use crate::reference::Rng;
 
 /// Bytes written into output buffers before a call, so parts a collective must not
 /// write are checked too.
@@ -38,6 +38,7 @@ pub fn matrix(nranks: u32, big_count: usize) -> Vec<CollCase> {
             count,
             root: if sendrecv { 1 + k % (nranks - 1).max(1) } else { k % nranks },
             in_place: !sendrecv && k.is_multiple_of(2),
+            inputs: Inputs::Exact,
         });
     };
     for function in functions.into_iter().chain([CollFunction::SendRecv].into_iter().filter(|_| nranks > 1)) {
@@ -65,42 +66,72 @@ pub fn run_case(g: &mut dyn RankGroup, case: &CollCase, seed: u64, timeout: Dura
 }
 
 fn run_case_in(g: &mut dyn RankGroup, case: &CollCase, seed: u64, timeout: Duration) -> Result<Option<String>> {
-    let nranks = g.nranks();
-    let size = case.dtype.size();
-    let (in_elems, out_elems) = case.extents(nranks);
-    let mut rng = Rng::new(seed);
-    let inputs: Vec<Vec<u8>> = (0..nranks).map(|_| small_elements(case.dtype, in_elems, &mut rng)).collect();
-    let mut bufs: Vec<(Buffer, Buffer, u64)> = Vec::new();
-    let mut before = Vec::new();
-    for rank in 0..nranks {
-        let (input, output, in_offset) = if case.in_place {
-            let bytes = in_elems.max(out_elems) * size;
-            let b = g.alloc(rank, bytes.max(1))?;
-            let mut data = vec![SENTINEL; bytes];
-            let at = if case.function == CollFunction::AllGather { case.in_place_offset(rank) * size } else { 0 };
-            data[at..at + inputs[rank as usize].len()].copy_from_slice(&inputs[rank as usize]);
-            g.write(b, &data)?;
-            before.push(data);
-            (b, b, at as u64)
-        } else {
-            let input = g.alloc(rank, (in_elems * size).max(1))?;
-            let output = g.alloc(rank, (out_elems * size).max(1))?;
-            g.write(input, &inputs[rank as usize])?;
-            let data = vec![SENTINEL; out_elems * size];
-            g.write(output, &data)?;
-            before.push(data);
-            (input, output, 0)
-        };
-        bufs.push((input, output, in_offset));
-    }
-    let op_arg = case.op_arg(nranks);
+    let prepared = Prepared::new(g, case, seed)?;
     let mut tickets = Vec::new();
-    for rank in 0..nranks {
-        let (input, output, in_offset) = bufs[rank as usize];
+    for rank in 0..g.nranks() {
+        tickets.push(g.submit(rank, prepared.item(rank))?);
+    }
+    for (rank, submitted) in tickets.into_iter().enumerate() {
+        g.wait_submitted(rank as u32, submitted, timeout)?;
+    }
+    prepared.verify(g)
+}
+
+/// One case's buffers on every rank, filled, with what every rank's output must hold
+/// once the case has run: [`run_case`] in three steps, for callers that hand several
+/// cases to the ranks before waiting for any (allocate every case's buffers first).
+pub struct Prepared {
+    case: CollCase,
+    nranks: u32,
+    /// Per rank: input, output, and the input's byte offset in its buffer.
+    bufs: Vec<(Buffer, Buffer, u64)>,
+    expected: Vec<Vec<u8>>,
+}
+
+impl Prepared {
+    /// Allocates `case`'s buffers on every rank of `g` and fills them: inputs from
+    /// `seed`, outputs with a sentinel.
+    pub fn new(g: &mut dyn RankGroup, case: &CollCase, seed: u64) -> Result<Self> {
+        let nranks = g.nranks();
+        let size = case.dtype.size();
+        let (in_elems, out_elems) = case.extents(nranks);
+        let mut rng = Rng::new(seed);
+        let inputs: Vec<Vec<u8>> = (0..nranks).map(|_| case.input(in_elems, &mut rng)).collect();
+        let mut bufs: Vec<(Buffer, Buffer, u64)> = Vec::new();
+        let mut before = Vec::new();
+        for rank in 0..nranks {
+            let (input, output, in_offset) = if case.in_place {
+                let bytes = in_elems.max(out_elems) * size;
+                let b = g.alloc(rank, bytes.max(1))?;
+                let mut data = vec![SENTINEL; bytes];
+                let at = if case.function == CollFunction::AllGather { case.in_place_offset(rank) * size } else { 0 };
+                data[at..at + inputs[rank as usize].len()].copy_from_slice(&inputs[rank as usize]);
+                g.write(b, &data)?;
+                before.push(data);
+                (b, b, at as u64)
+            } else {
+                let input = g.alloc(rank, (in_elems * size).max(1))?;
+                let output = g.alloc(rank, (out_elems * size).max(1))?;
+                g.write(input, &inputs[rank as usize])?;
+                let data = vec![SENTINEL; out_elems * size];
+                g.write(output, &data)?;
+                before.push(data);
+                (input, output, 0)
+            };
+            bufs.push((input, output, in_offset));
+        }
+        let expected = case.expect(&inputs, &before);
+        Ok(Self { case: case.clone(), nranks, bufs, expected })
+    }
+
+    /// Rank `rank`'s work item.
+    pub fn item(&self, rank: u32) -> WorkItem {
+        let (case, nranks) = (&self.case, self.nranks);
+        let (input, output, in_offset) = self.bufs[rank as usize];
         let src = input.addr + in_offset;
         let mut dst = output.addr;
         if case.in_place && case.function == CollFunction::ReduceScatter {
-            dst += (case.in_place_offset(rank) * size) as u64;
+            dst += (case.in_place_offset(rank) * case.dtype.size()) as u64;
         }
         let (arg, op_arg) = match case.function {
             CollFunction::SendRecv => {
@@ -108,28 +139,31 @@ fn run_case_in(g: &mut dyn RankGroup, case: &CollCase, seed: u64, timeout: Durat
                 let from = (rank + nranks - case.root % nranks) % nranks;
                 (u64::from(to) | u64::from(from) << 32, case.count as u64)
             }
-            _ => (u64::from(case.root), op_arg),
+            _ => (u64::from(case.root), case.op_arg(nranks)),
         };
         debug_assert!(case.function != CollFunction::SendRecv || arg as u32 != NO_PEER);
-        let item = WorkItem::collective(case.function, case.dtype, case.op, op_arg, src, dst, case.count as u64, arg);
-        tickets.push(g.submit(rank, item)?);
+        WorkItem::collective(case.function, case.dtype, case.op, op_arg, src, dst, case.count as u64, arg)
     }
-    for (rank, submitted) in tickets.into_iter().enumerate() {
-        g.wait_submitted(rank as u32, submitted, timeout)?;
-    }
-    let expected = case.expect(&inputs, &before);
-    for rank in 0..nranks {
-        let (_, output, _) = bufs[rank as usize];
-        let got = g.read(output, expected[rank as usize].len())?;
-        if let Some(at) = got.iter().zip(&expected[rank as usize]).position(|(a, b)| a != b) {
-            let e = at / size.max(1);
-            return Ok(Some(format!(
-                "{}: rank {rank} of {nranks}: element {e} is {:02x?}, expected {:02x?}",
-                case.describe(),
-                &got[e * size..(e + 1) * size],
-                &expected[rank as usize][e * size..(e + 1) * size]
-            )));
+
+    /// Compares every rank's output with the reference, once every rank's item has
+    /// completed: `None` when all are right, else the first wrong element.
+    pub fn verify(&self, g: &mut dyn RankGroup) -> Result<Option<String>> {
+        let size = self.case.dtype.size();
+        for rank in 0..self.nranks {
+            let (_, output, _) = self.bufs[rank as usize];
+            let want = &self.expected[rank as usize];
+            let got = g.read(output, want.len())?;
+            if let Some(at) = got.iter().zip(want).position(|(a, b)| a != b) {
+                let e = at / size.max(1);
+                return Ok(Some(format!(
+                    "{}: rank {rank} of {}: element {e} is {:02x?}, expected {:02x?}",
+                    self.case.describe(),
+                    self.nranks,
+                    &got[e * size..(e + 1) * size],
+                    &want[e * size..(e + 1) * size]
+                )));
+            }
         }
+        Ok(None)
     }
-    Ok(None)
 }

@@ -6,7 +6,19 @@ use device_rt::dtype::DataType;
 use device_rt::redop::RedOpKind;
 use device_rt::algo::CollFunction;
 
-use crate::reference::{Case, expected, scalar_arg};
+use crate::reference::{Rng, order_sensitive_elements, reduce_in_rank_order, scalar_arg, small_elements};
+
+/// What the ranks' inputs to a case are.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Inputs {
+    /// Small integers (as floats too): exact whatever the order of reduction, so every
+    /// algorithm must match the reference.
+    #[default]
+    Exact,
+    /// Random floats whose sums depend on the order: only an algorithm that reduces in
+    /// rank order (one-shot, two-shot) matches the reference bit for bit.
+    OrderSensitive,
+}
 
 /// One collective call across the communicator.
 #[derive(Clone, Debug, PartialEq)]
@@ -20,6 +32,7 @@ pub struct CollCase {
     pub root: u32,
     /// The output is the input buffer (at the offset NCCL's in-place rule gives).
     pub in_place: bool,
+    pub inputs: Inputs,
 }
 
 impl CollCase {
@@ -51,23 +64,28 @@ impl CollCase {
     /// A one-line description for failure messages.
     pub fn describe(&self) -> String {
         format!(
-            "{} {} {} count={} root={} {}",
+            "{} {} {} count={} root={} {}{}",
             self.function.name(),
             self.dtype.name(),
             self.op.name(),
             self.count,
             self.root,
-            if self.in_place { "in-place" } else { "out-of-place" }
+            if self.in_place { "in-place" } else { "out-of-place" },
+            if self.inputs == Inputs::OrderSensitive { " order-sensitive" } else { "" }
         )
     }
 
-    /// The element-wise reduction of `inputs` (one per rank) as the operator defines it.
+    /// `n` elements of one rank's input, from `rng`.
+    pub fn input(&self, n: usize, rng: &mut Rng) -> Vec<u8> {
+        match self.inputs {
+            Inputs::Exact => small_elements(self.dtype, n, rng),
+            Inputs::OrderSensitive => order_sensitive_elements(self.dtype, n, rng),
+        }
+    }
+
+    /// The element-wise reduction of `inputs` (one per rank), in rank order.
     fn reduce(&self, nranks: u32, inputs: &[&[u8]], n: usize) -> Vec<u8> {
-        let mut case = Case::new(self.dtype, self.op, n, inputs.len(), 1);
-        case.pre_op_args = [self.op_arg(nranks); device_rt::abi::REDUCE_COPY_MAX_BUFFERS];
-        case.red_arg = self.op_arg(nranks);
-        case.post_op = self.op == RedOpKind::SumPostDiv;
-        expected(&case, inputs)
+        reduce_in_rank_order(self.dtype, self.op, self.op_arg(nranks), inputs, n)
     }
 
     /// Each rank's expected output buffer (`outputs[r]` as it was before the call, for

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use cudarc::driver::{CudaContext, result};
+use cudarc::driver::{CudaContext, CudaGraph, result, sys};
 use device_rt::conn::ChannelStats;
 use device_rt::work::WorkItem;
 use host_shim::comm::{Comm, CommConfig};
@@ -20,6 +20,8 @@ use super::group::{Buffer, RankGroup, SubmitPath, Submitted};
 /// the correctness matrix and `ferroccl bench` run on.
 pub struct GpuGroup {
     comms: Vec<Comm>,
+    /// Each rank's captured graphs ([`RankGroup::capture`]).
+    graphs: Vec<Vec<CudaGraph>>,
     path: SubmitPath,
     arenas: Vec<(u64, usize)>,
     used: Vec<usize>,
@@ -51,12 +53,14 @@ impl GpuGroup {
             c.keep_until_stopped(a)?;
         }
         let describe = format!(
-            "{} rank(s) on device(s) {:?}, {} channels × {} threads, ring step {} KiB{}",
+            "{} rank(s) on device(s) {:?}, {} channels × {} threads, ring step {} KiB, algorithm {}, staging {} KiB{}",
             ordinals.len(),
             ordinals,
             cfg.loop_cfg.channels,
             cfg.loop_cfg.threads,
             cfg.ring_step_bytes >> 10,
+            cfg.algorithm.name(),
+            cfg.staging_bytes >> 10,
             if cfg.direct { ", direct" } else { "" }
         ) + if cfg.paired { ", paired channels" } else { "" }
             + if cfg.stats { ", statistics kept" } else { "" }
@@ -65,7 +69,7 @@ impl GpuGroup {
                 Placement::Tpcs => ", SMs: one channel per TPC from SM 2".to_string(),
                 Placement::Sms(list) => format!(", SMs {:?}", list.sms().collect::<Vec<_>>()),
             };
-        Ok(Self { used: vec![0; comms.len()], comms, path: SubmitPath::Direct, arenas, describe })
+        Ok(Self { used: vec![0; comms.len()], graphs: comms.iter().map(|_| Vec::new()).collect(), comms, path: SubmitPath::Direct, arenas, describe })
     }
 
     /// Makes [`RankGroup::submit`] take `path` (the direct path until then).
@@ -163,6 +167,32 @@ impl RankGroup for GpuGroup {
                 comm.async_error().map_or(Ok(()), Err)
             }
         }
+    }
+
+    /// Captures on the rank's stream in relaxed mode. The items name buffers by address,
+    /// so no cudarc event enters the capture. A failed capture is ended (its partial
+    /// graph dropped) before the error returns.
+    fn capture(&mut self, rank: u32, items: &[WorkItem]) -> Result<usize> {
+        let comm = &self.comms[rank as usize];
+        let stream = comm.stream();
+        stream.begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED).map_err(Error::cuda("cuStreamBeginCapture"))?;
+        let posted = items.iter().try_for_each(|&item| comm.enqueue_on_stream(item));
+        let ended = stream.end_capture(sys::CUgraphInstantiate_flags(0)).map_err(Error::cuda("cuStreamEndCapture"));
+        posted?;
+        let graph = ended?.ok_or(Error::InvalidState("the capture produced no graph"))?;
+        let graphs = &mut self.graphs[rank as usize];
+        graphs.push(graph);
+        Ok(graphs.len() - 1)
+    }
+
+    fn replay(&mut self, rank: u32, graph: usize) -> Result<Submitted> {
+        let g = self.graphs[rank as usize].get(graph).ok_or(Error::InvalidState("no such captured graph"))?;
+        g.launch().map_err(Error::cuda("cuGraphLaunch"))?;
+        Ok(Submitted::Stream)
+    }
+
+    fn drop_graphs(&mut self) {
+        self.graphs.iter_mut().for_each(Vec::clear);
     }
 }
 

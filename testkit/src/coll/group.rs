@@ -99,6 +99,25 @@ pub trait RankGroup {
             Submitted::Stream => Err(host_shim::Error::InvalidState("this group has no streams")),
         }
     }
+
+    /// Captures `items`, in order, as one CUDA graph of rank `rank`'s stream-ordered
+    /// calls (validated as [`RankGroup::submit`] does), to launch with
+    /// [`RankGroup::replay`]; returns its index among the rank's graphs. Only a group on
+    /// GPUs has streams.
+    fn capture(&mut self, rank: u32, items: &[WorkItem]) -> Result<usize> {
+        let _ = (rank, items);
+        Err(host_shim::Error::InvalidState("this group has no streams to capture"))
+    }
+
+    /// Launches rank `rank`'s graph `graph` on its stream; wait with
+    /// [`RankGroup::wait_submitted`].
+    fn replay(&mut self, rank: u32, graph: usize) -> Result<Submitted> {
+        let _ = (rank, graph);
+        Err(host_shim::Error::InvalidState("this group has no streams to replay graphs on"))
+    }
+
+    /// Destroys every captured graph; call once their launches have completed.
+    fn drop_graphs(&mut self) {}
 }
 
 /// Every channel's statistics of every rank of `g`, rank by rank (`None` when not kept):

@@ -12,6 +12,7 @@ use device_rt::conn::{ChannelStats, CommDevice};
 use device_rt::work::{LOOP_SMEM_BYTES, LoopArgs, LoopState, QueueHeader, RingSlot, WorkItem, work_loop};
 
 use super::group::{Buffer, RankGroup};
+use host_shim::comm::check_algorithm;
 use host_shim::comm::wiring::{Layout, Shape};
 use host_shim::queue::{Queue, Ticket};
 use host_shim::{Error, Result};
@@ -200,10 +201,12 @@ impl RankGroup for TwinGroup {
 
     fn describe(&self) -> String {
         format!(
-            "host twin (CPU threads, no GPU): {} ranks × {} channels × {} threads{}{}{}{}",
+            "host twin (CPU threads, no GPU): {} ranks × {} channels × {} threads, algorithm {}, staging {} KiB{}{}{}{}",
             self.shape.nranks,
             self.shape.nchannels,
             self.threads,
+            self.shape.algorithm.name(),
+            self.shape.staging_bytes >> 10,
             if self.shape.direct { ", direct" } else { "" },
             if self.shape.paired { ", paired channels" } else { "" },
             if self.shape.stats { ", statistics kept" } else { "" },
@@ -256,6 +259,7 @@ impl RankGroup for TwinGroup {
 
     fn enqueue(&mut self, rank: u32, item: WorkItem) -> Result<Ticket> {
         item.validate_in_comm(rank, self.shape.nranks).map_err(|reason| Error::BadWorkItem { reason, seq: 0 })?;
+        check_algorithm(&item, self.shape.staging(), self.shape.algorithm)?;
         self.ranks[rank as usize].queue.enqueue(item, Duration::from_secs(60))
     }
 
@@ -286,6 +290,9 @@ impl RankGroup for TwinGroup {
                 s.sm = load(&raw mut (*base).sm);
                 s.mailbox_items = load(&raw mut (*base).mailbox_items);
                 s.dispatch_ns = load(&raw mut (*base).dispatch_ns);
+                for (a, count) in s.algorithm_items.iter_mut().enumerate() {
+                    *count = load(&raw mut (*base).algorithm_items[a]);
+                }
             }
             s
         });

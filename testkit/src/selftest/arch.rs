@@ -69,9 +69,15 @@ pub(super) fn dynamic_smem(fx: &Fixture) -> Outcome {
 const MESSAGE_WORDS: u32 = 64 * 1024;
 const DEVICE_ROUNDS: u32 = 200;
 const HOST_MAPPED_ROUNDS: u32 = 20;
+/// Launches of the negative control (each of the test's rounds): reordering is rare, so
+/// it gets many tries.
+const UNFENCED_LAUNCHES: u32 = 50;
 
-/// Runs `selftest_message_passing` in every mode over `data`/`flags` (device addresses,
-/// which `reset` zeroes before each mode) and checks the report.
+/// Runs `selftest_message_passing` over `data`/`flags` (device addresses, which `reset`
+/// zeroes before each launch) and checks the report: in every ordered mode once, which
+/// must show no stale word; or, with the fence removed ([`Fixture::fence_removed`]),
+/// unfenced `UNFENCED_LAUNCHES` times, failing with the count of stale words where the
+/// GPU reordered (the negative control showing that the test can see a missing fence).
 fn message_passing(
     fx: &Fixture,
     data: u64,
@@ -80,7 +86,13 @@ fn message_passing(
     mut reset: impl FnMut() -> Result<(), Error>,
 ) -> Outcome {
     let k = fx.kernel("selftest_message_passing")?;
-    for mode in PublishMode::ALL {
+    let runs: Vec<PublishMode> = if fx.fence_removed {
+        vec![PublishMode::Unfenced; UNFENCED_LAUNCHES as usize]
+    } else {
+        PublishMode::ORDERED.to_vec()
+    };
+    let (mut stale_words, mut stale_launches) = (0u64, 0u32);
+    for mode in runs {
         reset()?;
         let mut rep = fx.zeros::<u32>(report::WORDS)?;
         let mode_arg = mode as u32;
@@ -101,11 +113,21 @@ fn message_passing(
         .map_err(Error::cuda("cuLaunchKernel"))?;
         fx.finish("selftest_message_passing")?;
         let got = fx.download(&rep)?;
+        if mode == PublishMode::Unfenced {
+            stale_words += u64::from(got[report::MISMATCHES]);
+            stale_launches += u32::from(got[report::MISMATCHES] != 0);
+            let mut want = [0u32; report::WORDS];
+            want[report::MISMATCHES] = got[report::MISMATCHES];
+            want[report::ROUNDS_SEEN] = rounds;
+            ensure_eq_slices("Unfenced [mismatches (any), timed out, rounds, bad mode]", &got, &want)?;
+            continue;
+        }
         let mut want = [0u32; report::WORDS];
         want[report::ROUNDS_SEEN] = rounds;
         ensure_eq_slices(&format!("{mode:?} [mismatches, timed out, rounds, bad mode]"), &got, &want)?;
     }
-    Ok(())
+    let tries = format!("{UNFENCED_LAUNCHES} launches x {rounds} rounds x {MESSAGE_WORDS} words");
+    ensure(stale_words == 0, || format!("fence removed: the consumer read {stale_words} stale words, in {stale_launches} of {tries}"))
 }
 
 pub(super) fn message_passing_device(fx: &Fixture) -> Outcome {

@@ -60,6 +60,10 @@ pub struct Fixture {
     pub ctx: Arc<CudaContext>,
     pub stream: Arc<CudaStream>,
     pub module: Module,
+    /// The negative control (`ferroccl test --remove-fence`): the message-passing tests
+    /// publish with no fence ([`device_rt::selftest::PublishMode::Unfenced`]) over many
+    /// launches and fail where the GPU showed the consumer stale data.
+    pub fence_removed: bool,
 }
 
 impl Fixture {
@@ -68,7 +72,7 @@ impl Fixture {
         let ctx = host_shim::device::context(ordinal)?;
         let stream = ctx.new_stream().map_err(Error::cuda("cuStreamCreate"))?;
         let module = Module::load(&ctx)?;
-        Ok(Self { ctx, stream, module })
+        Ok(Self { ctx, stream, module, fence_removed: false })
     }
 
     fn kernel(&self, name: &str) -> Result<CudaFunction, Error> {

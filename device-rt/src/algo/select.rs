@@ -1,0 +1,340 @@
+//! Which algorithm runs a collective, and on how many channels: the ring, or one of the
+//! staged algorithms of seed 003 (one-shot, two-shot). The size thresholds are one table,
+//! [`THRESHOLDS`]; [`plan`] applies it.
+//!
+//! Always compiled (also without `arch`): the device's dispatch chooses with [`plan`], and
+//! the host refuses with the same function, before enqueueing it, a call that the
+//! communicator's forced algorithm cannot run. Pure arithmetic over what every rank of a
+//! collective shares (the function, the element size, the count, the communicator's
+//! shape), so every rank makes the same plan and the same channels take part. Nothing
+//! here moves data, and nothing imports from above `algo`.
+
+use super::function::CollFunction;
+use crate::conn::MAX_STAGED_RANKS;
+
+/// An algorithm that runs collectives.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Algorithm {
+    /// NCCL's ring, through the step FIFOs of each channel's connections: every function,
+    /// any size, any rank count.
+    Ring = 0,
+    /// Every rank copies its input into its staging buffer, then reads what every rank
+    /// staged, straight from the peers' memory: all-reduce reduces all of it, all-gather
+    /// copies it, reduce-scatter reduces its own block.
+    OneShot = 1,
+    /// All-reduce in two steps: every rank reduces its block of what every rank staged
+    /// (into its own staging), then copies every peer's reduced block.
+    TwoShot = 2,
+}
+
+numbering!(Algorithm, u32, from_u32, [Ring, OneShot, TwoShot]);
+
+impl Algorithm {
+    /// The name used on command lines and in reports.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::Ring => "ring",
+            Self::OneShot => "one-shot",
+            Self::TwoShot => "two-shot",
+        }
+    }
+}
+
+/// What a communicator asks for: the device's choice by size, or one algorithm for
+/// every collective that has it (tests, benchmarks). Point-to-point, and every function
+/// on a one-rank communicator, have one way only and ignore it.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum AlgorithmChoice {
+    /// The device picks by function, size and rank count ([`THRESHOLDS`]).
+    #[default]
+    Auto = 0,
+    /// The ring for every collective.
+    Ring = 1,
+    /// One-shot for all_reduce, all_gather and reduce_scatter; the other collectives are
+    /// refused.
+    OneShot = 2,
+    /// Two-shot for all_reduce; the other collectives are refused.
+    TwoShot = 3,
+}
+
+numbering!(AlgorithmChoice, u32, from_u32, [Auto, Ring, OneShot, TwoShot]);
+
+impl AlgorithmChoice {
+    /// The algorithm forced, if any.
+    pub const fn forced(self) -> Option<Algorithm> {
+        match self {
+            Self::Auto => None,
+            Self::Ring => Some(Algorithm::Ring),
+            Self::OneShot => Some(Algorithm::OneShot),
+            Self::TwoShot => Some(Algorithm::TwoShot),
+        }
+    }
+
+    /// The name used on command lines and in reports.
+    pub const fn name(self) -> &'static str {
+        match self.forced() {
+            None => "auto",
+            Some(a) => a.name(),
+        }
+    }
+}
+
+/// What a communicator has for the staged algorithms.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Staging {
+    /// Ranks in the communicator.
+    pub nranks: u32,
+    /// Channels a collective may spread over (the first half of paired channels).
+    pub channels: u32,
+    /// Bytes of one of a channel's two staging buffers; 0: the communicator has none.
+    pub slot_bytes: u64,
+}
+
+impl Staging {
+    /// True when the staged algorithms can run: staging buffers, and 2 to
+    /// [`MAX_STAGED_RANKS`] ranks.
+    pub const fn available(&self) -> bool {
+        self.slot_bytes > 0 && self.nranks >= 2 && self.nranks as usize <= MAX_STAGED_RANKS
+    }
+}
+
+/// How a collective runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Plan {
+    pub algorithm: Algorithm,
+    /// A staged algorithm: channels `0..channels` take part, channel `c` with elements
+    /// `[c × share, (c + 1) × share)` of the count (clipped at the count; every one of
+    /// them holds some), and the others skip the collective. The ring: every channel.
+    pub channels: u32,
+    /// A staged algorithm: elements of the count per channel, a multiple of 16 bytes.
+    pub share: u64,
+}
+
+impl Plan {
+    /// A staged plan's first element and element count on `channel` (`< channels`) of a
+    /// collective of `count`.
+    pub const fn range(&self, channel: u32, count: u64) -> (u64, u64) {
+        let begin = channel as u64 * self.share;
+        let end = if begin + self.share < count { begin + self.share } else { count };
+        (begin, end - begin)
+    }
+}
+
+/// Why a forced algorithm cannot run a call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unfit {
+    /// The communicator has no staging buffers: more than [`MAX_STAGED_RANKS`] ranks, or
+    /// none were asked for.
+    NoStaging,
+    /// Not an algorithm of this function: two-shot is all_reduce's alone, broadcast and
+    /// reduce have the ring only.
+    NotForFunction,
+    /// The call stages `bytes` per rank; the staging buffers of every channel together
+    /// hold `capacity`.
+    TooLarge { bytes: u64, capacity: u64 },
+}
+
+/// Where the device switches algorithms, and how many channels a staged collective
+/// takes. One row per rank count, 2 to [`MAX_STAGED_RANKS`] (entry `nranks - 2`); sizes
+/// are the bytes of the largest buffer of one rank (all_reduce's input, all_gather's
+/// output, reduce_scatter's input), as nccl-tests counts them.
+///
+/// Provisional: NOT measured on GPUs yet. The rows follow seed 003 (vLLM's custom
+/// all-reduce: one stage up to 512 KiB on up to 4 GPUs and 256 KiB on up to 8, always on
+/// 2, two stages above, NCCL beyond 8 MiB) and are to be replaced by figures measured
+/// with `ferroccl bench --algo …` on GPUs, written down beside them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Thresholds {
+    /// all_reduce: one-shot up to these bytes.
+    pub all_reduce_one_shot_max: [u64; MAX_STAGED_RANKS - 1],
+    /// all_reduce: two-shot above the one-shot rows and up to these bytes; the ring above.
+    pub all_reduce_two_shot_max: [u64; MAX_STAGED_RANKS - 1],
+    /// all_gather and reduce_scatter: one-shot up to these bytes; the ring above.
+    pub gather_scatter_one_shot_max: [u64; MAX_STAGED_RANKS - 1],
+    /// A one-shot collective of `b` bytes takes `ceil(b / this)` channels (at least one,
+    /// and more where its share would not fit a channel's staging buffer).
+    pub one_shot_bytes_per_channel: u64,
+    /// The same for two-shot.
+    pub two_shot_bytes_per_channel: u64,
+}
+
+/// The thresholds the device uses (provisional: see [`Thresholds`]).
+pub const THRESHOLDS: Thresholds = Thresholds {
+    all_reduce_one_shot_max: [1 << 20, 512 << 10, 512 << 10, 256 << 10, 256 << 10, 256 << 10, 256 << 10],
+    all_reduce_two_shot_max: [1 << 20, 8 << 20, 8 << 20, 8 << 20, 8 << 20, 8 << 20, 8 << 20],
+    gather_scatter_one_shot_max: [1 << 20; MAX_STAGED_RANKS - 1],
+    one_shot_bytes_per_channel: 64 << 10,
+    two_shot_bytes_per_channel: 256 << 10,
+};
+
+/// Elements of `elt` bytes in 16 bytes (a pack): channel shares and two-shot blocks start
+/// on multiples of it.
+pub const fn pack_elements(elt: u64) -> u64 {
+    if elt >= 16 { 1 } else { 16 / elt }
+}
+
+/// Bytes of the largest buffer of one rank (see [`Thresholds`]).
+fn size_bytes(function: CollFunction, elt: u64, count: u64, nranks: u32) -> u64 {
+    let bytes = count.saturating_mul(elt);
+    match function {
+        CollFunction::AllGather | CollFunction::ReduceScatter => bytes.saturating_mul(u64::from(nranks)),
+        _ => bytes,
+    }
+}
+
+/// The plan of `function` over `count` elements of `elt` bytes on a communicator with
+/// `staging`, asked for `choice`. With [`AlgorithmChoice::Auto`] always a plan (the ring
+/// where no staged algorithm fits); with a forced algorithm, `Err` where it cannot run
+/// the call. Point-to-point and one-rank communicators: the ring's plan whatever the
+/// choice (they have one way only, which dispatch takes before asking).
+pub fn plan(function: CollFunction, elt: u64, count: u64, staging: Staging, choice: AlgorithmChoice) -> Result<Plan, Unfit> {
+    let ring = Plan { algorithm: Algorithm::Ring, channels: staging.channels, share: 0 };
+    if function == CollFunction::SendRecv || staging.nranks == 1 {
+        return Ok(ring);
+    }
+    let algorithm = match choice.forced() {
+        Some(forced) => forced,
+        None => by_size(function, size_bytes(function, elt, count, staging.nranks), staging.nranks),
+    };
+    if algorithm == Algorithm::Ring {
+        return Ok(ring);
+    }
+    match staged(function, elt, count, staging, algorithm) {
+        Err(_) if choice == AlgorithmChoice::Auto => Ok(ring),
+        outcome => outcome,
+    }
+}
+
+/// [`THRESHOLDS`]' algorithm for `bytes` of `function` on `nranks`.
+fn by_size(function: CollFunction, bytes: u64, nranks: u32) -> Algorithm {
+    if nranks < 2 || nranks as usize > MAX_STAGED_RANKS {
+        return Algorithm::Ring;
+    }
+    let row = nranks as usize - 2;
+    let t = &THRESHOLDS;
+    match function {
+        CollFunction::AllReduce if bytes <= t.all_reduce_one_shot_max[row] => Algorithm::OneShot,
+        CollFunction::AllReduce if bytes <= t.all_reduce_two_shot_max[row] => Algorithm::TwoShot,
+        CollFunction::AllGather | CollFunction::ReduceScatter if bytes <= t.gather_scatter_one_shot_max[row] => Algorithm::OneShot,
+        _ => Algorithm::Ring,
+    }
+}
+
+/// The plan of a staged `algorithm`, or why it cannot run the call.
+fn staged(function: CollFunction, elt: u64, count: u64, staging: Staging, algorithm: Algorithm) -> Result<Plan, Unfit> {
+    let runs = matches!(
+        (function, algorithm),
+        (CollFunction::AllReduce, Algorithm::OneShot | Algorithm::TwoShot) | (CollFunction::AllGather | CollFunction::ReduceScatter, Algorithm::OneShot)
+    );
+    if !runs {
+        return Err(Unfit::NotForFunction);
+    }
+    if !staging.available() {
+        return Err(Unfit::NoStaging);
+    }
+    // A channel stages its share once, or (reduce-scatter) its share of every rank's block.
+    let copies = if function == CollFunction::ReduceScatter { u64::from(staging.nranks) } else { 1 };
+    let align = pack_elements(elt);
+    let per_channel = staging.slot_bytes / elt / copies / align * align;
+    let channels = u64::from(staging.channels);
+    let needed = match (count, per_channel) {
+        (0, _) => 0,
+        (_, 0) => u64::MAX,
+        _ => count.div_ceil(per_channel),
+    };
+    if needed > channels {
+        let staged = |n: u64| n.saturating_mul(elt).saturating_mul(copies);
+        return Err(Unfit::TooLarge { bytes: staged(count), capacity: staged(per_channel * channels) });
+    }
+    if count == 0 {
+        return Ok(Plan { algorithm, channels: 0, share: 0 });
+    }
+    let bytes_per_channel = match algorithm {
+        Algorithm::TwoShot => THRESHOLDS.two_shot_bytes_per_channel,
+        _ => THRESHOLDS.one_shot_bytes_per_channel,
+    };
+    let wanted = size_bytes(function, elt, count, staging.nranks).div_ceil(bytes_per_channel).clamp(1, channels);
+    let share = count.div_ceil(wanted.max(needed)).div_ceil(align) * align;
+    Ok(Plan { algorithm, channels: count.div_ceil(share) as u32, share })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const F32: u64 = 4;
+
+    fn staging(nranks: u32, channels: u32, slot_bytes: u64) -> Staging {
+        Staging { nranks, channels, slot_bytes }
+    }
+
+    /// Auto follows the table's rows on both sides of each threshold.
+    #[test]
+    fn auto_follows_the_thresholds() {
+        let big = staging(4, 24, 1 << 20);
+        let at = |function, bytes: u64| plan(function, F32, bytes / F32, big, AlgorithmChoice::Auto).unwrap().algorithm;
+        let one = THRESHOLDS.all_reduce_one_shot_max[2];
+        let two = THRESHOLDS.all_reduce_two_shot_max[2];
+        assert_eq!(at(CollFunction::AllReduce, one), Algorithm::OneShot);
+        assert_eq!(at(CollFunction::AllReduce, one + 16), Algorithm::TwoShot);
+        assert_eq!(at(CollFunction::AllReduce, two), Algorithm::TwoShot);
+        assert_eq!(at(CollFunction::AllReduce, two + 16), Algorithm::Ring);
+        let gs = THRESHOLDS.gather_scatter_one_shot_max[2];
+        // all_gather and reduce_scatter count the whole buffer: 4 ranks × count.
+        assert_eq!(at(CollFunction::AllGather, gs / 4), Algorithm::OneShot);
+        assert_eq!(at(CollFunction::AllGather, gs / 4 + 16), Algorithm::Ring);
+        assert_eq!(at(CollFunction::ReduceScatter, gs / 4), Algorithm::OneShot);
+        assert_eq!(at(CollFunction::Broadcast, 8), Algorithm::Ring);
+        assert_eq!(at(CollFunction::Reduce, 8), Algorithm::Ring);
+        let nine = staging(9, 24, 1 << 20);
+        assert_eq!(plan(CollFunction::AllReduce, F32, 2, nine, AlgorithmChoice::Auto).unwrap().algorithm, Algorithm::Ring, "over 8 ranks: the ring");
+    }
+
+    /// Channels grow with the size, one per `bytes_per_channel`, and every channel that
+    /// takes part holds data; shares are whole packs.
+    #[test]
+    fn channels_follow_the_size_and_every_one_holds_data() {
+        let s = staging(2, 24, 1 << 20);
+        let per = THRESHOLDS.one_shot_bytes_per_channel;
+        let channels = |bytes: u64| plan(CollFunction::AllReduce, F32, bytes / F32, s, AlgorithmChoice::OneShot).unwrap().channels;
+        assert_eq!(channels(per), 1);
+        assert_eq!(channels(per + 16), 2);
+        assert_eq!(channels(5 * per), 5);
+        assert_eq!(channels(1 << 30 >> 6), 24, "at most every channel");
+        for count in [1u64, 3, 4, 5, 7, 1021, 16_384, 16_389, 100_003] {
+            for elt in [1, 2, 4, 8] {
+                let p = plan(CollFunction::AllReduce, elt, count, staging(3, 5, 256 << 10), AlgorithmChoice::OneShot).unwrap();
+                assert!((p.share * elt).is_multiple_of(16) && p.channels >= 1, "{count} {elt}: {p:?}");
+                let covered: u64 = (0..p.channels).map(|c| p.range(c, count).1).sum();
+                assert_eq!(covered, count, "{count} {elt}: {p:?}");
+                assert!((0..p.channels).all(|c| p.range(c, count).1 > 0), "{count} {elt}: {p:?}");
+                assert!(p.share * elt <= 256 << 10, "a share fits its channel's buffer: {p:?}");
+            }
+        }
+        assert_eq!(plan(CollFunction::AllReduce, F32, 0, s, AlgorithmChoice::OneShot).unwrap().channels, 0, "nothing to do: no channel");
+    }
+
+    /// A forced algorithm is refused where it cannot run; Auto falls back to the ring.
+    #[test]
+    fn a_forced_algorithm_that_cannot_run_is_unfit() {
+        let s = staging(4, 2, 4096);
+        let one = AlgorithmChoice::OneShot;
+        assert_eq!(plan(CollFunction::AllReduce, F32, 2048, s, one).unwrap().channels, 2, "two full buffers");
+        assert_eq!(plan(CollFunction::AllReduce, F32, 2049, s, one), Err(Unfit::TooLarge { bytes: 8196, capacity: 8192 }));
+        assert_eq!(plan(CollFunction::AllReduce, F32, 2049, s, AlgorithmChoice::Auto).unwrap().algorithm, Algorithm::Ring);
+        assert_eq!(plan(CollFunction::ReduceScatter, F32, 512, s, one).unwrap().channels, 2, "4 ranks' blocks per channel");
+        assert_eq!(plan(CollFunction::ReduceScatter, F32, 513, s, one), Err(Unfit::TooLarge { bytes: 8208, capacity: 8192 }));
+        assert_eq!(plan(CollFunction::AllGather, F32, 8, s, AlgorithmChoice::TwoShot), Err(Unfit::NotForFunction));
+        assert_eq!(plan(CollFunction::Broadcast, F32, 8, s, one), Err(Unfit::NotForFunction));
+        assert_eq!(plan(CollFunction::AllReduce, F32, 8, staging(4, 2, 0), one), Err(Unfit::NoStaging));
+        assert_eq!(plan(CollFunction::AllReduce, F32, 8, staging(9, 2, 4096), one), Err(Unfit::NoStaging));
+        assert_eq!(plan(CollFunction::SendRecv, F32, 1 << 40, s, one).unwrap().algorithm, Algorithm::Ring, "point-to-point has one way");
+        assert_eq!(plan(CollFunction::Broadcast, F32, 8, staging(1, 2, 0), one).unwrap().algorithm, Algorithm::Ring, "one rank: a local copy");
+        assert_eq!(plan(CollFunction::AllReduce, F32, 1 << 40, s, AlgorithmChoice::Ring).unwrap().algorithm, Algorithm::Ring);
+        for c in AlgorithmChoice::ALL {
+            assert_eq!(AlgorithmChoice::from_u32(c as u32), Some(c));
+        }
+    }
+}

@@ -1,0 +1,334 @@
+//! The staged collectives (seed 003's custom all-reduce): every rank copies its share of
+//! the input into its own staging buffer, which every peer can read, raises a flag on
+//! every peer, waits for the same channel's flag of every peer, then reads the peers'
+//! staged data straight from their memory. One-shot all-reduce reduces all of it;
+//! two-shot reduces its block of it into its own staging, raises a second flag, and
+//! copies every peer's reduced block; all-gather copies it; reduce-scatter reduces its
+//! own block of it. Every element is reduced in rank order, `((x0 ⊕ x1) ⊕ x2) ⊕ …`, by
+//! one rank's one mover, so every rank gets the same bits, call after call, and one-shot
+//! and two-shot give the same bits.
+//!
+//! # Epochs, buffers and flags
+//!
+//! Each channel keeps, in its [`StagingConns`], the number of staged collectives it has
+//! run: its epoch. Channel `c`'s `e`-th staged collective (from 1) stages into its buffer
+//! `e % 2` and raises flag value `2e − 1` on every peer once its staged data is written
+//! (`2e` once a two-shot's reduced block is); it waits until every peer's flag for
+//! channel `c`, in its own memory, is at least the value it waits for. Every rank makes
+//! the same plan of the same call (`select::plan`), so the same channels take part in the
+//! same calls everywhere and a channel's epochs agree on every rank. Nothing is ever
+//! reset: back-to-back calls and CUDA-graph replays are just further epochs.
+//!
+//! # Ordering
+//!
+//! A flag publishes data as the primitives' posts do: every thread's stores to the
+//! staging, then the CTA barrier, then the signalling thread's `fence.acq_rel.sys` and a
+//! relaxed system-scope store of the flag in the peer's memory. The waiting thread's
+//! acquire load (system scope) that sees the flag, then the CTA barrier, come before any
+//! thread's volatile loads of that peer's staging.
+//!
+//! A buffer is never overwritten while a peer may still read it. Rank `r`'s channel `c`
+//! writes buffer `e % 2` in epoch `e`, and again only in epoch `e + 2`. Before that it has
+//! waited, in epoch `e + 1`, for every peer's flag `2(e + 1) − 1`, which a peer raises only
+//! after all its reads of `r`'s buffers in epoch `e` (its loads, the CTA barrier, then the
+//! fence before its flag store): `r`'s stores of epoch `e + 2` come after its acquire of
+//! that flag, so none of them can be seen by those loads. A peer one epoch ahead writes
+//! the other buffer; it cannot get two ahead, since epoch `e + 2` waits for `r`'s flag of
+//! `e + 1`. A two-shot rank writes its reduced block over its own staged block, which no
+//! peer reads in the first step (each reads its own block), and peers read it only after
+//! the second flag.
+//!
+//! Every wait is bounded by the abort flag and the spin budget; one that ends early stops
+//! the collective with `Aborted` or `Timeout` at [`WaitSite::StagedFlag`], and no data is
+//! read after it.
+
+use super::coll::{Coll, CollCtx};
+use super::function::CollFunction;
+use super::select::{Algorithm, Plan, pack_elements};
+use crate::abi::{LoopError, WaitSite};
+use crate::arch;
+use crate::conn::{MAX_STAGED_RANKS, StagingConns};
+use crate::prims::{DataOp, Movers, decode_stop, reduce, transform};
+use crate::spin::{Interrupted, SpinGuard};
+
+/// One channel's part of one staged collective.
+struct Stage<'a> {
+    cx: &'a CollCtx,
+    conns: *mut StagingConns,
+    epoch: u64,
+    /// Byte offset of this epoch's buffer in every rank's staging for this channel.
+    buffer: u64,
+    data: DataOp,
+    /// The whole CTA.
+    w: Movers,
+}
+
+/// Runs `c` on this channel by `plan` (a staged algorithm in which this channel takes
+/// part).
+///
+/// # Safety
+/// As `ring::run`; `plan` is the plan of `c` on this communicator, with a staged
+/// algorithm, and `cx.channel_index < plan.channels`, so `cx.staging` is this channel's
+/// `StagingConns` (non-null: the plan needs staging).
+#[inline(never)]
+pub unsafe fn run(cx: &CollCtx, c: &Coll, data: DataOp, plan: Plan) -> Result<(), (LoopError, u32)> {
+    let conns = cx.staging;
+    // SAFETY: `conns` is this channel's `StagingConns` (this function's contract); its epoch
+    // is read by every thread before the first barrier of the collective and written by
+    // thread 0 after the last one.
+    let epoch = unsafe { (&raw const (*conns).epoch).read_volatile() } + 1;
+    if cx.group.tid == 0 {
+        // SAFETY: `cx.group.shared` is group 0's `PrimsShared` in this CTA's shared memory
+        // (`CollCtx::new`'s contract); thread 0 alone writes it here, before the barrier that
+        // starts the first exchange, after which waiting threads may write it.
+        unsafe { (&raw mut (*cx.group.shared).stopped).write_volatile(0) };
+    }
+    let stage = Stage {
+        cx,
+        conns,
+        epoch,
+        buffer: (epoch % 2) * cx.staging_slot_bytes,
+        data,
+        w: Movers { tid: cx.group.tid, nthreads: cx.group.nthreads },
+    };
+    let (begin, len) = plan.range(cx.channel_index, c.count);
+    // SAFETY: every thread of the CTA calls this with the same arguments; `[begin, begin +
+    // len)` is this channel's share of the count, which fits its staging buffer (`plan`'s
+    // arithmetic: `len <= share`, and reduce-scatter's `nranks × share` elements fit); the
+    // user buffers hold what `c` addresses (this function's contract).
+    let outcome = unsafe {
+        match (c.function, plan.algorithm) {
+            (CollFunction::AllReduce, Algorithm::OneShot) => stage.all_reduce_one_shot(c, begin, len),
+            (CollFunction::AllReduce, Algorithm::TwoShot) => stage.all_reduce_two_shot(c, begin, len),
+            (CollFunction::ReduceScatter, _) => stage.reduce_scatter(c, begin, len, plan.share),
+            (CollFunction::AllGather, _) => stage.all_gather(c, begin, len),
+            _ => arch::trap(),
+        }
+    };
+    if outcome.is_ok() && cx.group.tid == 0 {
+        // SAFETY: as for the read above; every thread read the epoch before the first
+        // exchange's barrier, which thread 0 has passed.
+        unsafe { (&raw mut (*conns).epoch).write_volatile(epoch) };
+    }
+    outcome
+}
+
+impl Stage<'_> {
+    /// Bytes per element.
+    fn elt(&self) -> u64 {
+        self.data.elt()
+    }
+
+    /// Rank `p`'s staging buffer of this epoch for this channel, at element `ix`.
+    fn staged(&self, p: u32, ix: u64) -> u64 {
+        // SAFETY: `conns` is this channel's `StagingConns` (`run`'s contract), written by the
+        // host before the launch; `p < nranks <= MAX_STAGED_RANKS` (the plan needs staging).
+        let base = unsafe { (&raw const (*self.conns).staging[p as usize % MAX_STAGED_RANKS]).read() };
+        base + self.buffer + ix * self.elt()
+    }
+
+    /// Every rank's staging buffer of this epoch at element `ix`, in rank order.
+    fn every_rank(&self, ix: u64) -> [u64; MAX_STAGED_RANKS] {
+        core::array::from_fn(|p| if p < self.cx.nranks as usize { self.staged(p as u32, ix) } else { 0 })
+    }
+
+    /// Publishes this rank's writes to its staging (or, with `value` even, its reduced
+    /// block) to every peer and waits until every peer has published as much: the CTA
+    /// barrier; then thread `p` (`p < nranks`, not this rank) raises flag `value` on peer
+    /// `p` and waits until `p`'s flag here is at least `value`; then the CTA barrier. A
+    /// wait that ends early (abort, spin budget) stops the collective. See the module's
+    /// ordering.
+    ///
+    /// # Safety
+    /// Every thread of the CTA calls it, with the same `value`.
+    unsafe fn exchange(&self, value: u64) -> Result<(), (LoopError, u32)> {
+        let g = self.cx.group;
+        arch::barrier_sync_all();
+        let peer = g.tid;
+        if peer < self.cx.nranks && peer != self.cx.rank {
+            // SAFETY: `conns` is this channel's `StagingConns` (`run`'s contract); `peer <
+            // nranks <= MAX_STAGED_RANKS` is another rank, whose `signal` entry the host wrote:
+            // the aligned `u64` flag this rank raises in `peer`'s memory, written only by this
+            // thread of this channel, through `arch`.
+            unsafe {
+                let signal = (&raw const (*self.conns).signal[peer as usize]).read() as *mut u64;
+                arch::fence_acq_rel_sys();
+                arch::st_relaxed_sys_global(signal, value);
+            }
+            // SAFETY: `flags` is this channel's `[u64; nranks]` in this rank's memory and `peer
+            // < nranks`: an aligned `u64` that only `peer` writes, read through `arch`.
+            let flag = unsafe { ((&raw const (*self.conns).flags).read() as *const u64).add(peer as usize) };
+            // SAFETY: `g.abort` is the host's abort flag, readable for the whole item
+            // (`CollCtx::new`'s contract), and the guard lives only in this call.
+            let mut guard = unsafe { SpinGuard::new(g.abort, g.spin_budget_ns) };
+            // SAFETY: as above, for `flag`.
+            while unsafe { arch::ld_acquire_sys_global(flag) } < value && self.stopped() == 0 {
+                match guard.tick() {
+                    Ok(()) => {}
+                    Err(Interrupted::Aborted) => self.stop(LoopError::Aborted.status(0)),
+                    Err(Interrupted::TimedOut) => self.stop(LoopError::Timeout.status(WaitSite::StagedFlag as u32)),
+                }
+            }
+        }
+        arch::barrier_sync_all();
+        match self.stopped() {
+            0 => Ok(()),
+            s => Err(decode_stop(s)),
+        }
+    }
+
+    /// Why the collective stopped (0: it has not).
+    fn stopped(&self) -> u64 {
+        // SAFETY: group 0's `PrimsShared` in this CTA's shared memory (`CollCtx::new`'s
+        // contract): an aligned `u64` read with one volatile load (waiting threads may write
+        // it meanwhile; the GPU performs both as single non-tearing accesses, as the
+        // primitives' `stopped`).
+        unsafe { (&raw const (*self.cx.group.shared).stopped).read_volatile() }
+    }
+
+    /// Records why the collective stops (the first reason wins, or any when two threads
+    /// stop at once).
+    fn stop(&self, status: u64) {
+        if self.stopped() == 0 {
+            // SAFETY: as in `stopped`.
+            unsafe { (&raw mut (*self.cx.group.shared).stopped).write_volatile(status) };
+        }
+    }
+
+    /// Copies `n` elements from `src` into this rank's staging at element `at` (and into
+    /// `also`, when given), through the operator's pre-op.
+    ///
+    /// # Safety
+    /// Every thread of the CTA calls it with the same arguments; `src` (and `also`) hold
+    /// `n` elements, `[at, at + n)` lies in this channel's staging buffer.
+    unsafe fn stage_in(&self, src: u64, at: u64, also: Option<u64>, n: u64) {
+        let mine = self.staged(self.cx.rank, at);
+        let (dsts, ndsts) = match also {
+            Some(dst) => ([mine, dst], 2),
+            None => ([mine, mine], 1),
+        };
+        // SAFETY: the whole CTA (a multiple of 32 threads) calls it with the same arguments;
+        // the buffers hold `n` element-aligned elements (this function's contract), the
+        // staging is this rank's own, disjoint from the user buffers.
+        unsafe { transform(self.w, self.data, true, false, src, dsts, ndsts, n as usize) }
+    }
+
+    /// Copies `n` elements from `src` to `dst` as they are.
+    ///
+    /// # Safety
+    /// Every thread of the CTA calls it with the same arguments; `src` and `dst` hold `n`
+    /// elements, disjoint.
+    unsafe fn copy(&self, src: u64, dst: u64, n: u64) {
+        // SAFETY: this function's contract is `transform`'s for a plain copy.
+        unsafe { transform(self.w, self.data, false, false, src, [dst, dst], 1, n as usize) }
+    }
+
+    /// Reduces `n` elements at `srcs` (every rank's, in rank order) into `dsts` (the first
+    /// `ndsts`), with the operator's post-op.
+    ///
+    /// # Safety
+    /// Every thread of the CTA calls it with the same arguments; the first `nranks` of
+    /// `srcs` and the first `ndsts` of `dsts` hold `n` elements, destinations overlapping
+    /// sources only exactly.
+    unsafe fn reduce(&self, srcs: [u64; MAX_STAGED_RANKS], dsts: [u64; 2], ndsts: usize, n: u64) {
+        // SAFETY: this function's contract is `reduce`'s for `2 <= nranks <=
+        // MAX_STAGED_RANKS` sources (a staged plan runs on such communicators only).
+        unsafe { reduce::<MAX_STAGED_RANKS, 0>(self.w, self.data, true, srcs, self.cx.nranks as usize, dsts, ndsts, n as usize) }
+    }
+
+    /// The flag value of this epoch's staged data.
+    fn staged_flag(&self) -> u64 {
+        2 * self.epoch - 1
+    }
+
+    /// One-shot all-reduce of elements `[begin, begin + n)`.
+    ///
+    /// # Safety
+    /// As [`run`], for this channel's share.
+    unsafe fn all_reduce_one_shot(&self, c: &Coll, begin: u64, n: u64) -> Result<(), (LoopError, u32)> {
+        let elt = self.elt();
+        // SAFETY: the caller's contract: the share is in the user buffers and the staging.
+        unsafe {
+            self.stage_in(c.input + begin * elt, 0, None, n);
+            self.exchange(self.staged_flag())?;
+            let out = c.output + begin * elt;
+            self.reduce(self.every_rank(0), [out, out], 1, n);
+        }
+        Ok(())
+    }
+
+    /// Two-shot all-reduce of elements `[begin, begin + n)`: rank `r` reduces block `r`
+    /// of the share (blocks of whole packs, the last ones shorter or empty) into its
+    /// staging and its output, then copies every peer's block.
+    ///
+    /// # Safety
+    /// As [`run`], for this channel's share.
+    unsafe fn all_reduce_two_shot(&self, c: &Coll, begin: u64, n: u64) -> Result<(), (LoopError, u32)> {
+        let (elt, nranks) = (self.elt(), u64::from(self.cx.nranks));
+        let block = n.div_ceil(nranks).div_ceil(pack_elements(elt)) * pack_elements(elt);
+        let range = |p: u32| {
+            let from = (u64::from(p) * block).min(n);
+            (from, (from + block).min(n) - from)
+        };
+        let out = |ix: u64| c.output + (begin + ix) * elt;
+        // SAFETY: the caller's contract: the share is in the user buffers and the staging;
+        // each block lies inside the share; a rank's reduced block goes over its own staged
+        // block exactly.
+        unsafe {
+            self.stage_in(c.input + begin * elt, 0, None, n);
+            self.exchange(self.staged_flag())?;
+            let (from, len) = range(self.cx.rank);
+            self.reduce(self.every_rank(from), [self.staged(self.cx.rank, from), out(from)], 2, len);
+            self.exchange(2 * self.epoch)?;
+            for p in (0..self.cx.nranks).filter(|&p| p != self.cx.rank) {
+                let (from, len) = range(p);
+                self.copy(self.staged(p, from), out(from), len);
+            }
+        }
+        Ok(())
+    }
+
+    /// Reduce-scatter of elements `[begin, begin + n)` of every block: stages this
+    /// channel's share of every rank's block (block `p` at `p × share` in the staging),
+    /// then reduces its own block of every rank's staging into its output.
+    ///
+    /// # Safety
+    /// As [`run`], for this channel's share (`share` the plan's, `nranks × share`
+    /// elements fitting the staging buffer).
+    unsafe fn reduce_scatter(&self, c: &Coll, begin: u64, n: u64, share: u64) -> Result<(), (LoopError, u32)> {
+        let elt = self.elt();
+        // SAFETY: the caller's contract: block `p`'s share is inside the input's `nranks ×
+        // count` elements and fits at `p × share` in the staging; the output holds `count`.
+        unsafe {
+            for p in 0..u64::from(self.cx.nranks) {
+                self.stage_in(c.input + (p * c.count + begin) * elt, p * share, None, n);
+            }
+            self.exchange(self.staged_flag())?;
+            let out = c.output + begin * elt;
+            self.reduce(self.every_rank(u64::from(self.cx.rank) * share), [out, out], 1, n);
+        }
+        Ok(())
+    }
+
+    /// All-gather of elements `[begin, begin + n)` of every rank's input: stages the
+    /// share (and copies it into the own block of the output, unless in place), then
+    /// copies every peer's staged share into its block.
+    ///
+    /// # Safety
+    /// As [`run`], for this channel's share.
+    unsafe fn all_gather(&self, c: &Coll, begin: u64, n: u64) -> Result<(), (LoopError, u32)> {
+        let elt = self.elt();
+        let block = |p: u32| c.output + (u64::from(p) * c.count + begin) * elt;
+        let in_place = c.input == c.output.wrapping_add(u64::from(self.cx.rank) * c.count * elt);
+        // SAFETY: the caller's contract: the share is inside the input and inside every
+        // block of the output; in place, the own block is the input itself.
+        unsafe {
+            self.stage_in(c.input + begin * elt, 0, (!in_place).then(|| block(self.cx.rank)), n);
+            self.exchange(self.staged_flag())?;
+            for p in (0..self.cx.nranks).filter(|&p| p != self.cx.rank) {
+                self.copy(self.staged(p, 0), block(p), n);
+            }
+        }
+        Ok(())
+    }
+}

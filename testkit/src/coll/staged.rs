@@ -1,0 +1,172 @@
+//! The correctness matrix of the staged algorithms (one-shot, two-shot) and of the
+//! device's choice between them and the ring: the cases, the plan the device must make of
+//! each, and the check, from the channels' statistics, that it ran that plan.
+//!
+//! Wherever the plan is staged the inputs are random floats whose sums depend on the
+//! order (the reference reduces in rank order, as the staged algorithms do); where it is
+//! the ring they are exact in any order.
+
+use device_rt::algo::{Algorithm, AlgorithmChoice, CollFunction, Plan, Staging, THRESHOLDS, plan};
+use device_rt::conn::{ChannelStats, MAX_STAGED_RANKS};
+use device_rt::dtype::DataType;
+use device_rt::redop::RedOpKind;
+
+use super::expect::{CollCase, Inputs};
+
+/// The plan the device makes of `case` on a communicator with `staging` that asks for
+/// `choice`, or `None` where a forced algorithm cannot run it (the host refuses it).
+pub fn plan_of(case: &CollCase, staging: Staging, choice: AlgorithmChoice) -> Option<Plan> {
+    plan(case.function, case.dtype.size() as u64, case.count as u64, staging, choice).ok()
+}
+
+/// The functions `choice` runs with a staged algorithm.
+fn staged_functions(choice: AlgorithmChoice) -> &'static [CollFunction] {
+    match choice {
+        AlgorithmChoice::TwoShot => &[CollFunction::AllReduce],
+        _ => &[CollFunction::AllReduce, CollFunction::ReduceScatter, CollFunction::AllGather],
+    }
+}
+
+/// The matrix on a communicator with `staging` that asks for `choice` (`OneShot`,
+/// `TwoShot` or `Auto`): every function the choice runs staged × every type × operator
+/// (operators only where the function reduces) × counts 0, 1, 7 and 1021, in and out of
+/// place by turns; then f32 sums on both sides of every threshold of the plan on this
+/// communicator: the table's sizes for its rank count, each algorithm's bytes per
+/// channel, and the staging's capacity (a forced algorithm's refused side left out).
+/// With `part = (k, m)` only every `m`-th case of the grid from the `k`-th is kept (to
+/// spread the grid over several communicators); the threshold cases always are.
+pub fn matrix(staging: Staging, choice: AlgorithmChoice, part: (usize, usize)) -> Vec<CollCase> {
+    let mut cases = Vec::new();
+    let push = |function: CollFunction, dtype: DataType, op: RedOpKind, count: usize, in_place: bool, cases: &mut Vec<CollCase>| {
+        let mut case = CollCase { function, dtype, op, count, root: 0, in_place, inputs: Inputs::Exact };
+        let Some(p) = plan_of(&case, staging, choice) else { return };
+        if p.algorithm != Algorithm::Ring {
+            case.inputs = Inputs::OrderSensitive;
+        }
+        cases.push(case);
+    };
+    let mut k = 0usize;
+    for &function in staged_functions(choice) {
+        for dtype in DataType::ALL {
+            let ops: &[RedOpKind] = if function.reduces() { &RedOpKind::ALL } else { &[RedOpKind::Sum] };
+            for &op in ops {
+                for count in [0, 1, 7, 1021] {
+                    if k % part.1 == part.0 {
+                        push(function, dtype, op, count, (k / part.1).is_multiple_of(2), &mut cases);
+                    }
+                    k += 1;
+                }
+            }
+        }
+    }
+    let mut edges: Vec<(CollFunction, usize)> = Vec::new();
+    for &function in staged_functions(choice) {
+        for bytes in thresholds(function, staging) {
+            // The size column counts every rank's block of all_gather and reduce_scatter.
+            let per_count = 4 * if function == CollFunction::AllReduce { 1 } else { u64::from(staging.nranks) };
+            let count = (bytes / per_count) as usize;
+            edges.extend([(function, count), (function, count + 1)].into_iter().filter(|&(_, c)| c > 0));
+        }
+    }
+    edges.sort_by_key(|&(f, c)| (f as u32, c));
+    edges.dedup();
+    for (i, (function, count)) in edges.into_iter().enumerate() {
+        push(function, DataType::F32, RedOpKind::Sum, count, i % 2 == 1, &mut cases);
+    }
+    cases
+}
+
+/// The sizes (bytes of the largest buffer, as [`THRESHOLDS`] counts them) where the plan
+/// of `function` on `staging` changes: the table's rows for its rank count, the bytes
+/// per channel, and the staging's capacity.
+fn thresholds(function: CollFunction, staging: Staging) -> Vec<u64> {
+    if !staging.available() {
+        return Vec::new();
+    }
+    let row = staging.nranks as usize - 2;
+    debug_assert!(row < MAX_STAGED_RANKS - 1);
+    let t = &THRESHOLDS;
+    let capacity = u64::from(staging.channels) * staging.slot_bytes;
+    match function {
+        CollFunction::AllReduce => vec![
+            t.all_reduce_one_shot_max[row],
+            t.all_reduce_two_shot_max[row],
+            t.one_shot_bytes_per_channel,
+            t.two_shot_bytes_per_channel,
+            capacity,
+        ],
+        // all_gather stages its input, one rank's block of the output.
+        CollFunction::AllGather => vec![t.gather_scatter_one_shot_max[row], t.one_shot_bytes_per_channel, capacity * u64::from(staging.nranks)],
+        // reduce_scatter stages its whole input.
+        _ => vec![t.gather_scatter_one_shot_max[row], t.one_shot_bytes_per_channel, capacity],
+    }
+}
+
+/// Checks, from every channel of every rank's statistics before and after one case
+/// (`all_stats`), that the case ran as `plan` says on each of `nranks` ranks: a staged
+/// algorithm on exactly its `plan.channels` first channels, the ring on the first
+/// `ring_channels` (every collective channel; every channel for a two-rank
+/// reduce-scatter on paired channels), nothing else anywhere.
+pub fn check_ran(before: &[ChannelStats], after: &[ChannelStats], plan: Plan, nranks: u32, ring_channels: u32) -> Result<(), String> {
+    let channels = before.len() / nranks as usize;
+    let ran = |rank: usize, channel: usize, algorithm: Algorithm| {
+        let at = rank * channels + channel;
+        after[at].algorithm_items[algorithm as usize] - before[at].algorithm_items[algorithm as usize]
+    };
+    let took_part = if plan.algorithm == Algorithm::Ring { ring_channels } else { plan.channels };
+    for rank in 0..nranks as usize {
+        for channel in 0..channels {
+            for algorithm in Algorithm::ALL {
+                let want = u64::from(algorithm == plan.algorithm && (channel as u32) < took_part);
+                let got = ran(rank, channel, algorithm);
+                if got != want {
+                    return Err(format!(
+                        "rank {rank} channel {channel}: {} ran {got} time(s), expected {want} (plan {plan:?})",
+                        algorithm.name()
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The grid covers every type × operator × count of every function the choice runs
+    /// staged, in and out of place, and the edges sit on both sides of each threshold.
+    #[test]
+    fn the_matrix_covers_the_grid_and_both_sides_of_every_threshold() {
+        let staging = Staging { nranks: 4, channels: 2, slot_bytes: 512 << 10 };
+        let all = matrix(staging, AlgorithmChoice::OneShot, (0, 1));
+        for dtype in DataType::ALL {
+            for op in RedOpKind::ALL {
+                for count in [0, 1, 7, 1021] {
+                    assert!(all.iter().any(|c| (c.function, c.dtype, c.op, c.count) == (CollFunction::AllReduce, dtype, op, count)));
+                }
+            }
+        }
+        assert!(all.iter().any(|c| c.in_place) && all.iter().any(|c| !c.in_place));
+        assert!(all.iter().all(|c| c.inputs == Inputs::OrderSensitive), "a forced staged algorithm reduces in rank order");
+        let parts: usize = (0..3).map(|k| matrix(staging, AlgorithmChoice::OneShot, (k, 3)).len()).sum();
+        let edges = all.iter().filter(|c| c.count > 1021).count();
+        assert_eq!(parts, all.len() + 2 * edges, "every grid case in one part, the edges in every part");
+        // One-shot's channel threshold, both sides: 1 channel, then 2.
+        let per = (THRESHOLDS.one_shot_bytes_per_channel / 4) as usize;
+        for (count, channels) in [(per, 1), (per + 1, 2)] {
+            let case = all.iter().find(|c| c.function == CollFunction::AllReduce && c.count == count).unwrap();
+            assert_eq!(plan_of(case, staging, AlgorithmChoice::OneShot).unwrap().channels, channels);
+        }
+        // Capacity: the largest call that fits is in; the one past it, refused, is not.
+        assert!(all.iter().any(|c| c.function == CollFunction::AllReduce && c.count == (1 << 20) / 4));
+        assert!(!all.iter().any(|c| c.function == CollFunction::AllReduce && c.count == (1 << 20) / 4 + 1));
+        // Under Auto both sides are in, the far one on the ring with exact inputs.
+        let auto = matrix(staging, AlgorithmChoice::Auto, (0, 1));
+        let past = auto.iter().find(|c| c.function == CollFunction::AllReduce && c.count == (1 << 20) / 4 + 1).unwrap();
+        assert_eq!((plan_of(past, staging, AlgorithmChoice::Auto).unwrap().algorithm, past.inputs), (Algorithm::Ring, Inputs::Exact));
+        let two = matrix(staging, AlgorithmChoice::TwoShot, (0, 1));
+        assert!(two.iter().all(|c| c.function == CollFunction::AllReduce));
+    }
+}

@@ -1,0 +1,256 @@
+//! The staged collectives (one-shot, two-shot all-reduce; one-shot all-gather and
+//! reduce-scatter) and the device's choice between them and the ring, on the host twin:
+//! the real device code on CPU threads, 2 to 8 ranks, every result compared bit for bit
+//! with a reference that reduces in rank order (random floats wherever the plan is
+//! staged), which algorithm ran on how many channels checked from the channels'
+//! statistics; back-to-back calls with no host synchronisation; a missing rank, an abort,
+//! and calls a forced algorithm cannot run.
+
+use std::time::{Duration, Instant};
+
+use device_rt::abi::WaitSite;
+use device_rt::algo::{Algorithm, AlgorithmChoice, CollFunction, Unfit};
+use device_rt::dtype::DataType;
+use device_rt::redop::RedOpKind;
+use device_rt::work::WorkItem;
+use ferroccl_testkit::coll::check::{Prepared, run_case};
+use ferroccl_testkit::coll::expect::{CollCase, Inputs};
+use ferroccl_testkit::coll::group::{RankGroup, all_stats};
+use ferroccl_testkit::coll::staged::{check_ran, matrix, plan_of};
+use ferroccl_testkit::coll::twin::TwinGroup;
+use host_shim::Error;
+use host_shim::comm::wiring::Shape;
+
+const TIMEOUT: Duration = Duration::from_secs(120);
+
+/// `nranks` ranks of 2 channels (4, paired, on 2 ranks: collectives spread over 2) with
+/// `staging_bytes` of staging, asking for `algorithm`, statistics kept.
+fn shape(nranks: u32, algorithm: AlgorithmChoice, staging_bytes: u64) -> Shape {
+    let paired = nranks == 2;
+    Shape {
+        nranks,
+        nchannels: if paired { 4 } else { 2 },
+        ring_step_bytes: 64 << 10,
+        p2p_step_bytes: 4096,
+        direct: false,
+        stats: true,
+        paired,
+        staging_bytes,
+        algorithm,
+    }
+}
+
+/// Runs `cases` on a communicator of `shape`, one at a time: every result exact on every
+/// rank, every case run as the device's plan says.
+fn run_cases(shape: Shape, cases: &[CollCase]) {
+    let mut g = TwinGroup::start(shape, 128, Duration::from_secs(60)).unwrap();
+    let mut failures = Vec::new();
+    for (i, case) in cases.iter().enumerate() {
+        let plan = plan_of(case, shape.staging(), shape.algorithm).expect("the matrix holds runnable cases only");
+        let before = all_stats(&mut g).unwrap().unwrap();
+        match run_case(&mut g, case, i as u64, TIMEOUT) {
+            Ok(None) => {}
+            Ok(Some(wrong)) => failures.push(wrong),
+            Err(e) => panic!("{} on {}: {e}", case.describe(), g.describe()),
+        }
+        let after = all_stats(&mut g).unwrap().unwrap();
+        let paired_reduce_scatter = shape.paired && shape.nranks == 2 && case.function == CollFunction::ReduceScatter;
+        let ring_channels = if paired_reduce_scatter { shape.nchannels } else { shape.collective_channels() };
+        if let Err(wrong) = check_ran(&before, &after, plan, shape.nranks, ring_channels) {
+            failures.push(format!("{}: {wrong}", case.describe()));
+        }
+    }
+    assert!(failures.is_empty(), "{} of {} cases wrong on {}:\n{}", failures.len(), cases.len(), g.describe(), failures.join("\n"));
+    g.shutdown(TIMEOUT).unwrap();
+}
+
+/// `choice`'s matrix on 2 to 8 ranks: the grid spread over the rank counts, the
+/// threshold cases (up to `max_bytes`) on every one.
+fn run_matrix(choice: AlgorithmChoice, staging_bytes: u64, max_bytes: usize) {
+    for nranks in 2..=8 {
+        let shape = shape(nranks, choice, staging_bytes);
+        let mut cases = matrix(shape.staging(), choice, (nranks as usize - 2, 7));
+        cases.retain(|c| {
+            let (input, output) = c.extents(nranks);
+            input.max(output) * c.dtype.size() <= max_bytes
+        });
+        let started = Instant::now();
+        run_cases(shape, &cases);
+        println!("{} on {nranks} ranks: {} cases in {:.1} s", choice.name(), cases.len(), started.elapsed().as_secs_f64());
+    }
+}
+
+#[test]
+fn one_shot_matrix_on_2_to_8_ranks() {
+    run_matrix(AlgorithmChoice::OneShot, 1 << 20, 1 << 20);
+}
+
+#[test]
+fn two_shot_matrix_on_2_to_8_ranks() {
+    run_matrix(AlgorithmChoice::TwoShot, 1 << 20, 1 << 20);
+}
+
+#[test]
+fn automatic_choice_matrix_on_2_to_8_ranks() {
+    run_matrix(AlgorithmChoice::Auto, 1 << 20, 2 << 20);
+}
+
+/// A burst of collectives on every rank, with no host synchronisation between them (each
+/// rank's whole burst is enqueued before the next rank's, so ranks run up to a call
+/// apart): one-shot on one and two channels, two-shot, the ring, all_gather,
+/// reduce_scatter, empty calls, interleaved three times over. Every result is exact and
+/// every call ran as planned: staging reused call after call, never reset, never raced.
+#[test]
+fn back_to_back_calls_need_no_host_synchronisation() {
+    let shape = shape(4, AlgorithmChoice::Auto, 2 << 20);
+    let mut g = TwinGroup::start(shape, 128, Duration::from_secs(60)).unwrap();
+    let case = |function, dtype, count, in_place| {
+        let mut c = CollCase { function, dtype, op: RedOpKind::Sum, count, root: 1, in_place, inputs: Inputs::Exact };
+        if plan_of(&c, shape.staging(), shape.algorithm).unwrap().algorithm != Algorithm::Ring {
+            c.inputs = Inputs::OrderSensitive;
+        }
+        c
+    };
+    let round = |k: usize| {
+        let flip = k % 2 == 1;
+        vec![
+            case(CollFunction::AllReduce, DataType::F32, 1021, flip),
+            case(CollFunction::AllReduce, DataType::F32, 20_000, !flip),
+            case(CollFunction::AllReduce, DataType::Bf16, 7, flip),
+            case(CollFunction::AllReduce, DataType::F32, 150_000, flip),
+            case(CollFunction::AllGather, DataType::F16, 1021, !flip),
+            case(CollFunction::AllReduce, DataType::F32, 0, flip),
+            case(CollFunction::AllReduce, DataType::F32, 600_000, !flip),
+            case(CollFunction::ReduceScatter, DataType::F64, 1021, flip),
+            case(CollFunction::Broadcast, DataType::F32, 1021, !flip),
+            case(CollFunction::AllReduce, DataType::F64, 3, !flip),
+        ]
+    };
+    let cases: Vec<CollCase> = (0..3).flat_map(round).collect();
+    let plans: Vec<_> = cases.iter().map(|c| plan_of(c, shape.staging(), shape.algorithm).unwrap()).collect();
+    for algorithm in [Algorithm::Ring, Algorithm::OneShot, Algorithm::TwoShot] {
+        assert!(plans.iter().any(|p| p.algorithm == algorithm), "the burst runs {}", algorithm.name());
+    }
+    assert!(plans.iter().any(|p| p.algorithm == Algorithm::OneShot && p.channels == 2), "and one-shot on two channels");
+    let prepared: Vec<Prepared> = cases.iter().enumerate().map(|(i, c)| Prepared::new(&mut g, c, 1000 + i as u64).unwrap()).collect();
+    let before = all_stats(&mut g).unwrap().unwrap();
+    let mut last = Vec::new();
+    for rank in 0..shape.nranks {
+        let tickets: Vec<_> = prepared.iter().map(|p| g.enqueue(rank, p.item(rank)).unwrap()).collect();
+        last.push(*tickets.last().unwrap());
+    }
+    for (rank, ticket) in last.into_iter().enumerate() {
+        g.wait(rank as u32, ticket, TIMEOUT).unwrap();
+    }
+    let wrong: Vec<String> = prepared.iter().filter_map(|p| p.verify(&mut g).unwrap()).collect();
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    let after = all_stats(&mut g).unwrap().unwrap();
+    for algorithm in [Algorithm::OneShot, Algorithm::TwoShot] {
+        let ran: u64 = after.iter().zip(&before).map(|(a, b)| a.algorithm_items[algorithm as usize] - b.algorithm_items[algorithm as usize]).sum();
+        let planned: u64 = plans.iter().filter(|p| p.algorithm == algorithm).map(|p| u64::from(p.channels) * u64::from(shape.nranks)).sum();
+        assert_eq!(ran, planned, "{} ran on every channel it planned", algorithm.name());
+    }
+    g.shutdown(TIMEOUT).unwrap();
+}
+
+/// Each staged algorithm with its functions, as forced.
+const STAGED: [(AlgorithmChoice, CollFunction); 4] = [
+    (AlgorithmChoice::OneShot, CollFunction::AllReduce),
+    (AlgorithmChoice::TwoShot, CollFunction::AllReduce),
+    (AlgorithmChoice::OneShot, CollFunction::AllGather),
+    (AlgorithmChoice::OneShot, CollFunction::ReduceScatter),
+];
+
+/// Starts a 3-rank communicator forcing `choice` with spin budget `budget` and enqueues
+/// `function` (1021 floats) on `ranks` only; returns their tickets.
+fn enqueue_on(choice: AlgorithmChoice, function: CollFunction, budget: Duration, ranks: &[u32]) -> (TwinGroup, Vec<host_shim::queue::Ticket>) {
+    let mut g = TwinGroup::start(shape(3, choice, 64 << 10), 128, budget).unwrap();
+    let case = CollCase { function, dtype: DataType::F32, op: RedOpKind::Sum, count: 1021, root: 0, in_place: false, inputs: Inputs::Exact };
+    let (input, output) = case.extents(3);
+    let mut tickets = Vec::new();
+    for &rank in ranks {
+        let (src, dst) = (g.alloc(rank, input * 4).unwrap(), g.alloc(rank, output * 4).unwrap());
+        let item = WorkItem::collective(function, DataType::F32, RedOpKind::Sum, 0, src.addr, dst.addr, 1021, 0);
+        tickets.push(g.enqueue(rank, item).unwrap());
+    }
+    (g, tickets)
+}
+
+/// A rank that never joins the collective: its peers end with a timeout at the staged
+/// flag within the spin budget, not a hang, in every staged algorithm; the absent rank's
+/// loop is unaffected.
+#[test]
+fn a_rank_that_never_arrives_is_a_timeout_in_every_staged_algorithm() {
+    for (choice, function) in STAGED {
+        let (mut g, tickets) = enqueue_on(choice, function, Duration::from_secs(1), &[0, 1]);
+        for (rank, ticket) in tickets.into_iter().enumerate() {
+            let err = g.wait(rank as u32, ticket, TIMEOUT);
+            assert!(matches!(err, Err(Error::DeviceTimeout { site: Some(WaitSite::StagedFlag), seq: 1 })), "{} {}: {err:?}", choice.name(), function.name());
+        }
+        assert!(g.health(2).is_ok(), "{} {}", choice.name(), function.name());
+    }
+}
+
+/// An abort ends a staged wait at once (well within its spin budget), in every staged
+/// algorithm.
+#[test]
+fn an_abort_ends_a_staged_wait() {
+    for (choice, function) in STAGED {
+        let (mut g, tickets) = enqueue_on(choice, function, Duration::from_secs(60), &[0]);
+        std::thread::sleep(Duration::from_millis(50));
+        let aborted = Instant::now();
+        g.abort_all();
+        let err = g.wait(0, tickets[0], TIMEOUT);
+        assert!(matches!(err, Err(Error::Aborted)), "{} {}: {err:?}", choice.name(), function.name());
+        assert!(aborted.elapsed() < Duration::from_secs(30), "{} {}: {:?}", choice.name(), function.name(), aborted.elapsed());
+    }
+}
+
+/// A call the forced algorithm cannot run (larger than the staging, or a function
+/// without that algorithm) is refused on the host, before anything is enqueued: the
+/// next call runs as the first item. A communicator that cannot stage is refused when
+/// it would force a staged algorithm.
+#[test]
+fn calls_a_forced_algorithm_cannot_run_are_refused_before_enqueue() {
+    let mut g = TwinGroup::start(shape(3, AlgorithmChoice::OneShot, 64 << 10), 128, Duration::from_secs(60)).unwrap();
+    let buf = g.alloc(0, 1 << 20).unwrap();
+    let item = |function, count| WorkItem::collective(function, DataType::F32, RedOpKind::Sum, 0, buf.addr, buf.addr, count, 0);
+    // 2 channels × 32 KiB: 16384 floats fit, one more does not.
+    let err = g.enqueue(0, item(CollFunction::AllReduce, 16_385));
+    assert!(
+        matches!(err, Err(Error::AlgorithmUnfit { algorithm: AlgorithmChoice::OneShot, function: CollFunction::AllReduce, why: Unfit::TooLarge { bytes: 65_540, capacity: 65_536 } })),
+        "{err:?}"
+    );
+    assert!(err.unwrap_err().to_string().contains("65540 bytes"), "the message says why");
+    let err = g.enqueue(0, item(CollFunction::ReduceScatter, 5462));
+    assert!(matches!(err, Err(Error::AlgorithmUnfit { why: Unfit::TooLarge { .. }, .. })), "3 blocks of 5462 floats: {err:?}");
+    let err = g.enqueue(0, item(CollFunction::Broadcast, 8));
+    assert!(matches!(err, Err(Error::AlgorithmUnfit { why: Unfit::NotForFunction, .. })), "{err:?}");
+    let fits = CollCase { function: CollFunction::AllReduce, dtype: DataType::F32, op: RedOpKind::Sum, count: 16_384, root: 0, in_place: true, inputs: Inputs::OrderSensitive };
+    assert_eq!(run_case(&mut g, &fits, 1, TIMEOUT).unwrap(), None, "nothing was enqueued before");
+    g.shutdown(TIMEOUT).unwrap();
+
+    let mut g = TwinGroup::start(shape(3, AlgorithmChoice::TwoShot, 64 << 10), 128, Duration::from_secs(60)).unwrap();
+    let buf = g.alloc(0, 4096).unwrap();
+    let gather = WorkItem::collective(CollFunction::AllGather, DataType::F32, RedOpKind::Sum, 0, buf.addr, buf.addr, 8, 0);
+    assert!(matches!(g.enqueue(0, gather), Err(Error::AlgorithmUnfit { why: Unfit::NotForFunction, .. })));
+    g.shutdown(TIMEOUT).unwrap();
+
+    for cannot_stage in [shape(9, AlgorithmChoice::OneShot, 1 << 20), shape(3, AlgorithmChoice::TwoShot, 0)] {
+        assert!(matches!(TwinGroup::start(cannot_stage, 128, Duration::from_secs(1)), Err(Error::InvalidArgument(_))), "{cannot_stage:?}");
+    }
+}
+
+/// The automatic choice's last threshold, two-shot to the ring, on both sides (the
+/// matrix above stops at 2 MiB: this one is 8 MiB on 3 ranks, with staging to match).
+#[test]
+fn automatic_choice_gives_way_to_the_ring_past_two_shot() {
+    let shape = Shape { ring_step_bytes: 1 << 20, ..shape(3, AlgorithmChoice::Auto, 9 << 20) };
+    let cases: Vec<CollCase> = matrix(shape.staging(), AlgorithmChoice::Auto, (0, usize::MAX))
+        .into_iter()
+        .filter(|c| c.function == CollFunction::AllReduce && (c.count as u64 * 4) >> 20 == 8)
+        .collect();
+    let algorithms: Vec<Algorithm> = cases.iter().map(|c| plan_of(c, shape.staging(), shape.algorithm).unwrap().algorithm).collect();
+    assert_eq!(algorithms, [Algorithm::TwoShot, Algorithm::Ring], "{cases:?}");
+    run_cases(shape, &cases);
+}
