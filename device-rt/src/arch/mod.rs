@@ -523,11 +523,17 @@ pub enum Site {
     MailboxDone,
     /// work: a leaving channel's acq_rel CAS that marks the mailbox CLOSED.
     MailboxClose,
+    /// algo (staged collectives): a rank's `fence.acq_rel.sys` before it raises its flag
+    /// on a peer, which publishes what the CTA wrote into its staging.
+    StagedSignalFence,
+    /// algo (staged collectives): the acquire poll of a peer's flag, which orders the
+    /// CTA's reads of that peer's staging after the peer's publication.
+    StagedFlagPoll,
 }
 
 impl Site {
     /// Every site.
-    pub const ALL: [Site; 12] = [
+    pub const ALL: [Site; 14] = [
         Site::PrimsSendFence,
         Site::PrimsEmptySliceFence,
         Site::PrimsRecvPoll,
@@ -540,13 +546,17 @@ impl Site {
         Site::MailboxArrive,
         Site::MailboxDone,
         Site::MailboxClose,
+        Site::StagedSignalFence,
+        Site::StagedFlagPoll,
     ];
 
     /// The kind of operation this site names.
     pub const fn kind(self) -> SiteKind {
         match self {
-            Site::PrimsSendFence | Site::PrimsEmptySliceFence | Site::RingBacklogFence | Site::MailboxDoneFence => SiteKind::Fence,
-            Site::PrimsRecvPoll | Site::RingPoll | Site::MailboxTake => SiteKind::AcquireLoad,
+            Site::PrimsSendFence | Site::PrimsEmptySliceFence | Site::RingBacklogFence | Site::MailboxDoneFence | Site::StagedSignalFence => {
+                SiteKind::Fence
+            }
+            Site::PrimsRecvPoll | Site::RingPoll | Site::MailboxTake | Site::StagedFlagPoll => SiteKind::AcquireLoad,
             Site::RingComplete => SiteKind::ReleaseStore,
             Site::MailboxPublish | Site::MailboxArrive | Site::MailboxDone | Site::MailboxClose => SiteKind::AcqRelRmw,
         }

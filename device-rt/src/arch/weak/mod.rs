@@ -87,9 +87,10 @@ use super::{Site, SiteKind};
 /// A world of weak memory shared by the launches that communicate (the ranks of a test);
 /// cheap to clone. See the module doc.
 ///
-/// Memory a launch writes must outlive the launch, not only the item that wrote it: a
-/// store whose ordering was removed (a negative control) may land as late as the
-/// launch's end.
+/// In a world that weakens a site, memory a launch writes must outlive the launch, not
+/// only the item that wrote it: a store whose ordering was removed may land as late as the
+/// launch's end. With every ordering kept, a completion's release publishes every store
+/// of the items it completes.
 #[derive(Clone)]
 pub struct WeakMemory {
     world: Arc<World>,
@@ -168,6 +169,12 @@ impl WeakMemory {
             }
         }
         panic!("weakening {sites:?}: all {} runs passed (seeds {seeds:?}): the weak-memory mode did not notice", seeds.len());
+    }
+
+    /// True when the world weakens some site (a negative control): stores may then land
+    /// after the completions that should have published them, as late as the launch's end.
+    pub fn weakens_any(&self) -> bool {
+        Site::ALL.into_iter().any(|site| self.world.weakens(site))
     }
 
     /// The seed.
