@@ -265,7 +265,7 @@ fn direct_operations(memory: Option<&WeakMemory>) {
     assert_eq!((link.send.step, link.recv.step), (5, 5));
 }
 
-/// Every test above in a weak-memory world (`arch/weak.rs`): stores late and out of
+/// Every test above in a weak-memory world (`arch/weak/`): stores late and out of
 /// order, loads stale where PTX allows it; every seed must pass.
 #[test]
 fn the_primitives_pass_in_weak_memory() {

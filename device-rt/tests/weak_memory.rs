@@ -1,4 +1,4 @@
-//! The host twin's weak-memory mode (`arch/weak.rs`): litmus tests of the model itself
+//! The host twin's weak-memory mode (`arch/weak/`): litmus tests of the model itself
 //! (each ordering it must honour, and each reordering it must be able to show), and the
 //! negative controls of the primitives' step FIFO: the real protocol passes every seed,
 //! and with its fence or its acquire removed it fails within a bounded number of seeds.

@@ -42,16 +42,11 @@ fn run_matrix_on(shape: Shape, filter: impl Fn(&CollCase) -> bool) {
 }
 
 /// Runs the matrix cases `filter` keeps on a communicator of `shape`, in `memory`'s
-/// weak-memory world if given (else as `TwinGroup::start` says); `Err` says which cases
+/// weak-memory world if given (else as `TwinGroup::start_in` says); `Err` says which cases
 /// went wrong.
 fn try_matrix(shape: Shape, memory: Option<WeakMemory>, filter: impl Fn(&CollCase) -> bool) -> Result<(), String> {
     let (nranks, nchannels) = (shape.nranks, shape.nchannels);
-    let budget = Duration::from_secs(60);
-    let g = match memory {
-        Some(memory) => TwinGroup::start_in(shape, 128, budget, Some(memory)),
-        None => TwinGroup::start(shape, 128, budget),
-    };
-    let mut g = g.map_err(|e| e.to_string())?;
+    let mut g = TwinGroup::start_in(shape, 128, Duration::from_secs(60), memory).map_err(|e| e.to_string())?;
     // Several chunks per channel: 2 slices × 2 steps of 4 KiB per chunk.
     let big = 3 * 4096 * 4 * nchannels as usize / 4 + 13;
     let cases: Vec<_> = matrix(nranks, big).into_iter().filter(|c| filter(c)).collect();
@@ -295,7 +290,7 @@ fn reduced(c: &CollCase) -> bool {
     matches!(c.dtype, DataType::F32 | DataType::U8 | DataType::F16) && c.op == RedOpKind::Sum && c.count != 0 && c.count != 7
 }
 
-/// The reduced matrix in a weak-memory world (`arch/weak.rs`: stores late and out of
+/// The reduced matrix in a weak-memory world (`arch/weak/`: stores late and out of
 /// order, loads stale where PTX allows it), through the FIFO on 2 ranks × 2 channels.
 #[test]
 fn matrix_weak_memory_two_ranks() {

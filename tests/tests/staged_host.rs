@@ -9,6 +9,7 @@
 use std::time::{Duration, Instant};
 
 use device_rt::abi::WaitSite;
+use device_rt::arch::{Site, WeakMemory};
 use device_rt::algo::{Algorithm, AlgorithmChoice, CollFunction, Unfit};
 use device_rt::dtype::DataType;
 use device_rt::redop::RedOpKind;
@@ -43,25 +44,35 @@ fn shape(nranks: u32, algorithm: AlgorithmChoice, staging_bytes: u64) -> Shape {
 /// Runs `cases` on a communicator of `shape`, one at a time: every result exact on every
 /// rank, every case run as the device's plan says.
 fn run_cases(shape: Shape, cases: &[CollCase]) {
-    let mut g = TwinGroup::start(shape, 128, Duration::from_secs(60)).unwrap();
+    if let Err(why) = try_cases(shape, None, cases) {
+        panic!("{why}");
+    }
+}
+
+/// As [`run_cases`], in `memory`'s weak-memory world if given; `Err` says what went
+/// wrong.
+fn try_cases(shape: Shape, memory: Option<WeakMemory>, cases: &[CollCase]) -> Result<(), String> {
+    let mut g = TwinGroup::start_in(shape, 128, Duration::from_secs(60), memory).map_err(|e| e.to_string())?;
     let mut failures = Vec::new();
     for (i, case) in cases.iter().enumerate() {
         let plan = plan_of(case, shape.staging(), shape.algorithm).expect("the matrix holds runnable cases only");
-        let before = all_stats(&mut g).unwrap().unwrap();
+        let before = all_stats(&mut g).map_err(|e| e.to_string())?.expect("statistics are kept");
         match run_case(&mut g, case, i as u64, TIMEOUT) {
             Ok(None) => {}
             Ok(Some(wrong)) => failures.push(wrong),
-            Err(e) => panic!("{} on {}: {e}", case.describe(), g.describe()),
+            Err(e) => return Err(format!("{} on {}: {e}", case.describe(), g.describe())),
         }
-        let after = all_stats(&mut g).unwrap().unwrap();
+        let after = all_stats(&mut g).map_err(|e| e.to_string())?.expect("statistics are kept");
         let paired_reduce_scatter = shape.paired && shape.nranks == 2 && case.function == CollFunction::ReduceScatter;
         let ring_channels = if paired_reduce_scatter { shape.nchannels } else { shape.collective_channels() };
         if let Err(wrong) = check_ran(&before, &after, plan, shape.nranks, ring_channels) {
             failures.push(format!("{}: {wrong}", case.describe()));
         }
     }
-    assert!(failures.is_empty(), "{} of {} cases wrong on {}:\n{}", failures.len(), cases.len(), g.describe(), failures.join("\n"));
-    g.shutdown(TIMEOUT).unwrap();
+    if !failures.is_empty() {
+        return Err(format!("{} of {} cases wrong on {}:\n{}", failures.len(), cases.len(), g.describe(), failures.join("\n")));
+    }
+    g.shutdown(TIMEOUT).map_err(|e| e.to_string())
 }
 
 /// `choice`'s matrix on 2 to 8 ranks: the grid spread over the rank counts, the
@@ -253,4 +264,37 @@ fn automatic_choice_gives_way_to_the_ring_past_two_shot() {
     let algorithms: Vec<Algorithm> = cases.iter().map(|c| plan_of(c, shape.staging(), shape.algorithm).unwrap().algorithm).collect();
     assert_eq!(algorithms, [Algorithm::TwoShot, Algorithm::Ring], "{cases:?}");
     run_cases(shape, &cases);
+}
+
+/// Runs `function` forced to `choice` on 3 ranks (64 KiB of staging) in `memory`'s
+/// weak-memory world: 1021 random floats, 7 halves and 4099 bytes, in place and not.
+fn staged_in_weak_memory(memory: &WeakMemory, choice: AlgorithmChoice, function: CollFunction) -> Result<(), String> {
+    let case = |dtype, count, in_place| CollCase { function, dtype, op: RedOpKind::Sum, count, root: 0, in_place, inputs: Inputs::OrderSensitive };
+    let cases = [case(DataType::F32, 1021, false), case(DataType::F16, 7, true), case(DataType::U8, 4099, false)];
+    try_cases(shape(3, choice, 64 << 10), Some(memory.clone()), &cases)
+}
+
+/// Every staged algorithm in a weak-memory world (`arch/weak/`): stores late and out of
+/// order, loads stale where PTX allows it; every seed must pass.
+#[test]
+fn staged_collectives_pass_in_weak_memory() {
+    WeakMemory::every_seed_passes(0..2, |memory| STAGED.into_iter().try_for_each(|(choice, function)| staged_in_weak_memory(memory, choice, function)));
+}
+
+/// Negative control: a rank that raises its flag without the fence before it may let a
+/// peer read its staging before the data arrived.
+#[test]
+fn staged_flags_without_their_fence_fail() {
+    let run = |memory: &WeakMemory| staged_in_weak_memory(memory, AlgorithmChoice::OneShot, CollFunction::AllReduce);
+    let (runs, why) = WeakMemory::first_failure(0..8, &[Site::StagedSignalFence], run);
+    eprintln!("staged flags without their fence failed after {runs} run(s): {why}");
+}
+
+/// Negative control: a rank that polls its peers' flags with relaxed loads may read their
+/// staging as it was.
+#[test]
+fn staged_flags_polled_without_acquire_fail() {
+    let run = |memory: &WeakMemory| staged_in_weak_memory(memory, AlgorithmChoice::TwoShot, CollFunction::AllReduce);
+    let (runs, why) = WeakMemory::first_failure(0..8, &[Site::StagedFlagPoll], run);
+    eprintln!("staged flags polled without acquire failed after {runs} run(s): {why}");
 }

@@ -630,7 +630,7 @@ fn a_post_the_loop_never_answers_ends_at_its_budget_and_stops_the_loop() {
 }
 
 // ---------------------------------------------------------------------------------------
-// Weak memory (`arch/weak.rs`): the ring, the mailbox and the completion path, with every
+// Weak memory (`arch/weak/`): the ring, the mailbox and the completion path, with every
 // ordering kept, pass every seed; with one ordering removed (a negative control) each
 // fails within a few seeds.
 // ---------------------------------------------------------------------------------------

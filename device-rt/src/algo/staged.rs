@@ -46,7 +46,7 @@ use super::coll::{Coll, CollCtx};
 use super::function::CollFunction;
 use super::select::{Algorithm, Plan, pack_elements};
 use crate::abi::{LoopError, WaitSite};
-use crate::arch;
+use crate::arch::{self, Site};
 use crate::conn::{MAX_STAGED_RANKS, StagingConns};
 use crate::prims::{DataOp, Movers, decode_stop, reduce, transform};
 use crate::spin::{Interrupted, SpinGuard};
@@ -152,6 +152,7 @@ impl Stage<'_> {
             // thread of this channel, through `arch`.
             unsafe {
                 let signal = (&raw const (*self.conns).signal[peer as usize]).read() as *mut u64;
+                arch::site(Site::StagedSignalFence);
                 arch::fence_acq_rel_sys();
                 arch::st_relaxed_sys_global(signal, value);
             }
@@ -161,8 +162,12 @@ impl Stage<'_> {
             // SAFETY: `g.abort` is the host's abort flag, readable for the whole item
             // (`CollCtx::new`'s contract), and the guard lives only in this call.
             let mut guard = unsafe { SpinGuard::new(g.abort, g.spin_budget_ns) };
-            // SAFETY: as above, for `flag`.
-            while unsafe { arch::ld_acquire_sys_global(flag) } < value && self.stopped() == 0 {
+            loop {
+                arch::site(Site::StagedFlagPoll);
+                // SAFETY: as above, for `flag`.
+                if unsafe { arch::ld_acquire_sys_global(flag) } >= value || self.stopped() != 0 {
+                    break;
+                }
                 match guard.tick() {
                     Ok(()) => {}
                     Err(Interrupted::Aborted) => self.stop(LoopError::Aborted.status(0)),

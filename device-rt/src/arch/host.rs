@@ -8,7 +8,7 @@
 //!
 //! What the twin cannot show, so GPU runs remain the proof:
 //! - **The GPU's weaker memory ordering**, unless the launch runs in a weak-memory world
-//!   ([`launch_in`], `weak.rs`, which says what it models). Otherwise every access here is
+//!   ([`launch_in`], `weak/`, which says what it models). Otherwise every access here is
 //!   a Rust atomic (relaxed where PTX is relaxed, volatile or weak) and the CPU (x86 is
 //!   TSO) orders them more strongly than PTX orders `ld.relaxed`/`ld.volatile`/
 //!   `st.global`: a missing fence may pass here and fail on a GPU. Volatile and weak
@@ -82,7 +82,7 @@ pub fn launch(grid: u32, block: u32, dyn_smem_bytes: u32, kernel: impl Fn() + Sy
     launch_in(None, grid, block, dyn_smem_bytes, kernel);
 }
 
-/// As [`launch`], in `memory`'s weak-memory world when given (see `weak.rs`): the kernel
+/// As [`launch`], in `memory`'s weak-memory world when given (see `weak/`): the kernel
 /// sees memory ordered only as PTX promises. Launches that communicate share one world.
 ///
 /// # Panics
@@ -909,7 +909,7 @@ impl Arch for HostTwin {
         panic!("device trap")
     }
 
-    /// Here: remembered for this thread's next ordering operation (see `weak.rs`); a
+    /// Here: remembered for this thread's next ordering operation (see `weak/`); a
     /// panic when the site named before has not run.
     fn site(site: Site) {
         weak::mark(site);

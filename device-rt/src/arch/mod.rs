@@ -15,7 +15,7 @@
 //! and every function's documentation (its ordering, its `# Safety`) is written once,
 //! here. Beyond the contract, the GPU implements `Multimem` (there is no multicast
 //! address on the host), and the twin adds `launch` and `launch_in`, its stand-ins for a
-//! kernel launch, and `WeakMemory` (`weak.rs`), the world of its weak-memory mode, in
+//! kernel launch, and `WeakMemory` (`weak/`), the world of its weak-memory mode, in
 //! which the ordering operations that protocols name with [`site`] can be weakened.
 
 #[cfg_attr(target_arch = "nvptx64", path = "nvptx.rs")]
@@ -94,7 +94,7 @@ contract! {
     /// global-window (`cvta_to_global`). On the host twin every access is a Rust atomic
     /// and the CPU may order more strongly than PTX (see `host.rs`): a missing fence may
     /// pass there and fail on a GPU, unless the launch runs in a weak-memory world
-    /// (`weak.rs`).
+    /// (`weak/`).
     pub trait Arch {
         // Thread, block and grid indices (x dimension only: ferroccl launches 1-D grids).
 
@@ -327,7 +327,7 @@ contract! {
         /// the next ordering operation is of that kind (a panic otherwise) and, in a
         /// weak-memory launch that weakens `site`, performs it without its ordering: the
         /// negative controls that show the weak-memory mode catches a missing fence (see
-        /// `weak.rs`). Ordering: none.
+        /// `weak/`). Ordering: none.
         fn site(site: Site);
     }
 }
@@ -507,8 +507,8 @@ pub enum Site {
     /// work: a channel's release store of its ring completion, which publishes the
     /// items' writes to the host.
     RingComplete,
-    /// work: the poster's acq_rel CAS that marks the mailbox PENDING, which publishes
-    /// the item's words.
+    /// work: the poster's acq_rel add that marks the mailbox PENDING, which publishes the
+    /// item's words.
     MailboxPublish,
     /// work: a channel's acquire load of the mailbox state, which orders its reads of
     /// the item after the poster's publication.
@@ -518,16 +518,22 @@ pub enum Site {
     /// work: a channel's acq_rel count of the channels done with a mailbox item, which
     /// hands its writes on to the last channel.
     MailboxArrive,
-    /// work: the last channel's acq_rel CAS that marks the mailbox item DONE, which
-    /// publishes every channel's writes to the poster.
+    /// work: the last channel's acq_rel add that completes the mailbox item (the next
+    /// generation, PENDING cleared), which publishes every channel's writes to the poster.
     MailboxDone,
     /// work: a leaving channel's acq_rel CAS that marks the mailbox CLOSED.
     MailboxClose,
+    /// algo (staged collectives): a rank's `fence.acq_rel.sys` before it raises its flag
+    /// on a peer, which publishes what the CTA wrote into its staging.
+    StagedSignalFence,
+    /// algo (staged collectives): the acquire poll of a peer's flag, which orders the
+    /// CTA's reads of that peer's staging after the peer's publication.
+    StagedFlagPoll,
 }
 
 impl Site {
     /// Every site.
-    pub const ALL: [Site; 12] = [
+    pub const ALL: [Site; 14] = [
         Site::PrimsSendFence,
         Site::PrimsEmptySliceFence,
         Site::PrimsRecvPoll,
@@ -540,13 +546,17 @@ impl Site {
         Site::MailboxArrive,
         Site::MailboxDone,
         Site::MailboxClose,
+        Site::StagedSignalFence,
+        Site::StagedFlagPoll,
     ];
 
     /// The kind of operation this site names.
     pub const fn kind(self) -> SiteKind {
         match self {
-            Site::PrimsSendFence | Site::PrimsEmptySliceFence | Site::RingBacklogFence | Site::MailboxDoneFence => SiteKind::Fence,
-            Site::PrimsRecvPoll | Site::RingPoll | Site::MailboxTake => SiteKind::AcquireLoad,
+            Site::PrimsSendFence | Site::PrimsEmptySliceFence | Site::RingBacklogFence | Site::MailboxDoneFence | Site::StagedSignalFence => {
+                SiteKind::Fence
+            }
+            Site::PrimsRecvPoll | Site::RingPoll | Site::MailboxTake | Site::StagedFlagPoll => SiteKind::AcquireLoad,
             Site::RingComplete => SiteKind::ReleaseStore,
             Site::MailboxPublish | Site::MailboxArrive | Site::MailboxDone | Site::MailboxClose => SiteKind::AcqRelRmw,
         }

@@ -52,8 +52,8 @@ pub struct TwinGroup {
     stats: Option<Vec<u64>>,
     /// The weak-memory world the ranks run in, if any.
     memory: Option<WeakMemory>,
-    /// In a weak-memory world, buffers released while the loops run: a store may land as
-    /// late as the launch's end, so they are freed only after it.
+    /// In a weak-memory world that weakens a site, buffers released while the loops run: a
+    /// store may land as late as the launch's end, so they are freed only after it.
     retired: Vec<Block>,
 }
 
@@ -65,21 +65,22 @@ impl TwinGroup {
     /// of a twin communicator, the whole matrix included, runs in weak memory by hand (CI
     /// runs a reduced matrix that way, through [`TwinGroup::start_in`]).
     pub fn start(shape: Shape, threads: u32, budget: Duration) -> Result<Self> {
-        let memory = match std::env::var("FERROCCL_TWIN_WEAK") {
-            Ok(seed) => {
+        Self::start_in(shape, threads, budget, None)
+    }
+
+    /// As [`TwinGroup::start`], in `memory`'s weak-memory world if given (else as
+    /// `FERROCCL_TWIN_WEAK` says; see `device_rt::arch::WeakMemory`): the ranks see memory
+    /// ordered only as PTX promises, and the group tells the world what the host writes and
+    /// when it has seen a completion.
+    pub fn start_in(shape: Shape, threads: u32, budget: Duration, memory: Option<WeakMemory>) -> Result<Self> {
+        let memory = match (memory, std::env::var("FERROCCL_TWIN_WEAK")) {
+            (Some(memory), _) => Some(memory),
+            (None, Ok(seed)) => {
                 let seed = seed.trim().parse().map_err(|_| Error::InvalidArgument(format!("FERROCCL_TWIN_WEAK={seed:?} is not a seed")))?;
                 Some(WeakMemory::new(seed))
             }
-            Err(_) => None,
+            (None, Err(_)) => None,
         };
-        Self::start_in(shape, threads, budget, memory)
-    }
-
-    /// As [`TwinGroup::start`], in `memory`'s weak-memory world if given (see
-    /// `device_rt::arch::WeakMemory`): the ranks see memory ordered only as PTX promises,
-    /// and the group tells the world what the host writes and when it has seen a
-    /// completion.
-    pub fn start_in(shape: Shape, threads: u32, budget: Duration, memory: Option<WeakMemory>) -> Result<Self> {
         if threads < 128 || !threads.is_multiple_of(32) {
             return Err(Error::InvalidArgument(format!("a communicator's channels need a multiple of 32 threads, at least 128, not {threads}")));
         }
@@ -230,7 +231,9 @@ impl RankGroup for TwinGroup {
         if let Some(memory) = &self.memory {
             for block in released {
                 memory.forget(block.addr() as *const u8, block.0.len() * 16);
-                self.retired.push(block);
+                if memory.weakens_any() {
+                    self.retired.push(block);
+                }
             }
         }
     }
