@@ -1,13 +1,13 @@
 //! The primitives on the host twin, on hand-wired connections: scatter and gather over
 //! an asymmetric fan, a connection whose slots are placed by an offsets FIFO, a receiver
 //! that polls the smallest of several step counters (`NVLS_MIN_POLL`), and direct
-//! operations; each also in a weak-memory world. The ring collectives are tested through
-//! the work loop in `tests/tests/coll_host.rs`.
+//! operations; each also in a weak-memory world, with the negative controls of the step
+//! FIFO. The ring collectives are tested through the work loop in `tests/tests/coll_host.rs`.
 #![cfg(feature = "host-emu")]
 
 use std::time::{Duration, Instant};
 
-use device_rt::arch::{self, WeakMemory};
+use device_rt::arch::{self, Site, WeakMemory};
 use device_rt::conn::{CONN_NVLS_MIN_POLL, ConnInfo, NCCL_STEPS};
 use device_rt::dtype::DataType;
 use device_rt::multicast::{SwMulticast, SwMulticastTable};
@@ -165,7 +165,9 @@ fn send_and_receive(memory: Option<&WeakMemory>, link: &mut Link, n: usize) {
             assert!(p.outcome().is_ok());
         }
     });
-    assert_eq!(output, input);
+    if let Some(at) = output.iter().zip(&input).position(|(o, i)| o != i) {
+        panic!("element {at} (step {}) arrived as {}, sent as {}", at / (STEP_BYTES / 4) as usize, output[at], input[at]);
+    }
 }
 
 #[test]
@@ -265,8 +267,16 @@ fn direct_operations(memory: Option<&WeakMemory>) {
     assert_eq!((link.send.step, link.recv.step), (5, 5));
 }
 
-/// Every test above in a weak-memory world (`arch/weak/`): stores late and out of
-/// order, loads stale where PTX allows it; every seed must pass.
+/// The step FIFO's slots used five times over, in `memory`'s weak-memory world: every
+/// element must arrive as sent (a panic otherwise).
+fn fifo_round_trip(memory: &WeakMemory) -> Result<(), String> {
+    send_and_receive(Some(memory), &mut Link::new(), 5 * NCCL_STEPS as usize * (STEP_BYTES / 4) as usize);
+    Ok(())
+}
+
+/// Every test above, and the FIFO round trip of the controls below, in a weak-memory
+/// world (`arch/weak/`): stores late and out of order, loads stale where PTX allows it;
+/// every seed must pass.
 #[test]
 fn the_primitives_pass_in_weak_memory() {
     WeakMemory::every_seed_passes(0..3, |memory| {
@@ -274,6 +284,22 @@ fn the_primitives_pass_in_weak_memory() {
         offsets_fifo(Some(memory));
         min_polling(Some(memory));
         direct_operations(Some(memory));
-        Ok(())
+        fifo_round_trip(memory)
     });
+}
+
+/// Negative control: without the fence before the tail store, the workers' stores of a
+/// slice may reach memory after the tail that says they are there.
+#[test]
+fn the_step_fifo_without_the_send_fence_fails() {
+    let (runs, why) = WeakMemory::first_failure(0..16, &[Site::PrimsSendFence], fifo_round_trip);
+    eprintln!("the step FIFO without its send fence failed after {runs} run(s): {why}");
+}
+
+/// Negative control: with a relaxed poll of the tail, the receiver's workers may read a
+/// slot's older data.
+#[test]
+fn the_step_fifo_with_a_relaxed_tail_poll_fails() {
+    let (runs, why) = WeakMemory::first_failure(0..16, &[Site::PrimsRecvPoll], fifo_round_trip);
+    eprintln!("the step FIFO with a relaxed tail poll failed after {runs} run(s): {why}");
 }

@@ -1,19 +1,13 @@
-//! The host twin's weak-memory mode (`arch/weak/`): litmus tests of the model itself
-//! (each ordering it must honour, and each reordering it must be able to show), and the
-//! negative controls of the primitives' step FIFO: the real protocol passes every seed,
-//! and with its fence or its acquire removed it fails within a bounded number of seeds.
+//! The host twin's weak-memory mode (`arch/weak/`): litmus tests of the model itself,
+//! each ordering it must honour and each reordering it must be able to show. The
+//! protocols' negative controls are with their tests (`prims_host.rs`, and the work loop's
+//! and collectives' in `tests/tests/`).
 #![cfg(feature = "host-emu")]
 
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::Relaxed;
 
-use device_rt::abi::PrimsShared;
 use device_rt::arch::{self, Site, WeakMemory};
-use device_rt::conn::{ConnInfo, NCCL_STEPS};
-use device_rt::dtype::DataType;
-use device_rt::multicast::SwMulticast;
-use device_rt::prims::{DataOp, GroupCtx, Primitives, Simple};
-use device_rt::redop::RedOpKind;
 
 /// How the writer of a message publishes it and how the reader takes it.
 #[derive(Clone, Copy, Debug)]
@@ -239,87 +233,4 @@ fn a_site_names_an_operation_of_its_kind() {
         })
     });
     assert!(unused.is_err(), "a site whose operation never ran must be noticed");
-}
-
-// ---------------------------------------------------------------------------------------
-// The primitives' step FIFO.
-// ---------------------------------------------------------------------------------------
-
-const STEP_BYTES: u64 = 4096;
-const THREADS: u32 = 128;
-/// Steps the FIFO test moves: every slot is used five times.
-const STEPS: usize = 5 * NCCL_STEPS as usize;
-
-/// A sender (CTA 0) and a receiver (CTA 1) move `STEPS` steps of distinct floats through
-/// one connection, one step per call; the receiver's output must be the sender's input.
-fn fifo_round_trip(memory: &WeakMemory) -> Result<(), String> {
-    let per_call = (STEP_BYTES / 4) as usize;
-    let n = STEPS * per_call;
-    let input: Vec<f32> = (0..n).map(|i| i as f32).collect();
-    let mut output = vec![-1f32; n];
-    let fifo = vec![0u128; (NCCL_STEPS * STEP_BYTES / 16) as usize];
-    let (head, tail) = (Box::new(0u64), Box::new(0u64));
-    let end = ConnInfo { buff: fifo.as_ptr() as u64, head: &raw const *head as u64, tail: &raw const *tail as u64, step_bytes: STEP_BYTES, ..ConnInfo::default() };
-    let (mut send, mut recv) = (end, end);
-    let (send, recv) = (&raw mut send as usize, &raw mut recv as usize);
-    let (inp, out) = (input.as_ptr() as u64, output.as_mut_ptr() as u64);
-    static NO_ABORT: u64 = 0;
-    let data = DataOp { dtype: DataType::F32, op: RedOpKind::Sum, arg: 0 };
-    // SAFETY: both CTAs' threads (`THREADS`, a multiple of 32) make the same calls; `send`
-    // and `recv` are the two ends of one connection whose FIFO, head and tail live until
-    // `launch_in` returns, each end used by one CTA; the group's shared memory is the
-    // CTA's dynamic shared memory (one `PrimsShared`); `input` and `output` hold `n` floats
-    // and each call moves one step.
-    arch::launch_in(Some(memory), 2, THREADS, size_of::<PrimsShared>() as u32, || unsafe {
-        let g = GroupCtx {
-            tid: arch::thread_idx(),
-            nthreads: arch::block_dim(),
-            group: 0,
-            shared: arch::dyn_smem().cast::<PrimsShared>(),
-            abort: &raw const NO_ABORT,
-            spin_budget_ns: 30_000_000_000,
-            stats: std::ptr::null_mut(),
-        };
-        type P = Simple<1, 1>;
-        if arch::block_idx() == 0 {
-            let mut p = Primitives::<SwMulticast, P, 0, 1>::new(g, &[], &[send as *mut ConnInfo], STEP_BYTES, inp, 0, data);
-            for step in 0..STEPS {
-                p.send((step * per_call) as i64, per_call as i64);
-            }
-            let o = p.outcome();
-            assert!(o.is_ok(), "sender: {o:?}");
-        } else {
-            let mut p = Primitives::<SwMulticast, P, 1, 0>::new(g, &[recv as *mut ConnInfo], &[], STEP_BYTES, 0, out, data);
-            for step in 0..STEPS {
-                p.recv((step * per_call) as i64, per_call as i64);
-            }
-            let o = p.outcome();
-            assert!(o.is_ok(), "receiver: {o:?}");
-        }
-    });
-    match output.iter().zip(&input).position(|(o, i)| o != i) {
-        None => Ok(()),
-        Some(at) => Err(format!("element {at} (step {}) arrived as {}, sent as {}", at / per_call, output[at], input[at])),
-    }
-}
-
-#[test]
-fn the_step_fifo_passes_every_seed() {
-    WeakMemory::every_seed_passes(0..6, fifo_round_trip);
-}
-
-/// Negative control: without the fence before the tail store, the workers' stores of a
-/// slice may reach memory after the tail that says they are there.
-#[test]
-fn the_step_fifo_without_the_send_fence_fails() {
-    let (runs, why) = WeakMemory::first_failure(0..16, &[Site::PrimsSendFence], fifo_round_trip);
-    eprintln!("the step FIFO without its send fence failed after {runs} run(s): {why}");
-}
-
-/// Negative control: with a relaxed poll of the tail, the receiver's workers may read a
-/// slot's older data.
-#[test]
-fn the_step_fifo_with_a_relaxed_tail_poll_fails() {
-    let (runs, why) = WeakMemory::first_failure(0..16, &[Site::PrimsRecvPoll], fifo_round_trip);
-    eprintln!("the step FIFO with a relaxed tail poll failed after {runs} run(s): {why}");
 }

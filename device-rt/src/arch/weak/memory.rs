@@ -39,10 +39,12 @@ pub(super) struct World {
 
 pub(super) type Shard = HashMap<usize, WordState, BuildHasherDefault<WordHasher>>;
 
-/// The bit of `site` in a set of sites.
+/// The bit of `site` in a set of sites (a `u32`: every site has one).
 fn site_bit(site: Site) -> u32 {
     1 << site as u32
 }
+
+const _: () = assert!(Site::ALL.len() <= 32);
 
 impl World {
     /// A world whose random choices come from `seed`, with the operations of `sites`

@@ -1,5 +1,5 @@
-//! The host twin's weak-memory mode: device code run by `arch::launch_in` a world sees memory
-//! ordered only as PTX promises, not as the CPU happens to order it.
+//! The host twin's weak-memory mode: device code launched in a world (`arch::launch_in`)
+//! sees memory ordered only as PTX promises, not as the CPU happens to order it.
 //!
 //! Without it the twin runs on x86 (TSO), where every store is seen in program order and
 //! every fence is redundant: a missing `fence.acq_rel.sys` before a post, a relaxed store
@@ -9,7 +9,8 @@
 //! - **Stores are late and out of order.** A weak, volatile or relaxed store goes into
 //!   its thread's store buffer (coalesced per 8-byte word) and reaches memory later, in
 //!   random order with the thread's other buffered stores, when the thread drains it: at
-//!   random after each store and each spin, when the buffer is full, and whenever an
+//!   random after each store and each spin, when the buffer is full, after 50 ms of
+//!   waiting at a barrier or warp operation, when the thread ends, and whenever an
 //!   ordering operation needs it. A thread reads its own buffered stores.
 //! - **Barriers order at CTA scope only.** `barrier.sync` moves each arriving thread's
 //!   buffered stores to its CTA's buffer, where every thread of the CTA reads them but no
@@ -110,16 +111,12 @@ pub struct WeakStats {
 impl WeakMemory {
     /// A world whose random choices come from `seed`, with every ordering operation kept.
     pub fn new(seed: u64) -> Self {
-        Self::build(seed, &[])
+        Self::weakening(seed, &[])
     }
 
     /// As [`WeakMemory::new`], with the operations of `sites` performed without their
     /// ordering (negative controls).
     pub fn weakening(seed: u64, sites: &[Site]) -> Self {
-        Self::build(seed, sites)
-    }
-
-    fn build(seed: u64, sites: &[Site]) -> Self {
         WeakMemory { world: Arc::new(World::new(seed, sites)) }
     }
 
@@ -345,6 +342,7 @@ pub(super) fn rmw<R>(addr: usize, size: usize, acq_rel: bool, op: impl FnOnce() 
     with(|t| t.rmw(addr, size, acq_rel, op))
 }
 
+/// A fence of `scope`.
 pub(super) fn fence(scope: Scope) {
     with(|t| t.fence(scope))
 }

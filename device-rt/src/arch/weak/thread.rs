@@ -67,6 +67,7 @@ impl ThreadWeak {
         ThreadWeak { world, cta, rng, view, acquired: 0, buffer: Vec::new() }
     }
 
+    /// The world the thread's launch runs in.
     pub(super) fn world(&self) -> &World {
         &self.world
     }
@@ -92,22 +93,25 @@ impl ThreadWeak {
         let mut shard = world.shard(word);
         // SAFETY: `word` is the aligned word holding `addr` (`mod.rs`: sub-word accesses).
         let current = unsafe { read_word(word) };
-        let (mut value, mut time) = (current, world.unknown_time(word));
+        let (mut value, mut time);
         if let Some(state) = shard.get_mut(&word) {
-            if let Some(newest) = state.newest(current) {
-                let mut pick = newest;
-                if how == Load::Relaxed {
-                    let bound = self.view.max(state.floor(cta));
-                    // Value `i` was overwritten at `times[i + 1]`: those after `bound` may
-                    // still be seen (a suffix of the history).
-                    let older = (0..newest).filter(|&i| state.times[i + 1] > bound).count();
-                    if older > 0 && chance(&mut self.rng, STALE_EVERY) {
-                        pick = newest - 1 - below(&mut self.rng, older);
-                        world.count_stale_load();
+            (value, time) = match state.newest(current) {
+                Some(newest) => {
+                    let mut pick = newest;
+                    if how == Load::Relaxed {
+                        let bound = self.view.max(state.floor(cta));
+                        // Value `i` was overwritten at `times[i + 1]`: those after `bound`
+                        // may still be seen (a suffix of the history).
+                        let older = (0..newest).filter(|&i| state.times[i + 1] > bound).count();
+                        if older > 0 && chance(&mut self.rng, STALE_EVERY) {
+                            pick = newest - 1 - below(&mut self.rng, older);
+                            world.count_stale_load();
+                        }
                     }
+                    (state.values[pick], state.times[pick])
                 }
-                (value, time) = (state.values[pick], state.times[pick]);
-            }
+                None => (current, world.unknown_time(word)),
+            };
             let part = state.cta(cta);
             part.floor = part.floor.max(time);
             if part.pending_mask & mask != 0 {
@@ -115,9 +119,12 @@ impl ThreadWeak {
                 value = merge(value, part.pending, part.pending_mask);
                 time = world.now();
             }
-        } else if time > 0 {
-            let part = shard.entry(word).or_default().cta(cta);
-            part.floor = part.floor.max(time);
+        } else {
+            (value, time) = (current, world.unknown_time(word));
+            if time > 0 {
+                let part = shard.entry(word).or_default().cta(cta);
+                part.floor = part.floor.max(time);
+            }
         }
         drop(shard);
         value = merge(value, own.1, own.0);
@@ -203,6 +210,9 @@ impl ThreadWeak {
         old
     }
 
+    /// A fence of `scope`: the release half drains (to the CTA for `Scope::Cta`, else to
+    /// memory), the acquire half raises the view to the values read before it; `SeqCst`
+    /// raises it to now.
     pub(super) fn fence(&mut self, scope: Scope) {
         match scope {
             Scope::Cta => self.hand_to_cta(),
@@ -220,6 +230,7 @@ impl ThreadWeak {
         self.cta.drain(&self.world, &mut self.rng);
     }
 
+    /// Writes the thread's buffer to memory, in random order.
     pub(super) fn drain_own(&mut self) {
         while !self.buffer.is_empty() {
             let at = below(&mut self.rng, self.buffer.len());
@@ -283,6 +294,7 @@ fn split(addr: usize, size: usize) -> (usize, u32, u8) {
     (word, 8 * offset as u32, (((1u16 << size) - 1) << offset) as u8)
 }
 
+/// The low `size` bytes.
 fn value_mask(size: usize) -> u64 {
     if size == 8 { u64::MAX } else { (1 << (8 * size)) - 1 }
 }
