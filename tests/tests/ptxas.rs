@@ -15,13 +15,16 @@ const PROTOCOL_SPILL_BOUND: u32 = 64;
 
 /// The same under a register cap, per function (the largest of any cap): measured with
 /// ptxas 13.0 on 2026-11-23 (cap 128: work loop 384 / 536, `ring::run` 628 / 1560,
-/// `reduce_scatter_paired` 116 / 160, `exec::collective` 44 / 52, primitives ≤ 24 / 28),
-/// their cost on a GPU not yet measured (issue 15). The check fails if they grow.
+/// `reduce_scatter_paired` 116 / 160, `exec::collective` 44 / 52, primitives ≤ 24 / 28;
+/// issue 16 took `exec::collective` to 52 / 60 at caps 128 and 144 by handing the item's
+/// plan to the algorithm, and the staged algorithms spill at most 24 / 24, under the
+/// default bound), their cost on a GPU not yet measured (issue 15). The check fails if
+/// they grow.
 const CAPPED_SPILL_BOUNDS: [(&str, u32, u32); 5] = [
     ("ferroccl_work_loop", 384, 536),
     ("4algo4ring3run", 628, 1560),
     ("4algo4ring21reduce_scatter_paired", 116, 160),
-    ("4work4exec10collective", 44, 52),
+    ("4work4exec10collective", 52, 60),
     ("5prims3ops", 24, 28),
 ];
 

@@ -1,5 +1,6 @@
-//! The staged collectives (one-shot, two-shot all-reduce; one-shot all-gather and
-//! reduce-scatter) and the device's choice between them and the ring, on the host twin:
+//! The staged collectives (one-shot and two-shot all-reduce; one-shot all-gather,
+//! reduce-scatter, broadcast and reduce) and the device's choice between them and the
+//! ring, on the host twin:
 //! the real device code on CPU threads, 2 to 8 ranks, every result compared bit for bit
 //! with a reference that reduces in rank order (random floats wherever the plan is
 //! staged), which algorithm ran on how many channels checked from the channels'
@@ -109,7 +110,7 @@ fn automatic_choice_matrix_on_2_to_8_ranks() {
 /// A burst of collectives on every rank, with no host synchronisation between them (each
 /// rank's whole burst is enqueued before the next rank's, so ranks run up to a call
 /// apart): one-shot on one and two channels, two-shot, the ring, all_gather,
-/// reduce_scatter, empty calls, interleaved three times over. Every result is exact and
+/// reduce_scatter, broadcast, reduce, empty calls, interleaved three times over. Every result is exact and
 /// every call ran as planned: staging reused call after call, never reset, never raced.
 #[test]
 fn back_to_back_calls_need_no_host_synchronisation() {
@@ -134,6 +135,8 @@ fn back_to_back_calls_need_no_host_synchronisation() {
             case(CollFunction::AllReduce, DataType::F32, 600_000, !flip),
             case(CollFunction::ReduceScatter, DataType::F64, 1021, flip),
             case(CollFunction::Broadcast, DataType::F32, 1021, !flip),
+            case(CollFunction::Reduce, DataType::F32, 1021, flip),
+            case(CollFunction::Broadcast, DataType::I32, 100_000, flip),
             case(CollFunction::AllReduce, DataType::F64, 3, !flip),
         ]
     };
@@ -165,11 +168,13 @@ fn back_to_back_calls_need_no_host_synchronisation() {
 }
 
 /// Each staged algorithm with its functions, as forced.
-const STAGED: [(AlgorithmChoice, CollFunction); 4] = [
+const STAGED: [(AlgorithmChoice, CollFunction); 6] = [
     (AlgorithmChoice::OneShot, CollFunction::AllReduce),
     (AlgorithmChoice::TwoShot, CollFunction::AllReduce),
     (AlgorithmChoice::OneShot, CollFunction::AllGather),
     (AlgorithmChoice::OneShot, CollFunction::ReduceScatter),
+    (AlgorithmChoice::OneShot, CollFunction::Broadcast),
+    (AlgorithmChoice::OneShot, CollFunction::Reduce),
 ];
 
 /// Starts a 3-rank communicator forcing `choice` with spin budget `budget` and enqueues
@@ -235,16 +240,17 @@ fn calls_a_forced_algorithm_cannot_run_are_refused_before_enqueue() {
     assert!(err.unwrap_err().to_string().contains("65540 bytes"), "the message says why");
     let err = g.enqueue(0, item(CollFunction::ReduceScatter, 5462));
     assert!(matches!(err, Err(Error::AlgorithmUnfit { why: Unfit::TooLarge { .. }, .. })), "3 blocks of 5462 floats: {err:?}");
-    let err = g.enqueue(0, item(CollFunction::Broadcast, 8));
-    assert!(matches!(err, Err(Error::AlgorithmUnfit { why: Unfit::NotForFunction, .. })), "{err:?}");
     let fits = CollCase { function: CollFunction::AllReduce, dtype: DataType::F32, op: RedOpKind::Sum, count: 16_384, root: 0, in_place: true, inputs: Inputs::OrderSensitive };
     assert_eq!(run_case(&mut g, &fits, 1, TIMEOUT).unwrap(), None, "nothing was enqueued before");
     g.shutdown(TIMEOUT).unwrap();
 
     let mut g = TwinGroup::start(shape(3, AlgorithmChoice::TwoShot, 64 << 10), 128, Duration::from_secs(60)).unwrap();
     let buf = g.alloc(0, 4096).unwrap();
-    let gather = WorkItem::collective(CollFunction::AllGather, DataType::F32, RedOpKind::Sum, 0, buf.addr, buf.addr, 8, 0);
-    assert!(matches!(g.enqueue(0, gather), Err(Error::AlgorithmUnfit { why: Unfit::NotForFunction, .. })));
+    for function in [CollFunction::AllGather, CollFunction::ReduceScatter, CollFunction::Broadcast, CollFunction::Reduce] {
+        let item = WorkItem::collective(function, DataType::F32, RedOpKind::Sum, 0, buf.addr, buf.addr, 8, 0);
+        let err = g.enqueue(0, item);
+        assert!(matches!(err, Err(Error::AlgorithmUnfit { why: Unfit::NotForFunction, .. })), "{err:?}");
+    }
     g.shutdown(TIMEOUT).unwrap();
 
     for cannot_stage in [shape(9, AlgorithmChoice::OneShot, 1 << 20), shape(3, AlgorithmChoice::TwoShot, 0)] {

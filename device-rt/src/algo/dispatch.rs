@@ -18,7 +18,9 @@ use crate::redop::RedOpKind;
 
 /// The plan of `c` (elements of `dtype`) on this rank's communicator: by size, or the
 /// communicator's forced algorithm (`Err` when it cannot run `c`). Every rank makes the
-/// same plan of the same call.
+/// same plan of the same call. Not inlined: its 64-bit divisions would take the caller's
+/// registers (the loop's item code spilled under a register cap).
+#[inline(never)]
 pub fn plan_collective(cx: &CollCtx, c: &Coll, dtype: DataType) -> Result<Plan, Unfit> {
     select::plan(c.function, dtype.size() as u64, c.count, cx.staging(), cx.algorithm)
 }

@@ -19,9 +19,10 @@ pub enum Algorithm {
     /// NCCL's ring, through the step FIFOs of each channel's connections: every function,
     /// any size, any rank count.
     Ring = 0,
-    /// Every rank copies its input into its staging buffer, then reads what every rank
-    /// staged, straight from the peers' memory: all-reduce reduces all of it, all-gather
-    /// copies it, reduce-scatter reduces its own block.
+    /// Every rank copies its input into its staging buffer (broadcast: the root alone),
+    /// then reads what every rank staged, straight from the peers' memory: all-reduce
+    /// reduces all of it, all-gather copies it, reduce-scatter reduces its own block,
+    /// broadcast copies the root's, reduce reduces all of it on the root.
     OneShot = 1,
     /// All-reduce in two steps: every rank reduces its block of what every rank staged
     /// (into its own staging), then copies every peer's reduced block.
@@ -52,8 +53,7 @@ pub enum AlgorithmChoice {
     Auto = 0,
     /// The ring for every collective.
     Ring = 1,
-    /// One-shot for all_reduce, all_gather and reduce_scatter; the other collectives are
-    /// refused.
+    /// One-shot for every collective.
     OneShot = 2,
     /// Two-shot for all_reduce; the other collectives are refused.
     TwoShot = 3,
@@ -128,8 +128,7 @@ pub enum Unfit {
     /// The communicator has no staging buffers: more than [`MAX_STAGED_RANKS`] ranks, or
     /// none were asked for.
     NoStaging,
-    /// Not an algorithm of this function: two-shot is all_reduce's alone, broadcast and
-    /// reduce have the ring only.
+    /// Not an algorithm of this function: two-shot is all_reduce's alone.
     NotForFunction,
     /// The call stages `bytes` per rank; the staging buffers of every channel together
     /// hold `capacity`.
@@ -138,8 +137,9 @@ pub enum Unfit {
 
 /// Where the device switches algorithms, and how many channels a staged collective
 /// takes. One row per rank count, 2 to [`MAX_STAGED_RANKS`] (entry `nranks - 2`); sizes
-/// are the bytes of the largest buffer of one rank (all_reduce's input, all_gather's
-/// output, reduce_scatter's input), as nccl-tests counts them.
+/// are the bytes of the largest buffer of one rank (all_reduce's, broadcast's and
+/// reduce's input, all_gather's output, reduce_scatter's input), as nccl-tests counts
+/// them.
 ///
 /// Provisional: NOT measured on GPUs yet. The rows follow seed 003 (vLLM's custom
 /// all-reduce: one stage up to 512 KiB on up to 4 GPUs and 256 KiB on up to 8, always on
@@ -153,6 +153,8 @@ pub struct Thresholds {
     pub all_reduce_two_shot_max: [u64; MAX_STAGED_RANKS - 1],
     /// all_gather and reduce_scatter: one-shot up to these bytes; the ring above.
     pub gather_scatter_one_shot_max: [u64; MAX_STAGED_RANKS - 1],
+    /// broadcast and reduce: one-shot up to these bytes; the ring above.
+    pub rooted_one_shot_max: [u64; MAX_STAGED_RANKS - 1],
     /// A one-shot collective of `b` bytes takes `ceil(b / this)` channels (at least one,
     /// and more where its share would not fit a channel's staging buffer).
     pub one_shot_bytes_per_channel: u64,
@@ -165,6 +167,7 @@ pub const THRESHOLDS: Thresholds = Thresholds {
     all_reduce_one_shot_max: [1 << 20, 512 << 10, 512 << 10, 256 << 10, 256 << 10, 256 << 10, 256 << 10],
     all_reduce_two_shot_max: [1 << 20, 8 << 20, 8 << 20, 8 << 20, 8 << 20, 8 << 20, 8 << 20],
     gather_scatter_one_shot_max: [1 << 20; MAX_STAGED_RANKS - 1],
+    rooted_one_shot_max: [256 << 10; MAX_STAGED_RANKS - 1],
     one_shot_bytes_per_channel: 64 << 10,
     two_shot_bytes_per_channel: 256 << 10,
 };
@@ -218,16 +221,18 @@ fn by_size(function: CollFunction, bytes: u64, nranks: u32) -> Algorithm {
         CollFunction::AllReduce if bytes <= t.all_reduce_one_shot_max[row] => Algorithm::OneShot,
         CollFunction::AllReduce if bytes <= t.all_reduce_two_shot_max[row] => Algorithm::TwoShot,
         CollFunction::AllGather | CollFunction::ReduceScatter if bytes <= t.gather_scatter_one_shot_max[row] => Algorithm::OneShot,
+        CollFunction::Broadcast | CollFunction::Reduce if bytes <= t.rooted_one_shot_max[row] => Algorithm::OneShot,
         _ => Algorithm::Ring,
     }
 }
 
 /// The plan of a staged `algorithm`, or why it cannot run the call.
 fn staged(function: CollFunction, elt: u64, count: u64, staging: Staging, algorithm: Algorithm) -> Result<Plan, Unfit> {
-    let runs = matches!(
-        (function, algorithm),
-        (CollFunction::AllReduce, Algorithm::OneShot | Algorithm::TwoShot) | (CollFunction::AllGather | CollFunction::ReduceScatter, Algorithm::OneShot)
-    );
+    let runs = match algorithm {
+        Algorithm::OneShot => function != CollFunction::SendRecv,
+        Algorithm::TwoShot => function == CollFunction::AllReduce,
+        Algorithm::Ring => false,
+    };
     if !runs {
         return Err(Unfit::NotForFunction);
     }
@@ -286,8 +291,11 @@ mod tests {
         assert_eq!(at(CollFunction::AllGather, gs / 4), Algorithm::OneShot);
         assert_eq!(at(CollFunction::AllGather, gs / 4 + 16), Algorithm::Ring);
         assert_eq!(at(CollFunction::ReduceScatter, gs / 4), Algorithm::OneShot);
-        assert_eq!(at(CollFunction::Broadcast, 8), Algorithm::Ring);
-        assert_eq!(at(CollFunction::Reduce, 8), Algorithm::Ring);
+        let rooted = THRESHOLDS.rooted_one_shot_max[2];
+        for function in [CollFunction::Broadcast, CollFunction::Reduce] {
+            assert_eq!(at(function, rooted), Algorithm::OneShot);
+            assert_eq!(at(function, rooted + 16), Algorithm::Ring);
+        }
         let nine = staging(9, 24, 1 << 20);
         assert_eq!(plan(CollFunction::AllReduce, F32, 2, nine, AlgorithmChoice::Auto).unwrap().algorithm, Algorithm::Ring, "over 8 ranks: the ring");
     }
@@ -327,7 +335,8 @@ mod tests {
         assert_eq!(plan(CollFunction::ReduceScatter, F32, 512, s, one).unwrap().channels, 2, "4 ranks' blocks per channel");
         assert_eq!(plan(CollFunction::ReduceScatter, F32, 513, s, one), Err(Unfit::TooLarge { bytes: 8208, capacity: 8192 }));
         assert_eq!(plan(CollFunction::AllGather, F32, 8, s, AlgorithmChoice::TwoShot), Err(Unfit::NotForFunction));
-        assert_eq!(plan(CollFunction::Broadcast, F32, 8, s, one), Err(Unfit::NotForFunction));
+        assert_eq!(plan(CollFunction::Reduce, F32, 8, s, AlgorithmChoice::TwoShot), Err(Unfit::NotForFunction));
+        assert_eq!(plan(CollFunction::Broadcast, F32, 2048, s, one).unwrap().channels, 2);
         assert_eq!(plan(CollFunction::AllReduce, F32, 8, staging(4, 2, 0), one), Err(Unfit::NoStaging));
         assert_eq!(plan(CollFunction::AllReduce, F32, 8, staging(9, 2, 4096), one), Err(Unfit::NoStaging));
         assert_eq!(plan(CollFunction::SendRecv, F32, 1 << 40, s, one).unwrap().algorithm, Algorithm::Ring, "point-to-point has one way");

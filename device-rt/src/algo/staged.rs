@@ -4,9 +4,11 @@
 //! staged data straight from their memory. One-shot all-reduce reduces all of it;
 //! two-shot reduces its block of it into its own staging, raises a second flag, and
 //! copies every peer's reduced block; all-gather copies it; reduce-scatter reduces its
-//! own block of it. Every element is reduced in rank order, `((x0 ⊕ x1) ⊕ x2) ⊕ …`, by
+//! own block of it; broadcast copies the root's (only the root stages); reduce reduces all
+//! of it on the root. Every element is reduced in rank order, `((x0 ⊕ x1) ⊕ x2) ⊕ …`, by
 //! one rank's one mover, so every rank gets the same bits, call after call, and one-shot
-//! and two-shot give the same bits.
+//! and two-shot give the same bits. Every rank raises and waits for every flag, whatever
+//! the function, so the ordering below holds for each.
 //!
 //! # Epochs, buffers and flags
 //!
@@ -98,10 +100,12 @@ pub unsafe fn run(cx: &CollCtx, c: &Coll, data: DataOp, plan: Plan) -> Result<()
     // user buffers hold what `c` addresses (this function's contract).
     let outcome = unsafe {
         match (c.function, plan.algorithm) {
-            (CollFunction::AllReduce, Algorithm::OneShot) => stage.all_reduce_one_shot(c, begin, len),
+            (CollFunction::AllReduce, Algorithm::OneShot) => stage.reduce_one_shot(c, begin, len, None),
             (CollFunction::AllReduce, Algorithm::TwoShot) => stage.all_reduce_two_shot(c, begin, len),
             (CollFunction::ReduceScatter, _) => stage.reduce_scatter(c, begin, len, plan.share),
             (CollFunction::AllGather, _) => stage.all_gather(c, begin, len),
+            (CollFunction::Broadcast, _) => stage.broadcast(c, begin, len),
+            (CollFunction::Reduce, _) => stage.reduce_one_shot(c, begin, len, Some(c.root)),
             _ => arch::trap(),
         }
     };
@@ -111,6 +115,13 @@ pub unsafe fn run(cx: &CollCtx, c: &Coll, data: DataOp, plan: Plan) -> Result<()
         unsafe { (&raw mut (*conns).epoch).write_volatile(epoch) };
     }
     outcome
+}
+
+/// Two-shot's block of rank `p` in a share of `n` elements cut into blocks of `block`:
+/// its first element and its length (the last blocks shorter, or empty).
+fn block_range(p: u32, block: u64, n: u64) -> (u64, u64) {
+    let from = (u64::from(p) * block).min(n);
+    (from, (from + block).min(n) - from)
 }
 
 impl Stage<'_> {
@@ -141,6 +152,7 @@ impl Stage<'_> {
     ///
     /// # Safety
     /// Every thread of the CTA calls it, with the same `value`.
+    #[inline(never)]
     unsafe fn exchange(&self, value: u64) -> Result<(), (LoopError, u32)> {
         let g = self.cx.group;
         arch::barrier_sync_all();
@@ -246,18 +258,24 @@ impl Stage<'_> {
         2 * self.epoch - 1
     }
 
-    /// One-shot all-reduce of elements `[begin, begin + n)`.
+    /// One-shot all-reduce (`root` `None`: every rank reduces into its output) or reduce
+    /// (only the root does) of elements `[begin, begin + n)`: every rank stages its share,
+    /// then reduces every rank's.
     ///
     /// # Safety
     /// As [`run`], for this channel's share.
-    unsafe fn all_reduce_one_shot(&self, c: &Coll, begin: u64, n: u64) -> Result<(), (LoopError, u32)> {
+    #[inline(never)]
+    unsafe fn reduce_one_shot(&self, c: &Coll, begin: u64, n: u64, root: Option<u32>) -> Result<(), (LoopError, u32)> {
         let elt = self.elt();
-        // SAFETY: the caller's contract: the share is in the user buffers and the staging.
+        // SAFETY: the caller's contract: the share is in the user buffers (the output: on
+        // every rank that writes it) and the staging.
         unsafe {
             self.stage_in(c.input + begin * elt, 0, None, n);
             self.exchange(self.staged_flag())?;
-            let out = c.output + begin * elt;
-            self.reduce(self.every_rank(0), [out, out], 1, n);
+            if root.is_none_or(|r| r == self.cx.rank) {
+                let out = c.output + begin * elt;
+                self.reduce(self.every_rank(0), [out, out], 1, n);
+            }
         }
         Ok(())
     }
@@ -268,29 +286,40 @@ impl Stage<'_> {
     ///
     /// # Safety
     /// As [`run`], for this channel's share.
+    #[inline(never)]
     unsafe fn all_reduce_two_shot(&self, c: &Coll, begin: u64, n: u64) -> Result<(), (LoopError, u32)> {
         let (elt, nranks) = (self.elt(), u64::from(self.cx.nranks));
         let block = n.div_ceil(nranks).div_ceil(pack_elements(elt)) * pack_elements(elt);
-        let range = |p: u32| {
-            let from = (u64::from(p) * block).min(n);
-            (from, (from + block).min(n) - from)
-        };
-        let out = |ix: u64| c.output + (begin + ix) * elt;
+        let (from, len) = block_range(self.cx.rank, block, n);
+        let out = c.output + (begin + from) * elt;
         // SAFETY: the caller's contract: the share is in the user buffers and the staging;
         // each block lies inside the share; a rank's reduced block goes over its own staged
         // block exactly.
         unsafe {
             self.stage_in(c.input + begin * elt, 0, None, n);
             self.exchange(self.staged_flag())?;
-            let (from, len) = range(self.cx.rank);
-            self.reduce(self.every_rank(from), [self.staged(self.cx.rank, from), out(from)], 2, len);
+            self.reduce(self.every_rank(from), [self.staged(self.cx.rank, from), out], 2, len);
             self.exchange(2 * self.epoch)?;
-            for p in (0..self.cx.nranks).filter(|&p| p != self.cx.rank) {
-                let (from, len) = range(p);
-                self.copy(self.staged(p, from), out(from), len);
-            }
+            self.gather_blocks(c.output + begin * elt, block, n);
         }
         Ok(())
+    }
+
+    /// Two-shot's second step: copies every peer's reduced block (block `p`: elements `[p
+    /// × block, (p + 1) × block)` of the `n`, clipped) from its staging to `out` at the
+    /// same elements.
+    ///
+    /// # Safety
+    /// Every thread of the CTA calls it with the same arguments, after the second
+    /// exchange; `out` holds `n` elements.
+    #[inline(never)]
+    unsafe fn gather_blocks(&self, out: u64, block: u64, n: u64) {
+        let elt = self.elt();
+        for p in (0..self.cx.nranks).filter(|&p| p != self.cx.rank) {
+            let (from, len) = block_range(p, block, n);
+            // SAFETY: block `p` lies inside the share, in the peer's staging and in `out`.
+            unsafe { self.copy(self.staged(p, from), out + from * elt, len) };
+        }
     }
 
     /// Reduce-scatter of elements `[begin, begin + n)` of every block: stages this
@@ -300,6 +329,7 @@ impl Stage<'_> {
     /// # Safety
     /// As [`run`], for this channel's share (`share` the plan's, `nranks × share`
     /// elements fitting the staging buffer).
+    #[inline(never)]
     unsafe fn reduce_scatter(&self, c: &Coll, begin: u64, n: u64, share: u64) -> Result<(), (LoopError, u32)> {
         let elt = self.elt();
         // SAFETY: the caller's contract: block `p`'s share is inside the input's `nranks ×
@@ -321,6 +351,7 @@ impl Stage<'_> {
     ///
     /// # Safety
     /// As [`run`], for this channel's share.
+    #[inline(never)]
     unsafe fn all_gather(&self, c: &Coll, begin: u64, n: u64) -> Result<(), (LoopError, u32)> {
         let elt = self.elt();
         let block = |p: u32| c.output + (u64::from(p) * c.count + begin) * elt;
@@ -332,6 +363,30 @@ impl Stage<'_> {
             self.exchange(self.staged_flag())?;
             for p in (0..self.cx.nranks).filter(|&p| p != self.cx.rank) {
                 self.copy(self.staged(p, 0), block(p), n);
+            }
+        }
+        Ok(())
+    }
+
+    /// Broadcast of elements `[begin, begin + n)`: the root stages its share (and copies
+    /// it into its output, unless in place), every rank exchanges flags, the others copy
+    /// the root's staged share.
+    ///
+    /// # Safety
+    /// As [`run`], for this channel's share.
+    #[inline(never)]
+    unsafe fn broadcast(&self, c: &Coll, begin: u64, n: u64) -> Result<(), (LoopError, u32)> {
+        let elt = self.elt();
+        let out = c.output + begin * elt;
+        // SAFETY: the caller's contract: the share is inside the input and the output, which
+        // are the same buffer or disjoint.
+        unsafe {
+            if self.cx.rank == c.root {
+                self.stage_in(c.input + begin * elt, 0, (c.input != c.output).then_some(out), n);
+            }
+            self.exchange(self.staged_flag())?;
+            if self.cx.rank != c.root {
+                self.copy(self.staged(c.root, 0), out, n);
             }
         }
         Ok(())

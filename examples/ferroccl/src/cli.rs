@@ -96,8 +96,8 @@ pub struct CommArgs {
     #[arg(long)]
     pub direct: bool,
     /// The algorithm of every collective: the device's choice by size (auto), or one
-    /// forced; a forced staged algorithm runs all_reduce (one-shot also all_gather and
-    /// reduce_scatter) and refuses the rest [default: auto]
+    /// forced: the ring or one-shot for every collective, two-shot for all_reduce (the
+    /// others refused) [default: auto]
     #[arg(long, value_name = "ALGO", value_parser = algorithm_parser())]
     pub algo: Option<AlgorithmChoice>,
     /// Staging bytes per rank for the staged algorithms (the largest call they take),
@@ -399,11 +399,14 @@ mod tests {
         assert_eq!(b.comm.sms, Some("0,32,66,98".parse().unwrap()));
         assert_eq!((b.comm.threads, b.comm.step, b.comm.direct), (Some(256), Some(512 << 10), true));
 
-        let b = bench("ferroccl bench all_reduce -b 8 -e 16M -f 2 -c 1 --devices 0,1 --algo two-shot --staging 16M");
-        assert_eq!((b.comm.algo, b.comm.staging), (Some(AlgorithmChoice::TwoShot), Some(16 << 20)));
-        assert_eq!(bench("ferroccl bench --algo one-shot").comm.algo, Some(AlgorithmChoice::OneShot));
+        // bench/scripts/issue16.sh
+        let b = bench("ferroccl bench all_reduce -b 8 -e 64M -f 2 -c 1 -n 20 -w 5 --devices 0,1 --ranks 4 --algo two-shot --staging 64M --json out/a.json");
+        assert_eq!((b.comm.algo, b.comm.staging, b.comm.ranks), (Some(AlgorithmChoice::TwoShot), Some(64 << 20), Some(4)));
+        let b = bench("ferroccl bench all_reduce -b 4K -e 16M -f 2 -c 0 -n 20 -w 5 --devices 0,1 --channels 8 --algo one-shot --staging 64M --json c.json");
+        assert_eq!((b.comm.algo, b.comm.channels), (Some(AlgorithmChoice::OneShot), Some(8)));
+        let c = coll("ferroccl coll --devices 0 --ranks 8 --channels 4 --algo auto --path stream");
+        assert_eq!((c.comm.algo, c.comm.path), (Some(AlgorithmChoice::Auto), Some(SubmitPath::Stream)));
         assert_eq!(coll("ferroccl coll --algo ring").comm.algo, Some(AlgorithmChoice::Ring));
-        assert_eq!(coll("ferroccl coll --algo auto").comm.algo, Some(AlgorithmChoice::Auto));
 
         let b = bench("ferroccl bench broadcast reduce -d bfloat16 -o avg -r 1 --step 64K");
         assert_eq!((b.sweep.dtype, b.sweep.op, b.sweep.root, b.comm.step), (DataType::Bf16, RedOpKind::SumPostDiv, 1, Some(64 << 10)));

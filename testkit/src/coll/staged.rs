@@ -19,18 +19,24 @@ pub fn plan_of(case: &CollCase, staging: Staging, choice: AlgorithmChoice) -> Op
     plan(case.function, case.dtype.size() as u64, case.count as u64, staging, choice).ok()
 }
 
-/// The functions `choice` runs with a staged algorithm.
+/// The functions `choice` runs with a staged algorithm (every collective but
+/// point-to-point; two-shot: all_reduce alone).
 fn staged_functions(choice: AlgorithmChoice) -> &'static [CollFunction] {
     match choice {
         AlgorithmChoice::TwoShot => &[CollFunction::AllReduce],
-        _ => &[CollFunction::AllReduce, CollFunction::ReduceScatter, CollFunction::AllGather],
+        _ => &[CollFunction::AllReduce, CollFunction::ReduceScatter, CollFunction::AllGather, CollFunction::Broadcast, CollFunction::Reduce],
     }
 }
 
+/// Counts of the grid. all_reduce, reduce_scatter and all_gather take every one for every
+/// type × operator; broadcast and reduce (the same staged code with a root) one per
+/// type × operator, by turns.
+const GRID_COUNTS: [usize; 4] = [0, 1, 7, 1021];
+
 /// The matrix on a communicator with `staging` that asks for `choice` (`OneShot`,
 /// `TwoShot` or `Auto`): every function the choice runs staged × every type × operator
-/// (operators only where the function reduces) × counts 0, 1, 7 and 1021, in and out of
-/// place by turns; then f32 sums on both sides of every threshold of the plan on this
+/// (operators only where the function reduces) × the [`GRID_COUNTS`], in and out of
+/// place by turns, roots by turns; then f32 sums on both sides of every threshold of the plan on this
 /// communicator: the table's sizes for its rank count, each algorithm's bytes per
 /// channel, and the staging's capacity (a forced algorithm's refused side left out).
 /// With `part = (k, m)` only every `m`-th case of the grid from the `k`-th is kept (to
@@ -38,7 +44,8 @@ fn staged_functions(choice: AlgorithmChoice) -> &'static [CollFunction] {
 pub fn matrix(staging: Staging, choice: AlgorithmChoice, part: (usize, usize)) -> Vec<CollCase> {
     let mut cases = Vec::new();
     let push = |function: CollFunction, dtype: DataType, op: RedOpKind, count: usize, in_place: bool, cases: &mut Vec<CollCase>| {
-        let mut case = CollCase { function, dtype, op, count, root: 0, in_place, inputs: Inputs::Exact };
+        let root = (count % staging.nranks.max(1) as usize) as u32;
+        let mut case = CollCase { function, dtype, op, count, root, in_place, inputs: Inputs::Exact };
         let Some(p) = plan_of(&case, staging, choice) else { return };
         if p.algorithm != Algorithm::Ring {
             case.inputs = Inputs::OrderSensitive;
@@ -50,7 +57,10 @@ pub fn matrix(staging: Staging, choice: AlgorithmChoice, part: (usize, usize)) -
         for dtype in DataType::ALL {
             let ops: &[RedOpKind] = if function.reduces() { &RedOpKind::ALL } else { &[RedOpKind::Sum] };
             for &op in ops {
-                for count in [0, 1, 7, 1021] {
+                let rooted = matches!(function, CollFunction::Broadcast | CollFunction::Reduce);
+                // One count each, turning with `k / 7` (so not with the part `k % 7` picks).
+                let counts = if rooted { &GRID_COUNTS[k / 7 % GRID_COUNTS.len()..][..1] } else { &GRID_COUNTS[..] };
+                for &count in counts {
                     if k % part.1 == part.0 {
                         push(function, dtype, op, count, (k / part.1).is_multiple_of(2), &mut cases);
                     }
@@ -98,7 +108,9 @@ fn thresholds(function: CollFunction, staging: Staging) -> Vec<u64> {
         // all_gather stages its input, one rank's block of the output.
         CollFunction::AllGather => vec![t.gather_scatter_one_shot_max[row], t.one_shot_bytes_per_channel, capacity * u64::from(staging.nranks)],
         // reduce_scatter stages its whole input.
-        _ => vec![t.gather_scatter_one_shot_max[row], t.one_shot_bytes_per_channel, capacity],
+        CollFunction::ReduceScatter => vec![t.gather_scatter_one_shot_max[row], t.one_shot_bytes_per_channel, capacity],
+        // broadcast and reduce stage their input.
+        _ => vec![t.rooted_one_shot_max[row], t.one_shot_bytes_per_channel, capacity],
     }
 }
 
