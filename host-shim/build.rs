@@ -9,10 +9,10 @@ use std::time::Instant;
 
 use ferroccl_ptx_builder::{BuildError, PtxBuild, PtxasLookup, remove_if_present, sass};
 
-/// Work loop widths whose register-capped module gets SASS: the default communicator's
-/// 512 threads (`CommConfig::default()`; a unit test of `module.rs` checks they agree).
-/// The unpatched module, for loops of up to 256 threads and everything else, always gets
-/// SASS too. Other widths JIT the PTX at load time.
+/// Work loop widths whose register-capped module gets SASS: 512 threads, the widest loop
+/// a communicator is commonly given. The unpatched module, for loops of up to 256 threads
+/// (the default communicator's; a unit test of `module.rs` checks that it has SASS) and
+/// everything else, always gets SASS too. Other widths JIT the PTX at load time.
 const SASS_THREADS: &[u32] = &[512];
 
 fn main() {

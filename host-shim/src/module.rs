@@ -14,7 +14,7 @@ pub const PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/ferroccl.ptx"));
 
 /// The SASS that host-shim's build script compiled from [`PTX`] with ptxas: `IMAGES`
 /// holds one sm_90 cubin per work-loop register cap (`None`: the unpatched module;
-/// `Some(128)`: the default communicator's 512-thread loop), `MISSING` says why there are
+/// `Some(128)`: a 512-thread loop), `MISSING` says why there are
 /// none where ptxas was not found, and `PTXAS_GIVEN` whether `$FERROCCL_PTXAS` named one.
 pub mod sass {
     include!(concat!(env!("OUT_DIR"), "/sass.rs"));

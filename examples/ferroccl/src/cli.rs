@@ -77,7 +77,7 @@ pub struct CommArgs {
     /// Channels per rank [coll: 4; bench: 24 on GPUs, 2 on the host twin]
     #[arg(long, value_name = "N")]
     pub channels: Option<u32>,
-    /// Threads per channel [default: 512 on GPUs; 128 for bench on the host twin]
+    /// Threads per channel [default: 256 on GPUs; 128 for bench on the host twin]
     #[arg(long, value_name = "N")]
     pub threads: Option<u32>,
     /// Ring step in bytes, K/M/G suffixes allowed [default: 1M]
@@ -187,7 +187,7 @@ pub struct FootprintArgs {
     /// Channels per rank [default: 24]
     #[arg(long, value_name = "N")]
     pub channels: Option<u32>,
-    /// Threads per channel [default: 512]
+    /// Threads per channel [default: 256]
     #[arg(long, value_name = "N")]
     pub threads: Option<u32>,
     /// Bytes per all-reduce (f32) in the busy phase, K/M/G suffixes allowed

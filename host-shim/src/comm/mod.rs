@@ -87,7 +87,12 @@ use wiring::{Layout, Shape};
 #[derive(Clone, Copy, Debug)]
 pub struct CommConfig {
     /// Each rank's work loop: channels (CTAs), threads per channel (a multiple of 32, at
-    /// least 128), queue slots, spin budget.
+    /// least 128), queue slots, spin budget. The default is 24 channels × 256 threads: a
+    /// loop wider than 256 threads is capped below 255 registers a thread (128 at 512) and
+    /// its protocol code spills, and on an H200 (2 ranks on one GPU, same run,
+    /// `bench/results/issue15-spills.md`) 24 × 512 took 18.0 µs per 8 B one-shot
+    /// all_reduce in a CUDA graph against 13.7 µs at 256 threads, 30.8 against 22.5 µs for
+    /// the ring, and moved 0.82 of 24 × 256's busbw at 8 MiB (1.03 at 256 MiB).
     pub loop_cfg: LoopConfig,
     /// Bytes per FIFO step of the ring connections (NCCL: 512 KiB; ferroccl's default,
     /// 1 MiB, measured faster on H200s at 64 MiB to 1 GiB: bench/results/ring.txt).
@@ -149,7 +154,7 @@ impl CommConfig {
 impl Default for CommConfig {
     fn default() -> Self {
         Self {
-            loop_cfg: LoopConfig { channels: 24, threads: 512, capacity: 1024, spin_budget: Duration::from_secs(10), placement: Placement::Tpcs },
+            loop_cfg: LoopConfig { channels: 24, threads: 256, capacity: 1024, spin_budget: Duration::from_secs(10), placement: Placement::Tpcs },
             ring_step_bytes: 1 << 20,
             p2p_step_bytes: 128 << 10,
             direct: false,
