@@ -509,11 +509,19 @@ fn stats_line(s: &ChannelStats) -> String {
         s.algorithm_items[Algorithm::Ring as usize],
         s.algorithm_items[Algorithm::OneShot as usize],
         s.algorithm_items[Algorithm::TwoShot as usize]
-    ) + &if s.mailbox_items > 0 {
+    ) + &busy_per_collective(s).map_or(String::new(), |us| format!("; {us:.2} us busy per collective per channel")) + &if s.mailbox_items > 0 {
         format!("; stream-ordered items taken {:.2} us after their post on average", s.dispatch_ns as f64 / s.mailbox_items as f64 / 1e3)
     } else {
         String::new()
     }
+}
+
+/// The channels' busy time over the collectives they took part in (µs), when they took
+/// part in any: about how long one channel runs one collective (channels outside a staged
+/// plan add their near-zero busy time), the part of a call's time the algorithm takes.
+fn busy_per_collective(s: &ChannelStats) -> Option<f64> {
+    let items: u64 = s.algorithm_items.iter().sum();
+    (items > 0).then(|| s.busy_ns as f64 / items as f64 / 1e3)
 }
 
 /// How evenly the channels worked during one row, as a comment line: the busiest and
@@ -921,6 +929,16 @@ mod tests {
             crate::cli::Command::Bench(b) => b.sweep.normalized().map_err(|e| e.to_string()),
             other => Err(format!("{other:?}")),
         }
+    }
+
+    #[test]
+    fn busy_per_collective_divides_by_the_collectives_run() {
+        let mut s = ChannelStats::default();
+        s.busy_ns = 3000;
+        assert_eq!(busy_per_collective(&s), None);
+        s.algorithm_items = [1, 1, 0];
+        assert_eq!(busy_per_collective(&s), Some(1.5));
+        assert!(stats_line(&s).contains("1.50 us busy per collective"), "{}", stats_line(&s));
     }
 
     #[test]
