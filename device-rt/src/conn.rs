@@ -220,7 +220,11 @@ pub struct ChannelStats {
     /// `Algorithm` number: ring, one-shot, two-shot); a staged collective counts on the
     /// channels it used only.
     pub algorithm_items: [u64; 3],
-    pad: [u64; 4],
+    /// Nanoseconds the staged collectives spent in their flag exchanges, from the CTA
+    /// barrier that starts one to the barrier that ends it (thread 0's clock): the part of
+    /// `busy_ns` spent publishing staged data and waiting for the peers'.
+    pub exchange_ns: u64,
+    pad: [u64; 3],
 }
 
 static_assertions::const_assert_eq!(core::mem::size_of::<ChannelStats>(), 128);
@@ -239,7 +243,8 @@ impl ChannelStats {
             mailbox_items: self.mailbox_items + other.mailbox_items,
             dispatch_ns: self.dispatch_ns + other.dispatch_ns,
             algorithm_items: core::array::from_fn(|a| self.algorithm_items[a] + other.algorithm_items[a]),
-            pad: [0; 4],
+            exchange_ns: self.exchange_ns + other.exchange_ns,
+            pad: [0; 3],
         }
     }
 
@@ -256,7 +261,8 @@ impl ChannelStats {
             mailbox_items: self.mailbox_items.wrapping_sub(earlier.mailbox_items),
             dispatch_ns: self.dispatch_ns.wrapping_sub(earlier.dispatch_ns),
             algorithm_items: core::array::from_fn(|a| self.algorithm_items[a].wrapping_sub(earlier.algorithm_items[a])),
-            pad: [0; 4],
+            exchange_ns: self.exchange_ns.wrapping_sub(earlier.exchange_ns),
+            pad: [0; 3],
         }
     }
 }

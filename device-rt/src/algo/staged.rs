@@ -148,13 +148,15 @@ impl Stage<'_> {
     /// barrier; then thread `p` (`p < nranks`, not this rank) raises flag `value` on peer
     /// `p` and waits until `p`'s flag here is at least `value`; then the CTA barrier. A
     /// wait that ends early (abort, spin budget) stops the collective. See the module's
-    /// ordering.
+    /// ordering. Thread 0 counts the time from the first barrier to the last in the
+    /// channel's `exchange_ns`, when statistics are kept.
     ///
     /// # Safety
     /// Every thread of the CTA calls it, with the same `value`.
     #[inline(never)]
     unsafe fn exchange(&self, value: u64) -> Result<(), (LoopError, u32)> {
         let g = self.cx.group;
+        let started = g.clock();
         arch::barrier_sync_all();
         let peer = g.tid;
         if peer < self.cx.nranks && peer != self.cx.rank {
@@ -188,6 +190,11 @@ impl Stage<'_> {
             }
         }
         arch::barrier_sync_all();
+        if g.tid == 0 {
+            // SAFETY: `count` calls this only with its non-null `stats`, this channel's live
+            // `ChannelStats`, so the projection stays inside it (only the address is taken).
+            g.count(|s| unsafe { &raw mut (*s).exchange_ns }, g.clock().wrapping_sub(started));
+        }
         match self.stopped() {
             0 => Ok(()),
             s => Err(decode_stop(s)),

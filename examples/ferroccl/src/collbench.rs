@@ -509,7 +509,11 @@ fn stats_line(s: &ChannelStats) -> String {
         s.algorithm_items[Algorithm::Ring as usize],
         s.algorithm_items[Algorithm::OneShot as usize],
         s.algorithm_items[Algorithm::TwoShot as usize]
-    ) + &busy_per_collective(s).map_or(String::new(), |us| format!("; {us:.2} us busy per collective per channel")) + &if s.mailbox_items > 0 {
+    ) + &busy_per_collective(s).map_or(String::new(), |us| format!("; {us:.2} us busy per collective per channel")) + &if s.exchange_ns > 0 {
+        format!(" ({:.2} us of it in staged flag exchanges)", s.exchange_ns as f64 / s.algorithm_items.iter().sum::<u64>().max(1) as f64 / 1e3)
+    } else {
+        String::new()
+    } + &if s.mailbox_items > 0 {
         format!("; stream-ordered items taken {:.2} us after their post on average", s.dispatch_ns as f64 / s.mailbox_items as f64 / 1e3)
     } else {
         String::new()
