@@ -118,7 +118,8 @@ fn thresholds(function: CollFunction, staging: Staging) -> Vec<u64> {
 /// (`all_stats`), that the case ran as `plan` says on each of `nranks` ranks: a staged
 /// algorithm on exactly its `plan.channels` first channels, the ring on the first
 /// `ring_channels` (every collective channel; every channel for a two-rank
-/// reduce-scatter on paired channels), nothing else anywhere.
+/// reduce-scatter on paired channels), nothing else anywhere; and that staged flag
+/// exchanges were timed (`exchange_ns`) on exactly the channels that ran a staged one.
 pub fn check_ran(before: &[ChannelStats], after: &[ChannelStats], plan: Plan, nranks: u32, ring_channels: u32) -> Result<(), String> {
     let channels = before.len() / nranks as usize;
     let ran = |rank: usize, channel: usize, algorithm: Algorithm| {
@@ -137,6 +138,12 @@ pub fn check_ran(before: &[ChannelStats], after: &[ChannelStats], plan: Plan, nr
                         algorithm.name()
                     ));
                 }
+            }
+            let at = rank * channels + channel;
+            let exchanged = after[at].exchange_ns != before[at].exchange_ns;
+            let staged_here = plan.algorithm != Algorithm::Ring && (channel as u32) < took_part;
+            if exchanged != staged_here {
+                return Err(format!("rank {rank} channel {channel}: flag exchanges timed: {exchanged} ({} -> {} ns), a staged collective ran: {staged_here} (plan {plan:?})", before[at].exchange_ns, after[at].exchange_ns));
             }
         }
     }

@@ -293,6 +293,7 @@ impl RankGroup for TwinGroup {
                 s.sm = load(&raw mut (*base).sm);
                 s.mailbox_items = load(&raw mut (*base).mailbox_items);
                 s.dispatch_ns = load(&raw mut (*base).dispatch_ns);
+                s.exchange_ns = load(&raw mut (*base).exchange_ns);
                 for (a, count) in s.algorithm_items.iter_mut().enumerate() {
                     *count = load(&raw mut (*base).algorithm_items[a]);
                 }
