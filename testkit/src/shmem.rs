@@ -101,10 +101,14 @@ impl TwinHeap {
                 .iter()
                 .map(|handle| {
                     let (handle, memory) = (handle as *const ShmemHandle as usize, self.memory.as_ref());
-                    // SAFETY (of `Shmem::new` below): every PE's handle and heap outlive the
-                    // launches, which the scope joins; kernels access the heaps only through
-                    // `arch` while they run.
-                    scope.spawn(move || arch::launch_in(memory, 1, block, 0, || kernel(unsafe { Shmem::new(handle as *const ShmemHandle) })))
+                    scope.spawn(move || {
+                        arch::launch_in(memory, 1, block, 0, || {
+                            // SAFETY: every PE's handle and heap outlive the launches, which
+                            // the scope joins; kernels access the heaps only through `arch`
+                            // while they run.
+                            kernel(unsafe { Shmem::new(handle as *const ShmemHandle) })
+                        })
+                    })
                 })
                 .collect();
             launches.into_iter().map(|l| l.join()).collect()

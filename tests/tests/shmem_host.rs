@@ -152,27 +152,33 @@ fn fence_orders_puts_to_one_pe(memory: Option<&WeakMemory>) -> Result<(), String
     let failures = Failures::default();
     let run = heap.run(1, |sh: Shmem| {
         let (data, flag) = (local(&data, sh) as *mut u64, local(&flag, sh) as *mut u64);
-        // SAFETY (every block below): symmetric words of the sizes allocated; `flag` is
+        // Safety of every call below: symmetric words of the sizes allocated; `flag` is
         // accessed only atomically.
         if sh.my_pe() == 0 {
             for i in 0..N {
+                // SAFETY: as stated where the kernel begins.
                 unsafe { sh.p(data.add(i), 7 + i as u64, 1) };
             }
             sh.fence();
+            // SAFETY: as stated where the kernel begins.
             unsafe { sh.atomic_set(flag, 1u64, 1) };
+            // SAFETY: as stated where the kernel begins.
             if let Err(why) = unsafe { sh.wait_until(local(&ack, sh) as *const u64, Cmp::Eq, 1u64) } {
                 failures.add(format!("wait for the acknowledgement ended: {why:?}"));
             }
         } else {
+            // SAFETY: as stated where the kernel begins.
             if let Err(why) = unsafe { sh.wait_until(flag, Cmp::Eq, 1u64) } {
                 return failures.add(format!("wait ended: {why:?}"));
             }
             for i in 0..N {
+                // SAFETY: as stated where the kernel begins.
                 let got: u64 = unsafe { sh.g(data.add(i), 1) };
                 if got != 7 + i as u64 {
                     failures.add(format!("word {i}: {got}"));
                 }
             }
+            // SAFETY: as stated where the kernel begins.
             unsafe { sh.atomic_set(local(&ack, sh) as *mut u64, 1u64, 0) };
         }
     });
@@ -193,19 +199,23 @@ fn quiet_orders_puts_for_a_third_pe(memory: Option<&WeakMemory>) -> Result<(), S
     let failures = Failures::default();
     let run = heap.run(32, |sh: Shmem| {
         let (data, source, flag) = (local(&data, sh) as *mut u32, local(&source, sh) as *mut u32, local(&flag, sh) as *mut u64);
-        // SAFETY (every block below): symmetric words of the sizes allocated, each written
+        // Safety of every call below: symmetric words of the sizes allocated, each written
         // by one thread; `flag` is accessed only atomically.
         match sh.my_pe() {
             0 => {
                 let lane = arch::lane_id() as usize;
                 for i in (lane..N).step_by(32) {
+                    // SAFETY: as stated where the kernel begins.
                     unsafe { sh.p(source.add(i), 1000 + i as u32, 0) };
                 }
                 Warp::sync();
+                // SAFETY: as stated where the kernel begins.
                 unsafe { sh.put_nbi::<Warp, u32>(data, source, N, 1) };
                 if lane == 0 {
                     sh.quiet();
+                    // SAFETY: as stated where the kernel begins.
                     unsafe { sh.signal_op(flag, 1, SignalOp::Set, 2) };
+                    // SAFETY: as stated where the kernel begins.
                     if let Err(why) = unsafe { sh.wait_until(local(&ack, sh) as *const u64, Cmp::Eq, 1u64) } {
                         failures.add(format!("wait for the acknowledgement ended: {why:?}"));
                     }
@@ -213,15 +223,18 @@ fn quiet_orders_puts_for_a_third_pe(memory: Option<&WeakMemory>) -> Result<(), S
                 Warp::sync();
             }
             2 if arch::lane_id() == 0 => {
+                // SAFETY: as stated where the kernel begins.
                 if let Err(why) = unsafe { sh.wait_until(flag, Cmp::Ne, 0u64) } {
                     return failures.add(format!("wait ended: {why:?}"));
                 }
                 for i in 0..N {
+                    // SAFETY: as stated where the kernel begins.
                     let got: u32 = unsafe { sh.g(data.add(i), 1) };
                     if got != 1000 + i as u32 {
                         failures.add(format!("word {i}: {got}"));
                     }
                 }
+                // SAFETY: as stated where the kernel begins.
                 unsafe { sh.atomic_set(local(&ack, sh) as *mut u64, 1u64, 0) };
             }
             _ => {}
@@ -337,17 +350,21 @@ fn atomics_under_contention_are_exact() {
         let (counter, incs) = (local(&counter, sh) as *mut u64, local(&incs, sh) as *mut u32);
         let (claims, swapped) = (local(&claims, sh) as *mut u64, local(&swapped, sh) as *mut u64);
         let mut mine = Vec::new();
-        // SAFETY (every block below): symmetric words on PE 0 and 1 accessed only atomically.
+        // Safety of every call below: symmetric words on PE 0 and 1 accessed only atomically.
         for _ in 0..ADDS {
+            // SAFETY: as stated where the kernel begins.
             mine.push(unsafe { sh.atomic_fetch_add(counter, 1u64, 0) });
+            // SAFETY: as stated where the kernel begins.
             unsafe { sh.atomic_inc(incs, 1) };
         }
         fetched.lock().unwrap().extend(mine);
         for slot in 0..SLOTS {
+            // SAFETY: as stated where the kernel begins.
             if unsafe { sh.atomic_compare_swap(claims.add(slot), 0u64, id, 1) } == 0 {
                 winners.lock().unwrap()[slot].push(id);
             }
         }
+        // SAFETY: as stated where the kernel begins.
         let before = unsafe { sh.atomic_swap(swapped, id, 2) };
         swaps.lock().unwrap().push(before);
     });
