@@ -138,3 +138,62 @@ pub struct ReduceCopyArgs {
 static_assertions::const_assert_eq!(core::mem::size_of::<ReduceCopyArgs>(), 232);
 static_assertions::const_assert_eq!(core::mem::offset_of!(ReduceCopyArgs, n_elts), 192);
 static_assertions::const_assert_eq!(core::mem::offset_of!(ReduceCopyArgs, post_op), 228);
+
+// ---------------------------------------------------------------------------------------
+// The symmetric heap (shmem).
+// ---------------------------------------------------------------------------------------
+
+/// Most PEs one symmetric heap may join.
+pub const MAX_PES: usize = 32;
+
+/// What a PE's device code knows of the symmetric heap (`device_rt::shmem::Shmem` reads
+/// it): filled by the host, in device memory, never written while kernels run.
+///
+/// Every PE's heap has the same size and layout: a [`ShmemSync`] in its first
+/// [`SHMEM_RESERVED_BYTES`], then the allocations. A symmetric address is an address in
+/// this PE's own heap (`bases[my_pe] ..+ heap_bytes`); the same offset in `bases[pe]` is
+/// PE `pe`'s copy, mapped into this PE's address space.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub struct ShmemHandle {
+    /// Every PE's heap as this PE addresses it (0: that PE's heap is not mapped here, so
+    /// it is not reachable with loads and stores); entries from `n_pes` on are 0.
+    pub bases: [u64; MAX_PES],
+    /// Bytes of every PE's heap, the reserved head included.
+    pub heap_bytes: u64,
+    /// Address of the abort flag (a `u64`, non-zero: stop) every wait reads.
+    pub abort: u64,
+    /// How long one wait may spin before it gives up, in nanoseconds (`u64::MAX`: never).
+    pub spin_budget_ns: u64,
+    /// This PE's number, below `n_pes`.
+    pub my_pe: u32,
+    /// PEs in the heap (1..=[`MAX_PES`]).
+    pub n_pes: u32,
+}
+
+static_assertions::const_assert_eq!(core::mem::size_of::<ShmemHandle>(), 8 * MAX_PES + 32);
+static_assertions::const_assert_eq!(core::mem::offset_of!(ShmemHandle, heap_bytes), 8 * MAX_PES);
+static_assertions::const_assert_eq!(core::mem::offset_of!(ShmemHandle, my_pe), 8 * MAX_PES + 24);
+
+/// The runtime's own words at the head of every PE's heap (zeroed by the host before the
+/// first kernel uses the heap): the barrier's state.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub struct ShmemSync {
+    /// Barriers this PE has completed (written by this PE only).
+    pub barrier_epoch: u64,
+    /// `epoch << 8 | why` of a barrier whose wait ended early on this PE, so every thread
+    /// of the calling group returns the same error (written by this PE only).
+    pub barrier_fault: u64,
+    /// `arrived[p]`: the last barrier epoch PE `p` announced here (written by PE `p`).
+    pub arrived: [u64; MAX_PES],
+}
+
+static_assertions::const_assert_eq!(core::mem::size_of::<ShmemSync>(), 16 + 8 * MAX_PES);
+static_assertions::const_assert_eq!(core::mem::offset_of!(ShmemSync, arrived), 16);
+
+/// Bytes at the head of every PE's heap that the runtime keeps ([`ShmemSync`], rounded up
+/// so that allocations start 256-byte aligned).
+pub const SHMEM_RESERVED_BYTES: u64 = 512;
+
+static_assertions::const_assert!(core::mem::size_of::<ShmemSync>() as u64 <= SHMEM_RESERVED_BYTES);

@@ -3,7 +3,8 @@
 //! Everything a rank does on the GPU lives here, in `no_std` Rust that is compiled to
 //! PTX by `ptx/kernels`. The layers follow DESIGN.md, and every import points down:
 //! [`abi`], [`conn`] and [`dtype`] (what layers and the host share) at the bottom, then
-//! `arch` → `pack` → `redop` → [`multicast`] → `copy` → `prims` → [`algo`] → [`work`]
+//! `arch` → `pack` → `redop` → [`multicast`] → `copy` → `block` → `shmem` (the symmetric
+//! heap's device API) → `prims` → [`algo`] → [`work`]
 //! (`tests/layers.rs` checks this on the source). `arch` is the only module that speaks
 //! PTX; everything above it is written against `arch`'s functions, so the same code also
 //! runs on CPU threads (feature `host-emu`) for tests without a GPU.
@@ -32,6 +33,8 @@ pub mod multicast;
 pub mod pack;
 pub mod redop;
 pub mod selftest;
+#[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
+pub mod shmem;
 #[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
 pub mod prims;
 #[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]

@@ -16,6 +16,7 @@ const LAYERS: &[&[&str]] = &[
     &["multicast"],
     &["copy"],
     &["block"],
+    &["shmem"],
     &["prims"],
     &["algo"],
     &["work"],

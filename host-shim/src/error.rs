@@ -60,6 +60,12 @@ pub enum Error {
     /// The communicator forces an algorithm that cannot run this call; nothing was
     /// enqueued.
     AlgorithmUnfit { algorithm: AlgorithmChoice, function: CollFunction, why: Unfit },
+    /// A collective symmetric-heap call (`malloc`, `free`) got different arguments from
+    /// different PEs (`args[pe]`): the error of every PE; the heap is unchanged.
+    SymmetricMismatch { call: &'static str, args: Vec<u64> },
+    /// The symmetric heap has no free range of `want` bytes (the largest is
+    /// `largest_free`); the heap is unchanged.
+    HeapExhausted { want: u64, largest_free: u64 },
 }
 
 /// host-shim's result type.
@@ -121,6 +127,12 @@ impl fmt::Display for Error {
             ),
             Self::ShutdownIncomplete { outstanding } => {
                 write!(f, "shutdown did not complete in time: {outstanding} item(s) still outstanding")
+            }
+            Self::SymmetricMismatch { call, args } => {
+                write!(f, "shmem {call} is collective, but the PEs passed different arguments ({args:?} by PE); nothing changed on any PE")
+            }
+            Self::HeapExhausted { want, largest_free } => {
+                write!(f, "the symmetric heap has no free {want} bytes (largest free range: {largest_free} bytes); nothing changed")
             }
             Self::AlgorithmUnfit { algorithm, function, why } => {
                 write!(f, "the communicator forces {}, which cannot run this {}: ", algorithm.name(), function.name())?;

@@ -49,6 +49,7 @@ pub mod device;
 pub mod memory;
 pub mod module;
 pub mod queue;
+pub mod shmem;
 pub mod stream;
 pub mod work;
 

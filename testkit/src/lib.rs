@@ -6,8 +6,10 @@
 //! - [`coll`]: the collective correctness matrix and its expectations, run on any
 //!   [`coll::group::RankGroup`]: GPU ranks ([`coll::gpu::GpuGroup`]) or host-twin ranks
 //!   ([`coll::twin::TwinGroup`], the device code on CPU threads);
-//! - [`selftest`]: the GPU self-tests (the device's unit tests) and their harness.
+//! - [`selftest`]: the GPU self-tests (the device's unit tests) and their harness;
+//! - [`shmem`]: a symmetric heap whose PEs run on the host twin.
 
 pub mod coll;
 pub mod reference;
 pub mod selftest;
+pub mod shmem;

@@ -682,6 +682,21 @@ impl Arch for HostTwin {
         arrive_and_wait(0, Self::block_dim());
     }
 
+    /// Here: a rendezvous of the warp's 32 lanes (its mutex orders the lanes' accesses);
+    /// in a weak-memory launch, each lane's buffered stores go to its CTA and every lane
+    /// leaves with the largest view of the warp, as at a CTA barrier.
+    fn warp_sync(mask: u32) {
+        if !weak::active() {
+            warp_exchange("warp_sync", mask, 0);
+            return;
+        }
+        let view = weak::barrier_arrive();
+        let low = warp_exchange("warp_sync", mask, view as u32);
+        let high = warp_exchange("warp_sync", mask, (view >> 32) as u32);
+        let joined = low.iter().zip(&high).map(|(&l, &h)| u64::from(h) << 32 | u64::from(l)).max().unwrap_or(view);
+        weak::barrier_leave(joined);
+    }
+
     /// Here: `fence(AcqRel)`.
     #[inline]
     fn fence_acq_rel_sys() {
@@ -1023,6 +1038,18 @@ macro_rules! atomic_word {
                 // SAFETY: as in `atomic_add_relaxed_gpu`.
                 let word = unsafe { <$atomic>::from_ptr(aligned(p, size_of::<$t>())) };
                 rmw(p, true, |ordered| word.swap(v, if ordered { AcqRel } else { Relaxed }))
+            }
+            #[inline]
+            unsafe fn atomic_exch_relaxed_sys(p: *mut Self, v: Self) -> Self {
+                // SAFETY: as in `atomic_add_relaxed_gpu`.
+                let word = unsafe { <$atomic>::from_ptr(aligned(p, size_of::<$t>())) };
+                rmw(p, false, |_| word.swap(v, Relaxed))
+            }
+            #[inline]
+            unsafe fn atomic_cas_relaxed_sys(p: *mut Self, expected: Self, new: Self) -> Self {
+                // SAFETY: as in `atomic_add_relaxed_gpu`.
+                let word = unsafe { <$atomic>::from_ptr(aligned(p, size_of::<$t>())) };
+                rmw(p, false, |_| word.compare_swap(expected, new, false))
             }
             #[inline]
             unsafe fn atomic_cas_acq_rel_sys(p: *mut Self, expected: Self, new: Self) -> Self {

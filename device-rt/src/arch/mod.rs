@@ -129,6 +129,16 @@ contract! {
         fn barrier_sync(id: u32, nthreads: u32);
         /// `barrier.sync 0`: every thread of the CTA. Same ordering as [`barrier_sync`].
         fn barrier_sync_all();
+        /// `bar.warp.sync mask`: waits until every lane of `mask` (of this thread's warp)
+        /// has arrived (`__syncwarp`).
+        ///
+        /// Ordering: memory accesses made by the participating lanes before it are
+        /// performed, at CTA scope, before any participant continues past it (so a later
+        /// fence or release of one lane publishes the others' stores, as after
+        /// [`barrier_sync`]). The host twin takes `FULL_MASK` only, with a full warp; in a
+        /// weak-memory launch it hands the lanes' buffered stores to the whole CTA, as a
+        /// CTA barrier does (it orders more than PTX promises for the other warps).
+        fn warp_sync(mask: u32);
 
         // Fences.
 
@@ -529,11 +539,25 @@ pub enum Site {
     /// algo (staged collectives): the acquire poll of a peer's flag, which orders the
     /// CTA's reads of that peer's staging after the peer's publication.
     StagedFlagPoll,
+    /// shmem: `put_signal`'s `fence.acq_rel.sys` between the data and the signal, which
+    /// delivers the data before the signal.
+    ShmemSignalFence,
+    /// shmem: the fence of `fence()` (ordering per target PE).
+    ShmemFence,
+    /// shmem: the fence of `quiet()` (completion of every earlier put, to every PE).
+    ShmemQuiet,
+    /// shmem: the acquire poll of `wait_until` and `test`, which orders the caller's
+    /// later reads after what the signalling PE published.
+    ShmemWaitPoll,
+    /// shmem: `barrier_all`'s fence before a PE announces its arrival (its quiet).
+    ShmemBarrierFence,
+    /// shmem: the barrier's acquire poll of a peer's arrival.
+    ShmemBarrierPoll,
 }
 
 impl Site {
     /// Every site.
-    pub const ALL: [Site; 14] = [
+    pub const ALL: [Site; 20] = [
         Site::PrimsSendFence,
         Site::PrimsEmptySliceFence,
         Site::PrimsRecvPoll,
@@ -548,15 +572,29 @@ impl Site {
         Site::MailboxClose,
         Site::StagedSignalFence,
         Site::StagedFlagPoll,
+        Site::ShmemSignalFence,
+        Site::ShmemFence,
+        Site::ShmemQuiet,
+        Site::ShmemWaitPoll,
+        Site::ShmemBarrierFence,
+        Site::ShmemBarrierPoll,
     ];
 
     /// The kind of operation this site names.
     pub const fn kind(self) -> SiteKind {
         match self {
-            Site::PrimsSendFence | Site::PrimsEmptySliceFence | Site::RingBacklogFence | Site::MailboxDoneFence | Site::StagedSignalFence => {
-                SiteKind::Fence
+            Site::PrimsSendFence
+            | Site::PrimsEmptySliceFence
+            | Site::RingBacklogFence
+            | Site::MailboxDoneFence
+            | Site::StagedSignalFence
+            | Site::ShmemSignalFence
+            | Site::ShmemFence
+            | Site::ShmemQuiet
+            | Site::ShmemBarrierFence => SiteKind::Fence,
+            Site::PrimsRecvPoll | Site::RingPoll | Site::MailboxTake | Site::StagedFlagPoll | Site::ShmemWaitPoll | Site::ShmemBarrierPoll => {
+                SiteKind::AcquireLoad
             }
-            Site::PrimsRecvPoll | Site::RingPoll | Site::MailboxTake | Site::StagedFlagPoll => SiteKind::AcquireLoad,
             Site::RingComplete => SiteKind::ReleaseStore,
             Site::MailboxPublish | Site::MailboxArrive | Site::MailboxDone | Site::MailboxClose => SiteKind::AcqRelRmw,
         }
@@ -783,6 +821,16 @@ pub trait AtomicWord: GlobalWord {
     /// # Safety
     /// As [`st_volatile_global`].
     unsafe fn atomic_exch_acq_rel_sys(p: *mut Self, v: Self) -> Self;
+    /// `atom.relaxed.sys.global.exch`.
+    ///
+    /// # Safety
+    /// As [`st_volatile_global`].
+    unsafe fn atomic_exch_relaxed_sys(p: *mut Self, v: Self) -> Self;
+    /// `atom.relaxed.sys.global.cas`: stores `new` if the word equals `expected`.
+    ///
+    /// # Safety
+    /// As [`st_volatile_global`].
+    unsafe fn atomic_cas_relaxed_sys(p: *mut Self, expected: Self, new: Self) -> Self;
     /// `atom.acq_rel.sys.global.cas`: stores `new` if the word equals `expected`.
     ///
     /// # Safety

@@ -107,6 +107,12 @@ impl Arch for Nvptx {
         unsafe { asm!("barrier.sync 0;", options(nostack)) };
     }
 
+    #[inline(always)]
+    fn warp_sync(mask: u32) {
+        // SAFETY: a warp barrier only blocks; the caller's mask decides progress.
+        unsafe { asm!("bar.warp.sync {0};", in(reg32) mask, options(nostack)) };
+    }
+
     fence!(fence_acq_rel_sys, "fence.acq_rel.sys;");
     fence!(fence_acq_rel_gpu, "fence.acq_rel.gpu;");
     fence!(fence_acq_rel_cta, "fence.acq_rel.cta;");
@@ -403,6 +409,14 @@ macro_rules! atomic_word {
             atomic_rmw!(atomic_max_relaxed_gpu, $t, $reg, "atom.relaxed.gpu.global.max.", $u);
             atomic_rmw!(atomic_min_relaxed_gpu, $t, $reg, "atom.relaxed.gpu.global.min.", $u);
             atomic_rmw!(atomic_exch_acq_rel_sys, $t, $reg, "atom.acq_rel.sys.global.exch.", $b);
+            atomic_rmw!(atomic_exch_relaxed_sys, $t, $reg, "atom.relaxed.sys.global.exch.", $b);
+            #[inline(always)]
+            unsafe fn atomic_cas_relaxed_sys(p: *mut Self, expected: Self, new: Self) -> Self {
+                let old: $t;
+                // SAFETY: as for `atomic_cas_acq_rel_sys`.
+                unsafe { asm!(concat!("{{ .reg .u64 g; cvta.to.global.u64 g, {1}; atom.relaxed.sys.global.cas.", $b, " {0}, [g], {2}, {3}; }}"), out($reg) old, in(reg64) p, in($reg) expected, in($reg) new, options(nostack)) };
+                old
+            }
             #[inline(always)]
             unsafe fn atomic_cas_acq_rel_sys(p: *mut Self, expected: Self, new: Self) -> Self {
                 let old: $t;

@@ -9,6 +9,7 @@
 mod bench;
 mod copy;
 mod selftest;
+mod shmem;
 mod work;
 
 /// A panic on the device is a broken invariant: stop the kernel so the host sees a launch

@@ -1,0 +1,102 @@
+//! One PE's heap in device memory through CUDA's virtual memory management: a physical
+//! allocation that can be exported as a POSIX file descriptor (for PEs in other
+//! processes, later), mapped at a reserved address and opened to the devices that may
+//! reach it. Thin wrappers over the driver calls; everything else is in `book`.
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaContext, sys};
+
+use crate::{Error, Result};
+
+/// The allocation properties of a heap on device `ordinal`: pinned device memory,
+/// exportable as a POSIX file descriptor.
+fn properties(ordinal: usize) -> sys::CUmemAllocationProp {
+    sys::CUmemAllocationProp {
+        type_: sys::CUmemAllocationType::CU_MEM_ALLOCATION_TYPE_PINNED,
+        requestedHandleTypes: sys::CUmemAllocationHandleType::CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+        location: sys::CUmemLocation { type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE, id: ordinal as i32 },
+        win32HandleMetaData: std::ptr::null_mut(),
+        allocFlags: sys::CUmemAllocationProp_st__bindgen_ty_1 { compressionType: 0, gpuDirectRDMACapable: 0, usage: 0, reserved: [0; 4] },
+    }
+}
+
+/// The granularity (bytes) a heap on `ctx`'s device is allocated and mapped in.
+pub fn granularity(ctx: &Arc<CudaContext>) -> Result<u64> {
+    ctx.bind_to_thread().map_err(Error::cuda("cuCtxSetCurrent"))?;
+    let prop = properties(ctx.ordinal());
+    let mut bytes = 0usize;
+    // SAFETY: `prop` is a valid property block; the result is written to `bytes`.
+    unsafe { sys::cuMemGetAllocationGranularity(&mut bytes, &prop, sys::CUmemAllocationGranularity_flags::CU_MEM_ALLOC_GRANULARITY_RECOMMENDED) }
+        .result()
+        .map_err(Error::cuda("cuMemGetAllocationGranularity"))?;
+    Ok(bytes as u64)
+}
+
+/// One PE's heap: `bytes` of `ctx`'s device memory mapped at `base`, readable and
+/// writable by the devices it was opened to. Unmapped and released on drop.
+pub struct VmmHeap {
+    ctx: Arc<CudaContext>,
+    handle: sys::CUmemGenericAllocationHandle,
+    base: sys::CUdeviceptr,
+    bytes: usize,
+}
+
+impl VmmHeap {
+    /// Allocates `bytes` (a multiple of [`granularity`]) on `ctx`'s device, maps them at
+    /// a new address, opens them to the devices `readers` (its own included), and zeroes
+    /// them. Allocate before any kernel of the context runs.
+    pub fn new(ctx: &Arc<CudaContext>, bytes: u64, readers: &[usize]) -> Result<Self> {
+        ctx.bind_to_thread().map_err(Error::cuda("cuCtxSetCurrent"))?;
+        let bytes = usize::try_from(bytes).map_err(|_| Error::InvalidArgument(format!("a heap of {bytes} bytes")))?;
+        let prop = properties(ctx.ordinal());
+        let mut handle = 0;
+        // SAFETY: `prop` is a valid property block; the handle is written on success.
+        unsafe { sys::cuMemCreate(&mut handle, bytes, &prop, 0) }.result().map_err(Error::cuda("cuMemCreate"))?;
+        let mut heap = Self { ctx: ctx.clone(), handle, base: 0, bytes };
+        // SAFETY: reserves address space only; the address is written on success.
+        unsafe { sys::cuMemAddressReserve(&mut heap.base, bytes, 0, 0, 0) }.result().map_err(Error::cuda("cuMemAddressReserve"))?;
+        // SAFETY: the reserved range and the allocation both hold `bytes`.
+        unsafe { sys::cuMemMap(heap.base, bytes, 0, handle, 0) }.result().map_err(Error::cuda("cuMemMap"))?;
+        let access: Vec<sys::CUmemAccessDesc> = readers
+            .iter()
+            .map(|&ordinal| sys::CUmemAccessDesc {
+                location: sys::CUmemLocation { type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE, id: ordinal as i32 },
+                flags: sys::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
+            })
+            .collect();
+        // SAFETY: the range was just mapped; `access` holds `access.len()` descriptors.
+        unsafe { sys::cuMemSetAccess(heap.base, bytes, access.as_ptr(), access.len()) }.result().map_err(Error::cuda("cuMemSetAccess"))?;
+        // SAFETY: `bytes` mapped, writable bytes from `base`; no kernel uses them yet.
+        unsafe { sys::cuMemsetD8_v2(heap.base, 0, bytes) }.result().map_err(Error::cuda("cuMemsetD8"))?;
+        Ok(heap)
+    }
+
+    /// The heap's address (the same in every context of this process).
+    pub fn base(&self) -> u64 {
+        self.base
+    }
+}
+
+impl Drop for VmmHeap {
+    /// Unmaps and releases what was set up (errors are logged, never raised).
+    fn drop(&mut self) {
+        if self.ctx.bind_to_thread().is_err() {
+            return;
+        }
+        if self.base != 0 {
+            // SAFETY: the range was reserved (and maybe mapped) by `new`; no kernel uses it
+            // once its owner drops it.
+            let unmapped = unsafe { sys::cuMemUnmap(self.base, self.bytes) }.result();
+            // SAFETY: as above.
+            let freed = unsafe { sys::cuMemAddressFree(self.base, self.bytes) }.result();
+            if let Err(e) = unmapped.and(freed) {
+                log::debug!("unmapping a symmetric heap: {e}");
+            }
+        }
+        // SAFETY: the handle came from `cuMemCreate`; its mapping is gone.
+        if let Err(e) = unsafe { sys::cuMemRelease(self.handle) }.result() {
+            log::warn!("cuMemRelease of a symmetric heap failed: {e}");
+        }
+    }
+}
