@@ -184,6 +184,24 @@ pub fn order_sensitive_elements(dtype: DataType, n: usize, rng: &mut Rng) -> Vec
     out
 }
 
+/// `n` random elements of `dtype` drawn from the standard normal distribution (Box–Muller
+/// from [`Rng`]), rounded to the type; any bits for integers. Sums of them depend on the
+/// order they are formed in, and stay far from overflow in every float type.
+pub fn normal_elements(dtype: DataType, n: usize, rng: &mut Rng) -> Vec<u8> {
+    let mut out = Vec::with_capacity(n * dtype.size());
+    // Uniform in (0, 1]: 53 random bits, never 0.
+    let uniform = |rng: &mut Rng| ((rng.next_u64() >> 11) + 1) as f64 / (1u64 << 53) as f64;
+    for _ in 0..n {
+        if dtype.is_float() {
+            let (u1, u2) = (uniform(rng), uniform(rng));
+            out.extend(element_bytes(dtype, (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()));
+        } else {
+            out.extend(&rng.next_u64().to_le_bytes()[..dtype.size()]);
+        }
+    }
+    out
+}
+
 /// The element-wise reduction of `inputs` (`n` elements each) in their order, as the
 /// staged algorithms form it: `post(((pre(x0) ⊕ pre(x1)) ⊕ pre(x2)) ⊕ …)`, rounded after
 /// every operation, with `op`'s pre-op (PreMulSum: times the scalar `arg`) and post-op
@@ -196,6 +214,25 @@ pub fn reduce_in_rank_order(dtype: DataType, op: RedOpKind, arg: u64, inputs: &[
     case.red_arg = arg;
     case.post_op = op == RedOpKind::SumPostDiv;
     expected(&case, inputs)
+}
+
+/// The element-wise reduction of `inputs` (one per rank, `n` elements each) where element
+/// `e` is reduced around the ring `0 → 1 → … → n−1 → 0` starting at rank `first(e)`:
+/// `first(e), first(e) + 1, …` (modulo the rank count), each operation rounded, with
+/// [`reduce_in_rank_order`]'s pre-op and post-op. What a ring algorithm produces bit for
+/// bit, given where its chain of each element begins.
+pub fn reduce_around_ring(dtype: DataType, op: RedOpKind, arg: u64, inputs: &[&[u8]], n: usize, first: impl Fn(usize) -> usize) -> Vec<u8> {
+    let (size, nranks) = (dtype.size(), inputs.len());
+    let mut out = Vec::with_capacity(n * size);
+    let mut begin = 0;
+    while begin < n {
+        let start = first(begin) % nranks;
+        let end = (begin + 1..n).find(|&e| first(e) % nranks != start).unwrap_or(n);
+        let rotated: Vec<&[u8]> = (0..nranks).map(|j| &inputs[(start + j) % nranks][begin * size..end * size]).collect();
+        out.extend(reduce_in_rank_order(dtype, op, arg, &rotated, end - begin));
+        begin = end;
+    }
+    out
 }
 
 /// Element arithmetic of one type, as the reference defines it.

@@ -138,7 +138,7 @@ impl CollCtx {
 }
 
 /// Chunks start on multiples of this many bytes (full copy hunks, aligned packs).
-const CHUNK_ALIGN_BYTES: i64 = 4096;
+pub const CHUNK_ALIGN_BYTES: i64 = 4096;
 
 /// The chunk of `remaining` elements of `elt` bytes one round gives each of `parts`
 /// parts: at most `chunk` (one chunk of the FIFO), rounded up to whole

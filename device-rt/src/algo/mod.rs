@@ -26,7 +26,7 @@ pub use function::{CollFunction, NO_PEER};
 pub use select::{Algorithm, AlgorithmChoice, Plan, Staging, THRESHOLDS, Thresholds, Unfit, pack_elements, plan};
 
 #[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
-pub use coll::{Coll, CollCtx};
+pub use coll::{CHUNK_ALIGN_BYTES, Coll, CollCtx};
 #[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
 pub use dispatch::{plan_collective, run_collective};
 #[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]

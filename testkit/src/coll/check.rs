@@ -10,7 +10,7 @@ use device_rt::redop::RedOpKind;
 use device_rt::algo::{CollFunction, NO_PEER};
 use device_rt::work::WorkItem;
 
-use super::expect::{CollCase, Inputs};
+use super::expect::{CollCase, Inputs, ReduceOrder};
 use super::group::{Buffer, RankGroup};
 use host_shim::Result;
 use crate::reference::Rng;
@@ -21,14 +21,17 @@ const SENTINEL: u8 = 0xA5;
 
 /// The matrix for `nranks` ranks: counts 0, 1, 7, 1021 for every function × type ×
 /// operator (operators only where the function reduces), and `big_count` (several chunks
-/// on every channel) for every function × type with Sum. Roots, shifts and in-place vary
-/// from case to case.
+/// on every channel) for every function × type with Sum, all with inputs exact in any
+/// order; then random normal floats for every reducing function × float type: count 1021
+/// with every operator, `big_count` with Sum and PreMulSum (checked bit for bit against
+/// the reference in the algorithm's order, and against the f64 bound). Roots, shifts and
+/// in-place vary from case to case.
 pub fn matrix(nranks: u32, big_count: usize) -> Vec<CollCase> {
     let functions =
         [CollFunction::AllReduce, CollFunction::ReduceScatter, CollFunction::AllGather, CollFunction::Broadcast, CollFunction::Reduce];
     let mut cases = Vec::new();
     let mut k = 0u32;
-    let mut push = |function: CollFunction, dtype: DataType, op: RedOpKind, count: usize, cases: &mut Vec<CollCase>| {
+    let mut push = |function: CollFunction, dtype: DataType, op: RedOpKind, count: usize, inputs: Inputs, cases: &mut Vec<CollCase>| {
         k += 1;
         let sendrecv = function == CollFunction::SendRecv;
         cases.push(CollCase {
@@ -38,7 +41,7 @@ pub fn matrix(nranks: u32, big_count: usize) -> Vec<CollCase> {
             count,
             root: if sendrecv { 1 + k % (nranks - 1).max(1) } else { k % nranks },
             in_place: !sendrecv && k.is_multiple_of(2),
-            inputs: Inputs::Exact,
+            inputs,
         });
     };
     for function in functions.into_iter().chain([CollFunction::SendRecv].into_iter().filter(|_| nranks > 1)) {
@@ -46,10 +49,20 @@ pub fn matrix(nranks: u32, big_count: usize) -> Vec<CollCase> {
             let ops: &[RedOpKind] = if function.reduces() { &RedOpKind::ALL } else { &[RedOpKind::Sum] };
             for &op in ops {
                 for count in [0, 1, 7, 1021] {
-                    push(function, dtype, op, count, &mut cases);
+                    push(function, dtype, op, count, Inputs::Exact, &mut cases);
                 }
             }
-            push(function, dtype, RedOpKind::Sum, big_count, &mut cases);
+            push(function, dtype, RedOpKind::Sum, big_count, Inputs::Exact, &mut cases);
+        }
+    }
+    for function in [CollFunction::AllReduce, CollFunction::ReduceScatter, CollFunction::Reduce] {
+        for dtype in DataType::ALL.into_iter().filter(|d| d.is_float()) {
+            for op in RedOpKind::ALL {
+                push(function, dtype, op, 1021, Inputs::Normal, &mut cases);
+            }
+            for op in [RedOpKind::Sum, RedOpKind::PreMulSum] {
+                push(function, dtype, op, big_count, Inputs::Normal, &mut cases);
+            }
         }
     }
     cases
@@ -85,12 +98,15 @@ pub struct Prepared {
     nranks: u32,
     /// Per rank: input, output, and the input's byte offset in its buffer.
     bufs: Vec<(Buffer, Buffer, u64)>,
+    /// Each rank's input.
+    inputs: Vec<Vec<u8>>,
     expected: Vec<Vec<u8>>,
 }
 
 impl Prepared {
     /// Allocates `case`'s buffers on every rank of `g` and fills them: inputs from
-    /// `seed`, outputs with a sentinel.
+    /// `seed`, outputs with a sentinel. The expected outputs are reduced in the order of
+    /// the algorithm the device plans for the case on `g`'s communicator.
     pub fn new(g: &mut dyn RankGroup, case: &CollCase, seed: u64) -> Result<Self> {
         let nranks = g.nranks();
         let size = case.dtype.size();
@@ -120,8 +136,8 @@ impl Prepared {
             };
             bufs.push((input, output, in_offset));
         }
-        let expected = case.expect(&inputs, &before);
-        Ok(Self { case: case.clone(), nranks, bufs, expected })
+        let expected = case.expect(&inputs, &before, ReduceOrder::of(case, &g.shape()));
+        Ok(Self { case: case.clone(), nranks, bufs, inputs, expected })
     }
 
     /// Rank `rank`'s work item.
@@ -145,14 +161,24 @@ impl Prepared {
         WorkItem::collective(case.function, case.dtype, case.op, op_arg, src, dst, case.count as u64, arg)
     }
 
+    /// Each rank's input.
+    pub fn inputs(&self) -> &[Vec<u8>] {
+        &self.inputs
+    }
+
+    /// Each rank's whole output buffer as it is now.
+    pub fn outputs(&self, g: &mut dyn RankGroup) -> Result<Vec<Vec<u8>>> {
+        self.bufs.iter().zip(&self.expected).map(|(&(_, output, _), want)| g.read(output, want.len())).collect()
+    }
+
     /// Compares every rank's output with the reference, once every rank's item has
-    /// completed: `None` when all are right, else the first wrong element.
+    /// completed, bit for bit, and random normal floats also with the f64 reference
+    /// ([`CollCase::check_f64_bound`]): `None` when all are right, else the first wrong
+    /// element.
     pub fn verify(&self, g: &mut dyn RankGroup) -> Result<Option<String>> {
         let size = self.case.dtype.size();
-        for rank in 0..self.nranks {
-            let (_, output, _) = self.bufs[rank as usize];
+        for (rank, got) in (0..self.nranks).zip(self.outputs(g)?) {
             let want = &self.expected[rank as usize];
-            let got = g.read(output, want.len())?;
             if let Some(at) = got.iter().zip(want).position(|(a, b)| a != b) {
                 let e = at / size.max(1);
                 return Ok(Some(format!(
@@ -162,6 +188,9 @@ impl Prepared {
                     &got[e * size..(e + 1) * size],
                     &want[e * size..(e + 1) * size]
                 )));
+            }
+            if let Err(why) = self.case.check_f64_bound(&self.inputs, rank, &got) {
+                return Ok(Some(why));
             }
         }
         Ok(None)

@@ -9,6 +9,7 @@ use std::time::Duration;
 use cudarc::driver::{CudaContext, CudaGraph, result, sys};
 use device_rt::conn::ChannelStats;
 use device_rt::work::WorkItem;
+use host_shim::comm::wiring::Shape;
 use host_shim::comm::{Comm, CommConfig};
 use host_shim::queue::Ticket;
 use host_shim::work::{DeviceAlloc, Placement};
@@ -26,6 +27,7 @@ pub struct GpuGroup {
     arenas: Vec<(u64, usize)>,
     used: Vec<usize>,
     describe: String,
+    shape: Shape,
 }
 
 impl GpuGroup {
@@ -69,7 +71,8 @@ impl GpuGroup {
                 Placement::Tpcs => ", SMs: one channel per TPC from SM 2".to_string(),
                 Placement::Sms(list) => format!(", SMs {:?}", list.sms().collect::<Vec<_>>()),
             };
-        Ok(Self { used: vec![0; comms.len()], graphs: comms.iter().map(|_| Vec::new()).collect(), comms, path: SubmitPath::Direct, arenas, describe })
+        let shape = cfg.shape(comms.len() as u32);
+        Ok(Self { used: vec![0; comms.len()], graphs: comms.iter().map(|_| Vec::new()).collect(), comms, path: SubmitPath::Direct, arenas, describe, shape })
     }
 
     /// Makes [`RankGroup::submit`] take `path` (the direct path until then).
@@ -94,6 +97,10 @@ impl RankGroup for GpuGroup {
 
     fn describe(&self) -> String {
         self.describe.clone()
+    }
+
+    fn shape(&self) -> Shape {
+        self.shape
     }
 
     fn alloc(&mut self, rank: u32, bytes: usize) -> Result<Buffer> {

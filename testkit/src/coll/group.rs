@@ -7,6 +7,7 @@ use device_rt::conn::ChannelStats;
 use device_rt::work::WorkItem;
 
 use host_shim::Result;
+use host_shim::comm::wiring::Shape;
 use host_shim::queue::Ticket;
 
 /// A buffer of one rank, by its device address.
@@ -57,6 +58,10 @@ pub trait RankGroup {
 
     /// What runs the ranks, in words (for reports).
     fn describe(&self) -> String;
+
+    /// The shape of the communicator's connections and staging (what the device plans
+    /// each collective on).
+    fn shape(&self) -> Shape;
 
     /// A zeroed buffer of `bytes` in rank `rank`'s memory. Allocate before enqueueing:
     /// a GPU allocation may wait for running kernels.

@@ -200,6 +200,10 @@ impl RankGroup for TwinGroup {
         self.shape.nranks
     }
 
+    fn shape(&self) -> Shape {
+        self.shape
+    }
+
     fn describe(&self) -> String {
         format!(
             "host twin (CPU threads, no GPU): {} ranks × {} channels × {} threads, algorithm {}, staging {} KiB{}{}{}{}",
