@@ -94,6 +94,11 @@ impl TwinHeap {
     /// CTA, each thread given PE `pe`'s view of the heap. `Err` with the first trap
     /// (panic) of any PE's kernel, once every launch has ended.
     pub fn run(&self, block: u32, kernel: impl Fn(Shmem) + Sync) -> std::result::Result<(), String> {
+        self.run_shared(block, 0, kernel)
+    }
+
+    /// As [`TwinHeap::run`], each CTA given `smem_bytes` of dynamic shared memory.
+    pub fn run_shared(&self, block: u32, smem_bytes: u32, kernel: impl Fn(Shmem) + Sync) -> std::result::Result<(), String> {
         let kernel = &kernel;
         let outcomes: Vec<std::thread::Result<()>> = std::thread::scope(|scope| {
             let launches: Vec<_> = self
@@ -102,7 +107,7 @@ impl TwinHeap {
                 .map(|handle| {
                     let (handle, memory) = (handle as *const ShmemHandle as usize, self.memory.as_ref());
                     scope.spawn(move || {
-                        arch::launch_in(memory, 1, block, 0, || {
+                        arch::launch_in(memory, 1, block, smem_bytes, || {
                             // SAFETY: every PE's handle and heap outlive the launches, which
                             // the scope joins; kernels access the heaps only through `arch`
                             // while they run.

@@ -758,6 +758,18 @@ impl Arch for HostTwin {
         }
     }
 
+    /// Here: a relaxed compare-and-swap loop on the word's bits (one atomic step, as on
+    /// the GPU; its own ordering in a weak-memory launch as any relaxed RMW).
+    #[inline]
+    unsafe fn red_add_relaxed_gpu_f32(addr: u64, v: f32) {
+        let p = addr as usize as *mut u32;
+        // SAFETY: the caller gives an aligned, writable f32 accessed only atomically.
+        let word = unsafe { AtomicU32::from_ptr(aligned(p, 4)) };
+        rmw(p, false, |_| {
+            word.fetch_update(Relaxed, Relaxed, |bits| Some((f32::from_bits(bits) + v).to_bits())).unwrap_or_else(|bits| bits)
+        });
+    }
+
     // Half precision: `add`/`mul` compute in f32 and round once to nearest even, which
     // gives the hardware's single rounding: f32 carries more than 2p + 2 bits for both
     // formats, so the double rounding is innocuous. A NaN result is a NaN; its payload may

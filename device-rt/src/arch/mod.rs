@@ -230,6 +230,17 @@ contract! {
         /// # Safety
         /// As [`ld_volatile_global_v2b64`], and the bytes must be writable.
         unsafe fn st_global_v2b64(addr: u64, v: [u64; 2]);
+        /// `red.relaxed.gpu.global.add.f32`: adds `v` to the `f32` at `addr` in one atomic
+        /// step, rounded as `add.rn.f32` (CUDA's `atomicAdd` on a float, its result unused).
+        ///
+        /// Ordering: relaxed at GPU scope; atomic against every other atomic on the word,
+        /// orders nothing else.
+        ///
+        /// # Safety
+        /// `addr` must be the generic address of an aligned, writable `f32` in global
+        /// memory that, on the host twin, every thread accesses only through `arch`'s
+        /// functions while the kernel runs.
+        unsafe fn red_add_relaxed_gpu_f32(addr: u64, v: f32);
 
         // Half-precision arithmetic (f16 and bf16 as raw bits), scalar and packed pairs
         // (element 0 in the low half), rounding to nearest even. `min`/`max` return the

@@ -173,6 +173,14 @@ impl Arch for Nvptx {
         unsafe { asm!("st.global.v2.b64 [{0}], {{{1}, {2}}};", in(reg64) addr, in(reg64) v[0], in(reg64) v[1], options(nostack)) };
     }
 
+    #[inline(always)]
+    unsafe fn red_add_relaxed_gpu_f32(addr: u64, v: f32) {
+        // SAFETY: the caller gives the generic address of an aligned, writable f32 in global
+        // memory (the `Arch` contract), which `cvta.to.global` maps to its global-window
+        // address for this one atomic reduction.
+        unsafe { asm!("{{ .reg .u64 g; cvta.to.global.u64 g, {0}; red.relaxed.gpu.global.add.f32 [g], {1}; }}", in(reg64) addr, in(reg32) v, options(nostack)) };
+    }
+
     half_binary!(add_f16, u16, reg16, "add.rn.f16");
     half_binary!(mul_f16, u16, reg16, "mul.rn.f16");
     half_binary!(min_f16, u16, reg16, "min.f16");

@@ -8,6 +8,7 @@
 
 mod bench;
 mod copy;
+mod jacobi;
 mod selftest;
 mod shmem;
 mod work;
