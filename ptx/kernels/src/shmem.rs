@@ -51,3 +51,34 @@ pub unsafe extern "gpu-kernel" fn ferroccl_shmem_ring_shift(
         }
     }
 }
+
+/// Seed 004's `simple_shift`: this PE's number into the next PE's `destination`
+/// (`nvshmem_int_p`), by one thread.
+///
+/// # Safety
+/// `handle` is this PE's `ShmemHandle`; `destination` a symmetric address of an `i32`.
+#[unsafe(no_mangle)]
+pub unsafe extern "gpu-kernel" fn ferroccl_shmem_simple_shift(handle: *const ShmemHandle, destination: *mut i32) {
+    // SAFETY: this kernel's contract gives the handle and the symmetric `i32`.
+    unsafe {
+        let sh = Shmem::new(handle);
+        sh.p(destination, sh.my_pe() as i32, (sh.my_pe() + 1) % sh.n_pes());
+    }
+}
+
+/// `barrier_all` of every PE for the host (NVSHMEM's `nvshmemx_barrier_all_on_stream`,
+/// here a one-CTA launch): every earlier put of this PE complete and visible, every PE
+/// arrived. `status[0]` becomes 1 when the wait ended early (abort flag, spin budget).
+///
+/// # Safety
+/// `handle` is this PE's `ShmemHandle`; `status` a writable `u32`; every PE launches it as
+/// its next barrier, one CTA of whole warps.
+#[unsafe(no_mangle)]
+pub unsafe extern "gpu-kernel" fn ferroccl_shmem_barrier_all(handle: *const ShmemHandle, status: *mut u32) {
+    // SAFETY: this kernel's contract: every PE runs it once as its next barrier, one CTA.
+    unsafe {
+        if Shmem::new(handle).barrier_all::<Block>().is_err() && device_rt::arch::thread_idx() == 0 {
+            status.write_volatile(1);
+        }
+    }
+}
