@@ -1,7 +1,7 @@
 //! The symmetric heap's device API in the PTX module: one small kernel that instantiates
 //! its operations, so ptxas checks their instructions (`bar.warp.sync`, the relaxed
 //! system-scope atomics, the barrier's polls). A GPU self-test over PEs comes with the
-//! host API on streams; this kernel is not launched yet.
+//! host API on streams; `examples/shift --check-api` launches this kernel on GPUs.
 
 use device_rt::abi::ShmemHandle;
 use device_rt::shmem::{Block, Cmp, Shmem, Signal, SignalOp, Warp};
