@@ -18,9 +18,15 @@ use crate::{Error, Result};
 /// How a work loop is launched.
 #[derive(Clone, Copy, Debug)]
 pub struct LoopConfig {
-    /// Channels, 1..=64: one CTA each (with a chosen placement the loop launches one CTA
-    /// per SM and the others leave at once).
+    /// Resident channels, 1..=64: one CTA each for the loop's lifetime (with a chosen
+    /// placement the loop launches one CTA per SM and the others leave at once).
     pub channels: u32,
+    /// Guest channels of a communicator's loop: channels beyond the resident ones, which
+    /// hold no SM while the loop idles; each stream-ordered call brings them up in its
+    /// post grid when its item spreads over them, and they leave with it (see
+    /// `device_rt::work::serve_post`). `channels + guests` is at most 64; 0 for a loop
+    /// without a communicator.
+    pub guests: u32,
     /// Threads per channel, a multiple of 32 up to 512 (and up to what the kernel's
     /// register use allows on the device).
     pub threads: u32,
@@ -34,7 +40,7 @@ pub struct LoopConfig {
 
 impl Default for LoopConfig {
     fn default() -> Self {
-        Self { channels: 4, threads: 256, capacity: 1024, spin_budget: Duration::from_secs(10), placement: Placement::Hardware }
+        Self { channels: 4, guests: 0, threads: 256, capacity: 1024, spin_budget: Duration::from_secs(10), placement: Placement::Hardware }
     }
 }
 
@@ -145,6 +151,9 @@ impl LoopConfig {
         let bad = |why: String| Err(Error::InvalidArgument(why));
         if !(1..=MAX_CHANNELS as u32).contains(&self.channels) {
             return bad(format!("channels must be 1..={MAX_CHANNELS}, not {}", self.channels));
+        }
+        if self.channels.saturating_add(self.guests) > MAX_CHANNELS as u32 {
+            return bad(format!("{} resident and {} guest channels: at most {MAX_CHANNELS} in all", self.channels, self.guests));
         }
         if self.threads == 0 || !self.threads.is_multiple_of(32) || self.threads > 512 {
             return bad(format!("threads must be a multiple of 32 up to 512, not {}", self.threads));
@@ -339,9 +348,14 @@ fn place_channels(ctx: &Arc<CudaContext>, state: &DeviceAlloc, cfg: &LoopConfig)
 }
 
 impl WorkLoop {
-    /// Channels of the loop.
+    /// The loop's resident channels.
     pub fn channels(&self) -> u32 {
         self.cfg.channels
+    }
+
+    /// The loop's channels, resident and guest.
+    pub fn all_channels(&self) -> u32 {
+        self.cfg.channels + self.cfg.guests
     }
 
     /// Where the loop's channels run.
@@ -378,6 +392,17 @@ impl WorkLoop {
             )));
         }
         let post = module.kernel("ferroccl_mailbox_post")?;
+        if cfg.guests > 0 {
+            let post_threads = post
+                .get_attribute(sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK)
+                .map_err(Error::cuda("cuFuncGetAttribute"))?;
+            if cfg.threads > post_threads as u32 {
+                return Err(Error::DeviceLimit(format!(
+                    "guest channels run in the post kernel, which runs at most {post_threads} threads per CTA on this device, not {}",
+                    cfg.threads
+                )));
+            }
+        }
         let grid = place_channels(ctx, &state, &cfg)?;
         Ok(Self {
             ctx: ctx.clone(),
@@ -414,11 +439,15 @@ impl WorkLoop {
         Ok(())
     }
 
-    /// How many channels (CTAs) of this loop one SM holds at once.
+    /// How many channels (CTAs) of this loop one SM holds at once: resident ones, and
+    /// with guests also the post grid's (the smaller of the two).
     pub(crate) fn channels_per_sm(&self) -> Result<u32> {
-        self.kernel
-            .occupancy_max_active_blocks_per_multiprocessor(self.cfg.threads, LOOP_SMEM_BYTES as usize, None)
-            .map_err(Error::cuda("cuOccupancyMaxActiveBlocksPerMultiprocessor"))
+        let per_sm = |f: &CudaFunction| {
+            f.occupancy_max_active_blocks_per_multiprocessor(self.cfg.threads, LOOP_SMEM_BYTES as usize, None)
+                .map_err(Error::cuda("cuOccupancyMaxActiveBlocksPerMultiprocessor"))
+        };
+        let resident = per_sm(&self.kernel)?;
+        if self.cfg.guests == 0 { Ok(resident) } else { Ok(resident.min(per_sm(&self.post)?)) }
     }
 
     /// Launches the loop kernel, once, on the loop's own stream. Items enqueued before
@@ -485,9 +514,12 @@ impl WorkLoop {
         self.queue.wait(ticket, timeout)
     }
 
-    /// The stream-ordered path: launches on `stream` the post kernel (1 CTA of 32
-    /// threads), whose one working thread writes `item` into the loop's mailbox, marks it
-    /// pending, and waits until the loop has run it (or has left, or the host aborts).
+    /// The stream-ordered path: launches on `stream` the post kernel, whose first CTA's
+    /// one working thread writes `item` into the loop's mailbox, marks it pending, and
+    /// waits until the loop has run it (or has left, or the host aborts); with guest
+    /// channels, one more CTA per guest, each of which runs its channel's share of the
+    /// item where the item spreads over it and otherwise leaves at once (1 CTA of 32
+    /// threads without guests).
     /// Work queued on `stream` before runs first, work queued after waits for the item;
     /// the launch can be captured in a CUDA graph and replayed. Items of the direct path
     /// ([`WorkLoop::enqueue`]) and of the stream are not ordered with each other: the loop
@@ -516,18 +548,23 @@ impl WorkLoop {
         let (state, header) = (memory.state.ptr, header.device_ptr());
         let words: [u64; 8] = zerocopy::transmute!(item);
         let budget_ns = u64::try_from(self.cfg.spin_budget.as_nanos()).unwrap_or(u64::MAX);
-        let launch = LaunchConfig { grid_dim: (1, 1, 1), block_dim: (32, 1, 1), shared_mem_bytes: 0 };
+        let launch = match self.cfg.guests {
+            0 => LaunchConfig { grid_dim: (1, 1, 1), block_dim: (32, 1, 1), shared_mem_bytes: 0 },
+            guests => LaunchConfig { grid_dim: (1 + guests, 1, 1), block_dim: (self.cfg.threads, 1, 1), shared_mem_bytes: LOOP_SMEM_BYTES },
+        };
         let mut builder = stream.launch_builder(&self.post);
-        builder.arg(&state).arg(&header);
+        builder.arg(&state).arg(&header).arg(&self.comm).arg(&self.cfg.channels);
         for word in &words {
             builder.arg(word);
         }
         builder.arg(&budget_ns);
-        // SAFETY: the arguments match `ferroccl_mailbox_post`: the loop's live state and
-        // header, which stay allocated while the loop lives and, after a drop, until its
-        // kernel has ended (the graveyard); the caller keeps the loop until `stream` has run
-        // the post (this method's doc). One stream posts (checked above), and its launches
-        // run one after another, so one post at a time writes the mailbox.
+        // SAFETY: the arguments match `ferroccl_mailbox_post`: the loop's live state, header
+        // and communicator (whose connections cover the resident and guest channels: the
+        // communicator's shape counts both), which stay allocated while the loop lives and,
+        // after a drop, until its kernel has ended (the graveyard); the caller keeps the loop
+        // until `stream` has run the post (this method's doc). One stream posts (checked
+        // above), and its launches run one after another, so one post grid at a time writes
+        // the mailbox and serves the guest channels.
         unsafe { builder.launch(launch) }.map_err(Error::cuda("cuLaunchKernel (mailbox post)"))?;
         Ok(())
     }

@@ -139,7 +139,7 @@ fn random_normal_floats_follow_the_ring_order_bit_identical_across_ranks_and_cal
     let count = 3 * 4096 * 2 + 13;
     for (seed, function) in [CollFunction::AllReduce, CollFunction::ReduceScatter, CollFunction::Reduce].into_iter().enumerate() {
         let case = CollCase { function, dtype: DataType::F32, op: RedOpKind::Sum, count, root: 2, in_place: false, inputs: Inputs::Normal };
-        assert_eq!(ReduceOrder::of(&case, &shape), ReduceOrder::Ring { channels: 2, step_bytes: 4096 });
+        assert_eq!(ReduceOrder::of(&case, &shape, shape.collective_channels()), ReduceOrder::Ring { channels: 2, step_bytes: 4096 });
         let mark = g.mark();
         let p = Prepared::new(&mut g, &case, seed as u64).unwrap();
         call(&mut g, &p);

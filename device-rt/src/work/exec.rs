@@ -8,6 +8,7 @@
 
 use core::mem::size_of;
 
+use super::guest::{Spread, mailbox_spread};
 use super::item::{BadItem, DeviceFunction, WorkItem, WorkKind};
 use super::placement::elect_channel;
 use super::mailbox::update_state;
@@ -40,17 +41,20 @@ pub struct LoopArgs {
 
 /// One channel's view of its loop: the launch arguments and which channel it is.
 ///
-/// Built only by [`work_loop`], so its contract holds for every `Channel`: `header` is the
-/// host-mapped `QueueHeader` and `ring` the `capacity` host-mapped slots, `state` the
-/// loop's `LoopState` and `comm` null or the rank's `CommDevice` (both device memory), all
-/// valid for the launch; and `index < count <= MAX_CHANNELS`.
+/// Built only by [`work_loop`] and by a guest channel (`guest`), so its contract holds for
+/// every `Channel`: `header` is the host-mapped `QueueHeader` and `ring` the `capacity`
+/// host-mapped slots (a guest never reads the ring), `state` the loop's `LoopState` and
+/// `comm` null or the rank's `CommDevice` (both device memory), all valid for the launch;
+/// and `index < count <= MAX_CHANNELS`.
 #[derive(Clone, Copy, Debug)]
-struct Channel {
-    args: LoopArgs,
+pub(super) struct Channel {
+    pub(super) args: LoopArgs,
     /// This CTA's channel.
-    index: u32,
-    /// The loop's channels.
-    count: u32,
+    pub(super) index: u32,
+    /// The channels the current item spreads over: the loop's own (resident) channels,
+    /// or for a mailbox collective of a communicator with guest channels, all of the
+    /// communicator's (see `guest`).
+    pub(super) count: u32,
 }
 
 impl core::ops::Deref for Channel {
@@ -84,7 +88,7 @@ const VERDICT_PEER_FAILED: u64 = 4;
 
 /// Why an item stopped the loop.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Stop {
+pub(super) enum Stop {
     /// This channel hit an error: record it (the first recorded error wins).
     Error(LoopError, u32),
     /// Another channel already recorded an error: leave quietly.
@@ -222,9 +226,17 @@ pub unsafe fn work_loop(args: LoopArgs) {
             // SAFETY: `a` is this CTA's channel; thread 0 alone publishes.
             unsafe { unpublished.publish(&a) };
         }
-        // SAFETY: `a` is this CTA's channel and `shared` its `LoopShared`; `kind` is the item's
-        // validated kind, and every thread of the CTA runs it with the same arguments.
-        let outcome = unsafe { execute(&a, kind, &item, shared) };
+        // A mailbox collective may spread over guest channels too (see `guest`).
+        let spread = match source {
+            // SAFETY: `a.comm` is null or the rank's `CommDevice`, valid for the launch.
+            Source::Mailbox(_) => unsafe { mailbox_spread(a.comm, a.count, &item, kind) },
+            Source::Ring(_) => Spread { channels: a.count, arrivals: a.count },
+        };
+        // SAFETY: `a` is this CTA's channel, with the channels the item spreads over (the
+        // loop's own, or every channel of the communicator, whose connections cover them),
+        // and `shared` its `LoopShared`; `kind` is the item's validated kind, and every thread
+        // of the CTA runs it with the same arguments.
+        let outcome = unsafe { execute(&Channel { count: spread.channels, ..a }, kind, &item, shared) };
         arch::barrier_sync_all();
         match outcome {
             Ok(()) => {}
@@ -255,7 +267,7 @@ pub unsafe fn work_loop(args: LoopArgs) {
                 if tid == 0 {
                     // SAFETY: `a` is this CTA's channel; thread 0 alone completes the mailbox
                     // item, once per generation.
-                    unsafe { complete_mailbox(&a, writes_memory(kind)) };
+                    unsafe { complete_mailbox(&a, writes_memory(kind), spread.arrivals) };
                 }
                 mailbox_done = generation;
                 mailbox_focus_until_ns = arch::globaltimer_ns().wrapping_add(MAILBOX_FOCUS_NS);
@@ -773,7 +785,7 @@ unsafe fn look_elsewhere(a: &Channel, mailbox_done: u64, guard: &mut SpinGuard) 
 /// `a` is this CTA's [`Channel`] and `shared` is this CTA's `LoopShared`; `kind` is
 /// `item`'s kind as `validate` returned it; every thread of the CTA calls this with the
 /// same arguments.
-unsafe fn execute(a: &Channel, kind: WorkKind, item: &WorkItem, shared: *mut LoopShared) -> Result<(), Stop> {
+pub(super) unsafe fn execute(a: &Channel, kind: WorkKind, item: &WorkItem, shared: *mut LoopShared) -> Result<(), Stop> {
     match kind {
         WorkKind::NoOp | WorkKind::Shutdown => Ok(()),
         WorkKind::ReduceCopy => {
@@ -1069,8 +1081,9 @@ unsafe fn count_dispatch(a: &Channel, mine: *mut ChannelStats) {
     }
 }
 
-/// Counts this channel done with the pending mailbox item; the last channel completes it
-/// (the next generation, PENDING cleared).
+/// Counts this channel done with the pending mailbox item, of which `arrivals` channels
+/// take part (`guest::mailbox_spread`); the last channel completes it (the next
+/// generation, PENDING cleared).
 ///
 /// Ordering: when the item `wrote` memory, a `fence.acq_rel.sys` first (its writes may be
 /// in host-mapped memory that the host reads once the poster's stream is done); then,
@@ -1080,8 +1093,8 @@ unsafe fn count_dispatch(a: &Channel, mine: *mut ChannelStats) {
 ///
 /// # Safety
 /// `a` is this CTA's [`Channel`]; thread 0 of the CTA alone calls this, once per mailbox
-/// generation.
-unsafe fn complete_mailbox(a: &Channel, wrote: bool) {
+/// generation, with the same `arrivals` as every channel of the item.
+pub(super) unsafe fn complete_mailbox(a: &Channel, wrote: bool, arrivals: u32) {
     // SAFETY: `a.state` is the loop's `LoopState` (`Channel`); only the mailbox's address is
     // taken.
     let mailbox = unsafe { &raw mut (*a.state).mailbox };
@@ -1089,13 +1102,13 @@ unsafe fn complete_mailbox(a: &Channel, wrote: bool) {
         arch::site(Site::MailboxDoneFence);
         arch::fence_acq_rel_sys();
     }
-    // A loop of one channel has no one to count.
-    let last = a.count == 1 || {
+    // An item of one channel has no one to count.
+    let last = arrivals == 1 || {
         arch::site(Site::MailboxArrive);
         // SAFETY: `arrived` is an aligned `u64` of the mailbox in device memory, changed only
         // through `arch`.
         let arrived = unsafe { u64::atomic_add_acq_rel_gpu(&raw mut (*mailbox).arrived, 1) } + 1;
-        let last = arrived == u64::from(a.count);
+        let last = arrived == u64::from(arrivals);
         if last {
             // SAFETY: as above; only the last channel to arrive resets it.
             unsafe { arch::st_volatile_global(&raw mut (*mailbox).arrived, 0) };
@@ -1112,12 +1125,23 @@ unsafe fn complete_mailbox(a: &Channel, wrote: bool) {
     }
 }
 
+/// Sets the mailbox's CLOSED, keeping the rest of its state (an atomic OR by a 64-bit
+/// acq_rel CAS loop): a poster waiting on it continues, later posts return at once.
+///
+/// # Safety
+/// `state` is the loop's live `LoopState`.
+pub(super) unsafe fn close_mailbox(state: *mut LoopState) {
+    // SAFETY: the mailbox's `state` is an aligned `u64` of the live loop state (this
+    // function's contract), accessed only through `arch`'s 64-bit operations.
+    unsafe { update_state(&raw mut (*state).mailbox.state, Site::MailboxClose, |old| (old & MAILBOX_CLOSED == 0).then_some(old | MAILBOX_CLOSED)) };
+}
+
 /// Records the loop's first error: the channel that wins the claim writes the details,
 /// then the status (release), so the host never sees a status without its details.
 ///
 /// # Safety
 /// `a` is this CTA's [`Channel`]; thread 0 of the CTA alone calls this.
-unsafe fn record_error(a: &Channel, error: LoopError, detail: u32, seq: u64) {
+pub(super) unsafe fn record_error(a: &Channel, error: LoopError, detail: u32, seq: u64) {
     // SAFETY: `error_claimed` is an aligned `u64` of the loop state, changed only by `arch`
     // atomics.
     if unsafe { u64::atomic_cas_acq_rel_sys(&raw mut (*a.state).error_claimed, 0, 1) } == 0 {
@@ -1137,10 +1161,8 @@ unsafe fn record_error(a: &Channel, error: LoopError, detail: u32, seq: u64) {
 /// `a` is this CTA's [`Channel`]; thread 0 of the CTA alone calls this, once, as the
 /// channel leaves.
 unsafe fn leave(a: &Channel) {
-    // CLOSED, keeping the rest (an atomic OR by a 64-bit acq_rel CAS loop).
-    // SAFETY: `a.state` is the loop's `LoopState` (`Channel`); its mailbox's `state` is an
-    // aligned `u64` accessed only through `arch`'s 64-bit operations.
-    unsafe { update_state(&raw mut (*a.state).mailbox.state, Site::MailboxClose, |old| (old & MAILBOX_CLOSED == 0).then_some(old | MAILBOX_CLOSED)) };
+    // SAFETY: `a.state` is the loop's `LoopState` (`Channel`).
+    unsafe { close_mailbox(a.state) };
     // SAFETY: `exited` is an aligned `u64` of the loop state, changed only by `arch` atomics.
     let exited = unsafe { u64::atomic_add_acq_rel_sys(&raw mut (*a.state).exited, 1) } + 1;
     if exited == u64::from(a.count) {

@@ -11,6 +11,8 @@ mod queue;
 #[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
 mod exec;
 #[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
+mod guest;
+#[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
 mod mailbox;
 
 pub use item::{BadItem, DeviceFunction, WorkItem, WorkKind};
@@ -19,5 +21,7 @@ pub use queue::{LOOP_SMEM_BYTES, LoopState, MAILBOX_CLOSED, MAILBOX_COMPLETE, MA
 
 #[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
 pub use exec::{LoopArgs, work_loop};
+#[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
+pub use guest::{PostArgs, serve_post};
 #[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
 pub use mailbox::{PostOutcome, post_to_mailbox};

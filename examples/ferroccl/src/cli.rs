@@ -77,6 +77,11 @@ pub struct CommArgs {
     /// Channels per rank [coll: 4; bench: 24 on GPUs, 2 on the host twin]
     #[arg(long, value_name = "N")]
     pub channels: Option<u32>,
+    /// Of the channels, how many stay resident on the GPU for the loop's lifetime; the
+    /// others are guest channels, brought up by the stream-ordered calls that spread over
+    /// them [default: all resident]
+    #[arg(long, value_name = "N")]
+    pub resident: Option<u32>,
     /// Threads per channel [default: 256 on GPUs; 128 for bench on the host twin]
     #[arg(long, value_name = "N")]
     pub threads: Option<u32>,
@@ -187,6 +192,10 @@ pub struct FootprintArgs {
     /// Channels per rank [default: 24]
     #[arg(long, value_name = "N")]
     pub channels: Option<u32>,
+    /// Of the channels, how many stay resident; the others are guest channels
+    /// [default: all resident]
+    #[arg(long, value_name = "N")]
+    pub resident: Option<u32>,
     /// Threads per channel [default: 256]
     #[arg(long, value_name = "N")]
     pub threads: Option<u32>,

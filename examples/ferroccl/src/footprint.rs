@@ -413,7 +413,8 @@ pub fn json(r: &FootprintReport, cfg: &FootprintBench, gpu: &str, date_utc: &str
             }
         }
     }
-    let body = FootprintJson { date_utc, gpu, ranks: cfg.ranks, channels: cfg.comm.loop_cfg.channels, threads: cfg.comm.loop_cfg.threads, figures };
+    let lc = &cfg.comm.loop_cfg;
+    let body = FootprintJson { date_utc, gpu, ranks: cfg.ranks, channels: lc.channels + lc.guests, resident_channels: lc.channels, threads: lc.threads, figures };
     serde_json::to_string_pretty(&body).expect("plain structs serialize") + "\n"
 }
 
@@ -423,7 +424,10 @@ struct FootprintJson<'a> {
     date_utc: &'a str,
     gpu: &'a str,
     ranks: usize,
+    /// Every channel of a rank, resident and guest.
     channels: u32,
+    /// The channels that hold an SM while the loop idles.
+    resident_channels: u32,
     threads: u32,
     #[serde(flatten)]
     figures: BTreeMap<String, f64>,
@@ -443,7 +447,7 @@ mod tests {
     fn footprint_json_keeps_its_fields() {
         let r = FootprintReport { ms: [[10.0, 6.0, 7.0], [12.5, 6.1, 8.0], [20.0, 12.0, 0.0], [10.01, 6.0, 7.0]], busy_allreduce: [0.5, 0.25, 1.0] };
         let v: Value = serde_json::from_str(&json(&r, &cfg(), "NVIDIA H100", "2026-01-01T00:00:00Z")).unwrap();
-        let mut expected: Vec<String> = ["date_utc", "gpu", "ranks", "channels", "threads"].map(String::from).into();
+        let mut expected: Vec<String> = ["date_utc", "gpu", "ranks", "channels", "resident_channels", "threads"].map(String::from).into();
         for phase in PHASES {
             for kind in ["fma", "copy", "gemm"] {
                 expected.push(format!("{phase}_{kind}_ms"));
@@ -457,6 +461,7 @@ mod tests {
         let keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
         assert_eq!(keys, expected);
         assert_eq!((&v["gpu"], &v["ranks"], &v["channels"], &v["threads"]), (&json!("NVIDIA H100"), &json!(2), &json!(24), &json!(256)));
+        assert_eq!(v["resident_channels"], json!(CommConfig::default().loop_cfg.channels));
         assert_eq!((&v["idle_fma_ratio"], &v["busy_copy_ratio"], &v["after_fma_ratio"]), (&json!(0.8), &json!(0.5), &json!(0.999)));
         assert_eq!((&v["before_fma_ms"], &v["idle_copy_ms"]), (&json!(10.0), &json!(6.1)));
         assert!(v["busy_gemm_ratio"].is_null(), "a division by 0 is null");

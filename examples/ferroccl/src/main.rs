@@ -123,7 +123,7 @@ fn test(args: &TestArgs) -> Result<ExitCode, Error> {
 /// [`CommConfig::default`]'s value, `channels` when no `--channels` is given.
 fn comm_config(comm: &CommArgs, channels: u32) -> CommConfig {
     let mut cfg = CommConfig::default();
-    cfg.loop_cfg.channels = comm.channels.unwrap_or(channels);
+    (cfg.loop_cfg.channels, cfg.loop_cfg.guests) = split_channels(comm.channels.unwrap_or(channels), comm.resident);
     cfg.loop_cfg.threads = comm.threads.unwrap_or(cfg.loop_cfg.threads);
     cfg.loop_cfg.placement = comm.sms.unwrap_or(cfg.loop_cfg.placement);
     cfg.ring_step_bytes = comm.step.unwrap_or(cfg.ring_step_bytes);
@@ -132,6 +132,13 @@ fn comm_config(comm: &CommArgs, channels: u32) -> CommConfig {
     cfg.algorithm = comm.algo.unwrap_or(cfg.algorithm);
     cfg.staging_bytes = comm.staging.unwrap_or(cfg.staging_bytes);
     cfg
+}
+
+/// `channels` as (resident, guest) channels: `resident` of them resident (all when not
+/// given, or when it exceeds them; at least one).
+fn split_channels(channels: u32, resident: Option<u32>) -> (u32, u32) {
+    let resident = resident.unwrap_or(channels).clamp(1, channels.max(1));
+    (resident, channels.saturating_sub(resident))
 }
 
 /// The device of each of `nranks` ranks: `devices` round-robin.
@@ -328,14 +335,15 @@ fn bench_footprint(args: &FootprintArgs) -> Result<ExitCode, Error> {
     let devices = device::list()?;
     let info = devices.get(ordinal).ok_or(Error::NoSuchDevice { ordinal, count: devices.len() })?;
     let mut comm = CommConfig::default();
-    comm.loop_cfg.channels = args.channels.unwrap_or(comm.loop_cfg.channels);
+    (comm.loop_cfg.channels, comm.loop_cfg.guests) = split_channels(args.channels.unwrap_or(comm.loop_cfg.channels + comm.loop_cfg.guests), args.resident);
     comm.loop_cfg.threads = args.threads.unwrap_or(comm.loop_cfg.threads);
     let cfg = footprint::FootprintBench { ordinal, ranks: args.ranks, comm, busy_bytes: args.busy_bytes, iters: args.iters };
     println!(
-        "footprint benchmark on device {ordinal} ({}, {} SMs): {} rank(s) × {} channels × {} threads, busy with {} MiB all-reduces; median of {} runs",
+        "footprint benchmark on device {ordinal} ({}, {} SMs): {} rank(s) × {} channels ({} resident) × {} threads, busy with {} MiB all-reduces; median of {} runs",
         info.name,
         info.sm_count,
         cfg.ranks,
+        comm.loop_cfg.channels + comm.loop_cfg.guests,
         comm.loop_cfg.channels,
         comm.loop_cfg.threads,
         cfg.busy_bytes >> 20,

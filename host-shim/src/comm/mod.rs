@@ -127,7 +127,7 @@ impl CommConfig {
     pub fn shape(&self, nranks: u32) -> Shape {
         Shape {
             nranks,
-            nchannels: self.loop_cfg.channels,
+            nchannels: self.loop_cfg.channels + self.loop_cfg.guests,
             ring_step_bytes: self.ring_step_bytes,
             p2p_step_bytes: self.p2p_step_bytes,
             direct: self.direct,
@@ -154,7 +154,7 @@ impl CommConfig {
 impl Default for CommConfig {
     fn default() -> Self {
         Self {
-            loop_cfg: LoopConfig { channels: 24, threads: 256, capacity: 1024, spin_budget: Duration::from_secs(10), placement: Placement::Tpcs },
+            loop_cfg: LoopConfig { channels: 24, guests: 0, threads: 256, capacity: 1024, spin_budget: Duration::from_secs(10), placement: Placement::Tpcs },
             ring_step_bytes: 1 << 20,
             p2p_step_bytes: 128 << 10,
             direct: false,
@@ -277,6 +277,9 @@ impl Comm {
                 cfg.loop_cfg.threads
             )));
         }
+        if cfg.paired && cfg.loop_cfg.guests > 0 {
+            return Err(Error::InvalidArgument("paired channels are all resident: guest channels take unpaired communicators only".into()));
+        }
         let layout = Layout::new(cfg.shape(nranks))?;
         let mut contexts: BTreeMap<usize, Arc<CudaContext>> = BTreeMap::new();
         for s in &streams {
@@ -305,24 +308,25 @@ impl Comm {
         }
         // Every channel of every rank of a device must be resident at once: a channel
         // waiting for a peer that never gets an SM would wait until its spin budget ends.
-        // And each rank's stream-ordered calls launch a one-CTA post kernel (32 threads,
-        // no shared memory: smaller than a channel in every resource) that must run while
-        // the loops hold their SMs: the loops must leave one channel's room per rank.
+        // And each rank's stream-ordered calls launch a post grid (its first CTA the
+        // poster: 32 threads without guests, else a channel's size; then one CTA per
+        // guest channel) that must run while the loops hold their SMs and every other
+        // rank's post grid runs: the loops must leave one post grid's room per rank.
         for (ordinal, ctx) in &contexts {
             let ranks_here = streams.iter().filter(|s| s.context().ordinal() == *ordinal).count() as u32;
             let sms = device::sm_count(ctx)?;
             let per_sm = loops[streams.iter().position(|s| s.context().ordinal() == *ordinal).unwrap_or(0)].channels_per_sm()?;
-            let channels = ranks_here * cfg.loop_cfg.channels;
+            let channels = ranks_here * (cfg.loop_cfg.channels + cfg.loop_cfg.guests);
             if channels > sms * per_sm {
                 return Err(Error::DeviceLimit(format!(
                     "device {ordinal}: {ranks_here} rank(s) × {} channels do not fit at once on its {sms} SMs ({per_sm} channel(s) per SM)",
-                    cfg.loop_cfg.channels
+                    cfg.loop_cfg.channels + cfg.loop_cfg.guests
                 )));
             }
             if channels + ranks_here > sms * per_sm {
                 return Err(Error::DeviceLimit(format!(
                     "device {ordinal}: {ranks_here} rank(s) × {} channels fill its {sms} SMs ({per_sm} channel(s) per SM) and leave no room for the post kernel each rank's stream-ordered calls launch (one CTA per rank): use fewer channels",
-                    cfg.loop_cfg.channels
+                    cfg.loop_cfg.channels + cfg.loop_cfg.guests
                 )));
             }
         }
@@ -401,7 +405,7 @@ impl Comm {
     /// [`CommConfig::stats`] asked for them. Synchronous: call it between operations.
     pub fn channel_stats(&self) -> Result<Option<Vec<ChannelStats>>> {
         let Some(addr) = self.stats else { return Ok(None) };
-        let mut bytes = vec![0u8; self.lp.channels() as usize * size_of::<ChannelStats>()];
+        let mut bytes = vec![0u8; self.lp.all_channels() as usize * size_of::<ChannelStats>()];
         self.stream.context().bind_to_thread().map_err(Error::cuda("cuCtxSetCurrent"))?;
         // SAFETY: `addr` is this rank's counters in its live communicator block; the
         // copy waits on the rank's stream.
@@ -410,19 +414,21 @@ impl Comm {
         Ok(Some(bytes.chunks_exact(size_of::<ChannelStats>()).map(|c| ChannelStats::read_from_bytes(c).unwrap_or_default()).collect()))
     }
 
-    /// Checks `item` (alone, against the communicator and its algorithm, and its buffers
-    /// against the rank's device) without enqueueing it.
-    fn check(&self, item: &WorkItem) -> Result<()> {
+    /// Checks `item` (alone, against the communicator and its algorithm as planned on
+    /// `staging`, and its buffers against the rank's device) without enqueueing it.
+    fn check(&self, item: &WorkItem, staging: Staging) -> Result<()> {
         item.validate().map_err(|reason| Error::BadWorkItem { reason, seq: 0 })?;
         item.validate_in_comm(self.rank, self.nranks).map_err(|reason| Error::BadWorkItem { reason, seq: 0 })?;
-        check_algorithm(item, self.staging, self.algorithm)?;
+        check_algorithm(item, staging, self.algorithm)?;
         on_device(item, self.stream.context().ordinal(), crate::memory::device_of)
     }
 
     /// The direct host path: checks `item` and puts it on the rank's queue (no stream
     /// order); [`Comm::wait`] waits for it.
     pub fn enqueue(&mut self, item: WorkItem) -> Result<Ticket> {
-        self.check(&item)?;
+        // The direct path spreads over the resident channels only (guests come with posts).
+        let staging = if self.lp.all_channels() == self.lp.channels() { self.staging } else { Staging { channels: self.lp.channels(), ..self.staging } };
+        self.check(&item, staging)?;
         self.lp.enqueue(item, Duration::from_secs(60))
     }
 
@@ -435,7 +441,7 @@ impl Comm {
     /// `item` and launches its post on the rank's stream (see
     /// [`WorkLoop::enqueue_on_stream`]).
     pub fn enqueue_on_stream(&self, item: WorkItem) -> Result<()> {
-        self.check(&item)?;
+        self.check(&item, self.staging)?;
         self.lp.enqueue_on_stream(&self.stream, item)
     }
 

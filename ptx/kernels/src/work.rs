@@ -2,8 +2,7 @@
 //! with.
 
 use device_rt::conn::CommDevice;
-use device_rt::arch;
-use device_rt::work::{LoopArgs, LoopState, QueueHeader, RingSlot, WorkItem, post_to_mailbox, work_loop};
+use device_rt::work::{LoopArgs, LoopState, PostArgs, QueueHeader, RingSlot, WorkItem, serve_post, work_loop};
 
 /// One rank's work loop: launched once, runs items until a Shutdown item, an abort or an
 /// error (see `device_rt::work`).
@@ -24,17 +23,22 @@ pub unsafe extern "gpu-kernel" fn ferroccl_work_loop(
     unsafe { work_loop(LoopArgs { header, ring, capacity, state, spin_budget_ns, comm }) }
 }
 
-/// The stream-ordered path's poster: launched on the user's stream with 1 CTA of 32
-/// threads; thread 0 writes the item (its eight words `w0..w7`) into the loop's mailbox,
-/// publishes it, and waits until the loop has run it, has left, the host aborts or the
-/// budget passes (see `device_rt::work::post_to_mailbox`); the other threads return.
+/// The stream-ordered path's post grid, launched on the user's stream: CTA 0's thread 0
+/// writes the item (its eight words `w0..w7`) into the loop's mailbox, publishes it, and
+/// waits until the loop has run it, has left, the host aborts or the budget passes (see
+/// `device_rt::work::post_to_mailbox`); CTA `g ≥ 1` is the communicator's guest channel
+/// `resident + g - 1`, which runs its share of the item if the item takes part there
+/// (see `device_rt::work::serve_post`).
 ///
 /// # Safety
-/// As `device_rt::work::post_to_mailbox`, for `state` and `header` of one running loop.
+/// As `device_rt::work::serve_post`, for `state`, `header` and `comm` of one running loop
+/// of `resident` channels.
 #[unsafe(no_mangle)]
 pub unsafe extern "gpu-kernel" fn ferroccl_mailbox_post(
     state: *mut LoopState,
     header: *mut QueueHeader,
+    comm: *const CommDevice,
+    resident: u32,
     w0: u64,
     w1: u64,
     w2: u64,
@@ -45,13 +49,10 @@ pub unsafe extern "gpu-kernel" fn ferroccl_mailbox_post(
     w7: u64,
     spin_budget_ns: u64,
 ) {
-    if arch::thread_idx() != 0 || arch::block_idx() != 0 {
-        return;
-    }
     let item = WorkItem::from_words([w0, w1, w2, w3, w4, w5, w6, w7]);
-    // SAFETY: this kernel's contract is `post_to_mailbox`'s, which the host keeps when it
-    // launches it (one poster per mailbox: its one-stream rule).
-    let _ = unsafe { post_to_mailbox(state, header, item, spin_budget_ns) };
+    // SAFETY: this kernel's contract is `serve_post`'s, which the host keeps when it launches
+    // it (one post grid per mailbox at a time: its one-stream rule).
+    unsafe { serve_post(PostArgs { state, header, comm, item, spin_budget_ns, resident }) }
 }
 
 /// Does nothing: the baseline of the launch-latency benchmarks.

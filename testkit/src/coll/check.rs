@@ -136,7 +136,7 @@ impl Prepared {
             };
             bufs.push((input, output, in_offset));
         }
-        let expected = case.expect(&inputs, &before, ReduceOrder::of(case, &g.shape()));
+        let expected = case.expect(&inputs, &before, ReduceOrder::of(case, &g.shape(), g.plan_channels()));
         Ok(Self { case: case.clone(), nranks, bufs, inputs, expected })
     }
 

@@ -4,7 +4,7 @@
 //! ([`ReduceOrder`]); for random normal floats also an f64 reference and a stated error
 //! bound ([`CollCase::check_f64_bound`]).
 
-use device_rt::algo::{Algorithm, CHUNK_ALIGN_BYTES, CollFunction, RingProto, plan};
+use device_rt::algo::{Algorithm, CHUNK_ALIGN_BYTES, CollFunction, RingProto, Staging, plan};
 use device_rt::dtype::DataType;
 use device_rt::prims::Proto;
 use device_rt::redop::RedOpKind;
@@ -43,10 +43,12 @@ pub enum ReduceOrder {
 
 impl ReduceOrder {
     /// The order of the algorithm the device plans for `case` on a communicator of
-    /// `shape` (rank order where no algorithm can run it: the host refuses the call).
-    pub fn of(case: &CollCase, shape: &Shape) -> Self {
-        match plan(case.function, case.dtype.size() as u64, case.count as u64, shape.staging(), shape.algorithm) {
-            Ok(p) if p.algorithm == Algorithm::Ring => Self::Ring { channels: shape.collective_channels(), step_bytes: shape.ring_step_bytes },
+    /// `shape` when the call spreads over `channels` of its collective channels (rank
+    /// order where no algorithm can run it: the host refuses the call).
+    pub fn of(case: &CollCase, shape: &Shape, channels: u32) -> Self {
+        let staging = Staging { channels, ..shape.staging() };
+        match plan(case.function, case.dtype.size() as u64, case.count as u64, staging, shape.algorithm) {
+            Ok(p) if p.algorithm == Algorithm::Ring => Self::Ring { channels, step_bytes: shape.ring_step_bytes },
             _ => Self::Ranks,
         }
     }

@@ -28,6 +28,8 @@ pub struct GpuGroup {
     used: Vec<usize>,
     describe: String,
     shape: Shape,
+    /// Each rank's resident channels (the direct path spreads over these only).
+    resident: u32,
 }
 
 impl GpuGroup {
@@ -55,9 +57,10 @@ impl GpuGroup {
             c.keep_until_stopped(a)?;
         }
         let describe = format!(
-            "{} rank(s) on device(s) {:?}, {} channels × {} threads, ring step {} KiB, algorithm {}, staging {} KiB{}",
+            "{} rank(s) on device(s) {:?}, {} channels ({} resident) × {} threads, ring step {} KiB, algorithm {}, staging {} KiB{}",
             ordinals.len(),
             ordinals,
+            cfg.loop_cfg.channels + cfg.loop_cfg.guests,
             cfg.loop_cfg.channels,
             cfg.loop_cfg.threads,
             cfg.ring_step_bytes >> 10,
@@ -72,7 +75,8 @@ impl GpuGroup {
                 Placement::Sms(list) => format!(", SMs {:?}", list.sms().collect::<Vec<_>>()),
             };
         let shape = cfg.shape(comms.len() as u32);
-        Ok(Self { used: vec![0; comms.len()], graphs: comms.iter().map(|_| Vec::new()).collect(), comms, path: SubmitPath::Direct, arenas, describe, shape })
+        let resident = cfg.loop_cfg.channels;
+        Ok(Self { used: vec![0; comms.len()], graphs: comms.iter().map(|_| Vec::new()).collect(), comms, path: SubmitPath::Direct, arenas, describe, shape, resident })
     }
 
     /// Makes [`RankGroup::submit`] take `path` (the direct path until then).
@@ -101,6 +105,11 @@ impl RankGroup for GpuGroup {
 
     fn shape(&self) -> Shape {
         self.shape
+    }
+
+    fn plan_channels(&self) -> u32 {
+        let all = self.shape.collective_channels();
+        if self.path == SubmitPath::Direct { self.resident.min(all) } else { all }
     }
 
     fn alloc(&mut self, rank: u32, bytes: usize) -> Result<Buffer> {

@@ -63,6 +63,13 @@ pub trait RankGroup {
     /// each collective on).
     fn shape(&self) -> Shape;
 
+    /// The channels the group's path spreads a collective over: the shape's collective
+    /// channels, or (the direct path of a communicator with guest channels) its
+    /// resident ones.
+    fn plan_channels(&self) -> u32 {
+        self.shape().collective_channels()
+    }
+
     /// A zeroed buffer of `bytes` in rank `rank`'s memory. Allocate before enqueueing:
     /// a GPU allocation may wait for running kernels.
     fn alloc(&mut self, rank: u32, bytes: usize) -> Result<Buffer>;

@@ -1,17 +1,22 @@
 //! A communicator whose ranks run on the host twin: each rank's work loop is the real
 //! device code on CPU threads (`device_rt::arch` host twin), wired with the same
-//! [`Layout`] as GPU ranks, fed through host-shim's real [`Queue`].
+//! [`Layout`] as GPU ranks, fed through host-shim's real [`Queue`], or through a twin of
+//! each rank's stream: a host thread that launches the post grid (`serve_post`, the post
+//! kernel's body, with the rank's guest channels) for each item, one after another.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use device_rt::arch::{self, WeakMemory};
 use device_rt::conn::{ChannelStats, CommDevice};
-use device_rt::work::{LOOP_SMEM_BYTES, LoopArgs, LoopState, QueueHeader, RingSlot, WorkItem, work_loop};
+use device_rt::work::{LOOP_SMEM_BYTES, LoopArgs, LoopState, PostArgs, QueueHeader, RingSlot, WorkItem, serve_post, work_loop};
 
-use super::group::{Buffer, RankGroup};
+use super::group::{Buffer, RankGroup, SubmitPath, Submitted};
+use device_rt::algo::Staging;
 use host_shim::comm::check_algorithm;
 use host_shim::comm::wiring::{Layout, Shape};
 use host_shim::queue::{Queue, Ticket};
@@ -40,6 +45,18 @@ struct TwinRank {
     _block: Block,
     queue: Queue,
     thread: Option<JoinHandle<std::thread::Result<()>>>,
+    /// The rank's stream twin, when the group has one.
+    stream: Option<TwinStream>,
+}
+
+/// A rank's stream on the host twin: items sent to its thread run one after another,
+/// each as a post grid (`serve_post`) of one poster CTA and one CTA per guest channel.
+struct TwinStream {
+    items: Option<mpsc::Sender<WorkItem>>,
+    posted: u64,
+    /// Post grids that have ended.
+    done: Arc<AtomicU64>,
+    thread: Option<JoinHandle<()>>,
 }
 
 /// The ranks of a host-twin communicator.
@@ -55,6 +72,10 @@ pub struct TwinGroup {
     /// In a weak-memory world that weakens a site, buffers released while the loops run: a
     /// store may land as late as the launch's end, so they are freed only after it.
     retired: Vec<Block>,
+    /// Each rank's resident channels (the rest of `shape.nchannels` are guests).
+    resident: u32,
+    /// How [`RankGroup::submit`] hands items over.
+    path: SubmitPath,
 }
 
 impl TwinGroup {
@@ -68,11 +89,36 @@ impl TwinGroup {
         Self::start_in(shape, threads, budget, None)
     }
 
+    /// As [`TwinGroup::start`], with `resident` of the `shape.nchannels` channels in each
+    /// rank's loop and the others guest channels, and a stream twin per rank, which
+    /// [`RankGroup::submit`] uses (the stream-ordered path; [`TwinGroup::set_path`] picks
+    /// the queue instead).
+    pub fn start_with_guests(shape: Shape, resident: u32, threads: u32, budget: Duration, memory: Option<WeakMemory>) -> Result<Self> {
+        if resident == 0 || resident > shape.nchannels {
+            return Err(Error::InvalidArgument(format!("{resident} resident channels of {}", shape.nchannels)));
+        }
+        Self::launch(shape, resident, threads, budget, memory)
+    }
+
+    /// How [`RankGroup::submit`] hands items over (a group started with guests only has
+    /// streams).
+    pub fn set_path(&mut self, path: SubmitPath) -> Result<()> {
+        if path == SubmitPath::Stream && self.ranks.iter().any(|r| r.stream.is_none()) {
+            return Err(Error::InvalidState("this twin group has no streams (start it with guests)"));
+        }
+        self.path = path;
+        Ok(())
+    }
+
     /// As [`TwinGroup::start`], in `memory`'s weak-memory world if given (else as
     /// `FERROCCL_TWIN_WEAK` says; see `device_rt::arch::WeakMemory`): the ranks see memory
     /// ordered only as PTX promises, and the group tells the world what the host writes and
     /// when it has seen a completion.
     pub fn start_in(shape: Shape, threads: u32, budget: Duration, memory: Option<WeakMemory>) -> Result<Self> {
+        Self::launch(shape, shape.nchannels, threads, budget, memory)
+    }
+
+    fn launch(shape: Shape, resident: u32, threads: u32, budget: Duration, memory: Option<WeakMemory>) -> Result<Self> {
         let memory = match (memory, std::env::var("FERROCCL_TWIN_WEAK")) {
             (Some(memory), _) => Some(memory),
             (None, Ok(seed)) => {
@@ -93,9 +139,11 @@ impl TwinGroup {
             let image = layout.image(rank as u32, &bases)?;
             // SAFETY: the block holds `block_bytes >= meta_bytes` bytes.
             unsafe { std::ptr::copy_nonoverlapping(image.as_ptr(), block.addr() as *mut u8, image.len()) };
-            ranks.push(start_rank(block, shape.nchannels, threads, budget, memory.as_ref())?);
+            let streamed = resident < shape.nchannels;
+            ranks.push(start_rank(block, (resident, shape.nchannels - resident), threads, budget, memory.as_ref(), streamed)?);
         }
-        Ok(Self { ranks, buffers: Vec::new(), shape, threads, stats, memory, retired: Vec::new() })
+        let path = if resident < shape.nchannels { SubmitPath::Stream } else { SubmitPath::Direct };
+        Ok(Self { ranks, buffers: Vec::new(), shape, threads, stats, memory, retired: Vec::new(), resident, path })
     }
 
     /// Sets every rank's abort flag.
@@ -112,6 +160,12 @@ impl TwinGroup {
     pub fn shutdown(mut self, timeout: Duration) -> Result<()> {
         let mut first = Ok(());
         for r in &mut self.ranks {
+            if let Some(stream) = &mut r.stream {
+                first = first.and(stream.drain(timeout));
+                stream.close();
+            }
+        }
+        for r in &mut self.ranks {
             if let Err(e) = r.queue.shutdown(timeout) {
                 r.queue.abort_handle().abort();
                 first = first.and(Err(e));
@@ -124,7 +178,10 @@ impl TwinGroup {
     }
 }
 
-fn start_rank(block: Block, channels: u32, threads: u32, budget: Duration, memory: Option<&WeakMemory>) -> Result<TwinRank> {
+/// Starts a rank's loop of `channels.0` resident channels on the communicator in `block`,
+/// and with `streamed` its stream twin, whose post grids carry `channels.1` guests.
+fn start_rank(block: Block, channels: (u32, u32), threads: u32, budget: Duration, memory: Option<&WeakMemory>, streamed: bool) -> Result<TwinRank> {
+    let (resident, guests) = channels;
     const CAPACITY: u64 = 256;
     let mut header = Box::new(QueueHeader::new());
     let mut ring = vec![RingSlot::default(); CAPACITY as usize];
@@ -135,6 +192,7 @@ fn start_rank(block: Block, channels: u32, threads: u32, budget: Duration, memor
         memory.host_region(ring.as_ptr().cast(), ring.len() * size_of::<RingSlot>());
         memory.host_region((&raw const *header).cast(), size_of::<QueueHeader>());
     }
+    let stream_memory = memory.cloned();
     let memory = memory.cloned();
     let thread = std::thread::Builder::new()
         .name("twin-rank".into())
@@ -152,16 +210,97 @@ fn start_rank(block: Block, channels: u32, threads: u32, budget: Duration, memor
                     // SAFETY: the memory outlives the launch (joined before it is freed).
                     unsafe { work_loop(args) }
                 };
-                arch::launch_in(memory.as_ref(), channels, threads, LOOP_SMEM_BYTES, kernel)
+                arch::launch_in(memory.as_ref(), resident, threads, LOOP_SMEM_BYTES, kernel)
             }))
         })
         .map_err(|e| Error::InvalidArgument(format!("could not start a host-twin rank: {e}")))?;
+    let stream = if streamed {
+        let post = PostGrid { header: h, state: s, comm: c, budget_ns, resident, guests, threads };
+        Some(start_stream(post, stream_memory)?)
+    } else {
+        None
+    };
     let header_ptr = &raw mut *header;
     let header = Arc::new(header);
     // SAFETY: zeroed header (kept alive by its shares) and ring of `CAPACITY` slots
     // (kept alive by the rank).
-    let queue = unsafe { Queue::new(header_ptr, ring.as_mut_ptr(), CAPACITY, channels as usize, header.clone())? };
-    Ok(TwinRank { _header: header, _ring: ring, _state: state, _block: block, queue, thread: Some(thread) })
+    let queue = unsafe { Queue::new(header_ptr, ring.as_mut_ptr(), CAPACITY, resident as usize, header.clone())? };
+    Ok(TwinRank { _header: header, _ring: ring, _state: state, _block: block, queue, thread: Some(thread), stream })
+}
+
+/// What a rank's post grids are launched with (addresses of the rank's loop memory).
+#[derive(Clone, Copy)]
+struct PostGrid {
+    header: usize,
+    state: usize,
+    comm: usize,
+    budget_ns: u64,
+    resident: u32,
+    guests: u32,
+    threads: u32,
+}
+
+/// Starts a rank's stream twin: a thread that runs one post grid per item it receives.
+fn start_stream(post: PostGrid, memory: Option<WeakMemory>) -> Result<TwinStream> {
+    let (items, received) = mpsc::channel::<WorkItem>();
+    let done = Arc::new(AtomicU64::new(0));
+    let ended = done.clone();
+    let thread = std::thread::Builder::new()
+        .name("twin-stream".into())
+        .spawn(move || {
+            for item in received {
+                let grid = || {
+                    let p = PostArgs {
+                        state: post.state as *mut LoopState,
+                        header: post.header as *mut QueueHeader,
+                        comm: post.comm as *const CommDevice,
+                        item,
+                        spin_budget_ns: post.budget_ns,
+                        resident: post.resident,
+                    };
+                    // SAFETY: the rank's loop memory outlives its stream (joined first, see
+                    // `Drop`); one post grid runs at a time (this thread).
+                    unsafe { serve_post(p) }
+                };
+                // A trapped grid ends the stream's work, as a failed launch would: the loop's
+                // status tells the host why.
+                if catch_unwind(AssertUnwindSafe(|| arch::launch_in(memory.as_ref(), 1 + post.guests, post.threads, LOOP_SMEM_BYTES, grid))).is_err() {
+                    log::warn!("a host-twin post grid trapped");
+                }
+                ended.fetch_add(1, Ordering::AcqRel);
+            }
+        })
+        .map_err(|e| Error::InvalidArgument(format!("could not start a host-twin stream: {e}")))?;
+    Ok(TwinStream { items: Some(items), posted: 0, done, thread: Some(thread) })
+}
+
+impl TwinStream {
+    fn post(&mut self, item: WorkItem) -> Result<()> {
+        let Some(items) = &self.items else { return Err(Error::LoopClosed) };
+        items.send(item).map_err(|_| Error::LoopClosed)?;
+        self.posted += 1;
+        Ok(())
+    }
+
+    /// Waits up to `timeout` until every item posted so far has run.
+    fn drain(&self, timeout: Duration) -> Result<()> {
+        let start = Instant::now();
+        while self.done.load(Ordering::Acquire) < self.posted {
+            if start.elapsed() > timeout {
+                return Err(Error::Timeout { what: "a host-twin rank's stream-ordered items".into(), after: timeout });
+            }
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        Ok(())
+    }
+
+    /// Ends the stream's thread (after its posted grids) and joins it.
+    fn close(&mut self) {
+        self.items = None;
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
 }
 
 /// Waits up to `timeout` for a rank's threads to end; a panic inside them (a device
@@ -188,6 +327,9 @@ impl Drop for TwinGroup {
     fn drop(&mut self) {
         self.abort_all();
         for r in &mut self.ranks {
+            if let Some(stream) = &mut r.stream {
+                stream.close();
+            }
             if let Some(thread) = r.thread.take() {
                 let _ = thread.join();
             }
@@ -204,12 +346,19 @@ impl RankGroup for TwinGroup {
         self.shape
     }
 
+    fn plan_channels(&self) -> u32 {
+        let all = self.shape.collective_channels();
+        if self.path == SubmitPath::Direct { self.resident.min(all) } else { all }
+    }
+
     fn describe(&self) -> String {
         format!(
-            "host twin (CPU threads, no GPU): {} ranks × {} channels × {} threads, algorithm {}, staging {} KiB{}{}{}{}",
+            "host twin (CPU threads, no GPU): {} ranks × {} channels ({} resident) × {} threads, {} path, algorithm {}, staging {} KiB{}{}{}{}",
             self.shape.nranks,
             self.shape.nchannels,
+            self.resident,
             self.threads,
+            if self.path == SubmitPath::Stream { "stream" } else { "direct" },
             self.shape.algorithm.name(),
             self.shape.staging_bytes >> 10,
             if self.shape.direct { ", direct" } else { "" },
@@ -266,8 +415,37 @@ impl RankGroup for TwinGroup {
 
     fn enqueue(&mut self, rank: u32, item: WorkItem) -> Result<Ticket> {
         item.validate_in_comm(rank, self.shape.nranks).map_err(|reason| Error::BadWorkItem { reason, seq: 0 })?;
-        check_algorithm(&item, self.shape.staging(), self.shape.algorithm)?;
+        // The queue's items spread over the resident channels only.
+        let staging = Staging { channels: self.resident.min(self.shape.staging().channels), ..self.shape.staging() };
+        check_algorithm(&item, staging, self.shape.algorithm)?;
         self.ranks[rank as usize].queue.enqueue(item, Duration::from_secs(60))
+    }
+
+    fn submit(&mut self, rank: u32, item: WorkItem) -> Result<Submitted> {
+        if self.path == SubmitPath::Direct {
+            return Ok(Submitted::Queue(self.enqueue(rank, item)?));
+        }
+        item.validate().map_err(|reason| Error::BadWorkItem { reason, seq: 0 })?;
+        item.validate_in_comm(rank, self.shape.nranks).map_err(|reason| Error::BadWorkItem { reason, seq: 0 })?;
+        check_algorithm(&item, self.shape.staging(), self.shape.algorithm)?;
+        let r = &mut self.ranks[rank as usize];
+        r.queue.health()?;
+        r.stream.as_mut().ok_or(Error::InvalidState("this twin group has no streams"))?.post(item)?;
+        Ok(Submitted::Stream)
+    }
+
+    fn wait_submitted(&mut self, rank: u32, submitted: Submitted, timeout: Duration) -> Result<()> {
+        match submitted {
+            Submitted::Queue(ticket) => self.wait(rank, ticket, timeout),
+            Submitted::Stream => {
+                let r = &self.ranks[rank as usize];
+                r.stream.as_ref().ok_or(Error::InvalidState("this twin group has no streams"))?.drain(timeout)?;
+                if let Some(memory) = &self.memory {
+                    memory.host_acquired();
+                }
+                r.queue.health()
+            }
+        }
     }
 
     fn wait(&mut self, rank: u32, ticket: Ticket, timeout: Duration) -> Result<()> {

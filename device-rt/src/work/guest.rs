@@ -1,0 +1,172 @@
+//! Guest channels: a communicator's channels beyond its loop's own. The loop kernel keeps
+//! only its resident channels on the GPU for its lifetime (one CTA by default), so an
+//! idle communicator holds almost none of the SMs that other work could use; the rest of
+//! the communicator's channels come with the stream-ordered calls that need them.
+//!
+//! A stream-ordered call launches the post grid on the user's stream: CTA 0 posts the
+//! item to the loop's mailbox and waits for it (`post_to_mailbox`); CTA `g ≥ 1` is guest
+//! channel `resident + g - 1`. From the item alone (its kernel arguments) every CTA of the
+//! grid and every resident channel computes the same [`Spread`]: the channels the item's
+//! plan spreads over, and which of them take part. A guest that takes no part leaves at
+//! once, so a small call costs a few CTAs that start and end; a guest that takes part runs
+//! its channel's share exactly as a resident channel would, then arrives at the mailbox
+//! item's completion like one (the last of the item's channels completes it).
+//!
+//! Why guests never race: a guest channel is used by post grids only, and the user's
+//! stream runs them one after another (the loop serves one stream), each only after the
+//! previous item completed; its connections' steps and its staging epoch live in device
+//! memory between items, as every channel's do. The direct path (ring items) spreads
+//! over the resident channels only.
+//!
+//! Residency: a guest waits for its peers' same channel, which comes with their own post
+//! grids. The host launches a post grid only where every rank of the device can hold its
+//! resident channels and a whole post grid at once (host-shim's residency check), so a
+//! guest never waits for an SM that a waiting guest holds; a peer that never posts ends
+//! in the spin budget, as in any wait.
+
+use super::exec::{Channel, Stop, close_mailbox, complete_mailbox, execute, record_error};
+use super::item::{WorkItem, WorkKind};
+use super::mailbox::post_to_mailbox;
+use super::queue::{LoopShared, LoopState, MAILBOX_CLOSED, QueueHeader};
+use super::LoopArgs;
+use crate::algo::{Algorithm, AlgorithmChoice, CollFunction, Staging, plan};
+use crate::arch;
+use crate::conn::CommDevice;
+use crate::dtype::DataType;
+
+/// The channels a mailbox item spreads over (`channels`), and how many of them take part
+/// (`arrivals`: channels `0..arrivals`, every resident channel among them), each arriving
+/// at the item's completion.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Spread {
+    pub(super) channels: u32,
+    pub(super) arrivals: u32,
+}
+
+/// The [`Spread`] of a mailbox item of `kind` on a loop of `resident` channels. Only a
+/// collective of a communicator with more channels than the loop holds (and unpaired)
+/// reaches guests: it spreads over all of them, and takes part on those its plan uses
+/// (the ring and point-to-point: every channel; a staged algorithm: its channels).
+/// Anything else, and a collective the communicator cannot plan (its channels then refuse
+/// it), takes part on the resident channels alone. Pure arithmetic over the item and the
+/// communicator, so every channel of the rank gets the same answer.
+///
+/// # Safety
+/// `comm` is null or a valid `CommDevice` that the kernel only reads.
+pub(super) unsafe fn mailbox_spread(comm: *const CommDevice, resident: u32, item: &WorkItem, kind: WorkKind) -> Spread {
+    let own = Spread { channels: resident, arrivals: resident };
+    if comm.is_null() || kind != WorkKind::Collective {
+        return own;
+    }
+    // SAFETY: a non-null `comm` is a valid `CommDevice` (this function's contract).
+    let comm = unsafe { &*comm };
+    if comm.nchannels <= resident || comm.pairs != 0 {
+        return own;
+    }
+    let total = comm.nchannels;
+    let (Some(function), Some(dtype)) = (CollFunction::from_u32(item.function), DataType::from_u8(item.dtype)) else {
+        return Spread { channels: total, arrivals: resident };
+    };
+    // What the channels' `CollCtx::staging` gives for an unpaired communicator of `total`.
+    let staging = Staging { nranks: comm.nranks, channels: total, slot_bytes: if comm.staging == 0 { 0 } else { comm.staging_slot_bytes } };
+    let choice = AlgorithmChoice::from_u32(comm.algorithm).unwrap_or_default();
+    let taking_part = match plan(function, dtype.size() as u64, item.count, staging, choice) {
+        Ok(p) if p.algorithm != Algorithm::Ring => p.channels,
+        Ok(_) => total,
+        Err(_) => resident,
+    };
+    Spread { channels: total, arrivals: taking_part.max(resident) }
+}
+
+/// What the post grid is launched with.
+#[derive(Clone, Copy, Debug)]
+pub struct PostArgs {
+    /// The loop's device-memory state (its mailbox).
+    pub state: *mut LoopState,
+    /// The loop's host-mapped queue header (its abort flag and error status).
+    pub header: *mut QueueHeader,
+    /// The rank's communicator, or null for a loop without one (no guests).
+    pub comm: *const CommDevice,
+    /// The item.
+    pub item: WorkItem,
+    /// How long any wait may spin.
+    pub spin_budget_ns: u64,
+    /// The loop's resident channels: CTA `g ≥ 1` of the grid is channel `resident + g - 1`.
+    pub resident: u32,
+}
+
+/// The post grid's body (see the module doc): CTA 0's thread 0 posts the item and waits
+/// for it; CTA `g ≥ 1` serves guest channel `resident + g - 1` if the item takes part
+/// there, else leaves.
+///
+/// Ordering: the post as `post_to_mailbox`. A guest reads the mailbox state (GPU-scope
+/// acquire) only to leave at once when the loop has closed it or recorded an error; it
+/// runs its share with the primitives' own ordering, then arrives as a resident channel
+/// does (`complete_mailbox`: `fence.acq_rel.sys`, acq_rel arrival count, the last
+/// arrival's acq_rel completion), so the poster, which acquires the completion, sees the
+/// guest's writes. A guest that fails records the loop's error (a claim, then a release
+/// store) and closes the mailbox, so the poster and the loop stop too.
+///
+/// # Safety
+/// `p.state`, `p.header` and `p.comm` are one running loop's (its communicator's
+/// connections cover `p.comm.nchannels` channels, and `p.resident` is the loop's channel
+/// count); the CTA has `LOOP_SMEM_BYTES` of dynamic shared memory and a multiple of 32
+/// threads (CTA 0: at least 1); one post grid of the loop runs at a time (one stream);
+/// `p.item` passed the host's validation.
+pub unsafe fn serve_post(p: PostArgs) {
+    let tid = arch::thread_idx();
+    if arch::block_idx() == 0 {
+        if tid == 0 {
+            // SAFETY: this function's contract is `post_to_mailbox`'s, for the one poster.
+            let _ = unsafe { post_to_mailbox(p.state, p.header, p.item, p.spin_budget_ns) };
+        }
+        return;
+    }
+    let channel = p.resident + arch::block_idx() - 1;
+    let Ok(kind) = p.item.validate() else { return };
+    // SAFETY: `p.comm` is null or the rank's valid `CommDevice` (this function's contract).
+    let spread = unsafe { mailbox_spread(p.comm, p.resident, &p.item, kind) };
+    if channel >= spread.arrivals {
+        return;
+    }
+    let shared = arch::dyn_smem().cast::<LoopShared>();
+    if tid == 0 {
+        // SAFETY: `p.state` is the loop's live state; `state` and `error_claimed` are aligned
+        // words of it, changed only through `arch` atomics.
+        let open = unsafe {
+            arch::ld_acquire_gpu_global(&raw const (*p.state).mailbox.state) & MAILBOX_CLOSED == 0
+                && arch::ld_volatile_global(&raw const (*p.state).error_claimed) == 0
+        };
+        // SAFETY: `shared` is this CTA's `LoopShared` (`LOOP_SMEM_BYTES`: this function's
+        // contract); thread 0 alone writes `wait_result`, before the barrier below.
+        unsafe { (&raw mut (*shared).wait_result).write_volatile(u64::from(open)) };
+    }
+    arch::barrier_sync_all();
+    // SAFETY: the barrier above orders thread 0's write before every thread's read.
+    if unsafe { (&raw const (*shared).wait_result).read_volatile() } == 0 {
+        return;
+    }
+    let args = LoopArgs { header: p.header, ring: core::ptr::null(), capacity: 0, state: p.state, spin_budget_ns: p.spin_budget_ns, comm: p.comm };
+    let a = Channel { args, index: channel, count: spread.channels };
+    // SAFETY: `a` holds the running loop's memory (this function's contract) and a channel
+    // below the communicator's count, which its connections cover; `shared` is this CTA's
+    // `LoopShared`; `kind` is the item's validated kind; every thread of the CTA runs it with
+    // the same arguments.
+    let outcome = unsafe { execute(&a, kind, &p.item, shared) };
+    arch::barrier_sync_all();
+    if tid == 0 {
+        match outcome {
+            // SAFETY: `a` is this guest's channel; thread 0 alone arrives, once, with the
+            // item's spread.
+            Ok(()) => unsafe { complete_mailbox(&a, true, spread.arrivals) },
+            Err(Stop::Error(error, detail)) => {
+                // SAFETY: `a` holds the loop's live state and header; thread 0 alone records.
+                unsafe {
+                    record_error(&a, error, detail, 0);
+                    close_mailbox(p.state);
+                }
+            }
+            Err(Stop::PeerFailed) => {}
+        }
+    }
+}

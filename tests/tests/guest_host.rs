@@ -1,0 +1,203 @@
+//! Guest channels on the host twin: a communicator whose loop keeps one resident channel
+//! and brings its other channels up in each stream-ordered call's post grid
+//! (`device_rt::work::serve_post`). The real device code on CPU threads: the matrix
+//! (ring, one-shot, two-shot, every function) through the stream twin on 2 to 4 ranks,
+//! compared bit for bit with the reference, with the channels that ran each case checked
+//! from their statistics (guests exactly where the plan spreads); the direct path of the
+//! same communicator on the resident channel alone; back-to-back calls with no host
+//! synchronisation; in a weak-memory world; a rank whose guests never come (a timeout on
+//! every waiting rank, not a hang) and an abort while guests wait.
+
+use std::time::{Duration, Instant};
+
+use device_rt::arch::WeakMemory;
+use device_rt::algo::{AlgorithmChoice, CollFunction, Staging};
+use device_rt::dtype::DataType;
+use device_rt::redop::RedOpKind;
+use device_rt::work::WorkItem;
+use ferroccl_testkit::coll::check::{Prepared, run_case};
+use ferroccl_testkit::coll::expect::{CollCase, Inputs};
+use ferroccl_testkit::coll::group::{RankGroup, SubmitPath, all_stats};
+use ferroccl_testkit::coll::staged::{check_ran, matrix, plan_of};
+use ferroccl_testkit::coll::twin::TwinGroup;
+use host_shim::Error;
+use host_shim::comm::wiring::Shape;
+
+const TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Channels of every rank: one resident, three guests.
+const CHANNELS: u32 = 4;
+const RESIDENT: u32 = 1;
+
+/// `nranks` ranks of [`CHANNELS`] unpaired channels, 1 MiB of staging, `algorithm`,
+/// statistics kept.
+fn shape(nranks: u32, algorithm: AlgorithmChoice) -> Shape {
+    Shape {
+        nranks,
+        nchannels: CHANNELS,
+        ring_step_bytes: 64 << 10,
+        p2p_step_bytes: 4096,
+        direct: false,
+        stats: true,
+        paired: false,
+        staging_bytes: 1 << 20,
+        algorithm,
+    }
+}
+
+/// Runs `cases` one at a time on a guest communicator of `shape` through `path` (in
+/// `memory`'s weak-memory world if given): every result exact on every rank, and every
+/// case ran on the channels its plan names: over all four channels on the stream path,
+/// over the resident one alone on the direct path.
+fn try_cases(shape: Shape, path: SubmitPath, memory: Option<WeakMemory>, cases: &[CollCase]) -> Result<(), String> {
+    let mut g = TwinGroup::start_with_guests(shape, RESIDENT, 128, Duration::from_secs(60), memory).map_err(|e| e.to_string())?;
+    g.set_path(path).map_err(|e| e.to_string())?;
+    let spread = if path == SubmitPath::Stream { CHANNELS } else { RESIDENT };
+    let staging = Staging { channels: spread, ..shape.staging() };
+    let mut failures = Vec::new();
+    for (i, case) in cases.iter().enumerate() {
+        let Some(plan) = plan_of(case, staging, shape.algorithm) else { continue };
+        let before = all_stats(&mut g).map_err(|e| e.to_string())?.expect("statistics are kept");
+        match run_case(&mut g, case, i as u64, TIMEOUT) {
+            Ok(None) => {}
+            Ok(Some(wrong)) => failures.push(wrong),
+            Err(e) => return Err(format!("{} on {}: {e}", case.describe(), g.describe())),
+        }
+        let after = all_stats(&mut g).map_err(|e| e.to_string())?.expect("statistics are kept");
+        if let Err(wrong) = check_ran(&before, &after, plan, shape.nranks, spread) {
+            failures.push(format!("{}: {wrong}", case.describe()));
+        }
+    }
+    if !failures.is_empty() {
+        return Err(format!("{} of {} cases wrong on {}:\n{}", failures.len(), cases.len(), g.describe(), failures.join("\n")));
+    }
+    g.shutdown(TIMEOUT).map_err(|e| e.to_string())
+}
+
+/// The staged matrix of `choice` (spread over the rank counts by `part`), its cases up to
+/// 512 KiB, plus a ring case large enough to fill every channel.
+fn cases(shape: Shape, choice: AlgorithmChoice, part: (usize, usize)) -> Vec<CollCase> {
+    let mut cases = matrix(shape.staging(), choice, part);
+    cases.retain(|c| {
+        let (input, output) = c.extents(shape.nranks);
+        input.max(output) * c.dtype.size() <= 512 << 10
+    });
+    if choice != AlgorithmChoice::OneShot && choice != AlgorithmChoice::TwoShot {
+        let big = CollCase { function: CollFunction::AllReduce, dtype: DataType::F32, op: RedOpKind::Sum, count: 300_000, root: 0, in_place: false, inputs: Inputs::OrderSensitive };
+        cases.push(big.clone());
+        cases.push(CollCase { function: CollFunction::AllGather, count: 70_001, inputs: Inputs::Exact, ..big });
+    }
+    cases
+}
+
+#[test]
+fn stream_path_with_guests_is_exact_and_spreads_as_planned_on_2_to_4_ranks() {
+    for nranks in 2..=4 {
+        for (k, choice) in [AlgorithmChoice::Auto, AlgorithmChoice::Ring, AlgorithmChoice::OneShot, AlgorithmChoice::TwoShot].into_iter().enumerate() {
+            let shape = shape(nranks, choice);
+            let cases = cases(shape, choice, ((nranks as usize - 2) * 4 + k, 12));
+            let started = Instant::now();
+            if let Err(why) = try_cases(shape, SubmitPath::Stream, None, &cases) {
+                panic!("{why}");
+            }
+            println!("{} on {nranks} ranks, stream path: {} cases in {:.1} s", choice.name(), cases.len(), started.elapsed().as_secs_f64());
+        }
+    }
+}
+
+#[test]
+fn the_direct_path_of_a_guest_communicator_stays_on_its_resident_channel() {
+    let shape = shape(3, AlgorithmChoice::Auto);
+    let cases = cases(shape, AlgorithmChoice::Auto, (0, 6));
+    if let Err(why) = try_cases(shape, SubmitPath::Direct, None, &cases) {
+        panic!("{why}");
+    }
+}
+
+#[test]
+fn guests_in_a_weak_memory_world() {
+    for seed in 1..=3 {
+        let shape = shape(2, AlgorithmChoice::Auto);
+        let cases = cases(shape, AlgorithmChoice::Auto, (seed as usize, 24));
+        if let Err(why) = try_cases(shape, SubmitPath::Stream, Some(WeakMemory::new(seed)), &cases) {
+            panic!("seed {seed}: {why}");
+        }
+    }
+}
+
+/// A burst of stream-ordered calls on every rank with no host synchronisation between
+/// them (each rank's whole burst is posted before the next rank's): ring calls over every
+/// guest and staged calls on the resident channel or a few guests, interleaved; every
+/// result exact.
+#[test]
+fn back_to_back_stream_calls_need_no_host_synchronisation() {
+    let shape = shape(3, AlgorithmChoice::Auto);
+    let mut g = TwinGroup::start_with_guests(shape, RESIDENT, 128, Duration::from_secs(60), None).unwrap();
+    let case = |function, count, in_place| CollCase { function, dtype: DataType::F32, op: RedOpKind::Sum, count, root: 1, in_place, inputs: Inputs::OrderSensitive };
+    let mut burst = Vec::new();
+    for k in 0..3 {
+        let flip = k % 2 == 1;
+        burst.extend([
+            case(CollFunction::AllReduce, 1021, flip),
+            case(CollFunction::AllReduce, 300_000, !flip),
+            case(CollFunction::AllReduce, 40_000, flip),
+            case(CollFunction::ReduceScatter, 30_003, !flip),
+            case(CollFunction::AllGather, 70_001, flip),
+            case(CollFunction::Broadcast, 5, !flip),
+        ]);
+    }
+    let prepared: Vec<Prepared> = burst.iter().enumerate().map(|(i, c)| Prepared::new(&mut g, c, i as u64).unwrap()).collect();
+    let mut last = Vec::new();
+    for rank in 0..shape.nranks {
+        let mut submitted = None;
+        for p in &prepared {
+            submitted = Some(g.submit(rank, p.item(rank)).unwrap());
+        }
+        last.push(submitted.unwrap());
+    }
+    for (rank, submitted) in last.into_iter().enumerate() {
+        g.wait_submitted(rank as u32, submitted, TIMEOUT).unwrap();
+    }
+    for (p, c) in prepared.iter().zip(&burst) {
+        assert_eq!(p.verify(&mut g).unwrap(), None, "{}", c.describe());
+    }
+    g.shutdown(TIMEOUT).unwrap();
+}
+
+/// A ring all-reduce over every guest channel posted on `ranks` of 2 only, with spin
+/// budget `budget`.
+fn post_on(ranks: &[u32], budget: Duration) -> TwinGroup {
+    let mut g = TwinGroup::start_with_guests(shape(2, AlgorithmChoice::Ring), RESIDENT, 128, budget, None).unwrap();
+    for &rank in ranks {
+        let (src, dst) = (g.alloc(rank, 4 << 20).unwrap(), g.alloc(rank, 4 << 20).unwrap());
+        let item = WorkItem::collective(CollFunction::AllReduce, DataType::F32, RedOpKind::Sum, 0, src.addr, dst.addr, 1 << 20, 0);
+        g.submit(rank, item).unwrap();
+    }
+    g
+}
+
+/// A peer that never posts: the waiting rank's resident and guest channels end with a
+/// timeout within the spin budget (the post returns, the rank's stream drains), never a
+/// hang; the absent rank is unaffected.
+#[test]
+fn a_peer_whose_guests_never_come_is_a_timeout_not_a_hang() {
+    let mut g = post_on(&[0], Duration::from_millis(500));
+    let started = Instant::now();
+    let err = g.wait_submitted(0, ferroccl_testkit::coll::group::Submitted::Stream, TIMEOUT);
+    assert!(matches!(err, Err(Error::DeviceTimeout { .. })), "{err:?}");
+    assert!(started.elapsed() < Duration::from_secs(60), "{:?}", started.elapsed());
+    assert!(g.health(1).is_ok());
+}
+
+/// An abort while guests wait for a peer ends the post grid at once, well within its
+/// spin budget.
+#[test]
+fn an_abort_ends_guests_that_wait() {
+    let mut g = post_on(&[0], Duration::from_secs(60));
+    std::thread::sleep(Duration::from_millis(100));
+    let aborted = Instant::now();
+    g.abort_all();
+    let err = g.wait_submitted(0, ferroccl_testkit::coll::group::Submitted::Stream, TIMEOUT);
+    assert!(matches!(err, Err(Error::Aborted)), "{err:?}");
+    assert!(aborted.elapsed() < Duration::from_secs(30), "{:?}", aborted.elapsed());
+}
