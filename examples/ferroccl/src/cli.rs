@@ -79,7 +79,7 @@ pub struct CommArgs {
     pub channels: Option<u32>,
     /// Of the channels, how many stay resident on the GPU for the loop's lifetime; the
     /// others are guest channels, brought up by the stream-ordered calls that spread over
-    /// them [default: all resident]
+    /// them [default: 1 on the stream path; every channel on the direct path]
     #[arg(long, value_name = "N")]
     pub resident: Option<u32>,
     /// Threads per channel [default: 256 on GPUs; 128 for bench on the host twin]
@@ -193,7 +193,7 @@ pub struct FootprintArgs {
     #[arg(long, value_name = "N")]
     pub channels: Option<u32>,
     /// Of the channels, how many stay resident; the others are guest channels
-    /// [default: all resident]
+    /// [default: 1]
     #[arg(long, value_name = "N")]
     pub resident: Option<u32>,
     /// Threads per channel [default: 256]
@@ -439,14 +439,15 @@ mod tests {
         );
         assert_eq!(
             bench("ferroccl bench footprint").single,
-            Some(SingleGpuBench::Footprint(FootprintArgs { device: 0, ranks: 2, channels: None, threads: None, busy_bytes: 256 << 20, iters: 20, json: None }))
+            Some(SingleGpuBench::Footprint(FootprintArgs { device: 0, ranks: 2, channels: None, resident: None, threads: None, busy_bytes: 256 << 20, iters: 20, json: None }))
         );
         assert_eq!(
-            bench("ferroccl bench footprint -d 1 --ranks 1 --channels 1 --threads 128 --busy-bytes 64M --iters 5 --json out/footprint.json").single,
+            bench("ferroccl bench footprint -d 1 --ranks 1 --channels 8 --resident 1 --threads 128 --busy-bytes 64M --iters 5 --json out/footprint.json").single,
             Some(SingleGpuBench::Footprint(FootprintArgs {
                 device: 1,
                 ranks: 1,
-                channels: Some(1),
+                channels: Some(8),
+                resident: Some(1),
                 threads: Some(128),
                 busy_bytes: 64 << 20,
                 iters: 5,

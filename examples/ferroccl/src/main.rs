@@ -119,11 +119,15 @@ fn test(args: &TestArgs) -> Result<ExitCode, Error> {
     Ok(if failed == 0 && !results.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
 
-/// The communicator configuration of `comm` on GPUs: every flag given replaces
-/// [`CommConfig::default`]'s value, `channels` when no `--channels` is given.
-fn comm_config(comm: &CommArgs, channels: u32) -> CommConfig {
+/// The communicator configuration of `comm` on GPUs, for items taking `path`: every flag
+/// given replaces [`CommConfig::default`]'s value, `channels` when no `--channels` is
+/// given; without `--resident`, the default's resident channels on the stream path (the
+/// others guests) and every channel on the direct path (which guests do not serve).
+fn comm_config(comm: &CommArgs, channels: u32, path: SubmitPath) -> CommConfig {
     let mut cfg = CommConfig::default();
-    (cfg.loop_cfg.channels, cfg.loop_cfg.guests) = split_channels(comm.channels.unwrap_or(channels), comm.resident);
+    let total = comm.channels.unwrap_or(channels);
+    let resident = comm.resident.unwrap_or(if path == SubmitPath::Stream { cfg.loop_cfg.channels } else { total });
+    (cfg.loop_cfg.channels, cfg.loop_cfg.guests) = split_channels(total, resident);
     cfg.loop_cfg.threads = comm.threads.unwrap_or(cfg.loop_cfg.threads);
     cfg.loop_cfg.placement = comm.sms.unwrap_or(cfg.loop_cfg.placement);
     cfg.ring_step_bytes = comm.step.unwrap_or(cfg.ring_step_bytes);
@@ -134,10 +138,10 @@ fn comm_config(comm: &CommArgs, channels: u32) -> CommConfig {
     cfg
 }
 
-/// `channels` as (resident, guest) channels: `resident` of them resident (all when not
-/// given, or when it exceeds them; at least one).
-fn split_channels(channels: u32, resident: Option<u32>) -> (u32, u32) {
-    let resident = resident.unwrap_or(channels).clamp(1, channels.max(1));
+/// `channels` as (resident, guest) channels: `resident` of them resident (all when it
+/// exceeds them; at least one).
+fn split_channels(channels: u32, resident: u32) -> (u32, u32) {
+    let resident = resident.clamp(1, channels.max(1));
     (resident, channels.saturating_sub(resident))
 }
 
@@ -168,7 +172,8 @@ fn coll_cases(nranks: u32, big: usize, cfg: &CommConfig) -> Vec<CollCase> {
 fn coll(args: &CollArgs) -> Result<ExitCode, Error> {
     let devices = args.comm.devices.clone().unwrap_or_else(|| vec![0]);
     let nranks = args.comm.ranks.unwrap_or(devices.len());
-    let cfg = comm_config(&args.comm, 4);
+    let path = args.comm.path.unwrap_or_default();
+    let cfg = comm_config(&args.comm, 4, path);
     let big = args.big;
     let ordinals = rank_devices(&devices, nranks)?;
     let cases: Vec<_> = coll_cases(nranks as u32, big, &cfg)
@@ -179,7 +184,6 @@ fn coll(args: &CollArgs) -> Result<ExitCode, Error> {
     let arena = 4 * (out_elems.max(big * nranks) * 8 + (1 << 20));
     let started = std::time::Instant::now();
     let mut g = GpuGroup::new(&ordinals, cfg, arena)?;
-    let path = args.comm.path.unwrap_or_default();
     g.set_path(path);
     println!("collective matrix: {} on {}, {path:?} path: {} cases (set up in {:.1} s)", nranks, g.describe(), cases.len(), started.elapsed().as_secs_f64());
     let bar = progress_bar(cases.len(), "cases");
@@ -240,14 +244,15 @@ fn bench_collectives(args: BenchCmd) -> Result<ExitCode, Error> {
         g.shutdown(Duration::from_secs(60))?;
         (rows, line)
     } else {
-        let mut cfg = comm_config(&comm, CommConfig::default().loop_cfg.channels);
+        let path = comm.path.unwrap_or(SubmitPath::Stream);
+        let default = CommConfig::default().loop_cfg;
+        let mut cfg = comm_config(&comm, default.channels + default.guests, path);
         cfg.stats = stats;
         let ordinals = rank_devices(&devices, nranks)?;
         let arena = 5 * bench_args.max_bytes + (64 << 20);
         // NCCL first: it must not run while ferroccl's persistent loops hold the GPUs.
         let mut nccl = if with_nccl { Some(measure_nccl(&bench_args, &ordinals)?) } else { None };
         let mut g = GpuGroup::new(&ordinals, cfg, arena)?;
-        let path = comm.path.unwrap_or(SubmitPath::Stream);
         g.set_path(path);
         let names: Vec<String> = device::list()?.into_iter().filter(|d| devices.contains(&d.ordinal)).map(|d| format!("[{}] {}", d.ordinal, d.name)).collect();
         let line = format!("{}; {}; {} path", names.join(", "), g.describe(), match path {
@@ -335,7 +340,8 @@ fn bench_footprint(args: &FootprintArgs) -> Result<ExitCode, Error> {
     let devices = device::list()?;
     let info = devices.get(ordinal).ok_or(Error::NoSuchDevice { ordinal, count: devices.len() })?;
     let mut comm = CommConfig::default();
-    (comm.loop_cfg.channels, comm.loop_cfg.guests) = split_channels(args.channels.unwrap_or(comm.loop_cfg.channels + comm.loop_cfg.guests), args.resident);
+    (comm.loop_cfg.channels, comm.loop_cfg.guests) =
+        split_channels(args.channels.unwrap_or(comm.loop_cfg.channels + comm.loop_cfg.guests), args.resident.unwrap_or(comm.loop_cfg.channels));
     comm.loop_cfg.threads = args.threads.unwrap_or(comm.loop_cfg.threads);
     let cfg = footprint::FootprintBench { ordinal, ranks: args.ranks, comm, busy_bytes: args.busy_bytes, iters: args.iters };
     println!(

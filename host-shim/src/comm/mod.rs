@@ -86,8 +86,16 @@ use wiring::{Layout, Shape};
 /// How a communicator is built.
 #[derive(Clone, Copy, Debug)]
 pub struct CommConfig {
-    /// Each rank's work loop: channels (CTAs), threads per channel (a multiple of 32, at
-    /// least 128), queue slots, spin budget. The default is 24 channels × 256 threads: a
+    /// Each rank's work loop: resident and guest channels, threads per channel (a
+    /// multiple of 32, at least 128), queue slots, spin budget. The default is 24
+    /// channels × 256 threads, of which 1 is resident and 23 are guests: an idle
+    /// communicator holds one CTA of its GPU, not 24. On an H100 (2 ranks on one GPU,
+    /// same run, `bench/results/issue14-guests.md`) an FMA-bound kernel kept 0.986 of its
+    /// throughput beside an idle default communicator against 0.633 with 24 resident
+    /// channels (a cuBLAS GEMM 0.90 against 0.68); the price: 1-2 µs more per small
+    /// stream-ordered call (the post grid's guests start and leave), 4 µs at 256 KiB,
+    /// and 0.95 of the busbw at 128 MiB. Direct-path items run on the resident channels
+    /// alone. 256 threads: a
     /// loop wider than 256 threads is capped below 255 registers a thread (128 at 512) and
     /// its protocol code spills, and on an H200 (2 ranks on one GPU, same run,
     /// `bench/results/issue15-spills.md`) 24 × 512 took 18.0 µs per 8 B one-shot
@@ -154,7 +162,7 @@ impl CommConfig {
 impl Default for CommConfig {
     fn default() -> Self {
         Self {
-            loop_cfg: LoopConfig { channels: 24, guests: 0, threads: 256, capacity: 1024, spin_budget: Duration::from_secs(10), placement: Placement::Tpcs },
+            loop_cfg: LoopConfig { channels: 1, guests: 23, threads: 256, capacity: 1024, spin_budget: Duration::from_secs(10), placement: Placement::Tpcs },
             ring_step_bytes: 1 << 20,
             p2p_step_bytes: 128 << 10,
             direct: false,
@@ -607,7 +615,9 @@ mod tests {
 
     #[test]
     fn channels_are_placed_only_where_a_rank_has_its_device_and_the_tpcs() {
-        let cfg = CommConfig::default();
+        let default = CommConfig::default();
+        assert_eq!(default.placement_on(1, 4), Placement::Tpcs, "the default's one resident channel on SM 2");
+        let cfg = CommConfig { loop_cfg: LoopConfig { channels: 24, guests: 0, ..default.loop_cfg }, ..default };
         assert_eq!(cfg.placement_on(1, 132), Placement::Tpcs, "24 channels on SMs 2..=48 of 132");
         assert_eq!(cfg.placement_on(2, 132), Placement::Hardware, "two ranks' loops would want the same SMs");
         assert_eq!(cfg.placement_on(1, 48), Placement::Hardware, "24 channels need 50 SMs, one per TPC from SM 2");
