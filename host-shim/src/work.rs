@@ -1,6 +1,7 @@
 //! A rank's persistent work loop on a GPU: launched once, fed through its queue (direct
-//! host path: no kernel launch per operation) or through a one-thread post kernel on the
-//! user's stream (stream-ordered path, capturable in a CUDA graph).
+//! host path: no kernel launch per operation) or through a post kernel on the user's
+//! stream (stream-ordered path, capturable in a CUDA graph), whose grid also carries the
+//! communicator's guest channels.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

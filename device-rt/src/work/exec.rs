@@ -1,6 +1,7 @@
 //! The persistent work loop: one launch per rank for the rank's lifetime; each CTA is a
-//! channel (or, launched with a placement, leaves at once unless it claims one; see
-//! `placement`). Warp 0 of each channel polls the ring and the mailbox, copies the next
+//! resident channel (or, launched with a placement, leaves at once unless it claims one;
+//! see `placement`). A communicator's guest channels run in post grids instead (see
+//! `guest`); a mailbox collective's completion counts them. Warp 0 of each channel polls the ring and the mailbox, copies the next
 //! items into shared memory, and a barrier hands it to every thread; the item is validated,
 //! dispatched through a `match` into monomorphized functions, and completed (a release
 //! store; relaxed when nothing was written). Errors, aborts and timeouts end the loop with

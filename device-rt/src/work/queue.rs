@@ -34,8 +34,10 @@
 //!   this generation's. The acquire orders the item's reads (then the warp's barrier
 //!   hands it on) after the poster's release.
 //! - channel: runs the item once per generation; `fence.acq_rel.sys` if the item may have
-//!   written memory (host-mapped memory included), then an acq_rel arrival count; the
-//!   last channel to arrive (the only one, in a one-channel loop) completes the item by
+//!   written memory (host-mapped memory included), then an acq_rel arrival count (the
+//!   item's channels: the resident ones and, for a collective that spreads over them, the
+//!   post grid's guest channels, which arrive the same way; see `guest`); the
+//!   last channel to arrive (the only one, in a one-channel item) completes the item by
 //!   one 64-bit acq_rel atomic add of [`MAILBOX_COMPLETE`]: the generation goes up by
 //!   one and PENDING is cleared in the same access (CLOSED, a bit the add leaves alone, is
 //!   kept), releasing every channel's work.
