@@ -348,6 +348,17 @@ fn place_channels(ctx: &Arc<CudaContext>, state: &DeviceAlloc, cfg: &LoopConfig)
     Ok(device_sms.max(cfg.channels))
 }
 
+/// Refuses `threads` per CTA for `kernel` (named `what`) where the device runs fewer.
+fn fits_threads(kernel: &CudaFunction, threads: u32, what: &str) -> Result<()> {
+    let max_threads = kernel
+        .get_attribute(sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK)
+        .map_err(Error::cuda("cuFuncGetAttribute"))?;
+    if threads > max_threads as u32 {
+        return Err(Error::DeviceLimit(format!("{what} runs at most {max_threads} threads per CTA on this device, not {threads}")));
+    }
+    Ok(())
+}
+
 impl WorkLoop {
     /// The loop's resident channels.
     pub fn channels(&self) -> u32 {
@@ -383,26 +394,10 @@ impl WorkLoop {
             Queue::new(header_ptr, ring.host_ptr().cast(), u64::from(cfg.capacity), cfg.channels as usize, header.clone())?
         };
         let kernel = module.kernel("ferroccl_work_loop")?;
-        let max_threads = kernel
-            .get_attribute(sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK)
-            .map_err(Error::cuda("cuFuncGetAttribute"))?;
-        if cfg.threads > max_threads as u32 {
-            return Err(Error::DeviceLimit(format!(
-                "the work loop kernel runs at most {max_threads} threads per channel on this device, not {}",
-                cfg.threads
-            )));
-        }
+        fits_threads(&kernel, cfg.threads, "the work loop kernel")?;
         let post = module.kernel("ferroccl_mailbox_post")?;
         if cfg.guests > 0 {
-            let post_threads = post
-                .get_attribute(sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK)
-                .map_err(Error::cuda("cuFuncGetAttribute"))?;
-            if cfg.threads > post_threads as u32 {
-                return Err(Error::DeviceLimit(format!(
-                    "guest channels run in the post kernel, which runs at most {post_threads} threads per CTA on this device, not {}",
-                    cfg.threads
-                )));
-            }
+            fits_threads(&post, cfg.threads, "the post kernel, which runs the guest channels,")?;
         }
         let grid = place_channels(ctx, &state, &cfg)?;
         Ok(Self {

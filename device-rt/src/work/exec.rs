@@ -9,10 +9,10 @@
 
 use core::mem::size_of;
 
-use super::guest::{Spread, mailbox_spread};
 use super::item::{BadItem, DeviceFunction, WorkItem, WorkKind};
 use super::placement::elect_channel;
 use super::mailbox::update_state;
+use super::spread::{Spread, mailbox_spread};
 use super::queue::{ITEM_CACHE, LoopShared, LoopState, MAILBOX_CLOSED, MAILBOX_COMPLETE, MAILBOX_PENDING, QueueHeader, RingSlot, mailbox_generation};
 use crate::abi::{LoopError, WaitSite};
 use crate::algo::{Coll, CollCtx, CollFunction, plan_collective, run_collective};

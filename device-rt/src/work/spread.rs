@@ -1,0 +1,52 @@
+//! Which channels a mailbox item spreads over: the loop's resident channels, and for a
+//! collective of a communicator with guest channels (see `guest`), all of them. Shared by
+//! the loop's channels and the post grid's guests, which must agree.
+
+use super::item::{WorkItem, WorkKind};
+use crate::algo::{Algorithm, AlgorithmChoice, CollFunction, Staging, plan};
+use crate::conn::CommDevice;
+use crate::dtype::DataType;
+
+/// The channels a mailbox item spreads over (`channels`), and how many of them take part
+/// (`arrivals`: channels `0..arrivals`, every resident channel among them), each arriving
+/// at the item's completion.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Spread {
+    pub(super) channels: u32,
+    pub(super) arrivals: u32,
+}
+
+/// The [`Spread`] of a mailbox item of `kind` on a loop of `resident` channels. Only a
+/// collective of a communicator with more channels than the loop holds (and unpaired)
+/// reaches guests: it spreads over all of them, and takes part on those its plan uses
+/// (the ring and point-to-point: every channel; a staged algorithm: its channels).
+/// Anything else, and a collective the communicator cannot plan (its channels then refuse
+/// it), takes part on the resident channels alone. Pure arithmetic over the item and the
+/// communicator, so every channel of the rank gets the same answer.
+///
+/// # Safety
+/// `comm` is null or a valid `CommDevice` that the kernel only reads.
+pub(super) unsafe fn mailbox_spread(comm: *const CommDevice, resident: u32, item: &WorkItem, kind: WorkKind) -> Spread {
+    let own = Spread { channels: resident, arrivals: resident };
+    if comm.is_null() || kind != WorkKind::Collective {
+        return own;
+    }
+    // SAFETY: a non-null `comm` is a valid `CommDevice` (this function's contract).
+    let comm = unsafe { &*comm };
+    if comm.nchannels <= resident || comm.pairs != 0 {
+        return own;
+    }
+    let total = comm.nchannels;
+    let (Some(function), Some(dtype)) = (CollFunction::from_u32(item.function), DataType::from_u8(item.dtype)) else {
+        return Spread { channels: total, arrivals: resident };
+    };
+    // What the channels' `CollCtx::staging` gives for an unpaired communicator of `total`.
+    let staging = Staging { nranks: comm.nranks, channels: total, slot_bytes: if comm.staging == 0 { 0 } else { comm.staging_slot_bytes } };
+    let choice = AlgorithmChoice::from_u32(comm.algorithm).unwrap_or_default();
+    let taking_part = match plan(function, dtype.size() as u64, item.count, staging, choice) {
+        Ok(p) if p.algorithm != Algorithm::Ring => p.channels,
+        Ok(_) => total,
+        Err(_) => resident,
+    };
+    Spread { channels: total, arrivals: taking_part.max(resident) }
+}
