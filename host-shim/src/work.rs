@@ -31,6 +31,10 @@ pub struct LoopConfig {
     /// Threads per channel, a multiple of 32 up to 512 (and up to what the kernel's
     /// register use allows on the device).
     pub threads: u32,
+    /// Threads of each resident channel, a multiple of 32 up to `threads` (0: `threads`;
+    /// guest channels always run `threads`). Fewer threads hold fewer of an SM's registers
+    /// for the loop's lifetime, so other kernels' CTAs can share the SM.
+    pub resident_threads: u32,
     /// Ring slots.
     pub capacity: u32,
     /// How long any wait inside an item may spin before the loop stops with a timeout.
@@ -41,7 +45,7 @@ pub struct LoopConfig {
 
 impl Default for LoopConfig {
     fn default() -> Self {
-        Self { channels: 4, guests: 0, threads: 256, capacity: 1024, spin_budget: Duration::from_secs(10), placement: Placement::Hardware }
+        Self { channels: 4, guests: 0, threads: 256, resident_threads: 0, capacity: 1024, spin_budget: Duration::from_secs(10), placement: Placement::Hardware }
     }
 }
 
@@ -148,6 +152,11 @@ impl Placement {
 }
 
 impl LoopConfig {
+    /// Threads of each CTA of the loop kernel (its resident channels).
+    pub fn loop_threads(&self) -> u32 {
+        if self.resident_threads == 0 { self.threads } else { self.resident_threads }
+    }
+
     fn validate(&self) -> Result<()> {
         let bad = |why: String| Err(Error::InvalidArgument(why));
         if !(1..=MAX_CHANNELS as u32).contains(&self.channels) {
@@ -158,6 +167,9 @@ impl LoopConfig {
         }
         if self.threads == 0 || !self.threads.is_multiple_of(32) || self.threads > 512 {
             return bad(format!("threads must be a multiple of 32 up to 512, not {}", self.threads));
+        }
+        if !self.resident_threads.is_multiple_of(32) || self.resident_threads > self.threads {
+            return bad(format!("resident threads must be a multiple of 32 up to the channels' {}, not {}", self.threads, self.resident_threads));
         }
         if self.capacity == 0 {
             return bad("the queue needs at least one slot".into());
@@ -460,7 +472,7 @@ impl WorkLoop {
         let budget_ns = u64::try_from(self.cfg.spin_budget.as_nanos()).unwrap_or(u64::MAX);
         let launch = LaunchConfig {
             grid_dim: (self.grid, 1, 1),
-            block_dim: (self.cfg.threads, 1, 1),
+            block_dim: (self.cfg.loop_threads(), 1, 1),
             shared_mem_bytes: LOOP_SMEM_BYTES,
         };
         // SAFETY: the arguments match `ferroccl_work_loop`; the memory lives until the

@@ -82,6 +82,9 @@ pub struct CommArgs {
     /// them [default: 1 on the stream path; every channel on the direct path]
     #[arg(long, value_name = "N")]
     pub resident: Option<u32>,
+    /// Threads of each resident channel (guests run --threads) [default: as --threads]
+    #[arg(long, value_name = "N")]
+    pub resident_threads: Option<u32>,
     /// Threads per channel [default: 256 on GPUs; 128 for bench on the host twin]
     #[arg(long, value_name = "N")]
     pub threads: Option<u32>,
@@ -196,6 +199,9 @@ pub struct FootprintArgs {
     /// [default: 1]
     #[arg(long, value_name = "N")]
     pub resident: Option<u32>,
+    /// Threads of each resident channel (guests run --threads) [default: as --threads]
+    #[arg(long, value_name = "N")]
+    pub resident_threads: Option<u32>,
     /// Threads per channel [default: 256]
     #[arg(long, value_name = "N")]
     pub threads: Option<u32>,
@@ -439,7 +445,7 @@ mod tests {
         );
         assert_eq!(
             bench("ferroccl bench footprint").single,
-            Some(SingleGpuBench::Footprint(FootprintArgs { device: 0, ranks: 2, channels: None, resident: None, threads: None, busy_bytes: 256 << 20, iters: 20, json: None }))
+            Some(SingleGpuBench::Footprint(FootprintArgs { device: 0, ranks: 2, channels: None, resident: None, resident_threads: None, threads: None, busy_bytes: 256 << 20, iters: 20, json: None }))
         );
         assert_eq!(
             bench("ferroccl bench footprint -d 1 --ranks 1 --channels 8 --resident 1 --threads 128 --busy-bytes 64M --iters 5 --json out/footprint.json").single,
@@ -448,6 +454,7 @@ mod tests {
                 ranks: 1,
                 channels: Some(8),
                 resident: Some(1),
+                resident_threads: None,
                 threads: Some(128),
                 busy_bytes: 64 << 20,
                 iters: 5,

@@ -129,6 +129,7 @@ fn comm_config(comm: &CommArgs, channels: u32, path: SubmitPath) -> CommConfig {
     let resident = comm.resident.unwrap_or(if path == SubmitPath::Stream { cfg.loop_cfg.channels } else { total });
     (cfg.loop_cfg.channels, cfg.loop_cfg.guests) = split_channels(total, resident);
     cfg.loop_cfg.threads = comm.threads.unwrap_or(cfg.loop_cfg.threads);
+    cfg.loop_cfg.resident_threads = comm.resident_threads.unwrap_or(cfg.loop_cfg.resident_threads);
     cfg.loop_cfg.placement = comm.sms.unwrap_or(cfg.loop_cfg.placement);
     cfg.ring_step_bytes = comm.step.unwrap_or(cfg.ring_step_bytes);
     cfg.direct = comm.direct;
@@ -343,6 +344,7 @@ fn bench_footprint(args: &FootprintArgs) -> Result<ExitCode, Error> {
     (comm.loop_cfg.channels, comm.loop_cfg.guests) =
         split_channels(args.channels.unwrap_or(comm.loop_cfg.channels + comm.loop_cfg.guests), args.resident.unwrap_or(comm.loop_cfg.channels));
     comm.loop_cfg.threads = args.threads.unwrap_or(comm.loop_cfg.threads);
+    comm.loop_cfg.resident_threads = args.resident_threads.unwrap_or(comm.loop_cfg.resident_threads);
     let cfg = footprint::FootprintBench { ordinal, ranks: args.ranks, comm, busy_bytes: args.busy_bytes, iters: args.iters };
     println!(
         "footprint benchmark on device {ordinal} ({}, {} SMs): {} rank(s) × {} channels ({} resident) × {} threads, busy with {} MiB all-reduces; median of {} runs",

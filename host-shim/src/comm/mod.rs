@@ -162,7 +162,7 @@ impl CommConfig {
 impl Default for CommConfig {
     fn default() -> Self {
         Self {
-            loop_cfg: LoopConfig { channels: 1, guests: 23, threads: 256, capacity: 1024, spin_budget: Duration::from_secs(10), placement: Placement::Tpcs },
+            loop_cfg: LoopConfig { channels: 1, guests: 23, threads: 256, resident_threads: 0, capacity: 1024, spin_budget: Duration::from_secs(10), placement: Placement::Tpcs },
             ring_step_bytes: 1 << 20,
             p2p_step_bytes: 128 << 10,
             direct: false,
@@ -279,10 +279,10 @@ impl Comm {
         before_start: &mut dyn FnMut(u32, &Arc<CudaContext>) -> Result<()>,
     ) -> Result<Vec<Self>> {
         let nranks = u32::try_from(streams.len()).map_err(|_| Error::InvalidArgument("too many ranks".into()))?;
-        if cfg.loop_cfg.threads < 128 {
+        if cfg.loop_cfg.threads.min(cfg.loop_cfg.loop_threads()) < 128 {
             return Err(Error::InvalidArgument(format!(
                 "a communicator's channels need at least 128 threads, not {}",
-                cfg.loop_cfg.threads
+                cfg.loop_cfg.threads.min(cfg.loop_cfg.loop_threads())
             )));
         }
         if cfg.paired && cfg.loop_cfg.guests > 0 {
@@ -617,7 +617,7 @@ mod tests {
     fn channels_are_placed_only_where_a_rank_has_its_device_and_the_tpcs() {
         let default = CommConfig::default();
         assert_eq!(default.placement_on(1, 4), Placement::Tpcs, "the default's one resident channel on SM 2");
-        let cfg = CommConfig { loop_cfg: LoopConfig { channels: 24, guests: 0, ..default.loop_cfg }, ..default };
+        let cfg = CommConfig { loop_cfg: LoopConfig { channels: 24, guests: 0, resident_threads: 0, ..default.loop_cfg }, ..default };
         assert_eq!(cfg.placement_on(1, 132), Placement::Tpcs, "24 channels on SMs 2..=48 of 132");
         assert_eq!(cfg.placement_on(2, 132), Placement::Hardware, "two ranks' loops would want the same SMs");
         assert_eq!(cfg.placement_on(1, 48), Placement::Hardware, "24 channels need 50 SMs, one per TPC from SM 2");
