@@ -1,9 +1,10 @@
 //! The persistent work loop: one launch per rank for the rank's lifetime; each CTA is a
 //! resident channel (or, launched with a placement, leaves at once unless it claims one;
 //! see `placement`). A communicator's guest channels run in post grids instead (see
-//! `guest`); a mailbox collective's completion counts them. Warp 0 of each channel polls the ring and the mailbox, copies the next
-//! items into shared memory, and a barrier hands it to every thread; the item is validated,
-//! dispatched through a `match` into monomorphized functions, and completed (a release
+//! `guest`); a mailbox collective's completion counts them. Warp 0 of each channel polls
+//! the ring and the mailbox, copies the next items into shared memory, and a barrier
+//! hands it to every thread; the item is validated, dispatched through a `match` into
+//! monomorphized functions, and completed (a release
 //! store; relaxed when nothing was written). Errors, aborts and timeouts end the loop with
 //! a recorded status, never a hang.
 
@@ -1083,7 +1084,7 @@ unsafe fn count_dispatch(a: &Channel, mine: *mut ChannelStats) {
 }
 
 /// Counts this channel done with the pending mailbox item, of which `arrivals` channels
-/// take part (`guest::mailbox_spread`); the last channel completes it (the next
+/// take part (`spread::mailbox_spread`); the last channel completes it (the next
 /// generation, PENDING cleared).
 ///
 /// Ordering: when the item `wrote` memory, a `fence.acq_rel.sys` first (its writes may be

@@ -6,7 +6,7 @@
 //! A stream-ordered call launches the post grid on the user's stream: CTA 0 posts the
 //! item to the loop's mailbox and waits for it (`post_to_mailbox`); CTA `g ≥ 1` is guest
 //! channel `resident + g - 1`. From the item alone (its kernel arguments) every CTA of the
-//! grid and every resident channel computes the same [`Spread`]: the channels the item's
+//! grid and every resident channel computes the same spread (`spread`): the channels the item's
 //! plan spreads over, and which of them take part. A guest that takes no part leaves at
 //! once, so a small call costs a few CTAs that start and end; a guest that takes part runs
 //! its channel's share exactly as a resident channel would, then arrives at the mailbox
