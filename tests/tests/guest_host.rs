@@ -90,10 +90,14 @@ fn cases(shape: Shape, choice: AlgorithmChoice, part: (usize, usize)) -> Vec<Col
     cases
 }
 
+/// Every algorithm choice on 2 ranks; the automatic choice and two-shot on 3; the
+/// automatic choice on 4 (CI's time: each rank count adds a few hundred post grids of
+/// CPU threads).
 #[test]
 fn stream_path_with_guests_is_exact_and_spreads_as_planned_on_2_to_4_ranks() {
-    for nranks in 2..=4 {
-        for (k, choice) in [AlgorithmChoice::Auto, AlgorithmChoice::Ring, AlgorithmChoice::OneShot, AlgorithmChoice::TwoShot].into_iter().enumerate() {
+    use AlgorithmChoice::{Auto, OneShot, Ring, TwoShot};
+    for (nranks, choices) in [(2, &[Auto, Ring, OneShot, TwoShot][..]), (3, &[Auto, TwoShot][..]), (4, &[Auto][..])] {
+        for (k, &choice) in choices.iter().enumerate() {
             let shape = shape(nranks, choice);
             let cases = cases(shape, choice, ((nranks as usize - 2) * 4 + k, 12));
             let started = Instant::now();

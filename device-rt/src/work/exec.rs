@@ -13,7 +13,7 @@ use core::mem::size_of;
 use super::item::{BadItem, DeviceFunction, WorkItem, WorkKind};
 use super::placement::elect_channel;
 use super::mailbox::update_state;
-use super::spread::{Spread, mailbox_spread};
+use super::spread::mailbox_spread;
 use super::queue::{ITEM_CACHE, LoopShared, LoopState, MAILBOX_CLOSED, MAILBOX_COMPLETE, MAILBOX_PENDING, QueueHeader, RingSlot, mailbox_generation};
 use crate::abi::{LoopError, WaitSite};
 use crate::algo::{Coll, CollCtx, CollFunction, plan_collective, run_collective};
@@ -229,16 +229,16 @@ pub unsafe fn work_loop(args: LoopArgs) {
             unsafe { unpublished.publish(&a) };
         }
         // A mailbox collective may spread over guest channels too (see `guest`).
-        let spread = match source {
+        let channels = match source {
             // SAFETY: `a.comm` is null or the rank's `CommDevice`, valid for the launch.
-            Source::Mailbox(_) => unsafe { mailbox_spread(a.comm, a.count, &item, kind) },
-            Source::Ring(_) => Spread { channels: a.count, arrivals: a.count },
+            Source::Mailbox(_) => unsafe { mailbox_spread(a.comm, a.count, &item, kind) }.channels,
+            Source::Ring(_) => a.count,
         };
         // SAFETY: `a` is this CTA's channel, with the channels the item spreads over (the
         // loop's own, or every channel of the communicator, whose connections cover them),
         // and `shared` its `LoopShared`; `kind` is the item's validated kind, and every thread
         // of the CTA runs it with the same arguments.
-        let outcome = unsafe { execute(&Channel { count: spread.channels, ..a }, kind, &item, shared) };
+        let outcome = unsafe { execute(&Channel { count: channels, ..a }, kind, &item, shared) };
         arch::barrier_sync_all();
         match outcome {
             Ok(()) => {}
@@ -267,9 +267,18 @@ pub unsafe fn work_loop(args: LoopArgs) {
             }
             Source::Mailbox(generation) => {
                 if tid == 0 {
+                    // The spread again, from the item still in the shared cache (nothing kept
+                    // live across the item: the loop's registers).
+                    // SAFETY: `taken - 1 < ITEM_CACHE` is the item just run, which warp 0 does
+                    // not rewrite before the next fetch; `a.comm` is null or the rank's
+                    // `CommDevice`, valid for the launch.
+                    let arrivals = unsafe {
+                        let ran = (&raw const (*shared).items).cast::<WorkItem>().add(taken - 1).read_volatile();
+                        mailbox_spread(a.comm, a.count, &ran, kind).arrivals
+                    };
                     // SAFETY: `a` is this CTA's channel; thread 0 alone completes the mailbox
-                    // item, once per generation.
-                    unsafe { complete_mailbox(&a, writes_memory(kind), spread.arrivals) };
+                    // item, once per generation, with the item's spread.
+                    unsafe { complete_mailbox(&a, writes_memory(kind), arrivals) };
                 }
                 mailbox_done = generation;
                 mailbox_focus_until_ns = arch::globaltimer_ns().wrapping_add(MAILBOX_FOCUS_NS);

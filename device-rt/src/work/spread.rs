@@ -24,8 +24,12 @@ pub(super) struct Spread {
 /// it), takes part on the resident channels alone. Pure arithmetic over the item and the
 /// communicator, so every channel of the rank gets the same answer.
 ///
+/// Not inlined: its 64-bit divisions would take the loop's registers (its item code
+/// spills under a register cap).
+///
 /// # Safety
 /// `comm` is null or a valid `CommDevice` that the kernel only reads.
+#[inline(never)]
 pub(super) unsafe fn mailbox_spread(comm: *const CommDevice, resident: u32, item: &WorkItem, kind: WorkKind) -> Spread {
     let own = Spread { channels: resident, arrivals: resident };
     if comm.is_null() || kind != WorkKind::Collective {
