@@ -429,6 +429,11 @@ mod tests {
         assert!(check_cubin(b"").is_err());
     }
 
+    /// Held by each test that writes a fake ptxas and runs it. A test that forks while
+    /// another writes its script gives the child a copy of the script's open file until the
+    /// child execs; running the script in that window fails with ETXTBSY ("Text file busy").
+    static SCRIPTS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
     /// Writes an executable shell script standing in for ptxas: it copies `template` to
     /// its `-o` argument, or fails like ptxas where its input has a `.maxnreg` and
     /// `fail_capped` is set.
@@ -469,6 +474,7 @@ mod tests {
 
     #[test]
     fn cubins_are_built_once_per_cap_checked_and_reused_while_the_ptx_is_the_same() {
+        let _turn = SCRIPTS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let dir = scratch("build");
         let template = dir.join("template.cubin");
         std::fs::write(&template, fake_cubin()).unwrap();
@@ -502,6 +508,7 @@ mod tests {
 
     #[test]
     fn failed_ptxas_fails_the_build_and_leaves_no_stale_cubin() {
+        let _turn = SCRIPTS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let dir = scratch("fail");
         let template = dir.join("template.cubin");
         std::fs::write(&template, fake_cubin()).unwrap();
