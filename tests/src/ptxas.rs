@@ -41,14 +41,16 @@ pub fn find() -> Result<PathBuf, String> {
         .into())
 }
 
-/// Assembles `ptx` with `ptxas -arch=sm_90a -v` and returns each kernel's report.
-pub fn assemble(ptxas: &Path, ptx: &str, scratch: &Path) -> Result<BTreeMap<String, KernelReport>, String> {
+/// Assembles `ptx` with `ptxas -arch=sm_90a -v` and returns each kernel's report: every
+/// entry point, or with `only` that entry and the functions it calls (`ptxas -e`).
+pub fn assemble(ptxas: &Path, ptx: &str, only: Option<&str>, scratch: &Path) -> Result<BTreeMap<String, KernelReport>, String> {
     std::fs::create_dir_all(scratch).map_err(|e| format!("{}: {e}", scratch.display()))?;
     let input = scratch.join("ferroccl.ptx");
     std::fs::write(&input, ptx).map_err(|e| format!("{}: {e}", input.display()))?;
     let out = Command::new(ptxas)
         .arg(format!("-arch={ARCH}"))
         .arg("-v")
+        .args(only.map(|entry| format!("--entry={entry}")))
         .arg(&input)
         .arg("-o")
         .arg(scratch.join("ferroccl.cubin"))
