@@ -66,6 +66,10 @@ pub enum Error {
     /// The symmetric heap has no free range of `want` bytes (the largest is
     /// `largest_free`); the heap is unchanged.
     HeapExhausted { want: u64, largest_free: u64 },
+    /// The PEs of several processes could not meet or finish a collective host call: a
+    /// PE never arrived, left, or was at another call (the reason names it). Every PE
+    /// gets this error; the bootstrap refuses every later call.
+    Bootstrap(String),
 }
 
 /// host-shim's result type.
@@ -134,6 +138,7 @@ impl fmt::Display for Error {
             Self::HeapExhausted { want, largest_free } => {
                 write!(f, "the symmetric heap has no free {want} bytes (largest free range: {largest_free} bytes); nothing changed")
             }
+            Self::Bootstrap(why) => write!(f, "bootstrap of the PEs failed: {why}"),
             Self::AlgorithmUnfit { algorithm, function, why } => {
                 write!(f, "the communicator forces {}, which cannot run this {}: ", algorithm.name(), function.name())?;
                 match why {

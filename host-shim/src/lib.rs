@@ -44,6 +44,7 @@
 mod driver;
 mod error;
 
+pub mod bootstrap;
 pub mod comm;
 pub mod device;
 pub mod memory;
