@@ -154,39 +154,34 @@ fn accept_all(n_pes: usize, path: &Path, budget: Duration) -> Result<Vec<UnixStr
     let _unlink = RemoveOnDrop(path.to_path_buf());
     listener.set_nonblocking(true).map_err(|e| bootstrap_io(path, "listening", &e))?;
     let mut arrived: Vec<Option<UnixStream>> = (1..n_pes).map(|_| None).collect();
-    let mut pending: Vec<UnixStream> = Vec::new();
+    let fail = |arrived: &[Option<UnixStream>], also: Option<UnixStream>, why: String| {
+        let mut others: Vec<UnixStream> = arrived.iter().flatten().filter_map(|s| s.try_clone().ok()).collect();
+        others.extend(also);
+        Error::Bootstrap(abort_all(&others, why))
+    };
     while arrived.iter().any(Option::is_none) {
         match listener.accept() {
             Ok((stream, _)) => {
-                let result = stream.set_nonblocking(false).and_then(|()| stream.set_write_timeout(Some(budget)));
-                if let Err(e) = result {
-                    return Err(Error::Bootstrap(abort_all(&connected(&arrived, &pending), format!("accepting a PE: {e}"))));
-                }
-                match frame::recv(&stream, deadline) {
-                    Ok(Frame { tag: Tag::Hello, payload, .. }) => match hello_from(&payload, n_pes) {
-                        Ok(pe) if arrived[pe - 1].is_none() => arrived[pe - 1] = Some(stream),
-                        Ok(pe) => {
-                            pending.push(stream);
-                            return Err(Error::Bootstrap(abort_all(&connected(&arrived, &pending), format!("two processes joined as PE {pe}"))));
-                        }
-                        Err(why) => {
-                            pending.push(stream);
-                            return Err(Error::Bootstrap(abort_all(&connected(&arrived, &pending), why)));
-                        }
-                    },
-                    // A connection that says nothing sensible is not a PE: drop it.
-                    Ok(_) | Err(_) => {}
-                }
+                let ready = stream.set_nonblocking(false).and_then(|()| stream.set_write_timeout(Some(budget)));
+                // A connection that says nothing sensible is not a PE: it is dropped.
+                let Ok(Frame { tag: Tag::Hello, payload, .. }) = ready.and_then(|()| frame::recv(&stream, deadline)) else { continue };
+                let why = match hello_from(&payload, n_pes) {
+                    Ok(pe) if arrived[pe - 1].is_none() => {
+                        arrived[pe - 1] = Some(stream);
+                        continue;
+                    }
+                    Ok(pe) => format!("two processes joined as PE {pe}"),
+                    Err(why) => why,
+                };
+                return Err(fail(&arrived, Some(stream), why));
             }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock && Instant::now() < deadline => std::thread::sleep(Duration::from_millis(1)),
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                if Instant::now() >= deadline {
-                    let missing: Vec<String> = arrived.iter().enumerate().filter(|(_, s)| s.is_none()).map(|(i, _)| (i + 1).to_string()).collect();
-                    let why = format!("PE(s) {} of {n_pes} never reached the rendezvous {} within {budget:?}", missing.join(", "), path.display());
-                    return Err(Error::Bootstrap(abort_all(&connected(&arrived, &pending), why)));
-                }
-                std::thread::sleep(Duration::from_millis(1));
+                let missing: Vec<String> = arrived.iter().enumerate().filter(|(_, s)| s.is_none()).map(|(i, _)| (i + 1).to_string()).collect();
+                let why = format!("PE(s) {} of {n_pes} never reached the rendezvous {} within {budget:?}", missing.join(", "), path.display());
+                return Err(fail(&arrived, None, why));
             }
-            Err(e) => return Err(Error::Bootstrap(abort_all(&connected(&arrived, &pending), format!("accepting at {}: {e}", path.display())))),
+            Err(e) => return Err(fail(&arrived, None, format!("accepting at {}: {e}", path.display()))),
         }
     }
     let peers: Vec<UnixStream> = arrived.into_iter().flatten().collect();
@@ -196,11 +191,6 @@ fn accept_all(n_pes: usize, path: &Path, budget: Duration) -> Result<Vec<UnixStr
         }
     }
     Ok(peers)
-}
-
-/// The connections PE 0 holds while PEs arrive.
-fn connected(arrived: &[Option<UnixStream>], pending: &[UnixStream]) -> Vec<UnixStream> {
-    arrived.iter().flatten().chain(pending).filter_map(|s| s.try_clone().ok()).collect()
 }
 
 /// The PE number in a hello, checked against PE 0's PE count.
