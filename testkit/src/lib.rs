@@ -7,9 +7,11 @@
 //!   [`coll::group::RankGroup`]: GPU ranks ([`coll::gpu::GpuGroup`]) or host-twin ranks
 //!   ([`coll::twin::TwinGroup`], the device code on CPU threads);
 //! - [`selftest`]: the GPU self-tests (the device's unit tests) and their harness;
-//! - [`shmem`]: a symmetric heap whose PEs run on the host twin.
+//! - [`shmem`]: a symmetric heap whose PEs run on the host twin;
+//! - [`launch`]: `ferroccl run`'s PE launcher (one process per PE).
 
 pub mod coll;
+pub mod launch;
 pub mod reference;
 pub mod selftest;
 pub mod shmem;

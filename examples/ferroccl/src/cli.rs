@@ -45,6 +45,27 @@ pub enum Command {
     Bench(BenchCmd),
     /// Print the embedded PTX module
     Ptx,
+    /// Start a program as N PEs, one process each (seed 004's launcher): PE i gets
+    /// FERROCCL_PE=i, FERROCCL_N_PES=N, FERROCCL_DEVICE and a fresh FERROCCL_BOOTSTRAP
+    /// rendezvous; once a PE fails the others get --grace, then are killed
+    Run(RunArgs),
+}
+
+/// `ferroccl run`.
+#[derive(Debug, Args, PartialEq)]
+pub struct RunArgs {
+    /// PEs (processes) to start
+    #[arg(short = 'n', long = "pes", value_name = "N")]
+    pub pes: usize,
+    /// Each PE's device (comma-separated ordinals; default: PE i on device i)
+    #[arg(long, value_delimiter = ',')]
+    pub devices: Vec<usize>,
+    /// How long the other PEs may run once one has failed
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration, default_value = "30s")]
+    pub grace: std::time::Duration,
+    /// The program and its arguments
+    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "PROGRAM")]
+    pub program: Vec<String>,
 }
 
 /// `ferroccl test`.

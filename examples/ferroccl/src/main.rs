@@ -7,6 +7,7 @@
 //! - `ferroccl bench`: nccl-tests' table for the collectives (host twin without a GPU);
 //!   `bench reduce_copy`, `bench work_loop` and `bench footprint`: the single-GPU benchmarks.
 //! - `ferroccl ptx`: prints the embedded PTX module (for ptxas, linking, inspection).
+//! - `ferroccl run -n N PROGRAM…`: starts PROGRAM as N PEs, one process each.
 
 use std::io::IsTerminal;
 use std::path::Path;
@@ -30,14 +31,14 @@ use ferroccl_testkit::coll::staged;
 use ferroccl_testkit::coll::gpu::GpuGroup;
 use ferroccl_testkit::coll::group::{RankGroup, SubmitPath};
 use ferroccl_testkit::coll::twin::TwinGroup;
-use ferroccl_testkit::selftest;
+use ferroccl_testkit::{launch, selftest};
 use device_rt::algo::AlgorithmChoice;
 use host_shim::comm::CommConfig;
 use host_shim::comm::wiring::Shape;
 use host_shim::{Error, device};
 
 use crate::bench::ReduceCopyBench;
-use crate::cli::{AbortArgs, BenchCmd, Cli, CollArgs, Command, CommArgs, FootprintArgs, ReduceCopyArgs, SingleGpuBench, TestArgs, WorkLoopArgs};
+use crate::cli::{AbortArgs, BenchCmd, Cli, CollArgs, Command, CommArgs, FootprintArgs, ReduceCopyArgs, RunArgs, SingleGpuBench, TestArgs, WorkLoopArgs};
 
 fn main() -> ExitCode {
     env_logger::Builder::from_env(env_logger::Env::new().filter_or("FERROCCL_LOG", "warn").write_style("FERROCCL_LOG_STYLE")).init();
@@ -55,11 +56,28 @@ fn main() -> ExitCode {
             print!("{}", host_shim::module::PTX);
             Ok(ExitCode::SUCCESS)
         }
+        Command::Run(args) => run_pes(&args),
     };
     result.unwrap_or_else(|e| {
         eprintln!("ferroccl: {e}");
         ExitCode::FAILURE
     })
+}
+
+/// `ferroccl run`: every PE's process, then the outcome (stderr names each failed PE).
+fn run_pes(args: &RunArgs) -> Result<ExitCode, Error> {
+    let devices = if args.devices.is_empty() { (0..args.pes).collect() } else { args.devices.clone() };
+    if args.pes == 0 || devices.len() != args.pes {
+        return Err(Error::InvalidArgument(format!("-n {} with --devices {devices:?}: at least one PE, one device per PE", args.pes)));
+    }
+    let (program, rest) = args.program.split_first().ok_or_else(|| Error::InvalidArgument("no program to run".into()))?;
+    let launch = launch::Launch { program: program.into(), args: rest.to_vec(), devices, grace: args.grace };
+    let outcome = launch::run(&launch).map_err(|e| Error::InvalidArgument(format!("ferroccl run: {e}")))?;
+    if outcome.success() {
+        return Ok(ExitCode::SUCCESS);
+    }
+    eprintln!("ferroccl run: {outcome}");
+    Ok(ExitCode::FAILURE)
 }
 
 /// A progress bar of `len` steps on stderr, hidden when stdout is not a terminal (a

@@ -1,39 +1,52 @@
-//! The symmetric heap (NVSHMEM's, seed 004) for PEs in this process, one per stream like
-//! the communicator's ranks: every PE's heap in its device's memory (CUDA VMM, exportable
-//! as a POSIX file descriptor), every heap mapped for every device that can reach it,
-//! collective `malloc`/`free`, and each PE's device handle for `device_rt::shmem`.
+//! The symmetric heap (NVSHMEM's, seed 004): every PE's heap in its device's memory (CUDA
+//! VMM), every heap mapped for every device that can reach it, collective `malloc`/`free`,
+//! and each PE's device handle for `device_rt::shmem`. Two forms:
 //!
-//! A collective call takes every PE's argument at once (`args[pe]`): PEs that disagree
-//! get one error, [`Error::SymmetricMismatch`](crate::Error::SymmetricMismatch), and the
-//! heap is unchanged, so no PE waits for another that will never agree. The bookkeeping
-//! ([`book`]) is pure and shared with the host-twin heap of the tests.
+//! - [`Heap::new`]: several PEs in this process, one per stream like the communicator's
+//!   ranks. A collective call takes every PE's argument at once (`args[pe]`).
+//! - [`Heap::join`]: one PE per process (seed 004's model, started by `ferroccl run` or
+//!   another launcher): each PE exports its heap as a POSIX file descriptor, the
+//!   [`Bootstrap`] hands every descriptor to every PE, and each maps every peer's heap. A
+//!   collective call takes this PE's argument; the bootstrap gathers everyone's.
 //!
-//! Not yet here: PEs in other processes (the exported handles and a bootstrap), and
-//! host-side operations on streams.
+//! Either way PEs that disagree all get one error,
+//! [`Error::SymmetricMismatch`](crate::Error::SymmetricMismatch), and the heap is
+//! unchanged, so no PE waits for another that will never agree; in the process form a PE
+//! that is gone fails every PE's call with [`Error::Bootstrap`](crate::Error::Bootstrap).
+//! The bookkeeping ([`book`]) is pure and shared with the host-twin heap of the tests.
+//!
+//! Not yet here: host-side operations on streams.
 
 pub mod book;
 mod vmm;
 
+use std::os::fd::AsFd;
 use std::sync::Arc;
 use std::time::Duration;
 
-use cudarc::driver::{CudaStream, result};
+use cudarc::driver::{CudaContext, CudaStream, result};
 use device_rt::abi::ShmemHandle;
-use zerocopy::IntoBytes;
+use zerocopy::{FromBytes, IntoBytes};
 
 use crate::memory::HostMapped;
 use crate::work::DeviceAlloc;
+use crate::bootstrap::Bootstrap;
 use crate::{Error, Result, device};
 use book::{HeapBook, device_handle};
 use vmm::VmmHeap;
 
-/// A symmetric heap over the PEs of this process (PE `i` on stream `i`'s device).
+/// A symmetric heap: every PE's heap mapped in this process, and the PEs of this process.
 pub struct Heap {
     book: HeapBook,
+    /// Every PE's heap, by PE.
     heaps: Vec<VmmHeap>,
-    /// Each PE's `ShmemHandle`, in its device's memory.
+    /// The PEs of this process, in the order of the arguments of collective calls.
+    local: Vec<usize>,
+    /// Each local PE's `ShmemHandle`, in its device's memory.
     handles: Vec<DeviceAlloc>,
     abort: HostMapped<u64>,
+    /// The other processes' PEs, in the process form.
+    bootstrap: Option<Bootstrap>,
 }
 
 impl Heap {
@@ -72,13 +85,52 @@ impl Heap {
         let mut handles = Vec::new();
         for (pe, ctx) in ctxs.iter().enumerate() {
             let bases: Vec<u64> = heaps.iter().zip(&reach).map(|(h, readers)| if readers.contains(&ordinals[pe]) { h.base() } else { 0 }).collect();
-            let handle = device_handle(pe, &bases, heap_bytes, abort.device_ptr(), spin_budget)?;
-            let alloc = DeviceAlloc::zeroed(ctx, size_of::<ShmemHandle>())?;
-            // SAFETY: the allocation holds one `ShmemHandle`; no kernel uses it yet.
-            unsafe { result::memcpy_htod_sync(alloc.ptr(), handle.as_bytes()) }.map_err(Error::cuda("cuMemcpyHtoD"))?;
-            handles.push(alloc);
+            handles.push(handle_on_device(ctx, pe, &bases, heap_bytes, &abort, spin_budget)?);
         }
-        Ok(Self { book, heaps, handles, abort })
+        Ok(Self { book, heaps, local: (0..ctxs.len()).collect(), handles, abort, bootstrap: None })
+    }
+
+    /// This process's PE of a heap over one PE per process: `bootstrap` names the PE and
+    /// reaches the others; `stream`'s device holds this PE's heap of at least `heap_bytes`
+    /// (every PE must ask the same; the heap is rounded up to the largest granularity of
+    /// any PE's device); each wait of its device code is bounded by `spin_budget`. A peer
+    /// whose heap this device cannot reach gets 0 in the handle (`ptr` returns null).
+    /// Every PE calls this at once, before any kernel runs on its device.
+    pub fn join(stream: &Arc<CudaStream>, heap_bytes: u64, spin_budget: Duration, mut bootstrap: Bootstrap) -> Result<Self> {
+        let ctx = stream.context();
+        let me = bootstrap.pe();
+        let ours = [heap_bytes, vmm::granularity(ctx)?, ctx.ordinal() as u64];
+        let parts = bootstrap.all_gather("shmem init", ours.as_bytes(), &[])?;
+        let words: Vec<[u64; 3]> = parts.iter().map(|p| <[u64; 3]>::read_from_bytes(&p.bytes).map_err(|_| Error::Bootstrap("a malformed shmem init part".into()))).collect::<Result<_>>()?;
+        let requested: Vec<u64> = words.iter().map(|w| w[0]).collect();
+        if requested.iter().any(|&b| b != heap_bytes) {
+            return Err(Error::SymmetricMismatch { call: "init", args: requested });
+        }
+        let granule = words.iter().map(|w| w[1]).max().unwrap_or(1);
+        let heap_bytes = heap_bytes.checked_next_multiple_of(granule).ok_or_else(|| Error::InvalidArgument(format!("a heap of {heap_bytes} bytes")))?;
+        let book = HeapBook::new(heap_bytes)?;
+        let own = VmmHeap::new(ctx, heap_bytes, &[ctx.ordinal()])?;
+        let exported = own.export()?;
+        let parts = bootstrap.all_gather("shmem heaps", &[], &[exported.as_fd()])?;
+        let mut heaps = Vec::new();
+        let mut own = Some(own);
+        let mut bases = Vec::new();
+        for (pe, (part, w)) in parts.into_iter().zip(&words).enumerate() {
+            let peer = w[2] as usize;
+            let heap = match (pe == me, part.fds.first()) {
+                (true, _) => own.take().ok_or_else(|| Error::Bootstrap("two parts for this PE".into()))?,
+                (false, Some(fd)) => VmmHeap::import(ctx, fd, heap_bytes)?,
+                (false, None) => return Err(Error::Bootstrap(format!("PE {pe} sent no heap handle"))),
+            };
+            let reachable = pe == me || peer == ctx.ordinal() || device::can_access_peer(ctx.ordinal(), peer)?;
+            bases.push(if reachable { heap.base() } else { 0 });
+            heaps.push(heap);
+        }
+        let abort = HostMapped::<u64>::zeroed(ctx, 1)?;
+        let handle = handle_on_device(ctx, me, &bases, heap_bytes, &abort, spin_budget)?;
+        // No PE uses a peer's heap before every PE has mapped every heap.
+        bootstrap.barrier()?;
+        Ok(Self { book, heaps, local: vec![me], handles: vec![handle], abort, bootstrap: Some(bootstrap) })
     }
 
     /// The number of PEs.
@@ -86,40 +138,68 @@ impl Heap {
         self.heaps.len()
     }
 
-    /// The device address of PE `pe`'s `ShmemHandle`: what its kernels give
+    /// The PEs of this process: every PE in the single-process form, one in the process
+    /// form. Collective calls take one argument per local PE, in this order.
+    pub fn local_pes(&self) -> &[usize] {
+        &self.local
+    }
+
+    /// The device address of local PE `pe`'s `ShmemHandle`: what its kernels give
     /// `device_rt::shmem::Shmem::new`.
+    ///
+    /// # Panics
+    /// Where `pe` is not a PE of this process.
     pub fn handle(&self, pe: usize) -> u64 {
-        self.handles[pe].ptr()
+        let at = self.local.iter().position(|&p| p == pe);
+        self.handles[at.unwrap_or_else(|| panic!("PE {pe} is not a PE of this process ({:?})", self.local))].ptr()
     }
 
-    /// Collective `malloc`: `bytes[pe]` is PE `pe`'s size, the same on every PE. Returns
-    /// every PE's symmetric address of the new allocation (in its own heap; not zeroed).
-    /// A mismatch, or a full heap, is every PE's error, and changes nothing.
+    /// Collective `malloc`: `bytes[i]` is local PE `i`'s size, the same on every PE.
+    /// Returns every local PE's symmetric address of the new allocation (in its own heap;
+    /// not zeroed). A mismatch, or a full heap, is every PE's error, and changes nothing.
     pub fn malloc(&mut self, bytes: &[u64]) -> Result<Vec<u64>> {
-        self.check_pes("malloc", bytes.len())?;
-        let offset = self.book.malloc(bytes)?;
-        Ok(self.heaps.iter().map(|h| h.base() + offset).collect())
+        self.check_local("malloc", bytes.len())?;
+        let all = self.gather("malloc", bytes)?;
+        let offset = self.book.malloc(&all)?;
+        Ok(self.local.iter().map(|&pe| self.heaps[pe].base() + offset).collect())
     }
 
-    /// Collective `free`: `addrs[pe]` is PE `pe`'s symmetric address of one allocation
+    /// Collective `free`: `addrs[i]` is local PE `i`'s symmetric address of one allocation
     /// (what [`Heap::malloc`] returned), the same allocation on every PE; no kernel may
     /// use it any more. A mismatch is every PE's error, and changes nothing.
     pub fn free(&mut self, addrs: &[u64]) -> Result<()> {
-        self.check_pes("free", addrs.len())?;
-        let offsets: Vec<u64> = addrs.iter().zip(&self.heaps).map(|(&a, h)| a.wrapping_sub(h.base())).collect();
-        self.book.free(&offsets)
+        self.check_local("free", addrs.len())?;
+        let offsets: Vec<u64> = addrs.iter().zip(&self.local).map(|(&a, &pe)| a.wrapping_sub(self.heaps[pe].base())).collect();
+        let all = self.gather("free", &offsets)?;
+        self.book.free(&all)
     }
 
-    /// Sets the abort flag every wait of every PE reads: their waits end with an error.
-    /// Never blocks.
+    fn check_local(&self, call: &str, args: usize) -> Result<()> {
+        if args == self.local.len() {
+            return Ok(());
+        }
+        Err(Error::InvalidArgument(format!("shmem {call}: {args} arguments for {} PE(s) of this process", self.local.len())))
+    }
+
+    /// Every PE's argument of the collective call `call`, given the local PEs' `args`.
+    fn gather(&mut self, call: &str, args: &[u64]) -> Result<Vec<u64>> {
+        let Some(bootstrap) = &mut self.bootstrap else { return Ok(args.to_vec()) };
+        let parts = bootstrap.all_gather(call, args.as_bytes(), &[])?;
+        Ok(parts.iter().flat_map(|p| p.bytes.chunks_exact(8).map(|w| u64::from_le_bytes(w.try_into().unwrap_or([0; 8])))).collect())
+    }
+
+    /// Sets the abort flag every wait of this process's PEs reads: their waits end with an
+    /// error. Never blocks.
     pub fn abort(&mut self) {
         self.abort.write(0, 1);
     }
+}
 
-    fn check_pes(&self, call: &str, args: usize) -> Result<()> {
-        if args == self.heaps.len() {
-            return Ok(());
-        }
-        Err(Error::InvalidArgument(format!("shmem {call}: {args} arguments for {} PEs", self.heaps.len())))
-    }
+/// PE `pe`'s `ShmemHandle` (every PE's heap at `bases`), in `ctx`'s device memory.
+fn handle_on_device(ctx: &Arc<CudaContext>, pe: usize, bases: &[u64], heap_bytes: u64, abort: &HostMapped<u64>, spin_budget: Duration) -> Result<DeviceAlloc> {
+    let handle = device_handle(pe, bases, heap_bytes, abort.device_ptr(), spin_budget)?;
+    let alloc = DeviceAlloc::zeroed(ctx, size_of::<ShmemHandle>())?;
+    // SAFETY: the allocation holds one `ShmemHandle`; no kernel uses it yet.
+    unsafe { result::memcpy_htod_sync(alloc.ptr(), handle.as_bytes()) }.map_err(Error::cuda("cuMemcpyHtoD"))?;
+    Ok(alloc)
 }

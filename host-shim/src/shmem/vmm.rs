@@ -1,20 +1,25 @@
 //! One PE's heap in device memory through CUDA's virtual memory management: a physical
-//! allocation that can be exported as a POSIX file descriptor (for PEs in other
-//! processes, later), mapped at a reserved address and opened to the devices that may
-//! reach it. Thin wrappers over the driver calls; everything else is in `book`.
+//! allocation, exported as a POSIX file descriptor for PEs in other processes and
+//! imported there, mapped at a reserved address and opened to the devices that may reach
+//! it. Thin wrappers over the driver calls; everything else is in `book`.
 
+use std::ffi::c_void;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::Arc;
 
 use cudarc::driver::{CudaContext, sys};
 
 use crate::{Error, Result};
 
+/// How heaps are shared with other processes: as POSIX file descriptors.
+const HANDLE_TYPE: sys::CUmemAllocationHandleType = sys::CUmemAllocationHandleType::CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+
 /// The allocation properties of a heap on device `ordinal`: pinned device memory,
 /// exportable as a POSIX file descriptor.
 fn properties(ordinal: usize) -> sys::CUmemAllocationProp {
     sys::CUmemAllocationProp {
         type_: sys::CUmemAllocationType::CU_MEM_ALLOCATION_TYPE_PINNED,
-        requestedHandleTypes: sys::CUmemAllocationHandleType::CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+        requestedHandleTypes: HANDLE_TYPE,
         location: sys::CUmemLocation { type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE, id: ordinal as i32 },
         win32HandleMetaData: std::ptr::null_mut(),
         allocFlags: sys::CUmemAllocationProp_st__bindgen_ty_1 { compressionType: 0, gpuDirectRDMACapable: 0, usage: 0, reserved: [0; 4] },
@@ -33,8 +38,9 @@ pub fn granularity(ctx: &Arc<CudaContext>) -> Result<u64> {
     Ok(bytes as u64)
 }
 
-/// One PE's heap: `bytes` of `ctx`'s device memory mapped at `base`, readable and
-/// writable by the devices it was opened to. Unmapped and released on drop.
+/// One PE's heap: `bytes` of device memory (this process's allocation, or one another
+/// process exported) mapped at `base`, readable and writable by the devices it was opened
+/// to. Unmapped and released on drop.
 pub struct VmmHeap {
     ctx: Arc<CudaContext>,
     handle: sys::CUmemGenericAllocationHandle,
@@ -53,6 +59,42 @@ impl VmmHeap {
         let mut handle = 0;
         // SAFETY: `prop` is a valid property block; the handle is written on success.
         unsafe { sys::cuMemCreate(&mut handle, bytes, &prop, 0) }.result().map_err(Error::cuda("cuMemCreate"))?;
+        let heap = Self::map(ctx, handle, bytes, readers)?;
+        // SAFETY: `bytes` mapped, writable bytes from `base`; no kernel uses them yet.
+        unsafe { sys::cuMemsetD8_v2(heap.base, 0, bytes) }.result().map_err(Error::cuda("cuMemsetD8"))?;
+        Ok(heap)
+    }
+
+    /// Maps another process's heap, exported as `fd` (see [`VmmHeap::export`]), `bytes`
+    /// long, at a new address of this process, and opens it to `ctx`'s device. The
+    /// exporter keeps it zeroed until every PE is mapped (the bootstrap's calls order it).
+    pub fn import(ctx: &Arc<CudaContext>, fd: &OwnedFd, bytes: u64) -> Result<Self> {
+        ctx.bind_to_thread().map_err(Error::cuda("cuCtxSetCurrent"))?;
+        let bytes = usize::try_from(bytes).map_err(|_| Error::InvalidArgument(format!("a heap of {bytes} bytes")))?;
+        let mut handle = 0;
+        // SAFETY: the driver reads the descriptor (passed by value in the pointer-sized
+        // argument, as the POSIX handle type asks) and writes the handle on success.
+        let imported = unsafe { sys::cuMemImportFromShareableHandle(&mut handle, fd.as_raw_fd() as usize as *mut c_void, HANDLE_TYPE) };
+        imported.result().map_err(Error::cuda("cuMemImportFromShareableHandle"))?;
+        Self::map(ctx, handle, bytes, &[ctx.ordinal()])
+    }
+
+    /// The allocation as a POSIX file descriptor, for [`VmmHeap::import`] in another
+    /// process.
+    pub fn export(&self) -> Result<OwnedFd> {
+        self.ctx.bind_to_thread().map_err(Error::cuda("cuCtxSetCurrent"))?;
+        let mut fd: i32 = -1;
+        // SAFETY: the POSIX handle type writes an `int` descriptor through the pointer.
+        unsafe { sys::cuMemExportToShareableHandle((&raw mut fd).cast(), self.handle, HANDLE_TYPE, 0) }
+            .result()
+            .map_err(Error::cuda("cuMemExportToShareableHandle"))?;
+        // SAFETY: the driver just opened this descriptor for us.
+        Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    }
+
+    /// Maps `handle` (owned from here on: released on failure too) at a new address and
+    /// opens it to `readers`.
+    fn map(ctx: &Arc<CudaContext>, handle: sys::CUmemGenericAllocationHandle, bytes: usize, readers: &[usize]) -> Result<Self> {
         let mut heap = Self { ctx: ctx.clone(), handle, base: 0, bytes };
         // SAFETY: reserves address space only; the address is written on success.
         unsafe { sys::cuMemAddressReserve(&mut heap.base, bytes, 0, 0, 0) }.result().map_err(Error::cuda("cuMemAddressReserve"))?;
@@ -67,8 +109,6 @@ impl VmmHeap {
             .collect();
         // SAFETY: the range was just mapped; `access` holds `access.len()` descriptors.
         unsafe { sys::cuMemSetAccess(heap.base, bytes, access.as_ptr(), access.len()) }.result().map_err(Error::cuda("cuMemSetAccess"))?;
-        // SAFETY: `bytes` mapped, writable bytes from `base`; no kernel uses them yet.
-        unsafe { sys::cuMemsetD8_v2(heap.base, 0, bytes) }.result().map_err(Error::cuda("cuMemsetD8"))?;
         Ok(heap)
     }
 
