@@ -23,7 +23,7 @@ pub struct HeapBook {
 }
 
 /// The one value every PE passed to a collective call, or the error every PE gets.
-fn agree(call: &'static str, args: &[u64]) -> Result<u64> {
+pub fn agree(call: &'static str, args: &[u64]) -> Result<u64> {
     match args.split_first() {
         None => Err(Error::InvalidArgument(format!("shmem {call}: no PE took part"))),
         Some((&first, rest)) if rest.iter().all(|&a| a == first) => Ok(first),

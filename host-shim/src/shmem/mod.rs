@@ -18,21 +18,23 @@
 //! Not yet here: host-side operations on streams.
 
 pub mod book;
+pub mod pes;
 mod vmm;
 
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
 use std::time::Duration;
 
 use cudarc::driver::{CudaContext, CudaStream, result};
 use device_rt::abi::ShmemHandle;
-use zerocopy::{FromBytes, IntoBytes};
+use zerocopy::IntoBytes;
 
 use crate::memory::HostMapped;
 use crate::work::DeviceAlloc;
 use crate::bootstrap::Bootstrap;
 use crate::{Error, Result, device};
-use book::{HeapBook, device_handle};
+use book::{HeapBook, agree, device_handle};
+use pes::PeSet;
 use vmm::VmmHeap;
 
 /// A symmetric heap: every PE's heap mapped in this process, and the PEs of this process.
@@ -40,13 +42,10 @@ pub struct Heap {
     book: HeapBook,
     /// Every PE's heap, by PE.
     heaps: Vec<VmmHeap>,
-    /// The PEs of this process, in the order of the arguments of collective calls.
-    local: Vec<usize>,
+    pes: PeSet,
     /// Each local PE's `ShmemHandle`, in its device's memory.
     handles: Vec<DeviceAlloc>,
     abort: HostMapped<u64>,
-    /// The other processes' PEs, in the process form.
-    bootstrap: Option<Bootstrap>,
 }
 
 impl Heap {
@@ -87,7 +86,7 @@ impl Heap {
             let bases: Vec<u64> = heaps.iter().zip(&reach).map(|(h, readers)| if readers.contains(&ordinals[pe]) { h.base() } else { 0 }).collect();
             handles.push(handle_on_device(ctx, pe, &bases, heap_bytes, &abort, spin_budget)?);
         }
-        Ok(Self { book, heaps, local: (0..ctxs.len()).collect(), handles, abort, bootstrap: None })
+        Ok(Self { book, heaps, pes: PeSet::all_here(ctxs.len()), handles, abort })
     }
 
     /// This process's PE of a heap over one PE per process: `bootstrap` names the PE and
@@ -96,41 +95,34 @@ impl Heap {
     /// any PE's device); each wait of its device code is bounded by `spin_budget`. A peer
     /// whose heap this device cannot reach gets 0 in the handle (`ptr` returns null).
     /// Every PE calls this at once, before any kernel runs on its device.
-    pub fn join(stream: &Arc<CudaStream>, heap_bytes: u64, spin_budget: Duration, mut bootstrap: Bootstrap) -> Result<Self> {
+    pub fn join(stream: &Arc<CudaStream>, heap_bytes: u64, spin_budget: Duration, bootstrap: Bootstrap) -> Result<Self> {
         let ctx = stream.context();
         let me = bootstrap.pe();
-        let ours = [heap_bytes, vmm::granularity(ctx)?, ctx.ordinal() as u64];
-        let parts = bootstrap.all_gather("shmem init", ours.as_bytes(), &[])?;
-        let words: Vec<[u64; 3]> = parts.iter().map(|p| <[u64; 3]>::read_from_bytes(&p.bytes).map_err(|_| Error::Bootstrap("a malformed shmem init part".into()))).collect::<Result<_>>()?;
-        let requested: Vec<u64> = words.iter().map(|w| w[0]).collect();
-        if requested.iter().any(|&b| b != heap_bytes) {
-            return Err(Error::SymmetricMismatch { call: "init", args: requested });
-        }
-        let granule = words.iter().map(|w| w[1]).max().unwrap_or(1);
+        let mut pes = PeSet::one_per_process(bootstrap);
+        let heap_bytes = agree("init", &pes.gather("init", &[heap_bytes])?)?;
+        let granule = pes.gather("granularity", &[vmm::granularity(ctx)?])?.into_iter().max().unwrap_or(1);
+        let ordinals = pes.gather("device", &[ctx.ordinal() as u64])?;
         let heap_bytes = heap_bytes.checked_next_multiple_of(granule).ok_or_else(|| Error::InvalidArgument(format!("a heap of {heap_bytes} bytes")))?;
         let book = HeapBook::new(heap_bytes)?;
         let own = VmmHeap::new(ctx, heap_bytes, &[ctx.ordinal()])?;
         let exported = own.export()?;
-        let parts = bootstrap.all_gather("shmem heaps", &[], &[exported.as_fd()])?;
-        let mut heaps = Vec::new();
+        let parts = exchange(&mut pes, "shmem heaps", exported.as_fd())?;
         let mut own = Some(own);
-        let mut bases = Vec::new();
-        for (pe, (part, w)) in parts.into_iter().zip(&words).enumerate() {
-            let peer = w[2] as usize;
-            let heap = match (pe == me, part.fds.first()) {
-                (true, _) => own.take().ok_or_else(|| Error::Bootstrap("two parts for this PE".into()))?,
-                (false, Some(fd)) => VmmHeap::import(ctx, fd, heap_bytes)?,
-                (false, None) => return Err(Error::Bootstrap(format!("PE {pe} sent no heap handle"))),
+        let (mut heaps, mut bases) = (Vec::new(), Vec::new());
+        for (pe, (fd, &peer)) in parts.iter().zip(&ordinals).enumerate() {
+            let heap = match own.take_if(|_| pe == me) {
+                Some(own) => own,
+                None => VmmHeap::import(ctx, fd, heap_bytes)?,
             };
-            let reachable = pe == me || peer == ctx.ordinal() || device::can_access_peer(ctx.ordinal(), peer)?;
+            let reachable = pe == me || peer as usize == ctx.ordinal() || device::can_access_peer(ctx.ordinal(), peer as usize)?;
             bases.push(if reachable { heap.base() } else { 0 });
             heaps.push(heap);
         }
         let abort = HostMapped::<u64>::zeroed(ctx, 1)?;
         let handle = handle_on_device(ctx, me, &bases, heap_bytes, &abort, spin_budget)?;
         // No PE uses a peer's heap before every PE has mapped every heap.
-        bootstrap.barrier()?;
-        Ok(Self { book, heaps, local: vec![me], handles: vec![handle], abort, bootstrap: Some(bootstrap) })
+        pes.gather("mapped", &[0])?;
+        Ok(Self { book, heaps, pes, handles: vec![handle], abort })
     }
 
     /// The number of PEs.
@@ -141,7 +133,7 @@ impl Heap {
     /// The PEs of this process: every PE in the single-process form, one in the process
     /// form. Collective calls take one argument per local PE, in this order.
     pub fn local_pes(&self) -> &[usize] {
-        &self.local
+        self.pes.local()
     }
 
     /// The device address of local PE `pe`'s `ShmemHandle`: what its kernels give
@@ -150,42 +142,26 @@ impl Heap {
     /// # Panics
     /// Where `pe` is not a PE of this process.
     pub fn handle(&self, pe: usize) -> u64 {
-        let at = self.local.iter().position(|&p| p == pe);
-        self.handles[at.unwrap_or_else(|| panic!("PE {pe} is not a PE of this process ({:?})", self.local))].ptr()
+        let at = self.pes.local().iter().position(|&p| p == pe);
+        self.handles[at.unwrap_or_else(|| panic!("PE {pe} is not a PE of this process ({:?})", self.pes.local()))].ptr()
     }
 
     /// Collective `malloc`: `bytes[i]` is local PE `i`'s size, the same on every PE.
     /// Returns every local PE's symmetric address of the new allocation (in its own heap;
     /// not zeroed). A mismatch, or a full heap, is every PE's error, and changes nothing.
     pub fn malloc(&mut self, bytes: &[u64]) -> Result<Vec<u64>> {
-        self.check_local("malloc", bytes.len())?;
-        let all = self.gather("malloc", bytes)?;
-        let offset = self.book.malloc(&all)?;
-        Ok(self.local.iter().map(|&pe| self.heaps[pe].base() + offset).collect())
+        let offset = self.book.malloc(&self.pes.gather("malloc", bytes)?)?;
+        Ok(self.pes.local().iter().map(|&pe| self.heaps[pe].base() + offset).collect())
     }
 
     /// Collective `free`: `addrs[i]` is local PE `i`'s symmetric address of one allocation
     /// (what [`Heap::malloc`] returned), the same allocation on every PE; no kernel may
     /// use it any more. A mismatch is every PE's error, and changes nothing.
     pub fn free(&mut self, addrs: &[u64]) -> Result<()> {
-        self.check_local("free", addrs.len())?;
-        let offsets: Vec<u64> = addrs.iter().zip(&self.local).map(|(&a, &pe)| a.wrapping_sub(self.heaps[pe].base())).collect();
-        let all = self.gather("free", &offsets)?;
-        self.book.free(&all)
-    }
-
-    fn check_local(&self, call: &str, args: usize) -> Result<()> {
-        if args == self.local.len() {
-            return Ok(());
-        }
-        Err(Error::InvalidArgument(format!("shmem {call}: {args} arguments for {} PE(s) of this process", self.local.len())))
-    }
-
-    /// Every PE's argument of the collective call `call`, given the local PEs' `args`.
-    fn gather(&mut self, call: &str, args: &[u64]) -> Result<Vec<u64>> {
-        let Some(bootstrap) = &mut self.bootstrap else { return Ok(args.to_vec()) };
-        let parts = bootstrap.all_gather(call, args.as_bytes(), &[])?;
-        Ok(parts.iter().flat_map(|p| p.bytes.chunks_exact(8).map(|w| u64::from_le_bytes(w.try_into().unwrap_or([0; 8])))).collect())
+        let local = self.pes.local();
+        // A wrong count of arguments is refused by `gather`.
+        let offsets: Vec<u64> = addrs.iter().enumerate().map(|(i, &a)| a.wrapping_sub(local.get(i).map_or(0, |&pe| self.heaps[pe].base()))).collect();
+        self.book.free(&self.pes.gather("free", &offsets)?)
     }
 
     /// Sets the abort flag every wait of this process's PEs reads: their waits end with an
@@ -202,4 +178,17 @@ fn handle_on_device(ctx: &Arc<CudaContext>, pe: usize, bases: &[u64], heap_bytes
     // SAFETY: the allocation holds one `ShmemHandle`; no kernel uses it yet.
     unsafe { result::memcpy_htod_sync(alloc.ptr(), handle.as_bytes()) }.map_err(Error::cuda("cuMemcpyHtoD"))?;
     Ok(alloc)
+}
+
+/// Hands `fd` (this PE's exported heap) to every PE through the bootstrap and returns
+/// every PE's, in PE order (this PE's own as a copy).
+pub fn exchange(pes: &mut PeSet, what: &str, fd: BorrowedFd<'_>) -> Result<Vec<OwnedFd>> {
+    let bootstrap = pes.bootstrap().ok_or(Error::InvalidState("exchanging heaps needs PEs in several processes"))?;
+    let parts = bootstrap.all_gather(what, &[], &[fd])?;
+    let mut fds = Vec::new();
+    for (pe, part) in parts.into_iter().enumerate() {
+        let fd = part.fds.into_iter().next().ok_or_else(|| Error::Bootstrap(format!("PE {pe} sent no heap for {what}")))?;
+        fds.push(fd);
+    }
+    Ok(fds)
 }
