@@ -1,54 +1,161 @@
 //! A symmetric heap whose PEs run on the host twin: host memory stands in for every PE's
-//! heap, host-shim's book keeps the collective malloc/free, and each PE's kernel is one
-//! `arch::launch` on its own OS thread, all at once (in a weak-memory world if given).
+//! heap, host-shim's book keeps the collective malloc/free, and each local PE's kernel is
+//! one `arch::launch` on its own OS thread, all at once (in a weak-memory world if given).
+//!
+//! Two forms, as on GPUs: [`TwinHeap::new`], every PE in this process; [`TwinHeap::join`],
+//! one PE per process (started by `ferroccl run`), each heap a shared-memory file
+//! (`memfd`) that the bootstrap hands to every PE and each maps: the GPU heap's export and
+//! import, with the CPU's shared memory in place of NVLink.
 
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use device_rt::abi::ShmemHandle;
 use device_rt::arch::{self, WeakMemory};
 use device_rt::shmem::Shmem;
-use host_shim::Result;
-use host_shim::shmem::book::{HeapBook, device_handle};
+use host_shim::bootstrap::Bootstrap;
+use host_shim::shmem::book::{HeapBook, agree, device_handle};
+use host_shim::shmem::exchange;
+use host_shim::shmem::pes::PeSet;
+use host_shim::{Error, Result};
 use zerocopy::{FromBytes, Immutable, IntoBytes};
 
-/// The heap of `n_pes` host-twin PEs.
+/// One PE's heap as this process sees it.
+enum Region {
+    /// Host memory of this process (16-byte aligned).
+    Owned(Vec<u128>),
+    /// A shared-memory file mapped here (page aligned); unmapped on drop.
+    Shared { at: NonNull<u8>, len: usize },
+}
+
+// SAFETY: a shared mapping is plain memory, valid until drop, reachable from any thread;
+// the kernels reach it only through `arch`, the host only while no kernel runs.
+unsafe impl Send for Region {}
+// SAFETY: as above.
+unsafe impl Sync for Region {}
+
+impl Region {
+    /// Maps `len` bytes of the shared-memory file `fd`, readable and writable.
+    fn map(fd: &OwnedFd, len: usize) -> Result<Self> {
+        // SAFETY: a fresh shared mapping of `len` bytes of `fd`; the kernel picks the address.
+        let at = unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd.as_raw_fd(), 0) };
+        if at == libc::MAP_FAILED {
+            return Err(Error::InvalidArgument(format!("mapping a twin heap of {len} bytes: {}", std::io::Error::last_os_error())));
+        }
+        Ok(Self::Shared { at: NonNull::new(at.cast()).ok_or_else(|| Error::InvalidArgument("mmap returned null".into()))?, len })
+    }
+
+    fn base(&self) -> *mut u8 {
+        match self {
+            Self::Owned(words) => words.as_ptr().cast_mut().cast(),
+            Self::Shared { at, .. } => at.as_ptr(),
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Self::Owned(words) => words.len() * 16,
+            Self::Shared { len, .. } => *len,
+        }
+    }
+}
+
+impl Drop for Region {
+    fn drop(&mut self) {
+        if let Self::Shared { at, len } = self {
+            // SAFETY: the mapping `map` made; no kernel runs once the heap is dropped.
+            unsafe { libc::munmap(at.as_ptr().cast(), *len) };
+        }
+    }
+}
+
+/// A new shared-memory file of `len` zero bytes.
+fn shared_file(len: usize) -> Result<OwnedFd> {
+    let io = |what: &str| Error::InvalidArgument(format!("{what} for a twin heap: {}", std::io::Error::last_os_error()));
+    // SAFETY: a constant, zero-terminated name; the flags ask for close-on-exec.
+    let fd = unsafe { libc::memfd_create(c"ferroccl-twin-heap".as_ptr(), libc::MFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(io("memfd_create"));
+    }
+    // SAFETY: `memfd_create` just opened this descriptor for us.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    // SAFETY: sizes the file we own.
+    if unsafe { libc::ftruncate(fd.as_raw_fd(), len as libc::off_t) } != 0 {
+        return Err(io("ftruncate"));
+    }
+    Ok(fd)
+}
+
+/// The heap of host-twin PEs.
 pub struct TwinHeap {
     book: HeapBook,
-    /// Every PE's heap: 16-byte aligned host memory.
-    heaps: Vec<Vec<u128>>,
-    /// The abort flag every PE's waits read.
+    /// Every PE's heap, as mapped here, by PE.
+    heaps: Vec<Region>,
+    pes: PeSet,
+    /// The abort flag every local PE's waits read.
     abort: Box<u64>,
+    /// Each local PE's handle.
     handles: Vec<ShmemHandle>,
     memory: Option<WeakMemory>,
 }
 
 impl TwinHeap {
-    /// `n_pes` PEs with heaps of `heap_bytes`, each wait bounded by `spin_budget`, their
-    /// kernels in `memory`'s weak-memory world when given.
+    /// `n_pes` PEs in this process with heaps of `heap_bytes`, each wait bounded by
+    /// `spin_budget`, their kernels in `memory`'s weak-memory world when given.
     pub fn new(n_pes: usize, heap_bytes: u64, spin_budget: Duration, memory: Option<WeakMemory>) -> Result<Self> {
         let book = HeapBook::new(heap_bytes)?;
-        let heaps: Vec<Vec<u128>> = (0..n_pes).map(|_| vec![0u128; heap_bytes.div_ceil(16) as usize]).collect();
+        let heaps: Vec<Region> = (0..n_pes).map(|_| Region::Owned(vec![0u128; heap_bytes.div_ceil(16) as usize])).collect();
+        Self::assemble(book, heaps, PeSet::all_here(n_pes), spin_budget, memory)
+    }
+
+    /// This process's PE of a heap over one PE per process (see the module doc):
+    /// `bootstrap` names the PE and reaches the others; every PE asks for `heap_bytes`
+    /// (rounded up to whole pages); each wait is bounded by `spin_budget`.
+    pub fn join(heap_bytes: u64, spin_budget: Duration, bootstrap: Bootstrap) -> Result<Self> {
+        let me = bootstrap.pe();
+        let mut pes = PeSet::one_per_process(bootstrap);
+        let heap_bytes = agree("init", &pes.gather("init", &[heap_bytes])?)?.next_multiple_of(4096);
+        let book = HeapBook::new(heap_bytes)?;
+        let len = usize::try_from(heap_bytes).map_err(|_| Error::InvalidArgument(format!("a heap of {heap_bytes} bytes")))?;
+        let own = shared_file(len)?;
+        let fds = exchange(&mut pes, "twin heaps", own.as_fd())?;
+        let heaps = fds.iter().enumerate().map(|(pe, fd)| Region::map(if pe == me { &own } else { fd }, len)).collect::<Result<Vec<_>>>()?;
+        let mut heap = Self::assemble(book, heaps, pes, spin_budget, None)?;
+        // No PE uses a peer's heap before every PE has mapped every heap.
+        heap.pes.gather("mapped", &[0])?;
+        Ok(heap)
+    }
+
+    fn assemble(book: HeapBook, heaps: Vec<Region>, pes: PeSet, spin_budget: Duration, memory: Option<WeakMemory>) -> Result<Self> {
         let abort = Box::new(0u64);
-        let bases: Vec<u64> = heaps.iter().map(|h| h.as_ptr() as u64).collect();
-        let handles = (0..n_pes).map(|pe| device_handle(pe, &bases, heap_bytes, &raw const *abort as u64, spin_budget)).collect::<Result<_>>()?;
+        let bases: Vec<u64> = heaps.iter().map(|h| h.base() as u64).collect();
+        let handles = pes.local().iter().map(|&pe| device_handle(pe, &bases, book.heap_bytes(), &raw const *abort as u64, spin_budget)).collect::<Result<_>>()?;
         if let Some(memory) = &memory {
             memory.host_region((&raw const *abort).cast(), size_of::<u64>());
         }
-        Ok(Self { book, heaps, abort, handles, memory })
+        Ok(Self { book, heaps, pes, abort, handles, memory })
     }
 
-    /// Collective malloc (`bytes[pe]` per PE): every PE's symmetric address, or the error
-    /// of every PE.
+    /// The PEs of this process, in the order of a collective call's arguments.
+    pub fn local_pes(&self) -> &[usize] {
+        self.pes.local()
+    }
+
+    /// Collective malloc (`bytes[i]` per local PE): every local PE's symmetric address, or
+    /// the error of every PE.
     pub fn malloc(&mut self, bytes: &[u64]) -> Result<Vec<u64>> {
-        let offset = self.book.malloc(bytes)?;
-        Ok(self.heaps.iter().map(|h| h.as_ptr() as u64 + offset).collect())
+        let offset = self.book.malloc(&self.pes.gather("malloc", bytes)?)?;
+        Ok(self.pes.local().iter().map(|&pe| self.heaps[pe].base() as u64 + offset).collect())
     }
 
-    /// Collective free (`addrs[pe]` per PE).
+    /// Collective free (`addrs[i]` per local PE).
     pub fn free(&mut self, addrs: &[u64]) -> Result<()> {
-        let offsets: Vec<u64> = addrs.iter().zip(&self.heaps).map(|(&a, h)| a.wrapping_sub(h.as_ptr() as u64)).collect();
-        self.book.free(&offsets)
+        let local = self.pes.local();
+        // A wrong count of arguments is refused by `gather`.
+        let offsets: Vec<u64> = addrs.iter().enumerate().map(|(i, &a)| a.wrapping_sub(local.get(i).map_or(0, |&pe| self.heaps[pe].base() as u64))).collect();
+        self.book.free(&self.pes.gather("free", &offsets)?)
     }
 
     /// Copies `data` to `addr` in PE `pe`'s heap while no kernel runs (told to the
@@ -59,7 +166,8 @@ impl TwinHeap {
     pub fn write<T: IntoBytes + Immutable>(&mut self, pe: usize, addr: u64, data: &[T]) {
         let bytes = data.as_bytes();
         let at = self.offset(pe, addr, bytes.len());
-        let dst = self.heaps[pe].as_mut_bytes()[at..].as_mut_ptr();
+        // SAFETY: `at + bytes.len()` is inside PE `pe`'s heap (checked above).
+        let dst = unsafe { self.heaps[pe].base().add(at) };
         match &self.memory {
             // SAFETY: `dst` holds `bytes.len()` bytes (checked above); no kernel runs.
             Some(memory) => unsafe { memory.host_write(dst, bytes) },
@@ -74,13 +182,14 @@ impl TwinHeap {
     /// When the range is not inside PE `pe`'s heap.
     pub fn read<T: FromBytes + Immutable>(&self, pe: usize, addr: u64, n: usize) -> Vec<T> {
         let at = self.offset(pe, addr, n * size_of::<T>());
-        let bytes = &self.heaps[pe].as_bytes()[at..at + n * size_of::<T>()];
+        // SAFETY: the range is inside PE `pe`'s heap (checked above); no kernel runs.
+        let bytes = unsafe { std::slice::from_raw_parts(self.heaps[pe].base().add(at), n * size_of::<T>()) };
         bytes.chunks_exact(size_of::<T>()).map(|c| T::read_from_bytes(c).unwrap_or_else(|_| unreachable!("a chunk of the type's size"))).collect()
     }
 
     fn offset(&self, pe: usize, addr: u64, len: usize) -> usize {
-        let at = addr.checked_sub(self.heaps[pe].as_ptr() as u64).expect("an address in the PE's heap") as usize;
-        assert!(at + len <= self.heaps[pe].len() * 16, "{len} bytes at {addr:#x} overflow PE {pe}'s heap");
+        let at = addr.checked_sub(self.heaps[pe].base() as u64).expect("an address in the PE's heap") as usize;
+        assert!(at + len <= self.heaps[pe].len(), "{len} bytes at {addr:#x} overflow PE {pe}'s heap");
         at
     }
 
@@ -119,7 +228,7 @@ impl TwinHeap {
             launches.into_iter().map(|l| l.join()).collect()
         });
         match outcomes.into_iter().position(|o| o.is_err()) {
-            Some(pe) => Err(format!("PE {pe}'s kernel trapped")),
+            Some(i) => Err(format!("PE {}'s kernel trapped", self.pes.local()[i])),
             None => Ok(()),
         }
     }
