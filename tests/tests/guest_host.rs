@@ -15,10 +15,10 @@ use device_rt::algo::{AlgorithmChoice, CollFunction, Staging};
 use device_rt::dtype::DataType;
 use device_rt::redop::RedOpKind;
 use device_rt::work::WorkItem;
-use ferroccl_testkit::coll::check::{Prepared, run_case};
+use ferroccl_testkit::coll::check::Prepared;
 use ferroccl_testkit::coll::expect::{CollCase, Inputs};
-use ferroccl_testkit::coll::group::{RankGroup, SubmitPath, all_stats};
-use ferroccl_testkit::coll::staged::{check_ran, matrix, plan_of};
+use ferroccl_testkit::coll::group::{RankGroup, SubmitPath};
+use ferroccl_testkit::coll::staged::{matrix, plan_of, run_planned};
 use ferroccl_testkit::coll::twin::TwinGroup;
 use host_shim::Error;
 use host_shim::comm::wiring::Shape;
@@ -54,24 +54,7 @@ fn try_cases(shape: Shape, path: SubmitPath, memory: Option<WeakMemory>, cases: 
     g.set_path(path).map_err(|e| e.to_string())?;
     let spread = if path == SubmitPath::Stream { CHANNELS } else { RESIDENT };
     let staging = Staging { channels: spread, ..shape.staging() };
-    let mut failures = Vec::new();
-    for (i, case) in cases.iter().enumerate() {
-        let Some(plan) = plan_of(case, staging, shape.algorithm) else { continue };
-        let before = all_stats(&mut g).map_err(|e| e.to_string())?.expect("statistics are kept");
-        match run_case(&mut g, case, i as u64, TIMEOUT) {
-            Ok(None) => {}
-            Ok(Some(wrong)) => failures.push(wrong),
-            Err(e) => return Err(format!("{} on {}: {e}", case.describe(), g.describe())),
-        }
-        let after = all_stats(&mut g).map_err(|e| e.to_string())?.expect("statistics are kept");
-        if let Err(wrong) = check_ran(&before, &after, plan, shape.nranks, spread) {
-            failures.push(format!("{}: {wrong}", case.describe()));
-        }
-    }
-    if !failures.is_empty() {
-        return Err(format!("{} of {} cases wrong on {}:\n{}", failures.len(), cases.len(), g.describe(), failures.join("\n")));
-    }
-    g.shutdown(TIMEOUT).map_err(|e| e.to_string())
+    run_planned(g, cases, TIMEOUT, |case| plan_of(case, staging, shape.algorithm).map(|plan| (plan, spread)))
 }
 
 /// The staged matrix of `choice` (spread over the rank counts by `part`), its cases up to

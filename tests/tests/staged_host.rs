@@ -18,7 +18,7 @@ use device_rt::work::WorkItem;
 use ferroccl_testkit::coll::check::{Prepared, run_case};
 use ferroccl_testkit::coll::expect::{CollCase, Inputs};
 use ferroccl_testkit::coll::group::{RankGroup, all_stats};
-use ferroccl_testkit::coll::staged::{check_ran, matrix, plan_of};
+use ferroccl_testkit::coll::staged::{matrix, plan_of, run_planned};
 use ferroccl_testkit::coll::twin::TwinGroup;
 use host_shim::Error;
 use host_shim::comm::wiring::Shape;
@@ -53,27 +53,12 @@ fn run_cases(shape: Shape, cases: &[CollCase]) {
 /// As [`run_cases`], in `memory`'s weak-memory world if given; `Err` says what went
 /// wrong.
 fn try_cases(shape: Shape, memory: Option<WeakMemory>, cases: &[CollCase]) -> Result<(), String> {
-    let mut g = TwinGroup::start_in(shape, 128, Duration::from_secs(60), memory).map_err(|e| e.to_string())?;
-    let mut failures = Vec::new();
-    for (i, case) in cases.iter().enumerate() {
+    let g = TwinGroup::start_in(shape, 128, Duration::from_secs(60), memory).map_err(|e| e.to_string())?;
+    run_planned(g, cases, TIMEOUT, |case| {
         let plan = plan_of(case, shape.staging(), shape.algorithm).expect("the matrix holds runnable cases only");
-        let before = all_stats(&mut g).map_err(|e| e.to_string())?.expect("statistics are kept");
-        match run_case(&mut g, case, i as u64, TIMEOUT) {
-            Ok(None) => {}
-            Ok(Some(wrong)) => failures.push(wrong),
-            Err(e) => return Err(format!("{} on {}: {e}", case.describe(), g.describe())),
-        }
-        let after = all_stats(&mut g).map_err(|e| e.to_string())?.expect("statistics are kept");
         let paired_reduce_scatter = shape.paired && shape.nranks == 2 && case.function == CollFunction::ReduceScatter;
-        let ring_channels = if paired_reduce_scatter { shape.nchannels } else { shape.collective_channels() };
-        if let Err(wrong) = check_ran(&before, &after, plan, shape.nranks, ring_channels) {
-            failures.push(format!("{}: {wrong}", case.describe()));
-        }
-    }
-    if !failures.is_empty() {
-        return Err(format!("{} of {} cases wrong on {}:\n{}", failures.len(), cases.len(), g.describe(), failures.join("\n")));
-    }
-    g.shutdown(TIMEOUT).map_err(|e| e.to_string())
+        Some((plan, if paired_reduce_scatter { shape.nchannels } else { shape.collective_channels() }))
+    })
 }
 
 /// `choice`'s matrix on 2 to 8 ranks: the grid spread over the rank counts, the

@@ -12,7 +12,12 @@ use device_rt::conn::{ChannelStats, MAX_STAGED_RANKS};
 use device_rt::dtype::DataType;
 use device_rt::redop::RedOpKind;
 
+use std::time::Duration;
+
+use super::check::run_case;
 use super::expect::{CollCase, Inputs};
+use super::group::{RankGroup, all_stats};
+use super::twin::TwinGroup;
 
 /// The plan the device makes of `case` on a communicator with `staging` that asks for
 /// `choice`, or `None` where a forced algorithm cannot run it (the host refuses it).
@@ -147,6 +152,32 @@ pub fn check_ran(before: &[ChannelStats], after: &[ChannelStats], plan: Plan, nr
         }
     }
     Ok(())
+}
+
+/// Runs `cases` on `g` one at a time, then shuts it down: every result exact on every
+/// rank ([`run_case`]), and every case ran as planned ([`check_ran`]): `planned` gives a
+/// case's plan and the channels a ring plan runs on, or `None` to leave the case out
+/// (one the group would refuse). `Err` lists every wrong case, or says why the group
+/// failed.
+pub fn run_planned(mut g: TwinGroup, cases: &[CollCase], timeout: Duration, mut planned: impl FnMut(&CollCase) -> Option<(Plan, u32)>) -> Result<(), String> {
+    let mut failures = Vec::new();
+    for (i, case) in cases.iter().enumerate() {
+        let Some((plan, ring_channels)) = planned(case) else { continue };
+        let before = all_stats(&mut g).map_err(|e| e.to_string())?.ok_or("the group keeps no statistics")?;
+        match run_case(&mut g, case, i as u64, timeout) {
+            Ok(None) => {}
+            Ok(Some(wrong)) => failures.push(wrong),
+            Err(e) => return Err(format!("{} on {}: {e}", case.describe(), g.describe())),
+        }
+        let after = all_stats(&mut g).map_err(|e| e.to_string())?.ok_or("the group keeps no statistics")?;
+        if let Err(wrong) = check_ran(&before, &after, plan, g.nranks(), ring_channels) {
+            failures.push(format!("{}: {wrong}", case.describe()));
+        }
+    }
+    if !failures.is_empty() {
+        return Err(format!("{} of {} cases wrong on {}:\n{}", failures.len(), cases.len(), g.describe(), failures.join("\n")));
+    }
+    g.shutdown(timeout).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]
