@@ -70,13 +70,10 @@ pub enum WaitSite {
     /// A staged collective's (one-shot, two-shot) wait for a peer's flag: its staged
     /// data, or its reduced block.
     StagedFlag = 6,
-    /// A symmetric-heap call run by the loop (`barrier_all`, `sum_reduce`) waiting for
-    /// the other PEs (bounded by the heap's own abort flag and spin budget).
-    Shmem = 7,
 }
 
 numbering!(LoopError, u32, from_u32, [BadItem, Aborted, Timeout, PeerMismatch]);
-numbering!(WaitSite, u32, from_u32, [Barrier, Flag, RecvData, SendCredit, MailboxPost, StagedFlag, Shmem]);
+numbering!(WaitSite, u32, from_u32, [Barrier, Flag, RecvData, SendCredit, MailboxPost, StagedFlag]);
 
 impl LoopError {
     /// `status` for this error with `detail`.

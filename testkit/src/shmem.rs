@@ -138,15 +138,6 @@ impl TwinHeap {
         Ok(Self { book, heaps, pes, abort, handles, memory })
     }
 
-    /// The address of local PE `pe`'s handle: what a work loop's heap call takes.
-    ///
-    /// # Panics
-    /// Where `pe` is not a PE of this process.
-    pub fn handle(&self, pe: usize) -> u64 {
-        let at = self.pes.local().iter().position(|&p| p == pe).unwrap_or_else(|| panic!("PE {pe} is not a PE of this process"));
-        &raw const self.handles[at] as u64
-    }
-
     /// The PEs of this process, in the order of a collective call's arguments.
     pub fn local_pes(&self) -> &[usize] {
         self.pes.local()

@@ -3,25 +3,16 @@
 //! Ordering (put then signal, wait then read; fence to one PE, quiet before telling a
 //! third), barriers with skewed PEs, many in a row, atomics under contention, the sum
 //! reduction, a PE that never arrives, an abort, and collective malloc's mismatch; the
-//! ordering tests also in weak memory, with a negative control per ordering operation;
-//! and the host's calls on streams (`barrier_all`, `sum_reduce`) run by each PE's work
-//! loop.
+//! ordering tests also in weak memory, with a negative control per ordering operation.
 
 use std::sync::Mutex;
 use std::time::Duration;
 
-use device_rt::abi::WaitSite;
-use device_rt::algo::AlgorithmChoice;
 use device_rt::arch::{self, Site, WeakMemory};
-use device_rt::dtype::{DataType, F16};
 use device_rt::shmem::{Block, Cmp, Group, Shmem, Signal, SignalOp, Thread, Warp};
 use device_rt::spin::Interrupted;
-use device_rt::work::{BadItem, WorkItem};
-use ferroccl_testkit::coll::group::RankGroup;
-use ferroccl_testkit::coll::twin::TwinGroup;
 use ferroccl_testkit::shmem::TwinHeap;
 use host_shim::Error;
-use host_shim::comm::wiring::Shape;
 
 const HEAP_BYTES: u64 = 1 << 16;
 /// A budget no passing test comes near (the twin runs hundreds of threads on two cores).
@@ -483,95 +474,4 @@ fn a_malloc_mismatch_is_every_pes_error_and_changes_nothing() {
     })
     .unwrap();
     assert_eq!(heap.read::<u64>(0, b[0], 1)[0], 3);
-}
-
-// ---------------------------------------------------------------------------------------
-// Host calls on streams: barrier_all and sum_reduce run by each PE's work loop.
-// ---------------------------------------------------------------------------------------
-
-/// One work loop per PE (2 channels of 128 threads), as a communicator's ranks.
-fn loops(n_pes: usize) -> TwinGroup {
-    let shape = Shape {
-        nranks: n_pes as u32,
-        nchannels: 2,
-        ring_step_bytes: 4096,
-        p2p_step_bytes: 4096,
-        direct: false,
-        stats: false,
-        paired: false,
-        staging_bytes: 0,
-        algorithm: AlgorithmChoice::Ring,
-    };
-    TwinGroup::start(shape, 128, BUDGET).unwrap()
-}
-
-/// Order-sensitive floats: their sum depends on the order they are added in.
-fn residual(pe: usize, i: usize) -> f32 {
-    ((pe * 7919 + i * 104_729) % 1_000_003) as f32 * 1.0e-3 + 1.0e7 * (i % 3) as f32
-}
-
-#[test]
-fn sum_reduce_and_barrier_all_run_in_each_pes_work_loop() {
-    let (n_pes, count) = (3, 1000);
-    let mut heap = heap(n_pes, None);
-    let mut g = loops(n_pes);
-    let src = heap.malloc(&vec![(count * 4) as u64; n_pes]).unwrap();
-    let dst = heap.malloc(&vec![(count * 4) as u64; n_pes]).unwrap();
-    let half = heap.malloc(&vec![4; n_pes]).unwrap();
-    let expected: Vec<f32> = (0..count).map(|i| (1..n_pes).fold(residual(0, i), |sum, pe| sum + residual(pe, i))).collect();
-    for round in 0..3 {
-        for pe in 0..n_pes {
-            let values: Vec<f32> = (0..count).map(|i| residual(pe, i)).collect();
-            heap.write(pe, src[pe], &values);
-            heap.write(pe, dst[pe], &vec![f32::NAN; count]);
-            // pe + 0.5 in binary16: 0.5, 1.5, 2.5; their sum 4.5 is exact in any order.
-            heap.write(pe, half[pe], &[F16([0x3800, 0x3E00, 0x4100][pe]), F16(0)]);
-        }
-        let mut tickets = Vec::new();
-        for pe in 0..n_pes {
-            let handle = heap.handle(pe);
-            let items = [
-                WorkItem::shmem_sum_reduce(handle, DataType::F32, dst[pe], src[pe], count as u64),
-                WorkItem::shmem_barrier_all(handle),
-                WorkItem::shmem_sum_reduce(handle, DataType::F16, half[pe] + 2, half[pe], 1),
-            ];
-            tickets.push(items.into_iter().map(|item| g.enqueue(pe as u32, item).unwrap()).last().unwrap());
-        }
-        for (pe, ticket) in tickets.into_iter().enumerate() {
-            g.wait(pe as u32, ticket, BUDGET).unwrap();
-            let got: Vec<f32> = heap.read(pe, dst[pe], count);
-            assert!(got.iter().zip(&expected).all(|(a, b)| a.to_bits() == b.to_bits()), "round {round}, PE {pe}: not the PE-order sum");
-            let halves: Vec<F16> = heap.read(pe, half[pe], 2);
-            assert_eq!(halves[1], F16(0x4480), "round {round}, PE {pe}: the f16 sum, 4.5");
-        }
-    }
-    g.shutdown(BUDGET).unwrap();
-}
-
-#[test]
-fn a_pe_that_never_calls_stops_the_others_loops_at_the_heaps_budget() {
-    let heap = TwinHeap::new(3, HEAP_BYTES, Duration::from_millis(200), None).unwrap();
-    let mut g = loops(3);
-    let tickets: Vec<_> = (0..2).map(|pe| g.enqueue(pe as u32, WorkItem::shmem_barrier_all(heap.handle(pe))).unwrap()).collect();
-    for (pe, ticket) in tickets.into_iter().enumerate() {
-        let err = g.wait(pe as u32, ticket, BUDGET).unwrap_err();
-        assert!(matches!(err, Error::DeviceTimeout { site: Some(WaitSite::Shmem), .. }), "PE {pe}: {err}");
-    }
-}
-
-#[test]
-fn heap_calls_with_bad_buffers_are_refused_before_they_run() {
-    let heap = heap(2, None);
-    let mut g = loops(2);
-    let handle = heap.handle(0);
-    let bad = [
-        (WorkItem::shmem_barrier_all(0), BadItem::NullPointer),
-        (WorkItem::shmem_sum_reduce(handle, DataType::F32, 0x1010, 0x1000, 8), BadItem::Overlap),
-        (WorkItem::shmem_sum_reduce(handle, DataType::F64, 0x2000, 0x1004, 8), BadItem::Misaligned),
-    ];
-    for (item, why) in bad {
-        let err = g.enqueue(0, item).unwrap_err();
-        assert!(matches!(err, Error::BadWorkItem { reason, seq: 0 } if reason == why), "{err}");
-    }
-    g.shutdown(BUDGET).unwrap();
 }

@@ -10,7 +10,6 @@
 
 use core::mem::size_of;
 
-use super::heap_ops;
 use super::item::{BadItem, DeviceFunction, WorkItem, WorkKind};
 use super::placement::elect_channel;
 use super::mailbox::update_state;
@@ -991,8 +990,8 @@ unsafe fn channels_barrier(a: &Channel, shared: *mut LoopShared) -> Result<(), S
 ///
 /// # Safety
 /// As [`execute`], for a Call item, whose `arg` is the address of an aligned `u64` in
-/// device or host-mapped memory that the kernel accesses only through `arch`, or of a
-/// PE's `ShmemHandle` for the heap's calls (the host's promise).
+/// device or host-mapped memory that the kernel accesses only through `arch` (the host's
+/// promise).
 unsafe fn call(a: &Channel, item: &WorkItem, shared: *mut LoopShared) -> Result<(), Stop> {
     let Some(function) = DeviceFunction::from_u32(item.function) else { arch::trap() };
     let leader = a.index == 0 && arch::thread_idx() == 0;
@@ -1022,17 +1021,6 @@ unsafe fn call(a: &Channel, item: &WorkItem, shared: *mut LoopShared) -> Result<
             // in device or host-mapped memory (the host's promise); `a` is this CTA's channel,
             // `shared` its `LoopShared`, and every thread of the CTA calls this.
             unsafe { cta_wait(a, shared, WaitSite::Flag, || arch::ld_acquire_sys_global(word) >= want) }
-        }
-        DeviceFunction::ShmemBarrierAll | DeviceFunction::ShmemSumReduce if a.index != 0 => Ok(()),
-        DeviceFunction::ShmemBarrierAll | DeviceFunction::ShmemSumReduce => {
-            // SAFETY: every thread of channel 0's CTA calls it with a validated item whose
-            // handle and buffers are the host's promise (`Heap::barrier_all_on_stream`,
-            // `sum_reduce_on_stream`); each PE's loop runs its calls in its stream's order.
-            let done = unsafe { if function == DeviceFunction::ShmemBarrierAll { heap_ops::barrier_all(item) } else { heap_ops::sum_reduce(item) } };
-            done.map_err(|why| match why {
-                Interrupted::Aborted => Stop::Error(LoopError::Aborted, 0),
-                Interrupted::TimedOut => Stop::Error(LoopError::Timeout, WaitSite::Shmem as u32),
-            })
         }
     }
 }

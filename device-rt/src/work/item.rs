@@ -42,16 +42,9 @@ pub enum DeviceFunction {
     /// polled with acquire loads at system scope; ends with an error on abort or when
     /// the loop's spin budget runs out.
     WaitAtLeast = 2,
-    /// NVSHMEM's `barrier_all_on_stream`: channel 0's CTA runs `barrier_all` as one
-    /// `Block` group of the PE whose `ShmemHandle` is at `arg` (in device memory).
-    ShmemBarrierAll = 3,
-    /// NVSHMEM's `sum_reduce_on_stream` over every PE: channel 0's CTA runs `sum_reduce`
-    /// as one `Block` group of the PE whose `ShmemHandle` is at `arg`, `count` elements
-    /// of `dtype` from the symmetric `src` into the symmetric `dst` (not overlapping).
-    ShmemSumReduce = 4,
 }
 
-numbering!(DeviceFunction, u32, from_u32, [Timestamp, Increment, WaitAtLeast, ShmemBarrierAll, ShmemSumReduce]);
+numbering!(DeviceFunction, u32, from_u32, [Timestamp, Increment, WaitAtLeast]);
 
 /// One unit of work: 64 bytes, 16-byte aligned (the loop copies it in 16-byte pieces),
 /// written by the host into the rank's queue (or a stream mailbox) and copied into shared
@@ -130,8 +123,6 @@ pub enum BadItem {
     /// The communicator forces an algorithm that cannot run this collective (too large
     /// for its staging buffers, or not an algorithm of this function).
     UnfitAlgorithm = 15,
-    /// A source and a destination that must not overlap do.
-    Overlap = 16,
 }
 
 numbering!(
@@ -154,7 +145,6 @@ numbering!(
         BadRank,
         ZeroDivisor,
         UnfitAlgorithm,
-        Overlap,
     ]
 );
 
@@ -177,7 +167,6 @@ impl BadItem {
             Self::BadRank => "root or peer is not another rank of the communicator",
             Self::ZeroDivisor => "average (SumPostDiv) with a divisor of 0",
             Self::UnfitAlgorithm => "the communicator's forced algorithm cannot run this collective",
-            Self::Overlap => "a source and a destination that must not overlap do",
         }
     }
 }
@@ -222,17 +211,6 @@ impl WorkItem {
     /// A call of `function` on the word at `arg`, with the value operand `count`.
     pub fn call(function: DeviceFunction, arg: u64, count: u64) -> Self {
         Self { kind: WorkKind::Call as u8, function: function as u32, arg, count, ..Self::default() }
-    }
-
-    /// `barrier_all` of the PE whose `ShmemHandle` is at `handle`.
-    pub fn shmem_barrier_all(handle: u64) -> Self {
-        Self::call(DeviceFunction::ShmemBarrierAll, handle, 0)
-    }
-
-    /// `sum_reduce` of `count` elements of `dtype` from `src` into `dst` (symmetric
-    /// addresses) of the PE whose `ShmemHandle` is at `handle`.
-    pub fn shmem_sum_reduce(handle: u64, dtype: DataType, dst: u64, src: u64, count: u64) -> Self {
-        Self { dtype: dtype as u8, src, dst, ..Self::call(DeviceFunction::ShmemSumReduce, handle, count) }
     }
 
     /// A collective: `function` over `count` elements of `dtype` with `op` (argument
@@ -280,26 +258,6 @@ impl WorkItem {
         for (p, n) in [(self.src, input), (self.dst, output)] {
             let bytes = n.checked_mul(size).ok_or(BadItem::CountOverflow)?;
             p.checked_add(bytes).ok_or(BadItem::CountOverflow)?;
-        }
-        Ok(())
-    }
-
-    /// The buffers of a `ShmemSumReduce` call: a known type, aligned, not null, not
-    /// wrapping, not overlapping.
-    fn validate_sum_reduce(&self) -> Result<(), BadItem> {
-        let size = DataType::from_u8(self.dtype).ok_or(BadItem::UnknownDataType)?.size() as u64;
-        let bytes = self.count.checked_mul(size).ok_or(BadItem::CountOverflow)?;
-        for p in [self.src, self.dst] {
-            if p == 0 {
-                return Err(BadItem::NullPointer);
-            }
-            if p % size != 0 {
-                return Err(BadItem::Misaligned);
-            }
-            p.checked_add(bytes).ok_or(BadItem::CountOverflow)?;
-        }
-        if bytes > 0 && self.src < self.dst + bytes && self.dst < self.src + bytes {
-            return Err(BadItem::Overlap);
         }
         Ok(())
     }
@@ -353,18 +311,16 @@ impl WorkItem {
                     }
                 }
             }
-            WorkKind::Call => {
-                let function = DeviceFunction::from_u32(self.function).ok_or(BadItem::UnknownFunction)?;
-                if self.arg == 0 {
-                    return Err(BadItem::NullPointer);
+            WorkKind::Call => match DeviceFunction::from_u32(self.function).ok_or(BadItem::UnknownFunction)? {
+                DeviceFunction::Timestamp | DeviceFunction::Increment | DeviceFunction::WaitAtLeast => {
+                    if self.arg == 0 {
+                        return Err(BadItem::NullPointer);
+                    }
+                    if !self.arg.is_multiple_of(8) {
+                        return Err(BadItem::Misaligned);
+                    }
                 }
-                if !self.arg.is_multiple_of(8) {
-                    return Err(BadItem::Misaligned);
-                }
-                if function == DeviceFunction::ShmemSumReduce {
-                    self.validate_sum_reduce()?;
-                }
-            }
+            },
         }
         Ok(kind)
     }
@@ -380,10 +336,9 @@ mod tests {
         assert_eq!(WorkItem::copy(DataType::F32, 0x1000, 0x2000, 10).validate(), Ok(WorkKind::ReduceCopy));
         assert_eq!(WorkItem::sum(DataType::Bf16, 0x1000, 0x3000, 0x2000, 7).validate(), Ok(WorkKind::ReduceCopy));
         assert_eq!(WorkItem::call(DeviceFunction::Increment, 0x40, 0).validate(), Ok(WorkKind::Call));
-        assert_eq!(WorkItem::shmem_barrier_all(0x40).validate(), Ok(WorkKind::Call));
-        assert_eq!(WorkItem::shmem_sum_reduce(0x40, DataType::F32, 0x1020, 0x1000, 8).validate(), Ok(WorkKind::Call));
-        // A call's function number is not a collective's: the communicator's check passes it.
-        assert_eq!(WorkItem::shmem_barrier_all(u64::MAX - 7).validate_in_comm(0, 2), Ok(()));
+        // A call's function number is not a collective's: the communicator's check passes
+        // it (read as a collective, 3 would be a Broadcast whose root, `arg`, is no rank).
+        assert_eq!(WorkItem { function: 3, ..WorkItem::call(DeviceFunction::Timestamp, u64::MAX - 7, 0) }.validate_in_comm(0, 2), Ok(()));
     }
 
     #[test]
@@ -402,13 +357,6 @@ mod tests {
             (WorkItem { function: 7, ..WorkItem::call(DeviceFunction::Timestamp, 8, 0) }, BadItem::UnknownFunction),
             (WorkItem::call(DeviceFunction::Timestamp, 0, 0), BadItem::NullPointer),
             (WorkItem::call(DeviceFunction::WaitAtLeast, 12, 1), BadItem::Misaligned),
-            (WorkItem::shmem_barrier_all(0), BadItem::NullPointer),
-            (WorkItem::shmem_sum_reduce(0x100, DataType::F32, 0x1010, 0x1000, 8), BadItem::Overlap),
-            (WorkItem::shmem_sum_reduce(0x100, DataType::F32, 0x1000, 0x1010, 8), BadItem::Overlap),
-            (WorkItem::shmem_sum_reduce(0x100, DataType::F64, 0x2000, 0x1004, 8), BadItem::Misaligned),
-            (WorkItem::shmem_sum_reduce(0x100, DataType::F32, 0, 0x1000, 8), BadItem::NullPointer),
-            (WorkItem { dtype: 10, ..WorkItem::shmem_sum_reduce(0x100, DataType::F32, 0x2000, 0x1000, 8) }, BadItem::UnknownDataType),
-            (WorkItem::shmem_sum_reduce(0x100, DataType::F32, 0x2000, 0x1000, u64::MAX / 2), BadItem::CountOverflow),
         ];
         for (item, why) in cases {
             assert_eq!(item.validate(), Err(why), "{item:?}");

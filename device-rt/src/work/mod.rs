@@ -13,8 +13,6 @@ mod exec;
 #[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
 mod guest;
 #[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
-mod heap_ops;
-#[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
 mod spread;
 #[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
 mod mailbox;

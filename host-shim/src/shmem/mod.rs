@@ -15,9 +15,7 @@
 //! that is gone fails every PE's call with [`Error::Bootstrap`](crate::Error::Bootstrap).
 //! The bookkeeping ([`book`]) is pure and shared with the host-twin heap of the tests.
 //!
-//! Host operations on streams ([`Heap::barrier_all_on_stream`],
-//! [`Heap::sum_reduce_on_stream`]) are work items of a communicator's loop on the PE's
-//! device: no kernel launch of their own.
+//! Not yet here: host-side operations on streams.
 
 pub mod book;
 pub mod pes;
@@ -29,13 +27,11 @@ use std::time::Duration;
 
 use cudarc::driver::{CudaContext, CudaStream, result};
 use device_rt::abi::ShmemHandle;
-use device_rt::work::WorkItem;
 use zerocopy::IntoBytes;
 
 use crate::memory::HostMapped;
 use crate::work::DeviceAlloc;
 use crate::bootstrap::Bootstrap;
-use crate::comm::{Comm, Element};
 use crate::{Error, Result, device};
 use book::{HeapBook, agree, device_handle};
 use pes::PeSet;
@@ -47,8 +43,6 @@ pub struct Heap {
     /// Every PE's heap, by PE.
     heaps: Vec<VmmHeap>,
     pes: PeSet,
-    /// Each local PE's device.
-    devices: Vec<usize>,
     /// Each local PE's `ShmemHandle`, in its device's memory.
     handles: Vec<DeviceAlloc>,
     abort: HostMapped<u64>,
@@ -92,7 +86,7 @@ impl Heap {
             let bases: Vec<u64> = heaps.iter().zip(&reach).map(|(h, readers)| if readers.contains(&ordinals[pe]) { h.base() } else { 0 }).collect();
             handles.push(handle_on_device(ctx, pe, &bases, heap_bytes, &abort, spin_budget)?);
         }
-        Ok(Self { book, heaps, pes: PeSet::all_here(ctxs.len()), devices: ordinals, handles, abort })
+        Ok(Self { book, heaps, pes: PeSet::all_here(ctxs.len()), handles, abort })
     }
 
     /// This process's PE of a heap over one PE per process: `bootstrap` names the PE and
@@ -128,7 +122,7 @@ impl Heap {
         let handle = handle_on_device(ctx, me, &bases, heap_bytes, &abort, spin_budget)?;
         // No PE uses a peer's heap before every PE has mapped every heap.
         pes.gather("mapped", &[0])?;
-        Ok(Self { book, heaps, pes, devices: vec![ctx.ordinal()], handles: vec![handle], abort })
+        Ok(Self { book, heaps, pes, handles: vec![handle], abort })
     }
 
     /// The number of PEs.
@@ -168,46 +162,6 @@ impl Heap {
         // A wrong count of arguments is refused by `gather`.
         let offsets: Vec<u64> = addrs.iter().enumerate().map(|(i, &a)| a.wrapping_sub(local.get(i).map_or(0, |&pe| self.heaps[pe].base()))).collect();
         self.book.free(&self.pes.gather("free", &offsets)?)
-    }
-
-    /// NVSHMEM's `barrier_all_on_stream` for local PE `pe`: `comm`'s work loop runs
-    /// `barrier_all` (its channel 0 as one block) in the order of `comm`'s stream, with no
-    /// kernel of its own beyond the call's post. `comm` must be a rank on PE `pe`'s
-    /// device, and every PE makes this call (or its kernels call `barrier_all`) as its
-    /// next barrier. The waits are bounded by the heap's spin budget and abort flag: a PE
-    /// that never arrives stops `comm`'s loop with a device timeout at
-    /// `WaitSite::Shmem` (every later call of `comm` is refused). The heap must outlive
-    /// the call's completion.
-    pub fn barrier_all_on_stream(&self, pe: usize, comm: &Comm) -> Result<()> {
-        comm.enqueue_on_stream(WorkItem::shmem_barrier_all(self.handle_on(pe, comm)?))
-    }
-
-    /// NVSHMEM's `sum_reduce_on_stream` over every PE for local PE `pe`: `count`
-    /// elements of `T` at the symmetric addresses `source` into `dest` (PE `pe`'s, as
-    /// `malloc` returned them; not overlapping), added in PE order (the same bits on
-    /// every PE), run by `comm`'s work loop as [`Heap::barrier_all_on_stream`] runs its
-    /// barrier, with the same conditions. Ordering: a `barrier_all` before (every PE's
-    /// source complete) and after (no PE changes its source before all have read it).
-    pub fn sum_reduce_on_stream<T: Element>(&self, pe: usize, comm: &Comm, dest: u64, source: u64, count: usize) -> Result<()> {
-        let handle = self.handle_on(pe, comm)?;
-        let bytes = (count as u64).checked_mul(T::DTYPE.size() as u64).ok_or_else(|| Error::InvalidArgument(format!("sum_reduce of {count} elements")))?;
-        let (base, end) = (self.heaps[pe].base(), self.heaps[pe].base() + self.book.heap_bytes());
-        for (what, at) in [("dest", dest), ("source", source)] {
-            if at < base || at.checked_add(bytes).is_none_or(|last| last > end) {
-                return Err(Error::InvalidArgument(format!("sum_reduce's {what} ({bytes} bytes at {at:#x}) is not inside PE {pe}'s heap")));
-            }
-        }
-        comm.enqueue_on_stream(WorkItem::shmem_sum_reduce(handle, T::DTYPE, dest, source, count as u64))
-    }
-
-    /// Local PE `pe`'s handle, for a call run by `comm`'s loop (on the PE's device).
-    fn handle_on(&self, pe: usize, comm: &Comm) -> Result<u64> {
-        let at = self.pes.local().iter().position(|&p| p == pe).ok_or_else(|| Error::InvalidArgument(format!("PE {pe} is not a PE of this process ({:?})", self.pes.local())))?;
-        let device = comm.stream().context().ordinal();
-        if device != self.devices[at] {
-            return Err(Error::WrongDevice { buffer: self.devices[at], rank: device });
-        }
-        Ok(self.handles[at].ptr())
     }
 
     /// Sets the abort flag every wait of this process's PEs reads: their waits end with an
