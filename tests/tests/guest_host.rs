@@ -11,14 +11,14 @@
 use std::time::{Duration, Instant};
 
 use device_rt::arch::WeakMemory;
-use device_rt::algo::{AlgorithmChoice, CollFunction, Staging};
+use device_rt::algo::{Algorithm, AlgorithmChoice, CollFunction, Staging};
 use device_rt::dtype::DataType;
 use device_rt::redop::RedOpKind;
 use device_rt::work::WorkItem;
 use ferroccl_testkit::coll::check::Prepared;
 use ferroccl_testkit::coll::expect::{CollCase, Inputs};
 use ferroccl_testkit::coll::group::{RankGroup, SubmitPath};
-use ferroccl_testkit::coll::staged::{matrix, plan_of, run_planned};
+use ferroccl_testkit::coll::staged::{Expected, matrix, plan_of, run_planned};
 use ferroccl_testkit::coll::twin::TwinGroup;
 use host_shim::Error;
 use host_shim::comm::wiring::Shape;
@@ -54,7 +54,12 @@ fn try_cases(shape: Shape, path: SubmitPath, memory: Option<WeakMemory>, cases: 
     g.set_path(path).map_err(|e| e.to_string())?;
     let spread = if path == SubmitPath::Stream { CHANNELS } else { RESIDENT };
     let staging = Staging { channels: spread, ..shape.staging() };
-    run_planned(g, cases, TIMEOUT, |case| plan_of(case, staging, shape.algorithm).map(|plan| (plan, spread)))
+    run_planned(g, cases, TIMEOUT, |case| {
+        let plan = plan_of(case, staging, shape.algorithm)?;
+        // A staged plan that fits the guests runs on the post grid alone, from the first guest.
+        let post_only = path == SubmitPath::Stream && plan.algorithm != Algorithm::Ring && plan.channels <= CHANNELS - RESIDENT;
+        Some(Expected { plan, ring_channels: spread, staged_from: if post_only { RESIDENT } else { 0 } })
+    })
 }
 
 /// The staged matrix of `choice` (spread over the rank counts by `part`), its cases up to

@@ -18,7 +18,7 @@ use device_rt::work::WorkItem;
 use ferroccl_testkit::coll::check::{Prepared, run_case};
 use ferroccl_testkit::coll::expect::{CollCase, Inputs};
 use ferroccl_testkit::coll::group::{RankGroup, all_stats};
-use ferroccl_testkit::coll::staged::{matrix, plan_of, run_planned};
+use ferroccl_testkit::coll::staged::{Expected, matrix, plan_of, run_planned};
 use ferroccl_testkit::coll::twin::TwinGroup;
 use host_shim::Error;
 use host_shim::comm::wiring::Shape;
@@ -57,7 +57,8 @@ fn try_cases(shape: Shape, memory: Option<WeakMemory>, cases: &[CollCase]) -> Re
     run_planned(g, cases, TIMEOUT, |case| {
         let plan = plan_of(case, shape.staging(), shape.algorithm).expect("the matrix holds runnable cases only");
         let paired_reduce_scatter = shape.paired && shape.nranks == 2 && case.function == CollFunction::ReduceScatter;
-        Some((plan, if paired_reduce_scatter { shape.nchannels } else { shape.collective_channels() }))
+        let ring_channels = if paired_reduce_scatter { shape.nchannels } else { shape.collective_channels() };
+        Some(Expected { plan, ring_channels, staged_from: 0 })
     })
 }
 

@@ -812,17 +812,21 @@ pub(super) unsafe fn execute(a: &Channel, kind: WorkKind, item: &WorkItem, share
         // SAFETY: as above.
         WorkKind::Call => unsafe { call(a, item, shared) },
         // SAFETY: as above.
-        WorkKind::Collective => unsafe { collective(a, item, shared) },
+        WorkKind::Collective => unsafe { collective(a, item, shared, a.index) },
     }
 }
 
-/// Runs a collective item with the rank's communicator, after checking it against the
-/// communicator (the host has checked it too).
+/// Runs part `part` of a collective item with the rank's communicator on channel
+/// `a.index` (its connections and staging), after checking it against the communicator
+/// (the host has checked it too). The part is the channel itself, but for an item that
+/// runs on the post grid alone (`guest`), whose part `i` runs on guest channel
+/// `resident + i`.
 ///
 /// # Safety
-/// As [`execute`], for a Collective item.
+/// As [`execute`], for a Collective item; `part` is `a.index`, or the item's plan is a
+/// staged algorithm over `a.count` channels whose parts `part` is one of.
 #[inline(never)]
-unsafe fn collective(a: &Channel, item: &WorkItem, shared: *mut LoopShared) -> Result<(), Stop> {
+pub(super) unsafe fn collective(a: &Channel, item: &WorkItem, shared: *mut LoopShared, part: u32) -> Result<(), Stop> {
     if a.comm.is_null() {
         return Err(Stop::Error(LoopError::BadItem, BadItem::NoCommunicator as u32));
     }
@@ -855,7 +859,7 @@ unsafe fn collective(a: &Channel, item: &WorkItem, shared: *mut LoopShared) -> R
     // SAFETY: `a.comm` is the rank's valid `CommDevice`, whose connection arrays cover the
     // loop's `count` channels (the host sized them); `prims` holds `MAX_GROUPS` groups' shared
     // memory, and `header.abort` is the host's abort flag, readable for the launch.
-    let cx = unsafe { CollCtx::new(a.comm, (a.index, a.count), prims, &raw const (*a.header).abort, a.spin_budget_ns) };
+    let cx = CollCtx { channel_index: part, ..unsafe { CollCtx::new(a.comm, (a.index, a.count), prims, &raw const (*a.header).abort, a.spin_budget_ns) } };
     let Ok(plan) = plan_collective(&cx, &c, dtype) else {
         return Err(Stop::Error(LoopError::BadItem, BadItem::UnfitAlgorithm as u32));
     };

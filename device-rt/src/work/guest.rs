@@ -12,6 +12,20 @@
 //! its channel's share exactly as a resident channel would, then arrives at the mailbox
 //! item's completion like one (the last of the item's channels completes it).
 //!
+//! A small stream-ordered collective does not need the loop at all: a staged algorithm
+//! (one-shot, two-shot and their kin) planned on no more channels than the guests runs
+//! on the post grid alone (`post_only_parts`), its part `i` on guest channel
+//! `resident + i` (CTA `i + 1`), and CTA 0 posts nothing. The grid's end is the item's
+//! completion: the work that follows on the stream waits for it, and sees its writes, as
+//! after any kernel. This saves the mailbox's round trip (the post, the loop's poll, the
+//! completion's system-scope fence and arrival, the poster's acquire) on exactly the
+//! calls where it costs most. The loop never sees such an item; an error in it is recorded
+//! and closes the mailbox, as a guest's does. All ranks choose alike (the choice is
+//! arithmetic over the item and the communicator), so the same guest channels, with the
+//! same staging epochs, meet. Both paths of one communicator must be the same on every
+//! rank for one call (the stream on every rank, or the direct path on every rank), as the
+//! channels an item spreads over differ between them.
+//!
 //! Why guests never race: a guest channel is used by post grids only, and the user's
 //! stream runs them one after another (the loop serves one stream), each only after the
 //! previous item completed; its connections' steps and its staging epoch live in device
@@ -24,11 +38,11 @@
 //! guest never waits for an SM that a waiting guest holds; a peer that never posts ends
 //! in the spin budget, as in any wait.
 
-use super::exec::{Channel, Stop, close_mailbox, complete_mailbox, execute, record_error};
+use super::exec::{Channel, Stop, close_mailbox, collective, complete_mailbox, execute, record_error};
 use super::item::WorkItem;
 use super::mailbox::post_to_mailbox;
 use super::queue::{LoopShared, LoopState, MAILBOX_CLOSED, QueueHeader};
-use super::spread::mailbox_spread;
+use super::spread::{mailbox_spread, post_only_parts};
 use super::LoopArgs;
 use crate::arch;
 use crate::conn::CommDevice;
@@ -50,16 +64,18 @@ pub struct PostArgs {
     pub resident: u32,
 }
 
-/// The post grid's body (see the module doc): CTA 0's thread 0 posts the item and waits
-/// for it; CTA `g ≥ 1` serves guest channel `resident + g - 1` if the item takes part
-/// there, else leaves.
+/// The post grid's body (see the module doc): an item that runs on the post grid alone
+/// runs its part `g - 1` on CTA `g ≥ 1` (guest channel `resident + g - 1`) where it has
+/// one; otherwise CTA 0's thread 0 posts the item and waits for it, and CTA `g ≥ 1`
+/// serves guest channel `resident + g - 1` if the item takes part there, else leaves.
 ///
 /// Ordering: the post as `post_to_mailbox`. A guest reads the mailbox state (GPU-scope
 /// acquire) only to leave at once when the loop has closed it or recorded an error; it
 /// runs its share with the primitives' own ordering, then arrives as a resident channel
 /// does (`complete_mailbox`: `fence.acq_rel.sys`, acq_rel arrival count, the last
 /// arrival's acq_rel completion), so the poster, which acquires the completion, sees the
-/// guest's writes. A guest that fails records the loop's error (a claim, then a release
+/// guest's writes. A part of an item on the post grid alone arrives nowhere: the
+/// grid's end orders its writes before the stream's next work. A guest that fails records the loop's error (a claim, then a release
 /// store) and closes the mailbox, so the poster and the loop stop too.
 ///
 /// # Safety
@@ -69,21 +85,37 @@ pub struct PostArgs {
 /// threads (CTA 0: at least 1); one post grid of the loop runs at a time (one stream);
 /// `p.item` passed the host's validation.
 pub unsafe fn serve_post(p: PostArgs) {
+    let kind = p.item.validate();
+    // SAFETY: `p.comm` is null or the rank's valid `CommDevice` (this function's contract).
+    let post_only = match kind {
+        Ok(kind) => unsafe { post_only_parts(p.comm, p.resident, &p.item, kind) },
+        Err(_) => None,
+    };
     let tid = arch::thread_idx();
     if arch::block_idx() == 0 {
-        if tid == 0 {
+        if tid == 0 && post_only.is_none() {
             // SAFETY: this function's contract is `post_to_mailbox`'s, for the one poster.
             let _ = unsafe { post_to_mailbox(p.state, p.header, p.item, p.spin_budget_ns) };
         }
         return;
     }
-    let channel = p.resident + arch::block_idx() - 1;
-    let Ok(kind) = p.item.validate() else { return };
-    // SAFETY: `p.comm` is null or the rank's valid `CommDevice` (this function's contract).
-    let spread = unsafe { mailbox_spread(p.comm, p.resident, &p.item, kind) };
-    if channel >= spread.arrivals {
-        return;
-    }
+    let Ok(kind) = kind else { return };
+    let g = arch::block_idx() - 1;
+    let channel = p.resident + g;
+    // The channels the item spreads over, the part this CTA runs, and how many channels
+    // arrive at the mailbox's completion (none without the mailbox).
+    let (count, part, arrivals) = match post_only {
+        Some(parts) if g < parts => (p.resident + parts, g, 0),
+        Some(_) => return,
+        None => {
+            // SAFETY: as for `post_only_parts`.
+            let spread = unsafe { mailbox_spread(p.comm, p.resident, &p.item, kind) };
+            if channel >= spread.arrivals {
+                return;
+            }
+            (spread.channels, channel, spread.arrivals)
+        }
+    };
     let shared = arch::dyn_smem().cast::<LoopShared>();
     if tid == 0 {
         // SAFETY: `p.state` is the loop's live state; `state` and `error_claimed` are aligned
@@ -102,18 +134,25 @@ pub unsafe fn serve_post(p: PostArgs) {
         return;
     }
     let args = LoopArgs { header: p.header, ring: core::ptr::null(), capacity: 0, state: p.state, spin_budget_ns: p.spin_budget_ns, comm: p.comm };
-    let a = Channel { args, index: channel, count: spread.channels };
-    // SAFETY: `a` holds the running loop's memory (this function's contract) and a channel
-    // below the communicator's count, which its connections cover; `shared` is this CTA's
-    // `LoopShared`; `kind` is the item's validated kind; every thread of the CTA runs it with
-    // the same arguments.
-    let outcome = unsafe { execute(&a, kind, &p.item, shared) };
+    let a = Channel { args, index: channel, count };
+    let outcome = if post_only.is_some() {
+        // SAFETY: `a` holds the running loop's memory (this function's contract) and a guest
+        // channel below the communicator's count, which its connections cover; the item is a
+        // valid collective whose plan over `count` channels is a staged algorithm of which
+        // `part` is a part (`post_only_parts`); `shared` is this CTA's `LoopShared`, and every
+        // thread of the CTA runs it with the same arguments.
+        unsafe { collective(&a, &p.item, shared, part) }
+    } else {
+        // SAFETY: as above, with the item's validated kind and the mailbox spread.
+        unsafe { execute(&a, kind, &p.item, shared) }
+    };
     arch::barrier_sync_all();
     if tid == 0 {
         match outcome {
             // SAFETY: `a` is this guest's channel; thread 0 alone arrives, once, with the
             // item's spread.
-            Ok(()) => unsafe { complete_mailbox(&a, true, spread.arrivals) },
+            Ok(()) if arrivals != 0 => unsafe { complete_mailbox(&a, true, arrivals) },
+            Ok(()) => {}
             Err(Stop::Error(error, detail)) => {
                 // SAFETY: `a` holds the loop's live state and header; thread 0 alone records.
                 unsafe {

@@ -41,16 +41,63 @@ pub(super) unsafe fn mailbox_spread(comm: *const CommDevice, resident: u32, item
         return own;
     }
     let total = comm.nchannels;
-    let (Some(function), Some(dtype)) = (CollFunction::from_u32(item.function), DataType::from_u8(item.dtype)) else {
-        return Spread { channels: total, arrivals: resident };
-    };
-    // What the channels' `CollCtx::staging` gives for an unpaired communicator of `total`.
-    let staging = Staging { nranks: comm.nranks, channels: total, slot_bytes: if comm.staging == 0 { 0 } else { comm.staging_slot_bytes } };
-    let choice = AlgorithmChoice::from_u32(comm.algorithm).unwrap_or_default();
-    let taking_part = match plan(function, dtype.size() as u64, item.count, staging, choice) {
-        Ok(p) if p.algorithm != Algorithm::Ring => p.channels,
-        Ok(_) => total,
-        Err(_) => resident,
+    let taking_part = match staged_or_ring(comm, item) {
+        Some(Taking::Staged(channels)) => channels,
+        Some(Taking::Ring) => total,
+        None => resident,
     };
     Spread { channels: total, arrivals: taking_part.max(resident) }
+}
+
+/// How a collective of an unpaired communicator with guest channels takes part, from its
+/// plan over all of the communicator's channels.
+#[derive(Clone, Copy)]
+enum Taking {
+    /// A staged algorithm, on its plan's channels.
+    Staged(u32),
+    /// The ring (or point-to-point), on every channel.
+    Ring,
+}
+
+/// The plan of `item` over every channel of `comm` (what the channels' `CollCtx::staging`
+/// gives for an unpaired communicator), as [`Taking`]; `None` where it cannot be planned
+/// (its channels then refuse it). An item whose function or type is unknown counts as
+/// the ring: its channels refuse it too, every one of them.
+#[inline(always)]
+fn staged_or_ring(comm: &CommDevice, item: &WorkItem) -> Option<Taking> {
+    let (Some(function), Some(dtype)) = (CollFunction::from_u32(item.function), DataType::from_u8(item.dtype)) else {
+        return Some(Taking::Ring);
+    };
+    let staging = Staging { nranks: comm.nranks, channels: comm.nchannels, slot_bytes: if comm.staging == 0 { 0 } else { comm.staging_slot_bytes } };
+    let choice = AlgorithmChoice::from_u32(comm.algorithm).unwrap_or_default();
+    match plan(function, dtype.size() as u64, item.count, staging, choice) {
+        Ok(p) if p.algorithm != Algorithm::Ring => Some(Taking::Staged(p.channels)),
+        Ok(_) => Some(Taking::Ring),
+        Err(_) => None,
+    }
+}
+
+/// How many parts a stream-ordered item runs in on the post grid alone, its part `i` on
+/// guest channel `resident + i`, without the loop (see `guest`): a valid collective of an
+/// unpaired communicator with guest channels whose plan is a staged algorithm on no more
+/// channels than the guests. `None`: the item goes through the mailbox. Every CTA of the
+/// post grid, on every rank, gets the same answer: it is arithmetic over the item and the
+/// communicator, which are the same on every rank for the same call.
+///
+/// # Safety
+/// `comm` is null or a valid `CommDevice` that the kernel only reads.
+#[inline(never)]
+pub(super) unsafe fn post_only_parts(comm: *const CommDevice, resident: u32, item: &WorkItem, kind: WorkKind) -> Option<u32> {
+    if comm.is_null() || kind != WorkKind::Collective {
+        return None;
+    }
+    // SAFETY: a non-null `comm` is a valid `CommDevice` (this function's contract).
+    let comm = unsafe { &*comm };
+    if comm.nchannels <= resident || comm.pairs != 0 || item.validate_in_comm(comm.rank, comm.nranks).is_err() {
+        return None;
+    }
+    match staged_or_ring(comm, item) {
+        Some(Taking::Staged(parts)) if parts <= comm.nchannels - resident => Some(parts),
+        _ => None,
+    }
 }

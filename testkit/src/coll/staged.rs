@@ -118,36 +118,56 @@ fn thresholds(function: CollFunction, staging: Staging) -> Vec<u64> {
     }
 }
 
+/// Where a case is expected to run: its plan, the channels a ring plan runs on
+/// (`ring_channels`: every collective channel; every channel for a two-rank
+/// reduce-scatter on paired channels), and the first channel of a staged plan
+/// (`staged_from`: 0, or the first guest channel for a stream-ordered item that runs on
+/// the post grid alone, as `device_rt::work::serve_post` places it).
+#[derive(Clone, Copy, Debug)]
+pub struct Expected {
+    pub plan: Plan,
+    pub ring_channels: u32,
+    pub staged_from: u32,
+}
+
+impl Expected {
+    /// The channels that take part: `[from, to)`.
+    fn channels(&self) -> (u32, u32) {
+        match self.plan.algorithm {
+            Algorithm::Ring => (0, self.ring_channels),
+            _ => (self.staged_from, self.staged_from + self.plan.channels),
+        }
+    }
+}
+
 /// Checks, from every channel of every rank's statistics before and after one case
-/// (`all_stats`), that the case ran as `plan` says on each of `nranks` ranks: a staged
-/// algorithm on exactly its `plan.channels` first channels, the ring on the first
-/// `ring_channels` (every collective channel; every channel for a two-rank
-/// reduce-scatter on paired channels), nothing else anywhere; and that staged flag
-/// exchanges were timed (`exchange_ns`) on exactly the channels that ran a staged one.
-pub fn check_ran(before: &[ChannelStats], after: &[ChannelStats], plan: Plan, nranks: u32, ring_channels: u32) -> Result<(), String> {
+/// (`all_stats`), that the case ran as `expected` says on each of `nranks` ranks: its
+/// algorithm on exactly the channels it names, nothing else anywhere; and that staged
+/// flag exchanges were timed (`exchange_ns`) on exactly the channels that ran a staged
+/// one.
+pub fn check_ran(before: &[ChannelStats], after: &[ChannelStats], expected: Expected, nranks: u32) -> Result<(), String> {
     let channels = before.len() / nranks as usize;
+    let plan = expected.plan;
     let ran = |rank: usize, channel: usize, algorithm: Algorithm| {
         let at = rank * channels + channel;
         after[at].algorithm_items[algorithm as usize] - before[at].algorithm_items[algorithm as usize]
     };
-    let took_part = if plan.algorithm == Algorithm::Ring { ring_channels } else { plan.channels };
+    let (from, to) = expected.channels();
     for rank in 0..nranks as usize {
         for channel in 0..channels {
+            let took_part = (from..to).contains(&(channel as u32));
             for algorithm in Algorithm::ALL {
-                let want = u64::from(algorithm == plan.algorithm && (channel as u32) < took_part);
+                let want = u64::from(algorithm == plan.algorithm && took_part);
                 let got = ran(rank, channel, algorithm);
                 if got != want {
-                    return Err(format!(
-                        "rank {rank} channel {channel}: {} ran {got} time(s), expected {want} (plan {plan:?})",
-                        algorithm.name()
-                    ));
+                    return Err(format!("rank {rank} channel {channel}: {} ran {got} time(s), expected {want} ({expected:?})", algorithm.name()));
                 }
             }
             let at = rank * channels + channel;
             let exchanged = after[at].exchange_ns != before[at].exchange_ns;
-            let staged_here = plan.algorithm != Algorithm::Ring && (channel as u32) < took_part;
+            let staged_here = plan.algorithm != Algorithm::Ring && took_part;
             if exchanged != staged_here {
-                return Err(format!("rank {rank} channel {channel}: flag exchanges timed: {exchanged} ({} -> {} ns), a staged collective ran: {staged_here} (plan {plan:?})", before[at].exchange_ns, after[at].exchange_ns));
+                return Err(format!("rank {rank} channel {channel}: flag exchanges timed: {exchanged} ({} -> {} ns), a staged collective ran: {staged_here} ({expected:?})", before[at].exchange_ns, after[at].exchange_ns));
             }
         }
     }
@@ -155,14 +175,13 @@ pub fn check_ran(before: &[ChannelStats], after: &[ChannelStats], plan: Plan, nr
 }
 
 /// Runs `cases` on `g` one at a time, then shuts it down: every result exact on every
-/// rank ([`run_case`]), and every case ran as planned ([`check_ran`]): `planned` gives a
-/// case's plan and the channels a ring plan runs on, or `None` to leave the case out
-/// (one the group would refuse). `Err` lists every wrong case, or says why the group
-/// failed.
-pub fn run_planned(mut g: TwinGroup, cases: &[CollCase], timeout: Duration, mut planned: impl FnMut(&CollCase) -> Option<(Plan, u32)>) -> Result<(), String> {
+/// rank ([`run_case`]), and every case ran where expected ([`check_ran`]): `expected`
+/// gives that, or `None` to leave the case out (one the group would refuse). `Err`
+/// lists every wrong case, or says why the group failed.
+pub fn run_planned(mut g: TwinGroup, cases: &[CollCase], timeout: Duration, mut expected: impl FnMut(&CollCase) -> Option<Expected>) -> Result<(), String> {
     let mut failures = Vec::new();
     for (i, case) in cases.iter().enumerate() {
-        let Some((plan, ring_channels)) = planned(case) else { continue };
+        let Some(expect) = expected(case) else { continue };
         let before = all_stats(&mut g).map_err(|e| e.to_string())?.ok_or("the group keeps no statistics")?;
         match run_case(&mut g, case, i as u64, timeout) {
             Ok(None) => {}
@@ -170,7 +189,7 @@ pub fn run_planned(mut g: TwinGroup, cases: &[CollCase], timeout: Duration, mut 
             Err(e) => return Err(format!("{} on {}: {e}", case.describe(), g.describe())),
         }
         let after = all_stats(&mut g).map_err(|e| e.to_string())?.ok_or("the group keeps no statistics")?;
-        if let Err(wrong) = check_ran(&before, &after, plan, g.nranks(), ring_channels) {
+        if let Err(wrong) = check_ran(&before, &after, expect, g.nranks()) {
             failures.push(format!("{}: {wrong}", case.describe()));
         }
     }
