@@ -142,6 +142,9 @@ pub unsafe fn run(cx: &CollCtx, c: &Coll, data: DataOp, plan: Plan) -> Result<()
     outcome
 }
 
+/// Words each thread of a packet exchange moves at once.
+const PACKET_BATCH: usize = 4;
+
 /// The 8-byte words a packet exchange of `bytes` per rank moves: at least one, so every
 /// rank hears from every peer in every call.
 fn packet_words(bytes: u64) -> u64 {
@@ -365,14 +368,19 @@ impl Stage<'_> {
 
     /// The packet exchange, after this rank's data is staged: sends `words` 8-byte words
     /// from `send[p]` to every peer `p`, and takes every peer `p`'s into `recv[p]`, all of
-    /// them in this rank's staging buffer. Thread 0 counts the time in the channel's
-    /// `exchange_ns`, when statistics are kept.
+    /// them in this rank's staging buffer. Each thread moves its words in batches of
+    /// [`PACKET_BATCH`] (their loads in flight together: a word costs a memory latency per
+    /// batch, not per word). Thread 0 counts the time in the channel's `exchange_ns`, when
+    /// statistics are kept.
     ///
     /// Ordering (the module's "Packets"): the CTA barrier; every sending thread's
     /// `fence.acq_rel.sys`, then its packets as relaxed system-scope 64-bit stores; every
-    /// packet taken with an acquire load (system scope) that sees this epoch's flag, then
-    /// zeroed with a volatile store; the CTA barrier. A wait that ends early (abort, spin
-    /// budget) stops the collective as the flag exchange does.
+    /// packet polled with relaxed system-scope loads (a packet carries its data), but the
+    /// first one of each peer, which thread 0 polls with an acquire load (system scope):
+    /// through the closing CTA barrier it orders every later access of the CTA after the
+    /// peer's fence; every packet zeroed, once taken, with a volatile store by the thread
+    /// that took it; the CTA barrier. A wait that ends early (abort, spin budget) stops
+    /// the collective as the flag exchange does.
     ///
     /// # Safety
     /// Every thread of the CTA calls it with the same arguments; for every peer `p`,
@@ -392,37 +400,49 @@ impl Stage<'_> {
             arch::fence_acq_rel_sys();
         }
         for peer in (0..nranks).filter(|&p| p != me) {
-            let mut i = u64::from(g.tid);
-            while i < words {
-                // SAFETY: word `i < words` of `send[peer]`, written before the barrier above and
-                // read only by this CTA (this function's contract); packets `2i` and `2i + 1` of
-                // this rank's region of this epoch's buffer in `peer`'s packet area (`2 × words ×
-                // 8 ≤ PACKET_REGION_BYTES`): aligned `u64`s that only this thread of this channel
-                // writes in this epoch, polled by `peer`.
-                unsafe {
-                    let v = arch::ld_volatile_global((send[peer as usize] + 8 * i) as *const u64);
-                    arch::st_relaxed_sys_global(self.packet(peer, me, 2 * i), v & 0xFFFF_FFFF | flag);
-                    arch::st_relaxed_sys_global(self.packet(peer, me, 2 * i + 1), v >> 32 | flag);
+            let mut first = u64::from(g.tid);
+            while first < words {
+                let word = |k: usize| first + k as u64 * step;
+                let mut v = [0u64; PACKET_BATCH];
+                for (k, v) in v.iter_mut().enumerate().filter(|&(k, _)| word(k) < words) {
+                    // SAFETY: word `word(k) < words` of `send[peer]`, written before the barrier
+                    // above and read only by this CTA (this function's contract).
+                    *v = unsafe { arch::ld_volatile_global((send[peer as usize] + 8 * word(k)) as *const u64) };
                 }
-                i += step;
+                for (k, v) in v.into_iter().enumerate().filter(|&(k, _)| word(k) < words) {
+                    let i = word(k);
+                    // SAFETY: packets `2i` and `2i + 1` of this rank's region of this epoch's buffer
+                    // in `peer`'s packet area (`2 × words × 8 ≤ PACKET_REGION_BYTES`): aligned
+                    // `u64`s that only this thread of this channel writes in this epoch, polled by
+                    // `peer`.
+                    unsafe {
+                        arch::st_relaxed_sys_global(self.packet(peer, me, 2 * i), v & 0xFFFF_FFFF | flag);
+                        arch::st_relaxed_sys_global(self.packet(peer, me, 2 * i + 1), v >> 32 | flag);
+                    }
+                }
+                first += PACKET_BATCH as u64 * step;
             }
         }
         // SAFETY: `g.abort` is the host's abort flag, readable for the whole item
         // (`CollCtx::new`'s contract), and the guard lives only in this call.
         let mut guard = unsafe { SpinGuard::new(g.abort, g.spin_budget_ns) };
         for peer in (0..nranks).filter(|&p| p != me) {
-            let mut i = u64::from(g.tid);
-            while i < words && self.stopped() == 0 {
-                // SAFETY: as for the stores: packets `2i` and `2i + 1` of `peer`'s region of this
+            let mut first = u64::from(g.tid);
+            while first < words && self.stopped() == 0 {
+                // SAFETY: packets `2i` and `2i + 1` (`i < words`) of `peer`'s region of this
                 // epoch's buffer in this rank's own packet area, written only by `peer` (and
-                // zeroed only by this thread); word `i` of `recv[peer]`, written only by this
-                // thread in this call.
+                // zeroed only by this thread), then word `i` of `recv[peer]`, written only by
+                // this thread in this call.
                 unsafe {
-                    let lo = self.take_packet(self.packet(me, peer, 2 * i), flag, &mut guard);
-                    let hi = self.take_packet(self.packet(me, peer, 2 * i + 1), flag, &mut guard);
-                    arch::st_volatile_global((recv[peer as usize] + 8 * i) as *mut u64, lo | hi << 32);
+                    let taken = self.take_packets(peer, first, words, flag, &mut guard);
+                    for (k, pair) in taken.chunks_exact(2).enumerate() {
+                        let i = first + k as u64 * step;
+                        if i < words {
+                            arch::st_volatile_global((recv[peer as usize] + 8 * i) as *mut u64, pair[0] | pair[1] << 32);
+                        }
+                    }
                 }
-                i += step;
+                first += PACKET_BATCH as u64 * step;
             }
         }
         arch::barrier_sync_all();
@@ -435,6 +455,65 @@ impl Stage<'_> {
             0 => Ok(()),
             s => Err(decode_stop(s)),
         }
+    }
+
+    /// Takes this thread's batch of `peer`'s packets, words `first + k × nthreads`
+    /// (`k < PACKET_BATCH`, below `words`): polls them all at once, under `guard`, until
+    /// every one carries `flag` (in its upper half), then zeroes them and returns their
+    /// data (the lower halves; packets `2k` and `2k + 1` of the batch). Thread 0 polls
+    /// word 0's first packet with an acquire load (see `exchange_packets`). A wait that
+    /// ends early (abort, spin budget, another thread's stop) records why and returns
+    /// what it has.
+    ///
+    /// # Safety
+    /// `first < words`; the packets are `peer`'s, in this rank's own packet area for this
+    /// epoch, written only by `peer` (relaxed system-scope stores) and zeroed only by this
+    /// thread.
+    unsafe fn take_packets(&self, peer: u32, first: u64, words: u64, flag: u64, guard: &mut SpinGuard) -> [u64; 2 * PACKET_BATCH] {
+        let step = u64::from(self.cx.group.nthreads);
+        let packet = |k: usize| self.packet(self.cx.rank, peer, 2 * (first + (k / 2) as u64 * step) + (k % 2) as u64);
+        let mut pending = 0u32;
+        for k in 0..2 * PACKET_BATCH {
+            if first + (k / 2) as u64 * step < words {
+                pending |= 1 << k;
+            }
+        }
+        let all = pending;
+        let mut taken = [0u64; 2 * PACKET_BATCH];
+        while pending != 0 {
+            for (k, t) in taken.iter_mut().enumerate() {
+                if pending & 1 << k == 0 {
+                    continue;
+                }
+                // SAFETY: a pending packet of the batch (the caller's contract).
+                let v = unsafe {
+                    if k == 0 && first == 0 {
+                        arch::site(Site::PacketPoll);
+                        arch::ld_acquire_sys_global(packet(k))
+                    } else {
+                        arch::ld_relaxed_sys_global(packet(k))
+                    }
+                };
+                if v & !0xFFFF_FFFF == flag {
+                    *t = v & 0xFFFF_FFFF;
+                    pending &= !(1 << k);
+                }
+            }
+            if pending == 0 || self.stopped() != 0 {
+                break;
+            }
+            match guard.tick() {
+                Ok(()) => {}
+                Err(Interrupted::Aborted) => self.stop(LoopError::Aborted.status(0)),
+                Err(Interrupted::TimedOut) => self.stop(LoopError::Timeout.status(WaitSite::StagedFlag as u32)),
+            }
+        }
+        for k in (0..2 * PACKET_BATCH).filter(|&k| all & !pending & 1 << k != 0) {
+            // SAFETY: a packet of the batch that this thread took (the caller's contract): only
+            // this thread zeroes it.
+            unsafe { arch::st_volatile_global(packet(k), 0) };
+        }
+        taken
     }
 
     /// [`Stage::reduce_one_shot`] through packets, each rank's share in a `region` of
@@ -461,35 +540,6 @@ impl Stage<'_> {
             }
         }
         Ok(())
-    }
-
-    /// Waits, under `guard` (one per thread for all its packets of the call), until the
-    /// packet at `at` carries `flag` (in its upper half) and returns its data (the lower
-    /// half), zeroing it; or, when the wait ends early (abort, spin budget, or another
-    /// thread's stop), records why and returns 0.
-    ///
-    /// # Safety
-    /// `at` is an aligned `u64` packet of this rank's packet area, written only by one
-    /// peer's thread (relaxed system-scope stores) and zeroed only by this thread.
-    unsafe fn take_packet(&self, at: *mut u64, flag: u64, guard: &mut SpinGuard) -> u64 {
-        loop {
-            arch::site(Site::PacketPoll);
-            // SAFETY: the caller's contract.
-            let v = unsafe { arch::ld_acquire_sys_global(at) };
-            if v & !0xFFFF_FFFF == flag {
-                // SAFETY: the caller's contract: only this thread zeroes it, after taking it.
-                unsafe { arch::st_volatile_global(at, 0) };
-                return v & 0xFFFF_FFFF;
-            }
-            if self.stopped() != 0 {
-                return 0;
-            }
-            match guard.tick() {
-                Ok(()) => {}
-                Err(Interrupted::Aborted) => self.stop(LoopError::Aborted.status(0)),
-                Err(Interrupted::TimedOut) => self.stop(LoopError::Timeout.status(WaitSite::StagedFlag as u32)),
-            }
-        }
     }
 
     /// Two-shot all-reduce of elements `[begin, begin + n)`: rank `r` reduces block `r`
