@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Two GPUs, 2026-11-25 (eighth session): small staged shares in packets, measured against
+# Two GPUs, 2026-11-25 (eighth session): small staged shares in packets (commits c8a9964 and
+# bc2eaa6, reverted after this run: packets were slower), measured against
 # the same commit built with packets off (.carry/ferroccl-nopackets: `has_packets` false
 # in device-rt/src/algo/staged.rs, nothing else changed), through the public Comm calls
 # on streams, NCCL in the same process, every row checked:

@@ -167,13 +167,6 @@ impl CommDevice {
 /// two-shot's reduced block is (flags only grow, and a waiter waits for "at least").
 /// Flags are written by the peer (remote stores) and polled in local memory, as a ring
 /// connection's head and tail.
-///
-/// Small one-shot calls move their data in packets instead (`packets`): 8 bytes, 4 of
-/// data and a 4-byte flag that says which epoch wrote them, so data and flag arrive in
-/// one store (NCCL's LL protocol). Each rank's packet area for a channel holds, for each
-/// of the two buffers (epoch parity), one region of [`PACKET_REGION_BYTES`] per sending
-/// rank, zeroed before the first call and zeroed again by the receiver as it consumes
-/// each packet.
 #[repr(C, align(16))]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, FromBytes, IntoBytes, Immutable, KnownLayout)]
 pub struct StagingConns {
@@ -184,11 +177,6 @@ pub struct StagingConns {
     /// Per peer `p < nranks` (not this rank: 0): the flag this rank raises for `p`, entry
     /// `rank` of `p`'s `flags` for this channel (in `p`'s memory).
     pub signal: [u64; MAX_STAGED_RANKS],
-    /// Per rank `p < nranks`, this one included: this channel's packet area in rank `p`'s
-    /// memory, `2 × nranks` regions of [`PACKET_REGION_BYTES`] (buffer `b`'s region for
-    /// sender `s` at `(b × nranks + s) × PACKET_REGION_BYTES`); 0 when the communicator has
-    /// none.
-    pub packets: [u64; MAX_STAGED_RANKS],
     /// This rank's flags for this channel, `[u64; nranks]` in its own memory: entry `p`
     /// is raised by rank `p` alone.
     pub flags: u64,
@@ -196,20 +184,8 @@ pub struct StagingConns {
     pub epoch: u64,
 }
 
-static_assertions::const_assert_eq!(core::mem::size_of::<StagingConns>(), 24 * MAX_STAGED_RANKS + 16);
-static_assertions::const_assert_eq!(core::mem::offset_of!(StagingConns, flags), 24 * MAX_STAGED_RANKS);
-
-/// Data bytes one sender's packets carry in one call on one channel at most: a one-shot
-/// share of up to this many bytes goes in packets.
-pub const PACKET_PAYLOAD_BYTES: u64 = 16 << 10;
-
-/// Bytes of one sender's region of a packet area: every 4 data bytes take an 8-byte packet.
-pub const PACKET_REGION_BYTES: u64 = 2 * PACKET_PAYLOAD_BYTES;
-
-/// Bytes of one channel's packet area in one rank's memory for `nranks` ranks.
-pub const fn packet_area_bytes(nranks: u64) -> u64 {
-    2 * nranks * PACKET_REGION_BYTES
-}
+static_assertions::const_assert_eq!(core::mem::size_of::<StagingConns>(), 16 * MAX_STAGED_RANKS + 16);
+static_assertions::const_assert_eq!(core::mem::offset_of!(StagingConns, flags), 16 * MAX_STAGED_RANKS);
 
 /// Where one channel's primitives spent their time, summed over every operation since
 /// the counters were zeroed (device memory, relaxed atomic adds at GPU scope; read by the

@@ -40,31 +40,6 @@
 //! peer reads in the first step (each reads its own block), and peers read it only after
 //! the second flag.
 //!
-//! # Packets
-//!
-//! A one-shot share of at most `PACKET_PAYLOAD_BYTES` on a communicator with packet
-//! areas skips the flag exchange and the reads of peer memory: every rank stages its
-//! share in its own staging buffer, then sends it to every peer in 8-byte packets (4 data
-//! bytes, and the epoch's flag in the upper half, written by one 64-bit store, so a packet
-//! that shows the flag shows its data: NCCL's LL protocol) into its region of the peer's
-//! packet area for this epoch's buffer; each rank takes its peers' packets from its own
-//! packet area into their regions of its own staging buffer and reduces every region in
-//! rank order, as the staged one-shot does (the same bits). Data crosses NVLink once, one
-//! way, and no thread waits for a round trip.
-//!
-//! Ordering: after the staging, the CTA barrier; each sending thread's `fence.acq_rel.sys`
-//! then its packets as relaxed system-scope stores (a release pattern, cumulative through
-//! the barrier over every access of the CTA before it, this call's staging and the
-//! previous calls' reads); each packet taken by an acquire load (system scope) that sees
-//! the flag, then zeroed by the taking thread; the CTA barrier before the reduce. Every
-//! rank sends every peer at least one packet pair and takes all of its peers', so a
-//! packet call orders the epochs around it as an exchange does: the buffer argument above
-//! holds with "flag `2(e + 1) − 1`" read as "every peer's flag or packets of epoch
-//! `e + 1`", for a peer's packet regions as for its staging buffers. The flag is never 0
-//! and differs between epochs `e` and `e + 2`; since every packet is zeroed when taken and
-//! a region's next packets of the same buffer come only after the taker's next epoch,
-//! no packet of an earlier call can pass for one of this call.
-//!
 //! Every wait is bounded by the abort flag and the spin budget; one that ends early stops
 //! the collective with `Aborted` or `Timeout` at [`WaitSite::StagedFlag`], and no data is
 //! read after it.
@@ -74,7 +49,7 @@ use super::function::CollFunction;
 use super::select::{Algorithm, Plan, pack_elements};
 use crate::abi::{LoopError, WaitSite};
 use crate::arch::{self, Site};
-use crate::conn::{MAX_STAGED_RANKS, PACKET_PAYLOAD_BYTES, PACKET_REGION_BYTES, StagingConns};
+use crate::conn::{MAX_STAGED_RANKS, StagingConns};
 use crate::prims::{DataOp, Movers, decode_stop, reduce, transform};
 use crate::spin::{Interrupted, SpinGuard};
 
@@ -140,15 +115,6 @@ pub unsafe fn run(cx: &CollCtx, c: &Coll, data: DataOp, plan: Plan) -> Result<()
         unsafe { (&raw mut (*conns).epoch).write_volatile(epoch) };
     }
     outcome
-}
-
-/// Words each thread of a packet exchange moves at once.
-const PACKET_BATCH: usize = 4;
-
-/// The 8-byte words a packet exchange of `bytes` per rank moves: at least one, so every
-/// rank hears from every peer in every call.
-fn packet_words(bytes: u64) -> u64 {
-    bytes.div_ceil(8).max(1)
 }
 
 /// Two-shot's block of rank `p` in a share of `n` elements cut into blocks of `block`:
@@ -308,10 +274,6 @@ impl Stage<'_> {
     #[inline(never)]
     unsafe fn reduce_one_shot(&self, c: &Coll, begin: u64, n: u64, root: Option<u32>) -> Result<(), (LoopError, u32)> {
         let elt = self.elt();
-        if let Some(region) = self.packet_region(n, u64::from(self.cx.nranks)) {
-            // SAFETY: the caller's contract; `region` is `packet_region`'s for `n`.
-            return unsafe { self.reduce_one_shot_packets(c, begin, n, root, region) };
-        }
         // SAFETY: the caller's contract: the share is in the user buffers (the output: on
         // every rank that writes it) and the staging.
         unsafe {
@@ -320,223 +282,6 @@ impl Stage<'_> {
             if root.is_none_or(|r| r == self.cx.rank) {
                 let out = c.output + begin * elt;
                 self.reduce(self.every_rank(0), [out, out], 1, n);
-            }
-        }
-        Ok(())
-    }
-
-    /// Where a share of `n` elements per rank goes in packets (see the module's
-    /// "Packets"), `regions` regions of it in this rank's staging buffer: the bytes of one
-    /// region (the share rounded up to 16 bytes, at least 16), or `None` to stage it as
-    /// usual: the communicator has no packet areas, the share is larger than
-    /// [`PACKET_PAYLOAD_BYTES`], or the regions do not fit a staging buffer. The same on
-    /// every rank for the same call.
-    fn packet_region(&self, n: u64, regions: u64) -> Option<u64> {
-        let bytes = n * self.elt();
-        let region = bytes.next_multiple_of(16).max(16);
-        // SAFETY: `conns` is this channel's `StagingConns` (`run`'s contract), written by the
-        // host before the launch.
-        let has_packets = unsafe { (&raw const (*self.conns).packets[0]).read() } != 0;
-        (has_packets && bytes <= PACKET_PAYLOAD_BYTES && regions * region <= self.cx.staging_slot_bytes).then_some(region)
-    }
-
-    /// The flag of this epoch's packets: never 0 (a consumed packet is 0), and different
-    /// for the two epochs that can be in flight in one buffer's regions.
-    fn packet_flag(&self) -> u64 {
-        self.epoch % 0xFFFF_FFFF + 1
-    }
-
-    /// Packet `i` of sender `from`'s region of this epoch's buffer in rank `to`'s packet
-    /// area for this channel.
-    fn packet(&self, to: u32, from: u32, i: u64) -> *mut u64 {
-        // SAFETY: `conns` is this channel's `StagingConns` (`run`'s contract), written by the
-        // host before the launch; `to < nranks <= MAX_STAGED_RANKS`.
-        let area = unsafe { (&raw const (*self.conns).packets[to as usize % MAX_STAGED_RANKS]).read() };
-        let region = (self.epoch % 2 * u64::from(self.cx.nranks) + u64::from(from)) * PACKET_REGION_BYTES;
-        (area + region + 8 * i) as *mut u64
-    }
-
-    /// Region `k` (of `region` bytes) of this rank's staging buffer of this epoch.
-    fn region(&self, k: u64, region: u64) -> u64 {
-        self.staged(self.cx.rank, 0) + k * region
-    }
-
-    /// Every rank's region `k(p)` of this rank's staging buffer, in rank order.
-    fn regions(&self, region: u64, k: impl Fn(u32) -> u64) -> [u64; MAX_STAGED_RANKS] {
-        core::array::from_fn(|p| if p < self.cx.nranks as usize { self.region(k(p as u32), region) } else { 0 })
-    }
-
-    /// The packet exchange, after this rank's data is staged: sends `words` 8-byte words
-    /// from `send[p]` to every peer `p`, and takes every peer `p`'s into `recv[p]`, all of
-    /// them in this rank's staging buffer. Each thread moves its words in batches of
-    /// [`PACKET_BATCH`] (their loads in flight together: a word costs a memory latency per
-    /// batch, not per word). Thread 0 counts the time in the channel's `exchange_ns`, when
-    /// statistics are kept.
-    ///
-    /// Ordering (the module's "Packets"): the CTA barrier; every sending thread's
-    /// `fence.acq_rel.sys`, then its packets as relaxed system-scope 64-bit stores; every
-    /// packet polled with relaxed system-scope loads (a packet carries its data), but the
-    /// first one of each peer, which thread 0 polls with an acquire load (system scope):
-    /// through the closing CTA barrier it orders every later access of the CTA after the
-    /// peer's fence; every packet zeroed, once taken, with a volatile store by the thread
-    /// that took it; the CTA barrier. A wait that ends early (abort, spin budget) stops
-    /// the collective as the flag exchange does.
-    ///
-    /// # Safety
-    /// Every thread of the CTA calls it with the same arguments; for every peer `p`,
-    /// `send[p]` and `recv[p]` hold `words` 8-byte words of this rank's staging buffer,
-    /// 8-byte aligned, `recv`s disjoint from each other and from every `send`;
-    /// `2 × words × 8 ≤ PACKET_REGION_BYTES`.
-    #[inline(never)]
-    unsafe fn exchange_packets(&self, send: [u64; MAX_STAGED_RANKS], recv: [u64; MAX_STAGED_RANKS], words: u64) -> Result<(), (LoopError, u32)> {
-        let (me, nranks) = (self.cx.rank, self.cx.nranks);
-        let g = self.cx.group;
-        let started = g.clock();
-        arch::barrier_sync_all();
-        let flag = self.packet_flag() << 32;
-        let step = u64::from(g.nthreads);
-        if u64::from(g.tid) < words {
-            arch::site(Site::PacketFence);
-            arch::fence_acq_rel_sys();
-        }
-        for peer in (0..nranks).filter(|&p| p != me) {
-            let mut first = u64::from(g.tid);
-            while first < words {
-                let word = |k: usize| first + k as u64 * step;
-                let mut v = [0u64; PACKET_BATCH];
-                for (k, v) in v.iter_mut().enumerate().filter(|&(k, _)| word(k) < words) {
-                    // SAFETY: word `word(k) < words` of `send[peer]`, written before the barrier
-                    // above and read only by this CTA (this function's contract).
-                    *v = unsafe { arch::ld_volatile_global((send[peer as usize] + 8 * word(k)) as *const u64) };
-                }
-                for (k, v) in v.into_iter().enumerate().filter(|&(k, _)| word(k) < words) {
-                    let i = word(k);
-                    // SAFETY: packets `2i` and `2i + 1` of this rank's region of this epoch's buffer
-                    // in `peer`'s packet area (`2 × words × 8 ≤ PACKET_REGION_BYTES`): aligned
-                    // `u64`s that only this thread of this channel writes in this epoch, polled by
-                    // `peer`.
-                    unsafe {
-                        arch::st_relaxed_sys_global(self.packet(peer, me, 2 * i), v & 0xFFFF_FFFF | flag);
-                        arch::st_relaxed_sys_global(self.packet(peer, me, 2 * i + 1), v >> 32 | flag);
-                    }
-                }
-                first += PACKET_BATCH as u64 * step;
-            }
-        }
-        // SAFETY: `g.abort` is the host's abort flag, readable for the whole item
-        // (`CollCtx::new`'s contract), and the guard lives only in this call.
-        let mut guard = unsafe { SpinGuard::new(g.abort, g.spin_budget_ns) };
-        for peer in (0..nranks).filter(|&p| p != me) {
-            let mut first = u64::from(g.tid);
-            while first < words && self.stopped() == 0 {
-                // SAFETY: packets `2i` and `2i + 1` (`i < words`) of `peer`'s region of this
-                // epoch's buffer in this rank's own packet area, written only by `peer` (and
-                // zeroed only by this thread), then word `i` of `recv[peer]`, written only by
-                // this thread in this call.
-                unsafe {
-                    let taken = self.take_packets(peer, first, words, flag, &mut guard);
-                    for (k, pair) in taken.chunks_exact(2).enumerate() {
-                        let i = first + k as u64 * step;
-                        if i < words {
-                            arch::st_volatile_global((recv[peer as usize] + 8 * i) as *mut u64, pair[0] | pair[1] << 32);
-                        }
-                    }
-                }
-                first += PACKET_BATCH as u64 * step;
-            }
-        }
-        arch::barrier_sync_all();
-        if g.tid == 0 {
-            // SAFETY: `count` calls this only with its non-null `stats`, this channel's live
-            // `ChannelStats`, so the projection stays inside it (only the address is taken).
-            g.count(|s| unsafe { &raw mut (*s).exchange_ns }, g.clock().wrapping_sub(started));
-        }
-        match self.stopped() {
-            0 => Ok(()),
-            s => Err(decode_stop(s)),
-        }
-    }
-
-    /// Takes this thread's batch of `peer`'s packets, words `first + k × nthreads`
-    /// (`k < PACKET_BATCH`, below `words`): polls them all at once, under `guard`, until
-    /// every one carries `flag` (in its upper half), then zeroes them and returns their
-    /// data (the lower halves; packets `2k` and `2k + 1` of the batch). Thread 0 polls
-    /// word 0's first packet with an acquire load (see `exchange_packets`). A wait that
-    /// ends early (abort, spin budget, another thread's stop) records why and returns
-    /// what it has.
-    ///
-    /// # Safety
-    /// `first < words`; the packets are `peer`'s, in this rank's own packet area for this
-    /// epoch, written only by `peer` (relaxed system-scope stores) and zeroed only by this
-    /// thread.
-    unsafe fn take_packets(&self, peer: u32, first: u64, words: u64, flag: u64, guard: &mut SpinGuard) -> [u64; 2 * PACKET_BATCH] {
-        let step = u64::from(self.cx.group.nthreads);
-        let packet = |k: usize| self.packet(self.cx.rank, peer, 2 * (first + (k / 2) as u64 * step) + (k % 2) as u64);
-        let mut pending = 0u32;
-        for k in 0..2 * PACKET_BATCH {
-            if first + (k / 2) as u64 * step < words {
-                pending |= 1 << k;
-            }
-        }
-        let all = pending;
-        let mut taken = [0u64; 2 * PACKET_BATCH];
-        while pending != 0 {
-            for (k, t) in taken.iter_mut().enumerate() {
-                if pending & 1 << k == 0 {
-                    continue;
-                }
-                // SAFETY: a pending packet of the batch (the caller's contract).
-                let v = unsafe {
-                    if k == 0 && first == 0 {
-                        arch::site(Site::PacketPoll);
-                        arch::ld_acquire_sys_global(packet(k))
-                    } else {
-                        arch::ld_relaxed_sys_global(packet(k))
-                    }
-                };
-                if v & !0xFFFF_FFFF == flag {
-                    *t = v & 0xFFFF_FFFF;
-                    pending &= !(1 << k);
-                }
-            }
-            if pending == 0 || self.stopped() != 0 {
-                break;
-            }
-            match guard.tick() {
-                Ok(()) => {}
-                Err(Interrupted::Aborted) => self.stop(LoopError::Aborted.status(0)),
-                Err(Interrupted::TimedOut) => self.stop(LoopError::Timeout.status(WaitSite::StagedFlag as u32)),
-            }
-        }
-        for k in (0..2 * PACKET_BATCH).filter(|&k| all & !pending & 1 << k != 0) {
-            // SAFETY: a packet of the batch that this thread took (the caller's contract): only
-            // this thread zeroes it.
-            unsafe { arch::st_volatile_global(packet(k), 0) };
-        }
-        taken
-    }
-
-    /// [`Stage::reduce_one_shot`] through packets, each rank's share in a `region` of
-    /// this rank's staging buffer (rank `p`'s at region `p`): stages its own, exchanges
-    /// packets, reduces every region in rank order into the output (on every rank that
-    /// writes it). The same bits as the staged one-shot.
-    ///
-    /// # Safety
-    /// As [`run`], for this channel's share; `region` is [`Stage::packet_region`]'s for
-    /// `n` and `nranks` regions.
-    #[inline(never)]
-    unsafe fn reduce_one_shot_packets(&self, c: &Coll, begin: u64, n: u64, root: Option<u32>, region: u64) -> Result<(), (LoopError, u32)> {
-        let (elt, me) = (self.elt(), self.cx.rank);
-        let mine = self.region(u64::from(me), region);
-        // SAFETY: the caller's contract: the share is in the user buffers and every rank's
-        // region fits this rank's staging buffer; the exchange moves whole words of the
-        // regions (at least one: every call orders its epoch).
-        unsafe {
-            self.stage_in(c.input + begin * elt, u64::from(me) * region / elt, None, n);
-            self.exchange_packets([mine; MAX_STAGED_RANKS], self.regions(region, u64::from), packet_words(n * elt))?;
-            if root.is_none_or(|r| r == me) {
-                let out = c.output + begin * elt;
-                self.reduce(self.regions(region, u64::from), [out, out], 1, n);
             }
         }
         Ok(())
@@ -593,24 +338,7 @@ impl Stage<'_> {
     /// elements fitting the staging buffer).
     #[inline(never)]
     unsafe fn reduce_scatter(&self, c: &Coll, begin: u64, n: u64, share: u64) -> Result<(), (LoopError, u32)> {
-        let (elt, me, nranks) = (self.elt(), self.cx.rank, u64::from(self.cx.nranks));
-        if let Some(region) = self.packet_region(n, 2 * nranks) {
-            // Own blocks at regions `0..nranks`, the peers' contributions to this rank's block
-            // at regions `nranks + p`.
-            let received = |p: u32| if p == me { u64::from(p) } else { nranks + u64::from(p) };
-            // SAFETY: the caller's contract: block `p`'s share is inside the input, and `2 ×
-            // nranks` regions fit this rank's staging buffer (`packet_region`); the received
-            // regions are disjoint from each other and from the sent ones.
-            unsafe {
-                for p in 0..nranks {
-                    self.stage_in(c.input + (p * c.count + begin) * elt, p * region / elt, None, n);
-                }
-                self.exchange_packets(self.regions(region, u64::from), self.regions(region, received), packet_words(n * elt))?;
-                let out = c.output + begin * elt;
-                self.reduce(self.regions(region, received), [out, out], 1, n);
-            }
-            return Ok(());
-        }
+        let elt = self.elt();
         // SAFETY: the caller's contract: block `p`'s share is inside the input's `nranks ×
         // count` elements and fits at `p × share` in the staging; the output holds `count`.
         unsafe {
@@ -635,20 +363,6 @@ impl Stage<'_> {
         let elt = self.elt();
         let block = |p: u32| c.output + (u64::from(p) * c.count + begin) * elt;
         let in_place = c.input == c.output.wrapping_add(u64::from(self.cx.rank) * c.count * elt);
-        if let Some(region) = self.packet_region(n, u64::from(self.cx.nranks)) {
-            let me = self.cx.rank;
-            let mine = self.region(u64::from(me), region);
-            // SAFETY: the caller's contract: the share is inside the input and inside every
-            // block of the output; every rank's region fits this rank's staging buffer.
-            unsafe {
-                self.stage_in(c.input + begin * elt, u64::from(me) * region / elt, (!in_place).then(|| block(me)), n);
-                self.exchange_packets([mine; MAX_STAGED_RANKS], self.regions(region, u64::from), packet_words(n * elt))?;
-                for p in (0..self.cx.nranks).filter(|&p| p != me) {
-                    self.copy(self.region(u64::from(p), region), block(p), n);
-                }
-            }
-            return Ok(());
-        }
         // SAFETY: the caller's contract: the share is inside the input and inside every
         // block of the output; in place, the own block is the input itself.
         unsafe {

@@ -550,13 +550,6 @@ pub enum Site {
     /// algo (staged collectives): the acquire poll of a peer's flag, which orders the
     /// CTA's reads of that peer's staging after the peer's publication.
     StagedFlagPoll,
-    /// algo (staged collectives' packets): a sending thread's `fence.acq_rel.sys` before
-    /// its packets, which orders the CTA's earlier reads of its staging and packet zeroing
-    /// before the peers' next writes there (the data itself travels in the packets).
-    PacketFence,
-    /// algo (staged collectives' packets): the acquire load of a packet, which orders
-    /// its zeroing and the CTA's later writes after the sender's fence.
-    PacketPoll,
     /// shmem: `put_signal`'s `fence.acq_rel.sys` between the data and the signal, which
     /// delivers the data before the signal.
     ShmemSignalFence,
@@ -575,7 +568,7 @@ pub enum Site {
 
 impl Site {
     /// Every site.
-    pub const ALL: [Site; 22] = [
+    pub const ALL: [Site; 20] = [
         Site::PrimsSendFence,
         Site::PrimsEmptySliceFence,
         Site::PrimsRecvPoll,
@@ -590,8 +583,6 @@ impl Site {
         Site::MailboxClose,
         Site::StagedSignalFence,
         Site::StagedFlagPoll,
-        Site::PacketFence,
-        Site::PacketPoll,
         Site::ShmemSignalFence,
         Site::ShmemFence,
         Site::ShmemQuiet,
@@ -608,18 +599,11 @@ impl Site {
             | Site::RingBacklogFence
             | Site::MailboxDoneFence
             | Site::StagedSignalFence
-            | Site::PacketFence
             | Site::ShmemSignalFence
             | Site::ShmemFence
             | Site::ShmemQuiet
             | Site::ShmemBarrierFence => SiteKind::Fence,
-            Site::PrimsRecvPoll
-            | Site::RingPoll
-            | Site::MailboxTake
-            | Site::StagedFlagPoll
-            | Site::PacketPoll
-            | Site::ShmemWaitPoll
-            | Site::ShmemBarrierPoll => {
+            Site::PrimsRecvPoll | Site::RingPoll | Site::MailboxTake | Site::StagedFlagPoll | Site::ShmemWaitPoll | Site::ShmemBarrierPoll => {
                 SiteKind::AcquireLoad
             }
             Site::RingComplete => SiteKind::ReleaseStore,

@@ -6,7 +6,7 @@
 
 use device_rt::abi::MAX_CHANNELS;
 use device_rt::algo::{AlgorithmChoice, Staging};
-use device_rt::conn::{CONN_DIRECT, ChannelConns, ChannelStats, CommDevice, ConnInfo, MAX_RANKS, MAX_STAGED_RANKS, NCCL_STEPS, STEP_ALIGN, StagingConns, packet_area_bytes};
+use device_rt::conn::{CONN_DIRECT, ChannelConns, ChannelStats, CommDevice, ConnInfo, MAX_RANKS, MAX_STAGED_RANKS, NCCL_STEPS, STEP_ALIGN, StagingConns};
 use zerocopy::IntoBytes;
 
 use crate::{Error, Result};
@@ -81,8 +81,6 @@ pub struct Layout {
     /// Per collective channel, two staging buffers of `slot_bytes`.
     staging: u64,
     slot_bytes: u64,
-    /// Per collective channel, a packet area (`packet_area_bytes`, zeroed).
-    packets: u64,
     /// Bytes of the block that must be initialised (descriptions and counters).
     pub meta_bytes: u64,
     /// Bytes of the whole block.
@@ -144,9 +142,8 @@ impl Layout {
         let ring_fifos = meta_bytes.next_multiple_of(STEP_ALIGN);
         let p2p_fifos = ring_fifos + nch * NCCL_STEPS * shape.ring_step_bytes;
         let staging = p2p_fifos + nch * nr * NCCL_STEPS * shape.p2p_step_bytes;
-        let packets = staging + staged_channels * 2 * slot_bytes;
-        let block_bytes = packets + staged_channels * packet_area_bytes(nr);
-        Ok(Self { shape, channels, p2p, staging_conns, counters, staging_flags, stats, ring_fifos, p2p_fifos, staging, slot_bytes, packets, meta_bytes, block_bytes })
+        let block_bytes = staging + staged_channels * 2 * slot_bytes;
+        Ok(Self { shape, channels, p2p, staging_conns, counters, staging_flags, stats, ring_fifos, p2p_fifos, staging, slot_bytes, meta_bytes, block_bytes })
     }
 
     /// What the communicator has for the staged algorithms.
@@ -157,11 +154,6 @@ impl Layout {
     /// Staging flags of collective channel `channel`, entry `peer` (raised by `peer`).
     fn staging_flag(&self, channel: u32, peer: u32) -> u64 {
         self.staging_flags + u64::from(channel) * flags_bytes(u64::from(self.shape.nranks)) + 8 * u64::from(peer)
-    }
-
-    /// The packet area of collective channel `channel`.
-    fn packet_area(&self, channel: u32) -> u64 {
-        self.packets + u64::from(channel) * packet_area_bytes(u64::from(self.shape.nranks))
     }
 
     /// The two staging buffers of collective channel `channel`.
@@ -289,7 +281,6 @@ impl Layout {
                 let mut conns = StagingConns { flags: at(rank, self.staging_flag(c, 0)), ..StagingConns::default() };
                 for p in 0..n {
                     conns.staging[p as usize] = at(p, self.staging_buffers(c));
-                    conns.packets[p as usize] = at(p, self.packet_area(c));
                     if p != rank {
                         conns.signal[p as usize] = at(p, self.staging_flag(c, rank));
                     }
@@ -368,8 +359,6 @@ mod tests {
                     assert_eq!(mine.staging[p], theirs.staging[p], "rank {r} reads rank {p}'s buffers where {p} writes them");
                     assert!(mine.staging[p] >= base + layout.meta_bytes && mine.staging[p] + 2 * 8192 <= base + layout.block_bytes);
                     assert_eq!(mine.staging[p] % 4096, 0);
-                    assert_eq!(mine.packets[p], theirs.packets[p], "rank {r} sends into rank {p}'s packets where {p} polls them");
-                    assert!(mine.packets[p] >= mine.staging[p] + 2 * 8192 && mine.packets[p] + packet_area_bytes(3) <= base + layout.block_bytes);
                     if p == r {
                         assert_eq!(mine.signal[p], 0);
                     } else {
@@ -380,9 +369,7 @@ mod tests {
             }
         }
         assert_eq!(conns(0, 1).staging[0] - conns(0, 0).staging[0], 2 * 8192, "two buffers per channel");
-        assert_eq!(layout.staging_buffers(2), layout.packet_area(0), "the packets follow the staging");
-        assert_eq!(conns(0, 1).packets[0] - conns(0, 0).packets[0], packet_area_bytes(3), "one packet area per channel");
-        assert_eq!(layout.packet_area(2), layout.block_bytes, "the packets end the block");
+        assert_eq!(layout.staging_buffers(2), layout.block_bytes, "the staging ends the block");
         for no_staging in [shape(1, 2), shape(9, 2), Shape { staging_bytes: 0, ..shape(3, 2) }] {
             let layout = Layout::new(no_staging).unwrap();
             let image = layout.image(0, &bases[..1].iter().copied().cycle().take(no_staging.nranks as usize).collect::<Vec<_>>()).unwrap();
