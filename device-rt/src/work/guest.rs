@@ -86,8 +86,8 @@ pub struct PostArgs {
 /// `p.item` passed the host's validation.
 pub unsafe fn serve_post(p: PostArgs) {
     let kind = p.item.validate();
-    // SAFETY: `p.comm` is null or the rank's valid `CommDevice` (this function's contract).
     let post_only = match kind {
+        // SAFETY: `p.comm` is null or the rank's valid `CommDevice` (this function's contract).
         Ok(kind) => unsafe { post_only_parts(p.comm, p.resident, &p.item, kind) },
         Err(_) => None,
     };
