@@ -156,40 +156,49 @@ fn back_to_back_stream_calls_need_no_host_synchronisation() {
     g.shutdown(TIMEOUT).unwrap();
 }
 
-/// A ring all-reduce over every guest channel posted on `ranks` of 2 only, with spin
-/// budget `budget`.
-fn post_on(ranks: &[u32], budget: Duration) -> TwinGroup {
-    let mut g = TwinGroup::start_with_guests(shape(2, AlgorithmChoice::Ring), RESIDENT, 128, budget, None).unwrap();
+/// An all-reduce of `count` floats by `algorithm` posted on `ranks` of 2 only, with spin
+/// budget `budget`: the ring over every guest channel (through the mailbox), or a
+/// one-shot that runs on the post grid alone.
+fn post_on(ranks: &[u32], algorithm: AlgorithmChoice, count: u64, budget: Duration) -> TwinGroup {
+    let mut g = TwinGroup::start_with_guests(shape(2, algorithm), RESIDENT, 128, budget, None).unwrap();
     for &rank in ranks {
-        let (src, dst) = (g.alloc(rank, 4 << 20).unwrap(), g.alloc(rank, 4 << 20).unwrap());
-        let item = WorkItem::collective(CollFunction::AllReduce, DataType::F32, RedOpKind::Sum, 0, src.addr, dst.addr, 1 << 20, 0);
+        let (src, dst) = (g.alloc(rank, 4 * count as usize).unwrap(), g.alloc(rank, 4 * count as usize).unwrap());
+        let item = WorkItem::collective(CollFunction::AllReduce, DataType::F32, RedOpKind::Sum, 0, src.addr, dst.addr, count, 0);
         g.submit(rank, item).unwrap();
     }
     g
 }
 
-/// A peer that never posts: the waiting rank's resident and guest channels end with a
-/// timeout within the spin budget (the post returns, the rank's stream drains), never a
-/// hang; the absent rank is unaffected.
+/// The two kinds of stream-ordered call a peer can leave waiting: a ring all-reduce
+/// through the loop's mailbox, and a small one-shot on the post grid alone.
+const WAITING_CALLS: [(AlgorithmChoice, u64); 2] = [(AlgorithmChoice::Ring, 1 << 20), (AlgorithmChoice::OneShot, 1000)];
+
+/// A peer that never posts, for a call through the mailbox and for one on the post grid
+/// alone: the waiting rank's channels end with a timeout within the spin budget (the post
+/// grid returns, the rank's stream drains), never a hang; the absent rank is unaffected.
 #[test]
 fn a_peer_whose_guests_never_come_is_a_timeout_not_a_hang() {
-    let mut g = post_on(&[0], Duration::from_millis(500));
-    let started = Instant::now();
-    let err = g.wait_submitted(0, ferroccl_testkit::coll::group::Submitted::Stream, TIMEOUT);
-    assert!(matches!(err, Err(Error::DeviceTimeout { .. })), "{err:?}");
-    assert!(started.elapsed() < Duration::from_secs(60), "{:?}", started.elapsed());
-    assert!(g.health(1).is_ok());
+    for (algorithm, count) in WAITING_CALLS {
+        let mut g = post_on(&[0], algorithm, count, Duration::from_millis(500));
+        let started = Instant::now();
+        let err = g.wait_submitted(0, ferroccl_testkit::coll::group::Submitted::Stream, TIMEOUT);
+        assert!(matches!(err, Err(Error::DeviceTimeout { .. })), "{algorithm:?}: {err:?}");
+        assert!(started.elapsed() < Duration::from_secs(60), "{algorithm:?}: {:?}", started.elapsed());
+        assert!(g.health(1).is_ok());
+    }
 }
 
 /// An abort while guests wait for a peer ends the post grid at once, well within its
-/// spin budget.
+/// spin budget, for a call through the mailbox and for one on the post grid alone.
 #[test]
 fn an_abort_ends_guests_that_wait() {
-    let mut g = post_on(&[0], Duration::from_secs(60));
-    std::thread::sleep(Duration::from_millis(100));
-    let aborted = Instant::now();
-    g.abort_all();
-    let err = g.wait_submitted(0, ferroccl_testkit::coll::group::Submitted::Stream, TIMEOUT);
-    assert!(matches!(err, Err(Error::Aborted)), "{err:?}");
-    assert!(aborted.elapsed() < Duration::from_secs(30), "{:?}", aborted.elapsed());
+    for (algorithm, count) in WAITING_CALLS {
+        let mut g = post_on(&[0], algorithm, count, Duration::from_secs(60));
+        std::thread::sleep(Duration::from_millis(100));
+        let aborted = Instant::now();
+        g.abort_all();
+        let err = g.wait_submitted(0, ferroccl_testkit::coll::group::Submitted::Stream, TIMEOUT);
+        assert!(matches!(err, Err(Error::Aborted)), "{algorithm:?}: {err:?}");
+        assert!(aborted.elapsed() < Duration::from_secs(30), "{algorithm:?}: {:?}", aborted.elapsed());
+    }
 }

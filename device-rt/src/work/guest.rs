@@ -74,9 +74,10 @@ pub struct PostArgs {
 /// runs its share with the primitives' own ordering, then arrives as a resident channel
 /// does (`complete_mailbox`: `fence.acq_rel.sys`, acq_rel arrival count, the last
 /// arrival's acq_rel completion), so the poster, which acquires the completion, sees the
-/// guest's writes. A part of an item on the post grid alone arrives nowhere: the
-/// grid's end orders its writes before the stream's next work. A guest that fails records the loop's error (a claim, then a release
-/// store) and closes the mailbox, so the poster and the loop stop too.
+/// guest's writes. A part of an item on the post grid alone arrives nowhere: the grid's
+/// end orders its writes before the stream's next work. A guest that fails records the
+/// loop's error (a claim, then a release store) and closes the mailbox, so the poster and
+/// the loop stop too.
 ///
 /// # Safety
 /// `p.state`, `p.header` and `p.comm` are one running loop's (its communicator's

@@ -60,13 +60,12 @@ enum Taking {
 }
 
 /// The plan of `item` over every channel of `comm` (what the channels' `CollCtx::staging`
-/// gives for an unpaired communicator), as [`Taking`]; `None` where it cannot be planned
-/// (its channels then refuse it). An item whose function or type is unknown counts as
-/// the ring: its channels refuse it too, every one of them.
+/// gives for an unpaired communicator), as [`Taking`]; `None` where it cannot be planned,
+/// or its function or type is unknown (the resident channels then refuse it).
 #[inline(always)]
 fn staged_or_ring(comm: &CommDevice, item: &WorkItem) -> Option<Taking> {
     let (Some(function), Some(dtype)) = (CollFunction::from_u32(item.function), DataType::from_u8(item.dtype)) else {
-        return Some(Taking::Ring);
+        return None;
     };
     let staging = Staging { nranks: comm.nranks, channels: comm.nchannels, slot_bytes: if comm.staging == 0 { 0 } else { comm.staging_slot_bytes } };
     let choice = AlgorithmChoice::from_u32(comm.algorithm).unwrap_or_default();
