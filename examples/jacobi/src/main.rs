@@ -1,12 +1,15 @@
 //! `jacobi`: seed 002's solver on the symmetric heap. Every PE holds `NUM_POINTS / PEs`
 //! points; each iteration zeroes the residual, runs one step kernel per PE (halo values
-//! through `g()`), sums the residuals across PEs on the device (`sum_reduce`), reads PE
-//! 0's sum and prints `Iteration = i error = e` every 10 iterations, then `Success!` or
-//! `Failure!`, as the seed does.
+//! through `g()`), sums the residuals across PEs on the device (`sum_reduce`, which gives
+//! every PE the sum), reads its first PE's copy and prints `Iteration = i error = e`
+//! every 10 iterations, then `Success!` or `Failure!`, as the seed does.
 //!
-//! `--pes N` runs N PEs in this process (PE `i` on device `i mod` the device count, or on
-//! `--devices`). `--time-kernels K` also times K steps of each step kernel (per-thread
-//! atomics, block reduction) on PE 0's stream with CUDA events and prints both.
+//! Started by `ferroccl run -n N jacobi` (or any launcher `host_shim::bootstrap::PeEnv`
+//! reads), this process is one PE of N, on the device the launcher gives it, as seed 002
+//! runs it (`nvshmrun -np N`); PE 0 prints. Otherwise `--pes N` runs N PEs in this
+//! process (PE `i` on device `i mod` the device count, or on `--devices`).
+//! `--time-kernels K` also times K steps of each step kernel (per-thread atomics, block
+//! reduction) on PE 0's stream with CUDA events and prints both.
 
 use std::error::Error;
 use std::sync::Arc;
@@ -15,6 +18,7 @@ use std::time::Duration;
 use clap::{Parser, ValueEnum};
 use cudarc::driver::{CudaContext, CudaFunction, CudaStream, LaunchConfig, PushKernelArg, result, sys};
 use ferroccl_jacobi::{MAX_ITERS, NUM_POINTS, T_LEFT, T_RIGHT, TOLERANCE, error_of, format_g};
+use host_shim::bootstrap::{Bootstrap, PeEnv};
 use host_shim::device;
 use host_shim::module::Module;
 use host_shim::shmem::Heap;
@@ -34,7 +38,7 @@ enum StepKernel {
 #[derive(Parser, Debug)]
 #[command(about = "Seed 002's Jacobi solver on ferroccl's symmetric heap")]
 struct Args {
-    /// PEs in this process.
+    /// PEs in this process (under a launcher: one, the launcher's).
     #[arg(long, default_value_t = 1)]
     pes: usize,
     /// Devices of the PEs (comma-separated ordinals; default: PE i on device i mod count).
@@ -67,17 +71,31 @@ struct Buffers {
     sum: Vec<u64>,
 }
 
+/// How long the PEs of several processes wait for each other at a host call.
+const BOOTSTRAP_BUDGET: Duration = Duration::from_secs(60);
+
 fn main() -> Result<(), Box<dyn Error>> {
     let args = Args::parse();
-    if args.pes == 0 || !NUM_POINTS.is_multiple_of(args.pes) {
-        return Err(format!("--pes {}: the {NUM_POINTS} points must split evenly over at least one PE", args.pes).into());
+    let env = PeEnv::from_env()?;
+    // Every PE of the job, and whether PE 0 (which prints) is one of this process's.
+    let (n_pes, has_pe_0) = match &env {
+        Some(env) => (env.n_pes, env.pe == 0),
+        None => (args.pes, true),
+    };
+    if n_pes == 0 || !NUM_POINTS.is_multiple_of(n_pes) {
+        return Err(format!("{n_pes} PEs: the {NUM_POINTS} points must split evenly over at least one PE").into());
     }
     let count = device::list()?.len();
-    let devices: Vec<usize> = if args.devices.is_empty() { (0..args.pes).map(|pe| pe % count.max(1)).collect() } else { args.devices.clone() };
-    if devices.len() != args.pes || devices.iter().any(|&d| d >= count) {
-        return Err(format!("--devices {devices:?}: one device of the {count} here per PE ({})", args.pes).into());
+    let devices: Vec<usize> = match &env {
+        Some(env) => vec![env.device],
+        None if args.devices.is_empty() => (0..args.pes).map(|pe| pe % count.max(1)).collect(),
+        None => args.devices.clone(),
+    };
+    let local = devices.len();
+    if env.is_none() && local != args.pes || devices.iter().any(|&d| d >= count) {
+        return Err(format!("devices {devices:?}: one device of the {count} here per PE of this process ({})", args.pes).into());
     }
-    let n = NUM_POINTS / args.pes;
+    let n = NUM_POINTS / n_pes;
     let mut contexts: Vec<(usize, Arc<CudaContext>, Arc<Module>)> = Vec::new();
     let mut streams = Vec::new();
     for &d in &devices {
@@ -89,8 +107,12 @@ fn main() -> Result<(), Box<dyn Error>> {
         let (_, ctx, _) = contexts.iter().find(|(o, _, _)| *o == d).ok_or("a context per device")?;
         streams.push(ctx.new_stream()?);
     }
-    let mut heap = Heap::new(&streams, 4 * (2 * n as u64 + 1024), Duration::from_secs(10))?;
-    let bytes = |b: usize| vec![b as u64; args.pes];
+    let heap_bytes = 4 * (2 * n as u64 + 1024);
+    let mut heap = match &env {
+        Some(env) => Heap::join(&streams[0], heap_bytes, Duration::from_secs(10), Bootstrap::join_env(env, BOOTSTRAP_BUDGET)?)?,
+        None => Heap::new(&streams, heap_bytes, Duration::from_secs(10))?,
+    };
+    let bytes = |b: usize| vec![b as u64; local];
     let bufs = Buffers { f_old: heap.malloc(&bytes(4 * n))?, f: heap.malloc(&bytes(4 * n))?, l2: heap.malloc(&bytes(4))?, sum: heap.malloc(&bytes(4))? };
     let mut pes = Vec::new();
     for (pe, (stream, &d)) in streams.iter().zip(&devices).enumerate() {
@@ -105,8 +127,8 @@ fn main() -> Result<(), Box<dyn Error>> {
             handle: heap.handle(pe),
         });
     }
-    solve(&pes, &bufs, n, args.kernel)?;
-    if args.time_kernels > 0 {
+    solve(&pes, &bufs, n, args.kernel, has_pe_0)?;
+    if args.time_kernels > 0 && has_pe_0 {
         let pe = &pes[0];
         let atomic = time_step(pe, &bufs, n, StepKernel::Atomic, args.time_kernels)?;
         let block = time_step(pe, &bufs, n, StepKernel::BlockReduce, args.time_kernels)?;
@@ -121,8 +143,10 @@ fn main() -> Result<(), Box<dyn Error>> {
     Ok(())
 }
 
-/// Runs the solver to the tolerance or `MAX_ITERS`, printing as the seed does.
-fn solve(pes: &[Pe], bufs: &Buffers, n: usize, kernel: StepKernel) -> Result<(), Box<dyn Error>> {
+/// Runs the solver to the tolerance or `MAX_ITERS` on this process's PEs, printing as the
+/// seed does when `prints` (PE 0 is here). Every process reads its first PE's copy of
+/// the sum, which `sum_reduce` gives every PE alike, so all stop at the same iteration.
+fn solve(pes: &[Pe], bufs: &Buffers, n: usize, kernel: StepKernel, prints: bool) -> Result<(), Box<dyn Error>> {
     let blocks = (n as u32).div_ceil(THREADS);
     for (pe, p) in pes.iter().enumerate() {
         for f in [bufs.f_old[pe], bufs.f[pe]] {
@@ -153,12 +177,14 @@ fn solve(pes: &[Pe], bufs: &Buffers, n: usize, kernel: StepKernel) -> Result<(),
             return Err("a barrier of the residual sum timed out or was aborted".into());
         }
         error = error_of(l2[0], NUM_POINTS);
-        if iteration.is_multiple_of(10) {
+        if prints && iteration.is_multiple_of(10) {
             println!("Iteration = {iteration} error = {}", format_g(error));
         }
         iteration += 1;
     }
-    println!("{}", if error <= TOLERANCE && iteration < MAX_ITERS { "Success!" } else { "Failure!" });
+    if prints {
+        println!("{}", if error <= TOLERANCE && iteration < MAX_ITERS { "Success!" } else { "Failure!" });
+    }
     Ok(())
 }
 
