@@ -62,6 +62,10 @@ impl VmmHeap {
         let heap = Self::map(ctx, handle, bytes, readers)?;
         // SAFETY: `bytes` mapped, writable bytes from `base`; no kernel uses them yet.
         unsafe { sys::cuMemsetD8_v2(heap.base, 0, bytes) }.result().map_err(Error::cuda("cuMemsetD8"))?;
+        // The memset may still be running when it returns (device memory), on the legacy
+        // stream, which the PEs' non-blocking streams do not wait for: a peer's first
+        // barrier arrival could land before it and be wiped. Wait for it.
+        ctx.synchronize().map_err(Error::cuda("cuCtxSynchronize (heap zeroed)"))?;
         Ok(heap)
     }
 
