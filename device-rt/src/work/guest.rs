@@ -104,9 +104,9 @@ pub unsafe fn serve_post(p: PostArgs) {
     let g = arch::block_idx() - 1;
     let channel = p.resident + g;
     // The channels the item spreads over, the part this CTA runs, and how many channels
-    // arrive at the mailbox's completion (none without the mailbox).
+    // arrive at the mailbox's completion (unused without the mailbox).
     let (count, part, arrivals) = match post_only {
-        Some(parts) if g < parts => (p.resident + parts, g, 0),
+        Some(parts) if g < parts => (p.resident + parts, g, parts),
         Some(_) => return,
         None => {
             // SAFETY: as for `post_only_parts`.
@@ -152,7 +152,7 @@ pub unsafe fn serve_post(p: PostArgs) {
         match outcome {
             // SAFETY: `a` is this guest's channel; thread 0 alone arrives, once, with the
             // item's spread.
-            Ok(()) if arrivals != 0 => unsafe { complete_mailbox(&a, true, arrivals) },
+            Ok(()) if post_only.is_none() => unsafe { complete_mailbox(&a, true, arrivals) },
             Ok(()) => {}
             Err(Stop::Error(error, detail)) => {
                 // SAFETY: `a` holds the loop's live state and header; thread 0 alone records.

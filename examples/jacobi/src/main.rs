@@ -92,7 +92,7 @@ fn main() -> Result<(), Box<dyn Error>> {
         None => args.devices.clone(),
     };
     let local = devices.len();
-    if env.is_none() && local != args.pes || devices.iter().any(|&d| d >= count) {
+    if (env.is_none() && local != args.pes) || devices.iter().any(|&d| d >= count) {
         return Err(format!("devices {devices:?}: one device of the {count} here per PE of this process ({})", args.pes).into());
     }
     let n = NUM_POINTS / n_pes;
