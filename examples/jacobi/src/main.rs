@@ -115,7 +115,7 @@ fn main() -> Result<(), Box<dyn Error>> {
     let bytes = |b: usize| vec![b as u64; local];
     let bufs = Buffers { f_old: heap.malloc(&bytes(4 * n))?, f: heap.malloc(&bytes(4 * n))?, l2: heap.malloc(&bytes(4))?, sum: heap.malloc(&bytes(4))? };
     let mut pes = Vec::new();
-    for (pe, (stream, &d)) in streams.iter().zip(&devices).enumerate() {
+    for (&pe, (stream, &d)) in heap.local_pes().iter().zip(streams.iter().zip(&devices)) {
         let (_, ctx, module) = contexts.iter().find(|(o, _, _)| *o == d).ok_or("a context per device")?;
         pes.push(Pe {
             stream: stream.clone(),
