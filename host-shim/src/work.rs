@@ -360,6 +360,21 @@ fn place_channels(ctx: &Arc<CudaContext>, state: &DeviceAlloc, cfg: &LoopConfig)
     Ok(device_sms.max(cfg.channels))
 }
 
+/// How many channels (CTAs of `threads` threads) of the loop `kernel` one SM holds at
+/// once, and with `post` (a loop with guests) also of its post grid: the smaller of the
+/// two.
+pub(crate) fn channels_per_sm(kernel: &CudaFunction, post: Option<&CudaFunction>, threads: u32) -> Result<u32> {
+    let per_sm = |f: &CudaFunction| {
+        f.occupancy_max_active_blocks_per_multiprocessor(threads, LOOP_SMEM_BYTES as usize, None)
+            .map_err(Error::cuda("cuOccupancyMaxActiveBlocksPerMultiprocessor"))
+    };
+    let resident = per_sm(kernel)?;
+    match post {
+        Some(post) => Ok(resident.min(per_sm(post)?)),
+        None => Ok(resident),
+    }
+}
+
 /// Refuses `threads` per CTA for `kernel` (named `what`) where the device runs fewer.
 fn fits_threads(kernel: &CudaFunction, threads: u32, what: &str) -> Result<()> {
     let max_threads = kernel
@@ -450,12 +465,7 @@ impl WorkLoop {
     /// How many channels (CTAs) of this loop one SM holds at once: resident ones, and
     /// with guests also the post grid's (the smaller of the two).
     pub(crate) fn channels_per_sm(&self) -> Result<u32> {
-        let per_sm = |f: &CudaFunction| {
-            f.occupancy_max_active_blocks_per_multiprocessor(self.cfg.threads, LOOP_SMEM_BYTES as usize, None)
-                .map_err(Error::cuda("cuOccupancyMaxActiveBlocksPerMultiprocessor"))
-        };
-        let resident = per_sm(&self.kernel)?;
-        if self.cfg.guests == 0 { Ok(resident) } else { Ok(resident.min(per_sm(&self.post)?)) }
+        channels_per_sm(&self.kernel, (self.cfg.guests > 0).then_some(&self.post), self.cfg.threads)
     }
 
     /// Launches the loop kernel, once, on the loop's own stream. Items enqueued before

@@ -139,7 +139,7 @@ fn test(args: &TestArgs) -> Result<ExitCode, Error> {
 
 /// The communicator configuration of `comm` on GPUs, for items taking `path`: every flag
 /// given replaces [`CommConfig::default`]'s value, `channels` when no `--channels` is
-/// given; without `--resident`, the default's resident channels on the stream path (the
+/// given (then fitted to the devices, as the default is; a count given is kept or refused); without `--resident`, the default's resident channels on the stream path (the
 /// others guests) and every channel on the direct path (which guests do not serve).
 fn comm_config(comm: &CommArgs, channels: u32, path: SubmitPath) -> CommConfig {
     let mut cfg = CommConfig::default();
@@ -154,6 +154,7 @@ fn comm_config(comm: &CommArgs, channels: u32, path: SubmitPath) -> CommConfig {
     cfg.paired = comm.paired.unwrap_or(cfg.paired);
     cfg.algorithm = comm.algo.unwrap_or(cfg.algorithm);
     cfg.staging_bytes = comm.staging.unwrap_or(cfg.staging_bytes);
+    cfg.fit_guests = comm.channels.is_none();
     cfg
 }
 
@@ -363,6 +364,7 @@ fn bench_footprint(args: &FootprintArgs) -> Result<ExitCode, Error> {
         split_channels(args.channels.unwrap_or(comm.loop_cfg.channels + comm.loop_cfg.guests), args.resident.unwrap_or(comm.loop_cfg.channels));
     comm.loop_cfg.threads = args.threads.unwrap_or(comm.loop_cfg.threads);
     comm.loop_cfg.resident_threads = args.resident_threads.unwrap_or(comm.loop_cfg.resident_threads);
+    comm.fit_guests = args.channels.is_none();
     let cfg = footprint::FootprintBench { ordinal, ranks: args.ranks, comm, busy_bytes: args.busy_bytes, iters: args.iters };
     println!(
         "footprint benchmark on device {ordinal} ({}, {} SMs): {} rank(s) × {} channels ({} resident) × {} threads, busy with {} MiB all-reduces; median of {} runs",

@@ -87,9 +87,14 @@ use wiring::{Layout, Shape};
 #[derive(Clone, Copy, Debug)]
 pub struct CommConfig {
     /// Each rank's work loop: resident and guest channels, threads per channel (a
-    /// multiple of 32, at least 128), queue slots, spin budget. The default is 24
-    /// channels × 256 threads, of which 1 is resident and 23 are guests: an idle
-    /// communicator holds one CTA of its GPU, not 24. On an H100 (2 ranks on one GPU,
+    /// multiple of 32, at least 128), queue slots, spin budget. The default is 48
+    /// channels × 256 threads, of which 1 is resident and 47 are guests (fewer where a
+    /// device holds fewer for its ranks, [`CommConfig::fit_guests`]): an idle
+    /// communicator holds one CTA of its GPU. Guests come up only with the calls that
+    /// spread over them, so more of them cost an idle GPU nothing; on two H200s (same
+    /// run, `bench/results/session9-x2.md`) 48 channels moved 1.02 / 1.12 / 1.05 of
+    /// NCCL's busbw at 512 MiB (all_reduce / all_gather / reduce_scatter) against
+    /// 0.88 / 0.99 / 0.88 with 24. With 24 channels, on an H100 (2 ranks on one GPU,
     /// same run, `bench/results/issue14-guests.md`) an FMA-bound kernel kept 0.986 of its
     /// throughput beside an idle default communicator against 0.633 with 24 resident
     /// channels (a cuBLAS GEMM 0.90 against 0.68); the price: 1-2 µs more per small
@@ -127,6 +132,11 @@ pub struct CommConfig {
     /// run (larger than the staging, or a function without that algorithm) is refused
     /// before anything is enqueued ([`Error::AlgorithmUnfit`]).
     pub algorithm: AlgorithmChoice,
+    /// `loop_cfg.guests` is a most: where a device cannot hold that many guest channels
+    /// for each of its ranks at once (beside the resident ones and a post grid's poster
+    /// per rank), every rank gets the most that every device holds. `false`: a count
+    /// that does not fit is refused ([`Error::DeviceLimit`]).
+    pub fit_guests: bool,
 }
 
 impl CommConfig {
@@ -162,7 +172,7 @@ impl CommConfig {
 impl Default for CommConfig {
     fn default() -> Self {
         Self {
-            loop_cfg: LoopConfig { channels: 1, guests: 23, threads: 256, resident_threads: 0, capacity: 1024, spin_budget: Duration::from_secs(10), placement: Placement::Tpcs },
+            loop_cfg: LoopConfig { channels: 1, guests: 47, threads: 256, resident_threads: 0, capacity: 1024, spin_budget: Duration::from_secs(10), placement: Placement::Tpcs },
             ring_step_bytes: 1 << 20,
             p2p_step_bytes: 128 << 10,
             direct: false,
@@ -170,6 +180,7 @@ impl Default for CommConfig {
             paired: false,
             staging_bytes: 8 << 20,
             algorithm: AlgorithmChoice::Auto,
+            fit_guests: true,
         }
     }
 }
@@ -288,7 +299,6 @@ impl Comm {
         if cfg.paired && cfg.loop_cfg.guests > 0 {
             return Err(Error::InvalidArgument("paired channels are all resident: guest channels take unpaired communicators only".into()));
         }
-        let layout = Layout::new(cfg.shape(nranks))?;
         let mut contexts: BTreeMap<usize, Arc<CudaContext>> = BTreeMap::new();
         for s in &streams {
             contexts.entry(s.context().ordinal()).or_insert_with(|| s.context().clone());
@@ -305,6 +315,8 @@ impl Comm {
             log::info!("communicator: loading the module on device {ordinal}");
             modules.insert(*ordinal, Module::load_for_threads(ctx, cfg.loop_cfg.threads)?);
         }
+        let cfg = if cfg.fit_guests { fit_guests(cfg, &streams, &modules)? } else { cfg };
+        let layout = Layout::new(cfg.shape(nranks))?;
         let mut loops = Vec::new();
         let mut blocks = Vec::new();
         for s in &streams {
@@ -383,6 +395,12 @@ impl Comm {
     /// Where this rank's channels run.
     pub fn placement(&self) -> Placement {
         self.lp.placement()
+    }
+
+    /// This rank's channels, resident and guest (every rank has as many; fewer guests
+    /// than configured where [`CommConfig::fit_guests`] fitted them to a device).
+    pub fn channels(&self) -> u32 {
+        self.lp.all_channels()
     }
 
     /// Keeps `alloc` alive until this rank's loop has stopped, then frees it with the
@@ -571,6 +589,32 @@ impl Comm {
         self.lp.shutdown(timeout)
     }
 }
+/// `cfg` with as many guest channels as it asks for, or fewer: the most that every
+/// device of `streams` holds for each of its ranks at once, beside the resident channels
+/// and one post grid's poster per rank (the room `Comm::from_devices_with` checks).
+fn fit_guests(cfg: CommConfig, streams: &[Arc<CudaStream>], modules: &BTreeMap<usize, Module>) -> Result<CommConfig> {
+    let mut guests = cfg.loop_cfg.guests;
+    for (ordinal, module) in modules {
+        let ranks_here = streams.iter().filter(|s| s.context().ordinal() == *ordinal).count() as u32;
+        let Some(s) = streams.iter().find(|s| s.context().ordinal() == *ordinal) else { continue };
+        let kernel = module.kernel("ferroccl_work_loop")?;
+        let post = module.kernel("ferroccl_mailbox_post")?;
+        let room = device::sm_count(s.context())? * crate::work::channels_per_sm(&kernel, Some(&post), cfg.loop_cfg.threads)?;
+        guests = guests.min(guests_that_fit(room, ranks_here, cfg.loop_cfg.channels));
+    }
+    if guests < cfg.loop_cfg.guests {
+        log::info!("communicator: {guests} guest channels per rank (of {} asked for) fit every device", cfg.loop_cfg.guests);
+    }
+    Ok(CommConfig { loop_cfg: LoopConfig { guests, ..cfg.loop_cfg }, ..cfg })
+}
+
+/// The most guest channels each of `ranks` ranks with `resident` resident channels may
+/// have on a device that holds `room` channels at once, one post grid's poster per rank
+/// kept free.
+fn guests_that_fit(room: u32, ranks: u32, resident: u32) -> u32 {
+    (room / ranks.max(1)).saturating_sub(1).saturating_sub(resident)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -611,6 +655,15 @@ mod tests {
         send_sync_clone::<CommAbortHandle>();
         fn send<T: Send>() {}
         send::<Comm>();
+    }
+
+    #[test]
+    fn guests_shrink_to_what_the_device_holds() {
+        assert_eq!(guests_that_fit(132, 2, 1), 64, "two ranks of 66 channels' room, a poster each");
+        assert_eq!(guests_that_fit(132, 4, 1), 31);
+        assert_eq!(guests_that_fit(132, 8, 1), 14, "8 × (1 + 14) channels and 8 posters: 128 of 132; one guest more: 136");
+        assert_eq!(guests_that_fit(4, 4, 1), 0, "no room beyond the resident channels");
+        assert_eq!(guests_that_fit(0, 0, 1), 0);
     }
 
     #[test]

@@ -12,7 +12,7 @@ use device_rt::work::WorkItem;
 use host_shim::comm::wiring::Shape;
 use host_shim::comm::{Comm, CommConfig};
 use host_shim::queue::Ticket;
-use host_shim::work::{DeviceAlloc, Placement};
+use host_shim::work::{DeviceAlloc, LoopConfig, Placement};
 use host_shim::{Error, Result, device};
 
 use super::group::{Buffer, RankGroup, SubmitPath, Submitted};
@@ -56,6 +56,9 @@ impl GpuGroup {
         for (c, a) in comms.iter_mut().zip(allocs) {
             c.keep_until_stopped(a)?;
         }
+        // The channels the communicator has: its guests may be fewer than asked for.
+        let guests = comms.first().map_or(0, |c| c.channels() - cfg.loop_cfg.channels);
+        let cfg = CommConfig { loop_cfg: LoopConfig { guests, ..cfg.loop_cfg }, ..cfg };
         let describe = format!(
             "{} rank(s) on device(s) {:?}, {} channels ({} resident) × {} threads, ring step {} KiB, algorithm {}, staging {} KiB{}",
             ordinals.len(),
