@@ -141,10 +141,18 @@ pub enum Unfit {
 /// reduce's input, all_gather's output, reduce_scatter's input), as nccl-tests counts
 /// them.
 ///
-/// Provisional: NOT measured on GPUs yet. The rows follow seed 003 (vLLM's custom
-/// all-reduce: one stage up to 512 KiB on up to 4 GPUs and 256 KiB on up to 8, always on
-/// 2, two stages above, NCCL beyond 8 MiB) and are to be replaced by figures measured
-/// with `ferroccl bench --algo …` on GPUs, written down beside them.
+/// The 2-rank row is measured: on two H200s (2026-11-25, 48 channels, 32 MiB staging,
+/// every algorithm forced, `bench/results/session9-x2.md`, µs per call back to back /
+/// in CUDA graphs) all_reduce one-shot took 23.4 / 21.6 at 2 MiB against the ring's
+/// 40.4 / 34.7, and 41.4 / 38.3 at 4 MiB against two-shot's 41.3 / 39.3 and the ring's
+/// 43.9 / 40.7; at 8 MiB the three were within 6 % (ring 55.3 back to back): one-shot up
+/// to 4 MiB, no two-shot on two ranks (it was never faster there). all_gather one-shot
+/// took 22.5 / 17.5 at 2 MiB against the ring's 33.0 / 28.2, and tied at 4 MiB (34.4 /
+/// 28.9 against 33.3 / 29.8); reduce_scatter 22.0 / 19.3 against 31.8 / 27.9 at 2 MiB,
+/// the ring ahead at 4 MiB (35.4 / 30.0 against 36.6 / 34.2): one-shot up to 2 MiB for
+/// both. The other rows are provisional, after seed 003 (vLLM's custom all-reduce: one
+/// stage up to 512 KiB on up to 4 GPUs and 256 KiB on up to 8, two stages above, NCCL
+/// beyond 8 MiB), to be replaced by figures measured the same way.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Thresholds {
     /// all_reduce: one-shot up to these bytes.
@@ -162,11 +170,12 @@ pub struct Thresholds {
     pub two_shot_bytes_per_channel: u64,
 }
 
-/// The thresholds the device uses (provisional: see [`Thresholds`]).
+/// The thresholds the device uses (the 2-rank row measured, the others provisional: see
+/// [`Thresholds`]).
 pub const THRESHOLDS: Thresholds = Thresholds {
-    all_reduce_one_shot_max: [1 << 20, 512 << 10, 512 << 10, 256 << 10, 256 << 10, 256 << 10, 256 << 10],
-    all_reduce_two_shot_max: [1 << 20, 8 << 20, 8 << 20, 8 << 20, 8 << 20, 8 << 20, 8 << 20],
-    gather_scatter_one_shot_max: [1 << 20; MAX_STAGED_RANKS - 1],
+    all_reduce_one_shot_max: [4 << 20, 512 << 10, 512 << 10, 256 << 10, 256 << 10, 256 << 10, 256 << 10],
+    all_reduce_two_shot_max: [4 << 20, 8 << 20, 8 << 20, 8 << 20, 8 << 20, 8 << 20, 8 << 20],
+    gather_scatter_one_shot_max: [2 << 20, 1 << 20, 1 << 20, 1 << 20, 1 << 20, 1 << 20, 1 << 20],
     rooted_one_shot_max: [256 << 10; MAX_STAGED_RANKS - 1],
     one_shot_bytes_per_channel: 64 << 10,
     two_shot_bytes_per_channel: 256 << 10,
