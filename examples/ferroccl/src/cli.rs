@@ -41,7 +41,7 @@ pub enum Command {
     /// hold the GPUs) and the busbw ratio; with --stats lines per row on where the
     /// channels' time went. Without a GPU it runs on the host twin (the device code on CPU
     /// threads) and says so. `bench reduce_copy`, `bench work_loop` and `bench footprint`
-    /// are the single-GPU benchmarks.
+    /// are the single-GPU benchmarks; `bench shmem` the symmetric heap's, on two GPUs.
     Bench(BenchCmd),
     /// Print the embedded PTX module
     Ptx,
@@ -202,6 +202,39 @@ pub enum SingleGpuBench {
     /// for it forever).
     #[command(name = "footprint")]
     Footprint(FootprintArgs),
+    /// The symmetric heap between two GPUs, one PE each: put and get bandwidth by message
+    /// size against cuMemcpyPeerAsync of the same bytes, put latency by one thread, warp
+    /// and CTA, the put_signal + wait_until round trip and barrier_all, in one run
+    #[command(name = "shmem")]
+    Shmem(ShmemArgs),
+}
+
+/// `ferroccl bench shmem`.
+#[derive(Debug, Args, PartialEq)]
+pub struct ShmemArgs {
+    /// The devices of PE 0 and PE 1
+    #[arg(long, value_name = "A,B", value_delimiter = ',', default_value = "0,1")]
+    pub devices: Vec<usize>,
+    /// The smallest message, K/M/G suffixes allowed
+    #[arg(long, value_name = "BYTES", value_parser = parse_size, default_value = "8")]
+    pub min_bytes: usize,
+    /// The largest message (sizes grow by 4 from --min-bytes; this one always runs), K/M/G
+    /// suffixes allowed
+    #[arg(long, value_name = "BYTES", value_parser = parse_size, default_value = "64M")]
+    pub max_bytes: usize,
+    /// Operations per timed launch (puts, gets, copies, round trips, barriers)
+    #[arg(long, value_name = "N", default_value_t = 100)]
+    pub iters: u32,
+    /// CTAs of the put and get bandwidth kernels [default: PE 0's device's SM count]
+    #[arg(long, value_name = "N")]
+    pub blocks: Option<u32>,
+    /// Threads per CTA of the bandwidth kernels and of the CTA put latency (a multiple of
+    /// 32, at most 1024)
+    #[arg(long, value_name = "N", default_value_t = 1024)]
+    pub threads: u32,
+    /// Write the results as JSON to PATH
+    #[arg(long, value_name = "PATH")]
+    pub json: Option<PathBuf>,
 }
 
 /// `ferroccl bench footprint`.
@@ -380,7 +413,7 @@ mod tests {
         let mut cmd = Cli::command();
         cmd.build();
         walk(&mut cmd, "ferroccl", &mut seen);
-        for sub in ["info", "test", "coll", "bench", "bench reduce_copy", "bench work_loop", "bench footprint", "ptx"] {
+        for sub in ["info", "test", "coll", "bench", "bench reduce_copy", "bench work_loop", "bench footprint", "bench shmem", "ptx"] {
             assert!(seen.contains(&format!("ferroccl {sub}")), "{seen:?}");
         }
         let bench_help = Cli::command().find_subcommand_mut("bench").unwrap().render_long_help().to_string();
@@ -483,6 +516,23 @@ mod tests {
             }))
         );
 
+        assert_eq!(
+            bench("ferroccl bench shmem").single,
+            Some(SingleGpuBench::Shmem(ShmemArgs { devices: vec![0, 1], min_bytes: 8, max_bytes: 64 << 20, iters: 100, blocks: None, threads: 1024, json: None }))
+        );
+        assert_eq!(
+            bench("ferroccl bench shmem --devices 1,0 --min-bytes 1K --max-bytes 1G --iters 20 --blocks 32 --threads 512 --json bench/results/shmem.json").single,
+            Some(SingleGpuBench::Shmem(ShmemArgs {
+                devices: vec![1, 0],
+                min_bytes: 1 << 10,
+                max_bytes: 1 << 30,
+                iters: 20,
+                blocks: Some(32),
+                threads: 512,
+                json: Some("bench/results/shmem.json".into())
+            }))
+        );
+
         let c = coll("ferroccl coll --devices 0,1 --ranks 4 --channels 4 --step 65536 --big 1572864 --paired true");
         assert_eq!(
             c,
@@ -538,6 +588,10 @@ mod tests {
             "ferroccl bench footprint --ranks many",
             "ferroccl bench footprint --busy-bytes 1.5M",
             "ferroccl bench footprint --devices 0,1",
+            "ferroccl bench shmem --max-bytes 1.5M",
+            "ferroccl bench shmem --devices a,b",
+            "ferroccl bench shmem --iters -1",
+            "ferroccl bench shmem --ranks 2",
             "ferroccl bench --algo oneshot",
             "ferroccl coll --staging 1.5M",
         ] {

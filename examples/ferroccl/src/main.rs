@@ -6,6 +6,7 @@
 //! - `ferroccl coll`: the collective correctness matrix on GPUs.
 //! - `ferroccl bench`: nccl-tests' table for the collectives (host twin without a GPU);
 //!   `bench reduce_copy`, `bench work_loop` and `bench footprint`: the single-GPU benchmarks.
+//!   `bench shmem`: the symmetric heap's, between two GPUs.
 //! - `ferroccl ptx`: prints the embedded PTX module (for ptxas, linking, inspection).
 //! - `ferroccl run -n N PROGRAM…`: starts PROGRAM as N PEs, one process each.
 
@@ -23,6 +24,7 @@ mod collbench;
 mod footprint;
 #[cfg(feature = "nccl")]
 mod nccl_baseline;
+mod shmem_bench;
 
 use ferroccl_testkit::coll::abort::abort_during_burst;
 use ferroccl_testkit::coll::check;
@@ -51,6 +53,7 @@ fn main() -> ExitCode {
         Command::Bench(BenchCmd { single: Some(SingleGpuBench::WorkLoop(args)), .. }) => bench_work_loop(&args),
         Command::Bench(BenchCmd { single: Some(SingleGpuBench::Abort(args)), .. }) => bench_abort(&args),
         Command::Bench(BenchCmd { single: Some(SingleGpuBench::Footprint(args)), .. }) => bench_footprint(&args),
+        Command::Bench(BenchCmd { single: Some(SingleGpuBench::Shmem(args)), .. }) => shmem_bench::run(&args),
         Command::Bench(args) => bench_collectives(args),
         Command::Ptx => {
             print!("{}", host_shim::module::PTX);

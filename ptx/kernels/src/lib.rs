@@ -11,6 +11,7 @@ mod copy;
 mod jacobi;
 mod selftest;
 mod shmem;
+mod shmem_bench;
 mod work;
 
 /// A panic on the device is a broken invariant: stop the kernel so the host sees a launch
