@@ -98,6 +98,19 @@ impl Staging {
     pub const fn available(&self) -> bool {
         self.slot_bytes > 0 && self.nranks >= 2 && self.nranks as usize <= MAX_STAGED_RANKS
     }
+
+    /// The most channels a staged plan takes: `channels`, at most
+    /// [`Thresholds::staged_channels_max`].
+    pub const fn staged_channels(&self) -> u32 {
+        staged_channels(self.channels)
+    }
+}
+
+/// Of `channels` a collective may spread over, the most a staged plan takes (see
+/// [`Thresholds::staged_channels_max`]): what a communicator sizes its staging buffers
+/// for, so that they hold its staging bytes.
+pub const fn staged_channels(channels: u32) -> u32 {
+    if channels < THRESHOLDS.staged_channels_max { channels } else { THRESHOLDS.staged_channels_max }
 }
 
 /// How a collective runs.
@@ -168,6 +181,13 @@ pub struct Thresholds {
     pub one_shot_bytes_per_channel: u64,
     /// The same for two-shot.
     pub two_shot_bytes_per_channel: u64,
+    /// The most channels a staged collective takes (fewer where the communicator has
+    /// fewer). On a default communicator (1 resident and 47 guest channels) every staged
+    /// call then fits the guests and runs on the post grid alone; one on all 48 channels
+    /// went through the loop's mailbox: on two H200s a 4 MiB one-shot all_reduce on 48
+    /// channels took 41-44 µs per call against 23-25 µs at 2 MiB on 32
+    /// (`bench/results/session9-x2.md`).
+    pub staged_channels_max: u32,
 }
 
 /// The thresholds the device uses (the 2-rank row measured, the others provisional: see
@@ -179,6 +199,7 @@ pub const THRESHOLDS: Thresholds = Thresholds {
     rooted_one_shot_max: [256 << 10; MAX_STAGED_RANKS - 1],
     one_shot_bytes_per_channel: 64 << 10,
     two_shot_bytes_per_channel: 256 << 10,
+    staged_channels_max: 32,
 };
 
 /// Elements of `elt` bytes in 16 bytes (a pack): channel shares and two-shot blocks start
@@ -252,7 +273,7 @@ fn staged(function: CollFunction, elt: u64, count: u64, staging: Staging, algori
     let copies = if function == CollFunction::ReduceScatter { u64::from(staging.nranks) } else { 1 };
     let align = pack_elements(elt);
     let per_channel = staging.slot_bytes / elt / copies / align * align;
-    let channels = u64::from(staging.channels);
+    let channels = u64::from(staging.staged_channels());
     let needed = match (count, per_channel) {
         (0, _) => 0,
         (_, 0) => u64::MAX,
@@ -307,6 +328,22 @@ mod tests {
         }
         let nine = staging(9, 24, 1 << 20);
         assert_eq!(plan(CollFunction::AllReduce, F32, 2, nine, AlgorithmChoice::Auto).unwrap().algorithm, Algorithm::Ring, "over 8 ranks: the ring");
+    }
+
+    /// A staged plan takes at most `staged_channels_max` channels, and its buffers still
+    /// hold the call a communicator's staging bytes were sized for.
+    #[test]
+    fn staged_plans_keep_to_the_most_channels() {
+        let max = THRESHOLDS.staged_channels_max;
+        let s = staging(2, 48, 256 << 10);
+        assert_eq!(s.staged_channels(), max);
+        assert_eq!(staging(2, 5, 256 << 10).staged_channels(), 5, "fewer channels: all of them");
+        let big = plan(CollFunction::AllReduce, F32, (4 << 20) / F32, s, AlgorithmChoice::OneShot).unwrap();
+        assert_eq!(big.channels, max, "4 MiB wants 64 channels of 64 KiB: {big:?}");
+        let full = u64::from(max) * (256 << 10) / F32;
+        assert_eq!(plan(CollFunction::AllReduce, F32, full, s, AlgorithmChoice::OneShot).unwrap().channels, max);
+        assert!(matches!(plan(CollFunction::AllReduce, F32, full + 4, s, AlgorithmChoice::OneShot), Err(Unfit::TooLarge { .. })));
+        assert_eq!(plan(CollFunction::AllReduce, F32, full + 4, s, AlgorithmChoice::Auto).unwrap().algorithm, Algorithm::Ring);
     }
 
     /// Channels grow with the size, one per `bytes_per_channel`, and every channel that

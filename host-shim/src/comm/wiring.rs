@@ -5,7 +5,7 @@
 //! addresses, so the same code wires GPU ranks and host-twin ranks.
 
 use device_rt::abi::MAX_CHANNELS;
-use device_rt::algo::{AlgorithmChoice, Staging};
+use device_rt::algo::{AlgorithmChoice, Staging, staged_channels};
 use device_rt::conn::{CONN_DIRECT, ChannelConns, ChannelStats, CommDevice, ConnInfo, MAX_RANKS, MAX_STAGED_RANKS, NCCL_STEPS, STEP_ALIGN, StagingConns};
 use zerocopy::IntoBytes;
 
@@ -34,8 +34,10 @@ pub struct Shape {
     /// half receives and reduces. Needs an even channel count.
     pub paired: bool,
     /// Bytes of staging per rank for the staged algorithms (one-shot, two-shot): the
-    /// largest call they take, split over the channels a collective spreads over (each
-    /// channel's part rounded up to 4 KiB), twice (calls alternate between two buffers).
+    /// largest call they take, split over the channels a staged collective takes (those a
+    /// collective spreads over, at most `THRESHOLDS.staged_channels_max`; each channel's
+    /// part rounded up to 4 KiB), twice (calls alternate between two buffers), for every
+    /// channel a collective spreads over.
     /// 0: none (as with one rank, or more than `MAX_STAGED_RANKS`: they never stage).
     pub staging_bytes: u64,
     /// The algorithm the device runs collectives with: its choice by size, or one forced.
@@ -54,7 +56,7 @@ impl Shape {
         if !staged {
             return 0;
         }
-        self.staging_bytes.div_ceil(u64::from(self.collective_channels())).next_multiple_of(STEP_ALIGN)
+        self.staging_bytes.div_ceil(u64::from(staged_channels(self.collective_channels()))).next_multiple_of(STEP_ALIGN)
     }
 
     /// What the communicator has for the staged algorithms.
@@ -342,6 +344,9 @@ mod tests {
         let paired = Shape { paired: true, ..shape(3, 4) };
         let layout = Layout::new(paired).unwrap();
         assert_eq!(layout.staging(), Staging { nranks: 3, channels: 2, slot_bytes: 8192 }, "10 000 bytes over 2 channels, 4 KiB rounded");
+        let wide = Layout::new(Shape { nchannels: 48, staging_bytes: 8 << 20, ..shape(2, 4) }).unwrap().staging();
+        assert_eq!((wide.channels, wide.staged_channels()), (48, 32), "staged plans keep to 32 of 48 channels");
+        assert_eq!(wide.slot_bytes * u64::from(wide.staged_channels()), 8 << 20, "whose buffers hold the staging bytes");
         let bases: Vec<u64> = (0..3).map(|r| 0x1_0000_0000 * (r + 1)).collect();
         let images: Vec<Vec<u8>> = (0..3).map(|r| layout.image(r, &bases).unwrap()).collect();
         let comm = |r: usize| CommDevice::read_from_prefix(&images[r]).unwrap().0;

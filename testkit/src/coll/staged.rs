@@ -100,7 +100,7 @@ fn thresholds(function: CollFunction, staging: Staging) -> Vec<u64> {
     let row = staging.nranks as usize - 2;
     debug_assert!(row < MAX_STAGED_RANKS - 1);
     let t = &THRESHOLDS;
-    let capacity = u64::from(staging.channels) * staging.slot_bytes;
+    let capacity = u64::from(staging.staged_channels()) * staging.slot_bytes;
     match function {
         CollFunction::AllReduce => vec![
             t.all_reduce_one_shot_max[row],
