@@ -27,10 +27,50 @@ fn cta_slice(bytes: u64) -> (u64, u64) {
     (start, slice.min(bytes - start))
 }
 
+/// Which way a bandwidth kernel moves its bytes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Way {
+    /// `put` into the peer's `dst`.
+    Put,
+    /// `get` from the peer's `src`.
+    Get,
+}
+
+/// Every CTA moves its slice of `bytes` from `src` to `dst` the `way` given (by the
+/// block), `iters` times (the same bytes each time), then thread 0 of the CTA calls
+/// `quiet` (the move ended with the CTA's barrier, so its fence completes every thread's
+/// stores).
+///
+/// # Safety
+/// As [`ferroccl_shmem_bench_put_bw`] (`Way::Put`) or [`ferroccl_shmem_bench_get_bw`]
+/// (`Way::Get`).
+#[inline(always)]
+unsafe fn move_slices(way: Way, handle: *const ShmemHandle, dst: *mut u8, src: *const u8, bytes: u64, iters: u32, peer: u32) {
+    let (at, len) = cta_slice(bytes);
+    // The slice is the CTA's: every thread of it takes the same branch.
+    if len == 0 {
+        return;
+    }
+    // SAFETY: the caller's contract gives the handle and the buffers; `at + len <= bytes`
+    // keeps the slice inside both, and its 16-byte aligned start keeps them aligned; every
+    // thread of the CTA calls `put` or `get` with the same arguments.
+    unsafe {
+        let sh = Shmem::new(handle);
+        let (dst, src) = (dst.add(at as usize), src.add(at as usize));
+        for _ in 0..iters {
+            match way {
+                Way::Put => sh.put::<Block, u8>(dst, src, len as usize, peer),
+                Way::Get => sh.get::<Block, u8>(dst, src, len as usize, peer),
+            }
+        }
+        if arch::thread_idx() == 0 {
+            sh.quiet();
+        }
+    }
+}
+
 /// Put bandwidth: every CTA puts its slice of `src`'s `bytes` into PE `peer`'s `dst`
-/// (`put` by the block), `iters` times (the same bytes each time), then thread 0 of the
-/// CTA calls `quiet` (the put ended with the CTA's barrier, so its fence completes every
-/// thread's stores).
+/// (`put` by the block), `iters` times, then `quiet` ([`move_slices`]).
 ///
 /// # Safety
 /// `handle` is this PE's `ShmemHandle`; `dst` a symmetric address of `bytes` writable
@@ -39,28 +79,12 @@ fn cta_slice(bytes: u64) -> (u64, u64) {
 /// during the launch; CTAs of whole warps.
 #[unsafe(no_mangle)]
 pub unsafe extern "gpu-kernel" fn ferroccl_shmem_bench_put_bw(handle: *const ShmemHandle, dst: *mut u8, src: *const u8, bytes: u64, iters: u32, peer: u32) {
-    let (at, len) = cta_slice(bytes);
-    // The slice is the CTA's: every thread of it takes the same branch.
-    if len == 0 {
-        return;
-    }
-    // SAFETY: this kernel's contract gives the handle and the buffers; `at + len <= bytes`
-    // keeps the slice inside both, and its 16-byte aligned start keeps them aligned; every
-    // thread of the CTA calls `put` with the same arguments.
-    unsafe {
-        let sh = Shmem::new(handle);
-        for _ in 0..iters {
-            sh.put::<Block, u8>(dst.add(at as usize), src.add(at as usize), len as usize, peer);
-        }
-        if arch::thread_idx() == 0 {
-            sh.quiet();
-        }
-    }
+    // SAFETY: this kernel's contract is `move_slices`' for a put.
+    unsafe { move_slices(Way::Put, handle, dst, src, bytes, iters, peer) }
 }
 
 /// Get bandwidth: every CTA gets its slice of PE `peer`'s `src` (`bytes` in all) into
-/// `dst` (`get` by the block), `iters` times (the same bytes each time), then thread 0 of
-/// the CTA calls `quiet`.
+/// `dst` (`get` by the block), `iters` times, then `quiet` ([`move_slices`]).
 ///
 /// # Safety
 /// `handle` is this PE's `ShmemHandle`; `src` a symmetric address of `bytes` readable
@@ -69,21 +93,8 @@ pub unsafe extern "gpu-kernel" fn ferroccl_shmem_bench_put_bw(handle: *const Shm
 /// launch; CTAs of whole warps.
 #[unsafe(no_mangle)]
 pub unsafe extern "gpu-kernel" fn ferroccl_shmem_bench_get_bw(handle: *const ShmemHandle, dst: *mut u8, src: *const u8, bytes: u64, iters: u32, peer: u32) {
-    let (at, len) = cta_slice(bytes);
-    // The slice is the CTA's: every thread of it takes the same branch.
-    if len == 0 {
-        return;
-    }
-    // SAFETY: as in `ferroccl_shmem_bench_put_bw`, with the roles of `src` and `dst` swapped.
-    unsafe {
-        let sh = Shmem::new(handle);
-        for _ in 0..iters {
-            sh.get::<Block, u8>(dst.add(at as usize), src.add(at as usize), len as usize, peer);
-        }
-        if arch::thread_idx() == 0 {
-            sh.quiet();
-        }
-    }
+    // SAFETY: this kernel's contract is `move_slices`' for a get.
+    unsafe { move_slices(Way::Get, handle, dst, src, bytes, iters, peer) }
 }
 
 /// Put latency by the group `G` (NVSHMEM's `shmem_put_latency`): `put` of all `bytes` of
