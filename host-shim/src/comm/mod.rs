@@ -589,6 +589,7 @@ impl Comm {
         self.lp.shutdown(timeout)
     }
 }
+
 /// `cfg` with as many guest channels as it asks for, or fewer: the most that every
 /// device of `streams` holds for each of its ranks at once, beside the resident channels
 /// and one post grid's poster per rank (the room `Comm::from_devices_with` checks).
