@@ -70,6 +70,9 @@ pub enum Error {
     /// PE never arrived, left, or was at another call (the reason names it). Every PE
     /// gets this error; the bootstrap refuses every later call.
     Bootstrap(String),
+    /// Device `ordinal` does not support NVLink multicast
+    /// (`CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED`): no multicast object was created.
+    MulticastUnsupported { ordinal: usize },
 }
 
 /// host-shim's result type.
@@ -139,6 +142,9 @@ impl fmt::Display for Error {
                 write!(f, "the symmetric heap has no free {want} bytes (largest free range: {largest_free} bytes); nothing changed")
             }
             Self::Bootstrap(why) => write!(f, "bootstrap of the PEs failed: {why}"),
+            Self::MulticastUnsupported { ordinal } => {
+                write!(f, "device {ordinal} does not support NVLink multicast; no multicast object was created")
+            }
             Self::AlgorithmUnfit { algorithm, function, why } => {
                 write!(f, "the communicator forces {}, which cannot run this {}: ", algorithm.name(), function.name())?;
                 match why {

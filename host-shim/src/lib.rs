@@ -49,6 +49,7 @@ pub mod comm;
 pub mod device;
 pub mod memory;
 pub mod module;
+pub mod multicast;
 pub mod queue;
 pub mod shmem;
 pub mod stream;

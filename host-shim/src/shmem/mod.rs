@@ -19,7 +19,7 @@
 
 pub mod book;
 pub mod pes;
-mod vmm;
+pub(crate) mod vmm;
 
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;

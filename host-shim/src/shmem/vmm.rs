@@ -14,9 +14,9 @@ use crate::{Error, Result};
 /// How heaps are shared with other processes: as POSIX file descriptors.
 const HANDLE_TYPE: sys::CUmemAllocationHandleType = sys::CUmemAllocationHandleType::CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
 
-/// The allocation properties of a heap on device `ordinal`: pinned device memory,
-/// exportable as a POSIX file descriptor.
-fn properties(ordinal: usize) -> sys::CUmemAllocationProp {
+/// The allocation properties of a heap (or a multicast buffer's unicast memory) on device
+/// `ordinal`: pinned device memory, exportable as a POSIX file descriptor.
+pub(crate) fn properties(ordinal: usize) -> sys::CUmemAllocationProp {
     sys::CUmemAllocationProp {
         type_: sys::CUmemAllocationType::CU_MEM_ALLOCATION_TYPE_PINNED,
         requestedHandleTypes: HANDLE_TYPE,

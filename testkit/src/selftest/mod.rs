@@ -7,6 +7,7 @@
 
 mod arch;
 mod copy;
+mod multicast;
 mod work;
 
 use std::fmt;
@@ -116,6 +117,7 @@ pub const ALL: &[SelfTest] = &[
     SelfTest { name: "atomics", run: arch::atomics_test },
     SelfTest { name: "warp_ops", run: arch::warp_ops },
     SelfTest { name: "clocks", run: arch::clocks },
+    SelfTest { name: "multicast_granularity", run: multicast::multicast_granularity },
     SelfTest { name: "reduce_copy_matrix", run: copy::reduce_copy_matrix },
     SelfTest { name: "reduce_copy_fixed_shapes", run: copy::reduce_copy_fixed_shapes },
     SelfTest { name: "block_reduce", run: copy::block_reduce },

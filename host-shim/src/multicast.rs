@@ -1,0 +1,327 @@
+//! NVLink multicast memory, as seed 000 registers it for NVLS: one multicast object over
+//! a team of devices, one physical allocation per device (its unicast buffer, mapped on
+//! its own device) bound to the object, and the object mapped on every device at a
+//! multicast address, where `multimem.*` instructions reach every device's copy at once.
+//!
+//! **Gated.** Creating a multicast object can take shared GPUs out of service (DESIGN.md:
+//! never on the lent machines). [`MulticastBuffer::new`], the only function here that
+//! creates one, runs only with a [`MulticastOptIn`] (the caller's explicit statement) and
+//! only where every device of the team reports `CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED`.
+//! [`check_team`] and [`granularity`] create nothing: they check a request and ask the
+//! driver which sizes a multicast object of a team takes.
+//!
+//! The order of the driver calls is seed 000's (`nvlsGroupCreate`, `nvlsGroupBindMem`,
+//! `nvlsGroupMapMem`) for PEs of one process: create the object for `n` devices, add every
+//! device, then per device allocate and map its unicast buffer and bind it, then per
+//! device map the object and open it to that device (which waits until every device has
+//! bound its memory).
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaContext, sys};
+
+use crate::shmem::vmm;
+use crate::{Error, Result};
+
+/// The caller's statement that multicast objects may be created on its GPUs. Never give
+/// one on GPUs that other users share (the lent machines among them): see the module's
+/// docs.
+#[derive(Clone, Copy, Debug)]
+pub struct MulticastOptIn {
+    _statement: (),
+}
+
+impl MulticastOptIn {
+    /// Allows [`MulticastBuffer::new`] to create a multicast object.
+    pub fn allow_multicast_objects() -> Self {
+        Self { _statement: () }
+    }
+}
+
+/// Sizes (bytes) of a multicast object of a team: the least it takes and the one the
+/// driver recommends for speed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Granularity {
+    pub minimum: u64,
+    pub recommended: u64,
+}
+
+impl Granularity {
+    /// `bytes` rounded up to the recommended granularity (the size [`MulticastBuffer::new`]
+    /// allocates).
+    pub fn round_up(&self, bytes: u64) -> u64 {
+        bytes.next_multiple_of(self.recommended.max(self.minimum).max(1))
+    }
+}
+
+/// Checks a team for a multicast object of `bytes`: `(ordinal, multicast supported)` per
+/// device, as [`crate::device::DeviceInfo`] reports them. At least two devices, none
+/// twice, every one supporting multicast, and a non-empty size.
+pub fn check_team(devices: &[(usize, bool)], bytes: u64) -> Result<()> {
+    if devices.len() < 2 {
+        return Err(Error::InvalidArgument(format!("a multicast team needs at least 2 devices, not {}", devices.len())));
+    }
+    for (i, &(ordinal, _)) in devices.iter().enumerate() {
+        if devices[..i].iter().any(|&(o, _)| o == ordinal) {
+            return Err(Error::InvalidArgument(format!("device {ordinal} is in the multicast team twice")));
+        }
+    }
+    if let Some(&(ordinal, _)) = devices.iter().find(|&&(_, supported)| !supported) {
+        return Err(Error::MulticastUnsupported { ordinal });
+    }
+    if bytes == 0 {
+        return Err(Error::InvalidArgument("a multicast buffer of 0 bytes".into()));
+    }
+    Ok(())
+}
+
+/// The object properties of a team of `devices` devices and `bytes` per device, shared
+/// as POSIX file descriptors (PEs of other processes import them, as the heap's are).
+fn properties(devices: usize, bytes: u64) -> Result<sys::CUmulticastObjectProp> {
+    Ok(sys::CUmulticastObjectProp {
+        numDevices: u32::try_from(devices).map_err(|_| Error::InvalidArgument(format!("{devices} devices in a multicast team")))?,
+        size: usize::try_from(bytes).map_err(|_| Error::InvalidArgument(format!("a multicast buffer of {bytes} bytes")))?,
+        handleTypes: u64::from(sys::CUmemAllocationHandleType::CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR.0),
+        flags: 0,
+    })
+}
+
+/// The granularity of a multicast object over `devices` devices of `bytes` each, asked of
+/// the driver in `ctx` (one of the team's devices). Creates nothing.
+pub fn granularity(ctx: &Arc<CudaContext>, devices: usize, bytes: u64) -> Result<Granularity> {
+    ctx.bind_to_thread().map_err(Error::cuda("cuCtxSetCurrent"))?;
+    let prop = properties(devices, bytes)?;
+    let ask = |option| {
+        let mut bytes = 0usize;
+        // SAFETY: `prop` is a valid property block; the driver writes the granularity to
+        // `bytes`.
+        unsafe { sys::cuMulticastGetGranularity(&mut bytes, &prop, option) }
+            .result()
+            .map_err(Error::cuda("cuMulticastGetGranularity"))
+            .map(|()| bytes as u64)
+    };
+    use sys::CUmulticastGranularity_flags as G;
+    Ok(Granularity { minimum: ask(G::CU_MULTICAST_GRANULARITY_MINIMUM)?, recommended: ask(G::CU_MULTICAST_GRANULARITY_RECOMMENDED)? })
+}
+
+/// One device's share of a [`MulticastBuffer`]: its unicast allocation and where it and
+/// the multicast object are mapped on it.
+struct DeviceShare {
+    ctx: Arc<CudaContext>,
+    /// The physical allocation bound to the object (0: none yet).
+    unicast: sys::CUmemGenericAllocationHandle,
+    /// Where the unicast allocation is mapped on this device (0: not yet).
+    unicast_ptr: sys::CUdeviceptr,
+    /// Where the multicast object is mapped on this device (0: not yet).
+    multicast_ptr: sys::CUdeviceptr,
+    /// The unicast allocation is bound to the object.
+    bound: bool,
+}
+
+/// A multicast object over a team of devices of one process, with one bound unicast
+/// buffer of `bytes` per device and the object mapped on every device. Unbound, unmapped
+/// and released on drop (errors logged, never raised).
+pub struct MulticastBuffer {
+    object: sys::CUmemGenericAllocationHandle,
+    bytes: usize,
+    shares: Vec<DeviceShare>,
+}
+
+impl MulticastBuffer {
+    /// Creates a multicast object over the devices of `contexts` (one context per device,
+    /// at least two) with `bytes` per device (rounded up to the recommended granularity),
+    /// zeroed. Refused, before anything is created, where a device does not support
+    /// multicast ([`Error::MulticastUnsupported`]) or the team is malformed. Allocate
+    /// before any kernel of the contexts runs.
+    pub fn new(contexts: &[Arc<CudaContext>], bytes: u64, _opt_in: MulticastOptIn) -> Result<Self> {
+        let team: Vec<(usize, bool)> = contexts.iter().map(|c| Ok((c.ordinal(), supports_multicast(c)?))).collect::<Result<_>>()?;
+        check_team(&team, bytes)?;
+        let first = &contexts[0];
+        let g = granularity(first, contexts.len(), bytes)?;
+        let rounded = g.round_up(bytes.next_multiple_of(vmm::granularity(first)?));
+        let size = usize::try_from(rounded).map_err(|_| Error::InvalidArgument(format!("a multicast buffer of {rounded} bytes")))?;
+        first.bind_to_thread().map_err(Error::cuda("cuCtxSetCurrent"))?;
+        let prop = properties(contexts.len(), rounded)?;
+        let mut object = 0;
+        // SAFETY: `prop` is a valid property block; the handle is written on success.
+        unsafe { sys::cuMulticastCreate(&mut object, &prop) }.result().map_err(Error::cuda("cuMulticastCreate"))?;
+        let mut buffer = Self {
+            object,
+            bytes: size,
+            shares: contexts
+                .iter()
+                .map(|ctx| DeviceShare { ctx: ctx.clone(), unicast: 0, unicast_ptr: 0, multicast_ptr: 0, bound: false })
+                .collect(),
+        };
+        for share in &buffer.shares {
+            // SAFETY: `object` is the live multicast object; the device is one of its team.
+            unsafe { sys::cuMulticastAddDevice(object, device_of(&share.ctx)?) }.result().map_err(Error::cuda("cuMulticastAddDevice"))?;
+        }
+        for share in &mut buffer.shares {
+            share.bind_unicast(object, size)?;
+        }
+        let align = usize::try_from(g.recommended.max(g.minimum)).map_err(|_| Error::InvalidArgument(format!("a multicast granularity of {g:?}")))?;
+        for share in &mut buffer.shares {
+            share.map_multicast(object, size, align)?;
+        }
+        Ok(buffer)
+    }
+
+    /// Bytes per device.
+    pub fn bytes(&self) -> u64 {
+        self.bytes as u64
+    }
+
+    /// Team member `i`'s unicast buffer (its own copy), as its device addresses it.
+    pub fn unicast_ptr(&self, i: usize) -> Option<u64> {
+        self.shares.get(i).map(|s| s.unicast_ptr)
+    }
+
+    /// The multicast address on team member `i`'s device (`multimem.*` operands there).
+    pub fn multicast_ptr(&self, i: usize) -> Option<u64> {
+        self.shares.get(i).map(|s| s.multicast_ptr)
+    }
+}
+
+/// Whether `ctx`'s device reports multicast support.
+fn supports_multicast(ctx: &Arc<CudaContext>) -> Result<bool> {
+    let supported =
+        ctx.attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED).map_err(Error::cuda("cuDeviceGetAttribute"))?;
+    Ok(supported != 0)
+}
+
+/// The driver's device handle of `ctx`'s device.
+fn device_of(ctx: &Arc<CudaContext>) -> Result<sys::CUdevice> {
+    let mut device = 0;
+    // SAFETY: the ordinal is one of the driver's devices (the context was made on it); the
+    // handle is written on success.
+    unsafe { sys::cuDeviceGet(&mut device, ctx.ordinal() as i32) }.result().map_err(Error::cuda("cuDeviceGet"))?;
+    Ok(device)
+}
+
+/// Access for `ctx`'s device alone, read and write.
+fn own_access(ctx: &Arc<CudaContext>) -> sys::CUmemAccessDesc {
+    sys::CUmemAccessDesc {
+        location: sys::CUmemLocation { type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE, id: ctx.ordinal() as i32 },
+        flags: sys::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
+    }
+}
+
+impl DeviceShare {
+    /// Allocates this device's unicast buffer (`size` bytes), maps it here, zeroes it
+    /// and binds it to `object` at offset 0 (seed 000's `nvlsGroupBindMem`).
+    fn bind_unicast(&mut self, object: sys::CUmemGenericAllocationHandle, size: usize) -> Result<()> {
+        self.ctx.bind_to_thread().map_err(Error::cuda("cuCtxSetCurrent"))?;
+        let prop = vmm::properties(self.ctx.ordinal());
+        // SAFETY: `prop` is a valid property block; the handle is written on success (and
+        // released on drop from here on).
+        unsafe { sys::cuMemCreate(&mut self.unicast, size, &prop, 0) }.result().map_err(Error::cuda("cuMemCreate"))?;
+        // SAFETY: reserves address space only; the address is written on success.
+        unsafe { sys::cuMemAddressReserve(&mut self.unicast_ptr, size, 0, 0, 0) }.result().map_err(Error::cuda("cuMemAddressReserve"))?;
+        // SAFETY: the reserved range and the allocation both hold `size` bytes.
+        unsafe { sys::cuMemMap(self.unicast_ptr, size, 0, self.unicast, 0) }.result().map_err(Error::cuda("cuMemMap"))?;
+        let access = own_access(&self.ctx);
+        // SAFETY: the range was just mapped; one access descriptor.
+        unsafe { sys::cuMemSetAccess(self.unicast_ptr, size, &access, 1) }.result().map_err(Error::cuda("cuMemSetAccess"))?;
+        // SAFETY: `size` mapped, writable bytes; no kernel uses them yet.
+        unsafe { sys::cuMemsetD8_v2(self.unicast_ptr, 0, size) }.result().map_err(Error::cuda("cuMemsetD8"))?;
+        self.ctx.synchronize().map_err(Error::cuda("cuCtxSynchronize (multicast buffer zeroed)"))?;
+        // SAFETY: `object` is the live multicast object, to which this device was added;
+        // the allocation holds `size` bytes, the object's size.
+        unsafe { sys::cuMulticastBindMem(object, 0, self.unicast, 0, size, 0) }.result().map_err(Error::cuda("cuMulticastBindMem"))?;
+        self.bound = true;
+        Ok(())
+    }
+
+    /// Maps `object` at an address aligned to `align` (its granularity) on this device and
+    /// opens it here (seed 000's `nvlsGroupMapMem`; the access call waits until every device
+    /// of the team has bound its memory).
+    fn map_multicast(&mut self, object: sys::CUmemGenericAllocationHandle, size: usize, align: usize) -> Result<()> {
+        self.ctx.bind_to_thread().map_err(Error::cuda("cuCtxSetCurrent"))?;
+        // SAFETY: reserves address space only; the address is written on success.
+        unsafe { sys::cuMemAddressReserve(&mut self.multicast_ptr, size, align, 0, 0) }.result().map_err(Error::cuda("cuMemAddressReserve"))?;
+        // SAFETY: the reserved range holds `size` bytes, the multicast object's size.
+        unsafe { sys::cuMemMap(self.multicast_ptr, size, 0, object, 0) }.result().map_err(Error::cuda("cuMemMap (multicast)"))?;
+        let access = own_access(&self.ctx);
+        // SAFETY: the range was just mapped; one access descriptor.
+        unsafe { sys::cuMemSetAccess(self.multicast_ptr, size, &access, 1) }.result().map_err(Error::cuda("cuMemSetAccess (multicast)"))?;
+        Ok(())
+    }
+
+    /// Undoes what was set up, in reverse (errors logged).
+    fn release(&mut self, object: sys::CUmemGenericAllocationHandle, size: usize) {
+        if self.ctx.bind_to_thread().is_err() {
+            return;
+        }
+        let mut outcome = Ok(());
+        for ptr in [self.multicast_ptr, self.unicast_ptr] {
+            if ptr != 0 {
+                // SAFETY: the range was reserved (and maybe mapped) by this share; no kernel uses
+                // it once its owner drops the buffer.
+                let unmapped = unsafe { sys::cuMemUnmap(ptr, size) }.result();
+                // SAFETY: as above.
+                let freed = unsafe { sys::cuMemAddressFree(ptr, size) }.result();
+                outcome = outcome.and(unmapped).and(freed);
+            }
+        }
+        if self.bound {
+            // SAFETY: this device's memory was bound to `object` at offset 0, `size` bytes.
+            let unbound = device_of(&self.ctx).map(|dev| unsafe { sys::cuMulticastUnbind(object, dev, 0, size) }.result());
+            if let Ok(unbound) = unbound {
+                outcome = outcome.and(unbound);
+            }
+        }
+        if self.unicast != 0 {
+            // SAFETY: the allocation was created by this share and is mapped nowhere now.
+            outcome = outcome.and(unsafe { sys::cuMemRelease(self.unicast) }.result());
+        }
+        if let Err(e) = outcome {
+            log::debug!("releasing a multicast buffer on device {}: {e}", self.ctx.ordinal());
+        }
+    }
+}
+
+impl Drop for MulticastBuffer {
+    /// Unmaps, unbinds and releases every device's share, then the object (errors logged,
+    /// never raised).
+    fn drop(&mut self) {
+        let (object, size) = (self.object, self.bytes);
+        for share in &mut self.shares {
+            share.release(object, size);
+        }
+        // SAFETY: the object was created by `new`; nothing is bound to or maps it now.
+        if let Err(e) = unsafe { sys::cuMemRelease(object) }.result() {
+            log::debug!("releasing a multicast object: {e}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_team_is_checked_before_anything_is_created() {
+        assert!(check_team(&[(0, true), (1, true)], 4096).is_ok());
+        assert!(matches!(check_team(&[(0, true)], 4096), Err(Error::InvalidArgument(_))), "one device is no team");
+        assert!(matches!(check_team(&[(0, true), (0, true)], 4096), Err(Error::InvalidArgument(_))), "a device twice");
+        assert!(matches!(check_team(&[(0, true), (3, false)], 4096), Err(Error::MulticastUnsupported { ordinal: 3 })));
+        assert!(matches!(check_team(&[(0, true), (1, true)], 0), Err(Error::InvalidArgument(_))), "an empty buffer");
+    }
+
+    #[test]
+    fn sizes_round_up_to_the_recommended_granularity() {
+        let g = Granularity { minimum: 2 << 20, recommended: 512 << 20 };
+        assert_eq!(g.round_up(1), 512 << 20);
+        assert_eq!(g.round_up(512 << 20), 512 << 20);
+        assert_eq!(g.round_up((512 << 20) + 1), 1 << 30);
+        assert_eq!(Granularity { minimum: 4096, recommended: 0 }.round_up(5000), 8192, "no recommendation: the minimum");
+    }
+
+    #[test]
+    fn the_object_properties_say_what_was_asked() {
+        let prop = properties(4, 1 << 21).unwrap();
+        assert_eq!((prop.numDevices, prop.size, prop.flags), (4, 1 << 21, 0));
+        assert_eq!(prop.handleTypes, u64::from(sys::CUmemAllocationHandleType::CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR.0));
+    }
+}
