@@ -224,7 +224,15 @@ pub struct ChannelStats {
     /// barrier that starts one to the barrier that ends it (thread 0's clock): the part of
     /// `busy_ns` spent publishing staged data and waiting for the peers'.
     pub exchange_ns: u64,
-    pad: [u64; 3],
+    /// Stream-ordered collectives this (guest) channel ran a part of on the post grid
+    /// alone (see `work::guest`).
+    pub post_parts: u64,
+    /// Nanoseconds from each of those parts' CTA start (before the item is validated and
+    /// planned) to its end (after the CTA barrier that follows the collective), as thread
+    /// 0 saw them, summed: with `busy_ns` (the collective itself) it splits a post grid's
+    /// time into its preamble and the collective.
+    pub post_ns: u64,
+    pad: u64,
 }
 
 static_assertions::const_assert_eq!(core::mem::size_of::<ChannelStats>(), 128);
@@ -244,7 +252,9 @@ impl ChannelStats {
             dispatch_ns: self.dispatch_ns + other.dispatch_ns,
             algorithm_items: core::array::from_fn(|a| self.algorithm_items[a] + other.algorithm_items[a]),
             exchange_ns: self.exchange_ns + other.exchange_ns,
-            pad: [0; 3],
+            post_parts: self.post_parts + other.post_parts,
+            post_ns: self.post_ns + other.post_ns,
+            pad: 0,
         }
     }
 
@@ -262,7 +272,9 @@ impl ChannelStats {
             dispatch_ns: self.dispatch_ns.wrapping_sub(earlier.dispatch_ns),
             algorithm_items: core::array::from_fn(|a| self.algorithm_items[a].wrapping_sub(earlier.algorithm_items[a])),
             exchange_ns: self.exchange_ns.wrapping_sub(earlier.exchange_ns),
-            pad: [0; 3],
+            post_parts: self.post_parts.wrapping_sub(earlier.post_parts),
+            post_ns: self.post_ns.wrapping_sub(earlier.post_ns),
+            pad: 0,
         }
     }
 }

@@ -1096,6 +1096,28 @@ unsafe fn count_dispatch(a: &Channel, mine: *mut ChannelStats) {
     }
 }
 
+/// Counts in this channel's statistics (when kept) a part of a stream-ordered collective
+/// that it ran on the post grid alone, from `entered_ns` (the CTA's start, `globaltimer`)
+/// to now.
+///
+/// Ordering: relaxed GPU-scope adds (read by the host between operations).
+///
+/// # Safety
+/// `a` is this CTA's [`Channel`]; thread 0 alone calls this, once per part.
+pub(super) unsafe fn count_post_part(a: &Channel, entered_ns: u64) {
+    // SAFETY: `a` is this CTA's `Channel` (this function's contract).
+    let mine = unsafe { channel_stats(a) };
+    if mine.is_null() {
+        return;
+    }
+    let spent = arch::globaltimer_ns().saturating_sub(entered_ns);
+    // SAFETY: a non-null `mine` is this channel's live counters, changed only by atomic adds.
+    unsafe {
+        u64::atomic_add_relaxed_gpu(&raw mut (*mine).post_parts, 1);
+        u64::atomic_add_relaxed_gpu(&raw mut (*mine).post_ns, spent);
+    }
+}
+
 /// Counts this channel done with the pending mailbox item, of which `arrivals` channels
 /// take part (`spread::mailbox_spread`); the last channel completes it (the next
 /// generation, PENDING cleared).

@@ -38,7 +38,7 @@
 //! guest never waits for an SM that a waiting guest holds; a peer that never posts ends
 //! in the spin budget, as in any wait.
 
-use super::exec::{Channel, Stop, close_mailbox, collective, complete_mailbox, execute, record_error};
+use super::exec::{Channel, Stop, close_mailbox, collective, complete_mailbox, count_post_part, execute, record_error};
 use super::item::WorkItem;
 use super::mailbox::post_to_mailbox;
 use super::queue::{LoopShared, LoopState, MAILBOX_CLOSED, QueueHeader};
@@ -86,6 +86,8 @@ pub struct PostArgs {
 /// threads (CTA 0: at least 1); one post grid of the loop runs at a time (one stream);
 /// `p.item` passed the host's validation.
 pub unsafe fn serve_post(p: PostArgs) {
+    // The CTA's start, for the statistics of a part run on the post grid alone.
+    let entered = arch::globaltimer_ns();
     let kind = p.item.validate();
     let post_only = match kind {
         // SAFETY: `p.comm` is null or the rank's valid `CommDevice` (this function's contract).
@@ -153,7 +155,8 @@ pub unsafe fn serve_post(p: PostArgs) {
             // SAFETY: `a` is this guest's channel; thread 0 alone arrives, once, with the
             // item's spread.
             Ok(()) if post_only.is_none() => unsafe { complete_mailbox(&a, true, arrivals) },
-            Ok(()) => {}
+            // SAFETY: `a` is this guest's channel; thread 0 alone counts the part, once.
+            Ok(()) => unsafe { count_post_part(&a, entered) },
             Err(Stop::Error(error, detail)) => {
                 // SAFETY: `a` holds the loop's live state and header; thread 0 alone records.
                 unsafe {

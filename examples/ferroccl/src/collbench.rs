@@ -517,6 +517,10 @@ fn stats_line(s: &ChannelStats) -> String {
         format!("; stream-ordered items taken {:.2} us after their post on average", s.dispatch_ns as f64 / s.mailbox_items as f64 / 1e3)
     } else {
         String::new()
+    } + &if s.post_parts > 0 {
+        format!("; parts run on the post grid alone: {}, {:.2} us each from the CTA's start to its end", s.post_parts, s.post_ns as f64 / s.post_parts as f64 / 1e3)
+    } else {
+        String::new()
     }
 }
 
@@ -943,6 +947,9 @@ mod tests {
         s.algorithm_items = [1, 1, 0];
         assert_eq!(busy_per_collective(&s), Some(1.5));
         assert!(stats_line(&s).contains("1.50 us busy per collective"), "{}", stats_line(&s));
+        assert!(!stats_line(&s).contains("post grid alone"), "{}", stats_line(&s));
+        (s.post_parts, s.post_ns) = (4, 10_000);
+        assert!(stats_line(&s).contains("parts run on the post grid alone: 4, 2.50 us each"), "{}", stats_line(&s));
     }
 
     #[test]

@@ -142,9 +142,10 @@ impl Expected {
 
 /// Checks, from every channel of every rank's statistics before and after one case
 /// (`all_stats`), that the case ran as `expected` says on each of `nranks` ranks: its
-/// algorithm on exactly the channels it names, nothing else anywhere; and that staged
+/// algorithm on exactly the channels it names, nothing else anywhere; that staged
 /// flag exchanges were timed (`exchange_ns`) on exactly the channels that ran a staged
-/// one.
+/// one; and that a part run on the post grid alone (a staged plan from a guest channel)
+/// was counted (`post_parts`) on exactly those channels, once.
 pub fn check_ran(before: &[ChannelStats], after: &[ChannelStats], expected: Expected, nranks: u32) -> Result<(), String> {
     let channels = before.len() / nranks as usize;
     let plan = expected.plan;
@@ -168,6 +169,11 @@ pub fn check_ran(before: &[ChannelStats], after: &[ChannelStats], expected: Expe
             let staged_here = plan.algorithm != Algorithm::Ring && took_part;
             if exchanged != staged_here {
                 return Err(format!("rank {rank} channel {channel}: flag exchanges timed: {exchanged} ({} -> {} ns), a staged collective ran: {staged_here} ({expected:?})", before[at].exchange_ns, after[at].exchange_ns));
+            }
+            let parts = after[at].post_parts - before[at].post_parts;
+            let post_only_here = u64::from(staged_here && expected.staged_from > 0);
+            if parts != post_only_here {
+                return Err(format!("rank {rank} channel {channel}: {parts} part(s) counted on the post grid alone, expected {post_only_here} ({expected:?})"));
             }
         }
     }

@@ -476,6 +476,8 @@ impl RankGroup for TwinGroup {
                 s.mailbox_items = load(&raw mut (*base).mailbox_items);
                 s.dispatch_ns = load(&raw mut (*base).dispatch_ns);
                 s.exchange_ns = load(&raw mut (*base).exchange_ns);
+                s.post_parts = load(&raw mut (*base).post_parts);
+                s.post_ns = load(&raw mut (*base).post_ns);
                 for (a, count) in s.algorithm_items.iter_mut().enumerate() {
                     *count = load(&raw mut (*base).algorithm_items[a]);
                 }
