@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaContext, sys};
 
-use crate::shmem::vmm;
+use crate::shmem::vmm::{self, VmmHeap};
 use crate::{Error, Result};
 
 /// The caller's statement that multicast objects may be created on its GPUs. Never give
@@ -104,18 +104,16 @@ pub fn granularity(ctx: &Arc<CudaContext>, devices: usize, bytes: u64) -> Result
     Ok(Granularity { minimum: ask(G::CU_MULTICAST_GRANULARITY_MINIMUM)?, recommended: ask(G::CU_MULTICAST_GRANULARITY_RECOMMENDED)? })
 }
 
-/// One device's share of a [`MulticastBuffer`]: its unicast allocation and where it and
-/// the multicast object are mapped on it.
+/// One device's share of a [`MulticastBuffer`]: its unicast buffer and where the
+/// multicast object is mapped on it.
 struct DeviceShare {
     ctx: Arc<CudaContext>,
-    /// The physical allocation bound to the object (0: none yet).
-    unicast: sys::CUmemGenericAllocationHandle,
-    /// Where the unicast allocation is mapped on this device (0: not yet).
-    unicast_ptr: sys::CUdeviceptr,
-    /// Where the multicast object is mapped on this device (0: not yet).
-    multicast_ptr: sys::CUdeviceptr,
+    /// The device's physical allocation, mapped here (`None`: not yet).
+    unicast: Option<VmmHeap>,
     /// The unicast allocation is bound to the object.
     bound: bool,
+    /// Where the multicast object is mapped on this device (0: not yet).
+    multicast_ptr: sys::CUdeviceptr,
 }
 
 /// A multicast object over a team of devices of one process, with one bound unicast
@@ -150,7 +148,7 @@ impl MulticastBuffer {
             bytes: size,
             shares: contexts
                 .iter()
-                .map(|ctx| DeviceShare { ctx: ctx.clone(), unicast: 0, unicast_ptr: 0, multicast_ptr: 0, bound: false })
+                .map(|ctx| DeviceShare { ctx: ctx.clone(), unicast: None, bound: false, multicast_ptr: 0 })
                 .collect(),
         };
         for share in &buffer.shares {
@@ -174,7 +172,7 @@ impl MulticastBuffer {
 
     /// Team member `i`'s unicast buffer (its own copy), as its device addresses it.
     pub fn unicast_ptr(&self, i: usize) -> Option<u64> {
-        self.shares.get(i).map(|s| s.unicast_ptr)
+        self.shares.get(i).and_then(|s| s.unicast.as_ref()).map(VmmHeap::base)
     }
 
     /// The multicast address on team member `i`'s device (`multimem.*` operands there).
@@ -199,36 +197,15 @@ fn device_of(ctx: &Arc<CudaContext>) -> Result<sys::CUdevice> {
     Ok(device)
 }
 
-/// Access for `ctx`'s device alone, read and write.
-fn own_access(ctx: &Arc<CudaContext>) -> sys::CUmemAccessDesc {
-    sys::CUmemAccessDesc {
-        location: sys::CUmemLocation { type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE, id: ctx.ordinal() as i32 },
-        flags: sys::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
-    }
-}
-
 impl DeviceShare {
-    /// Allocates this device's unicast buffer (`size` bytes), maps it here, zeroes it
-    /// and binds it to `object` at offset 0 (seed 000's `nvlsGroupBindMem`).
+    /// Allocates this device's unicast buffer (`size` bytes, zeroed, mapped for this
+    /// device alone) and binds it to `object` at offset 0 (seed 000's `nvlsGroupBindMem`).
     fn bind_unicast(&mut self, object: sys::CUmemGenericAllocationHandle, size: usize) -> Result<()> {
+        let unicast = self.unicast.insert(VmmHeap::new(&self.ctx, size as u64, &[self.ctx.ordinal()])?);
         self.ctx.bind_to_thread().map_err(Error::cuda("cuCtxSetCurrent"))?;
-        let prop = vmm::properties(self.ctx.ordinal());
-        // SAFETY: `prop` is a valid property block; the handle is written on success (and
-        // released on drop from here on).
-        unsafe { sys::cuMemCreate(&mut self.unicast, size, &prop, 0) }.result().map_err(Error::cuda("cuMemCreate"))?;
-        // SAFETY: reserves address space only; the address is written on success.
-        unsafe { sys::cuMemAddressReserve(&mut self.unicast_ptr, size, 0, 0, 0) }.result().map_err(Error::cuda("cuMemAddressReserve"))?;
-        // SAFETY: the reserved range and the allocation both hold `size` bytes.
-        unsafe { sys::cuMemMap(self.unicast_ptr, size, 0, self.unicast, 0) }.result().map_err(Error::cuda("cuMemMap"))?;
-        let access = own_access(&self.ctx);
-        // SAFETY: the range was just mapped; one access descriptor.
-        unsafe { sys::cuMemSetAccess(self.unicast_ptr, size, &access, 1) }.result().map_err(Error::cuda("cuMemSetAccess"))?;
-        // SAFETY: `size` mapped, writable bytes; no kernel uses them yet.
-        unsafe { sys::cuMemsetD8_v2(self.unicast_ptr, 0, size) }.result().map_err(Error::cuda("cuMemsetD8"))?;
-        self.ctx.synchronize().map_err(Error::cuda("cuCtxSynchronize (multicast buffer zeroed)"))?;
         // SAFETY: `object` is the live multicast object, to which this device was added;
         // the allocation holds `size` bytes, the object's size.
-        unsafe { sys::cuMulticastBindMem(object, 0, self.unicast, 0, size, 0) }.result().map_err(Error::cuda("cuMulticastBindMem"))?;
+        unsafe { sys::cuMulticastBindMem(object, 0, unicast.handle(), 0, size, 0) }.result().map_err(Error::cuda("cuMulticastBindMem"))?;
         self.bound = true;
         Ok(())
     }
@@ -238,46 +215,31 @@ impl DeviceShare {
     /// of the team has bound its memory).
     fn map_multicast(&mut self, object: sys::CUmemGenericAllocationHandle, size: usize, align: usize) -> Result<()> {
         self.ctx.bind_to_thread().map_err(Error::cuda("cuCtxSetCurrent"))?;
-        // SAFETY: reserves address space only; the address is written on success.
-        unsafe { sys::cuMemAddressReserve(&mut self.multicast_ptr, size, align, 0, 0) }.result().map_err(Error::cuda("cuMemAddressReserve"))?;
-        // SAFETY: the reserved range holds `size` bytes, the multicast object's size.
-        unsafe { sys::cuMemMap(self.multicast_ptr, size, 0, object, 0) }.result().map_err(Error::cuda("cuMemMap (multicast)"))?;
-        let access = own_access(&self.ctx);
-        // SAFETY: the range was just mapped; one access descriptor.
-        unsafe { sys::cuMemSetAccess(self.multicast_ptr, size, &access, 1) }.result().map_err(Error::cuda("cuMemSetAccess (multicast)"))?;
-        Ok(())
+        vmm::map_range(&mut self.multicast_ptr, object, size, align, &[self.ctx.ordinal()])
     }
 
-    /// Undoes what was set up, in reverse (errors logged).
+    /// Undoes what was set up, in reverse: the multicast mapping, the binding, then the
+    /// unicast buffer (errors logged).
     fn release(&mut self, object: sys::CUmemGenericAllocationHandle, size: usize) {
         if self.ctx.bind_to_thread().is_err() {
             return;
         }
-        let mut outcome = Ok(());
-        for ptr in [self.multicast_ptr, self.unicast_ptr] {
-            if ptr != 0 {
-                // SAFETY: the range was reserved (and maybe mapped) by this share; no kernel uses
-                // it once its owner drops the buffer.
-                let unmapped = unsafe { sys::cuMemUnmap(ptr, size) }.result();
-                // SAFETY: as above.
-                let freed = unsafe { sys::cuMemAddressFree(ptr, size) }.result();
-                outcome = outcome.and(unmapped).and(freed);
+        if self.multicast_ptr != 0 {
+            // SAFETY: `map_multicast` reserved the range; no kernel uses it once the owner
+            // drops the buffer.
+            if let Err(e) = unsafe { vmm::unmap_range(self.multicast_ptr, size) } {
+                log::debug!("unmapping a multicast object on device {}: {e}", self.ctx.ordinal());
             }
         }
         if self.bound {
             // SAFETY: this device's memory was bound to `object` at offset 0, `size` bytes.
-            let unbound = device_of(&self.ctx).map(|dev| unsafe { sys::cuMulticastUnbind(object, dev, 0, size) }.result());
-            if let Ok(unbound) = unbound {
-                outcome = outcome.and(unbound);
+            let unbound = device_of(&self.ctx).and_then(|dev| unsafe { sys::cuMulticastUnbind(object, dev, 0, size) }.result().map_err(Error::cuda("cuMulticastUnbind")));
+            if let Err(e) = unbound {
+                log::debug!("unbinding a multicast buffer on device {}: {e}", self.ctx.ordinal());
             }
         }
-        if self.unicast != 0 {
-            // SAFETY: the allocation was created by this share and is mapped nowhere now.
-            outcome = outcome.and(unsafe { sys::cuMemRelease(self.unicast) }.result());
-        }
-        if let Err(e) = outcome {
-            log::debug!("releasing a multicast buffer on device {}: {e}", self.ctx.ordinal());
-        }
+        // Unmapped and released by its own drop, once unbound.
+        self.unicast = None;
     }
 }
 

@@ -100,19 +100,7 @@ impl VmmHeap {
     /// opens it to `readers`.
     fn map(ctx: &Arc<CudaContext>, handle: sys::CUmemGenericAllocationHandle, bytes: usize, readers: &[usize]) -> Result<Self> {
         let mut heap = Self { ctx: ctx.clone(), handle, base: 0, bytes };
-        // SAFETY: reserves address space only; the address is written on success.
-        unsafe { sys::cuMemAddressReserve(&mut heap.base, bytes, 0, 0, 0) }.result().map_err(Error::cuda("cuMemAddressReserve"))?;
-        // SAFETY: the reserved range and the allocation both hold `bytes`.
-        unsafe { sys::cuMemMap(heap.base, bytes, 0, handle, 0) }.result().map_err(Error::cuda("cuMemMap"))?;
-        let access: Vec<sys::CUmemAccessDesc> = readers
-            .iter()
-            .map(|&ordinal| sys::CUmemAccessDesc {
-                location: sys::CUmemLocation { type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE, id: ordinal as i32 },
-                flags: sys::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
-            })
-            .collect();
-        // SAFETY: the range was just mapped; `access` holds `access.len()` descriptors.
-        unsafe { sys::cuMemSetAccess(heap.base, bytes, access.as_ptr(), access.len()) }.result().map_err(Error::cuda("cuMemSetAccess"))?;
+        map_range(&mut heap.base, handle, bytes, 0, readers)?;
         Ok(heap)
     }
 
@@ -120,6 +108,46 @@ impl VmmHeap {
     pub fn base(&self) -> u64 {
         self.base
     }
+
+    /// The heap's physical allocation (for binding it to a multicast object).
+    pub(crate) fn handle(&self) -> sys::CUmemGenericAllocationHandle {
+        self.handle
+    }
+}
+
+/// Reserves `bytes` of address space aligned to `align` (0: the driver's default), writes
+/// its start to `base` at once (so that the caller's cleanup finds it on a later
+/// failure), maps `handle` (an allocation or a multicast object of `bytes`) there and
+/// opens it to the devices `readers`, read and write. The current context's thread
+/// binding is the caller's.
+pub(crate) fn map_range(base: &mut sys::CUdeviceptr, handle: sys::CUmemGenericAllocationHandle, bytes: usize, align: usize, readers: &[usize]) -> Result<()> {
+    // SAFETY: reserves address space only; the address is written on success.
+    unsafe { sys::cuMemAddressReserve(base, bytes, align, 0, 0) }.result().map_err(Error::cuda("cuMemAddressReserve"))?;
+    // SAFETY: the reserved range and `handle` both hold `bytes`.
+    unsafe { sys::cuMemMap(*base, bytes, 0, handle, 0) }.result().map_err(Error::cuda("cuMemMap"))?;
+    let access: Vec<sys::CUmemAccessDesc> = readers
+        .iter()
+        .map(|&ordinal| sys::CUmemAccessDesc {
+            location: sys::CUmemLocation { type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE, id: ordinal as i32 },
+            flags: sys::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
+        })
+        .collect();
+    // SAFETY: the range was just mapped; `access` holds `access.len()` descriptors.
+    unsafe { sys::cuMemSetAccess(*base, bytes, access.as_ptr(), access.len()) }.result().map_err(Error::cuda("cuMemSetAccess"))
+}
+
+/// Unmaps the range `map_range` reserved at `base` (mapped or not) and frees the address
+/// space.
+///
+/// # Safety
+/// `base` and `bytes` are a range `map_range` reserved, and no kernel uses it any more.
+pub(crate) unsafe fn unmap_range(base: sys::CUdeviceptr, bytes: usize) -> Result<(), cudarc::driver::DriverError> {
+    // SAFETY: the range was reserved (and maybe mapped) by `map_range`; no kernel uses it
+    // (this function's contract).
+    let unmapped = unsafe { sys::cuMemUnmap(base, bytes) }.result();
+    // SAFETY: as above.
+    let freed = unsafe { sys::cuMemAddressFree(base, bytes) }.result();
+    unmapped.and(freed)
 }
 
 impl Drop for VmmHeap {
@@ -129,12 +157,9 @@ impl Drop for VmmHeap {
             return;
         }
         if self.base != 0 {
-            // SAFETY: the range was reserved (and maybe mapped) by `new`; no kernel uses it
-            // once its owner drops it.
-            let unmapped = unsafe { sys::cuMemUnmap(self.base, self.bytes) }.result();
-            // SAFETY: as above.
-            let freed = unsafe { sys::cuMemAddressFree(self.base, self.bytes) }.result();
-            if let Err(e) = unmapped.and(freed) {
+            // SAFETY: `new` or `import` reserved the range; no kernel uses it once its owner
+            // drops the heap.
+            if let Err(e) = unsafe { unmap_range(self.base, self.bytes) } {
                 log::debug!("unmapping a symmetric heap: {e}");
             }
         }
