@@ -23,7 +23,7 @@ pub enum DataType {
 numbering!(DataType, u8, from_u8, [I8, U8, I32, U32, I64, U64, F16, F32, F64, Bf16]);
 
 impl DataType {
-    /// Bytes per element.
+    /// Bytes per element: a power of two (checks and plans mask and shift by it).
     pub const fn size(self) -> usize {
         match self {
             Self::I8 | Self::U8 => 1,
@@ -90,6 +90,7 @@ mod tests {
         for (i, t) in DataType::ALL.into_iter().enumerate() {
             assert_eq!(t as u8 as usize, i);
             assert_eq!(DataType::from_u8(i as u8), Some(t));
+            assert!(t.size().is_power_of_two(), "alignment checks and plans mask and shift by sizes: {t:?}");
         }
         assert_eq!(DataType::from_u8(10), None);
         assert_eq!(DataType::F16.size(), core::mem::size_of::<F16>());

@@ -202,10 +202,36 @@ pub const THRESHOLDS: Thresholds = Thresholds {
     staged_channels_max: 32,
 };
 
-/// Elements of `elt` bytes in 16 bytes (a pack): channel shares and two-shot blocks start
-/// on multiples of it.
+/// Elements of `elt` bytes (a power of two, as every element size) in 16 bytes (a pack):
+/// channel shares and two-shot blocks start on multiples of it.
 pub const fn pack_elements(elt: u64) -> u64 {
-    if elt >= 16 { 1 } else { 16 / elt }
+    if elt >= 16 { 1 } else { 16 >> elt.trailing_zeros() }
+}
+
+// The plans divide by these with shifts.
+const _: () = assert!(THRESHOLDS.one_shot_bytes_per_channel.is_power_of_two() && THRESHOLDS.two_shot_bytes_per_channel.is_power_of_two());
+
+/// `a / b` (`b > 0`) in 32-bit arithmetic where both fit. The GPU divides 64-bit integers
+/// in a long subroutine, and every small call is planned on its path: on an H200
+/// (2026-11-26), checking and planning a one-shot call on the post grid took about 2 µs
+/// each time, warm, and the post grid did it twice.
+const fn div_narrow(a: u64, b: u64) -> u64 {
+    if a <= u32::MAX as u64 && b <= u32::MAX as u64 { (a as u32 / b as u32) as u64 } else { a / b }
+}
+
+/// `a.div_ceil(b)` (`b > 0`), as [`div_narrow`].
+pub(crate) const fn div_ceil_narrow(a: u64, b: u64) -> u64 {
+    if a <= u32::MAX as u64 && b <= u32::MAX as u64 { (a as u32).div_ceil(b as u32) as u64 } else { a.div_ceil(b) }
+}
+
+/// `a.div_ceil(b)` for `b` a power of two, with a shift.
+const fn div_ceil_pow2(a: u64, b: u64) -> u64 {
+    (a >> b.trailing_zeros()) + if a & (b - 1) != 0 { 1 } else { 0 }
+}
+
+/// `a` rounded up to a multiple of `b`, a power of two (`a + b` must not overflow).
+pub(crate) const fn round_up_pow2(a: u64, b: u64) -> u64 {
+    (a + b - 1) & !(b - 1)
 }
 
 /// Bytes of the largest buffer of one rank (see [`Thresholds`]).
@@ -270,29 +296,28 @@ fn staged(function: CollFunction, elt: u64, count: u64, staging: Staging, algori
         return Err(Unfit::NoStaging);
     }
     // A channel stages its share once, or (reduce-scatter) its share of every rank's block.
+    // Element sizes and packs are powers of two: shifts and masks, no 64-bit division.
     let copies = if function == CollFunction::ReduceScatter { u64::from(staging.nranks) } else { 1 };
     let align = pack_elements(elt);
-    let per_channel = staging.slot_bytes / elt / copies / align * align;
-    let channels = u64::from(staging.staged_channels());
-    let needed = match (count, per_channel) {
-        (0, _) => 0,
-        (_, 0) => u64::MAX,
-        _ => count.div_ceil(per_channel),
-    };
-    if needed > channels {
+    let per_channel = div_narrow(staging.slot_bytes >> elt.trailing_zeros(), copies) & !(align - 1);
+    let capacity = per_channel.saturating_mul(u64::from(staging.staged_channels()));
+    if count > capacity {
         let staged = |n: u64| n.saturating_mul(elt).saturating_mul(copies);
-        return Err(Unfit::TooLarge { bytes: staged(count), capacity: staged(per_channel * channels) });
+        return Err(Unfit::TooLarge { bytes: staged(count), capacity: staged(capacity) });
     }
     if count == 0 {
         return Ok(Plan { algorithm, channels: 0, share: 0 });
     }
+    // From here `0 < count <= capacity`, so `per_channel > 0`, and the channels that hold
+    // it are no more than the staged channels.
+    let needed = div_ceil_narrow(count, per_channel);
     let bytes_per_channel = match algorithm {
         Algorithm::TwoShot => THRESHOLDS.two_shot_bytes_per_channel,
         _ => THRESHOLDS.one_shot_bytes_per_channel,
     };
-    let wanted = size_bytes(function, elt, count, staging.nranks).div_ceil(bytes_per_channel).clamp(1, channels);
-    let share = count.div_ceil(wanted.max(needed)).div_ceil(align) * align;
-    Ok(Plan { algorithm, channels: count.div_ceil(share) as u32, share })
+    let wanted = div_ceil_pow2(size_bytes(function, elt, count, staging.nranks), bytes_per_channel).clamp(1, staging.staged_channels() as u64);
+    let share = round_up_pow2(div_ceil_narrow(count, wanted.max(needed)), align);
+    Ok(Plan { algorithm, channels: div_ceil_narrow(count, share) as u32, share })
 }
 
 #[cfg(test)]
@@ -371,6 +396,62 @@ mod tests {
     }
 
     /// A forced algorithm is refused where it cannot run; Auto falls back to the ring.
+    /// The staged plan with plain 64-bit arithmetic, as `staged` computed it before it
+    /// shifted, masked and divided in 32 bits.
+    fn staged_plain(function: CollFunction, elt: u64, count: u64, staging: Staging, algorithm: Algorithm) -> Result<Plan, Unfit> {
+        if !staging.available() {
+            return Err(Unfit::NoStaging);
+        }
+        let copies = if function == CollFunction::ReduceScatter { u64::from(staging.nranks) } else { 1 };
+        let align = 16 / elt;
+        let per_channel = staging.slot_bytes / elt / copies / align * align;
+        let channels = u64::from(staging.staged_channels());
+        let needed = match (count, per_channel) {
+            (0, _) => 0,
+            (_, 0) => u64::MAX,
+            _ => count.div_ceil(per_channel),
+        };
+        if needed > channels {
+            let staged = |n: u64| n.saturating_mul(elt).saturating_mul(copies);
+            return Err(Unfit::TooLarge { bytes: staged(count), capacity: staged(per_channel * channels) });
+        }
+        if count == 0 {
+            return Ok(Plan { algorithm, channels: 0, share: 0 });
+        }
+        let per = if algorithm == Algorithm::TwoShot { THRESHOLDS.two_shot_bytes_per_channel } else { THRESHOLDS.one_shot_bytes_per_channel };
+        let wanted = size_bytes(function, elt, count, staging.nranks).div_ceil(per).clamp(1, channels);
+        let share = count.div_ceil(wanted.max(needed)).div_ceil(align) * align;
+        Ok(Plan { algorithm, channels: count.div_ceil(share) as u32, share })
+    }
+
+    #[test]
+    fn narrow_arithmetic_plans_as_plain_arithmetic() {
+        let counts = [0u64, 1, 2, 3, 5, 7, 15, 16, 17, 1021, 4096, 16_383, 16_384, 16_389, 100_003, 1 << 20, (1 << 20) + 3, 1 << 28, (1 << 32) + 5, 1 << 40];
+        let slots = [0u64, 4096, 8192, 65_536, 256 << 10, 1 << 20, 3 << 20, 1 << 32, (1 << 33) + 4096];
+        let functions = [CollFunction::AllReduce, CollFunction::ReduceScatter, CollFunction::AllGather, CollFunction::Broadcast];
+        let mut planned = 0;
+        for (nranks, channels) in [(2, 1), (2, 48), (3, 5), (4, 32), (8, 15), (8, 64)] {
+            for slot_bytes in slots {
+                let s = staging(nranks, channels, slot_bytes);
+                for function in functions {
+                    for algorithm in [Algorithm::OneShot, Algorithm::TwoShot] {
+                        if algorithm == Algorithm::TwoShot && function != CollFunction::AllReduce {
+                            continue;
+                        }
+                        for elt in [1, 2, 4, 8] {
+                            for count in counts {
+                                let got = staged(function, elt, count, s, algorithm);
+                                assert_eq!(got, staged_plain(function, elt, count, s, algorithm), "{function:?} {algorithm:?} elt {elt} count {count} {s:?}");
+                                planned += u32::from(got.is_ok());
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        assert!(planned > 1000, "the grid plans many calls, not only refusals: {planned}");
+    }
+
     #[test]
     fn a_forced_algorithm_that_cannot_run_is_unfit() {
         let s = staging(4, 2, 4096);

@@ -46,7 +46,7 @@
 
 use super::coll::{Coll, CollCtx};
 use super::function::CollFunction;
-use super::select::{Algorithm, Plan, pack_elements};
+use super::select::{Algorithm, Plan, div_ceil_narrow, pack_elements, round_up_pow2};
 use crate::abi::{LoopError, WaitSite};
 use crate::arch::{self, Site};
 use crate::conn::{MAX_STAGED_RANKS, StagingConns};
@@ -296,7 +296,7 @@ impl Stage<'_> {
     #[inline(never)]
     unsafe fn all_reduce_two_shot(&self, c: &Coll, begin: u64, n: u64) -> Result<(), (LoopError, u32)> {
         let (elt, nranks) = (self.elt(), u64::from(self.cx.nranks));
-        let block = n.div_ceil(nranks).div_ceil(pack_elements(elt)) * pack_elements(elt);
+        let block = round_up_pow2(div_ceil_narrow(n, nranks), pack_elements(elt));
         let (from, len) = block_range(self.cx.rank, block, n);
         let out = c.output + (begin + from) * elt;
         // SAFETY: the caller's contract: the share is in the user buffers and the staging;

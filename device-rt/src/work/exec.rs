@@ -16,7 +16,7 @@ use super::mailbox::update_state;
 use super::spread::mailbox_spread;
 use super::queue::{ITEM_CACHE, LoopShared, LoopState, MAILBOX_CLOSED, MAILBOX_COMPLETE, MAILBOX_PENDING, QueueHeader, RingSlot, mailbox_generation};
 use crate::abi::{LoopError, WaitSite};
-use crate::algo::{Coll, CollCtx, CollFunction, plan_collective, run_collective};
+use crate::algo::{Coll, CollCtx, CollFunction, Plan, plan_collective, run_collective};
 use crate::arch::{self, AtomicWord, Site, WARP_SIZE};
 use crate::conn::{ChannelStats, CommDevice};
 use crate::copy::reduce_copy_grid;
@@ -812,29 +812,35 @@ pub(super) unsafe fn execute(a: &Channel, kind: WorkKind, item: &WorkItem, share
         // SAFETY: as above.
         WorkKind::Call => unsafe { call(a, item, shared) },
         // SAFETY: as above.
-        WorkKind::Collective => unsafe { collective(a, item, shared, a.index) },
+        WorkKind::Collective => unsafe { collective(a, item, shared, (a.index, None)) },
     }
 }
 
-/// Runs part `part` of a collective item with the rank's communicator on channel
+/// Runs part `part.0` of a collective item with the rank's communicator on channel
 /// `a.index` (its connections and staging), after checking it against the communicator
-/// (the host has checked it too). The part is the channel itself, but for an item that
-/// runs on the post grid alone (`guest`), whose part `i` runs on guest channel
-/// `resident + i`.
+/// (the host has checked it too) and planning it, unless `part.1` is the plan its caller
+/// made after that same check. The part is the channel itself, but for an item that runs
+/// on the post grid alone (`guest`), whose part `i` runs on guest channel
+/// `resident + i`, planned by the post grid (`post_only_plan`): the checks and the plan
+/// are 64-bit arithmetic that a small call would otherwise pay for twice.
 ///
 /// # Safety
-/// As [`execute`], for a Collective item; `part` is `a.index`, or the item's plan is a
-/// staged algorithm over `a.count` channels whose parts `part` is one of.
+/// As [`execute`], for a Collective item; `part` is `(a.index, None)`, or `part.1` is the
+/// item's plan (`post_only_plan`: the item is valid against the communicator), a staged
+/// algorithm whose parts `part.0` is one of.
 #[inline(never)]
-pub(super) unsafe fn collective(a: &Channel, item: &WorkItem, shared: *mut LoopShared, part: u32) -> Result<(), Stop> {
+pub(super) unsafe fn collective(a: &Channel, item: &WorkItem, shared: *mut LoopShared, part: (u32, Option<Plan>)) -> Result<(), Stop> {
     if a.comm.is_null() {
         return Err(Stop::Error(LoopError::BadItem, BadItem::NoCommunicator as u32));
     }
-    // SAFETY: `a.comm` is non-null, so it is the rank's `CommDevice` in device memory, valid
-    // for the launch (`work_loop`'s contract), and only read by the loop.
-    let (rank, nranks) = unsafe { ((*a.comm).rank, (*a.comm).nranks) };
-    if let Err(why) = item.validate_in_comm(rank, nranks) {
-        return Err(Stop::Error(LoopError::BadItem, why as u32));
+    let (part, planned) = part;
+    if planned.is_none() {
+        // SAFETY: `a.comm` is non-null, so it is the rank's `CommDevice` in device memory,
+        // valid for the launch (`work_loop`'s contract), and only read by the loop.
+        let (rank, nranks) = unsafe { ((*a.comm).rank, (*a.comm).nranks) };
+        if let Err(why) = item.validate_in_comm(rank, nranks) {
+            return Err(Stop::Error(LoopError::BadItem, why as u32));
+        }
     }
     // `validate` and `validate_in_comm` guarantee known numbers.
     let (Some(function), Some(dtype), Some(kind)) =
@@ -860,8 +866,12 @@ pub(super) unsafe fn collective(a: &Channel, item: &WorkItem, shared: *mut LoopS
     // loop's `count` channels (the host sized them); `prims` holds `MAX_GROUPS` groups' shared
     // memory, and `header.abort` is the host's abort flag, readable for the launch.
     let cx = CollCtx { channel_index: part, ..unsafe { CollCtx::new(a.comm, (a.index, a.count), prims, &raw const (*a.header).abort, a.spin_budget_ns) } };
-    let Ok(plan) = plan_collective(&cx, &c, dtype) else {
-        return Err(Stop::Error(LoopError::BadItem, BadItem::UnfitAlgorithm as u32));
+    let plan = match planned {
+        Some(plan) => plan,
+        None => match plan_collective(&cx, &c, dtype) {
+            Ok(plan) => plan,
+            Err(_) => return Err(Stop::Error(LoopError::BadItem, BadItem::UnfitAlgorithm as u32)),
+        },
     };
     // SAFETY: every thread of the CTA runs this with the same arguments; `cx` was built by
     // `CollCtx::new` for this rank's communicator and channel, `c` passed `validate` and

@@ -14,7 +14,7 @@
 //!
 //! A small stream-ordered collective does not need the loop at all: a staged algorithm
 //! (one-shot, two-shot and their kin) planned on no more channels than the guests runs
-//! on the post grid alone (`post_only_parts`), its part `i` on guest channel
+//! on the post grid alone (`post_only_plan`), its part `i` on guest channel
 //! `resident + i` (CTA `i + 1`), and CTA 0 posts nothing. The grid's end is the item's
 //! completion: the work that follows on the stream waits for it, and sees its writes, as
 //! after any kernel. This saves the mailbox's round trip (the post, the loop's poll, the
@@ -42,7 +42,7 @@ use super::exec::{Channel, Stop, close_mailbox, collective, complete_mailbox, co
 use super::item::WorkItem;
 use super::mailbox::post_to_mailbox;
 use super::queue::{LoopShared, LoopState, MAILBOX_CLOSED, QueueHeader};
-use super::spread::{mailbox_spread, post_only_parts};
+use super::spread::{mailbox_spread, post_only_plan};
 use super::LoopArgs;
 use crate::arch;
 use crate::conn::CommDevice;
@@ -91,7 +91,7 @@ pub unsafe fn serve_post(p: PostArgs) {
     let kind = p.item.validate();
     let post_only = match kind {
         // SAFETY: `p.comm` is null or the rank's valid `CommDevice` (this function's contract).
-        Ok(kind) => unsafe { post_only_parts(p.comm, p.resident, &p.item, kind) },
+        Ok(kind) => unsafe { post_only_plan(p.comm, p.resident, &p.item, kind) },
         Err(_) => None,
     };
     let tid = arch::thread_idx();
@@ -108,10 +108,10 @@ pub unsafe fn serve_post(p: PostArgs) {
     // The channels the item spreads over, the part this CTA runs, and how many channels
     // arrive at the mailbox's completion (unused without the mailbox).
     let (count, part, arrivals) = match post_only {
-        Some(parts) if g < parts => (p.resident + parts, g, parts),
+        Some(plan) if g < plan.channels => (p.resident + plan.channels, g, plan.channels),
         Some(_) => return,
         None => {
-            // SAFETY: as for `post_only_parts`.
+            // SAFETY: as for `post_only_plan`.
             let spread = unsafe { mailbox_spread(p.comm, p.resident, &p.item, kind) };
             if channel >= spread.arrivals {
                 return;
@@ -138,13 +138,13 @@ pub unsafe fn serve_post(p: PostArgs) {
     }
     let args = LoopArgs { header: p.header, ring: core::ptr::null(), capacity: 0, state: p.state, spin_budget_ns: p.spin_budget_ns, comm: p.comm };
     let a = Channel { args, index: channel, count };
-    let outcome = if post_only.is_some() {
+    let outcome = if let Some(plan) = post_only {
         // SAFETY: `a` holds the running loop's memory (this function's contract) and a guest
         // channel below the communicator's count, which its connections cover; the item is a
-        // valid collective whose plan over `count` channels is a staged algorithm of which
-        // `part` is a part (`post_only_parts`); `shared` is this CTA's `LoopShared`, and every
-        // thread of the CTA runs it with the same arguments.
-        unsafe { collective(&a, &p.item, shared, part) }
+        // collective valid against the communicator, `plan` is its plan, a staged algorithm of
+        // which `part` is a part (`post_only_plan`); `shared` is this CTA's `LoopShared`, and
+        // every thread of the CTA runs it with the same arguments.
+        unsafe { collective(&a, &p.item, shared, (part, Some(plan))) }
     } else {
         // SAFETY: as above, with the item's validated kind and the mailbox spread.
         unsafe { execute(&a, kind, &p.item, shared) }

@@ -171,6 +171,13 @@ impl BadItem {
     }
 }
 
+/// True when `addr` is a multiple of `size`, a power of two (every element size is): a
+/// mask, where `%` would be a 64-bit division, which the GPU runs as a long subroutine on
+/// every call's path.
+const fn aligned_to(addr: u64, size: u64) -> bool {
+    addr & (size - 1) == 0
+}
+
 impl WorkItem {
     /// The item's eight 64-bit words, as the mailbox holds them (and the post kernel's
     /// parameters carry them).
@@ -284,7 +291,7 @@ impl WorkItem {
                     if p == 0 {
                         return Err(BadItem::NullPointer);
                     }
-                    if p % size != 0 {
+                    if !aligned_to(p, size) {
                         return Err(BadItem::Misaligned);
                     }
                     p.checked_add(bytes).ok_or(BadItem::CountOverflow)?;
@@ -306,7 +313,7 @@ impl WorkItem {
                     if used && p == 0 {
                         return Err(BadItem::NullPointer);
                     }
-                    if p % size != 0 {
+                    if !aligned_to(p, size) {
                         return Err(BadItem::Misaligned);
                     }
                 }

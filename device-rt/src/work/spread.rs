@@ -3,7 +3,7 @@
 //! the loop's channels and the post grid's guests, which must agree.
 
 use super::item::{WorkItem, WorkKind};
-use crate::algo::{Algorithm, AlgorithmChoice, CollFunction, Staging, plan};
+use crate::algo::{Algorithm, AlgorithmChoice, CollFunction, Plan, Staging, plan};
 use crate::conn::CommDevice;
 use crate::dtype::DataType;
 
@@ -42,7 +42,7 @@ pub(super) unsafe fn mailbox_spread(comm: *const CommDevice, resident: u32, item
     }
     let total = comm.nchannels;
     let taking_part = match staged_or_ring(comm, item) {
-        Some(Taking::Staged(channels)) => channels,
+        Some(Taking::Staged(plan)) => plan.channels,
         Some(Taking::Ring) => total,
         None => resident,
     };
@@ -54,7 +54,7 @@ pub(super) unsafe fn mailbox_spread(comm: *const CommDevice, resident: u32, item
 #[derive(Clone, Copy)]
 enum Taking {
     /// A staged algorithm, on its plan's channels.
-    Staged(u32),
+    Staged(Plan),
     /// The ring (or point-to-point), on every channel.
     Ring,
 }
@@ -70,23 +70,26 @@ fn staged_or_ring(comm: &CommDevice, item: &WorkItem) -> Option<Taking> {
     let staging = Staging { nranks: comm.nranks, channels: comm.nchannels, slot_bytes: if comm.staging == 0 { 0 } else { comm.staging_slot_bytes } };
     let choice = AlgorithmChoice::from_u32(comm.algorithm).unwrap_or_default();
     match plan(function, dtype.size() as u64, item.count, staging, choice) {
-        Ok(p) if p.algorithm != Algorithm::Ring => Some(Taking::Staged(p.channels)),
+        Ok(p) if p.algorithm != Algorithm::Ring => Some(Taking::Staged(p)),
         Ok(_) => Some(Taking::Ring),
         Err(_) => None,
     }
 }
 
-/// How many parts a stream-ordered item runs in on the post grid alone, its part `i` on
-/// guest channel `resident + i`, without the loop (see `guest`): a valid collective of an
-/// unpaired communicator with guest channels whose plan is a staged algorithm on no more
-/// channels than the guests. `None`: the item goes through the mailbox. Every CTA of the
-/// post grid, on every rank, gets the same answer: it is arithmetic over the item and the
-/// communicator, which are the same on every rank for the same call.
+/// The plan of a stream-ordered item that runs on the post grid alone, in as many parts as
+/// the plan has channels, its part `i` on guest channel `resident + i`, without the loop
+/// (see `guest`): a collective of an unpaired communicator with guest channels, valid
+/// against the communicator, whose plan is a staged algorithm on no more channels than
+/// the guests. `None`: the item goes through the mailbox. Every CTA of the post grid, on
+/// every rank, gets the same answer: it is arithmetic over the item and the communicator,
+/// which are the same on every rank for the same call. The plan is the one every channel
+/// of the communicator makes of the item (`plan_collective`), so the parts run it as
+/// planned here, without planning again.
 ///
 /// # Safety
 /// `comm` is null or a valid `CommDevice` that the kernel only reads.
 #[inline(never)]
-pub(super) unsafe fn post_only_parts(comm: *const CommDevice, resident: u32, item: &WorkItem, kind: WorkKind) -> Option<u32> {
+pub(super) unsafe fn post_only_plan(comm: *const CommDevice, resident: u32, item: &WorkItem, kind: WorkKind) -> Option<Plan> {
     if comm.is_null() || kind != WorkKind::Collective {
         return None;
     }
@@ -96,7 +99,7 @@ pub(super) unsafe fn post_only_parts(comm: *const CommDevice, resident: u32, ite
         return None;
     }
     match staged_or_ring(comm, item) {
-        Some(Taking::Staged(parts)) if parts <= comm.nchannels - resident => Some(parts),
+        Some(Taking::Staged(plan)) if plan.channels <= comm.nchannels - resident => Some(plan),
         _ => None,
     }
 }
