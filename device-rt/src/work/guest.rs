@@ -44,7 +44,7 @@ use super::mailbox::post_to_mailbox;
 use super::queue::{LoopShared, LoopState, MAILBOX_CLOSED, QueueHeader};
 use super::spread::{mailbox_spread, post_only_plan};
 use super::LoopArgs;
-use crate::arch;
+use crate::arch::{self, WARP_SIZE};
 use crate::conn::CommDevice;
 
 /// What the post grid is launched with.
@@ -88,13 +88,31 @@ pub struct PostArgs {
 pub unsafe fn serve_post(p: PostArgs) {
     // The CTA's start, for the statistics of a part run on the post grid alone.
     let entered = arch::globaltimer_ns();
+    let tid = arch::thread_idx();
+    let shared = arch::dyn_smem().cast::<LoopShared>();
+    // A guest looks whether the mailbox is open at once, on the first thread of its second
+    // warp where it has one, while its first warp checks and plans the item (a chain of
+    // dependent scalar steps): the two latencies overlap. A guest that takes no part never
+    // reads the answer.
+    let checker = if arch::block_dim() > WARP_SIZE { WARP_SIZE } else { 0 };
+    if arch::block_idx() != 0 && tid == checker {
+        // SAFETY: `p.state` is the loop's live state; `state` and `error_claimed` are aligned
+        // words of it, changed only through `arch` atomics.
+        let open = unsafe {
+            arch::ld_acquire_gpu_global(&raw const (*p.state).mailbox.state) & MAILBOX_CLOSED == 0
+                && arch::ld_volatile_global(&raw const (*p.state).error_claimed) == 0
+        };
+        // SAFETY: a guest CTA has `LOOP_SMEM_BYTES` of dynamic shared memory holding its
+        // `LoopShared` (this function's contract); this one thread alone writes `wait_result`,
+        // before the CTA barrier that precedes every read of it.
+        unsafe { (&raw mut (*shared).wait_result).write_volatile(u64::from(open)) };
+    }
     let kind = p.item.validate();
     let post_only = match kind {
         // SAFETY: `p.comm` is null or the rank's valid `CommDevice` (this function's contract).
         Ok(kind) => unsafe { post_only_plan(p.comm, p.resident, &p.item, kind) },
         Err(_) => None,
     };
-    let tid = arch::thread_idx();
     if arch::block_idx() == 0 {
         if tid == 0 && post_only.is_none() {
             // SAFETY: this function's contract is `post_to_mailbox`'s, for the one poster.
@@ -119,20 +137,8 @@ pub unsafe fn serve_post(p: PostArgs) {
             (spread.channels, channel, spread.arrivals)
         }
     };
-    let shared = arch::dyn_smem().cast::<LoopShared>();
-    if tid == 0 {
-        // SAFETY: `p.state` is the loop's live state; `state` and `error_claimed` are aligned
-        // words of it, changed only through `arch` atomics.
-        let open = unsafe {
-            arch::ld_acquire_gpu_global(&raw const (*p.state).mailbox.state) & MAILBOX_CLOSED == 0
-                && arch::ld_volatile_global(&raw const (*p.state).error_claimed) == 0
-        };
-        // SAFETY: `shared` is this CTA's `LoopShared` (`LOOP_SMEM_BYTES`: this function's
-        // contract); thread 0 alone writes `wait_result`, before the barrier below.
-        unsafe { (&raw mut (*shared).wait_result).write_volatile(u64::from(open)) };
-    }
     arch::barrier_sync_all();
-    // SAFETY: the barrier above orders thread 0's write before every thread's read.
+    // SAFETY: the barrier above orders the checker's write before every thread's read.
     if unsafe { (&raw const (*shared).wait_result).read_volatile() } == 0 {
         return;
     }
