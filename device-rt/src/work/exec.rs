@@ -812,36 +812,67 @@ pub(super) unsafe fn execute(a: &Channel, kind: WorkKind, item: &WorkItem, share
         // SAFETY: as above.
         WorkKind::Call => unsafe { call(a, item, shared) },
         // SAFETY: as above.
-        WorkKind::Collective => unsafe { collective(a, item, shared, (a.index, None)) },
+        WorkKind::Collective => unsafe { collective(a, item, shared, a.index) },
     }
 }
 
-/// Runs part `part.0` of a collective item with the rank's communicator on channel
+/// Runs part `part` of a collective item with the rank's communicator on channel
 /// `a.index` (its connections and staging), after checking it against the communicator
-/// (the host has checked it too) and planning it, unless `part.1` is the plan its caller
-/// made after that same check. The part is the channel itself, but for an item that runs
-/// on the post grid alone (`guest`), whose part `i` runs on guest channel
-/// `resident + i`, planned by the post grid (`post_only_plan`): the checks and the plan
-/// are 64-bit arithmetic that a small call would otherwise pay for twice.
+/// (the host has checked it too) and planning it. The part is the channel itself, but
+/// for an item that runs on the post grid alone: see [`planned_collective`].
 ///
 /// # Safety
-/// As [`execute`], for a Collective item; `part` is `(a.index, None)`, or `part.1` is the
-/// item's plan (`post_only_plan`: the item is valid against the communicator), a staged
-/// algorithm whose parts `part.0` is one of.
+/// As [`execute`], for a Collective item; `part` is `a.index`.
 #[inline(never)]
-pub(super) unsafe fn collective(a: &Channel, item: &WorkItem, shared: *mut LoopShared, part: (u32, Option<Plan>)) -> Result<(), Stop> {
+pub(super) unsafe fn collective(a: &Channel, item: &WorkItem, shared: *mut LoopShared, part: u32) -> Result<(), Stop> {
     if a.comm.is_null() {
         return Err(Stop::Error(LoopError::BadItem, BadItem::NoCommunicator as u32));
     }
-    let (part, planned) = part;
-    if planned.is_none() {
-        // SAFETY: `a.comm` is non-null, so it is the rank's `CommDevice` in device memory,
-        // valid for the launch (`work_loop`'s contract), and only read by the loop.
-        let (rank, nranks) = unsafe { ((*a.comm).rank, (*a.comm).nranks) };
-        if let Err(why) = item.validate_in_comm(rank, nranks) {
-            return Err(Stop::Error(LoopError::BadItem, why as u32));
-        }
+    // SAFETY: `a.comm` is non-null, so it is the rank's `CommDevice` in device memory, valid
+    // for the launch (`work_loop`'s contract), and only read by the loop.
+    let (rank, nranks) = unsafe { ((*a.comm).rank, (*a.comm).nranks) };
+    if let Err(why) = item.validate_in_comm(rank, nranks) {
+        return Err(Stop::Error(LoopError::BadItem, why as u32));
     }
+    // SAFETY: as above; `shared` is this CTA's `LoopShared` and the item passed both checks
+    // (this function's contract and the check above).
+    let (c, cx) = unsafe { part_context(a, item, shared, part) };
+    let Ok(plan) = plan_collective(&cx, &c.0, c.1) else {
+        return Err(Stop::Error(LoopError::BadItem, BadItem::UnfitAlgorithm as u32));
+    };
+    // SAFETY: every thread of the CTA runs this with the same arguments; `cx` was built by
+    // `CollCtx::new` for this rank's communicator and channel, `c` passed `validate` and
+    // `validate_in_comm` (the host also checked that its buffers hold what the function
+    // addresses), and `plan` is its plan.
+    unsafe { run_part(&cx, c, plan) }
+}
+
+/// Runs part `part` of an item that runs on the post grid alone (`guest`), on guest
+/// channel `a.index = resident + part`, by `plan`: the plan `post_only_plan` made after
+/// checking the item against the communicator, handed over so that a small call is
+/// checked and planned once (on a GPU each is a few hundred dependent scalar
+/// instructions on the call's path). Apart from the loop's [`collective`], whose registers
+/// a capped loop has none to spare for the plan.
+///
+/// # Safety
+/// As [`execute`], for a Collective item valid against the communicator (non-null);
+/// `plan` is its plan, a staged algorithm of which `part` is a part.
+#[inline(never)]
+pub(super) unsafe fn planned_collective(a: &Channel, item: &WorkItem, shared: *mut LoopShared, part: u32, plan: Plan) -> Result<(), Stop> {
+    // SAFETY: this function's contract is `part_context`'s.
+    let (c, cx) = unsafe { part_context(a, item, shared, part) };
+    // SAFETY: as in `collective`, with the plan `post_only_plan` made of the checked item.
+    unsafe { run_part(&cx, c, plan) }
+}
+
+/// A checked collective item as the algorithms take it (the collective, its element type
+/// and operator), and where part `part` of it runs on `a`'s channel.
+///
+/// # Safety
+/// `a` is this CTA's [`Channel`] with a non-null communicator, `shared` this CTA's
+/// `LoopShared`; `item` passed `validate` and `validate_in_comm`.
+#[inline(always)]
+unsafe fn part_context(a: &Channel, item: &WorkItem, shared: *mut LoopShared, part: u32) -> ((Coll, DataType, RedOpKind), CollCtx) {
     // `validate` and `validate_in_comm` guarantee known numbers.
     let (Some(function), Some(dtype), Some(kind)) =
         (CollFunction::from_u32(item.function), DataType::from_u8(item.dtype), RedOpKind::from_u8(item.op))
@@ -866,18 +897,17 @@ pub(super) unsafe fn collective(a: &Channel, item: &WorkItem, shared: *mut LoopS
     // loop's `count` channels (the host sized them); `prims` holds `MAX_GROUPS` groups' shared
     // memory, and `header.abort` is the host's abort flag, readable for the launch.
     let cx = CollCtx { channel_index: part, ..unsafe { CollCtx::new(a.comm, (a.index, a.count), prims, &raw const (*a.header).abort, a.spin_budget_ns) } };
-    let plan = match planned {
-        Some(plan) => plan,
-        None => match plan_collective(&cx, &c, dtype) {
-            Ok(plan) => plan,
-            Err(_) => return Err(Stop::Error(LoopError::BadItem, BadItem::UnfitAlgorithm as u32)),
-        },
-    };
-    // SAFETY: every thread of the CTA runs this with the same arguments; `cx` was built by
-    // `CollCtx::new` for this rank's communicator and channel, `c` passed `validate` and
-    // `validate_in_comm` (the host also checked that its buffers hold what the function
-    // addresses), and `plan` is its plan.
-    match unsafe { run_collective(&cx, &c, dtype, kind, plan) } {
+    ((c, dtype, kind), cx)
+}
+
+/// Runs `c` (a collective, its element type and operator) by `plan` where `cx` says.
+///
+/// # Safety
+/// `run_collective`'s contract.
+#[inline(always)]
+unsafe fn run_part(cx: &CollCtx, c: (Coll, DataType, RedOpKind), plan: Plan) -> Result<(), Stop> {
+    // SAFETY: this function's contract.
+    match unsafe { run_collective(cx, &c.0, c.1, c.2, plan) } {
         Ok(()) => Ok(()),
         Err((error, detail)) => Err(Stop::Error(error, detail)),
     }

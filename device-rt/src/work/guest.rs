@@ -38,7 +38,7 @@
 //! guest never waits for an SM that a waiting guest holds; a peer that never posts ends
 //! in the spin budget, as in any wait.
 
-use super::exec::{Channel, Stop, close_mailbox, collective, complete_mailbox, count_post_part, execute, record_error};
+use super::exec::{Channel, Stop, close_mailbox, complete_mailbox, count_post_part, execute, planned_collective, record_error};
 use super::item::WorkItem;
 use super::mailbox::post_to_mailbox;
 use super::queue::{LoopShared, LoopState, MAILBOX_CLOSED, QueueHeader};
@@ -150,7 +150,7 @@ pub unsafe fn serve_post(p: PostArgs) {
         // collective valid against the communicator, `plan` is its plan, a staged algorithm of
         // which `part` is a part (`post_only_plan`); `shared` is this CTA's `LoopShared`, and
         // every thread of the CTA runs it with the same arguments.
-        unsafe { collective(&a, &p.item, shared, (part, Some(plan))) }
+        unsafe { planned_collective(&a, &p.item, shared, part, plan) }
     } else {
         // SAFETY: as above, with the item's validated kind and the mailbox spread.
         unsafe { execute(&a, kind, &p.item, shared) }
