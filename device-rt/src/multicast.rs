@@ -87,6 +87,17 @@ mod flavours {
         /// # Safety
         /// `handle` must be a valid handle of this flavour naming 8-byte-aligned words.
         unsafe fn ld_acquire_min_u64(handle: u64) -> u64;
+
+        /// Stores `v` to every device's `u64` at `handle` (a post to a multicast step
+        /// counter). Ordering: a relaxed system-scope store to each device's word, in no
+        /// particular order among them; the caller's earlier `fence.acq_rel.sys` orders
+        /// what it published before every one of them (with [`Multicast::ld_acquire_min_u64`]
+        /// on the other side, a release/acquire pair per device).
+        ///
+        /// # Safety
+        /// `handle` must be a valid handle of this flavour naming 8-byte-aligned words that
+        /// the caller may write.
+        unsafe fn st_relaxed_u64(handle: u64, v: u64);
     }
 
     /// Multicast done as loops over the peers' unicast addresses.
@@ -166,6 +177,19 @@ mod flavours {
                 min = min.min(unsafe { crate::arch::ld_acquire_sys_global(table.peers[p] as *const u64) });
             }
             min
+        }
+
+        #[inline(always)]
+        unsafe fn st_relaxed_u64(handle: u64, v: u64) {
+            // SAFETY: this function's contract requires a valid `SwMulticast` handle, which is
+            // `resolve`'s.
+            let table = unsafe { Self::resolve(handle) };
+            for p in 0..table.npeers as usize {
+                // SAFETY: `peers[p]` (`p < npeers`) names peer `p`'s copy of the word, an
+                // 8-byte-aligned `u64` in global memory the caller may write (this function's
+                // contract), accessed only through `arch`.
+                unsafe { crate::arch::st_relaxed_sys_global(table.peers[p] as *mut u64, v) };
+            }
         }
     }
 
@@ -281,6 +305,15 @@ mod flavours {
             // SAFETY: a valid `HwMulticast` handle naming 8-byte-aligned words (this function's
             // contract) is an 8-byte-aligned multicast address.
             unsafe { crate::arch::multimem_ld_reduce_acquire_min_u64(handle) }
+        }
+
+        #[inline(always)]
+        unsafe fn st_relaxed_u64(handle: u64, v: u64) {
+            // A plain store to the multicast address reaches every device's copy (NCCL's
+            // `postPeer` on an NVLS connection does the same).
+            // SAFETY: a valid `HwMulticast` handle naming 8-byte-aligned words the caller may
+            // write (this function's contract) is an 8-byte-aligned global address.
+            unsafe { crate::arch::st_relaxed_sys_global(handle as *mut u64, v) }
         }
     }
 }

@@ -194,7 +194,7 @@ fn min_polling_waits_for_every_counter() {
 
 /// With `NVLS_MIN_POLL` the receiver waits for the smallest of the step counters behind
 /// its multicast handle: a second counter held at 0 holds the receiver back until the
-/// host raises it.
+/// host raises it. Its credits go through a multicast handle too (one device here).
 fn min_polling(memory: Option<&WeakMemory>) {
     let mut link = Link::new();
     let gate = Box::new(0u64);
@@ -203,7 +203,9 @@ fn min_polling(memory: Option<&WeakMemory>) {
         reserved: 0,
         peers: [&raw const *link.tail as u64, &raw const *gate as u64, 0, 0, 0, 0, 0, 0],
     });
+    let credits = Box::new(SwMulticastTable { npeers: 1, reserved: 0, peers: [&raw const *link.head as u64, 0, 0, 0, 0, 0, 0, 0] });
     link.recv.tail = &raw const *table as u64;
+    link.recv.head = &raw const *credits as u64;
     link.recv.flags = CONN_NVLS_MIN_POLL;
     const HOLD: Duration = Duration::from_millis(200);
     let gate_addr = &raw const *gate as usize;

@@ -150,6 +150,7 @@ impl fmt::Display for Error {
                 match why {
                     Unfit::NoStaging => f.write_str("the communicator has no staging buffers (it needs 2 to 8 ranks and CommConfig::staging_bytes)"),
                     Unfit::NotForFunction => write!(f, "{} is not an algorithm of {}", algorithm.name(), function.name()),
+                    Unfit::NoNvls => f.write_str("the communicator has no NVLS connections (NVLS needs 2 to 8 ranks and at least 192 threads a channel)"),
                     Unfit::TooLarge { bytes, capacity } => write!(
                         f,
                         "it stages {bytes} bytes per rank and the staging buffers hold {capacity} (raise CommConfig::staging_bytes, or let the device choose)"

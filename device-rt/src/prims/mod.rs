@@ -19,7 +19,7 @@
 mod movers;
 mod ops;
 
-pub use movers::{DataOp, Movers, UNROLL, reduce, transform};
+pub use movers::{DataOp, Movers, MulticastMovers, UNROLL, reduce, transform};
 
 use core::marker::PhantomData;
 
@@ -36,14 +36,25 @@ pub trait Proto {
     const SLICE_PER_CHUNK: u64;
     /// FIFO steps per slice (NCCL's `StepPerSlice`).
     const STEP_PER_SLICE: u64;
+    /// 1: the received slot is a multicast handle, loaded with `ld_reduce` (NCCL's
+    /// `MultimemSrcs`); 0: a unicast FIFO slot.
+    const MULTIMEM_SRCS: usize;
+    /// 1: the slot sent to is a multicast handle, stored to every device (NCCL's
+    /// `MultimemDsts`); 0: a unicast FIFO slot.
+    const MULTIMEM_DSTS: usize;
 }
 
-/// NCCL's `ProtoSimple<SLICE_PER_CHUNK, STEP_PER_SLICE>`.
-pub struct Simple<const SLICE_PER_CHUNK: u64, const STEP_PER_SLICE: u64>;
+/// NCCL's `ProtoSimple<SLICE_PER_CHUNK, STEP_PER_SLICE, Unroll, MULTIMEM_SRCS,
+/// MULTIMEM_DSTS>` (the unroll is the movers' [`UNROLL`]).
+pub struct Simple<const SLICE_PER_CHUNK: u64, const STEP_PER_SLICE: u64, const MULTIMEM_SRCS: usize = 0, const MULTIMEM_DSTS: usize = 0>;
 
-impl<const SLICE_PER_CHUNK: u64, const STEP_PER_SLICE: u64> Proto for Simple<SLICE_PER_CHUNK, STEP_PER_SLICE> {
+impl<const SLICE_PER_CHUNK: u64, const STEP_PER_SLICE: u64, const MULTIMEM_SRCS: usize, const MULTIMEM_DSTS: usize> Proto
+    for Simple<SLICE_PER_CHUNK, STEP_PER_SLICE, MULTIMEM_SRCS, MULTIMEM_DSTS>
+{
     const SLICE_PER_CHUNK: u64 = SLICE_PER_CHUNK;
     const STEP_PER_SLICE: u64 = STEP_PER_SLICE;
+    const MULTIMEM_SRCS: usize = MULTIMEM_SRCS;
+    const MULTIMEM_DSTS: usize = MULTIMEM_DSTS;
 }
 
 /// A sizes-FIFO entry: the slot's bytes (low 48 bits), the connection's operation
@@ -80,6 +91,9 @@ const ROLE_INPUT: u32 = 16;
 const ROLE_OUTPUT: u32 = 32;
 /// The polled word is a multicast handle (the conn's `CONN_NVLS_MIN_POLL`).
 const NVLS_MIN_POLLING: u32 = 64;
+/// The posted word is a multicast handle (the conn's `CONN_NVLS_MIN_POLL`): a post
+/// reaches every device's copy.
+const NVLS_MULTICAST_POST: u32 = 128;
 
 /// Where a group runs and what bounds its waits.
 #[derive(Clone, Copy)]
@@ -154,7 +168,7 @@ pub struct Primitives<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_S
     flavour: PhantomData<(M, P)>,
 }
 
-impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primitives<M, P, MAX_RECV, MAX_SEND> {
+impl<M: MulticastMovers, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primitives<M, P, MAX_RECV, MAX_SEND> {
     /// Steps one chunk takes.
     pub const CHUNK_STEPS: u64 = P::SLICE_PER_CHUNK * P::STEP_PER_SLICE;
 
@@ -259,11 +273,13 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
         self.step = Self::rounded_step(&c);
         self.ops = c.ops;
         if self.flags & ROLE_POST_RECV != 0 {
+            self.flags |= if c.flags & CONN_NVLS_MIN_POLL != 0 { NVLS_MULTICAST_POST } else { 0 };
             self.step_ptr = c.head as *mut u64;
             // SAFETY: a valid connection's `head` is the sender's 8-byte-aligned `u64` credit
-            // counter (global memory, accessed only through `arch`), and the PostRecv thread is
-            // its only writer on this side.
-            unsafe { arch::st_relaxed_sys_global(self.step_ptr, self.step) };
+            // counter (global memory, accessed only through `arch`), or with
+            // `NVLS_MULTICAST_POST` a multicast handle naming every sender's (conn.rs), and the
+            // PostRecv thread is its only writer on this side.
+            unsafe { self.store_step() };
         }
         if self.flags & ROLE_WAIT_RECV != 0 {
             self.flags |= if c.flags & CONN_NVLS_MIN_POLL != 0 { NVLS_MIN_POLLING } else { 0 };
@@ -293,6 +309,7 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
         self.ops = c.ops;
         self.fifo = c.buff;
         if self.flags & ROLE_POST_SEND != 0 {
+            self.flags |= if c.flags & CONN_NVLS_MIN_POLL != 0 { NVLS_MULTICAST_POST } else { 0 };
             self.step_ptr = c.tail as *mut u64;
             self.sizes_fifo = c.sizes_fifo;
         }
@@ -373,6 +390,28 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
         }
     }
 
+    /// Posts `self.step` to the posted step counter. Ordering: a relaxed system-scope
+    /// store (to every device's copy with `NVLS_MULTICAST_POST`); the caller fences
+    /// before it where data must be published first.
+    ///
+    /// # Safety
+    /// `self.step_ptr` is the posted step counter of this thread's connection: an
+    /// 8-byte-aligned `u64` in global memory that only this thread writes on this side,
+    /// or with `NVLS_MULTICAST_POST` an `M` handle naming such counters.
+    #[inline(always)]
+    unsafe fn store_step(&self) {
+        if self.flags & NVLS_MULTICAST_POST != 0 {
+            // SAFETY: with `NVLS_MULTICAST_POST` the posted word is a multicast handle of
+            // flavour `M` naming 8-byte-aligned step counters this thread may write (this
+            // function's contract).
+            unsafe { M::st_relaxed_u64(self.step_ptr as u64, self.step) }
+        } else {
+            // SAFETY: `step_ptr` is the connection's posted step counter, an 8-byte-aligned
+            // `u64` in global memory accessed only through `arch` (this function's contract).
+            unsafe { arch::st_relaxed_sys_global(self.step_ptr, self.step) }
+        }
+    }
+
     /// Elements of the user buffers and FIFO slots one slice may hold.
     fn slice_capacity(&self) -> i64 {
         (self.step_bytes / self.data.elt() * P::STEP_PER_SLICE) as i64
@@ -388,16 +427,17 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
         self.direct
     }
 
-    /// The barrier of the whole group.
+    /// The barrier of the whole group: named barrier `15 - 2 × group` (15, 13, 11 for
+    /// the `MAX_GROUPS` groups; the loop's own barriers are 0 and 1).
     #[inline(always)]
     fn barrier(&self) {
-        arch::barrier_sync(15 - self.g.group, self.g.nthreads);
+        arch::barrier_sync(15 - 2 * self.g.group, self.g.nthreads);
     }
 
-    /// The barrier of the group's workers.
+    /// The barrier of the group's workers: named barrier `14 - 2 × group` (14, 12, 10).
     #[inline(always)]
     fn sub_barrier(&self) {
-        arch::barrier_sync(13 - self.g.group, self.nworkers);
+        arch::barrier_sync(14 - 2 * self.g.group, self.nworkers);
     }
 
     /// Why the group stopped (0: it has not).
@@ -583,8 +623,9 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
         }
         // SAFETY: a posting thread's `step_ptr` is its connection's `head` (PostRecv) or `tail`
         // (PostSend): an 8-byte-aligned `u64` in the peer's memory that only this thread writes
-        // on this side, accessed only through `arch` (`new`'s contract: valid connections).
-        unsafe { arch::st_relaxed_sys_global(self.step_ptr, self.step) };
+        // on this side, or with `NVLS_MULTICAST_POST` a multicast handle naming every peer's
+        // (`new`'s contract: valid connections), which is `store_step`'s contract.
+        unsafe { self.store_step() };
     }
 
     /// The user buffer `which` at element `ix`, as a byte address.
@@ -628,6 +669,10 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
     ) {
         const { assert!(NSRCS == RECV as usize + (SRC_BUF != buf::NONE) as usize) };
         const { assert!(NDSTS == SEND as usize + (DST_BUF != buf::NONE) as usize) };
+        // A multicast slot is the one source or the one destination besides at most one
+        // more operand (`movers::multimem`).
+        const { assert!(P::MULTIMEM_SRCS + P::MULTIMEM_DSTS == 0 || (NSRCS == 1 && NDSTS == 1)) };
+        const { assert!(P::MULTIMEM_SRCS <= RECV as usize && P::MULTIMEM_DSTS <= SEND as usize) };
         let nelem = nelem.max(0);
         let max_slice = self.slice_capacity();
         if nelem > max_slice * P::SLICE_PER_CHUNK as i64 {
@@ -682,7 +727,12 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
                 // `wait_peer` make the FIFO slots this group's to read or write until the posts
                 // below.
                 unsafe {
-                    if received_in_place {
+                    if P::MULTIMEM_SRCS + P::MULTIMEM_DSTS > 0 {
+                        // A multicast slot on either side (NVLS): one source, one destination,
+                        // the received side (when `MULTIMEM_SRCS`) and the sent side (when
+                        // `MULTIMEM_DSTS`) being the slot's multicast handle.
+                        M::multimem(w, self.data, P::MULTIMEM_SRCS > 0, P::MULTIMEM_DSTS > 0, POST_OP, srcs[0], dsts[0], work);
+                    } else if received_in_place {
                         if NDSTS == 2 {
                             movers::transform(w, self.data, false, false, srcs[0], [dsts[1], dsts[1]], 1, work);
                         }

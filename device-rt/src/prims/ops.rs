@@ -4,10 +4,9 @@
 //! Indices (`in_ix`, `out_ix`) are element offsets into the user buffers; the point-to-
 //! point operations use the first peer of their side.
 
-use super::{Primitives, Proto, buf};
-use crate::multicast::Multicast;
+use super::{MulticastMovers, Primitives, Proto, buf};
 
-impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primitives<M, P, MAX_RECV, MAX_SEND> {
+impl<M: MulticastMovers, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primitives<M, P, MAX_RECV, MAX_SEND> {
     /// Sends `n` input elements from `in_ix` (pre-op applied).
     ///
     /// # Safety
@@ -49,6 +48,22 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
         // `out_ix..out_ix + n`, and `n` is at most one chunk; the operand counts are the ones
         // `generic_op` asserts for these roles.
         unsafe { self.generic_op::<true, false, { buf::NONE }, { buf::OUTPUT }, 1, 1, 0, false, false, false>(-1, out_ix, n) }
+    }
+
+    /// Receives `n` elements into the output at `out_ix`, applying the operator's post-op
+    /// (NCCL's `recv` with `postOp`: the last step of a reduction, NVLS reduce-scatter's
+    /// reduce group).
+    ///
+    /// # Safety
+    /// As [`Primitives::send`].
+    #[inline(never)]
+    pub unsafe fn recv_with_post_op(&mut self, out_ix: i64, n: i64) {
+        const { assert!(MAX_RECV >= 1) };
+        // SAFETY: this function's contract, which the caller keeps, is `generic_op`'s: every
+        // thread of the group calls it with the same arguments, the output holds elements
+        // `out_ix..out_ix + n`, and `n` is at most one chunk; the operand counts are the ones
+        // `generic_op` asserts for these roles.
+        unsafe { self.generic_op::<true, false, { buf::NONE }, { buf::OUTPUT }, 1, 1, 0, true, false, false>(-1, out_ix, n) }
     }
 
     /// Copies `n` input elements from `in_ix` to the output at `out_ix` and sends them.
@@ -227,6 +242,27 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
         // has the same layout), and `n` is at most one chunk; the operand counts are the ones
         // `generic_op` asserts for these roles.
         unsafe { self.generic_op::<true, true, { buf::INPUT }, { buf::OUTPUT }, 2, 2, 1, true, false, true>(in_ix, out_ix, n) }
+    }
+
+    /// NCCL's `directRecvDirectSend`: receives `n` elements and sends them on, applying the
+    /// operator's post-op, touching no user buffer. NVLS all-reduce's reduce group runs it
+    /// with a multicast slot on both sides (`MULTIMEM_SRCS = MULTIMEM_DSTS = 1`): every
+    /// rank's scattered block is load-reduced and the result stored to every rank. Without
+    /// registered user buffers (ferroccl registers none for NVLS) it moves FIFO slot to
+    /// FIFO slot, as NCCL does when `regUsed` is 0; `in_ix` and `out_ix` only place a
+    /// direct operation's pointers when direct operations are on.
+    ///
+    /// # Safety
+    /// As [`Primitives::send`].
+    #[inline(never)]
+    pub unsafe fn direct_recv_direct_send(&mut self, in_ix: i64, out_ix: i64, n: i64) {
+        const { assert!(MAX_RECV >= 1 && MAX_SEND >= 1) };
+        // SAFETY: this function's contract, which the caller keeps, is `generic_op`'s: every
+        // thread of the group calls it with the same arguments, no user buffer is touched
+        // unless direct operations are on (then both outputs hold `out_ix..out_ix + n`), and
+        // `n` is at most one chunk; the operand counts are the ones `generic_op` asserts for
+        // these roles.
+        unsafe { self.generic_op::<true, true, { buf::NONE }, { buf::NONE }, 1, 1, 0, true, true, true>(in_ix, out_ix, n) }
     }
 
     /// Sends each send peer `i` its block of `peer_elem` input elements, at `in_ix + i ×
