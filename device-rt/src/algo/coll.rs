@@ -55,9 +55,6 @@ pub struct CollCtx {
     pub step_bytes: u64,
     /// The whole CTA as one group.
     pub group: GroupCtx,
-    /// Shared memory for a second group (SendRecv's send side); [`CollCtx::group_shared`]
-    /// gives every group's.
-    pub second_shared: *mut PrimsShared,
     /// This channel's part of the staged algorithms' memory, or null: the communicator
     /// has none, or this channel is not one a collective spreads over.
     pub staging: *mut StagingConns,
@@ -127,7 +124,6 @@ impl CollCtx {
                 spin_budget_ns,
                 stats,
             },
-            second_shared: shared.wrapping_add(1),
             staging: if comm.staging == 0 || bid >= collective_channels {
                 core::ptr::null_mut()
             } else {
@@ -146,7 +142,7 @@ impl CollCtx {
     }
 
     /// Shared memory of primitives group `group` (`< MAX_GROUPS`): the CTA's group's
-    /// (group 0) and the ones after it.
+    /// (group 0) and the ones after it (SendRecv's send side: group 1; NVLS: up to 3).
     pub fn group_shared(&self, group: u32) -> *mut PrimsShared {
         self.group.shared.wrapping_add(group as usize)
     }

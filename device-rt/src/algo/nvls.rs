@@ -37,25 +37,25 @@ use super::select::NVLS_MIN_THREADS;
 use crate::abi::LoopError;
 use crate::arch::{self, WARP_SIZE};
 use crate::conn::{ConnInfo, MAX_NVLS_ARITY, NvlsConns};
-use crate::prims::{DataOp, GroupCtx, MulticastMovers, Primitives, Simple, decode_stop};
+use crate::prims::{DataOp, FanAsymmetric, FanSymmetric, GroupCtx, MulticastMovers, Primitives, Simple, decode_stop};
 
 /// The scatter and gather protocol: one slice of one step per chunk, unicast FIFOs
 /// (NCCL's `ProtoSimple<1, 1>`).
 pub type NvlsProto = Simple<1, 1>;
 
 /// The scatter group: a send end to every head.
-type ScatterPrims<M> = Primitives<M, NvlsProto, 0, MAX_NVLS_ARITY>;
+type ScatterPrims<M> = Primitives<M, NvlsProto, FanAsymmetric<0, MAX_NVLS_ARITY>>;
 /// The gather group: a receive end from every head.
-type GatherPrims<M> = Primitives<M, NvlsProto, MAX_NVLS_ARITY, 0>;
+type GatherPrims<M> = Primitives<M, NvlsProto, FanAsymmetric<MAX_NVLS_ARITY, 0>>;
 /// All-reduce's reduce group: load-reduce through multicast, store through multicast
 /// (NCCL's `ProtoSimple<1, 1, Unroll, 1, 1>`, `FanSymmetric<1>`).
-type ReduceBroadcastPrims<M> = Primitives<M, Simple<1, 1, 1, 1>, 1, 1>;
+type ReduceBroadcastPrims<M> = Primitives<M, Simple<1, 1, 1, 1>, FanSymmetric<1>>;
 /// Reduce-scatter's reduce group: load-reduce through multicast into the output
 /// (`ProtoSimple<1, 1, Unroll, 1, 0>`, `FanAsymmetric<1, 0>`).
-type ReducePrims<M> = Primitives<M, Simple<1, 1, 1, 0>, 1, 0>;
+type ReducePrims<M> = Primitives<M, Simple<1, 1, 1, 0>, FanAsymmetric<1, 0>>;
 /// All-gather's broadcast group: the input stored through multicast
 /// (`ProtoSimple<1, 1, Unroll, 0, 1>`, `FanAsymmetric<0, 1>`).
-type BroadcastPrims<M> = Primitives<M, Simple<1, 1, 0, 1>, 0, 1>;
+type BroadcastPrims<M> = Primitives<M, Simple<1, 1, 0, 1>, FanAsymmetric<0, 1>>;
 
 /// The groups of `function` on a CTA of `nthreads` threads: each group's first thread,
 /// and the end of the last (`[start0, start1, start2, end]`; a function of two groups
@@ -277,4 +277,44 @@ unsafe fn all_gather_broadcast<M: MulticastMovers>(cx: &CollCtx, c: &Coll, side:
     // SAFETY: every thread of the group runs the same chunks; the input holds `size`
     // elements, each chunk at most `chunk`.
     for_each_chunk(cx, data.elt() as i64, size, chunk, |offset, n| unsafe { prims.send(offset, n) });
+}
+
+/// One NVLS collective on this CTA's channel through hardware multicast (`HwMulticast`:
+/// `multimem.ld_reduce` and `multimem.st` on multicast addresses): the door of the
+/// `ferroccl_nvls_hardware` kernel, which is compiled and checked by ptxas but never
+/// launched (DESIGN.md: no multicast object on the lent machines). Channel `block_idx`
+/// of `grid_dim`; `function`, `dtype` and `op` are known numbers the host checked
+/// (`host_shim::multicast::check_hardware_nvls`); the result is the first stopped
+/// group's error.
+///
+/// # Safety
+/// `comm` is a valid `CommDevice` whose `nvls` connections carry multicast addresses
+/// (`buff` of a multicast end the address of slot 0, `offs_fifo` 0, `head`/`tail`
+/// multicast addresses); the CTA has at least [`NVLS_MIN_THREADS`] threads and
+/// `MAX_GROUPS` groups' `PrimsShared` of dynamic shared memory; the buffers hold what the
+/// function addresses; `abort` is the host's abort flag.
+#[cfg(target_arch = "nvptx64")]
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn run_hardware(
+    comm: *const crate::conn::CommDevice,
+    function: CollFunction,
+    dtype: crate::dtype::DataType,
+    op: crate::redop::RedOpKind,
+    count: u64,
+    buffers: (u64, u64),
+    red_arg: u64,
+    abort: *const u64,
+    spin_budget_ns: u64,
+) -> Result<(), (LoopError, u32)> {
+    let shared = arch::dyn_smem().cast::<crate::abi::PrimsShared>();
+    // SAFETY: `comm` is a valid communicator whose connection arrays cover the grid's
+    // channels and `shared` holds `MAX_GROUPS` groups' shared memory (this function's
+    // contract).
+    let cx = unsafe { CollCtx::new(comm, (arch::block_idx(), arch::grid_dim()), shared, abort, spin_budget_ns) };
+    let c = Coll { function, count, recv_count: 0, input: buffers.0, output: buffers.1, red_arg, root: 0, send_peer: 0, recv_peer: 0 };
+    let data = DataOp { dtype, op: if function.reduces() { op } else { crate::redop::RedOpKind::Sum }, arg: red_arg };
+    // SAFETY: every thread of the CTA calls this with the same arguments; `cx` is this
+    // channel's context, its NVLS ends wired with multicast addresses (this function's
+    // contract), which is `run`'s for `HwMulticast`.
+    unsafe { run::<crate::multicast::HwMulticast>(&cx, &c, data) }
 }

@@ -27,7 +27,7 @@ use crate::arch::{self, AtomicWord, Site, WARP_SIZE};
 use crate::conn::{CONN_NVLS_MIN_POLL, ChannelStats, ConnInfo, NCCL_STEPS, SIZE_LAST};
 use crate::multicast::Multicast;
 use crate::spin::{Interrupted, SpinGuard};
-use crate::abi::{LoopError, PrimsShared, THREAD_PER_SYNC, WaitSite};
+use crate::abi::{LoopError, MAX_ARITY, PrimsShared, THREAD_PER_SYNC, WaitSite};
 
 
 /// A protocol: how many slices a chunk has and how many FIFO steps a slice takes.
@@ -57,10 +57,48 @@ impl<const SLICE_PER_CHUNK: u64, const STEP_PER_SLICE: u64, const MULTIMEM_SRCS:
     const MULTIMEM_DSTS: usize = MULTIMEM_DSTS;
 }
 
+/// How many peers a primitives group has on each side, as a type (NCCL's `Fan*`): at
+/// most [`MAX_ARITY`] each.
+pub trait Fan {
+    /// Most receive peers.
+    const MAX_RECV: usize;
+    /// Most send peers.
+    const MAX_SEND: usize;
+}
+
+/// NCCL's `FanSymmetric<N>`: up to `N` peers on each side.
+pub struct FanSymmetric<const N: usize>;
+
+impl<const N: usize> Fan for FanSymmetric<N> {
+    const MAX_RECV: usize = N;
+    const MAX_SEND: usize = N;
+}
+
+/// NCCL's `FanAsymmetric<R, S>`: up to `R` receive and `S` send peers.
+pub struct FanAsymmetric<const R: usize, const S: usize>;
+
+impl<const R: usize, const S: usize> Fan for FanAsymmetric<R, S> {
+    const MAX_RECV: usize = R;
+    const MAX_SEND: usize = S;
+}
+
 /// A sizes-FIFO entry: the slot's bytes (low 48 bits), the connection's operation
 /// count (15 bits), and [`SIZE_LAST`] on an operation's last step.
 fn size_entry(bytes: u64, ops: u32, last: bool) -> u64 {
     (bytes & ((1 << 48) - 1)) | (u64::from(ops) & 0x7FFF) << 48 | if last { SIZE_LAST } else { 0 }
+}
+
+/// Posts `step` to every device's counter behind the multicast handle `handle` (an NVLS
+/// end's post). Out of line: the loop over the peers would take registers from every
+/// caller of the primitives (NVLS posts are the only ones through it). Ordering: as
+/// [`Multicast::st_relaxed_u64`].
+///
+/// # Safety
+/// As [`Multicast::st_relaxed_u64`].
+#[inline(never)]
+unsafe fn post_multicast<M: Multicast>(handle: u64, step: u64) {
+    // SAFETY: this function's contract is `st_relaxed_u64`'s.
+    unsafe { M::st_relaxed_u64(handle, step) }
 }
 
 /// `a / b` rounded up, for `a >= 0` and `b > 0`.
@@ -133,10 +171,10 @@ impl GroupCtx {
 }
 
 /// One thread's part of a primitives group moving elements with the protocol `P`, to
-/// at most `MAX_SEND` peers and from at most `MAX_RECV`. `M` is the multicast flavour
+/// at most `F::MAX_SEND` peers and from at most `F::MAX_RECV` (the fan `F`). `M` is the multicast flavour
 /// used for `NVLS_MIN_POLL` connections. The element type and operator are values
 /// ([`DataOp`]): the protocol code is shared by all of them.
-pub struct Primitives<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> {
+pub struct Primitives<M: Multicast, P: Proto, F: Fan> {
     g: GroupCtx,
     nworkers: u32,
     nrecv: u32,
@@ -165,10 +203,10 @@ pub struct Primitives<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_S
     direct: bool,
     /// The WaitSend thread of a direct group: the next rank's output buffer.
     direct_buff: u64,
-    flavour: PhantomData<(M, P)>,
+    flavour: PhantomData<(M, P, F)>,
 }
 
-impl<M: MulticastMovers, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primitives<M, P, MAX_RECV, MAX_SEND> {
+impl<M: MulticastMovers, P: Proto, F: Fan> Primitives<M, P, F> {
     /// Steps one chunk takes.
     pub const CHUNK_STEPS: u64 = P::SLICE_PER_CHUNK * P::STEP_PER_SLICE;
 
@@ -194,8 +232,9 @@ impl<M: MulticastMovers, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize>
         output: u64,
         data: DataOp,
     ) -> Self {
-        let nworkers = if MAX_SEND > 0 && g.nthreads >= 3 * WARP_SIZE { g.nthreads - WARP_SIZE } else { g.nthreads };
-        let (nrecv, nsend) = (recv.len().min(MAX_RECV) as u32, send.len().min(MAX_SEND) as u32);
+        const { assert!(F::MAX_RECV <= MAX_ARITY && F::MAX_SEND <= MAX_ARITY) };
+        let nworkers = if F::MAX_SEND > 0 && g.nthreads >= 3 * WARP_SIZE { g.nthreads - WARP_SIZE } else { g.nthreads };
+        let (nrecv, nsend) = (recv.len().min(F::MAX_RECV) as u32, send.len().min(F::MAX_SEND) as u32);
         let group_of = g.tid / THREAD_PER_SYNC;
         let ngroups = g.nthreads / THREAD_PER_SYNC;
         let index = g.tid % THREAD_PER_SYNC;
@@ -403,8 +442,8 @@ impl<M: MulticastMovers, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize>
         if self.flags & NVLS_MULTICAST_POST != 0 {
             // SAFETY: with `NVLS_MULTICAST_POST` the posted word is a multicast handle of
             // flavour `M` naming 8-byte-aligned step counters this thread may write (this
-            // function's contract).
-            unsafe { M::st_relaxed_u64(self.step_ptr as u64, self.step) }
+            // function's contract), which is `post_multicast`'s.
+            unsafe { post_multicast::<M>(self.step_ptr as u64, self.step) }
         } else {
             // SAFETY: `step_ptr` is the connection's posted step counter, an 8-byte-aligned
             // `u64` in global memory accessed only through `arch` (this function's contract).
@@ -864,7 +903,7 @@ impl<M: MulticastMovers, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize>
     }
 }
 
-impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Drop for Primitives<M, P, MAX_RECV, MAX_SEND> {
+impl<M: Multicast, P: Proto, F: Fan> Drop for Primitives<M, P, F> {
     /// Writes the step (posting threads: they hold their side's final step) and the
     /// operation count (waiting threads) back to the connection for the next operation.
     /// The next operation's threads read them after the CTA barrier that ends the item.

@@ -247,8 +247,10 @@ static_assertions::const_assert_eq!(MAX_MULTICAST_PEERS, MAX_STAGED_RANKS);
 /// multicast source is [`reduce`]'s sources (every peer, in peer order: the bits of
 /// `SwMulticast::ld_reduce`), a multicast destination its destinations two at a time
 /// (each pair reduced from the sources again, so no thread reads another's stores).
+/// Inlined into the primitives' operations: as a function of its own, one more call level
+/// under the work loop, it pushed the loop into spills (ptxas 13.0).
 impl MulticastMovers for SwMulticast {
-    #[inline(never)]
+    #[inline(always)]
     unsafe fn multimem(w: Movers, d: DataOp, mc_src: bool, mc_dst: bool, post_op: bool, src: u64, dst: u64, n: usize) {
         // SAFETY: a multicast side is a valid `SwMulticast` handle (this function's contract),
         // which is `resolve`'s.
@@ -278,8 +280,8 @@ impl MulticastMovers for SwMulticast {
         }
     }
 }
-/// The hardware flavour: `multimem.ld_reduce` and `multimem.st` through `reduce_copy`
-/// (PreMulSum reduces as Sum: its pre-op was applied when the data was scattered).
+/// The hardware flavour: `multimem.ld_reduce` and `multimem.st` through `reduce_copy`,
+/// for the types and operators seed 000's table has (PreMulSum and Prod have none).
 /// Compiled for the GPU only; never launched on the lent machines (DESIGN.md).
 #[cfg(target_arch = "nvptx64")]
 impl MulticastMovers for crate::multicast::HwMulticast {
@@ -300,13 +302,14 @@ unsafe fn multimem_generic<M: Multicast>(w: Movers, d: DataOp, mc_src: bool, mc_
     let x = Operands::<1, 1> { srcs: [src], nsrcs: 1, dsts: [dst], ndsts: 1, pre_op_args: [d.arg], offset: 0 };
     // SAFETY: each arm passes the handles as this function's contract gives them (a multicast
     // source when `mc_src`, a multicast destination when `mc_dst`), which is the callees'
-    // contract; the `multicast_store` types have `d.elt()` bytes (the last arm: 8).
+    // contract; the `multicast_store` types have `d.elt()` bytes (the last arm: 8). 1-byte
+    // elements have no `multimem.st` (the host refuses them).
     unsafe {
         match (mc_src, mc_dst) {
             (true, true) => multimem_reduce::<M, 1>(w, d, post_op, &x, n),
             (true, false) => multimem_reduce::<M, 0>(w, d, post_op, &x, n),
             (false, true) => match d.elt() {
-                1 => multicast_store::<M, u8>(w, &x, n),
+                1 => crate::arch::trap(),
                 2 => multicast_store::<M, F16>(w, &x, n),
                 4 => multicast_store::<M, u32>(w, &x, n),
                 _ => multicast_store::<M, u64>(w, &x, n),
@@ -317,46 +320,63 @@ unsafe fn multimem_generic<M: Multicast>(w: Movers, d: DataOp, mc_src: bool, mc_
 }
 
 /// [`multimem_generic`] with a multicast source (and a multicast destination when
-/// `MULTIMEM_DSTS` is 1).
+/// `MULTIMEM_DSTS` is 1), for the types and operators `multimem.ld_reduce` has
+/// (`multimem_big_pack_size`; the host refuses the others: they trap here, so no code is
+/// built for them).
 ///
 /// # Safety
-/// As [`MulticastMovers::multimem`], with `x.srcs[0]` a multicast handle (and `x.dsts[0]` one when
-/// `MULTIMEM_DSTS` is 1).
+/// As [`MulticastMovers::multimem`], with `x.srcs[0]` a multicast handle (and `x.dsts[0]`
+/// one when `MULTIMEM_DSTS` is 1).
 #[cfg(target_arch = "nvptx64")]
 unsafe fn multimem_reduce<M: Multicast, const MULTIMEM_DSTS: usize>(w: Movers, d: DataOp, post_op: bool, x: &Operands<1, 1>, n: usize) {
-    // SAFETY: each arm's type is `d.dtype`'s, so `multimem_reduce_op`'s contract is this
-    // function's.
+    // SAFETY: each arm's type is `d.dtype`'s, so the callees' contract is this function's.
     unsafe {
         match d.dtype {
-            DataType::I8 => multimem_reduce_op::<M, i8, MULTIMEM_DSTS>(w, d, post_op, x, n),
-            DataType::U8 => multimem_reduce_op::<M, u8, MULTIMEM_DSTS>(w, d, post_op, x, n),
+            DataType::I8 | DataType::U8 => crate::arch::trap(),
+            DataType::F32 => multimem_sum::<M, f32, MULTIMEM_DSTS>(w, d, post_op, x, n),
+            DataType::F64 => multimem_sum::<M, f64, MULTIMEM_DSTS>(w, d, post_op, x, n),
             DataType::I32 => multimem_reduce_op::<M, i32, MULTIMEM_DSTS>(w, d, post_op, x, n),
             DataType::U32 => multimem_reduce_op::<M, u32, MULTIMEM_DSTS>(w, d, post_op, x, n),
             DataType::I64 => multimem_reduce_op::<M, i64, MULTIMEM_DSTS>(w, d, post_op, x, n),
             DataType::U64 => multimem_reduce_op::<M, u64, MULTIMEM_DSTS>(w, d, post_op, x, n),
             DataType::F16 => multimem_reduce_op::<M, F16, MULTIMEM_DSTS>(w, d, post_op, x, n),
-            DataType::F32 => multimem_reduce_op::<M, f32, MULTIMEM_DSTS>(w, d, post_op, x, n),
-            DataType::F64 => multimem_reduce_op::<M, f64, MULTIMEM_DSTS>(w, d, post_op, x, n),
             DataType::Bf16 => multimem_reduce_op::<M, Bf16, MULTIMEM_DSTS>(w, d, post_op, x, n),
         }
     }
 }
 
-/// [`multimem_reduce`] with the element type `T`.
+/// [`multimem_reduce`] for a type `multimem.ld_reduce` sums only (f32, f64).
+///
+/// # Safety
+/// As [`multimem_reduce`], with `T` the type `d.dtype` names.
+#[cfg(target_arch = "nvptx64")]
+unsafe fn multimem_sum<M: Multicast, T: Elem, const MULTIMEM_DSTS: usize>(w: Movers, d: DataOp, post_op: bool, x: &Operands<1, 1>, n: usize) {
+    // SAFETY: each arm's operator reduces as `d.op` does, and `multimem_reduce_typed`'s
+    // contract is this function's.
+    unsafe {
+        match d.op {
+            RedOpKind::Sum => multimem_reduce_typed::<M, Sum<T>, MULTIMEM_DSTS>(w, d.arg, post_op, x, n),
+            RedOpKind::SumPostDiv => multimem_reduce_typed::<M, SumPostDiv<T>, MULTIMEM_DSTS>(w, d.arg, post_op, x, n),
+            _ => crate::arch::trap(),
+        }
+    }
+}
+
+/// [`multimem_reduce`] for a type `multimem.ld_reduce` sums, and takes the min and max of.
 ///
 /// # Safety
 /// As [`multimem_reduce`], with `T` the type `d.dtype` names.
 #[cfg(target_arch = "nvptx64")]
 unsafe fn multimem_reduce_op<M: Multicast, T: Elem, const MULTIMEM_DSTS: usize>(w: Movers, d: DataOp, post_op: bool, x: &Operands<1, 1>, n: usize) {
-    // SAFETY: each arm's operator reduces as `d.op` does once pre-ops are applied (PreMulSum's
-    // was, at the scatter), and `multimem_reduce_typed`'s contract is this function's.
+    // SAFETY: each arm's operator reduces as `d.op` does, and `multimem_reduce_typed`'s
+    // contract is this function's.
     unsafe {
         match d.op {
-            RedOpKind::Sum | RedOpKind::PreMulSum => multimem_reduce_typed::<M, Sum<T>, MULTIMEM_DSTS>(w, d.arg, post_op, x, n),
-            RedOpKind::Prod => multimem_reduce_typed::<M, Prod<T>, MULTIMEM_DSTS>(w, d.arg, post_op, x, n),
+            RedOpKind::Sum => multimem_reduce_typed::<M, Sum<T>, MULTIMEM_DSTS>(w, d.arg, post_op, x, n),
+            RedOpKind::SumPostDiv => multimem_reduce_typed::<M, SumPostDiv<T>, MULTIMEM_DSTS>(w, d.arg, post_op, x, n),
             RedOpKind::Max => multimem_reduce_typed::<M, Max<T>, MULTIMEM_DSTS>(w, d.arg, post_op, x, n),
             RedOpKind::Min => multimem_reduce_typed::<M, Min<T>, MULTIMEM_DSTS>(w, d.arg, post_op, x, n),
-            RedOpKind::SumPostDiv => multimem_reduce_typed::<M, SumPostDiv<T>, MULTIMEM_DSTS>(w, d.arg, post_op, x, n),
+            _ => crate::arch::trap(),
         }
     }
 }

@@ -4,9 +4,9 @@
 //! Indices (`in_ix`, `out_ix`) are element offsets into the user buffers; the point-to-
 //! point operations use the first peer of their side.
 
-use super::{MulticastMovers, Primitives, Proto, buf};
+use super::{Fan, MulticastMovers, Primitives, Proto, buf};
 
-impl<M: MulticastMovers, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primitives<M, P, MAX_RECV, MAX_SEND> {
+impl<M: MulticastMovers, P: Proto, F: Fan> Primitives<M, P, F> {
     /// Sends `n` input elements from `in_ix` (pre-op applied).
     ///
     /// # Safety
@@ -14,7 +14,7 @@ impl<M: MulticastMovers, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize>
     /// the elements addressed; `n` is at most one chunk (as `generic_op`).
     #[inline(never)]
     pub unsafe fn send(&mut self, in_ix: i64, n: i64) {
-        const { assert!(MAX_SEND >= 1) };
+        const { assert!(F::MAX_SEND >= 1) };
         // SAFETY: this function's contract, which the caller keeps, is `generic_op`'s: every
         // thread of the group calls it with the same arguments, the input holds elements
         // `in_ix..in_ix + n`, and `n` is at most one chunk; the operand counts are the ones
@@ -28,7 +28,7 @@ impl<M: MulticastMovers, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize>
     /// As [`Primitives::send`].
     #[inline(never)]
     pub unsafe fn send_from_output(&mut self, out_ix: i64, n: i64) {
-        const { assert!(MAX_SEND >= 1) };
+        const { assert!(F::MAX_SEND >= 1) };
         // SAFETY: this function's contract, which the caller keeps, is `generic_op`'s: every
         // thread of the group calls it with the same arguments, the output holds elements
         // `out_ix..out_ix + n`, and `n` is at most one chunk; the operand counts are the ones
@@ -42,7 +42,7 @@ impl<M: MulticastMovers, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize>
     /// As [`Primitives::send`].
     #[inline(never)]
     pub unsafe fn recv(&mut self, out_ix: i64, n: i64) {
-        const { assert!(MAX_RECV >= 1) };
+        const { assert!(F::MAX_RECV >= 1) };
         // SAFETY: this function's contract, which the caller keeps, is `generic_op`'s: every
         // thread of the group calls it with the same arguments, the output holds elements
         // `out_ix..out_ix + n`, and `n` is at most one chunk; the operand counts are the ones
@@ -58,7 +58,7 @@ impl<M: MulticastMovers, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize>
     /// As [`Primitives::send`].
     #[inline(never)]
     pub unsafe fn recv_with_post_op(&mut self, out_ix: i64, n: i64) {
-        const { assert!(MAX_RECV >= 1) };
+        const { assert!(F::MAX_RECV >= 1) };
         // SAFETY: this function's contract, which the caller keeps, is `generic_op`'s: every
         // thread of the group calls it with the same arguments, the output holds elements
         // `out_ix..out_ix + n`, and `n` is at most one chunk; the operand counts are the ones
@@ -72,7 +72,7 @@ impl<M: MulticastMovers, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize>
     /// As [`Primitives::send`].
     #[inline(never)]
     pub unsafe fn copy_send(&mut self, in_ix: i64, out_ix: i64, n: i64) {
-        const { assert!(MAX_SEND >= 1) };
+        const { assert!(F::MAX_SEND >= 1) };
         // SAFETY: this function's contract, which the caller keeps, is `generic_op`'s: every
         // thread of the group calls it with the same arguments, the input holds `in_ix..in_ix +
         // n` and the output `out_ix..out_ix + n`, and `n` is at most one chunk; the operand
@@ -86,7 +86,7 @@ impl<M: MulticastMovers, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize>
     /// As [`Primitives::send`].
     #[inline(never)]
     pub unsafe fn recv_copy_send(&mut self, out_ix: i64, n: i64) {
-        const { assert!(MAX_RECV >= 1 && MAX_SEND >= 1) };
+        const { assert!(F::MAX_RECV >= 1 && F::MAX_SEND >= 1) };
         // SAFETY: this function's contract, which the caller keeps, is `generic_op`'s: every
         // thread of the group calls it with the same arguments, the output holds elements
         // `out_ix..out_ix + n`, and `n` is at most one chunk; the operand counts are the ones
@@ -100,7 +100,7 @@ impl<M: MulticastMovers, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize>
     /// As [`Primitives::send`].
     #[inline(never)]
     pub unsafe fn recv_send(&mut self, n: i64) {
-        const { assert!(MAX_RECV >= 1 && MAX_SEND >= 1) };
+        const { assert!(F::MAX_RECV >= 1 && F::MAX_SEND >= 1) };
         // SAFETY: this function's contract, which the caller keeps, is `generic_op`'s: every
         // thread of the group calls it with the same arguments, no user buffer is touched, and
         // `n` is at most one chunk; the operand counts are the ones `generic_op` asserts for
@@ -114,7 +114,7 @@ impl<M: MulticastMovers, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize>
     /// As [`Primitives::send`].
     #[inline(never)]
     pub unsafe fn recv_reduce_send(&mut self, in_ix: i64, n: i64) {
-        const { assert!(MAX_RECV >= 1 && MAX_SEND >= 1) };
+        const { assert!(F::MAX_RECV >= 1 && F::MAX_SEND >= 1) };
         // SAFETY: this function's contract, which the caller keeps, is `generic_op`'s: every
         // thread of the group calls it with the same arguments, the input holds elements
         // `in_ix..in_ix + n`, and `n` is at most one chunk; the operand counts are the ones
@@ -129,7 +129,7 @@ impl<M: MulticastMovers, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize>
     /// As [`Primitives::send`].
     #[inline(never)]
     pub unsafe fn recv_reduce_copy(&mut self, in_ix: i64, out_ix: i64, n: i64) {
-        const { assert!(MAX_RECV >= 1) };
+        const { assert!(F::MAX_RECV >= 1) };
         // SAFETY: this function's contract, which the caller keeps, is `generic_op`'s: every
         // thread of the group calls it with the same arguments, the input holds `in_ix..in_ix +
         // n` and the output `out_ix..out_ix + n`, and `n` is at most one chunk; the operand
@@ -144,7 +144,7 @@ impl<M: MulticastMovers, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize>
     /// As [`Primitives::send`].
     #[inline(never)]
     pub unsafe fn recv_reduce_copy_send(&mut self, in_ix: i64, out_ix: i64, n: i64) {
-        const { assert!(MAX_RECV >= 1 && MAX_SEND >= 1) };
+        const { assert!(F::MAX_RECV >= 1 && F::MAX_SEND >= 1) };
         // SAFETY: this function's contract, which the caller keeps, is `generic_op`'s: every
         // thread of the group calls it with the same arguments, the input holds `in_ix..in_ix +
         // n` and the output `out_ix..out_ix + n`, and `n` is at most one chunk; the operand
@@ -159,7 +159,7 @@ impl<M: MulticastMovers, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize>
     /// As [`Primitives::send`].
     #[inline(never)]
     pub unsafe fn direct_send(&mut self, in_ix: i64, out_ix: i64, n: i64) {
-        const { assert!(MAX_SEND >= 1) };
+        const { assert!(F::MAX_SEND >= 1) };
         // SAFETY: this function's contract, which the caller keeps, is `generic_op`'s: every
         // thread of the group calls it with the same arguments, the input holds `in_ix..in_ix +
         // n`, and so does the next rank's output at `out_ix` (every rank's output has the same
@@ -174,7 +174,7 @@ impl<M: MulticastMovers, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize>
     /// As [`Primitives::send`].
     #[inline(never)]
     pub unsafe fn direct_send_from_output(&mut self, out_ix: i64, n: i64) {
-        const { assert!(MAX_SEND >= 1) };
+        const { assert!(F::MAX_SEND >= 1) };
         // SAFETY: this function's contract, which the caller keeps, is `generic_op`'s: every
         // thread of the group calls it with the same arguments, this rank's and the next rank's
         // outputs hold `out_ix..out_ix + n` (every rank's output has the same layout), and `n`
@@ -189,7 +189,7 @@ impl<M: MulticastMovers, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize>
     /// As [`Primitives::send`].
     #[inline(never)]
     pub unsafe fn direct_copy_send(&mut self, in_ix: i64, out_ix: i64, n: i64) {
-        const { assert!(MAX_SEND >= 1) };
+        const { assert!(F::MAX_SEND >= 1) };
         // SAFETY: this function's contract, which the caller keeps, is `generic_op`'s: every
         // thread of the group calls it with the same arguments, the input holds `in_ix..in_ix +
         // n`, this rank's and the next rank's outputs `out_ix..out_ix + n` (every rank's output
@@ -204,7 +204,7 @@ impl<M: MulticastMovers, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize>
     /// As [`Primitives::send`].
     #[inline(never)]
     pub unsafe fn direct_recv(&mut self, out_ix: i64, n: i64) {
-        const { assert!(MAX_RECV >= 1) };
+        const { assert!(F::MAX_RECV >= 1) };
         // SAFETY: this function's contract, which the caller keeps, is `generic_op`'s: every
         // thread of the group calls it with the same arguments, the output holds
         // `out_ix..out_ix + n`, and `n` is at most one chunk; the operand counts are the ones
@@ -219,7 +219,7 @@ impl<M: MulticastMovers, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize>
     /// As [`Primitives::send`].
     #[inline(never)]
     pub unsafe fn direct_recv_copy_send(&mut self, out_ix: i64, n: i64) {
-        const { assert!(MAX_RECV >= 1 && MAX_SEND >= 1) };
+        const { assert!(F::MAX_RECV >= 1 && F::MAX_SEND >= 1) };
         // SAFETY: this function's contract, which the caller keeps, is `generic_op`'s: every
         // thread of the group calls it with the same arguments, this rank's and the next rank's
         // outputs hold `out_ix..out_ix + n` (every rank's output has the same layout), and `n`
@@ -235,7 +235,7 @@ impl<M: MulticastMovers, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize>
     /// As [`Primitives::send`].
     #[inline(never)]
     pub unsafe fn direct_recv_reduce_copy_send(&mut self, in_ix: i64, out_ix: i64, n: i64) {
-        const { assert!(MAX_RECV >= 1 && MAX_SEND >= 1) };
+        const { assert!(F::MAX_RECV >= 1 && F::MAX_SEND >= 1) };
         // SAFETY: this function's contract, which the caller keeps, is `generic_op`'s: every
         // thread of the group calls it with the same arguments, the input holds `in_ix..in_ix +
         // n`, this rank's and the next rank's outputs `out_ix..out_ix + n` (every rank's output
@@ -256,7 +256,7 @@ impl<M: MulticastMovers, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize>
     /// As [`Primitives::send`].
     #[inline(never)]
     pub unsafe fn direct_recv_direct_send(&mut self, in_ix: i64, out_ix: i64, n: i64) {
-        const { assert!(MAX_RECV >= 1 && MAX_SEND >= 1) };
+        const { assert!(F::MAX_RECV >= 1 && F::MAX_SEND >= 1) };
         // SAFETY: this function's contract, which the caller keeps, is `generic_op`'s: every
         // thread of the group calls it with the same arguments, no user buffer is touched
         // unless direct operations are on (then both outputs hold `out_ix..out_ix + n`), and
@@ -273,7 +273,7 @@ impl<M: MulticastMovers, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize>
     /// As [`Primitives::send`].
     #[inline(never)]
     pub unsafe fn scatter(&mut self, in_ix: i64, total_elem: i64, peer_elem: i64, peer_offset: i64, skip: i32, shift: u32) {
-        const { assert!(MAX_SEND >= 1) };
+        const { assert!(F::MAX_SEND >= 1) };
         // SAFETY: this function's contract, which the caller keeps, is `scatter_gather_op`'s
         // (as `generic_op`'s): every thread of the group calls it with the same arguments, the
         // input holds every peer's block from `in_ix` (bounded by `total_elem`), and
@@ -288,7 +288,7 @@ impl<M: MulticastMovers, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize>
     /// As [`Primitives::send`].
     #[inline(never)]
     pub unsafe fn gather(&mut self, out_ix: i64, total_elem: i64, peer_elem: i64, peer_offset: i64, skip: i32, shift: u32) {
-        const { assert!(MAX_RECV >= 1) };
+        const { assert!(F::MAX_RECV >= 1) };
         // SAFETY: this function's contract, which the caller keeps, is `scatter_gather_op`'s
         // (as `generic_op`'s): every thread of the group calls it with the same arguments, the
         // output holds every peer's block from `out_ix` (bounded by `total_elem`), and

@@ -588,4 +588,62 @@ mod tests {
         assert!(layout.ring_fifo(1) + NCCL_STEPS * 8192 <= layout.p2p_fifo(0, 0));
         assert_eq!(layout.p2p_fifo(1, 2) + NCCL_STEPS * 4096, layout.staging, "the staging follows the FIFOs");
     }
+
+    /// NVLS as `ncclNvlsSetup` wires it: every rank's scatter end to head `h` is its own
+    /// reduce region of `h`, which head `h`'s multicast tables list at the rank's place
+    /// (each slot, the tail it polls, the head it posts); the same for the broadcast
+    /// regions and the gather ends; the multicast ends are flagged, unicast ones not; the
+    /// regions lie in the block apart from each other; nothing is laid out without NVLS.
+    #[test]
+    fn nvls_ends_meet_their_heads_multicast_tables() {
+        let n = 3u32;
+        let layout = Layout::new(Shape { algorithm: AlgorithmChoice::Nvls, ..shape(n, 2) }).unwrap();
+        let step = layout.shape.nvls_step_bytes();
+        assert_eq!(step, 8192, "the ring's step, under 128 KiB");
+        let bases: Vec<u64> = (0..n as u64).map(|r| 0x1_0000_0000 * (r + 1)).collect();
+        let images: Vec<Vec<u8>> = (0..n).map(|r| layout.image(r, &bases).unwrap()).collect();
+        let read = |r: usize, addr: u64| &images[r][(addr - bases[r]) as usize..];
+        let conns = |r: usize, c: u64| {
+            let comm = CommDevice::read_from_prefix(&images[r]).unwrap().0;
+            NvlsConns::read_from_prefix(read(r, comm.nvls + c * size_of::<NvlsConns>() as u64)).unwrap().0
+        };
+        let table = |r: usize, addr: u64| SwMulticastTable::read_from_prefix(read(r, addr)).unwrap().0;
+        let word = |r: usize, addr: u64| u64::read_from_prefix(read(r, addr)).unwrap().0;
+        let mut regions = Vec::new();
+        for c in 0..2 {
+            for h in 0..n as usize {
+                let head = conns(h, c);
+                type UpEnd = fn(&NvlsConns, usize) -> ConnInfo;
+                let ends: [(ConnInfo, UpEnd); 2] = [(head.down_recv, |x, h| x.up_send[h]), (head.down_send, |x, h| x.up_recv[h])];
+                for (down, up) in ends {
+                    assert_eq!((down.flags, down.buff, down.step_bytes), (CONN_NVLS_MIN_POLL, 0, step));
+                    let (tails, heads) = (table(h, down.tail), table(h, down.head));
+                    assert_eq!((tails.npeers, heads.npeers), (n, n));
+                    for (r, &base) in bases.iter().enumerate() {
+                        let mine = up(&conns(r, c), h);
+                        assert_eq!((mine.flags, mine.offs_fifo, mine.step_bytes), (0, 0, step));
+                        assert_eq!((tails.peers[r], heads.peers[r]), (mine.tail, mine.head), "rank {r}'s words of head {h}'s region, in rank order");
+                        for slot in 0..NCCL_STEPS {
+                            let handle = word(h, down.offs_fifo + 8 * slot);
+                            assert_eq!(table(h, handle).peers[r], mine.buff + slot * step, "slot {slot} of rank {r}'s region");
+                        }
+                        assert!(mine.buff >= base + layout.meta_bytes && mine.buff + NCCL_STEPS * step <= base + layout.block_bytes);
+                        assert!(mine.head >= base + layout.stats && mine.tail + LINE <= base + layout.meta_bytes);
+                        regions.extend([mine.buff, mine.head, mine.tail]);
+                    }
+                }
+            }
+        }
+        let count = regions.len();
+        regions.sort();
+        regions.dedup();
+        assert_eq!(regions.len(), count, "every region and word is one rank's, of one head and channel");
+        for no_nvls in [shape(3, 2), Shape { algorithm: AlgorithmChoice::Nvls, ..shape(1, 2) }] {
+            let layout = Layout::new(no_nvls).unwrap();
+            let image = layout.image(0, &bases[..no_nvls.nranks as usize]).unwrap();
+            assert_eq!(CommDevice::read_from_prefix(&image).unwrap().0.nvls, 0, "{no_nvls:?}");
+            assert_eq!(layout.nvls_fifos, layout.block_bytes, "no NVLS memory");
+        }
+        assert!(matches!(Layout::new(Shape { algorithm: AlgorithmChoice::Nvls, ..shape(9, 2) }), Err(Error::InvalidArgument(_))));
+    }
 }
