@@ -28,8 +28,8 @@ pub const THREAD_PER_SYNC: u32 = 8;
 pub const MAX_ARITY: usize = THREAD_PER_SYNC as usize;
 
 /// Primitives groups that may run at once in one CTA (the send and receive sides of a
-/// point-to-point item).
-pub const MAX_GROUPS: usize = 2;
+/// point-to-point item; NVLS all-reduce's scatter, reduce and gather groups).
+pub const MAX_GROUPS: usize = 3;
 
 /// Sources and destinations a standalone `reduce_copy_<dtype>` kernel takes at most.
 pub const REDUCE_COPY_MAX_BUFFERS: usize = 8;

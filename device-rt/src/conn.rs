@@ -22,8 +22,9 @@ pub const MAX_RANKS: usize = 32;
 /// rank's staging buffer, one source of one reduction per rank.
 pub const MAX_STAGED_RANKS: usize = 8;
 
-/// `ConnInfo::flags`: `head`/`tail` (the word this end polls) is a multicast handle;
-/// poll the smallest value over every device (NCCL's `NvlsMinPolling`).
+/// `ConnInfo::flags`: `head` and `tail` are multicast handles (NCCL's NVLS `recv[0]` and
+/// `send[0]`): the word this end polls is read as the smallest value over every device
+/// (NCCL's `NvlsMinPolling`), the word it posts is stored to every device.
 pub const CONN_NVLS_MIN_POLL: u32 = 1;
 
 /// `ConnInfo::flags`: the ends may exchange user-buffer addresses through `ptr_exchange`
@@ -127,9 +128,15 @@ pub struct CommDevice {
     /// Bytes of one of a channel's two staging buffers (a multiple of [`STEP_ALIGN`]); 0
     /// with no staging.
     pub staging_slot_bytes: u64,
+    /// 0, or `[NvlsConns; collective channels]`: the NVLS connections (only on a
+    /// communicator that forces NVLS, of 2 to [`MAX_NVLS_ARITY`] ranks).
+    pub nvls: u64,
+    /// Zero.
+    pub reserved: u64,
 }
 
-static_assertions::const_assert_eq!(core::mem::size_of::<CommDevice>(), 16 + 4 * MAX_RANKS + 48);
+static_assertions::const_assert_eq!(core::mem::size_of::<CommDevice>(), 16 + 4 * MAX_RANKS + 64);
+static_assertions::const_assert_eq!(core::mem::offset_of!(CommDevice, nvls), 16 + 4 * MAX_RANKS + 48);
 static_assertions::const_assert_eq!(core::mem::offset_of!(CommDevice, channels), 16 + 4 * MAX_RANKS);
 static_assertions::const_assert_eq!(core::mem::offset_of!(CommDevice, stats), 16 + 4 * MAX_RANKS + 16);
 static_assertions::const_assert_eq!(core::mem::offset_of!(CommDevice, pairs), 16 + 4 * MAX_RANKS + 24);
@@ -152,6 +159,8 @@ impl CommDevice {
             algorithm: 0,
             staging: 0,
             staging_slot_bytes: 0,
+            nvls: 0,
+            reserved: 0,
         }
     }
 }
@@ -187,6 +196,53 @@ pub struct StagingConns {
 static_assertions::const_assert_eq!(core::mem::size_of::<StagingConns>(), 16 * MAX_STAGED_RANKS + 16);
 static_assertions::const_assert_eq!(core::mem::offset_of!(StagingConns, flags), 16 * MAX_STAGED_RANKS);
 
+/// Most heads of NVLS (NCCL's `NCCL_MAX_NVLS_ARITY`): every rank is a head, so NVLS runs
+/// on 2 to this many ranks.
+pub const MAX_NVLS_ARITY: usize = 8;
+
+/// One channel's NVLS connections (seed 000's `ncclNvlsSetup`), in the memory of the rank
+/// that uses them. Every rank is a head (`nHeads = nranks`); head `h` reduces block `h`
+/// of every chunk round. Per head `h` and channel, every rank `r` has two regions in its
+/// own memory (the "unicast" copies), each `NCCL_STEPS` slots of `step_bytes` with a head
+/// and a tail word of its own: `reduce[r][h]` (written by `r`'s scatter, read by head
+/// `h`'s reduction) and `broadcast[r][h]` (written by head `h`'s reduction, read by `r`'s
+/// gather). A multicast handle names one region on every rank at once: on hardware a
+/// multicast address; in the software twin ([`crate::multicast`]'s `SwMulticast`) a
+/// `SwMulticastTable` listing every rank's unicast address, in rank order.
+///
+/// - `up_send[h]` (NCCL's `up[h].send[1]`, "Reduce UC -> MC"): the scatter's end to head
+///   `h`: `buff`, `head` and `tail` are this rank's own `reduce[rank][h]`. It waits on its
+///   own head word and posts its own tail word.
+/// - `down_recv` (`down.recv[0]`, flagged [`CONN_NVLS_MIN_POLL`]): this head's reduction
+///   reading `reduce[*][rank]`: `tail` is a multicast handle polled as the smallest of
+///   every rank's tail (every rank has scattered the slot), `head` a handle whose post
+///   reaches every rank's head word (every scatterer gets the credit).
+/// - `down_send` (`down.send[0]`, flagged [`CONN_NVLS_MIN_POLL`]): this head's reduction
+///   writing `broadcast[*][rank]`: `head` is polled as the smallest of every rank's head
+///   (every gatherer has freed the slot), `tail` posted to every rank.
+/// - `up_recv[h]` (`up[h].recv[1]`, "Broadcast MC -> UC"): the gather's end from head
+///   `h`: this rank's own `broadcast[rank][h]` and its words.
+///
+/// A multicast end's data: on hardware `buff` is the multicast address of slot 0 and
+/// `offs_fifo` 0 (slot `s` at `buff + s × step_bytes`, as any FIFO); in the software
+/// twin `buff` is 0 and `offs_fifo` lists, per slot, the address of a `SwMulticastTable`
+/// naming that slot on every rank (so `buff + offs_fifo[s]` is the slot's handle).
+#[repr(C, align(16))]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub struct NvlsConns {
+    /// The scatter's ends, one per head `h < nranks`.
+    pub up_send: [ConnInfo; MAX_NVLS_ARITY],
+    /// The gather's ends, one per head `h < nranks`.
+    pub up_recv: [ConnInfo; MAX_NVLS_ARITY],
+    /// This head's reduction, reading every rank's reduce region (multicast).
+    pub down_recv: ConnInfo,
+    /// This head's reduction, writing every rank's broadcast region (multicast).
+    pub down_send: ConnInfo,
+}
+
+static_assertions::const_assert_eq!(core::mem::size_of::<NvlsConns>(), 80 * (2 * MAX_NVLS_ARITY + 2));
+static_assertions::const_assert_eq!(core::mem::offset_of!(NvlsConns, down_recv), 160 * MAX_NVLS_ARITY);
+
 /// Where one channel's primitives spent their time, summed over every operation since
 /// the counters were zeroed (device memory, relaxed atomic adds at GPU scope; read by the
 /// host between operations). Kept only when the communicator asks for it.
@@ -217,9 +273,9 @@ pub struct ChannelStats {
     /// the stream-ordered path's dispatch latency.
     pub dispatch_ns: u64,
     /// Collectives the channel took part in, by the algorithm that ran them (an
-    /// `Algorithm` number: ring, one-shot, two-shot); a staged collective counts on the
-    /// channels it used only.
-    pub algorithm_items: [u64; 3],
+    /// `Algorithm` number: ring, one-shot, two-shot, NVLS); a staged collective counts on
+    /// the channels it used only.
+    pub algorithm_items: [u64; 4],
     /// Nanoseconds the staged collectives spent in their flag exchanges, from the CTA
     /// barrier that starts one to the barrier that ends it (thread 0's clock): the part of
     /// `busy_ns` spent publishing staged data and waiting for the peers'.
@@ -232,7 +288,6 @@ pub struct ChannelStats {
     /// 0 saw them, summed: with `busy_ns` (the collective itself) it splits a post grid's
     /// time into its preamble and the collective.
     pub post_ns: u64,
-    pad: u64,
 }
 
 static_assertions::const_assert_eq!(core::mem::size_of::<ChannelStats>(), 128);
@@ -254,7 +309,6 @@ impl ChannelStats {
             exchange_ns: self.exchange_ns + other.exchange_ns,
             post_parts: self.post_parts + other.post_parts,
             post_ns: self.post_ns + other.post_ns,
-            pad: 0,
         }
     }
 
@@ -274,7 +328,6 @@ impl ChannelStats {
             exchange_ns: self.exchange_ns.wrapping_sub(earlier.exchange_ns),
             post_parts: self.post_parts.wrapping_sub(earlier.post_parts),
             post_ns: self.post_ns.wrapping_sub(earlier.post_ns),
-            pad: 0,
         }
     }
 }

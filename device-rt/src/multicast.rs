@@ -33,6 +33,30 @@ pub struct SwMulticastTable {
 static_assertions::const_assert_eq!(core::mem::size_of::<SwMulticastTable>(), 72);
 static_assertions::const_assert_eq!(core::mem::offset_of!(SwMulticastTable, peers), 8);
 
+/// The widest pack (bytes) `multimem.ld_reduce` loads for operator `kind` on `dtype`, 0
+/// where it has no form (seed 000's `LoadMultimem_BigPackSize`): 16-bit floats and f32
+/// sum in 16-byte packs, f64 sum in 8, 16-bit floats min and max in 16, 32- and 64-bit
+/// integers sum, min and max in their own size; nothing for 8-bit integers, float min
+/// and max wider than 16 bits, Prod and PreMulSum (its pre-op applies to each input,
+/// which the switch sums first). SumPostDiv loads as a sum (its division is a post-op).
+/// Always compiled: the hardware flavour uses it, and the host refuses with it what the
+/// hardware cannot reduce.
+pub const fn multimem_big_pack_size(kind: crate::redop::RedOpKind, dtype: crate::dtype::DataType) -> usize {
+    let sum = kind.is_sum() && !matches!(kind, crate::redop::RedOpKind::PreMulSum);
+    let (min_max, float, size) = (kind.is_min_max(), dtype.is_float(), dtype.size());
+    if float && sum && size < 8 {
+        16
+    } else if float && sum {
+        8
+    } else if float && min_max && size == 2 {
+        16
+    } else if !float && (sum || min_max) && size >= 4 {
+        size
+    } else {
+        0
+    }
+}
+
 #[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
 mod flavours {
     use super::{MAX_MULTICAST_PEERS, SwMulticastTable};
@@ -87,6 +111,17 @@ mod flavours {
         /// # Safety
         /// `handle` must be a valid handle of this flavour naming 8-byte-aligned words.
         unsafe fn ld_acquire_min_u64(handle: u64) -> u64;
+
+        /// Stores `v` to every device's `u64` at `handle` (a post to a multicast step
+        /// counter). Ordering: a relaxed system-scope store to each device's word, in no
+        /// particular order among them; the caller's earlier `fence.acq_rel.sys` orders
+        /// what it published before every one of them (with [`Multicast::ld_acquire_min_u64`]
+        /// on the other side, a release/acquire pair per device).
+        ///
+        /// # Safety
+        /// `handle` must be a valid handle of this flavour naming 8-byte-aligned words that
+        /// the caller may write.
+        unsafe fn st_relaxed_u64(handle: u64, v: u64);
     }
 
     /// Multicast done as loops over the peers' unicast addresses.
@@ -167,6 +202,19 @@ mod flavours {
             }
             min
         }
+
+        #[inline(always)]
+        unsafe fn st_relaxed_u64(handle: u64, v: u64) {
+            // SAFETY: this function's contract requires a valid `SwMulticast` handle, which is
+            // `resolve`'s.
+            let table = unsafe { Self::resolve(handle) };
+            for p in 0..table.npeers as usize {
+                // SAFETY: `peers[p]` (`p < npeers`) names peer `p`'s copy of the word, an
+                // 8-byte-aligned `u64` in global memory the caller may write (this function's
+                // contract), accessed only through `arch`.
+                unsafe { crate::arch::st_relaxed_sys_global(table.peers[p] as *mut u64, v) };
+            }
+        }
     }
 
     /// Multicast through NVLink SHARP's `multimem` instructions (GPU only).
@@ -189,21 +237,7 @@ mod flavours {
 
         #[inline(always)]
         fn big_pack_size(kind: RedOpKind, dtype: DataType) -> usize {
-            // PreMulSum has no multimem form: its pre-op applies to each input before the
-            // sum, which `multimem.ld_reduce` does in the switch.
-            let sum = kind.is_sum() && kind != RedOpKind::PreMulSum;
-            let (min_max, float, size) = (kind.is_min_max(), dtype.is_float(), dtype.size());
-            if float && sum && size < 8 {
-                16
-            } else if float && sum {
-                8
-            } else if float && min_max && size == 2 {
-                16
-            } else if !float && (sum || min_max) && size >= 4 {
-                size
-            } else {
-                0
-            }
+            super::multimem_big_pack_size(kind, dtype)
         }
 
         #[inline(always)]
@@ -270,7 +304,8 @@ mod flavours {
                     16 => multimem_st_v4(a, v.to_value()),
                     8 => multimem_st_b64(a, v.to_value()),
                     4 => multimem_st_b32(a, v.to_value()),
-                    2 => multimem_st_b16(a, v.to_value()),
+                    // No 16-bit (nor 8-bit) `multimem.st`: the host refuses calls that would
+                    // need one (`host_shim::multicast::check_hardware_nvls`).
                     _ => trap(),
                 }
             }
@@ -281,6 +316,15 @@ mod flavours {
             // SAFETY: a valid `HwMulticast` handle naming 8-byte-aligned words (this function's
             // contract) is an 8-byte-aligned multicast address.
             unsafe { crate::arch::multimem_ld_reduce_acquire_min_u64(handle) }
+        }
+
+        #[inline(always)]
+        unsafe fn st_relaxed_u64(handle: u64, v: u64) {
+            // A plain store to the multicast address reaches every device's copy (NCCL's
+            // `postPeer` on an NVLS connection does the same).
+            // SAFETY: a valid `HwMulticast` handle naming 8-byte-aligned words the caller may
+            // write (this function's contract) is an 8-byte-aligned global address.
+            unsafe { crate::arch::st_relaxed_sys_global(handle as *mut u64, v) }
         }
     }
 }

@@ -12,7 +12,7 @@ use device_rt::conn::{CONN_NVLS_MIN_POLL, ConnInfo, NCCL_STEPS};
 use device_rt::dtype::DataType;
 use device_rt::multicast::{SwMulticast, SwMulticastTable};
 use device_rt::abi::PrimsShared;
-use device_rt::prims::{DataOp, GroupCtx, Primitives, Simple};
+use device_rt::prims::{DataOp, FanAsymmetric, GroupCtx, Primitives, Simple};
 use device_rt::redop::RedOpKind;
 
 const STEP_BYTES: u64 = 4096;
@@ -108,23 +108,23 @@ fn scatter_and_gather(memory: Option<&WeakMemory>) {
         let me = arch::block_idx() as usize;
         if me == 0 {
             let sends: Vec<*mut ConnInfo> = down_send.iter().map(|&a| a as *mut ConnInfo).collect();
-            let mut p = Primitives::<SwMulticast, P, 0, PEERS>::new(g, &[], &sends, STEP_BYTES, root_in_a, 0, f32_data());
+            let mut p = Primitives::<SwMulticast, P, FanAsymmetric<0, PEERS>>::new(g, &[], &sends, STEP_BYTES, root_in_a, 0, f32_data());
             p.scatter(0, (PEERS * N) as i64, N as i64, N as i64, -1, 0);
             assert!(p.outcome().is_ok());
             drop(p);
             let recvs: Vec<*mut ConnInfo> = up_recv.iter().map(|&a| a as *mut ConnInfo).collect();
-            let mut p = Primitives::<SwMulticast, P, PEERS, 0>::new(g, &recvs, &[], STEP_BYTES, 0, root_out_a, f32_data());
+            let mut p = Primitives::<SwMulticast, P, FanAsymmetric<PEERS, 0>>::new(g, &recvs, &[], STEP_BYTES, 0, root_out_a, f32_data());
             p.gather(0, (PEERS * N) as i64, N as i64, N as i64, -1, 0);
             assert!(p.outcome().is_ok());
         } else {
             let i = me - 1;
             let recv = [down_recv[i] as *mut ConnInfo];
-            let mut p = Primitives::<SwMulticast, P, 1, 0>::new(g, &recv, &[], STEP_BYTES, 0, peer_out_a[i], f32_data());
+            let mut p = Primitives::<SwMulticast, P, FanAsymmetric<1, 0>>::new(g, &recv, &[], STEP_BYTES, 0, peer_out_a[i], f32_data());
             p.recv(0, N as i64);
             assert!(p.outcome().is_ok());
             drop(p);
             let send = [up_send[i] as *mut ConnInfo];
-            let mut p = Primitives::<SwMulticast, P, 0, 1>::new(g, &[], &send, STEP_BYTES, peer_in_a[i], 0, f32_data());
+            let mut p = Primitives::<SwMulticast, P, FanAsymmetric<0, 1>>::new(g, &[], &send, STEP_BYTES, peer_in_a[i], 0, f32_data());
             p.send(0, N as i64);
             assert!(p.outcome().is_ok());
         }
@@ -152,13 +152,13 @@ fn send_and_receive(memory: Option<&WeakMemory>, link: &mut Link, n: usize) {
     arch::launch_in(memory, 2, THREADS, smem(), || unsafe {
         let g = group();
         if arch::block_idx() == 0 {
-            let mut p = Primitives::<SwMulticast, P, 0, 1>::new(g, &[], &[send as *mut ConnInfo], STEP_BYTES, inp, 0, f32_data());
+            let mut p = Primitives::<SwMulticast, P, FanAsymmetric<0, 1>>::new(g, &[], &[send as *mut ConnInfo], STEP_BYTES, inp, 0, f32_data());
             for off in (0..n as i64).step_by(per_call as usize) {
                 p.send(off, per_call.min(n as i64 - off));
             }
             assert!(p.outcome().is_ok());
         } else {
-            let mut p = Primitives::<SwMulticast, P, 1, 0>::new(g, &[recv as *mut ConnInfo], &[], STEP_BYTES, 0, out, f32_data());
+            let mut p = Primitives::<SwMulticast, P, FanAsymmetric<1, 0>>::new(g, &[recv as *mut ConnInfo], &[], STEP_BYTES, 0, out, f32_data());
             for off in (0..n as i64).step_by(per_call as usize) {
                 p.recv(off, per_call.min(n as i64 - off));
             }
@@ -194,7 +194,7 @@ fn min_polling_waits_for_every_counter() {
 
 /// With `NVLS_MIN_POLL` the receiver waits for the smallest of the step counters behind
 /// its multicast handle: a second counter held at 0 holds the receiver back until the
-/// host raises it.
+/// host raises it. Its credits go through a multicast handle too (one device here).
 fn min_polling(memory: Option<&WeakMemory>) {
     let mut link = Link::new();
     let gate = Box::new(0u64);
@@ -203,7 +203,9 @@ fn min_polling(memory: Option<&WeakMemory>) {
         reserved: 0,
         peers: [&raw const *link.tail as u64, &raw const *gate as u64, 0, 0, 0, 0, 0, 0],
     });
+    let credits = Box::new(SwMulticastTable { npeers: 1, reserved: 0, peers: [&raw const *link.head as u64, 0, 0, 0, 0, 0, 0, 0] });
     link.recv.tail = &raw const *table as u64;
+    link.recv.head = &raw const *credits as u64;
     link.recv.flags = CONN_NVLS_MIN_POLL;
     const HOLD: Duration = Duration::from_millis(200);
     let gate_addr = &raw const *gate as usize;
@@ -244,7 +246,7 @@ fn direct_operations(memory: Option<&WeakMemory>) {
     arch::launch_in(memory, 2, THREADS, smem(), || unsafe {
         let g = group();
         if arch::block_idx() == 0 {
-            let mut p = Primitives::<SwMulticast, P, 0, 1>::new(g, &[], &[send as *mut ConnInfo], STEP_BYTES, inp, copy, f32_data());
+            let mut p = Primitives::<SwMulticast, P, FanAsymmetric<0, 1>>::new(g, &[], &[send as *mut ConnInfo], STEP_BYTES, inp, copy, f32_data());
             p.exchange_direct();
             assert!(p.is_direct());
             for off in (0..N as i64).step_by(per_call as usize) {
@@ -252,7 +254,7 @@ fn direct_operations(memory: Option<&WeakMemory>) {
             }
             assert!(p.outcome().is_ok());
         } else {
-            let mut p = Primitives::<SwMulticast, P, 1, 0>::new(g, &[recv as *mut ConnInfo], &[], STEP_BYTES, 0, out, f32_data());
+            let mut p = Primitives::<SwMulticast, P, FanAsymmetric<1, 0>>::new(g, &[recv as *mut ConnInfo], &[], STEP_BYTES, 0, out, f32_data());
             p.exchange_direct();
             for off in (0..N as i64).step_by(per_call as usize) {
                 p.direct_recv(off, per_call.min(N as i64 - off));

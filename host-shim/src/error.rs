@@ -6,6 +6,8 @@ use std::time::Duration;
 use cudarc::driver::DriverError;
 use device_rt::abi::WaitSite;
 use device_rt::algo::{AlgorithmChoice, CollFunction, Unfit};
+use device_rt::dtype::DataType;
+use device_rt::redop::RedOpKind;
 use device_rt::work::BadItem;
 
 /// Everything host-shim can fail with: one variant per kind of failure. More may come.
@@ -73,6 +75,12 @@ pub enum Error {
     /// Device `ordinal` does not support NVLink multicast
     /// (`CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED`): no multicast object was created.
     MulticastUnsupported { ordinal: usize },
+    /// NVLS through hardware multicast cannot run `function` on `count` elements of
+    /// `dtype` with `op`: `multimem.ld_reduce` has no form for the pair (seed 000's
+    /// BigPackSize table), 1-byte elements (all-gather), or 2-byte elements that do not
+    /// fill whole 16-byte packs.
+    /// The software twin runs it.
+    MultimemUnsupported { function: CollFunction, dtype: DataType, op: RedOpKind, count: u64 },
 }
 
 /// host-shim's result type.
@@ -145,11 +153,19 @@ impl fmt::Display for Error {
             Self::MulticastUnsupported { ordinal } => {
                 write!(f, "device {ordinal} does not support NVLink multicast; no multicast object was created")
             }
+            Self::MultimemUnsupported { function, dtype, op, count } => write!(
+                f,
+                "hardware NVLS cannot run {} on {count} {} with {}: multimem has no form for it (seed 000's BigPackSize table; 1-byte all-gathers none, 2-byte elements in whole 16-byte packs only); nothing was enqueued",
+                function.name(),
+                dtype.name(),
+                op.name()
+            ),
             Self::AlgorithmUnfit { algorithm, function, why } => {
                 write!(f, "the communicator forces {}, which cannot run this {}: ", algorithm.name(), function.name())?;
                 match why {
                     Unfit::NoStaging => f.write_str("the communicator has no staging buffers (it needs 2 to 8 ranks and CommConfig::staging_bytes)"),
                     Unfit::NotForFunction => write!(f, "{} is not an algorithm of {}", algorithm.name(), function.name()),
+                    Unfit::NoNvls => f.write_str("the communicator has no NVLS connections (NVLS needs 2 to 8 ranks and at least 192 threads a channel)"),
                     Unfit::TooLarge { bytes, capacity } => write!(
                         f,
                         "it stages {bytes} bytes per rank and the staging buffers hold {capacity} (raise CommConfig::staging_bytes, or let the device choose)"

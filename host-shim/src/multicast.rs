@@ -19,6 +19,10 @@
 use std::sync::Arc;
 
 use cudarc::driver::{CudaContext, sys};
+use device_rt::algo::CollFunction;
+use device_rt::dtype::DataType;
+use device_rt::multicast::multimem_big_pack_size;
+use device_rt::redop::RedOpKind;
 
 use crate::shmem::vmm::{self, VmmHeap};
 use crate::{Error, Result};
@@ -258,9 +262,62 @@ impl Drop for MulticastBuffer {
     }
 }
 
+/// Refuses an NVLS call of `count` elements that the hardware path (`multimem.*` through
+/// a multicast object) cannot run, before anything is enqueued: a reducing function
+/// (all-reduce, reduce-scatter) whose operator and type have no `multimem.ld_reduce` form
+/// ([`multimem_big_pack_size`] is 0: 8-bit integers, float min and max wider than 16 bits,
+/// Prod, PreMulSum), an all-gather of 1-byte elements, and any call of 2-byte elements
+/// whose count is not whole 16-byte packs (`multimem.ld_reduce` takes 16-bit floats in pairs and `multimem.st`
+/// stores 4 bytes or more, so such elements move only in 16-byte packs; the buffers must
+/// then be 16-byte aligned too, as cudarc's allocations are). The software twin takes
+/// every type, operator and count; a caller that chooses the algorithm itself falls back
+/// to another where this refuses. Pure: it looks at nothing but its arguments.
+pub fn check_hardware_nvls(function: CollFunction, dtype: DataType, op: RedOpKind, count: u64) -> Result<()> {
+    let whole_packs = dtype.size() >= 4 || (count * dtype.size() as u64).is_multiple_of(16);
+    let runs = whole_packs
+        && match function {
+            CollFunction::AllReduce | CollFunction::ReduceScatter => multimem_big_pack_size(op, dtype) > 0,
+            CollFunction::AllGather => dtype.size() >= 2,
+            _ => false,
+        };
+    if runs { Ok(()) } else { Err(Error::MultimemUnsupported { function, dtype, op, count }) }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Hardware NVLS takes seed 000's table and refuses the rest with an error that names
+    /// the call; elements under 4 bytes move in whole 16-byte packs only.
+    #[test]
+    fn hardware_nvls_takes_the_multimem_table_only() {
+        use CollFunction::{AllGather, AllReduce, ReduceScatter};
+        for function in [AllReduce, ReduceScatter] {
+            for (dtype, op) in [(DataType::F32, RedOpKind::Sum), (DataType::Bf16, RedOpKind::Max), (DataType::F16, RedOpKind::Min), (DataType::F64, RedOpKind::Sum), (DataType::I64, RedOpKind::Min), (DataType::U32, RedOpKind::SumPostDiv)] {
+                assert!(check_hardware_nvls(function, dtype, op, 1024).is_ok(), "{dtype:?} {op:?}");
+            }
+            for (dtype, op) in [(DataType::U8, RedOpKind::Sum), (DataType::F32, RedOpKind::Max), (DataType::F64, RedOpKind::Min), (DataType::F32, RedOpKind::Prod), (DataType::Bf16, RedOpKind::PreMulSum), (DataType::I32, RedOpKind::Prod)] {
+                let err = check_hardware_nvls(function, dtype, op, 1024);
+                assert!(matches!(err, Err(Error::MultimemUnsupported { .. })), "{dtype:?} {op:?}: {err:?}");
+                assert!(err.unwrap_err().to_string().contains("multimem has no form"));
+            }
+        }
+        assert!(check_hardware_nvls(AllGather, DataType::F16, RedOpKind::Sum, 8).is_ok());
+        assert!(check_hardware_nvls(AllGather, DataType::I8, RedOpKind::Sum, 32).is_err(), "no 1-byte stores");
+        assert!(check_hardware_nvls(AllGather, DataType::F32, RedOpKind::Sum, 7).is_ok(), "4-byte elements store one at a time");
+        for (dtype, count) in [(DataType::F16, 7), (DataType::Bf16, 9)] {
+            assert!(check_hardware_nvls(AllGather, dtype, RedOpKind::Sum, count).is_err(), "{dtype:?} × {count}: not whole 16-byte packs");
+        }
+        assert!(check_hardware_nvls(AllReduce, DataType::F16, RedOpKind::Sum, 4).is_err(), "8 bytes: half a pack");
+        assert!(check_hardware_nvls(CollFunction::Broadcast, DataType::F32, RedOpKind::Sum, 8).is_err());
+        // Every pair the table takes has a `multimem.ld_reduce` arm of the hardware flavour's
+        // width or the element's: 16, 8 or 4 bytes.
+        for dtype in DataType::ALL {
+            for op in RedOpKind::ALL {
+                assert!(matches!(multimem_big_pack_size(op, dtype), 0 | 4 | 8 | 16), "{dtype:?} {op:?}");
+            }
+        }
+    }
 
     #[test]
     fn a_team_is_checked_before_anything_is_created() {

@@ -9,7 +9,7 @@ use super::function::CollFunction;
 use super::select::{AlgorithmChoice, Staging};
 use crate::abi::PrimsShared;
 use crate::arch;
-use crate::conn::{ChannelConns, ChannelStats, CommDevice, MAX_RANKS, StagingConns};
+use crate::conn::{ChannelConns, ChannelStats, CommDevice, MAX_RANKS, NvlsConns, StagingConns};
 use crate::prims::{GroupCtx, div_up};
 
 /// One collective as the loop hands it to an algorithm.
@@ -55,8 +55,6 @@ pub struct CollCtx {
     pub step_bytes: u64,
     /// The whole CTA as one group.
     pub group: GroupCtx,
-    /// Shared memory for a second group (SendRecv's send side).
-    pub second_shared: *mut PrimsShared,
     /// This channel's part of the staged algorithms' memory, or null: the communicator
     /// has none, or this channel is not one a collective spreads over.
     pub staging: *mut StagingConns,
@@ -65,6 +63,9 @@ pub struct CollCtx {
     pub staging_slot_bytes: u64,
     /// The algorithm the communicator asks for.
     pub algorithm: AlgorithmChoice,
+    /// This channel's NVLS connections, or null: the communicator has none, or this
+    /// channel is not one a collective spreads over.
+    pub nvls: *mut NvlsConns,
 }
 
 impl CollCtx {
@@ -123,7 +124,6 @@ impl CollCtx {
                 spin_budget_ns,
                 stats,
             },
-            second_shared: shared.wrapping_add(1),
             staging: if comm.staging == 0 || bid >= collective_channels {
                 core::ptr::null_mut()
             } else {
@@ -133,7 +133,18 @@ impl CollCtx {
             // The host writes a choice's number; anything else is read as the device's own
             // choice, which gives correct results whatever it picks.
             algorithm: AlgorithmChoice::from_u32(comm.algorithm).unwrap_or_default(),
+            nvls: if comm.nvls == 0 || bid >= collective_channels {
+                core::ptr::null_mut()
+            } else {
+                (comm.nvls as *mut NvlsConns).wrapping_add(bid as usize)
+            },
         }
+    }
+
+    /// Shared memory of primitives group `group` (`< MAX_GROUPS`): the CTA's group's
+    /// (group 0) and the ones after it (SendRecv's send side: group 1; NVLS: up to 3).
+    pub fn group_shared(&self, group: u32) -> *mut PrimsShared {
+        self.group.shared.wrapping_add(group as usize)
     }
 }
 

@@ -10,9 +10,10 @@
 use super::coll::{Coll, CollCtx};
 use super::function::CollFunction;
 use super::select::{self, Algorithm, Plan, Unfit};
-use super::{p2p, ring, staged};
+use super::{nvls, p2p, ring, staged};
 use crate::abi::LoopError;
 use crate::dtype::DataType;
+use crate::multicast::SwMulticast;
 use crate::prims::{DataOp, Movers, transform};
 use crate::redop::RedOpKind;
 
@@ -22,7 +23,14 @@ use crate::redop::RedOpKind;
 /// registers (the loop's item code spilled under a register cap).
 #[inline(never)]
 pub fn plan_collective(cx: &CollCtx, c: &Coll, dtype: DataType) -> Result<Plan, Unfit> {
-    select::plan(c.function, dtype.size() as u64, c.count, cx.staging(), cx.algorithm)
+    let plan = select::plan(c.function, dtype.size() as u64, c.count, cx.staging(), cx.algorithm)?;
+    // NVLS needs the connections (on every channel a collective spreads over) and the
+    // threads the host gives every NVLS communicator.
+    let connected = cx.channel_index >= cx.nchannels || !cx.nvls.is_null();
+    if plan.algorithm == Algorithm::Nvls && (!connected || cx.group.nthreads < select::NVLS_MIN_THREADS) {
+        return Err(Unfit::NoNvls);
+    }
+    Ok(plan)
 }
 
 /// Runs `c` on this channel by `plan`: `dtype` and `kind` are the element type and
@@ -51,10 +59,12 @@ pub unsafe fn run_collective(cx: &CollCtx, c: &Coll, dtype: DataType, kind: RedO
     // `CollCtx::new` for this rank's communicator and channel, `c` was validated against it and
     // `plan` is its plan (this function's contract): the contracts of `staged::run` (a staged
     // plan on one of its channels), `ring::run`, `p2p::run` and `local`; the paired
-    // reduce-scatter runs only on two ranks with `pairs` set, as it requires.
+    // reduce-scatter runs only on two ranks with `pairs` set, as it requires; an NVLS plan
+    // passed `plan_collective`'s check (this channel's NVLS connections, enough threads).
     let outcome = unsafe {
         match runs {
             Some(Algorithm::OneShot | Algorithm::TwoShot) => staged::run(cx, c, data, plan),
+            Some(Algorithm::Nvls) => nvls::run::<SwMulticast>(cx, c, data),
             _ if plan.algorithm != Algorithm::Ring => Ok(()),
             _ if paired_reduce_scatter => ring::reduce_scatter_paired(cx, c, data),
             // The second half of paired channels: nothing to do for this function.
@@ -72,7 +82,7 @@ pub unsafe fn run_collective(cx: &CollCtx, c: &Coll, dtype: DataType, kind: RedO
         // `ChannelStats`, so the projection stays inside it (only the address is taken).
         cx.group.count(|s| unsafe { &raw mut (*s).busy_ns }, cx.group.clock().wrapping_sub(started));
         if let Some(algorithm) = runs {
-            // SAFETY: as above; `algorithm < 3` indexes `algorithm_items`.
+            // SAFETY: as above; `algorithm < 4` indexes `algorithm_items`.
             cx.group.count(|s| unsafe { &raw mut (*s).algorithm_items[algorithm as usize] }, 1);
         }
     }

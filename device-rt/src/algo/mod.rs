@@ -1,6 +1,6 @@
 //! Collective and point-to-point algorithms, run by the work loop for a `Collective`
 //! item: the item names the function, type, operator and buffers; the device picks the
-//! algorithm (ring, one-shot, two-shot), the chunks and the channel split.
+//! algorithm (ring, one-shot, two-shot; NVLS when forced), the chunks and the channel split.
 //!
 //! `algo` sits between `prims` and `work`: it may use the primitives, `copy` and the
 //! layers below, and never `work` (the loop calls it, not the other way round). The
@@ -16,6 +16,8 @@ mod coll;
 #[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
 mod dispatch;
 #[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
+pub mod nvls;
+#[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
 mod p2p;
 #[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
 mod ring;
@@ -23,7 +25,7 @@ mod ring;
 mod staged;
 
 pub use function::{CollFunction, NO_PEER};
-pub use select::{Algorithm, AlgorithmChoice, Plan, Staging, THRESHOLDS, Thresholds, Unfit, pack_elements, plan, staged_channels};
+pub use select::{Algorithm, AlgorithmChoice, NVLS_MIN_THREADS, Plan, Staging, THRESHOLDS, Thresholds, Unfit, pack_elements, plan, staged_channels};
 
 #[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
 pub use coll::{CHUNK_ALIGN_BYTES, Coll, CollCtx};

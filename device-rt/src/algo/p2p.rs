@@ -9,7 +9,7 @@ use crate::abi::LoopError;
 use crate::arch::{self, WARP_SIZE};
 use crate::conn::ConnInfo;
 use crate::multicast::SwMulticast;
-use crate::prims::{DataOp, GroupCtx, Primitives, Simple};
+use crate::prims::{DataOp, FanAsymmetric, GroupCtx, Primitives, Simple};
 
 /// The point-to-point protocol: one slice of one step per chunk (NCCL's p2p Simple).
 pub type P2pProto = Simple<1, 1>;
@@ -23,16 +23,16 @@ pub type P2pProto = Simple<1, 1>;
 /// `NO_PEER`), and `cx.p2p` is this channel's `[ChannelConns; nranks]`.
 #[inline(never)]
 pub unsafe fn run(cx: &CollCtx, c: &Coll, data: DataOp) -> Result<(), (LoopError, u32)> {
-    type RecvPrims = Primitives<SwMulticast, P2pProto, 1, 0>;
-    type SendPrims = Primitives<SwMulticast, P2pProto, 0, 1>;
+    type RecvPrims = Primitives<SwMulticast, P2pProto, FanAsymmetric<1, 0>>;
+    type SendPrims = Primitives<SwMulticast, P2pProto, FanAsymmetric<0, 1>>;
     let g = cx.group;
     let (sends, recvs) = (c.send_peer != NO_PEER, c.recv_peer != NO_PEER);
     let both = sends && recvs;
     let half = g.nthreads / WARP_SIZE / 2 * WARP_SIZE;
-    let groups = [g.shared, cx.second_shared];
+    let groups = [g.shared, cx.group_shared(1)];
     if g.tid == 0 {
         for shared in groups {
-            // SAFETY: `g.shared` and `cx.second_shared` are the two groups' `PrimsShared` in
+            // SAFETY: `g.shared` and `cx.group_shared(1)` are the two groups' `PrimsShared` in
             // this CTA's shared memory (`CollCtx::new`'s contract); thread 0 alone writes them,
             // before the CTA barrier below.
             unsafe { (&raw mut (*shared).stopped).write_volatile(0) };

@@ -7,14 +7,14 @@ use super::coll::{Coll, CollCtx, for_each_chunk, round_chunk};
 use crate::abi::LoopError;
 use crate::conn::{CONN_DIRECT, ConnInfo};
 use crate::multicast::SwMulticast;
-use crate::prims::{DataOp, Primitives, Simple};
+use crate::prims::{DataOp, FanAsymmetric, FanSymmetric, Primitives, Simple};
 
 /// The ring protocol: 2 slices of 2 steps per chunk (NCCL's ALLREDUCE_CHUNKSTEPS and
 /// ALLREDUCE_SLICESTEPS for Simple).
 pub type RingProto = Simple<2, 2>;
 
 /// The ring primitives.
-type RingPrims = Primitives<SwMulticast, RingProto, 1, 1>;
+type RingPrims = Primitives<SwMulticast, RingProto, FanSymmetric<1>>;
 
 /// `copy_send`, direct when the group is.
 ///
@@ -200,8 +200,8 @@ unsafe fn reduce_scatter(cx: &CollCtx, c: &Coll, prims: &mut RingPrims, elt: i64
 /// As [`run`], on a communicator with `pairs` set and two ranks.
 #[inline(never)]
 pub unsafe fn reduce_scatter_paired(cx: &CollCtx, c: &Coll, data: DataOp) -> Result<(), (LoopError, u32)> {
-    type SendSide = Primitives<SwMulticast, RingProto, 0, 1>;
-    type RecvSide = Primitives<SwMulticast, RingProto, 1, 0>;
+    type SendSide = Primitives<SwMulticast, RingProto, FanAsymmetric<0, 1>>;
+    type RecvSide = Primitives<SwMulticast, RingProto, FanAsymmetric<1, 0>>;
     let sends = cx.channel_index < cx.pairs;
     let pair = if sends { cx.channel_index } else { cx.channel_index - cx.pairs };
     let conns = if sends { cx.channel.wrapping_add(cx.pairs as usize) } else { cx.channel };

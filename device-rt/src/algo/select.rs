@@ -1,6 +1,6 @@
-//! Which algorithm runs a collective, and on how many channels: the ring, or one of the
-//! staged algorithms of seed 003 (one-shot, two-shot). The size thresholds are one table,
-//! [`THRESHOLDS`]; [`plan`] applies it.
+//! Which algorithm runs a collective, and on how many channels: the ring, one of the
+//! staged algorithms of seed 003 (one-shot, two-shot), or NVLS (seed 000; forced only).
+//! The size thresholds are one table, [`THRESHOLDS`]; [`plan`] applies it.
 //!
 //! Always compiled (also without `arch`): the device's dispatch chooses with [`plan`], and
 //! the host refuses with the same function, before enqueueing it, a call that the
@@ -10,7 +10,7 @@
 //! here moves data, and nothing imports from above `algo`.
 
 use super::function::CollFunction;
-use crate::conn::MAX_STAGED_RANKS;
+use crate::conn::{MAX_NVLS_ARITY, MAX_STAGED_RANKS};
 
 /// An algorithm that runs collectives.
 #[repr(u32)]
@@ -27,9 +27,17 @@ pub enum Algorithm {
     /// All-reduce in two steps: every rank reduces its block of what every rank staged
     /// (into its own staging), then copies every peer's reduced block.
     TwoShot = 2,
+    /// NCCL's NVLS (seed 000) for all-reduce, reduce-scatter and all-gather: every rank is
+    /// a head; a scatter group sends each head its block, each head's reduce group
+    /// load-reduces its block from every rank's copy through multicast and (all-reduce)
+    /// stores the result to every rank through multicast, and a gather group copies every
+    /// head's result out. On our GPUs the multicast is the software twin (loops over the
+    /// peers' memory), which moves every byte through such loops and is slower than the
+    /// ring and the staged algorithms: the device never picks it by size, only when forced.
+    Nvls = 3,
 }
 
-numbering!(Algorithm, u32, from_u32, [Ring, OneShot, TwoShot]);
+numbering!(Algorithm, u32, from_u32, [Ring, OneShot, TwoShot, Nvls]);
 
 impl Algorithm {
     /// The name used on command lines and in reports.
@@ -38,7 +46,14 @@ impl Algorithm {
             Self::Ring => "ring",
             Self::OneShot => "one-shot",
             Self::TwoShot => "two-shot",
+            Self::Nvls => "nvls",
         }
+    }
+
+    /// True for the staged algorithms (one-shot, two-shot): those that take
+    /// [`Plan::channels`] channels and exchange staging flags.
+    pub const fn is_staged(self) -> bool {
+        matches!(self, Self::OneShot | Self::TwoShot)
     }
 }
 
@@ -57,9 +72,13 @@ pub enum AlgorithmChoice {
     OneShot = 2,
     /// Two-shot for all_reduce; the other collectives are refused.
     TwoShot = 3,
+    /// NVLS for all_reduce, reduce_scatter and all_gather (2 to [`MAX_NVLS_ARITY`]
+    /// ranks); the other collectives are refused. The communicator then has NVLS
+    /// connections (none otherwise).
+    Nvls = 4,
 }
 
-numbering!(AlgorithmChoice, u32, from_u32, [Auto, Ring, OneShot, TwoShot]);
+numbering!(AlgorithmChoice, u32, from_u32, [Auto, Ring, OneShot, TwoShot, Nvls]);
 
 impl AlgorithmChoice {
     /// The algorithm forced, if any.
@@ -69,6 +88,7 @@ impl AlgorithmChoice {
             Self::Ring => Some(Algorithm::Ring),
             Self::OneShot => Some(Algorithm::OneShot),
             Self::TwoShot => Some(Algorithm::TwoShot),
+            Self::Nvls => Some(Algorithm::Nvls),
         }
     }
 
@@ -141,8 +161,11 @@ pub enum Unfit {
     /// The communicator has no staging buffers: more than [`MAX_STAGED_RANKS`] ranks, or
     /// none were asked for.
     NoStaging,
-    /// Not an algorithm of this function: two-shot is all_reduce's alone.
+    /// Not an algorithm of this function: two-shot is all_reduce's alone; NVLS is
+    /// all_reduce's, reduce_scatter's and all_gather's.
     NotForFunction,
+    /// NVLS runs on 2 to [`MAX_NVLS_ARITY`] ranks (every rank a head).
+    NoNvls,
     /// The call stages `bytes` per rank; the staging buffers of every channel together
     /// hold `capacity`.
     TooLarge { bytes: u64, capacity: u64 },
@@ -260,6 +283,9 @@ pub fn plan(function: CollFunction, elt: u64, count: u64, staging: Staging, choi
     if algorithm == Algorithm::Ring {
         return Ok(ring);
     }
+    if algorithm == Algorithm::Nvls {
+        return nvls(function, staging);
+    }
     match staged(function, elt, count, staging, algorithm) {
         Err(_) if choice == AlgorithmChoice::Auto => Ok(ring),
         outcome => outcome,
@@ -282,12 +308,30 @@ fn by_size(function: CollFunction, bytes: u64, nranks: u32) -> Algorithm {
     }
 }
 
+/// Threads a channel needs for NVLS: all-reduce's three groups of at least 64 (the
+/// primitives' roles need two warps per group). A communicator that forces NVLS with
+/// fewer threads is refused by the host.
+pub const NVLS_MIN_THREADS: u32 = 192;
+
+/// NVLS's plan: every channel a collective spreads over, or why it cannot run the call.
+/// NVLS moves any count through its FIFOs, so only the function and the rank count
+/// decide.
+fn nvls(function: CollFunction, staging: Staging) -> Result<Plan, Unfit> {
+    if !matches!(function, CollFunction::AllReduce | CollFunction::ReduceScatter | CollFunction::AllGather) {
+        return Err(Unfit::NotForFunction);
+    }
+    if !(2..=MAX_NVLS_ARITY as u32).contains(&staging.nranks) {
+        return Err(Unfit::NoNvls);
+    }
+    Ok(Plan { algorithm: Algorithm::Nvls, channels: staging.channels, share: 0 })
+}
+
 /// The plan of a staged `algorithm`, or why it cannot run the call.
 fn staged(function: CollFunction, elt: u64, count: u64, staging: Staging, algorithm: Algorithm) -> Result<Plan, Unfit> {
     let runs = match algorithm {
         Algorithm::OneShot => function != CollFunction::SendRecv,
         Algorithm::TwoShot => function == CollFunction::AllReduce,
-        Algorithm::Ring => false,
+        Algorithm::Ring | Algorithm::Nvls => false,
     };
     if !runs {
         return Err(Unfit::NotForFunction);
@@ -472,5 +516,32 @@ mod tests {
         for c in AlgorithmChoice::ALL {
             assert_eq!(AlgorithmChoice::from_u32(c as u32), Some(c));
         }
+    }
+
+    /// NVLS runs only when forced, for all_reduce, reduce_scatter and all_gather on 2 to 8
+    /// ranks, on every channel, whatever the size; Auto never picks it.
+    #[test]
+    fn nvls_is_forced_only_and_for_its_functions() {
+        let nvls = AlgorithmChoice::Nvls;
+        for nranks in 2..=8 {
+            let s = staging(nranks, 3, 0);
+            for function in [CollFunction::AllReduce, CollFunction::ReduceScatter, CollFunction::AllGather] {
+                for count in [0, 1, 1 << 40] {
+                    assert_eq!(plan(function, F32, count, s, nvls), Ok(Plan { algorithm: Algorithm::Nvls, channels: 3, share: 0 }));
+                }
+            }
+            for function in [CollFunction::Broadcast, CollFunction::Reduce] {
+                assert_eq!(plan(function, F32, 8, s, nvls), Err(Unfit::NotForFunction));
+            }
+            for bytes in [0u64, 16, 1 << 20, 1 << 30] {
+                for function in CollFunction::ALL {
+                    let auto = plan(function, F32, bytes / F32, staging(nranks, 3, 1 << 20), AlgorithmChoice::Auto).unwrap();
+                    assert_ne!(auto.algorithm, Algorithm::Nvls);
+                }
+            }
+        }
+        assert_eq!(plan(CollFunction::AllReduce, F32, 8, staging(9, 3, 0), nvls), Err(Unfit::NoNvls));
+        assert_eq!(plan(CollFunction::AllReduce, F32, 8, staging(1, 3, 0), nvls).unwrap().algorithm, Algorithm::Ring, "one rank: a local copy");
+        assert_eq!(plan(CollFunction::SendRecv, F32, 8, staging(4, 3, 0), nvls).unwrap().algorithm, Algorithm::Ring);
     }
 }

@@ -476,13 +476,9 @@ contract! {
         /// `multimem.st.relaxed.sys.global.b64`: stores 8 bytes to every device's copy.
         ///
         /// # Safety
-        /// `addr` must be an 8-byte aligned multicast address.
+        /// `addr` must be an 8-byte aligned multicast address. (PTX has no 16-bit
+        /// `multimem.st`: ptxas refuses `.f16`, so 2-byte stores go in pairs or not at all.)
         unsafe fn multimem_st_b64(addr: u64, v: u64);
-        /// `multimem.st.relaxed.sys.global.f16`: stores 2 bytes to every device's copy.
-        ///
-        /// # Safety
-        /// `addr` must be a 2-byte aligned multicast address.
-        unsafe fn multimem_st_b16(addr: u64, v: u16);
         /// `multimem.st.relaxed.sys.global.b32`: stores 4 bytes to every device's copy.
         ///
         /// # Safety

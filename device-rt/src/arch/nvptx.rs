@@ -528,12 +528,6 @@ impl Multimem for Nvptx {
     }
 
     #[inline(always)]
-    unsafe fn multimem_st_b16(addr: u64, v: u16) {
-        // SAFETY: the caller gives a 2-byte aligned multicast address (the `Multimem` contract).
-        unsafe { asm!("multimem.st.relaxed.sys.global.f16 [{0}], {1};", in(reg64) addr, in(reg16) v, options(nostack)) };
-    }
-
-    #[inline(always)]
     unsafe fn multimem_st_b32(addr: u64, v: u32) {
         // SAFETY: the caller gives a 4-byte aligned multicast address (the `Multimem` contract).
         unsafe { asm!("multimem.st.relaxed.sys.global.b32 [{0}], {1};", in(reg64) addr, in(reg32) v, options(nostack)) };

@@ -19,7 +19,7 @@
 mod movers;
 mod ops;
 
-pub use movers::{DataOp, Movers, UNROLL, reduce, transform};
+pub use movers::{DataOp, Movers, MulticastMovers, UNROLL, reduce, transform};
 
 use core::marker::PhantomData;
 
@@ -27,7 +27,7 @@ use crate::arch::{self, AtomicWord, Site, WARP_SIZE};
 use crate::conn::{CONN_NVLS_MIN_POLL, ChannelStats, ConnInfo, NCCL_STEPS, SIZE_LAST};
 use crate::multicast::Multicast;
 use crate::spin::{Interrupted, SpinGuard};
-use crate::abi::{LoopError, PrimsShared, THREAD_PER_SYNC, WaitSite};
+use crate::abi::{LoopError, MAX_ARITY, PrimsShared, THREAD_PER_SYNC, WaitSite};
 
 
 /// A protocol: how many slices a chunk has and how many FIFO steps a slice takes.
@@ -36,20 +36,69 @@ pub trait Proto {
     const SLICE_PER_CHUNK: u64;
     /// FIFO steps per slice (NCCL's `StepPerSlice`).
     const STEP_PER_SLICE: u64;
+    /// 1: the received slot is a multicast handle, loaded with `ld_reduce` (NCCL's
+    /// `MultimemSrcs`); 0: a unicast FIFO slot.
+    const MULTIMEM_SRCS: usize;
+    /// 1: the slot sent to is a multicast handle, stored to every device (NCCL's
+    /// `MultimemDsts`); 0: a unicast FIFO slot.
+    const MULTIMEM_DSTS: usize;
 }
 
-/// NCCL's `ProtoSimple<SLICE_PER_CHUNK, STEP_PER_SLICE>`.
-pub struct Simple<const SLICE_PER_CHUNK: u64, const STEP_PER_SLICE: u64>;
+/// NCCL's `ProtoSimple<SLICE_PER_CHUNK, STEP_PER_SLICE, Unroll, MULTIMEM_SRCS,
+/// MULTIMEM_DSTS>` (the unroll is the movers' [`UNROLL`]).
+pub struct Simple<const SLICE_PER_CHUNK: u64, const STEP_PER_SLICE: u64, const MULTIMEM_SRCS: usize = 0, const MULTIMEM_DSTS: usize = 0>;
 
-impl<const SLICE_PER_CHUNK: u64, const STEP_PER_SLICE: u64> Proto for Simple<SLICE_PER_CHUNK, STEP_PER_SLICE> {
+impl<const SLICE_PER_CHUNK: u64, const STEP_PER_SLICE: u64, const MULTIMEM_SRCS: usize, const MULTIMEM_DSTS: usize> Proto
+    for Simple<SLICE_PER_CHUNK, STEP_PER_SLICE, MULTIMEM_SRCS, MULTIMEM_DSTS>
+{
     const SLICE_PER_CHUNK: u64 = SLICE_PER_CHUNK;
     const STEP_PER_SLICE: u64 = STEP_PER_SLICE;
+    const MULTIMEM_SRCS: usize = MULTIMEM_SRCS;
+    const MULTIMEM_DSTS: usize = MULTIMEM_DSTS;
+}
+
+/// How many peers a primitives group has on each side, as a type (NCCL's `Fan*`): at
+/// most [`MAX_ARITY`] each.
+pub trait Fan {
+    /// Most receive peers.
+    const MAX_RECV: usize;
+    /// Most send peers.
+    const MAX_SEND: usize;
+}
+
+/// NCCL's `FanSymmetric<N>`: up to `N` peers on each side.
+pub struct FanSymmetric<const N: usize>;
+
+impl<const N: usize> Fan for FanSymmetric<N> {
+    const MAX_RECV: usize = N;
+    const MAX_SEND: usize = N;
+}
+
+/// NCCL's `FanAsymmetric<R, S>`: up to `R` receive and `S` send peers.
+pub struct FanAsymmetric<const R: usize, const S: usize>;
+
+impl<const R: usize, const S: usize> Fan for FanAsymmetric<R, S> {
+    const MAX_RECV: usize = R;
+    const MAX_SEND: usize = S;
 }
 
 /// A sizes-FIFO entry: the slot's bytes (low 48 bits), the connection's operation
 /// count (15 bits), and [`SIZE_LAST`] on an operation's last step.
 fn size_entry(bytes: u64, ops: u32, last: bool) -> u64 {
     (bytes & ((1 << 48) - 1)) | (u64::from(ops) & 0x7FFF) << 48 | if last { SIZE_LAST } else { 0 }
+}
+
+/// Posts `step` to every device's counter behind the multicast handle `handle` (an NVLS
+/// end's post). Out of line: the loop over the peers would take registers from every
+/// caller of the primitives (NVLS posts are the only ones through it). Ordering: as
+/// [`Multicast::st_relaxed_u64`].
+///
+/// # Safety
+/// As [`Multicast::st_relaxed_u64`].
+#[inline(never)]
+unsafe fn post_multicast<M: Multicast>(handle: u64, step: u64) {
+    // SAFETY: this function's contract is `st_relaxed_u64`'s.
+    unsafe { M::st_relaxed_u64(handle, step) }
 }
 
 /// `a / b` rounded up, for `a >= 0` and `b > 0`.
@@ -80,6 +129,9 @@ const ROLE_INPUT: u32 = 16;
 const ROLE_OUTPUT: u32 = 32;
 /// The polled word is a multicast handle (the conn's `CONN_NVLS_MIN_POLL`).
 const NVLS_MIN_POLLING: u32 = 64;
+/// The posted word is a multicast handle (the conn's `CONN_NVLS_MIN_POLL`): a post
+/// reaches every device's copy.
+const NVLS_MULTICAST_POST: u32 = 128;
 
 /// Where a group runs and what bounds its waits.
 #[derive(Clone, Copy)]
@@ -119,10 +171,10 @@ impl GroupCtx {
 }
 
 /// One thread's part of a primitives group moving elements with the protocol `P`, to
-/// at most `MAX_SEND` peers and from at most `MAX_RECV`. `M` is the multicast flavour
+/// at most `F::MAX_SEND` peers and from at most `F::MAX_RECV` (the fan `F`). `M` is the multicast flavour
 /// used for `NVLS_MIN_POLL` connections. The element type and operator are values
 /// ([`DataOp`]): the protocol code is shared by all of them.
-pub struct Primitives<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> {
+pub struct Primitives<M: Multicast, P: Proto, F: Fan> {
     g: GroupCtx,
     nworkers: u32,
     nrecv: u32,
@@ -151,10 +203,10 @@ pub struct Primitives<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_S
     direct: bool,
     /// The WaitSend thread of a direct group: the next rank's output buffer.
     direct_buff: u64,
-    flavour: PhantomData<(M, P)>,
+    flavour: PhantomData<(M, P, F)>,
 }
 
-impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primitives<M, P, MAX_RECV, MAX_SEND> {
+impl<M: MulticastMovers, P: Proto, F: Fan> Primitives<M, P, F> {
     /// Steps one chunk takes.
     pub const CHUNK_STEPS: u64 = P::SLICE_PER_CHUNK * P::STEP_PER_SLICE;
 
@@ -180,8 +232,9 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
         output: u64,
         data: DataOp,
     ) -> Self {
-        let nworkers = if MAX_SEND > 0 && g.nthreads >= 3 * WARP_SIZE { g.nthreads - WARP_SIZE } else { g.nthreads };
-        let (nrecv, nsend) = (recv.len().min(MAX_RECV) as u32, send.len().min(MAX_SEND) as u32);
+        const { assert!(F::MAX_RECV <= MAX_ARITY && F::MAX_SEND <= MAX_ARITY) };
+        let nworkers = if F::MAX_SEND > 0 && g.nthreads >= 3 * WARP_SIZE { g.nthreads - WARP_SIZE } else { g.nthreads };
+        let (nrecv, nsend) = (recv.len().min(F::MAX_RECV) as u32, send.len().min(F::MAX_SEND) as u32);
         let group_of = g.tid / THREAD_PER_SYNC;
         let ngroups = g.nthreads / THREAD_PER_SYNC;
         let index = g.tid % THREAD_PER_SYNC;
@@ -259,11 +312,13 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
         self.step = Self::rounded_step(&c);
         self.ops = c.ops;
         if self.flags & ROLE_POST_RECV != 0 {
+            self.flags |= if c.flags & CONN_NVLS_MIN_POLL != 0 { NVLS_MULTICAST_POST } else { 0 };
             self.step_ptr = c.head as *mut u64;
             // SAFETY: a valid connection's `head` is the sender's 8-byte-aligned `u64` credit
-            // counter (global memory, accessed only through `arch`), and the PostRecv thread is
-            // its only writer on this side.
-            unsafe { arch::st_relaxed_sys_global(self.step_ptr, self.step) };
+            // counter (global memory, accessed only through `arch`), or with
+            // `NVLS_MULTICAST_POST` a multicast handle naming every sender's (conn.rs), and the
+            // PostRecv thread is its only writer on this side.
+            unsafe { self.store_step() };
         }
         if self.flags & ROLE_WAIT_RECV != 0 {
             self.flags |= if c.flags & CONN_NVLS_MIN_POLL != 0 { NVLS_MIN_POLLING } else { 0 };
@@ -293,6 +348,7 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
         self.ops = c.ops;
         self.fifo = c.buff;
         if self.flags & ROLE_POST_SEND != 0 {
+            self.flags |= if c.flags & CONN_NVLS_MIN_POLL != 0 { NVLS_MULTICAST_POST } else { 0 };
             self.step_ptr = c.tail as *mut u64;
             self.sizes_fifo = c.sizes_fifo;
         }
@@ -373,6 +429,28 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
         }
     }
 
+    /// Posts `self.step` to the posted step counter. Ordering: a relaxed system-scope
+    /// store (to every device's copy with `NVLS_MULTICAST_POST`); the caller fences
+    /// before it where data must be published first.
+    ///
+    /// # Safety
+    /// `self.step_ptr` is the posted step counter of this thread's connection: an
+    /// 8-byte-aligned `u64` in global memory that only this thread writes on this side,
+    /// or with `NVLS_MULTICAST_POST` an `M` handle naming such counters.
+    #[inline(always)]
+    unsafe fn store_step(&self) {
+        if self.flags & NVLS_MULTICAST_POST != 0 {
+            // SAFETY: with `NVLS_MULTICAST_POST` the posted word is a multicast handle of
+            // flavour `M` naming 8-byte-aligned step counters this thread may write (this
+            // function's contract), which is `post_multicast`'s.
+            unsafe { post_multicast::<M>(self.step_ptr as u64, self.step) }
+        } else {
+            // SAFETY: `step_ptr` is the connection's posted step counter, an 8-byte-aligned
+            // `u64` in global memory accessed only through `arch` (this function's contract).
+            unsafe { arch::st_relaxed_sys_global(self.step_ptr, self.step) }
+        }
+    }
+
     /// Elements of the user buffers and FIFO slots one slice may hold.
     fn slice_capacity(&self) -> i64 {
         (self.step_bytes / self.data.elt() * P::STEP_PER_SLICE) as i64
@@ -388,16 +466,17 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
         self.direct
     }
 
-    /// The barrier of the whole group.
+    /// The barrier of the whole group: named barrier `15 - 2 × group` (15, 13, 11 for
+    /// the `MAX_GROUPS` groups; the loop's own barriers are 0 and 1).
     #[inline(always)]
     fn barrier(&self) {
-        arch::barrier_sync(15 - self.g.group, self.g.nthreads);
+        arch::barrier_sync(15 - 2 * self.g.group, self.g.nthreads);
     }
 
-    /// The barrier of the group's workers.
+    /// The barrier of the group's workers: named barrier `14 - 2 × group` (14, 12, 10).
     #[inline(always)]
     fn sub_barrier(&self) {
-        arch::barrier_sync(13 - self.g.group, self.nworkers);
+        arch::barrier_sync(14 - 2 * self.g.group, self.nworkers);
     }
 
     /// Why the group stopped (0: it has not).
@@ -583,8 +662,9 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
         }
         // SAFETY: a posting thread's `step_ptr` is its connection's `head` (PostRecv) or `tail`
         // (PostSend): an 8-byte-aligned `u64` in the peer's memory that only this thread writes
-        // on this side, accessed only through `arch` (`new`'s contract: valid connections).
-        unsafe { arch::st_relaxed_sys_global(self.step_ptr, self.step) };
+        // on this side, or with `NVLS_MULTICAST_POST` a multicast handle naming every peer's
+        // (`new`'s contract: valid connections), which is `store_step`'s contract.
+        unsafe { self.store_step() };
     }
 
     /// The user buffer `which` at element `ix`, as a byte address.
@@ -628,6 +708,10 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
     ) {
         const { assert!(NSRCS == RECV as usize + (SRC_BUF != buf::NONE) as usize) };
         const { assert!(NDSTS == SEND as usize + (DST_BUF != buf::NONE) as usize) };
+        // A multicast slot is the one source or the one destination besides at most one
+        // more operand (`movers::multimem`).
+        const { assert!(P::MULTIMEM_SRCS + P::MULTIMEM_DSTS == 0 || (NSRCS == 1 && NDSTS == 1)) };
+        const { assert!(P::MULTIMEM_SRCS <= RECV as usize && P::MULTIMEM_DSTS <= SEND as usize) };
         let nelem = nelem.max(0);
         let max_slice = self.slice_capacity();
         if nelem > max_slice * P::SLICE_PER_CHUNK as i64 {
@@ -682,7 +766,12 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
                 // `wait_peer` make the FIFO slots this group's to read or write until the posts
                 // below.
                 unsafe {
-                    if received_in_place {
+                    if P::MULTIMEM_SRCS + P::MULTIMEM_DSTS > 0 {
+                        // A multicast slot on either side (NVLS): one source, one destination,
+                        // the received side (when `MULTIMEM_SRCS`) and the sent side (when
+                        // `MULTIMEM_DSTS`) being the slot's multicast handle.
+                        M::multimem(w, self.data, P::MULTIMEM_SRCS > 0, P::MULTIMEM_DSTS > 0, POST_OP, srcs[0], dsts[0], work);
+                    } else if received_in_place {
                         if NDSTS == 2 {
                             movers::transform(w, self.data, false, false, srcs[0], [dsts[1], dsts[1]], 1, work);
                         }
@@ -814,7 +903,7 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
     }
 }
 
-impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Drop for Primitives<M, P, MAX_RECV, MAX_SEND> {
+impl<M: Multicast, P: Proto, F: Fan> Drop for Primitives<M, P, F> {
     /// Writes the step (posting threads: they hold their side's final step) and the
     /// operation count (waiting threads) back to the connection for the next operation.
     /// The next operation's threads read them after the CTA barrier that ends the item.

@@ -4,11 +4,14 @@
 //! slice), so the module holds one reducing mover per type × operator for each of the two
 //! source shapes (the ring's two sources, the staged algorithms' up to eight), one
 //! pre/post-op copy per type of the operators that have them, and one plain copy per
-//! element size.
+//! element size. NVLS's multicast moves ([`MulticastMovers`]) reuse them in the software
+//! twin; the hardware flavour has movers of its own (a `multimem` load-reduce per type ×
+//! operator of its table, a `multimem` store per element size), on the GPU only.
 
 use crate::copy::{Operands, reduce_copy};
 use crate::dtype::{Bf16, DataType, F16};
-use crate::multicast::SwMulticast;
+use crate::conn::MAX_STAGED_RANKS;
+use crate::multicast::{MAX_MULTICAST_PEERS, Multicast, SwMulticast, SwMulticastTable};
 use crate::redop::{Elem, Max, Min, PreMulSum, Prod, RedOp, RedOpKind, Sum, SumPostDiv};
 
 /// Hunks per warp iteration of the data copies (NCCL's `COLL_UNROLL`).
@@ -218,4 +221,190 @@ unsafe fn transform_typed<Op: RedOp>(w: Movers, arg: u64, x: &Operands<1, 2>, n:
     // `Op::Elt` and element-aligned, every thread of the group calling with the same arguments
     // (`transform_typed`'s contract): `reduce_copy`'s contract for these bounds.
     unsafe { reduce_copy::<UNROLL, Op, SwMulticast, 0, 1, 1, 0, 1, 2, 1>(w.tid, w.nthreads, arg, true, x, n) }
+}
+
+
+/// NVLS's data movement for a multicast flavour: `n` elements from `src` to `dst`, where
+/// `src` is a multicast handle when `mc_src` (every device's copy loaded and reduced in
+/// device order) and `dst` one when `mc_dst` (stored to every device's copy); the other
+/// side is a unicast address. With a multicast source the operator reduces without its
+/// pre-op (NVLS applies it when scattering) and `post_op` applies its post-op; a unicast
+/// source is copied as bits.
+pub trait MulticastMovers: Multicast {
+    /// See [`MulticastMovers`].
+    ///
+    /// # Safety
+    /// As [`copy`], with `mc_src || mc_dst`; a multicast side is a valid handle of this
+    /// flavour naming buffers of `n` elements of `d.dtype` (element-aligned) on 2 or more
+    /// devices, a unicast side holds them; destinations overlap no source.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn multimem(w: Movers, d: DataOp, mc_src: bool, mc_dst: bool, post_op: bool, src: u64, dst: u64, n: usize);
+}
+
+static_assertions::const_assert_eq!(MAX_MULTICAST_PEERS, MAX_STAGED_RANKS);
+
+/// The software twin moves through the unicast movers above (no code of its own): a
+/// multicast source is [`reduce`]'s sources (every peer, in peer order: the bits of
+/// `SwMulticast::ld_reduce`), a multicast destination its destinations two at a time
+/// (each pair reduced from the sources again, so no thread reads another's stores).
+/// Inlined into the primitives' operations: as a function of its own, one more call level
+/// under the work loop, it pushed the loop into spills (ptxas 13.0).
+impl MulticastMovers for SwMulticast {
+    #[inline(always)]
+    unsafe fn multimem(w: Movers, d: DataOp, mc_src: bool, mc_dst: bool, post_op: bool, src: u64, dst: u64, n: usize) {
+        // SAFETY: a multicast side is a valid `SwMulticast` handle (this function's contract),
+        // which is `resolve`'s.
+        let table = |handle: u64| unsafe { Self::resolve(handle) };
+        let one = |addr: u64| SwMulticastTable { npeers: 1, peers: [addr; MAX_MULTICAST_PEERS], ..SwMulticastTable::default() };
+        let targets = if mc_dst { table(dst) } else { one(dst) };
+        let sources = if mc_src { table(src) } else { one(src) };
+        if (mc_src && sources.npeers < 2) || !(mc_src || mc_dst) {
+            crate::arch::trap();
+        }
+        let ntargets = targets.npeers as usize;
+        for k in (0..ntargets).step_by(2) {
+            let pair = [targets.peers[k], targets.peers[(k + 1).min(ntargets - 1)]];
+            let ndsts = if k + 1 < ntargets { 2 } else { 1 };
+            // SAFETY: the sources are every peer's copy (or the one unicast source) and the pair
+            // two peers' copies (or the one unicast destination), each holding `n` elements of
+            // `d.dtype`, element-aligned, disjoint from the sources, and every worker calls this
+            // with the same arguments (this function's contract): `reduce`'s contract with
+            // `2 <= npeers <= MAX_STAGED_RANKS` sources, and `copy`'s.
+            unsafe {
+                if mc_src {
+                    reduce::<MAX_STAGED_RANKS, 0>(w, d, post_op, sources.peers, sources.npeers as usize, pair, ndsts, n);
+                } else {
+                    copy(w, d.elt(), sources.peers[0], pair, ndsts, n);
+                }
+            }
+        }
+    }
+}
+/// The hardware flavour: `multimem.ld_reduce` and `multimem.st` through `reduce_copy`,
+/// for the types and operators seed 000's table has (PreMulSum and Prod have none).
+/// Compiled for the GPU only; never launched on the lent machines (DESIGN.md).
+#[cfg(target_arch = "nvptx64")]
+impl MulticastMovers for crate::multicast::HwMulticast {
+    #[inline(never)]
+    unsafe fn multimem(w: Movers, d: DataOp, mc_src: bool, mc_dst: bool, post_op: bool, src: u64, dst: u64, n: usize) {
+        // SAFETY: forwarded: this function's contract is `multimem_generic`'s.
+        unsafe { multimem_generic::<Self>(w, d, mc_src, mc_dst, post_op, src, dst, n) }
+    }
+}
+
+/// [`MulticastMovers::multimem`] through `reduce_copy` with flavour `M`'s instructions.
+///
+/// # Safety
+/// As [`MulticastMovers::multimem`].
+#[cfg(target_arch = "nvptx64")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn multimem_generic<M: Multicast>(w: Movers, d: DataOp, mc_src: bool, mc_dst: bool, post_op: bool, src: u64, dst: u64, n: usize) {
+    let x = Operands::<1, 1> { srcs: [src], nsrcs: 1, dsts: [dst], ndsts: 1, pre_op_args: [d.arg], offset: 0 };
+    // SAFETY: each arm passes the handles as this function's contract gives them (a multicast
+    // source when `mc_src`, a multicast destination when `mc_dst`), which is the callees'
+    // contract; the `multicast_store` types have `d.elt()` bytes (the last arm: 8). 1-byte
+    // elements have no `multimem.st` (the host refuses them).
+    unsafe {
+        match (mc_src, mc_dst) {
+            (true, true) => multimem_reduce::<M, 1>(w, d, post_op, &x, n),
+            (true, false) => multimem_reduce::<M, 0>(w, d, post_op, &x, n),
+            (false, true) => match d.elt() {
+                1 => crate::arch::trap(),
+                2 => multicast_store::<M, F16>(w, &x, n),
+                4 => multicast_store::<M, u32>(w, &x, n),
+                _ => multicast_store::<M, u64>(w, &x, n),
+            },
+            (false, false) => crate::arch::trap(),
+        }
+    }
+}
+
+/// [`multimem_generic`] with a multicast source (and a multicast destination when
+/// `MULTIMEM_DSTS` is 1), for the types and operators `multimem.ld_reduce` has
+/// (`multimem_big_pack_size`; the host refuses the others: they trap here, so no code is
+/// built for them).
+///
+/// # Safety
+/// As [`MulticastMovers::multimem`], with `x.srcs[0]` a multicast handle (and `x.dsts[0]`
+/// one when `MULTIMEM_DSTS` is 1).
+#[cfg(target_arch = "nvptx64")]
+unsafe fn multimem_reduce<M: Multicast, const MULTIMEM_DSTS: usize>(w: Movers, d: DataOp, post_op: bool, x: &Operands<1, 1>, n: usize) {
+    // SAFETY: each arm's type is `d.dtype`'s, so the callees' contract is this function's.
+    unsafe {
+        match d.dtype {
+            DataType::I8 | DataType::U8 => crate::arch::trap(),
+            DataType::F32 => multimem_sum::<M, f32, MULTIMEM_DSTS>(w, d, post_op, x, n),
+            DataType::F64 => multimem_sum::<M, f64, MULTIMEM_DSTS>(w, d, post_op, x, n),
+            DataType::I32 => multimem_reduce_op::<M, i32, MULTIMEM_DSTS>(w, d, post_op, x, n),
+            DataType::U32 => multimem_reduce_op::<M, u32, MULTIMEM_DSTS>(w, d, post_op, x, n),
+            DataType::I64 => multimem_reduce_op::<M, i64, MULTIMEM_DSTS>(w, d, post_op, x, n),
+            DataType::U64 => multimem_reduce_op::<M, u64, MULTIMEM_DSTS>(w, d, post_op, x, n),
+            DataType::F16 => multimem_reduce_op::<M, F16, MULTIMEM_DSTS>(w, d, post_op, x, n),
+            DataType::Bf16 => multimem_reduce_op::<M, Bf16, MULTIMEM_DSTS>(w, d, post_op, x, n),
+        }
+    }
+}
+
+/// [`multimem_reduce`] for a type `multimem.ld_reduce` sums only (f32, f64).
+///
+/// # Safety
+/// As [`multimem_reduce`], with `T` the type `d.dtype` names.
+#[cfg(target_arch = "nvptx64")]
+unsafe fn multimem_sum<M: Multicast, T: Elem, const MULTIMEM_DSTS: usize>(w: Movers, d: DataOp, post_op: bool, x: &Operands<1, 1>, n: usize) {
+    // SAFETY: each arm's operator reduces as `d.op` does, and `multimem_reduce_typed`'s
+    // contract is this function's.
+    unsafe {
+        match d.op {
+            RedOpKind::Sum => multimem_reduce_typed::<M, Sum<T>, MULTIMEM_DSTS>(w, d.arg, post_op, x, n),
+            RedOpKind::SumPostDiv => multimem_reduce_typed::<M, SumPostDiv<T>, MULTIMEM_DSTS>(w, d.arg, post_op, x, n),
+            _ => crate::arch::trap(),
+        }
+    }
+}
+
+/// [`multimem_reduce`] for a type `multimem.ld_reduce` sums, and takes the min and max of.
+///
+/// # Safety
+/// As [`multimem_reduce`], with `T` the type `d.dtype` names.
+#[cfg(target_arch = "nvptx64")]
+unsafe fn multimem_reduce_op<M: Multicast, T: Elem, const MULTIMEM_DSTS: usize>(w: Movers, d: DataOp, post_op: bool, x: &Operands<1, 1>, n: usize) {
+    // SAFETY: each arm's operator reduces as `d.op` does, and `multimem_reduce_typed`'s
+    // contract is this function's.
+    unsafe {
+        match d.op {
+            RedOpKind::Sum => multimem_reduce_typed::<M, Sum<T>, MULTIMEM_DSTS>(w, d.arg, post_op, x, n),
+            RedOpKind::SumPostDiv => multimem_reduce_typed::<M, SumPostDiv<T>, MULTIMEM_DSTS>(w, d.arg, post_op, x, n),
+            RedOpKind::Max => multimem_reduce_typed::<M, Max<T>, MULTIMEM_DSTS>(w, d.arg, post_op, x, n),
+            RedOpKind::Min => multimem_reduce_typed::<M, Min<T>, MULTIMEM_DSTS>(w, d.arg, post_op, x, n),
+            _ => crate::arch::trap(),
+        }
+    }
+}
+
+/// [`multimem_reduce`] with the operator `Op`.
+///
+/// # Safety
+/// As [`multimem_reduce`], with elements of `Op::Elt`.
+#[cfg(target_arch = "nvptx64")]
+#[inline(never)]
+unsafe fn multimem_reduce_typed<M: Multicast, Op: RedOp, const MULTIMEM_DSTS: usize>(w: Movers, arg: u64, post_op: bool, x: &Operands<1, 1>, n: usize) {
+    // SAFETY: one multicast source, one destination (a multicast handle when `MULTIMEM_DSTS`
+    // is 1), each naming `n` elements of `Op::Elt`, element-aligned, every thread of the group
+    // calling with the same arguments (this function's contract): `reduce_copy`'s contract
+    // for these bounds.
+    unsafe { reduce_copy::<UNROLL, Op, M, 1, 1, 1, MULTIMEM_DSTS, 1, 1, 0>(w.tid, w.nthreads, arg, post_op, x, n) }
+}
+
+/// Stores `n` elements of `T` from the unicast `x.srcs[0]` to every device's copy of the
+/// multicast `x.dsts[0]`, moving bits.
+///
+/// # Safety
+/// As [`MulticastMovers::multimem`], with `x.dsts[0]` a multicast handle and elements of `T`'s size.
+#[cfg(target_arch = "nvptx64")]
+#[inline(never)]
+unsafe fn multicast_store<M: Multicast, T: Elem>(w: Movers, x: &Operands<1, 1>, n: usize) {
+    // SAFETY: one unicast source, one multicast destination, each naming `n` elements of `T`,
+    // element-aligned, every thread of the group calling with the same arguments (this
+    // function's contract): `reduce_copy`'s contract for these bounds.
+    unsafe { reduce_copy::<UNROLL, Sum<T>, M, 0, 1, 1, 1, 1, 1, 0>(w.tid, w.nthreads, 0, false, x, n) }
 }

@@ -4,10 +4,9 @@
 //! Indices (`in_ix`, `out_ix`) are element offsets into the user buffers; the point-to-
 //! point operations use the first peer of their side.
 
-use super::{Primitives, Proto, buf};
-use crate::multicast::Multicast;
+use super::{Fan, MulticastMovers, Primitives, Proto, buf};
 
-impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primitives<M, P, MAX_RECV, MAX_SEND> {
+impl<M: MulticastMovers, P: Proto, F: Fan> Primitives<M, P, F> {
     /// Sends `n` input elements from `in_ix` (pre-op applied).
     ///
     /// # Safety
@@ -15,7 +14,7 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
     /// the elements addressed; `n` is at most one chunk (as `generic_op`).
     #[inline(never)]
     pub unsafe fn send(&mut self, in_ix: i64, n: i64) {
-        const { assert!(MAX_SEND >= 1) };
+        const { assert!(F::MAX_SEND >= 1) };
         // SAFETY: this function's contract, which the caller keeps, is `generic_op`'s: every
         // thread of the group calls it with the same arguments, the input holds elements
         // `in_ix..in_ix + n`, and `n` is at most one chunk; the operand counts are the ones
@@ -29,7 +28,7 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
     /// As [`Primitives::send`].
     #[inline(never)]
     pub unsafe fn send_from_output(&mut self, out_ix: i64, n: i64) {
-        const { assert!(MAX_SEND >= 1) };
+        const { assert!(F::MAX_SEND >= 1) };
         // SAFETY: this function's contract, which the caller keeps, is `generic_op`'s: every
         // thread of the group calls it with the same arguments, the output holds elements
         // `out_ix..out_ix + n`, and `n` is at most one chunk; the operand counts are the ones
@@ -43,12 +42,28 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
     /// As [`Primitives::send`].
     #[inline(never)]
     pub unsafe fn recv(&mut self, out_ix: i64, n: i64) {
-        const { assert!(MAX_RECV >= 1) };
+        const { assert!(F::MAX_RECV >= 1) };
         // SAFETY: this function's contract, which the caller keeps, is `generic_op`'s: every
         // thread of the group calls it with the same arguments, the output holds elements
         // `out_ix..out_ix + n`, and `n` is at most one chunk; the operand counts are the ones
         // `generic_op` asserts for these roles.
         unsafe { self.generic_op::<true, false, { buf::NONE }, { buf::OUTPUT }, 1, 1, 0, false, false, false>(-1, out_ix, n) }
+    }
+
+    /// Receives `n` elements into the output at `out_ix`, applying the operator's post-op
+    /// (NCCL's `recv` with `postOp`: the last step of a reduction, NVLS reduce-scatter's
+    /// reduce group).
+    ///
+    /// # Safety
+    /// As [`Primitives::send`].
+    #[inline(never)]
+    pub unsafe fn recv_with_post_op(&mut self, out_ix: i64, n: i64) {
+        const { assert!(F::MAX_RECV >= 1) };
+        // SAFETY: this function's contract, which the caller keeps, is `generic_op`'s: every
+        // thread of the group calls it with the same arguments, the output holds elements
+        // `out_ix..out_ix + n`, and `n` is at most one chunk; the operand counts are the ones
+        // `generic_op` asserts for these roles.
+        unsafe { self.generic_op::<true, false, { buf::NONE }, { buf::OUTPUT }, 1, 1, 0, true, false, false>(-1, out_ix, n) }
     }
 
     /// Copies `n` input elements from `in_ix` to the output at `out_ix` and sends them.
@@ -57,7 +72,7 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
     /// As [`Primitives::send`].
     #[inline(never)]
     pub unsafe fn copy_send(&mut self, in_ix: i64, out_ix: i64, n: i64) {
-        const { assert!(MAX_SEND >= 1) };
+        const { assert!(F::MAX_SEND >= 1) };
         // SAFETY: this function's contract, which the caller keeps, is `generic_op`'s: every
         // thread of the group calls it with the same arguments, the input holds `in_ix..in_ix +
         // n` and the output `out_ix..out_ix + n`, and `n` is at most one chunk; the operand
@@ -71,7 +86,7 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
     /// As [`Primitives::send`].
     #[inline(never)]
     pub unsafe fn recv_copy_send(&mut self, out_ix: i64, n: i64) {
-        const { assert!(MAX_RECV >= 1 && MAX_SEND >= 1) };
+        const { assert!(F::MAX_RECV >= 1 && F::MAX_SEND >= 1) };
         // SAFETY: this function's contract, which the caller keeps, is `generic_op`'s: every
         // thread of the group calls it with the same arguments, the output holds elements
         // `out_ix..out_ix + n`, and `n` is at most one chunk; the operand counts are the ones
@@ -85,7 +100,7 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
     /// As [`Primitives::send`].
     #[inline(never)]
     pub unsafe fn recv_send(&mut self, n: i64) {
-        const { assert!(MAX_RECV >= 1 && MAX_SEND >= 1) };
+        const { assert!(F::MAX_RECV >= 1 && F::MAX_SEND >= 1) };
         // SAFETY: this function's contract, which the caller keeps, is `generic_op`'s: every
         // thread of the group calls it with the same arguments, no user buffer is touched, and
         // `n` is at most one chunk; the operand counts are the ones `generic_op` asserts for
@@ -99,7 +114,7 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
     /// As [`Primitives::send`].
     #[inline(never)]
     pub unsafe fn recv_reduce_send(&mut self, in_ix: i64, n: i64) {
-        const { assert!(MAX_RECV >= 1 && MAX_SEND >= 1) };
+        const { assert!(F::MAX_RECV >= 1 && F::MAX_SEND >= 1) };
         // SAFETY: this function's contract, which the caller keeps, is `generic_op`'s: every
         // thread of the group calls it with the same arguments, the input holds elements
         // `in_ix..in_ix + n`, and `n` is at most one chunk; the operand counts are the ones
@@ -114,7 +129,7 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
     /// As [`Primitives::send`].
     #[inline(never)]
     pub unsafe fn recv_reduce_copy(&mut self, in_ix: i64, out_ix: i64, n: i64) {
-        const { assert!(MAX_RECV >= 1) };
+        const { assert!(F::MAX_RECV >= 1) };
         // SAFETY: this function's contract, which the caller keeps, is `generic_op`'s: every
         // thread of the group calls it with the same arguments, the input holds `in_ix..in_ix +
         // n` and the output `out_ix..out_ix + n`, and `n` is at most one chunk; the operand
@@ -129,7 +144,7 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
     /// As [`Primitives::send`].
     #[inline(never)]
     pub unsafe fn recv_reduce_copy_send(&mut self, in_ix: i64, out_ix: i64, n: i64) {
-        const { assert!(MAX_RECV >= 1 && MAX_SEND >= 1) };
+        const { assert!(F::MAX_RECV >= 1 && F::MAX_SEND >= 1) };
         // SAFETY: this function's contract, which the caller keeps, is `generic_op`'s: every
         // thread of the group calls it with the same arguments, the input holds `in_ix..in_ix +
         // n` and the output `out_ix..out_ix + n`, and `n` is at most one chunk; the operand
@@ -144,7 +159,7 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
     /// As [`Primitives::send`].
     #[inline(never)]
     pub unsafe fn direct_send(&mut self, in_ix: i64, out_ix: i64, n: i64) {
-        const { assert!(MAX_SEND >= 1) };
+        const { assert!(F::MAX_SEND >= 1) };
         // SAFETY: this function's contract, which the caller keeps, is `generic_op`'s: every
         // thread of the group calls it with the same arguments, the input holds `in_ix..in_ix +
         // n`, and so does the next rank's output at `out_ix` (every rank's output has the same
@@ -159,7 +174,7 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
     /// As [`Primitives::send`].
     #[inline(never)]
     pub unsafe fn direct_send_from_output(&mut self, out_ix: i64, n: i64) {
-        const { assert!(MAX_SEND >= 1) };
+        const { assert!(F::MAX_SEND >= 1) };
         // SAFETY: this function's contract, which the caller keeps, is `generic_op`'s: every
         // thread of the group calls it with the same arguments, this rank's and the next rank's
         // outputs hold `out_ix..out_ix + n` (every rank's output has the same layout), and `n`
@@ -174,7 +189,7 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
     /// As [`Primitives::send`].
     #[inline(never)]
     pub unsafe fn direct_copy_send(&mut self, in_ix: i64, out_ix: i64, n: i64) {
-        const { assert!(MAX_SEND >= 1) };
+        const { assert!(F::MAX_SEND >= 1) };
         // SAFETY: this function's contract, which the caller keeps, is `generic_op`'s: every
         // thread of the group calls it with the same arguments, the input holds `in_ix..in_ix +
         // n`, this rank's and the next rank's outputs `out_ix..out_ix + n` (every rank's output
@@ -189,7 +204,7 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
     /// As [`Primitives::send`].
     #[inline(never)]
     pub unsafe fn direct_recv(&mut self, out_ix: i64, n: i64) {
-        const { assert!(MAX_RECV >= 1) };
+        const { assert!(F::MAX_RECV >= 1) };
         // SAFETY: this function's contract, which the caller keeps, is `generic_op`'s: every
         // thread of the group calls it with the same arguments, the output holds
         // `out_ix..out_ix + n`, and `n` is at most one chunk; the operand counts are the ones
@@ -204,7 +219,7 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
     /// As [`Primitives::send`].
     #[inline(never)]
     pub unsafe fn direct_recv_copy_send(&mut self, out_ix: i64, n: i64) {
-        const { assert!(MAX_RECV >= 1 && MAX_SEND >= 1) };
+        const { assert!(F::MAX_RECV >= 1 && F::MAX_SEND >= 1) };
         // SAFETY: this function's contract, which the caller keeps, is `generic_op`'s: every
         // thread of the group calls it with the same arguments, this rank's and the next rank's
         // outputs hold `out_ix..out_ix + n` (every rank's output has the same layout), and `n`
@@ -220,13 +235,34 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
     /// As [`Primitives::send`].
     #[inline(never)]
     pub unsafe fn direct_recv_reduce_copy_send(&mut self, in_ix: i64, out_ix: i64, n: i64) {
-        const { assert!(MAX_RECV >= 1 && MAX_SEND >= 1) };
+        const { assert!(F::MAX_RECV >= 1 && F::MAX_SEND >= 1) };
         // SAFETY: this function's contract, which the caller keeps, is `generic_op`'s: every
         // thread of the group calls it with the same arguments, the input holds `in_ix..in_ix +
         // n`, this rank's and the next rank's outputs `out_ix..out_ix + n` (every rank's output
         // has the same layout), and `n` is at most one chunk; the operand counts are the ones
         // `generic_op` asserts for these roles.
         unsafe { self.generic_op::<true, true, { buf::INPUT }, { buf::OUTPUT }, 2, 2, 1, true, false, true>(in_ix, out_ix, n) }
+    }
+
+    /// NCCL's `directRecvDirectSend`: receives `n` elements and sends them on, applying the
+    /// operator's post-op, touching no user buffer. NVLS all-reduce's reduce group runs it
+    /// with a multicast slot on both sides (`MULTIMEM_SRCS = MULTIMEM_DSTS = 1`): every
+    /// rank's scattered block is load-reduced and the result stored to every rank. Without
+    /// registered user buffers (ferroccl registers none for NVLS) it moves FIFO slot to
+    /// FIFO slot, as NCCL does when `regUsed` is 0; `in_ix` and `out_ix` only place a
+    /// direct operation's pointers when direct operations are on.
+    ///
+    /// # Safety
+    /// As [`Primitives::send`].
+    #[inline(never)]
+    pub unsafe fn direct_recv_direct_send(&mut self, in_ix: i64, out_ix: i64, n: i64) {
+        const { assert!(F::MAX_RECV >= 1 && F::MAX_SEND >= 1) };
+        // SAFETY: this function's contract, which the caller keeps, is `generic_op`'s: every
+        // thread of the group calls it with the same arguments, no user buffer is touched
+        // unless direct operations are on (then both outputs hold `out_ix..out_ix + n`), and
+        // `n` is at most one chunk; the operand counts are the ones `generic_op` asserts for
+        // these roles.
+        unsafe { self.generic_op::<true, true, { buf::NONE }, { buf::NONE }, 1, 1, 0, true, true, true>(in_ix, out_ix, n) }
     }
 
     /// Sends each send peer `i` its block of `peer_elem` input elements, at `in_ix + i ×
@@ -237,7 +273,7 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
     /// As [`Primitives::send`].
     #[inline(never)]
     pub unsafe fn scatter(&mut self, in_ix: i64, total_elem: i64, peer_elem: i64, peer_offset: i64, skip: i32, shift: u32) {
-        const { assert!(MAX_SEND >= 1) };
+        const { assert!(F::MAX_SEND >= 1) };
         // SAFETY: this function's contract, which the caller keeps, is `scatter_gather_op`'s
         // (as `generic_op`'s): every thread of the group calls it with the same arguments, the
         // input holds every peer's block from `in_ix` (bounded by `total_elem`), and
@@ -252,7 +288,7 @@ impl<M: Multicast, P: Proto, const MAX_RECV: usize, const MAX_SEND: usize> Primi
     /// As [`Primitives::send`].
     #[inline(never)]
     pub unsafe fn gather(&mut self, out_ix: i64, total_elem: i64, peer_elem: i64, peer_offset: i64, skip: i32, shift: u32) {
-        const { assert!(MAX_RECV >= 1) };
+        const { assert!(F::MAX_RECV >= 1) };
         // SAFETY: this function's contract, which the caller keeps, is `scatter_gather_op`'s
         // (as `generic_op`'s): every thread of the group calls it with the same arguments, the
         // output holds every peer's block from `out_ix` (bounded by `total_elem`), and

@@ -3,7 +3,7 @@
 //! the loop's channels and the post grid's guests, which must agree.
 
 use super::item::{WorkItem, WorkKind};
-use crate::algo::{Algorithm, AlgorithmChoice, CollFunction, Plan, Staging, plan};
+use crate::algo::{AlgorithmChoice, CollFunction, Plan, Staging, plan};
 use crate::conn::CommDevice;
 use crate::dtype::DataType;
 
@@ -55,7 +55,7 @@ pub(super) unsafe fn mailbox_spread(comm: *const CommDevice, resident: u32, item
 enum Taking {
     /// A staged algorithm, on its plan's channels.
     Staged(Plan),
-    /// The ring (or point-to-point), on every channel.
+    /// The ring, NVLS (or point-to-point), on every channel.
     Ring,
 }
 
@@ -70,7 +70,7 @@ fn staged_or_ring(comm: &CommDevice, item: &WorkItem) -> Option<Taking> {
     let staging = Staging { nranks: comm.nranks, channels: comm.nchannels, slot_bytes: if comm.staging == 0 { 0 } else { comm.staging_slot_bytes } };
     let choice = AlgorithmChoice::from_u32(comm.algorithm).unwrap_or_default();
     match plan(function, dtype.size() as u64, item.count, staging, choice) {
-        Ok(p) if p.algorithm != Algorithm::Ring => Some(Taking::Staged(p)),
+        Ok(p) if p.algorithm.is_staged() => Some(Taking::Staged(p)),
         Ok(_) => Some(Taking::Ring),
         Err(_) => None,
     }

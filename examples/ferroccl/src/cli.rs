@@ -355,7 +355,7 @@ pub fn function_parser() -> impl TypedValueParser<Value = CollFunction> {
         .map(|name| BENCH_FUNCTIONS.into_iter().find(|f| f.name() == name).expect("a possible value"))
 }
 
-/// Algorithms by their names (auto, ring, one-shot, two-shot).
+/// Algorithms by their names (auto, ring, one-shot, two-shot, nvls).
 pub fn algorithm_parser() -> impl TypedValueParser<Value = AlgorithmChoice> {
     PossibleValuesParser::new(AlgorithmChoice::ALL.map(AlgorithmChoice::name))
         .map(|name| AlgorithmChoice::ALL.into_iter().find(|a| a.name() == name).expect("a possible value"))

@@ -505,10 +505,11 @@ fn stats_line(s: &ChannelStats) -> String {
         share(s.busy_ns.saturating_sub(waits)),
         copy_rate(s),
     ) + &format!(
-        "; collectives run per channel: ring {}, one-shot {}, two-shot {}",
+        "; collectives run per channel: ring {}, one-shot {}, two-shot {}, nvls {}",
         s.algorithm_items[Algorithm::Ring as usize],
         s.algorithm_items[Algorithm::OneShot as usize],
-        s.algorithm_items[Algorithm::TwoShot as usize]
+        s.algorithm_items[Algorithm::TwoShot as usize],
+        s.algorithm_items[Algorithm::Nvls as usize]
     ) + &busy_per_collective(s).map_or(String::new(), |us| format!("; {us:.2} us busy per collective per channel")) + &if s.exchange_ns > 0 {
         format!(" ({:.2} us of it in staged flag exchanges)", s.exchange_ns as f64 / s.algorithm_items.iter().sum::<u64>().max(1) as f64 / 1e3)
     } else {
@@ -941,10 +942,9 @@ mod tests {
 
     #[test]
     fn busy_per_collective_divides_by_the_collectives_run() {
-        let mut s = ChannelStats::default();
-        s.busy_ns = 3000;
+        let mut s = ChannelStats { busy_ns: 3000, ..ChannelStats::default() };
         assert_eq!(busy_per_collective(&s), None);
-        s.algorithm_items = [1, 1, 0];
+        s.algorithm_items = [1, 1, 0, 0];
         assert_eq!(busy_per_collective(&s), Some(1.5));
         assert!(stats_line(&s).contains("1.50 us busy per collective"), "{}", stats_line(&s));
         assert!(!stats_line(&s).contains("post grid alone"), "{}", stats_line(&s));

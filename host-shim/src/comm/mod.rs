@@ -72,7 +72,7 @@ use cudarc::driver::{CudaContext, CudaStream, DevicePtr, DevicePtrMut, result};
 use device_rt::conn::ChannelStats;
 use device_rt::dtype::DataType;
 use device_rt::redop::RedOpKind;
-use device_rt::algo::{AlgorithmChoice, CollFunction, NO_PEER, Staging, plan};
+use device_rt::algo::{AlgorithmChoice, CollFunction, NO_PEER, NVLS_MIN_THREADS, Staging, plan};
 use device_rt::work::{WorkItem, WorkKind};
 use zerocopy::FromBytes;
 
@@ -236,6 +236,15 @@ pub fn check_algorithm(item: &WorkItem, staging: Staging, algorithm: AlgorithmCh
     }
 }
 
+/// Refuses a communicator that forces NVLS with channels of fewer than
+/// [`NVLS_MIN_THREADS`] threads (all-reduce's three warp groups need them).
+pub fn check_nvls_threads(algorithm: AlgorithmChoice, threads: u32) -> Result<()> {
+    if algorithm == AlgorithmChoice::Nvls && threads < NVLS_MIN_THREADS {
+        return Err(Error::InvalidArgument(format!("a communicator that forces NVLS needs at least {NVLS_MIN_THREADS} threads a channel, not {threads}")));
+    }
+    Ok(())
+}
+
 /// Refuses `item` if a buffer it names is device memory of another device than
 /// `ordinal` (`device_of` says whose memory an address is).
 fn on_device(item: &WorkItem, ordinal: usize, device_of: impl Fn(u64) -> Result<Option<usize>>) -> Result<()> {
@@ -296,6 +305,7 @@ impl Comm {
                 cfg.loop_cfg.threads.min(cfg.loop_cfg.loop_threads())
             )));
         }
+        check_nvls_threads(cfg.algorithm, cfg.loop_cfg.threads.min(cfg.loop_cfg.loop_threads()))?;
         if cfg.paired && cfg.loop_cfg.guests > 0 {
             return Err(Error::InvalidArgument("paired channels are all resident: guest channels take unpaired communicators only".into()));
         }

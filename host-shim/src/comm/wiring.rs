@@ -1,12 +1,17 @@
 //! Where every connection of a communicator lives: one block of device memory per rank
 //! holding its `CommDevice`, its connection ends, its step counters, the FIFOs it
-//! receives into, and its staging buffers and flags (the staged algorithms'); and the
-//! wiring of each end to the peer's memory. Pure arithmetic over the blocks' base
+//! receives into, its staging buffers and flags (the staged algorithms'), and on a
+//! communicator that forces NVLS its NVLS regions and their software multicast tables;
+//! and the wiring of each end to the peer's memory. Pure arithmetic over the blocks' base
 //! addresses, so the same code wires GPU ranks and host-twin ranks.
 
 use device_rt::abi::MAX_CHANNELS;
 use device_rt::algo::{AlgorithmChoice, Staging, staged_channels};
-use device_rt::conn::{CONN_DIRECT, ChannelConns, ChannelStats, CommDevice, ConnInfo, MAX_RANKS, MAX_STAGED_RANKS, NCCL_STEPS, STEP_ALIGN, StagingConns};
+use device_rt::conn::{
+    CONN_DIRECT, CONN_NVLS_MIN_POLL, ChannelConns, ChannelStats, CommDevice, ConnInfo, MAX_NVLS_ARITY, MAX_RANKS, MAX_STAGED_RANKS, NCCL_STEPS, NvlsConns, STEP_ALIGN,
+    StagingConns,
+};
+use device_rt::multicast::SwMulticastTable;
 use zerocopy::IntoBytes;
 
 use crate::{Error, Result};
@@ -63,7 +68,39 @@ impl Shape {
     pub fn staging(&self) -> Staging {
         Staging { nranks: self.nranks, channels: self.collective_channels(), slot_bytes: self.staging_slot_bytes() }
     }
+
+    /// True when the communicator has NVLS connections: it forces NVLS, on 2 to
+    /// `MAX_NVLS_ARITY` ranks (one rank copies locally).
+    pub fn nvls(&self) -> bool {
+        self.algorithm == AlgorithmChoice::Nvls && (2..=MAX_NVLS_ARITY as u32).contains(&self.nranks)
+    }
+
+    /// Bytes per step of the NVLS FIFOs: the ring's, at most [`NVLS_STEP_BYTES_MAX`].
+    pub fn nvls_step_bytes(&self) -> u64 {
+        self.ring_step_bytes.min(NVLS_STEP_BYTES_MAX)
+    }
 }
+
+/// The most bytes per step of an NVLS FIFO (NCCL's NVLS chunk, 128 KiB): every rank holds
+/// `collective channels × nranks × 2 × NCCL_STEPS` of them, e.g. 192 MiB on each of 2 ranks
+/// with 48 channels.
+pub const NVLS_STEP_BYTES_MAX: u64 = 128 << 10;
+
+/// The two NVLS regions of a (channel, head): the scatter's, read by the head's
+/// reduction, and the head's broadcast, read by the gather.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Region {
+    Reduce = 0,
+    Broadcast = 1,
+}
+
+/// A software multicast table's place among a region's tables: per slot, then the head
+/// and the tail word.
+const TABLE_HEAD: u64 = NCCL_STEPS;
+const TABLE_TAIL: u64 = NCCL_STEPS + 1;
+/// Bytes of one region's multicast part in the rank that heads it: the slots' handles
+/// (`offs_fifo`, `[u64; NCCL_STEPS]`), then the tables of every slot, the head and the tail.
+const REGION_TABLES_BYTES: u64 = 8 * NCCL_STEPS + (NCCL_STEPS + 2) * size_of::<SwMulticastTable>() as u64;
 
 /// Offsets inside one rank's block.
 #[derive(Clone, Copy, Debug)]
@@ -83,6 +120,14 @@ pub struct Layout {
     /// Per collective channel, two staging buffers of `slot_bytes`.
     staging: u64,
     slot_bytes: u64,
+    /// `[NvlsConns; collective channels]` (NVLS only, like the three below).
+    nvls_conns: u64,
+    /// Per collective channel, this rank's (the head's) two regions' multicast tables.
+    nvls_tables: u64,
+    /// Per collective channel, head and region, a head and a tail word on lines of their own.
+    nvls_counters: u64,
+    /// Per collective channel, head and region, `NCCL_STEPS` slots of the NVLS step.
+    nvls_fifos: u64,
     /// Bytes of the block that must be initialised (descriptions and counters).
     pub meta_bytes: u64,
     /// Bytes of the whole block.
@@ -131,6 +176,9 @@ impl Layout {
                 shape.staging_bytes
             ));
         }
+        if shape.algorithm == AlgorithmChoice::Nvls && !(1..=MAX_NVLS_ARITY as u32).contains(&shape.nranks) {
+            return bad(format!("a communicator that forces NVLS has 1..={MAX_NVLS_ARITY} ranks, not {}", shape.nranks));
+        }
         let (nr, nch) = (u64::from(shape.nranks), u64::from(shape.nchannels));
         let staged_channels = if slot_bytes == 0 { 0 } else { u64::from(shape.collective_channels()) };
         let conn = size_of::<ChannelConns>() as u64;
@@ -140,12 +188,108 @@ impl Layout {
         let counters = (staging_conns + staged_channels * size_of::<StagingConns>() as u64).next_multiple_of(LINE);
         let staging_flags = counters + nch * counters_per_channel(nr) * LINE;
         let stats = staging_flags + staged_channels * flags_bytes(nr);
-        let meta_bytes = stats + nch * size_of::<ChannelStats>() as u64;
+        let nvls_channels = if shape.nvls() { u64::from(shape.collective_channels()) } else { 0 };
+        let nvls_conns = (stats + nch * size_of::<ChannelStats>() as u64).next_multiple_of(LINE);
+        let nvls_tables = nvls_conns + nvls_channels * size_of::<NvlsConns>() as u64;
+        let nvls_counters = (nvls_tables + nvls_channels * 2 * REGION_TABLES_BYTES).next_multiple_of(LINE);
+        let meta_bytes = nvls_counters + nvls_channels * nr * 4 * LINE;
         let ring_fifos = meta_bytes.next_multiple_of(STEP_ALIGN);
         let p2p_fifos = ring_fifos + nch * NCCL_STEPS * shape.ring_step_bytes;
         let staging = p2p_fifos + nch * nr * NCCL_STEPS * shape.p2p_step_bytes;
-        let block_bytes = staging + staged_channels * 2 * slot_bytes;
-        Ok(Self { shape, channels, p2p, staging_conns, counters, staging_flags, stats, ring_fifos, p2p_fifos, staging, slot_bytes, meta_bytes, block_bytes })
+        let nvls_fifos = staging + staged_channels * 2 * slot_bytes;
+        let block_bytes = nvls_fifos + nvls_channels * nr * 2 * NCCL_STEPS * shape.nvls_step_bytes();
+        Ok(Self {
+            shape,
+            channels,
+            p2p,
+            staging_conns,
+            counters,
+            staging_flags,
+            stats,
+            ring_fifos,
+            p2p_fifos,
+            staging,
+            slot_bytes,
+            nvls_conns,
+            nvls_tables,
+            nvls_counters,
+            nvls_fifos,
+            meta_bytes,
+            block_bytes,
+        })
+    }
+
+    /// The NVLS region `region` of head `head` on collective channel `channel`: its
+    /// `NCCL_STEPS` slots.
+    fn nvls_fifo(&self, channel: u32, head: u32, region: Region) -> u64 {
+        let index = (u64::from(channel) * u64::from(self.shape.nranks) + u64::from(head)) * 2 + region as u64;
+        self.nvls_fifos + index * NCCL_STEPS * self.shape.nvls_step_bytes()
+    }
+
+    /// The head (`tail == false`) or tail word of the NVLS region `region` of head `head`
+    /// on collective channel `channel`.
+    fn nvls_counter(&self, channel: u32, head: u32, region: Region, tail: bool) -> u64 {
+        let index = ((u64::from(channel) * u64::from(self.shape.nranks) + u64::from(head)) * 2 + region as u64) * 2 + u64::from(tail);
+        self.nvls_counters + index * LINE
+    }
+
+    /// This rank's multicast part of its own region `region` on collective channel
+    /// `channel`: the slots' handles (`offs_fifo`), then table `k` (slot `k`,
+    /// [`TABLE_HEAD`], [`TABLE_TAIL`]) at `+ 8 × NCCL_STEPS + k × 72`.
+    fn nvls_region_tables(&self, channel: u32, region: Region) -> u64 {
+        self.nvls_tables + (u64::from(channel) * 2 + region as u64) * REGION_TABLES_BYTES
+    }
+
+    /// Table `k` of [`Layout::nvls_region_tables`].
+    fn nvls_table(&self, channel: u32, region: Region, k: u64) -> u64 {
+        self.nvls_region_tables(channel, region) + 8 * NCCL_STEPS + k * size_of::<SwMulticastTable>() as u64
+    }
+
+    /// Writes rank `rank`'s NVLS connections and its software multicast tables into
+    /// `image` (see `NvlsConns`: every rank is a head; the tables list every rank in
+    /// order).
+    fn nvls_image(&self, image: &mut [u8], rank: u32, at: impl Fn(u32, u64) -> u64) {
+        let (n, step_bytes) = (self.shape.nranks, self.shape.nvls_step_bytes());
+        let mut put = |offset: u64, bytes: &[u8]| image[offset as usize..offset as usize + bytes.len()].copy_from_slice(bytes);
+        for c in 0..self.shape.collective_channels() {
+            let unicast = |head: u32, region: Region| ConnInfo {
+                buff: at(rank, self.nvls_fifo(c, head, region)),
+                head: at(rank, self.nvls_counter(c, head, region, false)),
+                tail: at(rank, self.nvls_counter(c, head, region, true)),
+                step_bytes,
+                ..ConnInfo::default()
+            };
+            let multicast = |region: Region| ConnInfo {
+                offs_fifo: at(rank, self.nvls_region_tables(c, region)),
+                head: at(rank, self.nvls_table(c, region, TABLE_HEAD)),
+                tail: at(rank, self.nvls_table(c, region, TABLE_TAIL)),
+                flags: CONN_NVLS_MIN_POLL,
+                step_bytes,
+                ..ConnInfo::default()
+            };
+            let mut conns = NvlsConns { down_recv: multicast(Region::Reduce), down_send: multicast(Region::Broadcast), ..NvlsConns::default() };
+            for h in 0..n {
+                conns.up_send[h as usize] = unicast(h, Region::Reduce);
+                conns.up_recv[h as usize] = unicast(h, Region::Broadcast);
+            }
+            put(self.nvls_conns + u64::from(c) * size_of::<NvlsConns>() as u64, conns.as_bytes());
+            for region in [Region::Reduce, Region::Broadcast] {
+                let table = |word: &dyn Fn(u32) -> u64| {
+                    let mut t = SwMulticastTable { npeers: n, ..SwMulticastTable::default() };
+                    for p in 0..n {
+                        t.peers[p as usize] = word(p);
+                    }
+                    t
+                };
+                for slot in 0..NCCL_STEPS {
+                    let t = table(&|p| at(p, self.nvls_fifo(c, rank, region)) + slot * step_bytes);
+                    put(self.nvls_table(c, region, slot), t.as_bytes());
+                    put(self.nvls_region_tables(c, region) + 8 * slot, at(rank, self.nvls_table(c, region, slot)).as_bytes());
+                }
+                put(self.nvls_table(c, region, TABLE_HEAD), table(&|p| at(p, self.nvls_counter(c, rank, region, false))).as_bytes());
+                put(self.nvls_table(c, region, TABLE_TAIL), table(&|p| at(p, self.nvls_counter(c, rank, region, true))).as_bytes());
+            }
+        }
     }
 
     /// What the communicator has for the staged algorithms.
@@ -231,6 +375,9 @@ impl Layout {
             comm.staging = at(rank, self.staging_conns);
             comm.staging_slot_bytes = self.slot_bytes;
         }
+        if s.nvls() {
+            comm.nvls = at(rank, self.nvls_conns);
+        }
         let mut image = vec![0u8; self.meta_bytes as usize];
         image[..size_of::<CommDevice>()].copy_from_slice(comm.as_bytes());
         let ring = |step_bytes| ConnInfo { step_bytes, ..ConnInfo::default() };
@@ -277,6 +424,9 @@ impl Layout {
                 let off = self.p2p as usize + (c as usize * n as usize + peer as usize) * conn;
                 image[off..off + conn].copy_from_slice(conns.as_bytes());
             }
+        }
+        if s.nvls() {
+            self.nvls_image(&mut image, rank, at);
         }
         if self.slot_bytes > 0 {
             for c in 0..s.collective_channels() {
@@ -437,5 +587,63 @@ mod tests {
         assert_eq!(CommDevice::read_from_prefix(&quiet.image(0, &bases).unwrap()).unwrap().0.stats, 0);
         assert!(layout.ring_fifo(1) + NCCL_STEPS * 8192 <= layout.p2p_fifo(0, 0));
         assert_eq!(layout.p2p_fifo(1, 2) + NCCL_STEPS * 4096, layout.staging, "the staging follows the FIFOs");
+    }
+
+    /// NVLS as `ncclNvlsSetup` wires it: every rank's scatter end to head `h` is its own
+    /// reduce region of `h`, which head `h`'s multicast tables list at the rank's place
+    /// (each slot, the tail it polls, the head it posts); the same for the broadcast
+    /// regions and the gather ends; the multicast ends are flagged, unicast ones not; the
+    /// regions lie in the block apart from each other; nothing is laid out without NVLS.
+    #[test]
+    fn nvls_ends_meet_their_heads_multicast_tables() {
+        let n = 3u32;
+        let layout = Layout::new(Shape { algorithm: AlgorithmChoice::Nvls, ..shape(n, 2) }).unwrap();
+        let step = layout.shape.nvls_step_bytes();
+        assert_eq!(step, 8192, "the ring's step, under 128 KiB");
+        let bases: Vec<u64> = (0..n as u64).map(|r| 0x1_0000_0000 * (r + 1)).collect();
+        let images: Vec<Vec<u8>> = (0..n).map(|r| layout.image(r, &bases).unwrap()).collect();
+        let read = |r: usize, addr: u64| &images[r][(addr - bases[r]) as usize..];
+        let conns = |r: usize, c: u64| {
+            let comm = CommDevice::read_from_prefix(&images[r]).unwrap().0;
+            NvlsConns::read_from_prefix(read(r, comm.nvls + c * size_of::<NvlsConns>() as u64)).unwrap().0
+        };
+        let table = |r: usize, addr: u64| SwMulticastTable::read_from_prefix(read(r, addr)).unwrap().0;
+        let word = |r: usize, addr: u64| u64::read_from_prefix(read(r, addr)).unwrap().0;
+        let mut regions = Vec::new();
+        for c in 0..2 {
+            for h in 0..n as usize {
+                let head = conns(h, c);
+                type UpEnd = fn(&NvlsConns, usize) -> ConnInfo;
+                let ends: [(ConnInfo, UpEnd); 2] = [(head.down_recv, |x, h| x.up_send[h]), (head.down_send, |x, h| x.up_recv[h])];
+                for (down, up) in ends {
+                    assert_eq!((down.flags, down.buff, down.step_bytes), (CONN_NVLS_MIN_POLL, 0, step));
+                    let (tails, heads) = (table(h, down.tail), table(h, down.head));
+                    assert_eq!((tails.npeers, heads.npeers), (n, n));
+                    for (r, &base) in bases.iter().enumerate() {
+                        let mine = up(&conns(r, c), h);
+                        assert_eq!((mine.flags, mine.offs_fifo, mine.step_bytes), (0, 0, step));
+                        assert_eq!((tails.peers[r], heads.peers[r]), (mine.tail, mine.head), "rank {r}'s words of head {h}'s region, in rank order");
+                        for slot in 0..NCCL_STEPS {
+                            let handle = word(h, down.offs_fifo + 8 * slot);
+                            assert_eq!(table(h, handle).peers[r], mine.buff + slot * step, "slot {slot} of rank {r}'s region");
+                        }
+                        assert!(mine.buff >= base + layout.meta_bytes && mine.buff + NCCL_STEPS * step <= base + layout.block_bytes);
+                        assert!(mine.head >= base + layout.stats && mine.tail + LINE <= base + layout.meta_bytes);
+                        regions.extend([mine.buff, mine.head, mine.tail]);
+                    }
+                }
+            }
+        }
+        let count = regions.len();
+        regions.sort();
+        regions.dedup();
+        assert_eq!(regions.len(), count, "every region and word is one rank's, of one head and channel");
+        for no_nvls in [shape(3, 2), Shape { algorithm: AlgorithmChoice::Nvls, ..shape(1, 2) }] {
+            let layout = Layout::new(no_nvls).unwrap();
+            let image = layout.image(0, &bases[..no_nvls.nranks as usize]).unwrap();
+            assert_eq!(CommDevice::read_from_prefix(&image).unwrap().0.nvls, 0, "{no_nvls:?}");
+            assert_eq!(layout.nvls_fifos, layout.block_bytes, "no NVLS memory");
+        }
+        assert!(matches!(Layout::new(Shape { algorithm: AlgorithmChoice::Nvls, ..shape(9, 2) }), Err(Error::InvalidArgument(_))));
     }
 }

@@ -9,6 +9,7 @@
 mod bench;
 mod copy;
 mod jacobi;
+mod nvls;
 mod selftest;
 mod shmem;
 mod shmem_bench;

@@ -130,6 +130,7 @@ impl TwinGroup {
         if threads < 128 || !threads.is_multiple_of(32) {
             return Err(Error::InvalidArgument(format!("a communicator's channels need a multiple of 32 threads, at least 128, not {threads}")));
         }
+        host_shim::comm::check_nvls_threads(shape.algorithm, threads)?;
         let layout = Layout::new(shape)?;
         let blocks: Vec<Block> = (0..shape.nranks).map(|_| Block::zeroed(layout.block_bytes as usize)).collect();
         let bases: Vec<u64> = blocks.iter().map(Block::addr).collect();
