@@ -34,7 +34,7 @@ use ferroccl_testkit::coll::gpu::GpuGroup;
 use ferroccl_testkit::coll::group::{RankGroup, SubmitPath};
 use ferroccl_testkit::coll::twin::TwinGroup;
 use ferroccl_testkit::{launch, selftest};
-use device_rt::algo::AlgorithmChoice;
+use device_rt::algo::{AlgorithmChoice, plan};
 use host_shim::comm::CommConfig;
 use host_shim::comm::wiring::Shape;
 use host_shim::{Error, device};
@@ -177,17 +177,19 @@ fn rank_devices(devices: &[usize], nranks: usize) -> Result<Vec<usize>, Error> {
 }
 
 /// The cases `coll` runs on `nranks` ranks built with `cfg`: the ring's matrix (every
-/// function, inputs exact in any order, `big` its large count) unless a staged algorithm
-/// is forced, and the staged algorithms' (random floats wherever the plan is staged,
-/// compared with a reduction in rank order; both sides of every threshold) unless the
-/// ring is.
+/// function, inputs exact in any order, `big` its large count; with NVLS forced, the
+/// calls it runs and point-to-point) unless a staged algorithm is forced, and the staged
+/// algorithms' (random floats wherever the plan is staged or NVLS, compared with a
+/// reduction in rank order; both sides of every threshold) unless the ring is.
 fn coll_cases(nranks: u32, big: usize, cfg: &CommConfig) -> Vec<CollCase> {
+    let staging = cfg.shape(nranks).staging();
+    let runnable = |c: &CollCase| plan(c.function, c.dtype.size() as u64, c.count as u64, staging, cfg.algorithm).is_ok();
     let mut cases = match cfg.algorithm {
         AlgorithmChoice::OneShot | AlgorithmChoice::TwoShot => Vec::new(),
-        _ => check::matrix(nranks, big),
+        _ => check::matrix(nranks, big).into_iter().filter(runnable).collect(),
     };
     if cfg.algorithm != AlgorithmChoice::Ring {
-        cases.extend(staged::matrix(cfg.shape(nranks).staging(), cfg.algorithm, (0, 1)));
+        cases.extend(staged::matrix(staging, cfg.algorithm, (0, 1)));
     }
     cases
 }
