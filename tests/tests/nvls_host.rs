@@ -16,7 +16,7 @@ use device_rt::arch::{Site, WeakMemory};
 use device_rt::dtype::DataType;
 use device_rt::redop::RedOpKind;
 use device_rt::work::WorkItem;
-use ferroccl_testkit::coll::check::{Prepared, run_case};
+use ferroccl_testkit::coll::check::{Prepared, run_back_to_back, run_case};
 use ferroccl_testkit::coll::expect::{CollCase, Inputs};
 use ferroccl_testkit::coll::group::RankGroup;
 use ferroccl_testkit::coll::staged::{Expected, plan_of, run_planned};
@@ -143,15 +143,7 @@ fn back_to_back_calls_need_no_host_synchronisation() {
     let cases: Vec<CollCase> = (0..3).flat_map(round).collect();
     // The same seed for the same case of every round: the same inputs, so the same bits.
     let prepared: Vec<Prepared> = cases.iter().enumerate().map(|(i, c)| Prepared::new(&mut g, c, 500 + (i % 7) as u64).unwrap()).collect();
-    let mut last = Vec::new();
-    for rank in 0..shape.nranks {
-        let tickets: Vec<_> = prepared.iter().map(|p| g.enqueue(rank, p.item(rank)).unwrap()).collect();
-        last.push(*tickets.last().unwrap());
-    }
-    for (rank, ticket) in last.into_iter().enumerate() {
-        g.wait(rank as u32, ticket, TIMEOUT).unwrap();
-    }
-    let wrong: Vec<String> = prepared.iter().filter_map(|p| p.verify(&mut g).unwrap()).collect();
+    let wrong = run_back_to_back(&mut g, &prepared, TIMEOUT).unwrap();
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
     // Rounds 0 and 2 run the same calls (in and out of place alike).
     for i in 0..7 {

@@ -31,11 +31,19 @@ const PROTOCOL_SPILL_BOUND: u32 = 64;
 /// the mailbox item's spread, computed out of line, and its completion count); staged
 /// calls on the post grid alone (the same day, eighth session) to 400 / 560 (the
 /// collective's part, passed apart from its channel; every other function unchanged).
-const CAPPED_SPILL_BOUNDS: [(&str, u32, u32); 5] = [
+/// NVLS (2026-11-26, tenth session; forced only, so never the default loop's path) spills
+/// under caps: `nvls::run` 432 / 488, all-reduce's `direct_recv_direct_send` 68 / 212; the
+/// same merge (a third primitives group, the NVLS connections in `CollCtx`) took
+/// `plan_collective` to 112 / 48, `exec::collective` to 56 / 64 and
+/// `reduce_scatter_paired` to 120 / 164 (the largest over caps 224 to 128, ptxas 13.0).
+const CAPPED_SPILL_BOUNDS: [(&str, u32, u32); 8] = [
     ("ferroccl_work_loop", 400, 560),
     ("4algo4ring3run", 628, 1560),
-    ("4algo4ring21reduce_scatter_paired", 116, 160),
-    ("4work4exec10collective", 52, 60),
+    ("4algo4ring21reduce_scatter_paired", 120, 164),
+    ("4work4exec10collective", 56, 64),
+    ("4algo8dispatch15plan_collective", 112, 48),
+    ("4algo4nvls3run", 432, 488),
+    ("23direct_recv_direct_send", 68, 212),
     ("5prims3ops", 24, 28),
 ];
 

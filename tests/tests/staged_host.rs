@@ -15,7 +15,7 @@ use device_rt::algo::{Algorithm, AlgorithmChoice, CollFunction, Unfit};
 use device_rt::dtype::DataType;
 use device_rt::redop::RedOpKind;
 use device_rt::work::WorkItem;
-use ferroccl_testkit::coll::check::{Prepared, run_case};
+use ferroccl_testkit::coll::check::{Prepared, run_back_to_back, run_case};
 use ferroccl_testkit::coll::expect::{CollCase, Inputs};
 use ferroccl_testkit::coll::group::{RankGroup, all_stats};
 use ferroccl_testkit::coll::staged::{Expected, matrix, plan_of, run_planned};
@@ -128,15 +128,7 @@ fn back_to_back_calls_need_no_host_synchronisation() {
     assert!(plans.iter().any(|p| p.algorithm == Algorithm::OneShot && p.channels == 2), "and one-shot on two channels");
     let prepared: Vec<Prepared> = cases.iter().enumerate().map(|(i, c)| Prepared::new(&mut g, c, 1000 + i as u64).unwrap()).collect();
     let before = all_stats(&mut g).unwrap().unwrap();
-    let mut last = Vec::new();
-    for rank in 0..shape.nranks {
-        let tickets: Vec<_> = prepared.iter().map(|p| g.enqueue(rank, p.item(rank)).unwrap()).collect();
-        last.push(*tickets.last().unwrap());
-    }
-    for (rank, ticket) in last.into_iter().enumerate() {
-        g.wait(rank as u32, ticket, TIMEOUT).unwrap();
-    }
-    let wrong: Vec<String> = prepared.iter().filter_map(|p| p.verify(&mut g).unwrap()).collect();
+    let wrong = run_back_to_back(&mut g, &prepared, TIMEOUT).unwrap();
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
     let after = all_stats(&mut g).unwrap().unwrap();
     for algorithm in [Algorithm::OneShot, Algorithm::TwoShot] {

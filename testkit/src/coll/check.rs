@@ -68,6 +68,26 @@ pub fn matrix(nranks: u32, big_count: usize) -> Vec<CollCase> {
     cases
 }
 
+/// Enqueues every one of `prepared` on every rank of `g` through its direct path, back to
+/// back with no host synchronisation between them, waits for each rank's last, and
+/// returns what came out wrong (empty: every call right on every rank).
+pub fn run_back_to_back(g: &mut dyn RankGroup, prepared: &[Prepared], timeout: Duration) -> Result<Vec<String>> {
+    let mut last = Vec::new();
+    for rank in 0..g.nranks() {
+        let mut ticket = None;
+        for p in prepared {
+            ticket = Some(g.enqueue(rank, p.item(rank))?);
+        }
+        last.push(ticket);
+    }
+    for (rank, ticket) in last.into_iter().enumerate() {
+        if let Some(ticket) = ticket {
+            g.wait(rank as u32, ticket, timeout)?;
+        }
+    }
+    prepared.iter().filter_map(|p| p.verify(g).transpose()).collect()
+}
+
 /// Runs `case` once on every rank of `g` (through the group's path) and compares every
 /// rank's output with the reference. `Ok(None)`: correct; `Ok(Some(what))`: wrong results; `Err`: the call
 /// failed.
