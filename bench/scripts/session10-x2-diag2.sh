@@ -1,3 +1,7 @@
+#!/usr/bin/env bash
+# Two H200s (nvidia-h200-x2), 2026-11-26 (tenth session): a throwaway build with globaltimer
+# stamps in the post grid (bench/results/raw/session10-h200x2/diag-preamble-2.patch, applied to main, never committed there),
+# all_reduce 8 B - 64 KiB back to back and in graphs with --stats: where a small call's time goes.
 set -uo pipefail
 source bench/scripts/device-env.sh
 export CUDA_MODULE_LOADING=EAGER
