@@ -14,10 +14,19 @@ use crate::{Error, Result};
 ///
 /// Ordering: on `Ok`, every write of the finished work is visible to the host.
 pub fn wait(stream: &CudaStream, timeout: Duration, what: &str) -> Result<()> {
+    // SAFETY: `stream` is a live stream.
+    unsafe { wait_raw(stream.cu_stream(), timeout, what) }
+}
+
+/// [`wait`] on a stream that cudarc does not own (one made with `cuStreamCreate`).
+///
+/// # Safety
+/// `stream` is a live stream of the current context, not destroyed while this runs.
+pub unsafe fn wait_raw(stream: sys::CUstream, timeout: Duration, what: &str) -> Result<()> {
     let start = Instant::now();
     loop {
-        // SAFETY: `stream` is a live stream.
-        match unsafe { sys::cuStreamQuery(stream.cu_stream()) } {
+        // SAFETY: `stream` is a live stream (this function's contract).
+        match unsafe { sys::cuStreamQuery(stream) } {
             sys::cudaError_enum::CUDA_SUCCESS => return Ok(()),
             sys::cudaError_enum::CUDA_ERROR_NOT_READY => {}
             e => return Err(Error::Cuda { call: "cuStreamQuery", source: DriverError(e) }),

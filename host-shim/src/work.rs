@@ -189,18 +189,55 @@ pub struct DeviceAlloc {
 }
 
 impl DeviceAlloc {
-    /// `bytes` of zeroed device memory in `ctx`. Allocate before any loop of the context
-    /// starts: CUDA may make an allocation wait for running kernels.
+    /// `bytes` of zeroed device memory in `ctx`, zeroed once this returns: work on any
+    /// stream issued after it sees zeros. Allocate before any loop of the context starts:
+    /// CUDA may make an allocation wait for running kernels.
     pub fn zeroed(ctx: &Arc<CudaContext>, bytes: usize) -> Result<Self> {
         ctx.bind_to_thread().map_err(Error::cuda("cuCtxSetCurrent"))?;
         // SAFETY: a plain allocation, zeroed before use.
         let ptr = unsafe { result::malloc_sync(bytes) }.map_err(Error::cuda("cuMemAlloc"))?;
         let alloc = Self { ctx: ctx.clone(), ptr };
-        // SAFETY: `bytes` bytes at `ptr` were just allocated.
-        unsafe { result::memset_d8_sync(ptr, 0, bytes) }.map_err(Error::cuda("cuMemsetD8"))?;
+        alloc.on_own_stream("zeroing new device memory", |stream| {
+            // SAFETY: `bytes` bytes at `ptr` were just allocated; no other work uses them.
+            unsafe { result::memset_d8_async(ptr, 0, bytes, stream) }.map_err(Error::cuda("cuMemsetD8Async"))
+        })?;
         Ok(alloc)
     }
+
+    /// Copies `bytes` to `offset` in this allocation and returns once they are in device
+    /// memory, so that a kernel launched after it on any stream reads them.
+    ///
+    /// # Safety
+    /// No running kernel reads or writes those bytes.
+    pub unsafe fn upload(&self, offset: u64, bytes: &[u8]) -> Result<()> {
+        self.on_own_stream("an upload to device memory", |stream| {
+            // SAFETY: the range lies in the allocation (the caller's contract covers who
+            // else uses it); `bytes` outlives the copy, which this call waits for.
+            unsafe { result::memcpy_htod_async(self.ptr + offset, bytes, stream) }.map_err(Error::cuda("cuMemcpyHtoDAsync"))
+        })
+    }
+
+    /// Issues `work` on a stream of its own and waits until it has finished. The plain
+    /// `cuMemsetD8` and `cuMemcpyHtoD` run on the legacy default stream, which the
+    /// non-blocking streams of loops and communicators do not wait for, and may return
+    /// before their writes land (for device memory and pageable copies): a kernel on
+    /// another stream could then read the old bytes, or see them zeroed after it wrote.
+    fn on_own_stream(&self, what: &str, work: impl FnOnce(sys::CUstream) -> Result<()>) -> Result<()> {
+        self.ctx.bind_to_thread().map_err(Error::cuda("cuCtxSetCurrent"))?;
+        let stream = result::stream::create(result::stream::StreamKind::NonBlocking).map_err(Error::cuda("cuStreamCreate"))?;
+        // SAFETY: `stream` was just created in the current context and is destroyed only
+        // below, after the wait; destroying it with work pending (after a timeout) lets
+        // that work finish.
+        let done = work(stream).and_then(|()| unsafe { crate::stream::wait_raw(stream, UPLOAD_TIMEOUT, what) });
+        // SAFETY: as above; no use of `stream` follows.
+        let destroyed = unsafe { result::stream::destroy(stream) }.map_err(Error::cuda("cuStreamDestroy"));
+        done.and(destroyed)
+    }
 }
+
+/// How long [`DeviceAlloc`] waits for its zeroing or an upload: far beyond what either
+/// takes (milliseconds for gigabytes) on a working device.
+const UPLOAD_TIMEOUT: Duration = Duration::from_secs(60);
 
 impl Drop for DeviceAlloc {
     fn drop(&mut self) {
@@ -354,9 +391,8 @@ fn place_channels(ctx: &Arc<CudaContext>, state: &DeviceAlloc, cfg: &LoopConfig)
     let placement = ChannelPlacement::on_sms(&sms, PLACEMENT_GRACE_NS)
         .ok_or_else(|| Error::InvalidArgument(format!("SMs {sms:?} do not make a placement")))?;
     log::info!("work loop: {} channels on SMs {sms:?} of {device_sms}", cfg.channels);
-    let at = state.ptr() + std::mem::offset_of!(LoopState, placement) as u64;
     // SAFETY: `state` holds a whole `LoopState`; no kernel uses it yet.
-    unsafe { result::memcpy_htod_sync(at, placement.as_bytes()) }.map_err(Error::cuda("cuMemcpyHtoD"))?;
+    unsafe { state.upload(std::mem::offset_of!(LoopState, placement) as u64, placement.as_bytes()) }?;
     Ok(device_sms.max(cfg.channels))
 }
 

@@ -139,14 +139,19 @@ fn check_api(heap: &mut Heap, streams: &[Arc<CudaStream>], modules: &[&Module]) 
     let mut statuses = Vec::new();
     for (i, stream) in streams.iter().enumerate() {
         stream.context().bind_to_thread()?;
-        // SAFETY: the PE's symmetric buffers, not used by any kernel yet.
+        let block = sent(local[i]);
+        // SAFETY: the PE's symmetric buffers, not used by any kernel yet; `block` outlives
+        // the copy, which the stream is synchronized for below.
         unsafe {
-            result::memcpy_htod_sync(src[i], &sent(local[i]))?;
-            result::memset_d8_sync(sig[i], 0, 8)?;
-            result::memset_d8_sync(counters[i], 0, 16)?;
+            result::memcpy_htod_async(src[i], &block, stream.cu_stream())?;
+            result::memset_d8_async(sig[i], 0, 8, stream.cu_stream())?;
+            result::memset_d8_async(counters[i], 0, 16, stream.cu_stream())?;
         }
+        stream.synchronize()?;
         statuses.push(DeviceAlloc::zeroed(stream.context(), 4)?);
     }
+    // Every PE's buffers are set before any kernel starts: a PE's puts and signals land in
+    // its peers' buffers, which must not be zeroed after them.
     for (i, stream) in streams.iter().enumerate() {
         let kernel = modules[i].kernel("ferroccl_shmem_ring_shift")?;
         let block = LaunchConfig { grid_dim: (1, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };

@@ -361,11 +361,10 @@ impl Comm {
             }
         }
         let bases: Vec<u64> = blocks.iter().map(DeviceAlloc::ptr).collect();
-        for (rank, (s, block)) in streams.iter().zip(&blocks).enumerate() {
+        for (rank, block) in blocks.iter().enumerate() {
             let image = layout.image(rank as u32, &bases)?;
-            s.context().bind_to_thread().map_err(Error::cuda("cuCtxSetCurrent"))?;
             // SAFETY: the block holds at least `meta_bytes`; no kernel uses it yet.
-            unsafe { result::memcpy_htod_sync(block.ptr(), &image) }.map_err(Error::cuda("cuMemcpyHtoD"))?;
+            unsafe { block.upload(0, &image) }?;
         }
         for (rank, s) in streams.iter().enumerate() {
             before_start(rank as u32, s.context())?;

@@ -25,7 +25,7 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
 use std::time::Duration;
 
-use cudarc::driver::{CudaContext, CudaStream, result};
+use cudarc::driver::{CudaContext, CudaStream};
 use device_rt::abi::ShmemHandle;
 use zerocopy::IntoBytes;
 
@@ -176,7 +176,7 @@ fn handle_on_device(ctx: &Arc<CudaContext>, pe: usize, bases: &[u64], heap_bytes
     let handle = device_handle(pe, bases, heap_bytes, abort.device_ptr(), spin_budget)?;
     let alloc = DeviceAlloc::zeroed(ctx, size_of::<ShmemHandle>())?;
     // SAFETY: the allocation holds one `ShmemHandle`; no kernel uses it yet.
-    unsafe { result::memcpy_htod_sync(alloc.ptr(), handle.as_bytes()) }.map_err(Error::cuda("cuMemcpyHtoD"))?;
+    unsafe { alloc.upload(0, handle.as_bytes()) }?;
     Ok(alloc)
 }
 

@@ -278,3 +278,45 @@ pub(super) fn comm_graph_replays(fx: &Fixture) -> Outcome {
     }
     Ok(())
 }
+
+/// `DeviceAlloc::zeroed` has finished zeroing when it returns, whatever else the device
+/// is doing: with a kernel asleep for 50 ms on the legacy stream (where a plain
+/// `cuMemsetD8` would queue behind it), 2 GiB are zeroed, a pattern is uploaded at once on
+/// the fixture's non-blocking stream into the allocation's first and last MiB, and read
+/// back right away and again after the sleeping kernel has ended. A zeroing still
+/// pending would wipe the pattern.
+pub(super) fn device_alloc_zeroed(fx: &Fixture) -> Outcome {
+    use cudarc::driver::{PushKernelArg, result};
+    const BYTES: usize = 2 << 30;
+    const PART: usize = 1 << 20;
+    const SLEEP_NS: u64 = 50_000_000;
+    let legacy = fx.ctx.default_stream();
+    let mut clocks = fx.zeros::<u64>(4)?;
+    fx.finish("the clocks buffer")?;
+    let k = fx.kernel("selftest_clocks")?;
+    // SAFETY: the kernel takes these arguments and writes four u64 to `clocks`, which
+    // outlives it (the legacy stream is synchronized below).
+    unsafe { legacy.launch_builder(&k).arg(&mut clocks).arg(&SLEEP_NS).launch(cfg(1, 1, 0)) }.map_err(Error::cuda("cuLaunchKernel"))?;
+    let alloc = host_shim::work::DeviceAlloc::zeroed(&fx.ctx, BYTES)?;
+    let pattern: Vec<u8> = (0..PART).map(|i| (i % 251) as u8 + 1).collect();
+    let parts = [alloc.ptr(), alloc.ptr() + (BYTES - PART) as u64];
+    for &at in &parts {
+        // SAFETY: a MiB inside the allocation; `pattern` outlives the copy (waited below).
+        unsafe { result::memcpy_htod_async(at, &pattern, fx.stream.cu_stream()) }.map_err(Error::cuda("cuMemcpyHtoDAsync"))?;
+    }
+    fx.finish("the uploads")?;
+    let check = |pass: &str| -> Outcome {
+        for &at in &parts {
+            let mut got = vec![0u8; PART];
+            // SAFETY: as above; nothing else writes the allocation.
+            unsafe { result::memcpy_dtoh_async(&mut got, at, fx.stream.cu_stream()) }.map_err(Error::cuda("cuMemcpyDtoHAsync"))?;
+            fx.finish("the download")?;
+            ensure_eq_slices(&format!("the pattern at offset {} read back {pass}", at - alloc.ptr()), &got, &pattern)?;
+        }
+        Ok(())
+    };
+    let first = check("at once");
+    stream::wait(&legacy, KERNEL_TIMEOUT, "the sleeping kernel")?;
+    first?;
+    check("after the legacy stream's kernel ended")
+}
