@@ -186,9 +186,23 @@ pub enum Unfit {
 /// took 22.5 / 17.5 at 2 MiB against the ring's 33.0 / 28.2, and tied at 4 MiB (34.4 /
 /// 28.9 against 33.3 / 29.8); reduce_scatter 22.0 / 19.3 against 31.8 / 27.9 at 2 MiB,
 /// the ring ahead at 4 MiB (35.4 / 30.0 against 36.6 / 34.2): one-shot up to 2 MiB for
-/// both. The other rows are provisional, after seed 003 (vLLM's custom all-reduce: one
-/// stage up to 512 KiB on up to 4 GPUs and 256 KiB on up to 8, two stages above, NCCL
-/// beyond 8 MiB), to be replaced by figures measured the same way.
+/// both.
+///
+/// The 3- and 4-rank rows are measured on four H200s (2026-11-26, one rank per GPU, 48
+/// channels, 8 MiB staging, every algorithm forced, µs per call back to back,
+/// `bench/results/session11-x4.md`; two-shot with 256 KiB per channel). 4 ranks:
+/// all_reduce one-shot 43.6 at 2 MiB against two-shot's 48.5 and the ring's 64.0; at
+/// 4 MiB two-shot 54.7 against one-shot's 63.8 and the ring's 68.3; at 8 MiB two-shot
+/// 80.6 against the ring's 88.5 (the ring's alone above: the staging holds 8 MiB).
+/// all_gather one-shot 48.9 at 8 MiB against the ring's 55.8, reduce_scatter 48.9
+/// against 56.3; at 16 MiB the ring's all_gather 75.8 against one-shot's 88.3. 3 ranks
+/// (devices 0-2): all_reduce one-shot 49.5 at 4 MiB against two-shot's 52.5 and the
+/// ring's 60.5, two-shot and the ring tied at 8 MiB (74.0 / 74.7); all_gather one-shot
+/// 46.0 at 8 MiB against the ring's 49.4 (at 16 MiB 89.4 against 71.8);
+/// reduce_scatter one-shot 36.1 at 4 MiB against the ring's 41.7. The rows for 5 to 8
+/// ranks are provisional, after seed 003 (vLLM's custom all-reduce: one stage up to
+/// 256 KiB on up to 8 GPUs, two stages above, NCCL beyond 8 MiB), to be replaced by
+/// figures measured the same way.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Thresholds {
     /// all_reduce: one-shot up to these bytes.
@@ -202,7 +216,10 @@ pub struct Thresholds {
     /// A one-shot collective of `b` bytes takes `ceil(b / this)` channels (at least one,
     /// and more where its share would not fit a channel's staging buffer).
     pub one_shot_bytes_per_channel: u64,
-    /// The same for two-shot.
+    /// The same for two-shot. At 256 KiB a channel, two-shot all_reduce of 256 KiB to
+    /// 1 MiB ran on one to four channels and took 41-45 µs per call on four H200s against
+    /// 26 µs at 64 KiB on one (2026-11-26, `bench/results/session11-x4.md`): a channel
+    /// moves about 10 GB/s.
     pub two_shot_bytes_per_channel: u64,
     /// The most channels a staged collective takes (fewer where the communicator has
     /// fewer). On a default communicator (1 resident and 47 guest channels) every staged
@@ -213,15 +230,15 @@ pub struct Thresholds {
     pub staged_channels_max: u32,
 }
 
-/// The thresholds the device uses (the 2-rank row measured, the others provisional: see
-/// [`Thresholds`]).
+/// The thresholds the device uses (the 2- to 4-rank rows measured, the others
+/// provisional: see [`Thresholds`]).
 pub const THRESHOLDS: Thresholds = Thresholds {
-    all_reduce_one_shot_max: [4 << 20, 512 << 10, 512 << 10, 256 << 10, 256 << 10, 256 << 10, 256 << 10],
+    all_reduce_one_shot_max: [4 << 20, 4 << 20, 2 << 20, 256 << 10, 256 << 10, 256 << 10, 256 << 10],
     all_reduce_two_shot_max: [4 << 20, 8 << 20, 8 << 20, 8 << 20, 8 << 20, 8 << 20, 8 << 20],
-    gather_scatter_one_shot_max: [2 << 20, 1 << 20, 1 << 20, 1 << 20, 1 << 20, 1 << 20, 1 << 20],
+    gather_scatter_one_shot_max: [2 << 20, 8 << 20, 8 << 20, 1 << 20, 1 << 20, 1 << 20, 1 << 20],
     rooted_one_shot_max: [256 << 10; MAX_STAGED_RANKS - 1],
     one_shot_bytes_per_channel: 64 << 10,
-    two_shot_bytes_per_channel: 256 << 10,
+    two_shot_bytes_per_channel: 64 << 10,
     staged_channels_max: 32,
 };
 
@@ -377,7 +394,7 @@ mod tests {
     /// Auto follows the table's rows on both sides of each threshold.
     #[test]
     fn auto_follows_the_thresholds() {
-        let big = staging(4, 24, 1 << 20);
+        let big = staging(4, 24, 4 << 20);
         let at = |function, bytes: u64| plan(function, F32, bytes / F32, big, AlgorithmChoice::Auto).unwrap().algorithm;
         let one = THRESHOLDS.all_reduce_one_shot_max[2];
         let two = THRESHOLDS.all_reduce_two_shot_max[2];
