@@ -190,14 +190,16 @@ pub enum Unfit {
 ///
 /// The 3- and 4-rank rows are measured on four H200s (2026-11-26, one rank per GPU, 48
 /// channels, 8 MiB staging, every algorithm forced, µs per call back to back,
-/// `bench/results/session11-x4.md`; two-shot with 256 KiB per channel). 4 ranks:
-/// all_reduce one-shot 43.6 at 2 MiB against two-shot's 48.5 and the ring's 64.0; at
-/// 4 MiB two-shot 54.7 against one-shot's 63.8 and the ring's 68.3; at 8 MiB two-shot
-/// 80.6 against the ring's 88.5 (the ring's alone above: the staging holds 8 MiB).
+/// `bench/results/session11-x4.md`). 4 ranks: all_reduce one-shot 32.9 at 1 MiB against
+/// two-shot's 34.9 and the ring's 65.8; at 2 MiB two-shot 40.9 against one-shot's 43.6
+/// and the ring's 64.0; at 4 MiB two-shot 54.6 against one-shot's 63.8 and the ring's
+/// 68.3; at 8 MiB two-shot 82.6 against the ring's 88.5 (the ring's alone above: the
+/// staging holds 8 MiB).
 /// all_gather one-shot 48.9 at 8 MiB against the ring's 55.8, reduce_scatter 48.9
 /// against 56.3; at 16 MiB the ring's all_gather 75.8 against one-shot's 88.3. 3 ranks
-/// (devices 0-2): all_reduce one-shot 49.5 at 4 MiB against two-shot's 52.5 and the
-/// ring's 60.5, two-shot and the ring tied at 8 MiB (74.0 / 74.7); all_gather one-shot
+/// (devices 0-2): all_reduce one-shot 49.5 at 4 MiB against two-shot's 52.5 (at
+/// 256 KiB a channel) and the ring's 60.5, two-shot and the ring tied at 8 MiB (74.0 /
+/// 74.7); all_gather one-shot
 /// 46.0 at 8 MiB against the ring's 49.4 (at 16 MiB 89.4 against 71.8);
 /// reduce_scatter one-shot 36.1 at 4 MiB against the ring's 41.7. The rows for 5 to 8
 /// ranks are provisional, after seed 003 (vLLM's custom all-reduce: one stage up to
@@ -233,7 +235,7 @@ pub struct Thresholds {
 /// The thresholds the device uses (the 2- to 4-rank rows measured, the others
 /// provisional: see [`Thresholds`]).
 pub const THRESHOLDS: Thresholds = Thresholds {
-    all_reduce_one_shot_max: [4 << 20, 4 << 20, 2 << 20, 256 << 10, 256 << 10, 256 << 10, 256 << 10],
+    all_reduce_one_shot_max: [4 << 20, 4 << 20, 1 << 20, 256 << 10, 256 << 10, 256 << 10, 256 << 10],
     all_reduce_two_shot_max: [4 << 20, 8 << 20, 8 << 20, 8 << 20, 8 << 20, 8 << 20, 8 << 20],
     gather_scatter_one_shot_max: [2 << 20, 8 << 20, 8 << 20, 1 << 20, 1 << 20, 1 << 20, 1 << 20],
     rooted_one_shot_max: [256 << 10; MAX_STAGED_RANKS - 1],
