@@ -224,11 +224,11 @@ pub struct Thresholds {
     /// moves about 10 GB/s.
     pub two_shot_bytes_per_channel: u64,
     /// The most channels a staged collective takes (fewer where the communicator has
-    /// fewer). On a default communicator (1 resident and 47 guest channels) every staged
+    /// fewer). On a default communicator (1 resident and 63 guest channels) every staged
     /// call then fits the guests and runs on the post grid alone; one on all 48 channels
-    /// went through the loop's mailbox: on two H200s a 4 MiB one-shot all_reduce on 48
-    /// channels took 41-44 µs per call against 23-25 µs at 2 MiB on 32
-    /// (`bench/results/session9-x2.md`).
+    /// of the earlier default went through the loop's mailbox: on two H200s a 4 MiB
+    /// one-shot all_reduce on 48 channels took 41-44 µs per call against 23-25 µs at
+    /// 2 MiB on 32 (`bench/results/session9-x2.md`).
     pub staged_channels_max: u32,
 }
 

@@ -95,7 +95,7 @@ pub struct CommArgs {
     /// Number of ranks [default: one per device; bench: at least 2]
     #[arg(long, value_name = "N")]
     pub ranks: Option<usize>,
-    /// Channels per rank [coll: 4; bench: 48 on GPUs (fewer where the devices hold fewer for their ranks), 2 on the host twin]
+    /// Channels per rank [coll: 4; bench: 64 on GPUs (fewer where the devices hold fewer for their ranks), 2 on the host twin]
     #[arg(long, value_name = "N")]
     pub channels: Option<u32>,
     /// Of the channels, how many stay resident on the GPU for the loop's lifetime; the
@@ -246,7 +246,7 @@ pub struct FootprintArgs {
     /// Ranks of the communicator, all on that device
     #[arg(long, value_name = "N", default_value_t = 2)]
     pub ranks: usize,
-    /// Channels per rank [default: 48, fewer where the device holds fewer]
+    /// Channels per rank [default: 64, fewer where the device holds fewer]
     #[arg(long, value_name = "N")]
     pub channels: Option<u32>,
     /// Of the channels, how many stay resident; the others are guest channels

@@ -460,7 +460,7 @@ mod tests {
         expected.sort_unstable();
         let keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
         assert_eq!(keys, expected);
-        assert_eq!((&v["gpu"], &v["ranks"], &v["channels"], &v["threads"]), (&json!("NVIDIA H100"), &json!(2), &json!(48), &json!(256)));
+        assert_eq!((&v["gpu"], &v["ranks"], &v["channels"], &v["threads"]), (&json!("NVIDIA H100"), &json!(2), &json!(64), &json!(256)));
         assert_eq!(v["resident_channels"], json!(CommConfig::default().loop_cfg.channels));
         assert_eq!((&v["idle_fma_ratio"], &v["busy_copy_ratio"], &v["after_fma_ratio"]), (&json!(0.8), &json!(0.5), &json!(0.999)));
         assert_eq!((&v["before_fma_ms"], &v["idle_copy_ms"]), (&json!(10.0), &json!(6.1)));

@@ -87,14 +87,18 @@ use wiring::{Layout, Shape};
 #[derive(Clone, Copy, Debug)]
 pub struct CommConfig {
     /// Each rank's work loop: resident and guest channels, threads per channel (a
-    /// multiple of 32, at least 128), queue slots, spin budget. The default is 48
-    /// channels × 256 threads, of which 1 is resident and 47 are guests (fewer where a
+    /// multiple of 32, at least 128), queue slots, spin budget. The default is 64
+    /// channels × 256 threads, of which 1 is resident and 63 are guests (fewer where a
     /// device holds fewer for its ranks, [`CommConfig::fit_guests`]): an idle
     /// communicator holds one CTA of its GPU. Guests come up only with the calls that
     /// spread over them, so more of them cost an idle GPU nothing; on two H200s (same
     /// run, `bench/results/session9-x2.md`) 48 channels moved 1.02 / 1.12 / 1.05 of
     /// NCCL's busbw at 512 MiB (all_reduce / all_gather / reduce_scatter) against
-    /// 0.88 / 0.99 / 0.88 with 24. With 24 channels, on an H100 (2 ranks on one GPU,
+    /// 0.88 / 0.99 / 0.88 with 24; on four H200s (2026-11-26, same run,
+    /// `bench/results/session11-x4.md`) 64 channels moved 0.97 / 1.04 / 1.02 of NCCL's
+    /// busbw at 256 MiB (0.97 / 1.02 / 1.00 at 1 GiB) against 0.95 / 0.98 / 0.98 (0.96 /
+    /// 1.00 / 1.00) with 48, and on two of them 1.03 / 1.13 / 1.12 against 0.97 / 1.06 /
+    /// 1.07; a 16 MiB all_reduce on four lost (0.74 against 0.82). With 24 channels, on an H100 (2 ranks on one GPU,
     /// same run, `bench/results/issue14-guests.md`) an FMA-bound kernel kept 0.986 of its
     /// throughput beside an idle default communicator against 0.633 with 24 resident
     /// channels (a cuBLAS GEMM 0.90 against 0.68); the price: 1-2 µs more per small
@@ -172,7 +176,7 @@ impl CommConfig {
 impl Default for CommConfig {
     fn default() -> Self {
         Self {
-            loop_cfg: LoopConfig { channels: 1, guests: 47, threads: 256, resident_threads: 0, capacity: 1024, spin_budget: Duration::from_secs(10), placement: Placement::Tpcs },
+            loop_cfg: LoopConfig { channels: 1, guests: 63, threads: 256, resident_threads: 0, capacity: 1024, spin_budget: Duration::from_secs(10), placement: Placement::Tpcs },
             ring_step_bytes: 1 << 20,
             p2p_step_bytes: 128 << 10,
             direct: false,

@@ -82,8 +82,8 @@ impl Shape {
 }
 
 /// The most bytes per step of an NVLS FIFO (NCCL's NVLS chunk, 128 KiB): every rank holds
-/// `collective channels × nranks × 2 × NCCL_STEPS` of them, e.g. 192 MiB on each of 2 ranks
-/// with 48 channels.
+/// `collective channels × nranks × 2 × NCCL_STEPS` of them, e.g. 256 MiB on each of 2 ranks
+/// with 64 channels.
 pub const NVLS_STEP_BYTES_MAX: u64 = 128 << 10;
 
 /// The two NVLS regions of a (channel, head): the scatter's, read by the head's
