@@ -109,7 +109,7 @@ fn back_to_back_calls_need_no_host_synchronisation() {
             case(CollFunction::AllReduce, DataType::F32, 1021, flip),
             case(CollFunction::AllReduce, DataType::F32, 20_000, !flip),
             case(CollFunction::AllReduce, DataType::Bf16, 7, flip),
-            case(CollFunction::AllReduce, DataType::F32, 150_000, flip),
+            case(CollFunction::AllReduce, DataType::F32, 400_000, flip),
             case(CollFunction::AllGather, DataType::F16, 1021, !flip),
             case(CollFunction::AllReduce, DataType::F32, 0, flip),
             case(CollFunction::AllReduce, DataType::F32, 600_000, !flip),
