@@ -199,9 +199,9 @@ pub enum Unfit {
 /// against 56.3; at 16 MiB the ring's all_gather 75.8 against one-shot's 88.3. 3 ranks
 /// (devices 0-2): all_reduce one-shot 49.5 at 4 MiB against two-shot's 52.5 (at
 /// 256 KiB a channel) and the ring's 60.5, two-shot and the ring tied at 8 MiB (74.0 /
-/// 74.7); all_gather one-shot
-/// 46.0 at 8 MiB against the ring's 49.4 (at 16 MiB 89.4 against 71.8);
-/// reduce_scatter one-shot 36.1 at 4 MiB against the ring's 41.7. The rows for 5 to 8
+/// 74.7); all_gather one-shot 46.0 at 8 MiB against the ring's 49.4 (at 16 MiB 89.4
+/// against 71.8); reduce_scatter one-shot 36.1 at 4 MiB against the ring's 41.7. The
+/// rows for 5 to 8
 /// ranks are provisional, after seed 003 (vLLM's custom all-reduce: one stage up to
 /// 256 KiB on up to 8 GPUs, two stages above, NCCL beyond 8 MiB), to be replaced by
 /// figures measured the same way.

@@ -98,8 +98,8 @@ pub struct CommConfig {
     /// `bench/results/session11-x4.md`) 64 channels moved 0.97 / 1.04 / 1.02 of NCCL's
     /// busbw at 256 MiB (0.97 / 1.02 / 1.00 at 1 GiB) against 0.95 / 0.98 / 0.98 (0.96 /
     /// 1.00 / 1.00) with 48, and on two of them 1.03 / 1.13 / 1.12 against 0.97 / 1.06 /
-    /// 1.07; a 16 MiB all_reduce on four lost (0.74 against 0.82). With 24 channels, on an H100 (2 ranks on one GPU,
-    /// same run, `bench/results/issue14-guests.md`) an FMA-bound kernel kept 0.986 of its
+    /// 1.07; a 16 MiB all_reduce on four lost (0.74 against 0.82). With 24 channels, on
+    /// an H100 (2 ranks on one GPU, same run, `bench/results/issue14-guests.md`) an FMA-bound kernel kept 0.986 of its
     /// throughput beside an idle default communicator against 0.633 with 24 resident
     /// channels (a cuBLAS GEMM 0.90 against 0.68); the price: 1-2 µs more per small
     /// stream-ordered call (the post grid's guests start and leave), 4 µs at 256 KiB,
