@@ -70,10 +70,13 @@ pub enum WaitSite {
     /// A staged collective's (one-shot, two-shot) wait for a peer's flag: its staged
     /// data, or its reduced block.
     StagedFlag = 6,
+    /// A symmetric-heap barrier the loop runs (`ShmemBarrierAll`, `ShmemSumReduce`):
+    /// waiting for the other PEs' arrivals.
+    ShmemBarrier = 7,
 }
 
 numbering!(LoopError, u32, from_u32, [BadItem, Aborted, Timeout, PeerMismatch]);
-numbering!(WaitSite, u32, from_u32, [Barrier, Flag, RecvData, SendCredit, MailboxPost, StagedFlag]);
+numbering!(WaitSite, u32, from_u32, [Barrier, Flag, RecvData, SendCredit, MailboxPost, StagedFlag, ShmemBarrier]);
 
 impl LoopError {
     /// `status` for this error with `detail`.

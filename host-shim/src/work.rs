@@ -255,6 +255,11 @@ impl DeviceAlloc {
     pub fn ptr(&self) -> u64 {
         self.ptr
     }
+
+    /// The context the allocation belongs to.
+    pub fn context(&self) -> &Arc<CudaContext> {
+        &self.ctx
+    }
 }
 
 /// The memory a loop kernel reads and writes, but its queue header ([`SharedHeader`]).
@@ -667,7 +672,7 @@ impl WorkLoop {
     }
 
     /// True once the loop kernel has ended.
-    fn kernel_done(&self) -> bool {
+    pub(crate) fn kernel_done(&self) -> bool {
         self.stream.ended()
     }
 }

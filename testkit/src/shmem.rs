@@ -143,6 +143,15 @@ impl TwinHeap {
         self.pes.local()
     }
 
+    /// The address of local PE `pe`'s `ShmemHandle`: what a work loop's heap items take.
+    ///
+    /// # Panics
+    /// Where `pe` is not a PE of this process.
+    pub fn handle(&self, pe: usize) -> u64 {
+        let at = self.pes.local().iter().position(|&p| p == pe).expect("a PE of this process");
+        &raw const self.handles[at] as u64
+    }
+
     /// Collective malloc (`bytes[i]` per local PE): every local PE's symmetric address, or
     /// the error of every PE.
     pub fn malloc(&mut self, bytes: &[u64]) -> Result<Vec<u64>> {

@@ -746,3 +746,76 @@ fn weak_mailbox_done_without_release_fails() {
     let (runs, why) = WeakMemory::first_failure(0..12, &sites, mailbox_round_trips);
     eprintln!("mailbox completions without release failed after {runs} run(s): {why}");
 }
+
+/// Random normal `f32`s for PE `pe` (`bits`: the same values as raw bits).
+fn heap_values(pe: usize, n: usize) -> Vec<f32> {
+    let mut rng = ferroccl_testkit::reference::Rng::new(0x5eed + pe as u64);
+    let bytes = ferroccl_testkit::reference::normal_elements(DataType::F32, n, &mut rng);
+    bytes.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect()
+}
+
+/// The symmetric heap's stream-ordered calls as the loop runs them (issue 17: the host's
+/// `barrier_all` and `sum_reduce`, handed to one loop per PE): three PEs, each with a loop
+/// of two channels, run barriers in a row, then an f32 and an i32 sum reduction; every
+/// PE gets the PE-order sum, bit for bit, in its own heap.
+#[test]
+fn loops_run_the_heaps_barrier_and_sum_reduce() {
+    const PES: usize = 3;
+    const N: usize = 301;
+    let mut heap = ferroccl_testkit::shmem::TwinHeap::new(PES, 1 << 16, LONG, None).unwrap();
+    let bytes = [4 * N as u64; PES];
+    let (src, dst) = (heap.malloc(&bytes).unwrap(), heap.malloc(&bytes).unwrap());
+    let (isrc, idst) = (heap.malloc(&bytes).unwrap(), heap.malloc(&bytes).unwrap());
+    for pe in 0..PES {
+        heap.write(pe, src[pe], &heap_values(pe, N));
+        heap.write(pe, isrc[pe], &(0..N as i32).map(|i| i * (pe as i32 + 1) - 7).collect::<Vec<_>>());
+    }
+    let mut loops: Vec<TwinLoop> = (0..PES).map(|_| TwinLoop::start(2, 128, 16, LONG)).collect();
+    let mut last = Vec::new();
+    for (pe, lp) in loops.iter_mut().enumerate() {
+        for _ in 0..3 {
+            lp.queue.enqueue(WorkItem::shmem_barrier_all(heap.handle(pe)), LONG).unwrap();
+        }
+        lp.queue.enqueue(WorkItem::shmem_sum_reduce(DataType::F32, heap.handle(pe), src[pe], dst[pe], N as u64), LONG).unwrap();
+        last.push(lp.queue.enqueue(WorkItem::shmem_sum_reduce(DataType::I32, heap.handle(pe), isrc[pe], idst[pe], N as u64), LONG).unwrap());
+    }
+    for (lp, ticket) in loops.iter().zip(last) {
+        lp.queue.wait(ticket, LONG).unwrap();
+    }
+    let want: Vec<u32> = (0..N).map(|i| (1..PES).fold(heap_values(0, N)[i], |a, pe| a + heap_values(pe, N)[i]).to_bits()).collect();
+    let iwant: Vec<i32> = (0..N as i32).map(|i| (0..PES as i32).map(|pe| i * (pe + 1) - 7).sum()).collect();
+    for pe in 0..PES {
+        let got: Vec<u32> = heap.read::<f32>(pe, dst[pe], N).into_iter().map(f32::to_bits).collect();
+        assert_eq!(got, want, "PE {pe}'s f32 sums, bit for bit");
+        assert_eq!(heap.read::<i32>(pe, idst[pe], N), iwant, "PE {pe}'s i32 sums");
+    }
+    for lp in &mut loops {
+        lp.queue.shutdown(LONG).unwrap();
+        lp.join();
+    }
+}
+
+/// Bad heap items: overlapping buffers and a null handle are refused by the host, a
+/// buffer outside the heap by the device (only it can read the heap's bounds), before
+/// any barrier; a PE whose peers never arrive has its loop stopped by the heap's spin
+/// budget, at the heap barrier's wait site.
+#[test]
+fn bad_heap_items_are_refused_and_a_lone_pe_times_out() {
+    let mut heap = ferroccl_testkit::shmem::TwinHeap::new(2, 1 << 16, Duration::from_millis(200), None).unwrap();
+    let buf = heap.malloc(&[64, 64]).unwrap();
+    let mut lp = TwinLoop::start(1, 128, 8, LONG);
+    let overlap = lp.queue.enqueue(WorkItem::shmem_sum_reduce(DataType::F32, heap.handle(0), buf[0], buf[0] + 4, 8), LONG);
+    assert!(matches!(overlap, Err(Error::BadWorkItem { reason: BadItem::Overlapping, .. })), "{overlap:?}");
+    let null = lp.queue.enqueue(WorkItem::shmem_barrier_all(0), LONG);
+    assert!(matches!(null, Err(Error::BadWorkItem { reason: BadItem::NullPointer, .. })), "{null:?}");
+    let outside = [0f32; 16];
+    let t = lp.queue.enqueue(WorkItem::shmem_sum_reduce(DataType::F32, heap.handle(0), outside.as_ptr() as u64, buf[0], 16), LONG).unwrap();
+    let err = lp.queue.wait(t, LONG);
+    assert!(matches!(err, Err(Error::BadWorkItem { reason: BadItem::NotSymmetric, .. })), "{err:?}");
+    lp.join();
+    let mut lone = TwinLoop::start(1, 128, 8, LONG);
+    let t = lone.queue.enqueue(WorkItem::shmem_barrier_all(heap.handle(0)), LONG).unwrap();
+    let err = lone.queue.wait(t, LONG);
+    assert!(matches!(err, Err(Error::DeviceTimeout { site: Some(WaitSite::ShmemBarrier), .. })), "{err:?}");
+    lone.join();
+}

@@ -15,13 +15,14 @@ use super::placement::elect_channel;
 use super::mailbox::update_state;
 use super::spread::mailbox_spread;
 use super::queue::{ITEM_CACHE, LoopShared, LoopState, MAILBOX_CLOSED, MAILBOX_COMPLETE, MAILBOX_PENDING, QueueHeader, RingSlot, mailbox_generation};
-use crate::abi::{LoopError, WaitSite};
+use crate::abi::{LoopError, ShmemHandle, WaitSite};
 use crate::algo::{Coll, CollCtx, CollFunction, Plan, plan_collective, run_collective};
 use crate::arch::{self, AtomicWord, Site, WARP_SIZE};
 use crate::conn::{ChannelStats, CommDevice};
 use crate::copy::reduce_copy_grid;
 use crate::dtype::{Bf16, DataType, F16};
 use crate::redop::{RedOpKind, Sum};
+use crate::shmem::{Block, Shmem};
 use crate::spin::{ABORT_CHECK_NS, Interrupted, SpinGuard, spin_until};
 
 /// What the loop was launched with.
@@ -1036,6 +1037,7 @@ unsafe fn channels_barrier(a: &Channel, shared: *mut LoopShared) -> Result<(), S
 /// As [`execute`], for a Call item, whose `arg` is the address of an aligned `u64` in
 /// device or host-mapped memory that the kernel accesses only through `arch` (the host's
 /// promise).
+#[inline(never)]
 unsafe fn call(a: &Channel, item: &WorkItem, shared: *mut LoopShared) -> Result<(), Stop> {
     let Some(function) = DeviceFunction::from_u32(item.function) else { arch::trap() };
     let leader = a.index == 0 && arch::thread_idx() == 0;
@@ -1065,6 +1067,71 @@ unsafe fn call(a: &Channel, item: &WorkItem, shared: *mut LoopShared) -> Result<
             // in device or host-mapped memory (the host's promise); `a` is this CTA's channel,
             // `shared` its `LoopShared`, and every thread of the CTA calls this.
             unsafe { cta_wait(a, shared, WaitSite::Flag, || arch::ld_acquire_sys_global(word) >= want) }
+        }
+        DeviceFunction::ShmemBarrierAll | DeviceFunction::ShmemSumReduce if a.index != 0 => Ok(()),
+        // SAFETY: a validated shmem item's `arg` is this PE's `ShmemHandle` (the host's
+        // promise); every thread of channel 0's CTA calls this.
+        DeviceFunction::ShmemBarrierAll | DeviceFunction::ShmemSumReduce => unsafe { shmem_call(function, item) },
+    }
+}
+
+/// Runs a symmetric-heap function on channel 0's CTA, as one [`Block`] group. A buffer
+/// outside the PE's heap is refused ([`BadItem::NotSymmetric`]) before any barrier, so the
+/// PEs' barrier state stays agreed only if every PE refuses it too (the host checks it
+/// first). Not inlined: the loop's other items keep their registers.
+///
+/// # Safety
+/// `item` is a validated ShmemBarrierAll or ShmemSumReduce item whose `arg` points to
+/// this PE's `ShmemHandle` (see [`Shmem::new`]); every thread of the CTA calls this with
+/// the same item, and no other group of this PE is in a heap barrier meanwhile.
+#[inline(never)]
+unsafe fn shmem_call(function: DeviceFunction, item: &WorkItem) -> Result<(), Stop> {
+    // SAFETY: this function's contract.
+    let shmem = unsafe { Shmem::new(item.arg as *const ShmemHandle) };
+    let reduced = match function {
+        DeviceFunction::ShmemSumReduce => {
+            let Some(dtype) = DataType::from_u8(item.dtype) else { arch::trap() };
+            let bytes = item.count * dtype.size() as u64;
+            let me = shmem.my_pe();
+            let in_heap = |p: u64| item.count == 0 || (!shmem.ptr(p as *const u8, me).is_null() && !shmem.ptr((p + bytes - 1) as *const u8, me).is_null());
+            if !in_heap(item.src) || !in_heap(item.dst) {
+                return Err(Stop::Error(LoopError::BadItem, BadItem::NotSymmetric as u32));
+            }
+            // SAFETY: both ranges lie in this PE's heap, hold `count` aligned elements of
+            // `dtype` and do not overlap (validated); the rest is this function's contract.
+            unsafe { shmem_sum_reduce(shmem, dtype, item.src, item.dst, item.count as usize) }
+        }
+        // SAFETY: this function's contract.
+        _ => unsafe { shmem.barrier_all::<Block>() },
+    };
+    reduced.map_err(|why| {
+        let error = match why {
+            Interrupted::Aborted => LoopError::Aborted,
+            Interrupted::TimedOut => LoopError::Timeout,
+        };
+        Stop::Error(error, WaitSite::ShmemBarrier as u32)
+    })
+}
+
+/// [`Shmem::sum_reduce`] by one block over `count` elements of `dtype`.
+///
+/// # Safety
+/// As [`Shmem::sum_reduce`] with `G = Block`: `src` and `dst` are symmetric, disjoint
+/// ranges of `count` aligned elements of `dtype`.
+unsafe fn shmem_sum_reduce(shmem: Shmem, dtype: DataType, src: u64, dst: u64, count: usize) -> Result<(), Interrupted> {
+    // SAFETY: each arm's type is `dtype`'s, so `sum_reduce`'s contract is this function's.
+    unsafe {
+        match dtype {
+            DataType::I8 => shmem.sum_reduce::<Block, i8>(dst as *mut i8, src as *const i8, count),
+            DataType::U8 => shmem.sum_reduce::<Block, u8>(dst as *mut u8, src as *const u8, count),
+            DataType::I32 => shmem.sum_reduce::<Block, i32>(dst as *mut i32, src as *const i32, count),
+            DataType::U32 => shmem.sum_reduce::<Block, u32>(dst as *mut u32, src as *const u32, count),
+            DataType::I64 => shmem.sum_reduce::<Block, i64>(dst as *mut i64, src as *const i64, count),
+            DataType::U64 => shmem.sum_reduce::<Block, u64>(dst as *mut u64, src as *const u64, count),
+            DataType::F16 => shmem.sum_reduce::<Block, F16>(dst as *mut F16, src as *const F16, count),
+            DataType::F32 => shmem.sum_reduce::<Block, f32>(dst as *mut f32, src as *const f32, count),
+            DataType::F64 => shmem.sum_reduce::<Block, f64>(dst as *mut f64, src as *const f64, count),
+            DataType::Bf16 => shmem.sum_reduce::<Block, Bf16>(dst as *mut Bf16, src as *const Bf16, count),
         }
     }
 }

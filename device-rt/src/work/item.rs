@@ -42,9 +42,29 @@ pub enum DeviceFunction {
     /// polled with acquire loads at system scope; ends with an error on abort or when
     /// the loop's spin budget runs out.
     WaitAtLeast = 2,
+    /// Channel 0's CTA runs the symmetric heap's `barrier_all` as one block
+    /// ([`Shmem::barrier_all`](crate::shmem::Shmem::barrier_all) with
+    /// [`Block`](crate::shmem::Block)) for the PE whose `ShmemHandle` is at `arg`; the other
+    /// channels do nothing. Ordering: the barrier's (a quiet before this PE arrives, then
+    /// acquire loads of every PE's arrival); the loop's completion of the item comes after.
+    /// Its waits read the heap's abort flag and spin budget.
+    ShmemBarrierAll = 3,
+    /// Channel 0's CTA runs the symmetric heap's `sum_reduce` as one block for the PE
+    /// whose `ShmemHandle` is at `arg`: every PE's `dst[i]` becomes the sum, in PE order,
+    /// of every PE's `src[i]`, `i < count`, elements of `dtype`; `src` and `dst` are
+    /// symmetric addresses of disjoint ranges. Ordering and waits: as `ShmemBarrierAll`
+    /// (two barriers, the first before any PE reads a source).
+    ShmemSumReduce = 4,
 }
 
-numbering!(DeviceFunction, u32, from_u32, [Timestamp, Increment, WaitAtLeast]);
+numbering!(DeviceFunction, u32, from_u32, [Timestamp, Increment, WaitAtLeast, ShmemBarrierAll, ShmemSumReduce]);
+
+impl DeviceFunction {
+    /// True for the symmetric heap's functions, whose `arg` is a PE's `ShmemHandle`.
+    pub const fn is_shmem(self) -> bool {
+        matches!(self, Self::ShmemBarrierAll | Self::ShmemSumReduce)
+    }
+}
 
 /// One unit of work: 64 bytes, 16-byte aligned (the loop copies it in 16-byte pieces),
 /// written by the host into the rank's queue (or a stream mailbox) and copied into shared
@@ -123,6 +143,10 @@ pub enum BadItem {
     /// The communicator forces an algorithm that cannot run this collective (too large
     /// for its staging buffers, or not an algorithm of this function).
     UnfitAlgorithm = 15,
+    /// A symmetric-heap reduction's source and destination overlap.
+    Overlapping = 16,
+    /// A symmetric-heap function's buffer is not in the PE's heap.
+    NotSymmetric = 17,
 }
 
 numbering!(
@@ -145,6 +169,8 @@ numbering!(
         BadRank,
         ZeroDivisor,
         UnfitAlgorithm,
+        Overlapping,
+        NotSymmetric,
     ]
 );
 
@@ -167,6 +193,8 @@ impl BadItem {
             Self::BadRank => "root or peer is not another rank of the communicator",
             Self::ZeroDivisor => "average (SumPostDiv) with a divisor of 0",
             Self::UnfitAlgorithm => "the communicator's forced algorithm cannot run this collective",
+            Self::Overlapping => "the symmetric-heap reduction's source and destination overlap",
+            Self::NotSymmetric => "a symmetric-heap buffer is not in the PE's heap",
         }
     }
 }
@@ -220,6 +248,19 @@ impl WorkItem {
         Self { kind: WorkKind::Call as u8, function: function as u32, arg, count, ..Self::default() }
     }
 
+    /// The symmetric heap's `barrier_all` for the PE whose `ShmemHandle` is at `handle`
+    /// (see [`DeviceFunction::ShmemBarrierAll`]).
+    pub fn shmem_barrier_all(handle: u64) -> Self {
+        Self::call(DeviceFunction::ShmemBarrierAll, handle, 0)
+    }
+
+    /// The symmetric heap's `sum_reduce` of `count` elements of `dtype` from the symmetric
+    /// address `src` into `dst`, for the PE whose `ShmemHandle` is at `handle` (see
+    /// [`DeviceFunction::ShmemSumReduce`]).
+    pub fn shmem_sum_reduce(dtype: DataType, handle: u64, src: u64, dst: u64, count: u64) -> Self {
+        Self { dtype: dtype as u8, src, dst, ..Self::call(DeviceFunction::ShmemSumReduce, handle, count) }
+    }
+
     /// A collective: `function` over `count` elements of `dtype` with `op` (argument
     /// `op_arg`) from `src` to `dst`; `arg` is the root or the SendRecv peers.
     #[allow(clippy::too_many_arguments)]
@@ -265,6 +306,32 @@ impl WorkItem {
         for (p, n) in [(self.src, input), (self.dst, output)] {
             let bytes = n.checked_mul(size).ok_or(BadItem::CountOverflow)?;
             p.checked_add(bytes).ok_or(BadItem::CountOverflow)?;
+        }
+        Ok(())
+    }
+
+    /// A ShmemSumReduce item's buffers: `count` elements of `dtype` at `src` and `dst`,
+    /// aligned, without wrapping around, disjoint (whether they lie in the heap only the
+    /// device can tell: it refuses them with [`BadItem::NotSymmetric`]). Not inlined: the
+    /// loop's item code, which inlines `validate`, keeps its registers.
+    #[inline(never)]
+    fn validate_sum_reduce(&self) -> Result<(), BadItem> {
+        let size = DataType::from_u8(self.dtype).ok_or(BadItem::UnknownDataType)?.size() as u64;
+        if self.count == 0 {
+            return Ok(());
+        }
+        let bytes = self.count.checked_mul(size).ok_or(BadItem::CountOverflow)?;
+        for p in [self.src, self.dst] {
+            if p == 0 {
+                return Err(BadItem::NullPointer);
+            }
+            if !aligned_to(p, size) {
+                return Err(BadItem::Misaligned);
+            }
+            p.checked_add(bytes).ok_or(BadItem::CountOverflow)?;
+        }
+        if self.src < self.dst + bytes && self.dst < self.src + bytes {
+            return Err(BadItem::Overlapping);
         }
         Ok(())
     }
@@ -318,16 +385,18 @@ impl WorkItem {
                     }
                 }
             }
-            WorkKind::Call => match DeviceFunction::from_u32(self.function).ok_or(BadItem::UnknownFunction)? {
-                DeviceFunction::Timestamp | DeviceFunction::Increment | DeviceFunction::WaitAtLeast => {
-                    if self.arg == 0 {
-                        return Err(BadItem::NullPointer);
-                    }
-                    if !self.arg.is_multiple_of(8) {
-                        return Err(BadItem::Misaligned);
-                    }
+            WorkKind::Call => {
+                let function = DeviceFunction::from_u32(self.function).ok_or(BadItem::UnknownFunction)?;
+                if self.arg == 0 {
+                    return Err(BadItem::NullPointer);
                 }
-            },
+                if !self.arg.is_multiple_of(8) {
+                    return Err(BadItem::Misaligned);
+                }
+                if function == DeviceFunction::ShmemSumReduce {
+                    self.validate_sum_reduce()?;
+                }
+            }
         }
         Ok(kind)
     }

@@ -15,7 +15,10 @@
 //! that is gone fails every PE's call with [`Error::Bootstrap`](crate::Error::Bootstrap).
 //! The bookkeeping ([`book`]) is pure and shared with the host-twin heap of the tests.
 //!
-//! Not yet here: host-side operations on streams.
+//! Stream-ordered heap operations ([`Heap::barrier_all_on_stream`],
+//! [`Heap::sum_reduce_on_stream`]) run on a small work loop per local PE
+//! ([`Heap::start_loops`]): the stream's post kernel hands the item to the loop, whose one
+//! CTA runs the device API's block barrier or reduction; no kernel of its own per call.
 
 pub mod book;
 pub mod pes;
@@ -27,7 +30,12 @@ use std::time::Duration;
 
 use cudarc::driver::{CudaContext, CudaStream};
 use device_rt::abi::ShmemHandle;
+use device_rt::work::WorkItem;
 use zerocopy::IntoBytes;
+
+use crate::comm::Element;
+use crate::module::Module;
+use crate::work::{LoopConfig, Placement, WorkLoop};
 
 use crate::memory::HostMapped;
 use crate::work::DeviceAlloc;
@@ -39,6 +47,9 @@ use vmm::VmmHeap;
 
 /// A symmetric heap: every PE's heap mapped in this process, and the PEs of this process.
 pub struct Heap {
+    /// Each local PE's work loop for stream-ordered calls, once started: first, so that
+    /// they are dropped (aborted) before the heaps.
+    loops: Vec<WorkLoop>,
     book: HeapBook,
     /// Every PE's heap, by PE.
     heaps: Vec<VmmHeap>,
@@ -46,6 +57,8 @@ pub struct Heap {
     /// Each local PE's `ShmemHandle`, in its device's memory.
     handles: Vec<DeviceAlloc>,
     abort: HostMapped<u64>,
+    /// The bound of every wait: the device API's and the loops'.
+    spin_budget: Duration,
 }
 
 impl Heap {
@@ -86,7 +99,7 @@ impl Heap {
             let bases: Vec<u64> = heaps.iter().zip(&reach).map(|(h, readers)| if readers.contains(&ordinals[pe]) { h.base() } else { 0 }).collect();
             handles.push(handle_on_device(ctx, pe, &bases, heap_bytes, &abort, spin_budget)?);
         }
-        Ok(Self { book, heaps, pes: PeSet::all_here(ctxs.len()), handles, abort })
+        Ok(Self { loops: Vec::new(), book, heaps, pes: PeSet::all_here(ctxs.len()), handles, abort, spin_budget })
     }
 
     /// This process's PE of a heap over one PE per process: `bootstrap` names the PE and
@@ -122,7 +135,7 @@ impl Heap {
         let handle = handle_on_device(ctx, me, &bases, heap_bytes, &abort, spin_budget)?;
         // No PE uses a peer's heap before every PE has mapped every heap.
         pes.gather("mapped", &[0])?;
-        Ok(Self { book, heaps, pes, handles: vec![handle], abort })
+        Ok(Self { loops: Vec::new(), book, heaps, pes, handles: vec![handle], abort, spin_budget })
     }
 
     /// The number of PEs.
@@ -165,9 +178,113 @@ impl Heap {
     }
 
     /// Sets the abort flag every wait of this process's PEs reads: their waits end with an
-    /// error. Never blocks.
+    /// error; the loops' too. Never blocks.
     pub fn abort(&mut self) {
         self.abort.write(0, 1);
+        self.loops.iter().for_each(WorkLoop::abort);
+    }
+
+    /// Starts a work loop for each local PE (one resident channel of 256 threads: it
+    /// holds one CTA of the PE's GPU until [`Heap::finalize`] or the heap's drop), which
+    /// the stream-ordered calls hand their work to. `modules[i]` is the module loaded on
+    /// local PE `i`'s device (`Module::load`). Start them before launching kernels that
+    /// use the heap, and never with another process's persistent loop on the same GPU
+    /// (kernels of two processes time-slice). Called again, it changes nothing.
+    pub fn start_loops(&mut self, modules: &[&Module]) -> Result<()> {
+        if !self.loops.is_empty() {
+            return Ok(());
+        }
+        if modules.len() != self.handles.len() {
+            return Err(Error::InvalidArgument(format!("{} modules for {} local PEs", modules.len(), self.handles.len())));
+        }
+        let cfg = LoopConfig { channels: 1, guests: 0, threads: 256, resident_threads: 0, capacity: 64, spin_budget: self.spin_budget, placement: Placement::Hardware };
+        let mut loops = Vec::new();
+        for (handle, module) in self.handles.iter().zip(modules) {
+            loops.push(WorkLoop::launch(handle.context(), module, cfg)?);
+        }
+        self.loops = loops;
+        Ok(())
+    }
+
+    /// `barrier_all` for local PE `pe`, ordered on `stream` (a stream of `pe`'s device):
+    /// once the stream reaches it, every PE has reached its own `barrier_all` and every
+    /// put issued before it on any PE is complete (the device API's
+    /// [`Shmem::barrier_all`](device_rt::shmem::Shmem::barrier_all), a quiet then the
+    /// arrivals). Every PE calls it, or the device API's `barrier_all`, as its next heap
+    /// barrier; no kernel of this PE may be inside a heap barrier meanwhile. Each PE's
+    /// loop serves the first stream it is used with (another is refused,
+    /// [`Error::StreamInUse`]). A wait past the spin budget, or an abort, stops the loop;
+    /// later calls return that error ([`Heap::async_error`] tells it at once).
+    pub fn barrier_all_on_stream(&self, pe: usize, stream: &CudaStream) -> Result<()> {
+        let at = self.local_at(pe)?;
+        self.post(at, stream, WorkItem::shmem_barrier_all(self.handles[at].ptr()))
+    }
+
+    /// `sum_reduce` for local PE `pe`, ordered on `stream`: every PE's `count` elements at
+    /// `dst` become the sum, in PE order (the same bits on every PE), of every PE's
+    /// elements at `src`; both are symmetric addresses (what [`Heap::malloc`] gave this PE,
+    /// plus an offset) of disjoint ranges. A barrier before the reads and one after, as
+    /// the device API's `sum_reduce`; the rest as [`Heap::barrier_all_on_stream`]. Bad
+    /// addresses (outside the heap, misaligned, overlapping) are refused here, before
+    /// anything is enqueued.
+    pub fn sum_reduce_on_stream<T: Element>(&self, pe: usize, stream: &CudaStream, dst: u64, src: u64, count: usize) -> Result<()> {
+        let at = self.local_at(pe)?;
+        let bytes = (count as u64).checked_mul(T::DTYPE.size() as u64).ok_or_else(|| Error::InvalidArgument(format!("{count} elements overflow")))?;
+        let (base, end) = (self.heaps[pe].base(), self.heaps[pe].base() + self.book.heap_bytes());
+        for (what, p) in [("source", src), ("destination", dst)] {
+            if count > 0 && (p < base || p.checked_add(bytes).is_none_or(|e| e > end)) {
+                return Err(Error::InvalidArgument(format!("sum_reduce's {what} {p:#x} + {bytes} bytes is not in PE {pe}'s heap ({base:#x} + {})", end - base)));
+            }
+        }
+        let item = WorkItem::shmem_sum_reduce(T::DTYPE, self.handles[at].ptr(), src, dst, count as u64);
+        self.post(at, stream, item)
+    }
+
+    /// The error that stopped local PE `pe`'s loop, if one has.
+    pub fn async_error(&self, pe: usize) -> Option<Error> {
+        self.local_at(pe).ok().and_then(|at| self.loops.get(at)).and_then(WorkLoop::async_error)
+    }
+
+    /// Stops the loops once they have run every call handed to them (waiting up to
+    /// `timeout` each), then frees the heap: `finalize`. The streams that posted calls
+    /// must have run them first. A loop that does not stop in time is aborted and the
+    /// error returned.
+    pub fn finalize(mut self, timeout: Duration) -> Result<()> {
+        let mut first = Ok(());
+        for lp in &mut self.loops {
+            first = first.and(lp.shutdown(timeout));
+        }
+        first
+    }
+
+    /// The index among this process's PEs of PE `pe`.
+    fn local_at(&self, pe: usize) -> Result<usize> {
+        self.pes.local().iter().position(|&p| p == pe).ok_or_else(|| Error::InvalidArgument(format!("PE {pe} is not a PE of this process ({:?})", self.pes.local())))
+    }
+
+    /// Hands `item` to local PE `at`'s loop on `stream`.
+    fn post(&self, at: usize, stream: &CudaStream, item: WorkItem) -> Result<()> {
+        let Some(lp) = self.loops.get(at) else {
+            return Err(Error::InvalidState("the heap's loops are not started (Heap::start_loops)"));
+        };
+        if stream.context().ordinal() != self.handles[at].context().ordinal() {
+            return Err(Error::InvalidArgument(format!("a stream of device {} for a PE on device {}", stream.context().ordinal(), self.handles[at].context().ordinal())));
+        }
+        lp.enqueue_on_stream(stream, item)
+    }
+}
+
+impl Drop for Heap {
+    /// Never blocks: a loop still running is aborted (its drop) and the heaps it may still
+    /// read are left mapped (leaked) rather than unmapped under it.
+    fn drop(&mut self) {
+        self.abort.write(0, 1);
+        let running = self.loops.iter().any(|lp| !lp.kernel_done());
+        self.loops.clear();
+        if running {
+            log::warn!("symmetric heap dropped while its loops ran: its memory stays mapped");
+            std::mem::take(&mut self.heaps).into_iter().for_each(std::mem::forget);
+        }
     }
 }
 
