@@ -447,6 +447,16 @@ impl WorkLoop {
     /// the loop. Allocate every loop of a device before starting any: CUDA may make an
     /// allocation wait for running kernels.
     pub fn new(ctx: &Arc<CudaContext>, module: &Module, cfg: LoopConfig) -> Result<Self> {
+        Self::with_entry(ctx, module, cfg, "ferroccl_work_loop")
+    }
+
+    /// [`WorkLoop::new`] for a symmetric heap's loop: the kernel that also runs the heap's
+    /// barrier and reduction items (`ferroccl_shmem_work_loop`).
+    pub fn new_for_heap(ctx: &Arc<CudaContext>, module: &Module, cfg: LoopConfig) -> Result<Self> {
+        Self::with_entry(ctx, module, cfg, "ferroccl_shmem_work_loop")
+    }
+
+    fn with_entry(ctx: &Arc<CudaContext>, module: &Module, cfg: LoopConfig, entry: &str) -> Result<Self> {
         cfg.validate()?;
         graveyard().collect(ctx.cu_ctx() as usize);
         log::debug!("work loop: allocating its queue and state");
@@ -461,7 +471,7 @@ impl WorkLoop {
         let queue = unsafe {
             Queue::new(header_ptr, ring.host_ptr().cast(), u64::from(cfg.capacity), cfg.channels as usize, header.clone())?
         };
-        let kernel = module.kernel("ferroccl_work_loop")?;
+        let kernel = module.kernel(entry)?;
         fits_threads(&kernel, cfg.threads, "the work loop kernel")?;
         let post = module.kernel("ferroccl_mailbox_post")?;
         if cfg.guests > 0 {

@@ -15,7 +15,7 @@ use device_rt::dtype::DataType;
 use device_rt::redop::RedOpKind;
 use device_rt::abi::WaitSite;
 use device_rt::algo::CollFunction;
-use device_rt::work::{BadItem, ChannelPlacement, DeviceFunction, LOOP_SMEM_BYTES, LoopArgs, LoopState, MAILBOX_CLOSED, MAILBOX_GENERATION_ONE, MAILBOX_PENDING, PostOutcome, QueueHeader, RingSlot, WorkItem, post_to_mailbox, work_loop};
+use device_rt::work::{BadItem, ChannelPlacement, DeviceFunction, LOOP_SMEM_BYTES, LoopArgs, LoopState, MAILBOX_CLOSED, MAILBOX_GENERATION_ONE, MAILBOX_PENDING, PostOutcome, QueueHeader, RingSlot, WorkItem, post_to_mailbox, shmem_work_loop, work_loop};
 use host_shim::Error;
 use host_shim::queue::{Queue, Ticket};
 
@@ -40,9 +40,19 @@ impl TwinLoop {
         Self::start_placed(channels, ChannelPlacement::default(), threads, capacity, budget, None)
     }
 
+    /// A symmetric heap's loop (`shmem_work_loop`): it also runs the heap's items.
+    fn start_heap(channels: u32, threads: u32, capacity: u64, budget: Duration) -> Self {
+        Self::start_entry(shmem_work_loop, channels, ChannelPlacement::default(), threads, capacity, budget, None)
+    }
+
     /// A loop of `grid` CTAs whose channels `placement` chooses (the default: the grid),
     /// in `memory`'s weak-memory world if given.
     fn start_placed(grid: u32, placement: ChannelPlacement, threads: u32, capacity: u64, budget: Duration, memory: Option<WeakMemory>) -> Self {
+        Self::start_entry(work_loop, grid, placement, threads, capacity, budget, memory)
+    }
+
+    /// As `start_placed`, the loop's body `entry` (`work_loop` or `shmem_work_loop`).
+    fn start_entry(entry: unsafe fn(LoopArgs), grid: u32, placement: ChannelPlacement, threads: u32, capacity: u64, budget: Duration, memory: Option<WeakMemory>) -> Self {
         let channels = if placement.nchannels == 0 { grid } else { placement.nchannels };
         let mut header = Box::new(QueueHeader::new());
         let mut ring = vec![RingSlot::default(); capacity as usize];
@@ -66,7 +76,7 @@ impl TwinLoop {
                         comm: std::ptr::null(),
                     };
                     // SAFETY: the header, ring, state and (null) communicator outlive the loop threads (`TwinLoop` joins them before dropping its memory), and this is the only loop on them.
-                    unsafe { work_loop(args) }
+                    unsafe { entry(args) }
                 })
             }))
         });
@@ -770,7 +780,7 @@ fn loops_run_the_heaps_barrier_and_sum_reduce() {
         heap.write(pe, src[pe], &heap_values(pe, N));
         heap.write(pe, isrc[pe], &(0..N as i32).map(|i| i * (pe as i32 + 1) - 7).collect::<Vec<_>>());
     }
-    let mut loops: Vec<TwinLoop> = (0..PES).map(|_| TwinLoop::start(2, 128, 16, LONG)).collect();
+    let mut loops: Vec<TwinLoop> = (0..PES).map(|_| TwinLoop::start_heap(2, 128, 16, LONG)).collect();
     let mut last = Vec::new();
     for (pe, lp) in loops.iter_mut().enumerate() {
         for _ in 0..3 {
@@ -798,12 +808,13 @@ fn loops_run_the_heaps_barrier_and_sum_reduce() {
 /// Bad heap items: overlapping buffers and a null handle are refused by the host, a
 /// buffer outside the heap by the device (only it can read the heap's bounds), before
 /// any barrier; a PE whose peers never arrive has its loop stopped by the heap's spin
-/// budget, at the heap barrier's wait site.
+/// budget, at the heap barrier's wait site; the collectives' loop (`work_loop`) refuses
+/// heap items.
 #[test]
 fn bad_heap_items_are_refused_and_a_lone_pe_times_out() {
     let mut heap = ferroccl_testkit::shmem::TwinHeap::new(2, 1 << 16, Duration::from_millis(200), None).unwrap();
     let buf = heap.malloc(&[64, 64]).unwrap();
-    let mut lp = TwinLoop::start(1, 128, 8, LONG);
+    let mut lp = TwinLoop::start_heap(1, 128, 8, LONG);
     let overlap = lp.queue.enqueue(WorkItem::shmem_sum_reduce(DataType::F32, heap.handle(0), buf[0], buf[0] + 4, 8), LONG);
     assert!(matches!(overlap, Err(Error::BadWorkItem { reason: BadItem::Overlapping, .. })), "{overlap:?}");
     let null = lp.queue.enqueue(WorkItem::shmem_barrier_all(0), LONG);
@@ -813,9 +824,14 @@ fn bad_heap_items_are_refused_and_a_lone_pe_times_out() {
     let err = lp.queue.wait(t, LONG);
     assert!(matches!(err, Err(Error::BadWorkItem { reason: BadItem::NotSymmetric, .. })), "{err:?}");
     lp.join();
-    let mut lone = TwinLoop::start(1, 128, 8, LONG);
+    let mut lone = TwinLoop::start_heap(1, 128, 8, LONG);
     let t = lone.queue.enqueue(WorkItem::shmem_barrier_all(heap.handle(0)), LONG).unwrap();
     let err = lone.queue.wait(t, LONG);
     assert!(matches!(err, Err(Error::DeviceTimeout { site: Some(WaitSite::ShmemBarrier), .. })), "{err:?}");
     lone.join();
+    let mut collectives_loop = TwinLoop::start(1, 128, 8, LONG);
+    let t = collectives_loop.queue.enqueue(WorkItem::shmem_barrier_all(heap.handle(0)), LONG).unwrap();
+    let err = collectives_loop.queue.wait(t, LONG);
+    assert!(matches!(err, Err(Error::BadWorkItem { reason: BadItem::NotHeapLoop, .. })), "the collectives' loop refuses heap items: {err:?}");
+    collectives_loop.join();
 }

@@ -117,6 +117,27 @@ enum Source {
 /// at most `MAX_CHANNELS` channels: the grid, or `state.placement.nchannels` of a larger
 /// grid.
 pub unsafe fn work_loop(args: LoopArgs) {
+    // SAFETY: this function's contract.
+    unsafe { loop_body::<false>(args) }
+}
+
+/// [`work_loop`] that also runs the symmetric heap's functions
+/// ([`DeviceFunction::is_shmem`]): the heap's loops. A kernel entry of its own, so that the
+/// collectives' loop keeps its registers (with the heap's code in it, the loop spilled).
+///
+/// # Safety
+/// As [`work_loop`].
+pub unsafe fn shmem_work_loop(args: LoopArgs) {
+    // SAFETY: this function's contract.
+    unsafe { loop_body::<true>(args) }
+}
+
+/// The loop; `SHMEM`: it runs the heap's functions (else it refuses them).
+///
+/// # Safety
+/// As [`work_loop`].
+#[inline(always)]
+unsafe fn loop_body<const SHMEM: bool>(args: LoopArgs) {
     let shared = arch::dyn_smem().cast::<LoopShared>();
     let tid = arch::thread_idx();
     // SAFETY: `args.state` is the loop's `LoopState` in device memory, valid for the launch
@@ -232,6 +253,8 @@ pub unsafe fn work_loop(args: LoopArgs) {
         // A mailbox collective may spread over guest channels too (see `guest`).
         let channels = match source {
             // SAFETY: `a.comm` is null or the rank's `CommDevice`, valid for the launch.
+            // A heap loop has no communicator: its items stay on its own channels.
+            Source::Mailbox(_) if SHMEM => a.count,
             Source::Mailbox(_) => unsafe { mailbox_spread(a.comm, a.count, &item, kind) }.channels,
             Source::Ring(_) => a.count,
         };
@@ -239,7 +262,7 @@ pub unsafe fn work_loop(args: LoopArgs) {
         // loop's own, or every channel of the communicator, whose connections cover them),
         // and `shared` its `LoopShared`; `kind` is the item's validated kind, and every thread
         // of the CTA runs it with the same arguments.
-        let outcome = unsafe { execute(&Channel { count: channels, ..a }, kind, &item, shared) };
+        let outcome = unsafe { execute::<SHMEM>(&Channel { count: channels, ..a }, kind, &item, shared) };
         arch::barrier_sync_all();
         match outcome {
             Ok(()) => {}
@@ -273,9 +296,13 @@ pub unsafe fn work_loop(args: LoopArgs) {
                     // SAFETY: `taken - 1 < ITEM_CACHE` is the item just run, which warp 0 does
                     // not rewrite before the next fetch; `a.comm` is null or the rank's
                     // `CommDevice`, valid for the launch.
-                    let arrivals = unsafe {
-                        let ran = (&raw const (*shared).items).cast::<WorkItem>().add(taken - 1).read_volatile();
-                        mailbox_spread(a.comm, a.count, &ran, kind).arrivals
+                    let arrivals = if SHMEM {
+                        a.count
+                    } else {
+                        unsafe {
+                            let ran = (&raw const (*shared).items).cast::<WorkItem>().add(taken - 1).read_volatile();
+                            mailbox_spread(a.comm, a.count, &ran, kind).arrivals
+                        }
                     };
                     // SAFETY: `a` is this CTA's channel; thread 0 alone completes the mailbox
                     // item, once per generation, with the item's spread.
@@ -797,7 +824,7 @@ unsafe fn look_elsewhere(a: &Channel, mailbox_done: u64, guard: &mut SpinGuard) 
 /// `a` is this CTA's [`Channel`] and `shared` is this CTA's `LoopShared`; `kind` is
 /// `item`'s kind as `validate` returned it; every thread of the CTA calls this with the
 /// same arguments.
-pub(super) unsafe fn execute(a: &Channel, kind: WorkKind, item: &WorkItem, shared: *mut LoopShared) -> Result<(), Stop> {
+pub(super) unsafe fn execute<const SHMEM: bool>(a: &Channel, kind: WorkKind, item: &WorkItem, shared: *mut LoopShared) -> Result<(), Stop> {
     match kind {
         WorkKind::NoOp | WorkKind::Shutdown => Ok(()),
         WorkKind::ReduceCopy => {
@@ -811,7 +838,9 @@ pub(super) unsafe fn execute(a: &Channel, kind: WorkKind, item: &WorkItem, share
         // CTA calls this.
         WorkKind::Barrier => unsafe { channels_barrier(a, shared) },
         // SAFETY: as above.
-        WorkKind::Call => unsafe { call(a, item, shared) },
+        WorkKind::Call => unsafe { call::<SHMEM>(a, item, shared) },
+        // A heap loop has no communicator (and leaves out the collectives' code).
+        WorkKind::Collective if SHMEM => Err(Stop::Error(LoopError::BadItem, BadItem::NoCommunicator as u32)),
         // SAFETY: as above.
         WorkKind::Collective => unsafe { collective(a, item, shared, a.index) },
     }
@@ -1037,8 +1066,7 @@ unsafe fn channels_barrier(a: &Channel, shared: *mut LoopShared) -> Result<(), S
 /// As [`execute`], for a Call item, whose `arg` is the address of an aligned `u64` in
 /// device or host-mapped memory that the kernel accesses only through `arch` (the host's
 /// promise).
-#[inline(never)]
-unsafe fn call(a: &Channel, item: &WorkItem, shared: *mut LoopShared) -> Result<(), Stop> {
+unsafe fn call<const SHMEM: bool>(a: &Channel, item: &WorkItem, shared: *mut LoopShared) -> Result<(), Stop> {
     let Some(function) = DeviceFunction::from_u32(item.function) else { arch::trap() };
     let leader = a.index == 0 && arch::thread_idx() == 0;
     let word = item.arg as *mut u64;
@@ -1068,6 +1096,7 @@ unsafe fn call(a: &Channel, item: &WorkItem, shared: *mut LoopShared) -> Result<
             // `shared` its `LoopShared`, and every thread of the CTA calls this.
             unsafe { cta_wait(a, shared, WaitSite::Flag, || arch::ld_acquire_sys_global(word) >= want) }
         }
+        DeviceFunction::ShmemBarrierAll | DeviceFunction::ShmemSumReduce if !SHMEM => Err(Stop::Error(LoopError::BadItem, BadItem::NotHeapLoop as u32)),
         DeviceFunction::ShmemBarrierAll | DeviceFunction::ShmemSumReduce if a.index != 0 => Ok(()),
         // SAFETY: a validated shmem item's `arg` is this PE's `ShmemHandle` (the host's
         // promise); every thread of channel 0's CTA calls this.

@@ -153,7 +153,7 @@ pub unsafe fn serve_post(p: PostArgs) {
         unsafe { planned_collective(&a, &p.item, shared, part, plan) }
     } else {
         // SAFETY: as above, with the item's validated kind and the mailbox spread.
-        unsafe { execute(&a, kind, &p.item, shared) }
+        unsafe { execute::<false>(&a, kind, &p.item, shared) }
     };
     arch::barrier_sync_all();
     if tid == 0 {

@@ -147,6 +147,9 @@ pub enum BadItem {
     Overlapping = 16,
     /// A symmetric-heap function's buffer is not in the PE's heap.
     NotSymmetric = 17,
+    /// A symmetric-heap function reached a loop that does not run them (the collectives'
+    /// loop: the heap's loops are `shmem_work_loop`).
+    NotHeapLoop = 18,
 }
 
 numbering!(
@@ -171,6 +174,7 @@ numbering!(
         UnfitAlgorithm,
         Overlapping,
         NotSymmetric,
+        NotHeapLoop,
     ]
 );
 
@@ -195,6 +199,7 @@ impl BadItem {
             Self::UnfitAlgorithm => "the communicator's forced algorithm cannot run this collective",
             Self::Overlapping => "the symmetric-heap reduction's source and destination overlap",
             Self::NotSymmetric => "a symmetric-heap buffer is not in the PE's heap",
+            Self::NotHeapLoop => "a symmetric-heap function on a loop without the heap's functions",
         }
     }
 }

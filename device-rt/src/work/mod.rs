@@ -22,7 +22,7 @@ pub use placement::{ChannelPlacement, MAX_SMS};
 pub use queue::{LOOP_SMEM_BYTES, LoopState, MAILBOX_CLOSED, MAILBOX_COMPLETE, MAILBOX_GENERATION_ONE, MAILBOX_PENDING, Mailbox, QueueHeader, RingSlot, SLOT_WORDS, mailbox_generation};
 
 #[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
-pub use exec::{LoopArgs, work_loop};
+pub use exec::{LoopArgs, shmem_work_loop, work_loop};
 #[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
 pub use guest::{PostArgs, serve_post};
 #[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]

@@ -200,7 +200,9 @@ impl Heap {
         let cfg = LoopConfig { channels: 1, guests: 0, threads: 256, resident_threads: 0, capacity: 64, spin_budget: self.spin_budget, placement: Placement::Hardware };
         let mut loops = Vec::new();
         for (handle, module) in self.handles.iter().zip(modules) {
-            loops.push(WorkLoop::launch(handle.context(), module, cfg)?);
+            let mut lp = WorkLoop::new_for_heap(handle.context(), module, cfg)?;
+            lp.start()?;
+            loops.push(lp);
         }
         self.loops = loops;
         Ok(())

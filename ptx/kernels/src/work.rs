@@ -2,7 +2,7 @@
 //! with.
 
 use device_rt::conn::CommDevice;
-use device_rt::work::{LoopArgs, LoopState, PostArgs, QueueHeader, RingSlot, WorkItem, serve_post, work_loop};
+use device_rt::work::{LoopArgs, LoopState, PostArgs, QueueHeader, RingSlot, WorkItem, serve_post, shmem_work_loop, work_loop};
 
 /// One rank's work loop: launched once, runs items until a Shutdown item, an abort or an
 /// error (see `device_rt::work`).
@@ -21,6 +21,25 @@ pub unsafe extern "gpu-kernel" fn ferroccl_work_loop(
     // SAFETY: this kernel's contract is `work_loop`'s, for the same arguments, which the host
     // keeps when it launches it.
     unsafe { work_loop(LoopArgs { header, ring, capacity, state, spin_budget_ns, comm }) }
+}
+
+/// A symmetric heap's work loop (`ferroccl_work_loop` that also runs the heap's barrier and
+/// reduction items): `host_shim::shmem::Heap::start_loops` launches one per local PE.
+///
+/// # Safety
+/// As `device_rt::work::shmem_work_loop`.
+#[unsafe(no_mangle)]
+pub unsafe extern "gpu-kernel" fn ferroccl_shmem_work_loop(
+    header: *mut QueueHeader,
+    ring: *const RingSlot,
+    capacity: u64,
+    state: *mut LoopState,
+    spin_budget_ns: u64,
+    comm: *const CommDevice,
+) {
+    // SAFETY: this kernel's contract is `shmem_work_loop`'s, for the same arguments, which
+    // the host keeps when it launches it.
+    unsafe { shmem_work_loop(LoopArgs { header, ring, capacity, state, spin_budget_ns, comm }) }
 }
 
 /// The stream-ordered path's post grid, launched on the user's stream: CTA 0's thread 0
