@@ -252,9 +252,9 @@ unsafe fn loop_body<const SHMEM: bool>(args: LoopArgs) {
         }
         // A mailbox collective may spread over guest channels too (see `guest`).
         let channels = match source {
-            // SAFETY: `a.comm` is null or the rank's `CommDevice`, valid for the launch.
             // A heap loop has no communicator: its items stay on its own channels.
             Source::Mailbox(_) if SHMEM => a.count,
+            // SAFETY: `a.comm` is null or the rank's `CommDevice`, valid for the launch.
             Source::Mailbox(_) => unsafe { mailbox_spread(a.comm, a.count, &item, kind) }.channels,
             Source::Ring(_) => a.count,
         };
@@ -293,12 +293,12 @@ unsafe fn loop_body<const SHMEM: bool>(args: LoopArgs) {
                 if tid == 0 {
                     // The spread again, from the item still in the shared cache (nothing kept
                     // live across the item: the loop's registers).
-                    // SAFETY: `taken - 1 < ITEM_CACHE` is the item just run, which warp 0 does
-                    // not rewrite before the next fetch; `a.comm` is null or the rank's
-                    // `CommDevice`, valid for the launch.
                     let arrivals = if SHMEM {
                         a.count
                     } else {
+                        // SAFETY: `taken - 1 < ITEM_CACHE` is the item just run, which warp 0
+                        // does not rewrite before the next fetch; `a.comm` is null or the
+                        // rank's `CommDevice`, valid for the launch.
                         unsafe {
                             let ran = (&raw const (*shared).items).cast::<WorkItem>().add(taken - 1).read_volatile();
                             mailbox_spread(a.comm, a.count, &ran, kind).arrivals
