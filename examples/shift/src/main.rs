@@ -10,7 +10,8 @@
 //! `--check-api` then runs the device API's ring shift (`ferroccl_shmem_ring_shift`:
 //! `put_signal` of a block of floats to the next PE, `wait_until`, a block `sum_reduce`,
 //! atomics on PE 0, `barrier_all`) on every PE and checks every local PE's results on the
-//! host.
+//! host, then the host's stream-ordered `sum_reduce` and `barrier_all` (the heap's work
+//! loops, no kernel launch per call).
 
 use std::error::Error;
 use std::sync::Arc;
@@ -121,6 +122,67 @@ fn main() -> Result<(), Box<dyn Error>> {
     if args.check_api {
         check_api(&mut heap, &streams, &modules)?;
         println!("device API ring shift on {} PE(s) of {}: put_signal, wait_until, sum_reduce, atomics, barrier_all all checked", pes.len(), heap.n_pes());
+        check_stream_calls(&mut heap, &streams, &modules)?;
+        println!("stream-ordered sum_reduce and barrier_all through the heap's work loops on {} PE(s) of {}: checked", pes.len(), heap.n_pes());
+        heap.finalize(Duration::from_secs(10))?;
+    }
+    Ok(())
+}
+
+/// Starts the heap's work loops and, on every local PE's stream with no kernel launch,
+/// runs `sum_reduce_on_stream` of the blocks `check_api` sends, twice (the second into a
+/// buffer the first's result is copied from, so a stale first result cannot pass), with a
+/// `barrier_all_on_stream` between and after; checks each PE got the PE-order sum.
+fn check_stream_calls(heap: &mut Heap, streams: &[Arc<CudaStream>], modules: &[&Module]) -> Result<(), Box<dyn Error>> {
+    heap.start_loops(modules)?;
+    let (local, n) = (heap.local_pes().to_vec(), heap.n_pes());
+    let each = vec![4 * CHECK_FLOATS as u64; local.len()];
+    let (src, first, second) = (heap.malloc(&each)?, heap.malloc(&each)?, heap.malloc(&each)?);
+    let sent = |pe: usize| -> Vec<f32> { (0..CHECK_FLOATS).map(|i| (pe * CHECK_FLOATS + i) as f32 * 0.25).collect() };
+    for (i, stream) in streams.iter().enumerate() {
+        stream.context().bind_to_thread()?;
+        let block = sent(local[i]);
+        // SAFETY: the PE's symmetric buffers, which no kernel uses; `block` outlives the
+        // copy, which the stream is synchronized for.
+        unsafe {
+            result::memcpy_htod_async(src[i], &block, stream.cu_stream())?;
+            result::memset_d8_async(first[i], 0xff, 4 * CHECK_FLOATS, stream.cu_stream())?;
+            result::memset_d8_async(second[i], 0xff, 4 * CHECK_FLOATS, stream.cu_stream())?;
+        }
+        stream.synchronize()?;
+    }
+    for (i, stream) in streams.iter().enumerate() {
+        let pe = local[i];
+        heap.barrier_all_on_stream(pe, stream)?;
+        heap.sum_reduce_on_stream::<f32>(pe, stream, first[i], src[i], CHECK_FLOATS)?;
+        // SAFETY: two of the PE's symmetric buffers of `CHECK_FLOATS` floats, ordered on
+        // the stream after the sum that writes `first`.
+        unsafe { result::memcpy_dtod_async(src[i], first[i], 4 * CHECK_FLOATS, stream.cu_stream())? };
+        heap.barrier_all_on_stream(pe, stream)?;
+        heap.sum_reduce_on_stream::<f32>(pe, stream, second[i], src[i], CHECK_FLOATS)?;
+        heap.barrier_all_on_stream(pe, stream)?;
+    }
+    let once: Vec<f32> = (0..CHECK_FLOATS).map(|f| (1..n).fold(sent(0)[f], |a, pe| a + sent(pe)[f])).collect();
+    let twice: Vec<f32> = once.iter().map(|&v| (1..n).fold(v, |a, _| a + v)).collect();
+    for (i, stream) in streams.iter().enumerate() {
+        let pe = local[i];
+        stream.synchronize()?;
+        if let Some(e) = heap.async_error(pe) {
+            return Err(format!("PE {pe}: the heap's loop stopped: {e}").into());
+        }
+        let (mut got_first, mut got_second) = (vec![0f32; CHECK_FLOATS], vec![0f32; CHECK_FLOATS]);
+        // SAFETY: the PE's buffers, written by the calls its stream just finished.
+        unsafe {
+            result::memcpy_dtoh_sync(&mut got_first, first[i])?;
+            result::memcpy_dtoh_sync(&mut got_second, second[i])?;
+        }
+        let same = |a: &[f32], b: &[f32]| a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits());
+        if !same(&got_first, &once) || !same(&got_second, &twice) {
+            return Err(format!("PE {pe}: sum_reduce_on_stream differs from the PE-order sum").into());
+        }
+    }
+    for b in [src, first, second] {
+        heap.free(&b)?;
     }
     Ok(())
 }
