@@ -59,7 +59,7 @@ impl Module {
                         cc.1,
                         start.elapsed().as_secs_f64()
                     );
-                    return Ok(Self { inner });
+                    return Self::reserving_stack(ctx, inner);
                 }
                 Err(e) => log::warn!("module: the {SASS_ARCH} SASS ({}) did not load ({e}); JIT-compiling the PTX instead", describe(cap)),
             },
@@ -78,13 +78,44 @@ impl Module {
             cc.1,
             start.elapsed().as_secs_f64()
         );
-        Ok(Self { inner })
+        Self::reserving_stack(ctx, inner)
+    }
+
+    /// The loaded module, once `ctx`'s per-thread stack (`CU_LIMIT_STACK_SIZE`) holds the
+    /// local memory of every kernel in it. The driver otherwise grows the stack at the
+    /// launch of a kernel that needs more than any before, and growing it waits for every
+    /// kernel running in the context: beside a persistent loop, that launch never returns.
+    /// On an H200 (2026-11-26) the first stream-ordered post to a symmetric heap's loop
+    /// (its post kernel needs more than the heap loop's kernel) hung so. Kernels of other
+    /// modules launched while a loop runs must need no more than this either.
+    fn reserving_stack(ctx: &Arc<CudaContext>, inner: Arc<CudaModule>) -> Result<Self> {
+        let module = Self { inner };
+        let mut most = 0;
+        for name in entries(PTX) {
+            let bytes = module.kernel(name)?.get_attribute(sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES).map_err(Error::cuda("cuFuncGetAttribute"))?;
+            most = most.max(usize::try_from(bytes).unwrap_or(0));
+        }
+        let limit = sys::CUlimit::CU_LIMIT_STACK_SIZE;
+        let now = ctx.get_limit(limit).map_err(Error::cuda("cuCtxGetLimit"))?;
+        if most > now {
+            ctx.set_limit(limit, most).map_err(Error::cuda("cuCtxSetLimit"))?;
+            log::debug!("module: per-thread stack raised from {now} to {most} bytes, the most local memory of its kernels");
+        }
+        Ok(module)
     }
 
     /// The kernel named `name` (an `extern "gpu-kernel"` function of `ptx/kernels`).
     pub fn kernel(&self, name: &str) -> Result<CudaFunction> {
         self.inner.load_function(name).map_err(Error::cuda("cuModuleGetFunction"))
     }
+}
+
+/// The names of the kernels of a PTX module: its `.entry` directives.
+fn entries(ptx: &str) -> impl Iterator<Item = &str> {
+    ptx.lines().filter_map(|line| {
+        let rest = line.split_once(".entry ")?.1;
+        Some(rest.split('(').next()?.trim()).filter(|name| !name.is_empty())
+    })
 }
 
 /// What a load of the module for one work-loop register cap uses.
@@ -160,6 +191,17 @@ mod tests {
     static WHOLE: [u8; 1] = [1];
     static CAPPED: [u8; 1] = [2];
     static IMAGES: [(Option<u32>, &[u8]); 2] = [(None, &WHOLE), (Some(128), &CAPPED)];
+
+    #[test]
+    fn every_kernel_of_the_module_is_found_for_the_stack_reservation() {
+        let made = ".visible .entry first(\n\t.param .u64 a\n)\n.entry second(.param .u32 b)\n.func helper(\n";
+        assert_eq!(entries(made).collect::<Vec<_>>(), ["first", "second"]);
+        let names: Vec<&str> = entries(PTX).collect();
+        for kernel in ["ferroccl_work_loop", "ferroccl_shmem_work_loop", "ferroccl_mailbox_post"] {
+            assert!(names.contains(&kernel), "{kernel} not among {names:?}");
+        }
+        assert_eq!(names.len(), PTX.matches(".entry ").count());
+    }
 
     #[test]
     fn hopper_loads_the_cubin_of_its_cap_and_everything_else_jits() {

@@ -42,10 +42,17 @@ struct Args {
 /// Floats each PE sends in `--check-api`.
 const CHECK_FLOATS: usize = 4099;
 
+/// What the example's steps return.
+type Outcome = Result<(), Box<dyn Error>>;
+
+/// How long `--check-api` waits for each stage of stream-ordered calls.
+const STAGE_BUDGET: Duration = Duration::from_secs(20);
+
 /// How long the PEs of several processes wait for each other at a host call.
 const BOOTSTRAP_BUDGET: Duration = Duration::from_secs(60);
 
 fn main() -> Result<(), Box<dyn Error>> {
+    env_logger::Builder::from_env(env_logger::Env::new().filter_or("FERROCCL_LOG", "warn")).init();
     let args = Args::parse();
     let count = device::list()?.len();
     // The streams of this process's PEs, the modules loaded (one per device), and the
@@ -151,27 +158,39 @@ fn check_stream_calls(heap: &mut Heap, streams: &[Arc<CudaStream>], modules: &[&
         }
         stream.synchronize()?;
     }
-    for (i, stream) in streams.iter().enumerate() {
-        let pe = local[i];
-        heap.barrier_all_on_stream(pe, stream)?;
-        heap.sum_reduce_on_stream::<f32>(pe, stream, first[i], src[i], CHECK_FLOATS)?;
-        // SAFETY: two of the PE's symmetric buffers of `CHECK_FLOATS` floats, ordered on
-        // the stream after the sum that writes `first`.
+    // Each stage is waited for with a deadline: a stage that does not finish names itself
+    // and the loop's error instead of hanging.
+    let stage = |what: &str, post: &dyn Fn(usize, &CudaStream) -> Outcome| -> Outcome {
+        for (i, stream) in streams.iter().enumerate() {
+            post(i, stream)?;
+        }
+        for (i, stream) in streams.iter().enumerate() {
+            if let Err(e) = host_shim::stream::wait(stream, STAGE_BUDGET, what) {
+                return Err(format!("PE {}: {what}: {e} (its loop: {:?})", local[i], heap.async_error(local[i])).into());
+            }
+            if let Some(e) = heap.async_error(local[i]) {
+                return Err(format!("PE {}: {what}: the heap's loop stopped: {e}", local[i]).into());
+            }
+        }
+        Ok(())
+    };
+    stage("barrier_all_on_stream", &|i, stream| Ok(heap.barrier_all_on_stream(local[i], stream)?))?;
+    stage("sum_reduce_on_stream", &|i, stream| Ok(heap.sum_reduce_on_stream::<f32>(local[i], stream, first[i], src[i], CHECK_FLOATS)?))?;
+    stage("a second sum_reduce_on_stream between barriers", &|i, stream| {
+        // SAFETY: two of the PE's symmetric buffers of `CHECK_FLOATS` floats; every PE's
+        // first sum has finished reading `src` (its stage was waited for).
         unsafe { result::memcpy_dtod_async(src[i], first[i], 4 * CHECK_FLOATS, stream.cu_stream())? };
-        heap.barrier_all_on_stream(pe, stream)?;
-        heap.sum_reduce_on_stream::<f32>(pe, stream, second[i], src[i], CHECK_FLOATS)?;
-        heap.barrier_all_on_stream(pe, stream)?;
-    }
+        heap.barrier_all_on_stream(local[i], stream)?;
+        heap.sum_reduce_on_stream::<f32>(local[i], stream, second[i], src[i], CHECK_FLOATS)?;
+        Ok(heap.barrier_all_on_stream(local[i], stream)?)
+    })?;
     let once: Vec<f32> = (0..CHECK_FLOATS).map(|f| (1..n).fold(sent(0)[f], |a, pe| a + sent(pe)[f])).collect();
     let twice: Vec<f32> = once.iter().map(|&v| (1..n).fold(v, |a, _| a + v)).collect();
     for (i, stream) in streams.iter().enumerate() {
         let pe = local[i];
-        stream.synchronize()?;
-        if let Some(e) = heap.async_error(pe) {
-            return Err(format!("PE {pe}: the heap's loop stopped: {e}").into());
-        }
+        stream.context().bind_to_thread()?;
         let (mut got_first, mut got_second) = (vec![0f32; CHECK_FLOATS], vec![0f32; CHECK_FLOATS]);
-        // SAFETY: the PE's buffers, written by the calls its stream just finished.
+        // SAFETY: the PE's buffers, written by the calls its stream has finished.
         unsafe {
             result::memcpy_dtoh_sync(&mut got_first, first[i])?;
             result::memcpy_dtoh_sync(&mut got_second, second[i])?;
