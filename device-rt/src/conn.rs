@@ -131,8 +131,10 @@ pub struct CommDevice {
     /// 0, or `[NvlsConns; collective channels]`: the NVLS connections (only on a
     /// communicator that forces NVLS, of 2 to [`MAX_NVLS_ARITY`] ranks).
     pub nvls: u64,
-    /// Zero.
-    pub reserved: u64,
+    /// 0, or the address of this rank's `ShmemHandle` (a symmetric heap whose PE `p` is
+    /// rank `p`): a staged all-reduce whose input lies in the heap reads every rank's input
+    /// there, at the same offset, instead of staging it (zero copy).
+    pub heap: u64,
 }
 
 static_assertions::const_assert_eq!(core::mem::size_of::<CommDevice>(), 16 + 4 * MAX_RANKS + 64);
@@ -160,7 +162,7 @@ impl CommDevice {
             staging: 0,
             staging_slot_bytes: 0,
             nvls: 0,
-            reserved: 0,
+            heap: 0,
         }
     }
 }
@@ -175,7 +177,10 @@ impl CommDevice {
 /// `2 × epoch − 1` on every peer once its staged data is written, `2 × epoch` once a
 /// two-shot's reduced block is (flags only grow, and a waiter waits for "at least").
 /// Flags are written by the peer (remote stores) and polled in local memory, as a ring
-/// connection's head and tail.
+/// connection's head and tail. With the first flag of each collective a rank also
+/// stores its call's descriptor (a digest of count, function, type, operator, root and
+/// where it reads inputs from) in every peer's descriptor slot of that epoch's parity,
+/// which the peer compares with its own once it has seen the flag.
 #[repr(C, align(16))]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, FromBytes, IntoBytes, Immutable, KnownLayout)]
 pub struct StagingConns {
@@ -186,8 +191,9 @@ pub struct StagingConns {
     /// Per peer `p < nranks` (not this rank: 0): the flag this rank raises for `p`, entry
     /// `rank` of `p`'s `flags` for this channel (in `p`'s memory).
     pub signal: [u64; MAX_STAGED_RANKS],
-    /// This rank's flags for this channel, `[u64; nranks]` in its own memory: entry `p`
-    /// is raised by rank `p` alone.
+    /// This rank's flags for this channel, `[u64; 3 × nranks]` in its own memory: entry
+    /// `p` is raised by rank `p` alone; entries `nranks × (1 + q) + p` are rank `p`'s call
+    /// descriptors of epochs of parity `q`, written by `p` alone.
     pub flags: u64,
     /// Staged collectives this channel has run (device only; starts at 0).
     pub epoch: u64,

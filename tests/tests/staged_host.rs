@@ -276,3 +276,110 @@ fn staged_flags_polled_without_acquire_fail() {
     let (runs, why) = WeakMemory::first_failure(0..8, &[Site::StagedFlagPoll], run);
     eprintln!("staged flags polled without acquire failed after {runs} run(s): {why}");
 }
+
+/// Random normal `f32`s for rank `rank` of call `call`.
+fn heap_values(rank: usize, call: usize, n: usize) -> Vec<f32> {
+    let mut rng = ferroccl_testkit::reference::Rng::new(0x4ea9 + 131 * call as u64 + rank as u64);
+    let bytes = ferroccl_testkit::reference::normal_elements(DataType::F32, n, &mut rng);
+    bytes.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect()
+}
+
+/// A communicator of `nranks` ranks asking for `choice` on a twin symmetric heap of as
+/// many PEs (rank `r` is PE `r`).
+fn on_heap(nranks: u32, choice: AlgorithmChoice, budget: Duration) -> (ferroccl_testkit::shmem::TwinHeap, TwinGroup) {
+    let heap = ferroccl_testkit::shmem::TwinHeap::new(nranks as usize, 8 << 20, budget, None).unwrap();
+    let handles: Vec<u64> = (0..nranks as usize).map(|pe| heap.handle(pe)).collect();
+    let g = TwinGroup::start_on_heap(shape(nranks, choice, 1 << 20), 128, budget, &handles).unwrap();
+    (heap, g)
+}
+
+/// Inputs in the symmetric heap (issue 17, zero copy): on a communicator on a heap,
+/// out-of-place f32 all-reduces of heap allocations (one-shot and two-shot forced, and
+/// the automatic choice; 2, 3 and 5 ranks; counts from 1 to past the one-shot threshold)
+/// run back to back with no host synchronisation, each rank's inputs random; every
+/// result is the rank-order sum bit for bit on every rank, and each ran the algorithm
+/// planned. That the heap's inputs are read in place, not staged, is shown by
+/// `ranks_whose_heap_inputs_disagree_stop_before_reading`.
+#[test]
+fn all_reduce_reads_heap_inputs_in_place() {
+    const COUNTS: [usize; 5] = [1, 7, 1021, 20_000, 100_003];
+    for nranks in [2u32, 3, 5] {
+        for choice in [AlgorithmChoice::OneShot, AlgorithmChoice::TwoShot, AlgorithmChoice::Auto] {
+            let (mut heap, mut g) = on_heap(nranks, choice, Duration::from_secs(60));
+            let n = nranks as usize;
+            let mut calls = Vec::new();
+            for (call, &count) in COUNTS.iter().enumerate() {
+                let src = heap.malloc(&vec![4 * count as u64; n]).unwrap();
+                let mut dsts = Vec::new();
+                for rank in 0..n {
+                    heap.write(rank, src[rank], &heap_values(rank, call, count));
+                    dsts.push(g.alloc(rank as u32, 4 * count).unwrap());
+                }
+                calls.push((count, src, dsts));
+            }
+            let mut last = vec![None; n];
+            for (count, src, dsts) in &calls {
+                for rank in 0..n {
+                    let item = WorkItem::collective(CollFunction::AllReduce, DataType::F32, RedOpKind::Sum, 0, src[rank], dsts[rank].addr, *count as u64, 0);
+                    last[rank] = Some(g.enqueue(rank as u32, item).unwrap());
+                }
+            }
+            for (rank, ticket) in last.into_iter().enumerate() {
+                g.wait(rank as u32, ticket.unwrap(), TIMEOUT).unwrap();
+            }
+            for (call, (count, _, dsts)) in calls.iter().enumerate() {
+                let inputs: Vec<Vec<f32>> = (0..n).map(|r| heap_values(r, call, *count)).collect();
+                let want: Vec<u32> = (0..*count).map(|i| (1..n).fold(inputs[0][i], |a, r| a + inputs[r][i]).to_bits()).collect();
+                for (rank, dst) in dsts.iter().enumerate() {
+                    let got: Vec<u32> = g.read(*dst, 4 * count).unwrap().chunks_exact(4).map(|c| u32::from_le_bytes(c.try_into().unwrap())).collect();
+                    assert_eq!(got, want, "{} ranks, {}, {count} floats: rank {rank}'s sums, bit for bit", nranks, choice.name());
+                }
+            }
+            g.shutdown(TIMEOUT).unwrap();
+            println!("{nranks} ranks, {}: {} calls on heap inputs", choice.name(), COUNTS.len());
+        }
+    }
+}
+
+/// Ranks whose calls disagree on the heap stop, every one, with `RanksDisagree` before
+/// reading each other's data: one rank's input in the heap and the other's not (so a rank
+/// with a heap input takes another path than one without), the same allocation at
+/// another offset, and other counts of the same allocation. A rank's in-place call on
+/// heap memory stages as any other (its result exact).
+#[test]
+fn ranks_whose_heap_inputs_disagree_stop_before_reading() {
+    for choice in [AlgorithmChoice::OneShot, AlgorithmChoice::TwoShot] {
+        for case in ["one outside the heap", "another offset", "another count"] {
+            let (mut heap, mut g) = on_heap(2, choice, Duration::from_secs(60));
+            let src = heap.malloc(&[4096, 4096]).unwrap();
+            let outside = g.alloc(1, 4096).unwrap();
+            let (dst0, dst1) = (g.alloc(0, 4096).unwrap(), g.alloc(1, 4096).unwrap());
+            let (input1, count1) = match case {
+                "one outside the heap" => (outside.addr, 256),
+                "another offset" => (src[1] + 64, 256),
+                _ => (src[1], 255),
+            };
+            let t0 = g.enqueue(0, WorkItem::collective(CollFunction::AllReduce, DataType::F32, RedOpKind::Sum, 0, src[0], dst0.addr, 256, 0)).unwrap();
+            let t1 = g.enqueue(1, WorkItem::collective(CollFunction::AllReduce, DataType::F32, RedOpKind::Sum, 0, input1, dst1.addr, count1, 0)).unwrap();
+            for (rank, ticket) in [(0, t0), (1, t1)] {
+                let err = g.wait(rank, ticket, TIMEOUT);
+                assert!(matches!(err, Err(Error::BadWorkItem { reason: device_rt::work::BadItem::RanksDisagree, .. })), "{} {case}: rank {rank}: {err:?}", choice.name());
+            }
+        }
+        let (mut heap, mut g) = on_heap(3, choice, Duration::from_secs(60));
+        let buf = heap.malloc(&[4 * 1021; 3]).unwrap();
+        for rank in 0..3 {
+            heap.write(rank, buf[rank], &heap_values(rank, 9, 1021));
+        }
+        let tickets: Vec<_> = (0..3u32).map(|r| g.enqueue(r, WorkItem::collective(CollFunction::AllReduce, DataType::F32, RedOpKind::Sum, 0, buf[r as usize], buf[r as usize], 1021, 0)).unwrap()).collect();
+        for (rank, ticket) in tickets.into_iter().enumerate() {
+            g.wait(rank as u32, ticket, TIMEOUT).unwrap();
+        }
+        let inputs: Vec<Vec<f32>> = (0..3).map(|r| heap_values(r, 9, 1021)).collect();
+        let want: Vec<f32> = (0..1021).map(|i| (1..3).fold(inputs[0][i], |a, r| a + inputs[r][i])).collect();
+        for rank in 0..3 {
+            assert_eq!(heap.read::<f32>(rank, buf[rank], 1021).iter().map(|v| v.to_bits()).collect::<Vec<_>>(), want.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), "{} in place, rank {rank}", choice.name());
+        }
+        g.shutdown(TIMEOUT).unwrap();
+    }
+}

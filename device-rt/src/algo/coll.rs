@@ -7,7 +7,7 @@
 
 use super::function::CollFunction;
 use super::select::{AlgorithmChoice, Staging};
-use crate::abi::PrimsShared;
+use crate::abi::{PrimsShared, ShmemHandle};
 use crate::arch;
 use crate::conn::{ChannelConns, ChannelStats, CommDevice, MAX_RANKS, NvlsConns, StagingConns};
 use crate::prims::{GroupCtx, div_up};
@@ -66,6 +66,9 @@ pub struct CollCtx {
     /// This channel's NVLS connections, or null: the communicator has none, or this
     /// channel is not one a collective spreads over.
     pub nvls: *mut NvlsConns,
+    /// This rank's `ShmemHandle` when the communicator is on a symmetric heap (PE `p` is
+    /// rank `p`), else null: the staged all-reduce reads inputs in the heap in place.
+    pub heap: *const ShmemHandle,
 }
 
 impl CollCtx {
@@ -138,6 +141,7 @@ impl CollCtx {
             } else {
                 (comm.nvls as *mut NvlsConns).wrapping_add(bid as usize)
             },
+            heap: comm.heap as *const ShmemHandle,
         }
     }
 

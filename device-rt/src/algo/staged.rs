@@ -43,8 +43,34 @@
 //! Every wait is bounded by the abort flag and the spin budget; one that ends early stops
 //! the collective with `Aborted` or `Timeout` at [`WaitSite::StagedFlag`], and no data is
 //! read after it.
+//!
+//! # Inputs in the symmetric heap (zero copy)
+//!
+//! On a communicator on a symmetric heap (`CommDevice::heap`, PE `p` being rank `p`), an
+//! all-reduce whose input lies in the rank's heap, out of place, with an operator without
+//! a pre-op, stages nothing: every rank reads every rank's input in place, at the same
+//! offset of each heap (seed 003's registered buffers). One-shot raises its first flag
+//! (the input is ready: the item runs after the stream's earlier work), reduces the
+//! inputs into its output, and raises the second (`2e`) once its reads are done, which
+//! every rank waits for before the call completes: no rank's caller overwrites an input
+//! a peer still reads. Two-shot reduces its block straight from the inputs, and its
+//! second flag already follows those reads. The same rank-order reduction: the same bits
+//! as the staged path.
+//!
+//! # Call descriptors
+//!
+//! With the first flag of each call, a rank stores a digest of the call (count,
+//! function, type, operator, root, and the heap offset it reads inputs at, or none) in
+//! each peer's descriptor slot of the epoch's parity, before the fence. A rank that sees
+//! a peer's flag compares that peer's descriptor with its own and stops the collective
+//! with `BadItem::RanksDisagree` where they differ, before it reads any peer's data:
+//! every rank sees every descriptor, so all of them stop. A slot of parity `e % 2` is
+//! written again only in epoch `e + 2`, after the writer has seen every peer's flag of
+//! `e + 1`, raised after the peer's reads of epoch `e`.
 
 use super::coll::{Coll, CollCtx};
+use crate::abi::MAX_PES;
+use crate::work::BadItem;
 use super::function::CollFunction;
 use super::select::{Algorithm, Plan, div_ceil_narrow, pack_elements, round_up_pow2};
 use crate::abi::{LoopError, WaitSite};
@@ -63,6 +89,11 @@ struct Stage<'a> {
     data: DataOp,
     /// The whole CTA.
     w: Movers,
+    /// Where the call reads every rank's input in the symmetric heap (zero copy): the
+    /// input's offset in every heap, and every rank's heap base; `None`: it stages.
+    heap_input: Option<(u64, *const [u64; MAX_PES])>,
+    /// The digest of this call every rank compares (see the module's call descriptors).
+    descriptor: u64,
 }
 
 /// Runs `c` on this channel by `plan` (a staged algorithm in which this channel takes
@@ -85,6 +116,8 @@ pub unsafe fn run(cx: &CollCtx, c: &Coll, data: DataOp, plan: Plan) -> Result<()
         // starts the first exchange, after which waiting threads may write it.
         unsafe { (&raw mut (*cx.group.shared).stopped).write_volatile(0) };
     }
+    // SAFETY: `cx.heap` is null or this rank's `ShmemHandle` (`CollCtx::new`'s contract).
+    let heap_input = unsafe { heap_input(cx, c, data) };
     let stage = Stage {
         cx,
         conns,
@@ -92,6 +125,8 @@ pub unsafe fn run(cx: &CollCtx, c: &Coll, data: DataOp, plan: Plan) -> Result<()
         buffer: (epoch % 2) * cx.staging_slot_bytes,
         data,
         w: Movers { tid: cx.group.tid, nthreads: cx.group.nthreads },
+        heap_input,
+        descriptor: descriptor(c, data, heap_input.map(|(offset, _)| offset)),
     };
     let (begin, len) = plan.range(cx.channel_index, c.count);
     // SAFETY: every thread of the CTA calls this with the same arguments; `[begin, begin +
@@ -117,6 +152,37 @@ pub unsafe fn run(cx: &CollCtx, c: &Coll, data: DataOp, plan: Plan) -> Result<()
     outcome
 }
 
+/// Where `c` reads every rank's input in the symmetric heap: the input's offset in the
+/// heap, and the heap's table of every rank's base; `None` where it stages (no heap, not
+/// an all-reduce, in place, an operator with a pre-op, a rank's heap not mapped here, or
+/// the input not wholly in this rank's heap).
+///
+/// # Safety
+/// `cx.heap` is null or this rank's `ShmemHandle`, PE `p` being rank `p`, readable for the
+/// item.
+unsafe fn heap_input(cx: &CollCtx, c: &Coll, data: DataOp) -> Option<(u64, *const [u64; MAX_PES])> {
+    if cx.heap.is_null() || c.function != CollFunction::AllReduce || c.input == c.output || data.has_pre_op() {
+        return None;
+    }
+    // SAFETY: a non-null `cx.heap` is this rank's handle (this function's contract).
+    let (bases, heap_bytes) = unsafe { (&raw const (*cx.heap).bases, (&raw const (*cx.heap).heap_bytes).read()) };
+    // SAFETY: as above; `rank < nranks <= MAX_STAGED_RANKS <= MAX_PES`.
+    let base = |p: u32| unsafe { (*bases)[p as usize % MAX_PES] };
+    let mine = base(cx.rank);
+    let end = c.input.checked_add(c.count.checked_mul(data.elt())?)?;
+    let reachable = (0..cx.nranks).all(|p| base(p) != 0);
+    (reachable && c.input >= mine && end <= mine + heap_bytes).then(|| (c.input - mine, bases))
+}
+
+/// The digest of a call that every rank of a staged collective compares: count,
+/// function, type, operator, root and the heap offset of its input (`None`: staged),
+/// mixed so that calls differing in any of them differ.
+fn descriptor(c: &Coll, data: DataOp, heap_offset: Option<u64>) -> u64 {
+    let shape = (c.function as u64) | (data.dtype as u64) << 8 | (data.op as u64) << 16 | u64::from(c.root) << 24;
+    let inputs = heap_offset.map_or(0, |offset| offset.wrapping_add(1));
+    c.count.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ shape.wrapping_mul(0xc2b2_ae3d_27d4_eb4f) ^ inputs.rotate_left(29).wrapping_mul(0x1656_67b1_9e37_79f9)
+}
+
 /// Two-shot's block of rank `p` in a share of `n` elements cut into blocks of `block`:
 /// its first element and its length (the last blocks shorter, or empty).
 fn block_range(p: u32, block: u64, n: u64) -> (u64, u64) {
@@ -138,6 +204,15 @@ impl Stage<'_> {
         base + self.buffer + ix * self.elt()
     }
 
+    /// Every rank's input at element `ix` in its heap, in rank order (`heap`: the input's
+    /// offset and the bases, as [`heap_input`] gave them).
+    fn in_heaps(&self, heap: (u64, *const [u64; MAX_PES]), ix: u64) -> [u64; MAX_STAGED_RANKS] {
+        let (offset, bases) = heap;
+        // SAFETY: `bases` is this rank's handle's table (`heap_input`), and `p < nranks <=
+        // MAX_PES`.
+        core::array::from_fn(|p| if p < self.cx.nranks as usize { unsafe { (*bases)[p] + offset + ix * self.elt() } } else { 0 })
+    }
+
     /// Every rank's staging buffer of this epoch at element `ix`, in rank order.
     fn every_rank(&self, ix: u64) -> [u64; MAX_STAGED_RANKS] {
         core::array::from_fn(|p| if p < self.cx.nranks as usize { self.staged(p as u32, ix) } else { 0 })
@@ -148,7 +223,9 @@ impl Stage<'_> {
     /// barrier; then thread `p` (`p < nranks`, not this rank) raises flag `value` on peer
     /// `p` and waits until `p`'s flag here is at least `value`; then the CTA barrier. A
     /// wait that ends early (abort, spin budget) stops the collective. See the module's
-    /// ordering. Thread 0 counts the time from the first barrier to the last in the
+    /// ordering. With `value` odd (a call's first flag), thread `p` stores the call's
+    /// descriptor on peer `p` before the fence and, once it has seen `p`'s flag, stops the
+    /// collective where `p`'s descriptor differs (see the module's call descriptors). Thread 0 counts the time from the first barrier to the last in the
     /// channel's `exchange_ns`, when statistics are kept.
     ///
     /// # Safety
@@ -160,12 +237,21 @@ impl Stage<'_> {
         arch::barrier_sync_all();
         let peer = g.tid;
         if peer < self.cx.nranks && peer != self.cx.rank {
+            let first = value % 2 == 1;
+            // Descriptor slots of this epoch's parity, after the `nranks` flags.
+            let slots = u64::from(self.cx.nranks) * (1 + self.epoch % 2);
             // SAFETY: `conns` is this channel's `StagingConns` (`run`'s contract); `peer <
             // nranks <= MAX_STAGED_RANKS` is another rank, whose `signal` entry the host wrote:
             // the aligned `u64` flag this rank raises in `peer`'s memory, written only by this
-            // thread of this channel, through `arch`.
+            // thread of this channel, through `arch`; `slots` words on lies the peer's
+            // descriptor slot for this rank (its flags hold `3 × nranks` words).
             unsafe {
                 let signal = (&raw const (*self.conns).signal[peer as usize]).read() as *mut u64;
+                if first {
+                    // `signal` is entry `rank` of the peer's flags: entry `rank` of its descriptor
+                    // slots lies `slots` words on.
+                    arch::st_relaxed_sys_global(signal.wrapping_add(slots as usize), self.descriptor);
+                }
                 arch::site(Site::StagedSignalFence);
                 arch::fence_acq_rel_sys();
                 arch::st_relaxed_sys_global(signal, value);
@@ -187,6 +273,12 @@ impl Stage<'_> {
                     Err(Interrupted::Aborted) => self.stop(LoopError::Aborted.status(0)),
                     Err(Interrupted::TimedOut) => self.stop(LoopError::Timeout.status(WaitSite::StagedFlag as u32)),
                 }
+            }
+            // SAFETY: the peer's descriptor slot of this parity in this rank's flags (`flags`
+            // holds `3 × nranks` words), written only by the peer before the fence that
+            // precedes the flag just acquired.
+            if first && self.stopped() == 0 && unsafe { arch::ld_volatile_global(flag.wrapping_add(slots as usize)) } != self.descriptor {
+                self.stop(LoopError::BadItem.status(BadItem::RanksDisagree as u32));
             }
         }
         arch::barrier_sync_all();
@@ -267,7 +359,9 @@ impl Stage<'_> {
 
     /// One-shot all-reduce (`root` `None`: every rank reduces into its output) or reduce
     /// (only the root does) of elements `[begin, begin + n)`: every rank stages its share,
-    /// then reduces every rank's.
+    /// then reduces every rank's. An all-reduce whose inputs are read in the heap stages
+    /// nothing and raises a second flag once its reads are done, waiting for every
+    /// peer's (see the module's zero copy).
     ///
     /// # Safety
     /// As [`run`], for this channel's share.
@@ -277,11 +371,20 @@ impl Stage<'_> {
         // SAFETY: the caller's contract: the share is in the user buffers (the output: on
         // every rank that writes it) and the staging.
         unsafe {
-            self.stage_in(c.input + begin * elt, 0, None, n);
+            if self.heap_input.is_none() {
+                self.stage_in(c.input + begin * elt, 0, None, n);
+            }
             self.exchange(self.staged_flag())?;
             if root.is_none_or(|r| r == self.cx.rank) {
                 let out = c.output + begin * elt;
-                self.reduce(self.every_rank(0), [out, out], 1, n);
+                let srcs = match self.heap_input {
+                    Some(heap) => self.in_heaps(heap, begin),
+                    None => self.every_rank(0),
+                };
+                self.reduce(srcs, [out, out], 1, n);
+            }
+            if self.heap_input.is_some() {
+                self.exchange(2 * self.epoch)?;
             }
         }
         Ok(())
@@ -289,7 +392,8 @@ impl Stage<'_> {
 
     /// Two-shot all-reduce of elements `[begin, begin + n)`: rank `r` reduces block `r`
     /// of the share (blocks of whole packs, the last ones shorter or empty) into its
-    /// staging and its output, then copies every peer's block.
+    /// staging and its output, then copies every peer's block. Inputs read in the heap
+    /// are not staged: block `r` is reduced from them.
     ///
     /// # Safety
     /// As [`run`], for this channel's share.
@@ -303,9 +407,15 @@ impl Stage<'_> {
         // each block lies inside the share; a rank's reduced block goes over its own staged
         // block exactly.
         unsafe {
-            self.stage_in(c.input + begin * elt, 0, None, n);
+            if self.heap_input.is_none() {
+                self.stage_in(c.input + begin * elt, 0, None, n);
+            }
             self.exchange(self.staged_flag())?;
-            self.reduce(self.every_rank(from), [self.staged(self.cx.rank, from), out], 2, len);
+            let srcs = match self.heap_input {
+                Some(heap) => self.in_heaps(heap, begin + from),
+                None => self.every_rank(from),
+            };
+            self.reduce(srcs, [self.staged(self.cx.rank, from), out], 2, len);
             self.exchange(2 * self.epoch)?;
             self.gather_blocks(c.output + begin * elt, block, n);
         }

@@ -150,6 +150,11 @@ pub enum BadItem {
     /// A symmetric-heap function reached a loop that does not run them (the collectives'
     /// loop: the heap's loops are `shmem_work_loop`).
     NotHeapLoop = 18,
+    /// The ranks' calls of one staged collective differ: in count, function, type,
+    /// operator or root, or one rank's input is in the symmetric heap (read in place) and
+    /// another's is not, or not at the same offset. Found by every rank before any reads
+    /// another's data.
+    RanksDisagree = 19,
 }
 
 numbering!(
@@ -175,6 +180,7 @@ numbering!(
         Overlapping,
         NotSymmetric,
         NotHeapLoop,
+        RanksDisagree,
     ]
 );
 
@@ -200,6 +206,7 @@ impl BadItem {
             Self::Overlapping => "the symmetric-heap reduction's source and destination overlap",
             Self::NotSymmetric => "a symmetric-heap buffer is not in the PE's heap",
             Self::NotHeapLoop => "a symmetric-heap function on a loop without the heap's functions",
+            Self::RanksDisagree => "the ranks' calls of this collective differ (count, function, type, operator, root, or the symmetric heap's input offset)",
         }
     }
 }

@@ -79,6 +79,7 @@ use zerocopy::FromBytes;
 use crate::device;
 use crate::module::Module;
 use crate::queue::{AbortHandle, Ticket};
+use crate::shmem::Heap;
 use crate::work::{DeviceAlloc, LoopConfig, Placement, WorkLoop};
 use crate::{Error, Result};
 use wiring::{Layout, Shape};
@@ -302,6 +303,45 @@ impl Comm {
         cfg: CommConfig,
         before_start: &mut dyn FnMut(u32, &Arc<CudaContext>) -> Result<()>,
     ) -> Result<Vec<Self>> {
+        Self::build(streams, cfg, before_start, None)
+    }
+
+    /// As [`Comm::from_devices_with`], on the symmetric heap `heap` of this process's PEs:
+    /// rank `r` is PE `r`, `streams[r]` a stream of PE `r`'s device. An out-of-place
+    /// all_reduce whose input lies in the rank's heap (what [`Heap::malloc`] gave it, the
+    /// same allocation on every rank), with an operator other than PreMulSum, reads every
+    /// rank's input in place where it runs one-shot or two-shot, staging nothing (zero
+    /// copy): its first flag says the input is ready, and it completes only once every
+    /// rank has read it. Every other call runs as on any communicator. Ranks whose calls
+    /// differ (one input in the heap and another not, or at another offset) stop with
+    /// [`Error::BadWorkItem`] (`BadItem::RanksDisagree`) before reading each other's data.
+    ///
+    /// # Safety
+    /// `heap` outlives the communicators' loops: shut them down ([`Comm::shutdown`]) or
+    /// drop them before the heap is freed or finalized (the loops read its handles and
+    /// every PE's heap).
+    pub unsafe fn from_heap(heap: &Heap, streams: Vec<Arc<CudaStream>>, cfg: CommConfig) -> Result<Vec<Self>> {
+        let n = streams.len();
+        if heap.n_pes() != n || heap.local_pes() != (0..n).collect::<Vec<_>>() {
+            return Err(Error::InvalidArgument(format!("a communicator of {n} ranks on a heap of {} PEs, {:?} of them in this process: every PE must be a rank, in order", heap.n_pes(), heap.local_pes())));
+        }
+        for (pe, s) in streams.iter().enumerate() {
+            if heap.device_of(pe) != Some(s.context().ordinal()) {
+                return Err(Error::InvalidArgument(format!("rank {pe}'s stream is on device {}, PE {pe} on {:?}", s.context().ordinal(), heap.device_of(pe))));
+            }
+        }
+        let handles = (0..n).map(|pe| heap.handle(pe)).collect();
+        Self::build(streams, cfg, &mut |_, _| Ok(()), Some(handles))
+    }
+
+    /// The communicators of [`Comm::from_devices_with`], on the heap whose handles are
+    /// `heap` (one per rank) if given.
+    fn build(
+        streams: Vec<Arc<CudaStream>>,
+        cfg: CommConfig,
+        before_start: &mut dyn FnMut(u32, &Arc<CudaContext>) -> Result<()>,
+        heap: Option<Vec<u64>>,
+    ) -> Result<Vec<Self>> {
         let nranks = u32::try_from(streams.len()).map_err(|_| Error::InvalidArgument("too many ranks".into()))?;
         if cfg.loop_cfg.threads.min(cfg.loop_cfg.loop_threads()) < 128 {
             return Err(Error::InvalidArgument(format!(
@@ -366,7 +406,7 @@ impl Comm {
         }
         let bases: Vec<u64> = blocks.iter().map(DeviceAlloc::ptr).collect();
         for (rank, block) in blocks.iter().enumerate() {
-            let image = layout.image(rank as u32, &bases)?;
+            let image = layout.image_on_heap(rank as u32, &bases, heap.as_ref().map_or(0, |h| h[rank]))?;
             // SAFETY: the block holds at least `meta_bytes`; no kernel uses it yet.
             unsafe { block.upload(0, &image) }?;
         }

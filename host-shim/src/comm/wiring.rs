@@ -111,7 +111,8 @@ pub struct Layout {
     /// `[StagingConns; collective channels]`.
     staging_conns: u64,
     counters: u64,
-    /// Per collective channel, a line-rounded `[u64; nranks]` of staging flags.
+    /// Per collective channel, a line-rounded `[u64; 3 × nranks]` of staging flags and call
+    /// descriptors.
     staging_flags: u64,
     /// The channels' statistics, `[ChannelStats; nchannels]`.
     pub stats: u64,
@@ -140,9 +141,10 @@ fn counters_per_channel(nranks: u64) -> u64 {
     3 + 3 * nranks
 }
 
-/// Bytes of one channel's staging flags: `[u64; nranks]` on lines of their own.
+/// Bytes of one channel's staging flags and call descriptors (`StagingConns::flags`):
+/// `[u64; 3 × nranks]` on lines of their own.
 fn flags_bytes(nranks: u64) -> u64 {
-    (8 * nranks).next_multiple_of(LINE)
+    (24 * nranks).next_multiple_of(LINE)
 }
 
 impl Layout {
@@ -354,6 +356,12 @@ impl Layout {
     /// its `CommDevice` (at offset 0), its connection ends wired to its peers' blocks,
     /// and zeroed counters. The ring is the ranks in order.
     pub fn image(&self, rank: u32, bases: &[u64]) -> Result<Vec<u8>> {
+        self.image_on_heap(rank, bases, 0)
+    }
+
+    /// As [`Layout::image`], for a communicator on a symmetric heap: `heap` is the address
+    /// of rank `rank`'s `ShmemHandle` (PE `rank` of a heap of `nranks` PEs; 0: none).
+    pub fn image_on_heap(&self, rank: u32, bases: &[u64], heap: u64) -> Result<Vec<u8>> {
         let s = self.shape;
         if bases.len() != s.nranks as usize || rank >= s.nranks {
             return Err(Error::InvalidArgument(format!("{} block addresses for {} ranks (rank {rank})", bases.len(), s.nranks)));
@@ -371,6 +379,7 @@ impl Layout {
         comm.stats = if s.stats { at(rank, self.stats) } else { 0 };
         comm.pairs = if s.paired { s.nchannels / 2 } else { 0 };
         comm.algorithm = s.algorithm as u32;
+        comm.heap = heap;
         if self.slot_bytes > 0 {
             comm.staging = at(rank, self.staging_conns);
             comm.staging_slot_bytes = self.slot_bytes;
@@ -498,8 +507,9 @@ mod tests {
         assert_eq!((wide.channels, wide.staged_channels()), (48, 32), "staged plans keep to 32 of 48 channels");
         assert_eq!(wide.slot_bytes * u64::from(wide.staged_channels()), 8 << 20, "whose buffers hold the staging bytes");
         let bases: Vec<u64> = (0..3).map(|r| 0x1_0000_0000 * (r + 1)).collect();
-        let images: Vec<Vec<u8>> = (0..3).map(|r| layout.image(r, &bases).unwrap()).collect();
+        let images: Vec<Vec<u8>> = (0..3).map(|r| layout.image_on_heap(r, &bases, 0x7000 + r as u64).unwrap()).collect();
         let comm = |r: usize| CommDevice::read_from_prefix(&images[r]).unwrap().0;
+        assert_eq!((0..3).map(|r| comm(r).heap).collect::<Vec<_>>(), [0x7000, 0x7001, 0x7002], "each rank's heap handle");
         let conns = |r: usize, c: u64| {
             let at = (comm(r).staging - bases[r]) as usize + c as usize * size_of::<StagingConns>();
             StagingConns::read_from_prefix(&images[r][at..]).unwrap().0
@@ -508,7 +518,10 @@ mod tests {
             assert_eq!((comm(r).staging_slot_bytes, comm(r).algorithm), (8192, AlgorithmChoice::Auto as u32));
             for c in 0..2 {
                 let mine = conns(r, c);
-                assert!(mine.flags >= bases[r] + layout.staging_flags && mine.flags + 24 <= bases[r] + layout.stats);
+                assert!(mine.flags >= bases[r] + layout.staging_flags && mine.flags + 3 * 24 <= bases[r] + layout.stats, "flags and both parities' descriptors");
+                if c == 1 {
+                    assert!(conns(r, 0).flags + 3 * 24 <= mine.flags, "channel 0's descriptors end before channel 1's flags");
+                }
                 for (p, base) in bases.iter().enumerate() {
                     let theirs = conns(p, c);
                     assert_eq!(mine.staging[p], theirs.staging[p], "rank {r} reads rank {p}'s buffers where {p} writes them");

@@ -149,6 +149,12 @@ impl Heap {
         self.pes.local()
     }
 
+    /// The device ordinal of local PE `pe` (`None`: not a PE of this process).
+    pub fn device_of(&self, pe: usize) -> Option<usize> {
+        let at = self.pes.local().iter().position(|&p| p == pe)?;
+        Some(self.handles[at].context().ordinal())
+    }
+
     /// The device address of local PE `pe`'s `ShmemHandle`: what its kernels give
     /// `device_rt::shmem::Shmem::new`.
     ///

@@ -97,7 +97,7 @@ impl TwinGroup {
         if resident == 0 || resident > shape.nchannels {
             return Err(Error::InvalidArgument(format!("{resident} resident channels of {}", shape.nchannels)));
         }
-        Self::launch(shape, resident, threads, budget, memory)
+        Self::launch(shape, resident, threads, budget, memory, None)
     }
 
     /// How [`RankGroup::submit`] hands items over (a group started with guests only has
@@ -115,10 +115,19 @@ impl TwinGroup {
     /// ordered only as PTX promises, and the group tells the world what the host writes and
     /// when it has seen a completion.
     pub fn start_in(shape: Shape, threads: u32, budget: Duration, memory: Option<WeakMemory>) -> Result<Self> {
-        Self::launch(shape, shape.nchannels, threads, budget, memory)
+        Self::launch(shape, shape.nchannels, threads, budget, memory, None)
     }
 
-    fn launch(shape: Shape, resident: u32, threads: u32, budget: Duration, memory: Option<WeakMemory>) -> Result<Self> {
+    /// As [`TwinGroup::start`], on a symmetric heap: `heap[r]` is the address of PE `r`'s
+    /// `ShmemHandle` (a [`crate::shmem::TwinHeap`]'s `handle(r)`), rank `r` being PE `r`.
+    pub fn start_on_heap(shape: Shape, threads: u32, budget: Duration, heap: &[u64]) -> Result<Self> {
+        if heap.len() != shape.nranks as usize {
+            return Err(Error::InvalidArgument(format!("{} heap handles for {} ranks", heap.len(), shape.nranks)));
+        }
+        Self::launch(shape, shape.nchannels, threads, budget, None, Some(heap))
+    }
+
+    fn launch(shape: Shape, resident: u32, threads: u32, budget: Duration, memory: Option<WeakMemory>, heap: Option<&[u64]>) -> Result<Self> {
         let memory = match (memory, std::env::var("FERROCCL_TWIN_WEAK")) {
             (Some(memory), _) => Some(memory),
             (None, Ok(seed)) => {
@@ -137,7 +146,7 @@ impl TwinGroup {
         let stats = shape.stats.then(|| bases.iter().map(|b| b + layout.stats).collect());
         let mut ranks = Vec::new();
         for (rank, block) in blocks.into_iter().enumerate() {
-            let image = layout.image(rank as u32, &bases)?;
+            let image = layout.image_on_heap(rank as u32, &bases, heap.map_or(0, |h| h[rank]))?;
             // SAFETY: the block holds `block_bytes >= meta_bytes` bytes.
             unsafe { std::ptr::copy_nonoverlapping(image.as_ptr(), block.addr() as *mut u8, image.len()) };
             let streamed = resident < shape.nchannels;

@@ -320,3 +320,101 @@ pub(super) fn device_alloc_zeroed(fx: &Fixture) -> Outcome {
     first?;
     check("after the legacy stream's kernel ended")
 }
+
+/// A communicator on a symmetric heap (two ranks, both PEs on this GPU) reads heap
+/// inputs in place: out-of-place all-reduces of 1 KiB, 1 MiB (one-shot) and 6 MiB (the
+/// automatic choice on two ranks: the ring, as it would be anyway), each rank's input
+/// rewritten on its stream right after each call, back to back with no host
+/// synchronisation (so a call that completed before its peer had read the input would
+/// hand the peer the next call's values); every sum checked against the host's. Then a
+/// rank whose input lies outside the heap while the other's is in it: both ranks stop
+/// with `RanksDisagree`, neither hangs.
+pub(super) fn comm_on_heap_zero_copy(fx: &Fixture) -> Outcome {
+    use device_rt::algo::CollFunction;
+    use device_rt::dtype::DataType;
+    use device_rt::redop::RedOpKind;
+    use device_rt::work::{BadItem, WorkItem};
+    use host_shim::comm::{Comm, CommConfig};
+    use host_shim::shmem::Heap;
+    const COUNTS: [usize; 3] = [256, 1 << 18, 6 << 18];
+    const ROUNDS: usize = 3;
+    let streams = vec![fx.ctx.new_stream().map_err(Error::cuda("cuStreamCreate"))?, fx.ctx.new_stream().map_err(Error::cuda("cuStreamCreate"))?];
+    let mut heap = Heap::new(&streams, 64 << 20, LOOP_WAIT)?;
+    let value = |rank: usize, round: usize, i: usize| ((i * 7 + 13 * round + 5 * rank) % 1001) as f32 * 0.125 - 40.0;
+    let mut calls = Vec::new();
+    for &count in &COUNTS {
+        let src = heap.malloc(&[4 * count as u64; 2])?;
+        let dsts: Vec<_> = streams.iter().map(|s| s.alloc_zeros::<f32>(count * ROUNDS).map_err(Error::cuda("cuMemAlloc"))).collect::<std::result::Result<_, _>>()?;
+        calls.push((count, src, dsts));
+    }
+    let outside = streams[1].alloc_zeros::<f32>(256).map_err(Error::cuda("cuMemAlloc"))?;
+    let strays: Vec<_> = streams.iter().map(|s| s.alloc_zeros::<f32>(256).map_err(Error::cuda("cuMemAlloc"))).collect::<std::result::Result<_, _>>()?;
+    let upload = |rank: usize, round: usize, count: usize, at: u64| -> Outcome {
+        let data: Vec<f32> = (0..count).map(|i| value(rank, round, i)).collect();
+        // SAFETY: `at` holds `count` floats of the rank's heap; the copy is ordered on its
+        // stream, which is waited for before `data` could matter (pageable copies are staged
+        // before the call returns).
+        unsafe { cudarc::driver::result::memcpy_htod_async(at, &data, streams[rank].cu_stream()) }.map_err(Error::cuda("cuMemcpyHtoDAsync"))?;
+        Ok(())
+    };
+    for (count, src, _) in &calls {
+        for rank in 0..2 {
+            upload(rank, 0, *count, src[rank])?;
+        }
+    }
+    // SAFETY: the heap outlives the communicators: they are shut down below, before it drops.
+    let comms = unsafe { Comm::from_heap(&heap, streams.clone(), CommConfig::default())? };
+    for round in 0..ROUNDS {
+        for (count, src, dsts) in &calls {
+            for (rank, comm) in comms.iter().enumerate() {
+                let (dst, _record) = dsts[rank].device_ptr(comm.stream());
+                let item = WorkItem::collective(CollFunction::AllReduce, DataType::F32, RedOpKind::Sum, 0, src[rank], dst + (4 * count * round) as u64, *count as u64, 0);
+                comm.enqueue_on_stream(item)?;
+                if round + 1 < ROUNDS {
+                    upload(rank, round + 1, *count, src[rank])?;
+                }
+            }
+        }
+    }
+    for s in &streams {
+        stream::wait(s, LOOP_WAIT, "all-reduces on heap inputs")?;
+    }
+    for (rank, comm) in comms.iter().enumerate() {
+        if let Some(e) = comm.async_error() {
+            return Err(Failure(format!("rank {rank}: {e}")));
+        }
+    }
+    for (count, _, dsts) in &calls {
+        for (rank, dst) in dsts.iter().enumerate() {
+            let got = streams[rank].clone_dtoh(dst).map_err(Error::cuda("cuMemcpyDtoH"))?;
+            for round in 0..ROUNDS {
+                let want: Vec<f32> = (0..*count).map(|i| value(0, round, i) + value(1, round, i)).collect();
+                ensure_eq_slices(&format!("rank {rank}, {count} floats, round {round}"), &got[round * count..(round + 1) * count], &want)?;
+            }
+        }
+    }
+    let (small, _, _) = &calls[0];
+    let src = &calls[0].1;
+    for (rank, comm) in comms.iter().enumerate() {
+        let input = if rank == 0 { src[0] } else { outside.device_ptr(comm.stream()).0 };
+        let item = WorkItem::collective(CollFunction::AllReduce, DataType::F32, RedOpKind::Sum, 0, input, strays[rank].device_ptr(comm.stream()).0, *small as u64, 0);
+        comm.enqueue_on_stream(item)?;
+    }
+    for s in &streams {
+        stream::wait(s, LOOP_WAIT, "the disagreeing all-reduce")?;
+    }
+    for (rank, comm) in comms.iter().enumerate() {
+        match comm.async_error() {
+            Some(Error::BadWorkItem { reason: BadItem::RanksDisagree, .. }) => {}
+            other => return Err(Failure(format!("rank {rank}: {other:?}, not RanksDisagree"))),
+        }
+    }
+    for mut comm in comms {
+        // The loops stopped with the error: shutting down reports it again.
+        let _ = comm.shutdown(LOOP_WAIT);
+    }
+    for (_, src, _) in &calls {
+        heap.free(src)?;
+    }
+    Ok(())
+}
