@@ -289,20 +289,21 @@ fn heap_values(rank: usize, call: usize, n: usize) -> Vec<f32> {
 fn on_heap(nranks: u32, choice: AlgorithmChoice, budget: Duration) -> (ferroccl_testkit::shmem::TwinHeap, TwinGroup) {
     let heap = ferroccl_testkit::shmem::TwinHeap::new(nranks as usize, 8 << 20, budget, None).unwrap();
     let handles: Vec<u64> = (0..nranks as usize).map(|pe| heap.handle(pe)).collect();
-    let g = TwinGroup::start_on_heap(shape(nranks, choice, 1 << 20), 128, budget, &handles).unwrap();
+    let g = TwinGroup::start_on_heap(shape(nranks, choice, 2 << 20), 128, budget, &handles).unwrap();
     (heap, g)
 }
 
 /// Inputs in the symmetric heap (issue 17, zero copy): on a communicator on a heap,
 /// out-of-place f32 all-reduces of heap allocations (one-shot and two-shot forced, and
-/// the automatic choice; 2, 3 and 5 ranks; counts from 1 to past the one-shot threshold)
+/// the automatic choice; 2, 3 and 5 ranks; counts from 1 to past the one-shot threshold,
+/// one-shot reading in place from `THRESHOLDS.one_shot_zero_copy_min`, staging below)
 /// run back to back with no host synchronisation, each rank's inputs random; every
 /// result is the rank-order sum bit for bit on every rank, and each ran the algorithm
 /// planned. That the heap's inputs are read in place, not staged, is shown by
 /// `ranks_whose_heap_inputs_disagree_stop_before_reading`.
 #[test]
 fn all_reduce_reads_heap_inputs_in_place() {
-    const COUNTS: [usize; 5] = [1, 7, 1021, 20_000, 100_003];
+    const COUNTS: [usize; 6] = [1, 7, 1021, 20_000, 100_003, 300_007];
     for nranks in [2u32, 3, 5] {
         for choice in [AlgorithmChoice::OneShot, AlgorithmChoice::TwoShot, AlgorithmChoice::Auto] {
             let (mut heap, mut g) = on_heap(nranks, choice, Duration::from_secs(60));
@@ -311,8 +312,8 @@ fn all_reduce_reads_heap_inputs_in_place() {
             for (call, &count) in COUNTS.iter().enumerate() {
                 let src = heap.malloc(&vec![4 * count as u64; n]).unwrap();
                 let mut dsts = Vec::new();
-                for rank in 0..n {
-                    heap.write(rank, src[rank], &heap_values(rank, call, count));
+                for (rank, &at) in src.iter().enumerate() {
+                    heap.write(rank, at, &heap_values(rank, call, count));
                     dsts.push(g.alloc(rank as u32, 4 * count).unwrap());
                 }
                 calls.push((count, src, dsts));
@@ -351,15 +352,17 @@ fn ranks_whose_heap_inputs_disagree_stop_before_reading() {
     for choice in [AlgorithmChoice::OneShot, AlgorithmChoice::TwoShot] {
         for case in ["one outside the heap", "another offset", "another count"] {
             let (mut heap, mut g) = on_heap(2, choice, Duration::from_secs(60));
-            let src = heap.malloc(&[4096, 4096]).unwrap();
-            let outside = g.alloc(1, 4096).unwrap();
-            let (dst0, dst1) = (g.alloc(0, 4096).unwrap(), g.alloc(1, 4096).unwrap());
+            // One-shot reads in place from 1 MiB.
+            const N: usize = 1 << 18;
+            let src = heap.malloc(&[4 * N as u64 + 64; 2]).unwrap();
+            let outside = g.alloc(1, 4 * N).unwrap();
+            let (dst0, dst1) = (g.alloc(0, 4 * N).unwrap(), g.alloc(1, 4 * N).unwrap());
             let (input1, count1) = match case {
-                "one outside the heap" => (outside.addr, 256),
-                "another offset" => (src[1] + 64, 256),
-                _ => (src[1], 255),
+                "one outside the heap" => (outside.addr, N as u64),
+                "another offset" => (src[1] + 64, N as u64),
+                _ => (src[1], N as u64 - 1),
             };
-            let t0 = g.enqueue(0, WorkItem::collective(CollFunction::AllReduce, DataType::F32, RedOpKind::Sum, 0, src[0], dst0.addr, 256, 0)).unwrap();
+            let t0 = g.enqueue(0, WorkItem::collective(CollFunction::AllReduce, DataType::F32, RedOpKind::Sum, 0, src[0], dst0.addr, N as u64, 0)).unwrap();
             let t1 = g.enqueue(1, WorkItem::collective(CollFunction::AllReduce, DataType::F32, RedOpKind::Sum, 0, input1, dst1.addr, count1, 0)).unwrap();
             for (rank, ticket) in [(0, t0), (1, t1)] {
                 let err = g.wait(rank, ticket, TIMEOUT);
@@ -368,8 +371,8 @@ fn ranks_whose_heap_inputs_disagree_stop_before_reading() {
         }
         let (mut heap, mut g) = on_heap(3, choice, Duration::from_secs(60));
         let buf = heap.malloc(&[4 * 1021; 3]).unwrap();
-        for rank in 0..3 {
-            heap.write(rank, buf[rank], &heap_values(rank, 9, 1021));
+        for (rank, &at) in buf.iter().enumerate() {
+            heap.write(rank, at, &heap_values(rank, 9, 1021));
         }
         let tickets: Vec<_> = (0..3u32).map(|r| g.enqueue(r, WorkItem::collective(CollFunction::AllReduce, DataType::F32, RedOpKind::Sum, 0, buf[r as usize], buf[r as usize], 1021, 0)).unwrap()).collect();
         for (rank, ticket) in tickets.into_iter().enumerate() {
@@ -377,8 +380,8 @@ fn ranks_whose_heap_inputs_disagree_stop_before_reading() {
         }
         let inputs: Vec<Vec<f32>> = (0..3).map(|r| heap_values(r, 9, 1021)).collect();
         let want: Vec<f32> = (0..1021).map(|i| (1..3).fold(inputs[0][i], |a, r| a + inputs[r][i])).collect();
-        for rank in 0..3 {
-            assert_eq!(heap.read::<f32>(rank, buf[rank], 1021).iter().map(|v| v.to_bits()).collect::<Vec<_>>(), want.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), "{} in place, rank {rank}", choice.name());
+        for (rank, &at) in buf.iter().enumerate() {
+            assert_eq!(heap.read::<f32>(rank, at, 1021).iter().map(|v| v.to_bits()).collect::<Vec<_>>(), want.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), "{} in place, rank {rank}", choice.name());
         }
         g.shutdown(TIMEOUT).unwrap();
     }

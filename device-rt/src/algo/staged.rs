@@ -48,7 +48,8 @@
 //!
 //! On a communicator on a symmetric heap (`CommDevice::heap`, PE `p` being rank `p`), an
 //! all-reduce whose input lies in the rank's heap, out of place, with an operator without
-//! a pre-op, stages nothing: every rank reads every rank's input in place, at the same
+//! a pre-op, two-shot or one-shot from `THRESHOLDS.one_shot_zero_copy_min` up, stages
+//! nothing: every rank reads every rank's input in place, at the same
 //! offset of each heap (seed 003's registered buffers). One-shot raises its first flag
 //! (the input is ready: the item runs after the stream's earlier work), reduces the
 //! inputs into its output, and raises the second (`2e`) once its reads are done, which
@@ -72,7 +73,7 @@ use super::coll::{Coll, CollCtx};
 use crate::abi::MAX_PES;
 use crate::work::BadItem;
 use super::function::CollFunction;
-use super::select::{Algorithm, Plan, div_ceil_narrow, pack_elements, round_up_pow2};
+use super::select::{Algorithm, Plan, THRESHOLDS, div_ceil_narrow, pack_elements, round_up_pow2};
 use crate::abi::{LoopError, WaitSite};
 use crate::arch::{self, Site};
 use crate::conn::{MAX_STAGED_RANKS, StagingConns};
@@ -117,7 +118,7 @@ pub unsafe fn run(cx: &CollCtx, c: &Coll, data: DataOp, plan: Plan) -> Result<()
         unsafe { (&raw mut (*cx.group.shared).stopped).write_volatile(0) };
     }
     // SAFETY: `cx.heap` is null or this rank's `ShmemHandle` (`CollCtx::new`'s contract).
-    let heap_input = unsafe { heap_input(cx, c, data) };
+    let heap_input = unsafe { heap_input(cx, c, data, plan.algorithm) };
     let stage = Stage {
         cx,
         conns,
@@ -154,14 +155,18 @@ pub unsafe fn run(cx: &CollCtx, c: &Coll, data: DataOp, plan: Plan) -> Result<()
 
 /// Where `c` reads every rank's input in the symmetric heap: the input's offset in the
 /// heap, and the heap's table of every rank's base; `None` where it stages (no heap, not
-/// an all-reduce, in place, an operator with a pre-op, a rank's heap not mapped here, or
-/// the input not wholly in this rank's heap).
+/// an all-reduce, in place, an operator with a pre-op, a one-shot call smaller than
+/// `THRESHOLDS.one_shot_zero_copy_min`, a rank's heap not mapped here, or the input
+/// not wholly in this rank's heap).
 ///
 /// # Safety
 /// `cx.heap` is null or this rank's `ShmemHandle`, PE `p` being rank `p`, readable for the
 /// item.
-unsafe fn heap_input(cx: &CollCtx, c: &Coll, data: DataOp) -> Option<(u64, *const [u64; MAX_PES])> {
+unsafe fn heap_input(cx: &CollCtx, c: &Coll, data: DataOp, algorithm: Algorithm) -> Option<(u64, *const [u64; MAX_PES])> {
     if cx.heap.is_null() || c.function != CollFunction::AllReduce || c.input == c.output || data.has_pre_op() {
+        return None;
+    }
+    if algorithm == Algorithm::OneShot && c.count.saturating_mul(data.elt()) < THRESHOLDS.one_shot_zero_copy_min {
         return None;
     }
     // SAFETY: a non-null `cx.heap` is this rank's handle (this function's contract).

@@ -124,6 +124,11 @@ pub struct CommArgs {
     /// allows (NCCL's direct operations)
     #[arg(long)]
     pub direct: bool,
+    /// Every rank's buffers in a symmetric heap of the ranks (one allocation each, the
+    /// same offsets on every rank), the communicator on it (`Comm::from_heap`): out-of-place
+    /// all_reduces read their inputs in place, staging nothing (GPUs only)
+    #[arg(long)]
+    pub heap: bool,
     /// The algorithm of every collective: the device's choice by size (auto), or one
     /// forced: the ring or one-shot for every collective, two-shot for all_reduce (the
     /// others refused) [default: auto]

@@ -208,7 +208,7 @@ fn coll(args: &CollArgs) -> Result<ExitCode, Error> {
     let (_, out_elems) = cases.iter().map(|c| c.extents(nranks as u32)).max_by_key(|e| e.0.max(e.1)).unwrap_or((0, 0));
     let arena = 4 * (out_elems.max(big * nranks) * 8 + (1 << 20));
     let started = std::time::Instant::now();
-    let mut g = GpuGroup::new(&ordinals, cfg, arena)?;
+    let mut g = if args.comm.heap { GpuGroup::new_on_heap(&ordinals, cfg, arena)? } else { GpuGroup::new(&ordinals, cfg, arena)? };
     g.set_path(path);
     println!("collective matrix: {} on {}, {path:?} path: {} cases (set up in {:.1} s)", nranks, g.describe(), cases.len(), started.elapsed().as_secs_f64());
     let bar = progress_bar(cases.len(), "cases");
@@ -277,7 +277,7 @@ fn bench_collectives(args: BenchCmd) -> Result<ExitCode, Error> {
         let arena = 5 * bench_args.max_bytes + (64 << 20);
         // NCCL first: it must not run while ferroccl's persistent loops hold the GPUs.
         let mut nccl = if with_nccl { Some(measure_nccl(&bench_args, &ordinals)?) } else { None };
-        let mut g = GpuGroup::new(&ordinals, cfg, arena)?;
+        let mut g = if comm.heap { GpuGroup::new_on_heap(&ordinals, cfg, arena)? } else { GpuGroup::new(&ordinals, cfg, arena)? };
         g.set_path(path);
         let names: Vec<String> = device::list()?.into_iter().filter(|d| devices.contains(&d.ordinal)).map(|d| format!("[{}] {}", d.ordinal, d.name)).collect();
         let line = format!("{}; {}; {} path", names.join(", "), g.describe(), match path {

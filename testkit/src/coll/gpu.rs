@@ -6,12 +6,13 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use cudarc::driver::{CudaContext, CudaGraph, result, sys};
+use cudarc::driver::{CudaContext, CudaGraph, CudaStream, result, sys};
 use device_rt::conn::ChannelStats;
 use device_rt::work::WorkItem;
 use host_shim::comm::wiring::Shape;
 use host_shim::comm::{Comm, CommConfig};
 use host_shim::queue::Ticket;
+use host_shim::shmem::Heap;
 use host_shim::work::{DeviceAlloc, LoopConfig, Placement};
 use host_shim::{Error, Result, device};
 
@@ -20,6 +21,7 @@ use super::group::{Buffer, RankGroup, SubmitPath, Submitted};
 /// A communicator's ranks with a buffer arena each, driven from one host thread: what
 /// the correctness matrix and `ferroccl bench` run on.
 pub struct GpuGroup {
+    /// First: dropped (their loops stopped) before the heap they may read.
     comms: Vec<Comm>,
     /// Each rank's captured graphs ([`RankGroup::capture`]).
     graphs: Vec<Vec<CudaGraph>>,
@@ -30,21 +32,15 @@ pub struct GpuGroup {
     shape: Shape,
     /// Each rank's resident channels (the direct path spreads over these only).
     resident: u32,
+    /// The symmetric heap the ranks' arenas are in, when on one.
+    _heap: Option<Heap>,
 }
 
 impl GpuGroup {
     /// One rank per entry of `ordinals` (a device may repeat), each with `arena_bytes` of
     /// device memory for buffers.
     pub fn new(ordinals: &[usize], cfg: CommConfig, arena_bytes: usize) -> Result<Self> {
-        let mut streams = Vec::new();
-        let mut contexts: BTreeMap<usize, Arc<CudaContext>> = BTreeMap::new();
-        for &o in ordinals {
-            let ctx = match contexts.get(&o) {
-                Some(c) => c.clone(),
-                None => contexts.entry(o).or_insert(device::context(o)?).clone(),
-            };
-            streams.push(ctx.new_stream().map_err(Error::cuda("cuStreamCreate"))?);
-        }
+        let streams = streams_on(ordinals)?;
         let mut arenas = Vec::new();
         let mut allocs = Vec::new();
         let mut comms = Comm::from_devices_with(streams, cfg, &mut |_, ctx| {
@@ -56,6 +52,34 @@ impl GpuGroup {
         for (c, a) in comms.iter_mut().zip(allocs) {
             c.keep_until_stopped(a)?;
         }
+        Self::with_comms(ordinals, cfg, comms, arenas, None)
+    }
+
+    /// As [`GpuGroup::new`], with every rank's arena one allocation of a symmetric heap of
+    /// the ranks (PE `r` is rank `r`), zeroed, and the communicator on the heap
+    /// (`Comm::from_heap`): every rank allocates the same sizes in the same order, so its
+    /// buffers lie at the same offsets as its peers', and out-of-place all-reduces read
+    /// their inputs in place.
+    pub fn new_on_heap(ordinals: &[usize], cfg: CommConfig, arena_bytes: usize) -> Result<Self> {
+        let streams = streams_on(ordinals)?;
+        let arena_bytes = arena_bytes.max(256);
+        // The heap's head holds the runtime's own words: room for them beside the arena.
+        let mut heap = Heap::new(&streams, arena_bytes as u64 + (4 << 20), Duration::from_secs(60))?;
+        let bases = heap.malloc(&vec![arena_bytes as u64; streams.len()])?;
+        for (s, &base) in streams.iter().zip(&bases) {
+            // SAFETY: the rank's arena, `arena_bytes` of its heap, which no kernel uses yet.
+            unsafe { result::memset_d8_async(base, 0, arena_bytes, s.cu_stream()) }.map_err(Error::cuda("cuMemsetD8Async"))?;
+            host_shim::stream::wait(s, Duration::from_secs(60), "zeroing the heap's arenas")?;
+        }
+        // SAFETY: the heap outlives the communicators: the group keeps it, and drops (or shuts
+        // down) the communicators first.
+        let comms = unsafe { Comm::from_heap(&heap, streams, cfg)? };
+        let arenas = bases.iter().map(|&b| (b, arena_bytes)).collect();
+        Self::with_comms(ordinals, cfg, comms, arenas, Some(heap))
+    }
+
+    /// The group of `comms` (over `ordinals`, made with `cfg`) with buffers in `arenas`.
+    fn with_comms(ordinals: &[usize], cfg: CommConfig, comms: Vec<Comm>, arenas: Vec<(u64, usize)>, heap: Option<Heap>) -> Result<Self> {
         // The channels the communicator has: its guests may be fewer than asked for.
         let guests = comms.first().map_or(0, |c| c.channels() - cfg.loop_cfg.channels);
         let cfg = CommConfig { loop_cfg: LoopConfig { guests, ..cfg.loop_cfg }, ..cfg };
@@ -70,7 +94,8 @@ impl GpuGroup {
             cfg.algorithm.name(),
             cfg.staging_bytes >> 10,
             if cfg.direct { ", direct" } else { "" }
-        ) + if cfg.paired { ", paired channels" } else { "" }
+        ) + if heap.is_some() { ", buffers in a symmetric heap (zero copy)" } else { "" }
+            + if cfg.paired { ", paired channels" } else { "" }
             + if cfg.stats { ", statistics kept" } else { "" }
             + &match comms.first().map_or(Placement::Hardware, |c| c.placement()) {
                 Placement::Hardware => ", SMs: the hardware's choice".to_string(),
@@ -79,7 +104,7 @@ impl GpuGroup {
             };
         let shape = cfg.shape(comms.len() as u32);
         let resident = cfg.loop_cfg.channels;
-        Ok(Self { used: vec![0; comms.len()], graphs: comms.iter().map(|_| Vec::new()).collect(), comms, path: SubmitPath::Direct, arenas, describe, shape, resident })
+        Ok(Self { used: vec![0; comms.len()], graphs: comms.iter().map(|_| Vec::new()).collect(), comms, path: SubmitPath::Direct, arenas, describe, shape, resident, _heap: heap })
     }
 
     /// Makes [`RankGroup::submit`] take `path` (the direct path until then).
@@ -95,6 +120,20 @@ impl GpuGroup {
         }
         first
     }
+}
+
+/// A new stream for each rank, on device `ordinals[r]` (one context per device).
+fn streams_on(ordinals: &[usize]) -> Result<Vec<Arc<CudaStream>>> {
+    let mut streams = Vec::new();
+    let mut contexts: BTreeMap<usize, Arc<CudaContext>> = BTreeMap::new();
+    for &o in ordinals {
+        let ctx = match contexts.get(&o) {
+            Some(c) => c.clone(),
+            None => contexts.entry(o).or_insert(device::context(o)?).clone(),
+        };
+        streams.push(ctx.new_stream().map_err(Error::cuda("cuStreamCreate"))?);
+    }
+    Ok(streams)
 }
 
 impl RankGroup for GpuGroup {

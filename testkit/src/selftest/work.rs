@@ -322,13 +322,14 @@ pub(super) fn device_alloc_zeroed(fx: &Fixture) -> Outcome {
 }
 
 /// A communicator on a symmetric heap (two ranks, both PEs on this GPU) reads heap
-/// inputs in place: out-of-place all-reduces of 1 KiB, 1 MiB (one-shot) and 6 MiB (the
-/// automatic choice on two ranks: the ring, as it would be anyway), each rank's input
-/// rewritten on its stream right after each call, back to back with no host
+/// inputs in place: out-of-place all-reduces of 1 KiB (one-shot, staged: below
+/// `THRESHOLDS.one_shot_zero_copy_min`), 1 MiB (one-shot, in place) and 6 MiB (the
+/// automatic choice on two ranks: the ring), each rank's input rewritten on its stream
+/// (a device-to-device copy) right after each call, back to back with no host
 /// synchronisation (so a call that completed before its peer had read the input would
 /// hand the peer the next call's values); every sum checked against the host's. Then a
-/// rank whose input lies outside the heap while the other's is in it: both ranks stop
-/// with `RanksDisagree`, neither hangs.
+/// 1 MiB call whose input lies outside the heap on one rank and in it on the other: both
+/// ranks stop with `RanksDisagree`, neither hangs.
 pub(super) fn comm_on_heap_zero_copy(fx: &Fixture) -> Outcome {
     use device_rt::algo::CollFunction;
     use device_rt::dtype::DataType;
@@ -342,36 +343,48 @@ pub(super) fn comm_on_heap_zero_copy(fx: &Fixture) -> Outcome {
     let mut heap = Heap::new(&streams, 64 << 20, LOOP_WAIT)?;
     let value = |rank: usize, round: usize, i: usize| ((i * 7 + 13 * round + 5 * rank) % 1001) as f32 * 0.125 - 40.0;
     let mut calls = Vec::new();
+    // Every round's inputs, uploaded now: a copy from pageable host memory waits for its
+    // stream, which would wait for the peer's call.
+    let mut rounds = Vec::new();
     for &count in &COUNTS {
         let src = heap.malloc(&[4 * count as u64; 2])?;
         let dsts: Vec<_> = streams.iter().map(|s| s.alloc_zeros::<f32>(count * ROUNDS).map_err(Error::cuda("cuMemAlloc"))).collect::<std::result::Result<_, _>>()?;
+        for (rank, s) in streams.iter().enumerate() {
+            let data: Vec<f32> = (0..ROUNDS).flat_map(|round| (0..count).map(move |i| value(rank, round, i))).collect();
+            rounds.push(s.clone_htod(&data).map_err(Error::cuda("cuMemcpyHtoD"))?);
+        }
         calls.push((count, src, dsts));
     }
-    let outside = streams[1].alloc_zeros::<f32>(256).map_err(Error::cuda("cuMemAlloc"))?;
-    let strays: Vec<_> = streams.iter().map(|s| s.alloc_zeros::<f32>(256).map_err(Error::cuda("cuMemAlloc"))).collect::<std::result::Result<_, _>>()?;
-    let upload = |rank: usize, round: usize, count: usize, at: u64| -> Outcome {
-        let data: Vec<f32> = (0..count).map(|i| value(rank, round, i)).collect();
-        // SAFETY: `at` holds `count` floats of the rank's heap; the copy is ordered on its
-        // stream, which is waited for before `data` could matter (pageable copies are staged
-        // before the call returns).
-        unsafe { cudarc::driver::result::memcpy_htod_async(at, &data, streams[rank].cu_stream()) }.map_err(Error::cuda("cuMemcpyHtoDAsync"))?;
+    let big = COUNTS[1];
+    let outside = streams[1].alloc_zeros::<f32>(big).map_err(Error::cuda("cuMemAlloc"))?;
+    let strays: Vec<_> = streams.iter().map(|s| s.alloc_zeros::<f32>(big).map_err(Error::cuda("cuMemAlloc"))).collect::<std::result::Result<_, _>>()?;
+    // Round `round`'s input of call `call` into the rank's heap buffer, on its stream.
+    let upload = |call: usize, rank: usize, round: usize| -> Outcome {
+        let (count, src, _) = &calls[call];
+        let (from, _record) = rounds[2 * call + rank].device_ptr(&streams[rank]);
+        // SAFETY: both hold `count` floats (round `round` of the uploaded rounds); the copy
+        // is ordered on the rank's stream after the call that reads `src`.
+        unsafe { cudarc::driver::result::memcpy_dtod_async(src[rank], from + (4 * count * round) as u64, 4 * count, streams[rank].cu_stream()) }.map_err(Error::cuda("cuMemcpyDtoDAsync"))?;
         Ok(())
     };
-    for (count, src, _) in &calls {
+    for call in 0..calls.len() {
         for rank in 0..2 {
-            upload(rank, 0, *count, src[rank])?;
+            upload(call, rank, 0)?;
         }
+    }
+    for s in &streams {
+        stream::wait(s, LOOP_WAIT, "uploads")?;
     }
     // SAFETY: the heap outlives the communicators: they are shut down below, before it drops.
     let comms = unsafe { Comm::from_heap(&heap, streams.clone(), CommConfig::default())? };
     for round in 0..ROUNDS {
-        for (count, src, dsts) in &calls {
+        for (call, (count, src, dsts)) in calls.iter().enumerate() {
             for (rank, comm) in comms.iter().enumerate() {
                 let (dst, _record) = dsts[rank].device_ptr(comm.stream());
                 let item = WorkItem::collective(CollFunction::AllReduce, DataType::F32, RedOpKind::Sum, 0, src[rank], dst + (4 * count * round) as u64, *count as u64, 0);
                 comm.enqueue_on_stream(item)?;
                 if round + 1 < ROUNDS {
-                    upload(rank, round + 1, *count, src[rank])?;
+                    upload(call, rank, round + 1)?;
                 }
             }
         }
@@ -393,11 +406,10 @@ pub(super) fn comm_on_heap_zero_copy(fx: &Fixture) -> Outcome {
             }
         }
     }
-    let (small, _, _) = &calls[0];
-    let src = &calls[0].1;
+    let src = &calls[1].1;
     for (rank, comm) in comms.iter().enumerate() {
         let input = if rank == 0 { src[0] } else { outside.device_ptr(comm.stream()).0 };
-        let item = WorkItem::collective(CollFunction::AllReduce, DataType::F32, RedOpKind::Sum, 0, input, strays[rank].device_ptr(comm.stream()).0, *small as u64, 0);
+        let item = WorkItem::collective(CollFunction::AllReduce, DataType::F32, RedOpKind::Sum, 0, input, strays[rank].device_ptr(comm.stream()).0, big as u64, 0);
         comm.enqueue_on_stream(item)?;
     }
     for s in &streams {
