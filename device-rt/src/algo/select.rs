@@ -230,17 +230,6 @@ pub struct Thresholds {
     /// one-shot all_reduce on 48 channels took 41-44 µs per call against 23-25 µs at
     /// 2 MiB on 32 (`bench/results/session9-x2.md`).
     pub staged_channels_max: u32,
-    /// On a communicator on a symmetric heap, a one-shot all_reduce reads the inputs in
-    /// place (zero copy, see `staged`) from these bytes up; smaller ones stage. Zero copy
-    /// saves the staging copy and costs a second flag round trip (its reads must be done
-    /// before the call completes). Four H200s (2026-11-26, one rank per GPU, 4 ranks,
-    /// `bench/results/session12-x4.md`): one-shot took 21.4-21.6 µs back to back from 8 B
-    /// to 8 KiB reading in place against 18.5-19.2 staged, and in CUDA graphs 18.9-19.4
-    /// against 16.3-16.6; at 512 KiB 30.4 / 26.9 (back to back / graph) against
-    /// 30.9 / 24.5. Two-shot always reads in place (its second flag follows its reads
-    /// anyway): 2 MiB 37.6 / 35.4 against 39.8 / 36.9, 8 MiB 79.9 / 75.4 against
-    /// 85.9 / 82.1.
-    pub one_shot_zero_copy_min: u64,
 }
 
 /// The thresholds the device uses (the 2- to 4-rank rows measured, the others
@@ -253,7 +242,6 @@ pub const THRESHOLDS: Thresholds = Thresholds {
     one_shot_bytes_per_channel: 64 << 10,
     two_shot_bytes_per_channel: 64 << 10,
     staged_channels_max: 32,
-    one_shot_zero_copy_min: 1 << 20,
 };
 
 /// Elements of `elt` bytes (a power of two, as every element size) in 16 bytes (a pack):

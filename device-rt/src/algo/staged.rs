@@ -46,17 +46,19 @@
 //!
 //! # Inputs in the symmetric heap (zero copy)
 //!
-//! On a communicator on a symmetric heap (`CommDevice::heap`, PE `p` being rank `p`), an
-//! all-reduce whose input lies in the rank's heap, out of place, with an operator without
-//! a pre-op, two-shot or one-shot from `THRESHOLDS.one_shot_zero_copy_min` up, stages
-//! nothing: every rank reads every rank's input in place, at the same
-//! offset of each heap (seed 003's registered buffers). One-shot raises its first flag
-//! (the input is ready: the item runs after the stream's earlier work), reduces the
-//! inputs into its output, and raises the second (`2e`) once its reads are done, which
-//! every rank waits for before the call completes: no rank's caller overwrites an input
-//! a peer still reads. Two-shot reduces its block straight from the inputs, and its
-//! second flag already follows those reads. The same rank-order reduction: the same bits
-//! as the staged path.
+//! On a communicator on a symmetric heap (`CommDevice::heap`, PE `p` being rank `p`), a
+//! two-shot all-reduce whose input lies in the rank's heap, out of place, with an
+//! operator without a pre-op, stages nothing (seed 003's registered buffers): its first
+//! flag says the input is ready (the item runs after the stream's earlier work), every
+//! rank reduces its block straight from every rank's input, in place at the same offset
+//! of each heap, and its second flag, which every rank waits for before it completes,
+//! follows those reads: no rank's caller overwrites an input a peer still reads. The
+//! same rank-order reduction: the same bits as the staged path. One-shot keeps staging:
+//! reading in place it would need a second flag round trip (its reads must end before
+//! the call completes), which cost more than the copy at every size one-shot runs on
+//! four H200s (2026-11-26, `bench/results/session12-x4.md`: 2 ranks 1-4 MiB 1.00-1.09 of
+//! the staged time in CUDA graphs, 4 ranks 8 B-1 MiB 1.01-1.17), while two-shot read in
+//! place took 0.90-0.95 of its staged time at 2-8 MiB on 4 ranks.
 //!
 //! # Call descriptors
 //!
@@ -73,7 +75,7 @@ use super::coll::{Coll, CollCtx};
 use crate::abi::MAX_PES;
 use crate::work::BadItem;
 use super::function::CollFunction;
-use super::select::{Algorithm, Plan, THRESHOLDS, div_ceil_narrow, pack_elements, round_up_pow2};
+use super::select::{Algorithm, Plan, div_ceil_narrow, pack_elements, round_up_pow2};
 use crate::abi::{LoopError, WaitSite};
 use crate::arch::{self, Site};
 use crate::conn::{MAX_STAGED_RANKS, StagingConns};
@@ -155,18 +157,14 @@ pub unsafe fn run(cx: &CollCtx, c: &Coll, data: DataOp, plan: Plan) -> Result<()
 
 /// Where `c` reads every rank's input in the symmetric heap: the input's offset in the
 /// heap, and the heap's table of every rank's base; `None` where it stages (no heap, not
-/// an all-reduce, in place, an operator with a pre-op, a one-shot call smaller than
-/// `THRESHOLDS.one_shot_zero_copy_min`, a rank's heap not mapped here, or the input
-/// not wholly in this rank's heap).
+/// a two-shot all-reduce, in place, an operator with a pre-op, a rank's heap not mapped
+/// here, or the input not wholly in this rank's heap).
 ///
 /// # Safety
 /// `cx.heap` is null or this rank's `ShmemHandle`, PE `p` being rank `p`, readable for the
 /// item.
 unsafe fn heap_input(cx: &CollCtx, c: &Coll, data: DataOp, algorithm: Algorithm) -> Option<(u64, *const [u64; MAX_PES])> {
-    if cx.heap.is_null() || c.function != CollFunction::AllReduce || c.input == c.output || data.has_pre_op() {
-        return None;
-    }
-    if algorithm == Algorithm::OneShot && c.count.saturating_mul(data.elt()) < THRESHOLDS.one_shot_zero_copy_min {
+    if cx.heap.is_null() || c.function != CollFunction::AllReduce || algorithm != Algorithm::TwoShot || c.input == c.output || data.has_pre_op() {
         return None;
     }
     // SAFETY: a non-null `cx.heap` is this rank's handle (this function's contract).
@@ -364,9 +362,7 @@ impl Stage<'_> {
 
     /// One-shot all-reduce (`root` `None`: every rank reduces into its output) or reduce
     /// (only the root does) of elements `[begin, begin + n)`: every rank stages its share,
-    /// then reduces every rank's. An all-reduce whose inputs are read in the heap stages
-    /// nothing and raises a second flag once its reads are done, waiting for every
-    /// peer's (see the module's zero copy).
+    /// then reduces every rank's.
     ///
     /// # Safety
     /// As [`run`], for this channel's share.
@@ -376,20 +372,11 @@ impl Stage<'_> {
         // SAFETY: the caller's contract: the share is in the user buffers (the output: on
         // every rank that writes it) and the staging.
         unsafe {
-            if self.heap_input.is_none() {
-                self.stage_in(c.input + begin * elt, 0, None, n);
-            }
+            self.stage_in(c.input + begin * elt, 0, None, n);
             self.exchange(self.staged_flag())?;
             if root.is_none_or(|r| r == self.cx.rank) {
                 let out = c.output + begin * elt;
-                let srcs = match self.heap_input {
-                    Some(heap) => self.in_heaps(heap, begin),
-                    None => self.every_rank(0),
-                };
-                self.reduce(srcs, [out, out], 1, n);
-            }
-            if self.heap_input.is_some() {
-                self.exchange(2 * self.epoch)?;
+                self.reduce(self.every_rank(0), [out, out], 1, n);
             }
         }
         Ok(())

@@ -321,10 +321,9 @@ pub(super) fn device_alloc_zeroed(fx: &Fixture) -> Outcome {
     check("after the legacy stream's kernel ended")
 }
 
-/// A communicator on a symmetric heap (two ranks, both PEs on this GPU) reads heap
-/// inputs in place: out-of-place all-reduces of 1 KiB (one-shot, staged: below
-/// `THRESHOLDS.one_shot_zero_copy_min`), 1 MiB (one-shot, in place) and 6 MiB (the
-/// automatic choice on two ranks: the ring), each rank's input rewritten on its stream
+/// A communicator on a symmetric heap (two ranks, both PEs on this GPU, two-shot forced)
+/// reads heap inputs in place: out-of-place all-reduces of 1 KiB, 1 MiB and 6 MiB, each
+/// rank's input rewritten on its stream
 /// (a device-to-device copy) right after each call, back to back with no host
 /// synchronisation (so a call that completed before its peer had read the input would
 /// hand the peer the next call's values); every sum checked against the host's. Then a
@@ -335,6 +334,7 @@ pub(super) fn comm_on_heap_zero_copy(fx: &Fixture) -> Outcome {
     use device_rt::dtype::DataType;
     use device_rt::redop::RedOpKind;
     use device_rt::work::{BadItem, WorkItem};
+    use device_rt::algo::AlgorithmChoice;
     use host_shim::comm::{Comm, CommConfig};
     use host_shim::shmem::Heap;
     const COUNTS: [usize; 3] = [256, 1 << 18, 6 << 18];
@@ -375,8 +375,9 @@ pub(super) fn comm_on_heap_zero_copy(fx: &Fixture) -> Outcome {
     for s in &streams {
         stream::wait(s, LOOP_WAIT, "uploads")?;
     }
+    let cfg = CommConfig { algorithm: AlgorithmChoice::TwoShot, ..CommConfig::default() };
     // SAFETY: the heap outlives the communicators: they are shut down below, before it drops.
-    let comms = unsafe { Comm::from_heap(&heap, streams.clone(), CommConfig::default())? };
+    let comms = unsafe { Comm::from_heap(&heap, streams.clone(), cfg)? };
     for round in 0..ROUNDS {
         for (call, (count, src, dsts)) in calls.iter().enumerate() {
             for (rank, comm) in comms.iter().enumerate() {
