@@ -72,15 +72,14 @@
 //! `e + 1`, raised after the peer's reads of epoch `e`.
 
 use super::coll::{Coll, CollCtx};
-use crate::abi::MAX_PES;
-use crate::work::BadItem;
 use super::function::CollFunction;
 use super::select::{Algorithm, Plan, div_ceil_narrow, pack_elements, round_up_pow2};
-use crate::abi::{LoopError, WaitSite};
+use crate::abi::{LoopError, MAX_PES, WaitSite};
 use crate::arch::{self, Site};
 use crate::conn::{MAX_STAGED_RANKS, StagingConns};
 use crate::prims::{DataOp, Movers, decode_stop, reduce, transform};
 use crate::spin::{Interrupted, SpinGuard};
+use crate::work::BadItem;
 
 /// One channel's part of one staged collective.
 struct Stage<'a> {
@@ -228,8 +227,9 @@ impl Stage<'_> {
     /// wait that ends early (abort, spin budget) stops the collective. See the module's
     /// ordering. With `value` odd (a call's first flag), thread `p` stores the call's
     /// descriptor on peer `p` before the fence and, once it has seen `p`'s flag, stops the
-    /// collective where `p`'s descriptor differs (see the module's call descriptors). Thread 0 counts the time from the first barrier to the last in the
-    /// channel's `exchange_ns`, when statistics are kept.
+    /// collective where `p`'s descriptor differs (see the module's call descriptors).
+    /// Thread 0 counts the time from the first barrier to the last in the channel's
+    /// `exchange_ns`, when statistics are kept.
     ///
     /// # Safety
     /// Every thread of the CTA calls it, with the same `value`.

@@ -310,9 +310,10 @@ impl Comm {
     /// rank `r` is PE `r`, `streams[r]` a stream of PE `r`'s device. An out-of-place
     /// all_reduce whose input lies in the rank's heap (what [`Heap::malloc`] gave it, the
     /// same allocation on every rank), with an operator other than PreMulSum, reads every
-    /// rank's input in place where it runs one-shot or two-shot, staging nothing (zero
-    /// copy): its first flag says the input is ready, and it completes only once every
-    /// rank has read it. Every other call runs as on any communicator. Ranks whose calls
+    /// rank's input in place where it runs two-shot, staging nothing (zero copy): its
+    /// first flag says the input is ready, and it completes only once every rank has read
+    /// it. Every other call (one-shot too: its staged copy costs less than the extra flag
+    /// round trip reading in place needs) runs as on any communicator. Ranks whose calls
     /// differ (one input in the heap and another not, or at another offset) stop with
     /// [`Error::BadWorkItem`] (`BadItem::RanksDisagree`) before reading each other's data.
     ///
