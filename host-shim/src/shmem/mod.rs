@@ -22,6 +22,7 @@
 
 pub mod book;
 pub mod pes;
+pub mod slice;
 pub(crate) mod vmm;
 
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -147,6 +148,25 @@ impl Heap {
     /// form. Collective calls take one argument per local PE, in this order.
     pub fn local_pes(&self) -> &[usize] {
         self.pes.local()
+    }
+
+    /// A typed view of `len` elements of `T` at `addr`, a symmetric address of local PE
+    /// `pe` (what [`Heap::malloc`] gave it, plus an offset), used on `stream` (a stream of
+    /// the PE's device): the communicator's calls take it as a send or receive buffer
+    /// (`Comm::from_heap`'s communicators read such inputs in place). Refused where the
+    /// elements are not all in the PE's heap, or misaligned for `T`.
+    pub fn slice<T>(&self, pe: usize, addr: u64, len: usize, stream: &Arc<CudaStream>) -> Result<slice::HeapSlice<T>> {
+        let device = self.device_of(pe).ok_or_else(|| Error::InvalidArgument(format!("PE {pe} is not a PE of this process ({:?})", self.pes.local())))?;
+        if stream.context().ordinal() != device {
+            return Err(Error::InvalidArgument(format!("a stream of device {} for PE {pe} on device {device}", stream.context().ordinal())));
+        }
+        let (base, bytes) = (self.heaps[pe].base(), self.book.heap_bytes());
+        let size = std::mem::size_of::<T>() as u64;
+        let end = (len as u64).checked_mul(size).and_then(|b| addr.checked_add(b));
+        if addr < base || end.is_none_or(|e| e > base + bytes) || !addr.is_multiple_of(std::mem::align_of::<T>() as u64) {
+            return Err(Error::InvalidArgument(format!("{len} elements of {size} bytes at {addr:#x}: not aligned inside PE {pe}'s heap ({base:#x} + {bytes})")));
+        }
+        Ok(slice::HeapSlice::new(addr, len, stream.clone()))
     }
 
     /// The device ordinal of local PE `pe` (`None`: not a PE of this process).

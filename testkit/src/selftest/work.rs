@@ -322,20 +322,22 @@ pub(super) fn device_alloc_zeroed(fx: &Fixture) -> Outcome {
 }
 
 /// A communicator on a symmetric heap (two ranks, both PEs on this GPU, two-shot forced)
-/// reads heap inputs in place: out-of-place all-reduces of 1 KiB, 1 MiB and 6 MiB, each
+/// reads heap inputs in place: out-of-place `Comm::all_reduce` calls whose send buffers
+/// are `Heap::slice` views, of 1 KiB, 1 MiB and 6 MiB, each
 /// rank's input rewritten on its stream
 /// (a device-to-device copy) right after each call, back to back with no host
 /// synchronisation (so a call that completed before its peer had read the input would
 /// hand the peer the next call's values); every sum checked against the host's. Then a
 /// 1 MiB call whose input lies outside the heap on one rank and in it on the other: both
-/// ranks stop with `RanksDisagree`, neither hangs.
+/// ranks stop with `RanksDisagree`, neither hangs. `Heap::slice` refuses views misaligned,
+/// past or outside the heap, or of a PE that does not exist.
 pub(super) fn comm_on_heap_zero_copy(fx: &Fixture) -> Outcome {
     use device_rt::algo::CollFunction;
     use device_rt::dtype::DataType;
     use device_rt::redop::RedOpKind;
     use device_rt::work::{BadItem, WorkItem};
     use device_rt::algo::AlgorithmChoice;
-    use host_shim::comm::{Comm, CommConfig};
+    use host_shim::comm::{Comm, CommConfig, ReduceOp};
     use host_shim::shmem::Heap;
     const COUNTS: [usize; 3] = [256, 1 << 18, 6 << 18];
     const ROUNDS: usize = 3;
@@ -343,6 +345,8 @@ pub(super) fn comm_on_heap_zero_copy(fx: &Fixture) -> Outcome {
     let mut heap = Heap::new(&streams, 64 << 20, LOOP_WAIT)?;
     let value = |rank: usize, round: usize, i: usize| ((i * 7 + 13 * round + 5 * rank) % 1001) as f32 * 0.125 - 40.0;
     let mut calls = Vec::new();
+    // Each call's receive buffers, a round after another, per rank.
+    let mut outs = Vec::new();
     // Every round's inputs, uploaded now: a copy from pageable host memory waits for its
     // stream, which would wait for the peer's call.
     let mut rounds = Vec::new();
@@ -353,14 +357,15 @@ pub(super) fn comm_on_heap_zero_copy(fx: &Fixture) -> Outcome {
             let data: Vec<f32> = (0..ROUNDS).flat_map(|round| (0..count).map(move |i| value(rank, round, i))).collect();
             rounds.push(s.clone_htod(&data).map_err(Error::cuda("cuMemcpyHtoD"))?);
         }
-        calls.push((count, src, dsts));
+        calls.push((count, src));
+        outs.push(dsts);
     }
     let big = COUNTS[1];
     let outside = streams[1].alloc_zeros::<f32>(big).map_err(Error::cuda("cuMemAlloc"))?;
     let strays: Vec<_> = streams.iter().map(|s| s.alloc_zeros::<f32>(big).map_err(Error::cuda("cuMemAlloc"))).collect::<std::result::Result<_, _>>()?;
     // Round `round`'s input of call `call` into the rank's heap buffer, on its stream.
     let upload = |call: usize, rank: usize, round: usize| -> Outcome {
-        let (count, src, _) = &calls[call];
+        let (count, src) = &calls[call];
         let (from, _record) = rounds[2 * call + rank].device_ptr(&streams[rank]);
         // SAFETY: both hold `count` floats (round `round` of the uploaded rounds); the copy
         // is ordered on the rank's stream after the call that reads `src`.
@@ -379,11 +384,12 @@ pub(super) fn comm_on_heap_zero_copy(fx: &Fixture) -> Outcome {
     // SAFETY: the heap outlives the communicators: they are shut down below, before it drops.
     let comms = unsafe { Comm::from_heap(&heap, streams.clone(), cfg)? };
     for round in 0..ROUNDS {
-        for (call, (count, src, dsts)) in calls.iter().enumerate() {
+        for (call, (count, src)) in calls.iter().enumerate() {
             for (rank, comm) in comms.iter().enumerate() {
-                let (dst, _record) = dsts[rank].device_ptr(comm.stream());
-                let item = WorkItem::collective(CollFunction::AllReduce, DataType::F32, RedOpKind::Sum, 0, src[rank], dst + (4 * count * round) as u64, *count as u64, 0);
-                comm.enqueue_on_stream(item)?;
+                // The public call, its send buffer a typed view of the heap allocation.
+                let send = heap.slice::<f32>(rank, src[rank], *count, comm.stream())?;
+                let mut recv = outs[call][rank].slice_mut(count * round..count * (round + 1));
+                comm.all_reduce(&send, &mut recv, ReduceOp::Sum)?;
                 if round + 1 < ROUNDS {
                     upload(call, rank, round + 1)?;
                 }
@@ -398,7 +404,7 @@ pub(super) fn comm_on_heap_zero_copy(fx: &Fixture) -> Outcome {
             return Err(Failure(format!("rank {rank}: {e}")));
         }
     }
-    for (count, _, dsts) in &calls {
+    for ((count, _), dsts) in calls.iter().zip(&outs) {
         for (rank, dst) in dsts.iter().enumerate() {
             let got = streams[rank].clone_dtoh(dst).map_err(Error::cuda("cuMemcpyDtoH"))?;
             for round in 0..ROUNDS {
@@ -426,7 +432,18 @@ pub(super) fn comm_on_heap_zero_copy(fx: &Fixture) -> Outcome {
         // The loops stopped with the error: shutting down reports it again.
         let _ = comm.shutdown(LOOP_WAIT);
     }
-    for (_, src, _) in &calls {
+    let (base, stream0) = (calls[0].1[0], &streams[0]);
+    for (what, view) in [
+        ("misaligned", heap.slice::<f32>(0, base + 2, 4, stream0).map(|_| ())),
+        ("past the heap", heap.slice::<f32>(0, base, usize::MAX / 8, stream0).map(|_| ())),
+        ("outside the heap", heap.slice::<f32>(0, strays[0].device_ptr(stream0).0, 4, stream0).map(|_| ())),
+        ("of a PE that does not exist", heap.slice::<f32>(7, base, 4, stream0).map(|_| ())),
+    ] {
+        if view.is_ok() {
+            return Err(Failure(format!("Heap::slice took a view {what}")));
+        }
+    }
+    for (_, src) in &calls {
         heap.free(src)?;
     }
     Ok(())
