@@ -155,6 +155,11 @@ impl Plan {
     }
 }
 
+/// The detail of the `LoopError::BadItem` stop of a staged collective whose ranks' calls
+/// differ (their call descriptors, see `staged`): `work::BadItem::RanksDisagree`, which
+/// the `work` layer checks equals it (this layer cannot name that enum).
+pub const RANKS_DISAGREE: u32 = 19;
+
 /// Why a forced algorithm cannot run a call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Unfit {

@@ -73,13 +73,12 @@
 
 use super::coll::{Coll, CollCtx};
 use super::function::CollFunction;
-use super::select::{Algorithm, Plan, div_ceil_narrow, pack_elements, round_up_pow2};
+use super::select::{Algorithm, Plan, RANKS_DISAGREE, div_ceil_narrow, pack_elements, round_up_pow2};
 use crate::abi::{LoopError, MAX_PES, WaitSite};
 use crate::arch::{self, Site};
 use crate::conn::{MAX_STAGED_RANKS, StagingConns};
 use crate::prims::{DataOp, Movers, decode_stop, reduce, transform};
 use crate::spin::{Interrupted, SpinGuard};
-use crate::work::BadItem;
 
 /// One channel's part of one staged collective.
 struct Stage<'a> {
@@ -281,7 +280,7 @@ impl Stage<'_> {
             // holds `3 × nranks` words), written only by the peer before the fence that
             // precedes the flag just acquired.
             if first && self.stopped() == 0 && unsafe { arch::ld_volatile_global(flag.wrapping_add(slots as usize)) } != self.descriptor {
-                self.stop(LoopError::BadItem.status(BadItem::RanksDisagree as u32));
+                self.stop(LoopError::BadItem.status(RANKS_DISAGREE));
             }
         }
         arch::barrier_sync_all();

@@ -157,6 +157,10 @@ pub enum BadItem {
     RanksDisagree = 19,
 }
 
+// The staged collectives report disagreeing ranks with this detail (`algo` sits below
+// this layer and cannot name the enum).
+const _: () = assert!(BadItem::RanksDisagree as u32 == crate::algo::RANKS_DISAGREE);
+
 numbering!(
     BadItem,
     u32,
