@@ -156,15 +156,13 @@ impl Heap {
     /// (`Comm::from_heap`'s communicators read such inputs in place). Refused where the
     /// elements are not all in the PE's heap, or misaligned for `T`.
     pub fn slice<T>(&self, pe: usize, addr: u64, len: usize, stream: &Arc<CudaStream>) -> Result<slice::HeapSlice<T>> {
-        let device = self.device_of(pe).ok_or_else(|| Error::InvalidArgument(format!("PE {pe} is not a PE of this process ({:?})", self.pes.local())))?;
-        if stream.context().ordinal() != device {
-            return Err(Error::InvalidArgument(format!("a stream of device {} for PE {pe} on device {device}", stream.context().ordinal())));
-        }
-        let (base, bytes) = (self.heaps[pe].base(), self.book.heap_bytes());
+        let at = self.local_at(pe)?;
+        self.on_device_of(at, stream)?;
         let size = std::mem::size_of::<T>() as u64;
-        let end = (len as u64).checked_mul(size).and_then(|b| addr.checked_add(b));
-        if addr < base || end.is_none_or(|e| e > base + bytes) || !addr.is_multiple_of(std::mem::align_of::<T>() as u64) {
-            return Err(Error::InvalidArgument(format!("{len} elements of {size} bytes at {addr:#x}: not aligned inside PE {pe}'s heap ({base:#x} + {bytes})")));
+        let bytes = (len as u64).checked_mul(size).ok_or_else(|| Error::InvalidArgument(format!("{len} elements of {size} bytes overflow")))?;
+        self.in_heap(pe, "the view", addr, bytes)?;
+        if !addr.is_multiple_of(std::mem::align_of::<T>() as u64) {
+            return Err(Error::InvalidArgument(format!("the view at {addr:#x} is misaligned for elements of {size} bytes")));
         }
         Ok(slice::HeapSlice::new(addr, len, stream.clone()))
     }
@@ -258,11 +256,9 @@ impl Heap {
     pub fn sum_reduce_on_stream<T: Element>(&self, pe: usize, stream: &CudaStream, dst: u64, src: u64, count: usize) -> Result<()> {
         let at = self.local_at(pe)?;
         let bytes = (count as u64).checked_mul(T::DTYPE.size() as u64).ok_or_else(|| Error::InvalidArgument(format!("{count} elements overflow")))?;
-        let (base, end) = (self.heaps[pe].base(), self.heaps[pe].base() + self.book.heap_bytes());
-        for (what, p) in [("source", src), ("destination", dst)] {
-            if count > 0 && (p < base || p.checked_add(bytes).is_none_or(|e| e > end)) {
-                return Err(Error::InvalidArgument(format!("sum_reduce's {what} {p:#x} + {bytes} bytes is not in PE {pe}'s heap ({base:#x} + {})", end - base)));
-            }
+        if count > 0 {
+            self.in_heap(pe, "sum_reduce's source", src, bytes)?;
+            self.in_heap(pe, "sum_reduce's destination", dst, bytes)?;
         }
         let item = WorkItem::shmem_sum_reduce(T::DTYPE, self.handles[at].ptr(), src, dst, count as u64);
         self.post(at, stream, item)
@@ -295,10 +291,26 @@ impl Heap {
         let Some(lp) = self.loops.get(at) else {
             return Err(Error::InvalidState("the heap's loops are not started (Heap::start_loops)"));
         };
-        if stream.context().ordinal() != self.handles[at].context().ordinal() {
-            return Err(Error::InvalidArgument(format!("a stream of device {} for a PE on device {}", stream.context().ordinal(), self.handles[at].context().ordinal())));
-        }
+        self.on_device_of(at, stream)?;
         lp.enqueue_on_stream(stream, item)
+    }
+
+    /// Refuses `stream` unless it is a stream of local PE `at`'s device.
+    fn on_device_of(&self, at: usize, stream: &CudaStream) -> Result<()> {
+        let (given, device) = (stream.context().ordinal(), self.handles[at].context().ordinal());
+        if given != device {
+            return Err(Error::InvalidArgument(format!("a stream of device {given} for a PE on device {device}")));
+        }
+        Ok(())
+    }
+
+    /// Refuses `bytes` at `addr` (`what`, in words) unless they lie in PE `pe`'s heap.
+    fn in_heap(&self, pe: usize, what: &str, addr: u64, bytes: u64) -> Result<()> {
+        let (base, size) = (self.heaps[pe].base(), self.book.heap_bytes());
+        if addr < base || addr.checked_add(bytes).is_none_or(|end| end > base + size) {
+            return Err(Error::InvalidArgument(format!("{what} {addr:#x} + {bytes} bytes is not in PE {pe}'s heap ({base:#x} + {size})")));
+        }
+        Ok(())
     }
 }
 
