@@ -16,6 +16,8 @@ mod coll;
 #[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
 mod dispatch;
 #[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
+pub mod lean;
+#[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
 pub mod nvls;
 #[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
 mod p2p;
@@ -25,7 +27,7 @@ mod ring;
 mod staged;
 
 pub use function::{CollFunction, NO_PEER};
-pub use select::{Algorithm, AlgorithmChoice, NVLS_MIN_THREADS, Plan, RANKS_DISAGREE, Staging, THRESHOLDS, Thresholds, Unfit, pack_elements, plan, staged_channels, travels_as_packets};
+pub use select::{Algorithm, AlgorithmChoice, NVLS_MIN_THREADS, Plan, RANKS_DISAGREE, Staging, THRESHOLDS, Thresholds, Unfit, pack_elements, plan, staged_channels};
 
 #[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
 pub use coll::{CHUNK_ALIGN_BYTES, Coll, CollCtx};

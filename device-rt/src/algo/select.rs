@@ -10,7 +10,7 @@
 //! here moves data, and nothing imports from above `algo`.
 
 use super::function::CollFunction;
-use crate::conn::{MAX_NVLS_ARITY, MAX_STAGED_RANKS, PACKET_SHARE_BYTES};
+use crate::conn::{MAX_NVLS_ARITY, MAX_STAGED_RANKS};
 
 /// An algorithm that runs collectives.
 #[repr(u32)]
@@ -131,16 +131,6 @@ impl Staging {
 /// for, so that they hold its staging bytes.
 pub const fn staged_channels(channels: u32) -> u32 {
     if channels < THRESHOLDS.staged_channels_max { channels } else { THRESHOLDS.staged_channels_max }
-}
-
-/// True when one channel's share of a one-shot all-reduce, `share_bytes` of it, travels
-/// as packets (see `staged`) on a channel with a packet region (one of the first
-/// [`PACKET_CHANNELS`](crate::conn::PACKET_CHANNELS) of the communicator): the share
-/// rounded up to 16 bytes is at most [`PACKET_SHARE_BYTES`], and `nranks` such shares fit
-/// one staging buffer of `slot_bytes`. The same answer on every rank of a call.
-pub const fn travels_as_packets(share_bytes: u64, nranks: u32, slot_bytes: u64) -> bool {
-    let share = round_up_pow2(share_bytes, 16);
-    share <= PACKET_SHARE_BYTES && nranks as u64 * share <= slot_bytes
 }
 
 /// How a collective runs.
@@ -272,7 +262,7 @@ const _: () = assert!(THRESHOLDS.one_shot_bytes_per_channel.is_power_of_two() &&
 /// in a long subroutine, and every small call is planned on its path: on an H200
 /// (2026-11-26), checking and planning a one-shot call on the post grid took about 2 µs
 /// each time, warm, and the post grid did it twice.
-pub(crate) const fn div_narrow(a: u64, b: u64) -> u64 {
+const fn div_narrow(a: u64, b: u64) -> u64 {
     if a <= u32::MAX as u64 && b <= u32::MAX as u64 { (a as u32 / b as u32) as u64 } else { a / b }
 }
 

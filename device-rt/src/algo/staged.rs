@@ -73,10 +73,10 @@
 
 use super::coll::{Coll, CollCtx};
 use super::function::CollFunction;
-use super::select::{Algorithm, Plan, RANKS_DISAGREE, div_ceil_narrow, div_narrow, pack_elements, round_up_pow2, travels_as_packets};
+use super::select::{Algorithm, Plan, RANKS_DISAGREE, div_ceil_narrow, pack_elements, round_up_pow2};
 use crate::abi::{LoopError, MAX_PES, WaitSite};
 use crate::arch::{self, Site};
-use crate::conn::{MAX_STAGED_RANKS, PACKET_SLOT_BYTES, StagingConns};
+use crate::conn::{MAX_STAGED_RANKS, StagingConns};
 use crate::prims::{DataOp, Movers, decode_stop, reduce, transform};
 use crate::spin::{Interrupted, SpinGuard};
 
@@ -182,15 +182,6 @@ fn descriptor(c: &Coll, data: DataOp, heap_offset: Option<u64>) -> u64 {
     let shape = (c.function as u64) | (data.dtype as u64) << 8 | (data.op as u64) << 16 | u64::from(c.root) << 24;
     let inputs = heap_offset.map_or(0, |offset| offset.wrapping_add(1));
     c.count.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ shape.wrapping_mul(0xc2b2_ae3d_27d4_eb4f) ^ inputs.rotate_left(29).wrapping_mul(0x1656_67b1_9e37_79f9)
-}
-
-/// The flag of epoch `epoch`'s packets: its low 32 bits, never 0 (a zeroed region holds
-/// no packet of any epoch).
-fn packet_flag(epoch: u64) -> u32 {
-    match epoch as u32 {
-        0 => 1,
-        low => low,
-    }
 }
 
 /// Two-shot's block of rank `p` in a share of `n` elements cut into blocks of `block`:
@@ -377,11 +368,6 @@ impl Stage<'_> {
     #[inline(never)]
     unsafe fn reduce_one_shot(&self, c: &Coll, begin: u64, n: u64, root: Option<u32>) -> Result<(), (LoopError, u32)> {
         let elt = self.elt();
-        if root.is_none() && self.packets_fit(n) {
-            // SAFETY: the caller's contract, and the share fits the packet regions
-            // (`packets_fit`).
-            return unsafe { self.all_reduce_packets(c, begin, n) };
-        }
         // SAFETY: the caller's contract: the share is in the user buffers (the output: on
         // every rank that writes it) and the staging.
         unsafe {
@@ -392,138 +378,6 @@ impl Stage<'_> {
                 self.reduce(self.every_rank(0), [out, out], 1, n);
             }
         }
-        Ok(())
-    }
-
-    /// True when a one-shot all-reduce share of `n` elements travels as packets
-    /// ([`travels_as_packets`]), and the host gave this channel its packet regions.
-    fn packets_fit(&self, n: u64) -> bool {
-        // SAFETY: `conns` is this channel's `StagingConns` (`run`'s contract), written by the
-        // host before the launch.
-        let region = unsafe { (&raw const (*self.conns).packets[self.cx.rank as usize % MAX_STAGED_RANKS]).read() };
-        region != 0 && travels_as_packets(n * self.elt(), self.cx.nranks, self.cx.staging_slot_bytes)
-    }
-
-    /// One-shot all-reduce of elements `[begin, begin + n)` whose data travels as packets
-    /// (NCCL's LL protocol): every rank stages its share at its own place of this epoch's
-    /// staging buffer (rank `r`'s at `r × share` bytes, `share` the share rounded up to
-    /// 16 bytes), then writes it into its slot of every peer's packet region of this
-    /// epoch's parity, a line of two packets per 8 bytes, after a line holding its call
-    /// descriptor. Every 8-byte packet is one single-copy atomic store of 4 data bytes and
-    /// the epoch's flag ([`packet_flag`]); a reader that loads a line whose two flags are
-    /// the epoch's has its 8 bytes, with no fence and no separate flag. Each rank waits
-    /// for every peer's lines in its own memory, stops with `BadItem::RanksDisagree` where
-    /// a peer's descriptor differs from its own, and writes each peer's bytes at the
-    /// peer's place of its staging buffer; after the CTA barrier it reduces all places in
-    /// rank order into its output, as the staged one-shot does (the same bits).
-    ///
-    /// Reuse: rank `r` writes slot `r` of parity `e % 2` in `q`'s memory in epoch `e`,
-    /// and before that in epoch `e − 2` at the latest. `q` read those lines in epoch
-    /// `e − 2`: it reduced what it read before the CTA barrier that ends the epoch, so the
-    /// loads had returned before anything `q` wrote in epoch `e − 1`; `r` entered epoch
-    /// `e` only after it saw what `q` wrote in epoch `e − 1` (its packets, or its flag of
-    /// a staged epoch, which `q` raises after its reads of epoch `e − 2`). A stale line
-    /// holds the flag of another epoch of its parity, never this epoch's (flags differ
-    /// for 2^32 epochs), so it is never taken for this epoch's. This rank's staging buffer
-    /// of parity `e % 2` is written only by itself, and peers read it only in staged
-    /// epochs of that parity, `e − 2` or earlier, before their flag or packets of
-    /// `e − 1`.
-    ///
-    /// Every wait is bounded by the abort flag and the spin budget (`StagedFlag`).
-    ///
-    /// # Safety
-    /// As [`run`], for this channel's share, which [`Stage::packets_fit`].
-    #[inline(never)]
-    unsafe fn all_reduce_packets(&self, c: &Coll, begin: u64, n: u64) -> Result<(), (LoopError, u32)> {
-        let (elt, rank, nranks) = (self.elt(), self.cx.rank, self.cx.nranks);
-        let share = round_up_pow2(n * elt, 16);
-        let place = |p: u32| u64::from(p) * share;
-        let flag = packet_flag(self.epoch);
-        let parity = (self.epoch & 1) * u64::from(nranks) * PACKET_SLOT_BYTES;
-        let slot = |region: u64, sender: u32| region + parity + u64::from(sender) * PACKET_SLOT_BYTES;
-        // SAFETY: `conns` is this channel's `StagingConns` with packet regions (`packets_fit`),
-        // written by the host before the launch; `p < nranks <= MAX_STAGED_RANKS`.
-        let region = |p: u32| unsafe { (&raw const (*self.conns).packets[p as usize % MAX_STAGED_RANKS]).read() };
-        let mine = self.staged(rank, place(rank) / elt);
-        let (tid, nthreads) = (self.w.tid, self.w.nthreads);
-        // Lines per sender: the descriptor's, then one per 8 bytes of the share.
-        let lines = share / 8 + 1;
-        // SAFETY: the caller's contract: the share is in the input, and every rank's place
-        // fits this epoch's staging buffer (`packets_fit`).
-        unsafe { self.stage_in(c.input + begin * elt, place(rank) / elt, None, n) };
-        let started = self.cx.group.clock();
-        arch::barrier_sync_all();
-        let mut line = u64::from(tid);
-        while line < lines {
-            let word = if line == 0 {
-                self.descriptor
-            } else {
-                // SAFETY: 8 aligned bytes of this rank's place in its staging buffer (`share`
-                // bytes from a 16-byte aligned place), staged before the barrier above.
-                unsafe { arch::ld_volatile_global_b64(mine + (line - 1) * 8) }
-            };
-            let packets = [(word & 0xffff_ffff) | u64::from(flag) << 32, (word >> 32) | u64::from(flag) << 32];
-            for p in (0..nranks).filter(|&p| p != rank) {
-                // SAFETY: line `line < lines` of this rank's slot of this parity in peer `p`'s
-                // packet region (`lines × 16 <= PACKET_SLOT_BYTES`), 16-byte aligned, written
-                // only by this rank (see the reuse argument above).
-                unsafe { arch::st_volatile_global_v2b64(slot(region(p), rank) + line * 16, packets) };
-            }
-            line += u64::from(nthreads);
-        }
-        let waited = u64::from(nranks - 1) * lines;
-        let mut k = u64::from(tid);
-        while k < waited && self.stopped() == 0 {
-            let (peer_index, line) = (div_narrow(k, lines), k - div_narrow(k, lines) * lines);
-            let p = peer_index as u32 + u32::from(peer_index as u32 >= rank);
-            let at = slot(region(rank), p) + line * 16;
-            // SAFETY: `g.abort` is the host's abort flag, readable for the whole item
-            // (`CollCtx::new`'s contract), and the guard lives only in this loop.
-            let mut guard = unsafe { SpinGuard::new(self.cx.group.abort, self.cx.group.spin_budget_ns) };
-            let word = loop {
-                // SAFETY: line `line` of peer `p`'s slot of this parity in this rank's packet
-                // region, 16-byte aligned, written only by `p` with single-copy atomic 8-byte
-                // halves.
-                let [a, b] = unsafe { arch::ld_volatile_global_v2b64(at) };
-                if (a >> 32) as u32 == flag && (b >> 32) as u32 == flag {
-                    break Some((a & 0xffff_ffff) | b << 32);
-                }
-                if self.stopped() != 0 {
-                    break None;
-                }
-                match guard.tick() {
-                    Ok(()) => {}
-                    Err(Interrupted::Aborted) => self.stop(LoopError::Aborted.status(0)),
-                    Err(Interrupted::TimedOut) => self.stop(LoopError::Timeout.status(WaitSite::StagedFlag as u32)),
-                }
-            };
-            match word {
-                Some(w) if line == 0 && w != self.descriptor => self.stop(LoopError::BadItem.status(RANKS_DISAGREE)),
-                Some(w) if line > 0 => {
-                    // SAFETY: 8 aligned bytes of peer `p`'s place in this rank's staging buffer
-                    // of this epoch, which only this rank writes and reads.
-                    unsafe { arch::st_global_b64(self.staged(p, place(p) / elt) + (line - 1) * 8, w) };
-                }
-                _ => {}
-            }
-            k += u64::from(nthreads);
-        }
-        arch::barrier_sync_all();
-        if tid == 0 {
-            let g = self.cx.group;
-            // SAFETY: `count` calls these only with its non-null `stats`, this channel's live
-            // `ChannelStats`, so the projections stay inside it (only addresses are taken).
-            g.count(|s| unsafe { &raw mut (*s).exchange_ns }, g.clock().wrapping_sub(started));
-            g.count(|s| unsafe { &raw mut (*s).packet_items }, 1);
-        }
-        if self.stopped() != 0 {
-            return Err(decode_stop(self.stopped()));
-        }
-        let out = c.output + begin * elt;
-        let places: [u64; MAX_STAGED_RANKS] = core::array::from_fn(|p| if p < nranks as usize { self.staged(p as u32, place(p as u32) / elt) } else { 0 });
-        // SAFETY: every rank's place holds its `n` elements (staged here, or unpacked from its
-        // packets before the barrier above); the output holds the share.
-        unsafe { self.reduce(places, [out, out], 1, n) };
         Ok(())
     }
 
