@@ -70,9 +70,9 @@ pub struct PostArgs {
 
 /// The lean all-reduce (`algo::lean`) that `p.item` is, with guest channel `resident`'s
 /// staged memory, when it is one: an all-reduce of a communicator with guest channels
-/// that asks for the device's choice or one-shot (the choice is one-shot at these sizes
-/// on every rank count that stages), of a known type and operator, that
-/// [`lean_conns`] takes. `None`: the item goes the general way. Arithmetic over the item
+/// that leaves the algorithm to the device (which chooses one-shot at these sizes on
+/// every rank count that stages), of a known type and operator, that [`lean_conns`]
+/// takes. `None`: the item goes the general way. Arithmetic over the item
 /// and the communicator: every CTA of the grid, on every rank, gets the same answer, and
 /// the same guest channel's epochs advance on every rank.
 ///
@@ -85,7 +85,7 @@ unsafe fn lean_item(p: &PostArgs) -> Option<(LeanCall, *mut StagingConns)> {
     }
     // SAFETY: a non-null `p.comm` is the rank's `CommDevice` (this function's contract).
     let comm = unsafe { &*p.comm };
-    if comm.nchannels <= p.resident || !matches!(AlgorithmChoice::from_u32(comm.algorithm), Some(AlgorithmChoice::Auto | AlgorithmChoice::OneShot)) {
+    if comm.nchannels <= p.resident || AlgorithmChoice::from_u32(comm.algorithm) != Some(AlgorithmChoice::Auto) {
         return None;
     }
     let call = LeanCall { dtype: DataType::from_u8(item.dtype)?, op: RedOpKind::from_u8(item.op)?, arg: item.op_arg, input: item.src, output: item.dst, count: item.count };
