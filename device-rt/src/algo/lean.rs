@@ -2,21 +2,26 @@
 //! post grid with nothing before it but a few checks (no item validation pass, no plan,
 //! no channel context), its data travelling as NCCL's LL packets.
 //!
-//! Thread `t` of `n` owns lines `t`, `t + n`, … of the call (line `l`: bytes `[8l, 8l +
-//! 8)` of every rank's input, at most [`LEAN_LINES_PER_THREAD`] a thread). It loads its
-//! lines of the input (through the operator's pre-op), writes each as one 16-byte line of
-//! two packets into its rank's slot of every peer's packet region (see
+//! Thread `t` owns line `t` of the call: bytes `[8t, 8t + 8)` of every rank's input. It
+//! loads its line of the input (through the operator's pre-op), writes it as one 16-byte
+//! line of two packets into its rank's slot of every peer's packet region (see
 //! `conn::PACKET_SLOT_BYTES`), each 8-byte packet 4 data bytes and the epoch's flag in one
-//! single-copy atomic store; then, line by line, it loads the same line of every peer in
-//! its own region at once (all loads in flight together) until each holds the epoch's
-//! flags, reduces the ranks' lines in rank order `((x0 ⊕ x1) ⊕ x2) ⊕ …` (the staged
-//! one-shot's order, so the same bits), applies the post-op and stores the line of the
+//! single-copy atomic store; then it waits for the same line of every peer in its own
+//! region, reduces the ranks' lines in rank order `((x0 ⊕ x1) ⊕ x2) ⊕ …` (the staged
+//! one-shot's order, so the same bits), applies the post-op and stores its line of the
 //! output. A reader that sees a line whose two flags are the epoch's has its 8 bytes: no
 //! fence, no separate flag, and every wait polls local memory.
 //!
-//! The device takes it for all-reduces of up to [`LEAN_MAX_BYTES`] when it chooses the
-//! algorithm ([`AlgorithmChoice::Auto`](super::AlgorithmChoice::Auto)); a communicator
-//! that forces one-shot runs the staged one-shot at every size (the same bits).
+//! The device takes it for all-reduces of up to one line a thread ([`LEAN_MAX_BYTES`]
+//! with the default 256 threads) when it chooses the algorithm
+//! ([`AlgorithmChoice::Auto`](super::AlgorithmChoice::Auto)); a communicator that forces
+//! one-shot runs the staged one-shot at every size (the same bits). Measured on four
+//! H200s (2026-11-26, `bench/results/session13-x4.md`), per all-reduce of 8 B - 2 KiB in
+//! CUDA graphs: 6.7-7.0 µs on 4 ranks against the staged one-shot's 15.8-16.4 (NCCL
+//! 7.7-9.1), 5.7-5.9 µs on 2 ranks against 13.5-14.0 (NCCL 5.6-6.0). A form with up to 16
+//! lines a thread (every peer's line loaded at once) took 10.7-10.9 µs at 8 B - 2 KiB on
+//! 4 ranks and lost to the staged one-shot from 8 KiB (36 µs at 32 KiB against 17):
+//! one line a thread it is.
 //!
 //! Line 0 of a slot carries the call's descriptor (the staged collectives' digest of
 //! count, function, type and operator): before any thread stores output, threads
@@ -49,11 +54,9 @@ use crate::pack::BytePack;
 use crate::redop::{Elem, Max, Min, PreMulSum, Prod, RedOp, RedOpKind, Sum, SumPostDiv};
 use crate::spin::{Interrupted, SpinGuard};
 
-/// The most bytes per rank a lean all-reduce takes.
-pub const LEAN_MAX_BYTES: u64 = 32 << 10;
-
-/// The most lines (8 bytes each) a thread of the lean all-reduce owns.
-pub const LEAN_LINES_PER_THREAD: usize = 16;
+/// The most bytes per rank a lean all-reduce takes: one 8-byte line a thread of a
+/// 256-thread CTA.
+pub const LEAN_MAX_BYTES: u64 = 2048;
 
 /// A small all-reduce the lean path runs.
 #[derive(Clone, Copy, Debug)]
@@ -93,8 +96,7 @@ pub fn packet_flag(epoch: u64) -> u32 {
 /// Channel `channel`'s staged memory when a lean all-reduce of `call` can run on it with
 /// `nthreads` threads: the communicator has 2 to `MAX_STAGED_RANKS` ranks with staging,
 /// unpaired channels, the channel is one a collective spreads over and has a packet
-/// region, the call holds [`LEAN_LINES_PER_THREAD`] lines a thread at most, and its
-/// buffers are element-aligned.
+/// region, the call holds one line a thread at most, and its buffers are element-aligned.
 /// The same answer on every rank of a call (the same layout and item).
 ///
 /// # Safety
@@ -104,7 +106,7 @@ pub unsafe fn lean_conns(comm: &CommDevice, channel: u32, nthreads: u32, call: &
     let lines = call.bytes().div_ceil(8);
     let aligned = (call.input | call.output) & (elt - 1) == 0 && call.input != 0 && call.output != 0;
     let shape = comm.staging != 0 && comm.pairs == 0 && (2..=MAX_STAGED_RANKS as u32).contains(&comm.nranks) && channel < comm.nchannels;
-    if !shape || !aligned || call.count == 0 || call.bytes() > LEAN_MAX_BYTES || lines > LEAN_LINES_PER_THREAD as u64 * u64::from(nthreads) {
+    if !shape || !aligned || call.count == 0 || call.bytes() > LEAN_MAX_BYTES || lines > u64::from(nthreads) {
         return None;
     }
     let conns = (comm.staging as *mut StagingConns).wrapping_add(channel as usize);
@@ -148,16 +150,11 @@ pub unsafe fn lean_all_reduce(
         // thread 0 before the barrier after which other threads may write it.
         unsafe { stopped.write_volatile(0) };
     }
-    let (lines, nthreads) = (call.bytes().div_ceil(8), u64::from(arch::block_dim()));
-    let line = |k: usize| u64::from(tid) + k as u64 * nthreads;
-    let mut mine = [0u64; LEAN_LINES_PER_THREAD];
-    for (k, word) in mine.iter_mut().enumerate() {
-        if line(k) < lines {
-            // SAFETY: a line below `lines` lies in the input's `count` elements (this
-            // function's contract), element-aligned (`lean_conns`).
-            *word = pre_op_word(call, unsafe { load_line(call, call.input, line(k)) });
-        }
-    }
+    let lines = call.bytes().div_ceil(8);
+    let line = u64::from(tid);
+    // SAFETY: a line below `lines` lies in the input's `count` elements (this function's
+    // contract), element-aligned (`lean_conns`).
+    let mine = if line < lines { pre_op_word(call, unsafe { load_line(call, call.input, line) }) } else { 0 };
     let packets = |word: u64| [(word & 0xffff_ffff) | flag, (word >> 32) | flag];
     for p in (0..nranks).filter(|&p| p != rank) {
         if tid == 0 {
@@ -165,12 +162,10 @@ pub unsafe fn lean_all_reduce(
             // 16-byte aligned, written only by this rank (see the module's reuse).
             unsafe { arch::st_volatile_global_v2b64(slot(p, rank), packets(call.descriptor())) };
         }
-        for (k, &word) in mine.iter().enumerate() {
-            if line(k) < lines {
-                // SAFETY: as above, line `line(k) + 1 <= lines` of the slot, inside its
-                // `PACKET_SLOT_BYTES` (`lean_conns`: at most `LEAN_MAX_BYTES`).
-                unsafe { arch::st_volatile_global_v2b64(slot(p, rank) + (line(k) + 1) * 16, packets(word)) };
-            }
+        if line < lines {
+            // SAFETY: as above, line `line + 1 <= lines` of the slot, inside its
+            // `PACKET_SLOT_BYTES`.
+            unsafe { arch::st_volatile_global_v2b64(slot(p, rank) + (line + 1) * 16, packets(mine)) };
         }
     }
     // SAFETY: `abort` is readable for the call (this function's contract); the guards live
@@ -180,20 +175,17 @@ pub unsafe fn lean_all_reduce(
         stop(stopped, LoopError::BadItem.status(RANKS_DISAGREE));
     }
     arch::barrier_sync_all();
-    for (k, &word) in mine.iter().enumerate() {
-        if line(k) >= lines || !is_running(stopped) {
-            break;
+    if line < lines && is_running(stopped) {
+        let mut acc = 0;
+        for p in 0..nranks {
+            let word = if p == rank { Some(mine) } else { wait(slot(rank, p) + (line + 1) * 16) };
+            let Some(word) = word else { break };
+            acc = if p == 0 { word } else { reduce_word(call, acc, word) };
         }
-        let at: [u64; MAX_STAGED_RANKS] = core::array::from_fn(|p| if p < nranks as usize { slot(rank, p as u32) + (line(k) + 1) * 16 } else { 0 });
-        // SAFETY: `at` holds line `line(k)` of every peer's slot of this parity in this
-        // rank's packet region; `stopped` and `abort` as above.
-        let Some(words) = (unsafe { wait_lines(&at, nranks, rank, flag, stopped, abort, spin_budget_ns) }) else { break };
-        let mut acc = if rank == 0 { word } else { words[0] };
-        for p in 1..nranks as usize {
-            acc = reduce_word(call, acc, if p == rank as usize { word } else { words[p] });
+        if is_running(stopped) {
+            // SAFETY: as for the input, in the output.
+            unsafe { store_line(call, call.output, line, post_op_word(call, acc)) };
         }
-        // SAFETY: as for the input, in the output.
-        unsafe { store_line(call, call.output, line(k), post_op_word(call, acc)) };
     }
     arch::barrier_sync_all();
     // SAFETY: as for `stopped`'s write above; the barrier orders every thread's writes.
@@ -248,49 +240,6 @@ unsafe fn wait_line(at: u64, flag: u64, stopped: *mut u64, abort: *const u64, sp
         let [a, b] = unsafe { arch::ld_volatile_global_v2b64(at) };
         if a & !0xffff_ffff == flag && b & !0xffff_ffff == flag {
             return Some((a & 0xffff_ffff) | b << 32);
-        }
-        if !is_running(stopped) {
-            return None;
-        }
-        match guard.tick() {
-            Ok(()) => {}
-            Err(Interrupted::Aborted) => stop(stopped, LoopError::Aborted.status(0)),
-            Err(Interrupted::TimedOut) => stop(stopped, LoopError::Timeout.status(WaitSite::StagedFlag as u32)),
-        }
-    }
-}
-
-/// Waits until the lines at `at` of every peer (every `p < nranks` but `rank`) hold two
-/// packets of `flag` each, loading every line still missing at once each time round, and
-/// returns their 8 data bytes by rank (`rank`'s entry 0); `None` once the call is stopped.
-///
-/// # Safety
-/// Every peer's entry of `at` is a 16-byte aligned line of this rank's packet region;
-/// `stopped` and `abort` as in [`lean_all_reduce`].
-#[inline(always)]
-unsafe fn wait_lines(at: &[u64; MAX_STAGED_RANKS], nranks: u32, rank: u32, flag: u64, stopped: *mut u64, abort: *const u64, spin_budget_ns: u64) -> Option<[u64; MAX_STAGED_RANKS]> {
-    let everyone = (1u32 << nranks) - 1;
-    let mut have = 1u32 << rank;
-    let mut words = [0u64; MAX_STAGED_RANKS];
-    // SAFETY: the caller keeps `abort` readable for the wait.
-    let mut guard = unsafe { SpinGuard::new(abort, spin_budget_ns) };
-    loop {
-        let mut seen = [[0u64; 2]; MAX_STAGED_RANKS];
-        for (p, line) in seen.iter_mut().enumerate() {
-            if have & (1 << p) == 0 && p < nranks as usize {
-                // SAFETY: the caller's line of peer `p`, written by `p` with single-copy
-                // atomic halves.
-                *line = unsafe { arch::ld_volatile_global_v2b64(at[p]) };
-            }
-        }
-        for (p, &[a, b]) in seen.iter().enumerate() {
-            if have & (1 << p) == 0 && p < nranks as usize && a & !0xffff_ffff == flag && b & !0xffff_ffff == flag {
-                words[p] = (a & 0xffff_ffff) | b << 32;
-                have |= 1 << p;
-            }
-        }
-        if have == everyone {
-            return Some(words);
         }
         if !is_running(stopped) {
             return None;
