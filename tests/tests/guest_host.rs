@@ -156,19 +156,25 @@ fn back_to_back_stream_calls_need_no_host_synchronisation() {
     g.shutdown(TIMEOUT).unwrap();
 }
 
-/// Small stream-ordered all-reduces take the lean path (`device_rt::algo::lean`) on the
-/// first guest channel when the device chooses: counted once per rank there as a
+/// Small stream-ordered all-reduces, all-gathers and reduce-scatters take the lean path
+/// (`device_rt::algo::lean`) on the first guest channel when the device chooses: counted once per rank there as a
 /// one-shot moved as packets, nowhere else; exact, in and out of place, for every element
 /// size, with and without a pre- or post-op, on 2, 3 and 5 ranks; a larger one-shot
 /// (more than one line a thread) moves no packets.
 #[test]
-fn small_stream_all_reduces_take_the_lean_path() {
+fn small_stream_collectives_take_the_lean_path() {
     let lean = [(DataType::F32, RedOpKind::Sum, 1), (DataType::F16, RedOpKind::PreMulSum, 7), (DataType::U8, RedOpKind::Max, 13), (DataType::F64, RedOpKind::SumPostDiv, 3), (DataType::Bf16, RedOpKind::Prod, 512), (DataType::I32, RedOpKind::Min, 256)];
     for nranks in [2, 3, 5] {
         let shape = shape(nranks, AlgorithmChoice::Auto);
         let mut g = TwinGroup::start_with_guests(shape, RESIDENT, 128, Duration::from_secs(60), None).unwrap();
         g.set_path(SubmitPath::Stream).unwrap();
-        let cases = lean.iter().enumerate().map(|(k, &(dtype, op, count))| (CollCase { function: CollFunction::AllReduce, dtype, op, count, root: 0, in_place: k % 2 == 1, inputs: Inputs::OrderSensitive }, true));
+        let functions = [CollFunction::AllReduce, CollFunction::AllGather, CollFunction::ReduceScatter];
+        let cases = functions.into_iter().flat_map(|function| {
+            lean.iter().enumerate().map(move |(k, &(dtype, op, count))| {
+                let op = if function == CollFunction::AllGather { RedOpKind::Sum } else { op };
+                (CollCase { function, dtype, op, count, root: 0, in_place: k % 2 == 1, inputs: Inputs::OrderSensitive }, true)
+            })
+        });
         for (case, as_lean) in cases.chain([(CollCase { function: CollFunction::AllReduce, dtype: DataType::F32, op: RedOpKind::Sum, count: 1000, root: 0, in_place: false, inputs: Inputs::OrderSensitive }, false)]) {
             let before = all_stats(&mut g).unwrap().unwrap();
             assert_eq!(run_case(&mut g, &case, 3, TIMEOUT).unwrap(), None, "{nranks} ranks: {}", case.describe());

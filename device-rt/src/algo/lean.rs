@@ -1,6 +1,10 @@
-//! The lean one-shot all-reduce: a small stream-ordered all-reduce run by one CTA of the
-//! post grid with nothing before it but a few checks (no item validation pass, no plan,
-//! no channel context), its data travelling as NCCL's LL packets.
+//! The lean one-shot collectives: a small stream-ordered all-reduce, all-gather or
+//! reduce-scatter run by one CTA of the post grid with nothing before it but a few checks
+//! (no item validation pass, no plan, no channel context), its data travelling as NCCL's
+//! LL packets. The all-reduce is described below; the all-gather sends the same line of
+//! its input to every peer and stores every rank's line in that rank's block of the
+//! output; the reduce-scatter sends each peer the line of the peer's block of its input
+//! and reduces the lines of its own block, in rank order, into its output.
 //!
 //! Thread `t` owns line `t` of the call: bytes `[8t, 8t + 8)` of every rank's input. It
 //! loads its line of the input (through the operator's pre-op), writes it as one 16-byte
@@ -54,32 +58,35 @@ use crate::pack::BytePack;
 use crate::redop::{Elem, Max, Min, PreMulSum, Prod, RedOp, RedOpKind, Sum, SumPostDiv};
 use crate::spin::{Interrupted, SpinGuard};
 
-/// The most bytes per rank a lean all-reduce takes: one 8-byte line a thread of a
+/// The most bytes of one rank's block a lean collective takes: one 8-byte line a thread of a
 /// 256-thread CTA.
 pub const LEAN_MAX_BYTES: u64 = 2048;
 
-/// A small all-reduce the lean path runs.
+/// A small collective the lean path runs.
 #[derive(Clone, Copy, Debug)]
 pub struct LeanCall {
+    /// All-reduce, all-gather or reduce-scatter.
+    pub function: CollFunction,
     pub dtype: DataType,
     pub op: RedOpKind,
     /// The operator's argument.
     pub arg: u64,
     pub input: u64,
     pub output: u64,
-    /// Elements per rank, `1..` with `count × size ≤ LEAN_MAX_BYTES`.
+    /// NCCL's count (all-gather's send count, reduce-scatter's receive count), `1..`
+    /// with `count × size ≤ LEAN_MAX_BYTES`.
     pub count: u64,
 }
 
 impl LeanCall {
-    /// Bytes per rank.
+    /// Bytes of one rank's block: the line range every rank exchanges.
     fn bytes(&self) -> u64 {
         self.count * self.dtype.size() as u64
     }
 
-    /// The staged collectives' call descriptor of this all-reduce (see `staged`).
+    /// The staged collectives' call descriptor of this call (see `staged`).
     fn descriptor(&self) -> u64 {
-        let shape = (CollFunction::AllReduce as u64) | (self.dtype as u64) << 8 | (self.op as u64) << 16;
+        let shape = (self.function as u64) | (self.dtype as u64) << 8 | (self.op as u64) << 16;
         self.count.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ shape.wrapping_mul(0xc2b2_ae3d_27d4_eb4f)
     }
 }
@@ -93,7 +100,7 @@ pub fn packet_flag(epoch: u64) -> u32 {
     }
 }
 
-/// Channel `channel`'s staged memory when a lean all-reduce of `call` can run on it with
+/// Channel `channel`'s staged memory when the lean `call` can run on it with
 /// `nthreads` threads: the communicator has 2 to `MAX_STAGED_RANKS` ranks with staging,
 /// unpaired channels, the channel is one a collective spreads over and has a packet
 /// region, the call holds one line a thread at most, and its buffers are element-aligned.
@@ -106,7 +113,8 @@ pub unsafe fn lean_conns(comm: &CommDevice, channel: u32, nthreads: u32, call: &
     let lines = call.bytes().div_ceil(8);
     let aligned = (call.input | call.output) & (elt - 1) == 0 && call.input != 0 && call.output != 0;
     let shape = comm.staging != 0 && comm.pairs == 0 && (2..=MAX_STAGED_RANKS as u32).contains(&comm.nranks) && channel < comm.nchannels;
-    if !shape || !aligned || call.count == 0 || call.bytes() > LEAN_MAX_BYTES || lines > u64::from(nthreads) {
+    let function = matches!(call.function, CollFunction::AllReduce | CollFunction::AllGather | CollFunction::ReduceScatter);
+    if !function || !shape || !aligned || call.count == 0 || call.bytes() > LEAN_MAX_BYTES || lines > u64::from(nthreads) {
         return None;
     }
     let conns = (comm.staging as *mut StagingConns).wrapping_add(channel as usize);
@@ -116,17 +124,18 @@ pub unsafe fn lean_conns(comm: &CommDevice, channel: u32, nthreads: u32, call: &
     (region != 0).then_some(conns)
 }
 
-/// Runs `call` as the lean all-reduce on this CTA (see the module doc), every thread of
+/// Runs `call` as a lean collective on this CTA (see the module doc), every thread of
 /// the CTA calling it with the same arguments; `stopped` is a `u64` of the CTA's shared
 /// memory that this function owns for the call. Counts the collective in the channel's
 /// statistics (`stats`, or null) as a one-shot with its packets and its wait.
 ///
 /// # Safety
 /// `conns` is what [`lean_conns`] gave for this CTA's thread count and `call`, on the
-/// rank's live communicator `comm`; `call`'s buffers hold `count` elements; `abort` is
+/// rank's live communicator `comm`; `call`'s buffers hold what its function addresses
+/// (`count` elements a rank's block); `abort` is
 /// the host's abort flag, readable for the call; one CTA at a time runs the channel (the
 /// post grids of one stream run one after another).
-pub unsafe fn lean_all_reduce(
+pub unsafe fn lean_collective(
     comm: &CommDevice,
     conns: *mut StagingConns,
     call: &LeanCall,
@@ -150,11 +159,19 @@ pub unsafe fn lean_all_reduce(
         // thread 0 before the barrier after which other threads may write it.
         unsafe { stopped.write_volatile(0) };
     }
-    let lines = call.bytes().div_ceil(8);
+    let (lines, block) = (call.bytes().div_ceil(8), call.bytes());
     let line = u64::from(tid);
-    // SAFETY: a line below `lines` lies in the input's `count` elements (this function's
-    // contract), element-aligned (`lean_conns`).
-    let mine = if line < lines { pre_op_word(call, unsafe { load_line(call, call.input, line) }) } else { 0 };
+    let scatter = call.function == CollFunction::ReduceScatter;
+    // This thread's line of what this rank sends rank `p`: the input's (reduce-scatter:
+    // its block `p`'s), through the pre-op where the function reduces.
+    let send = |p: u32| {
+        let from = if scatter { call.input + u64::from(p) * block } else { call.input };
+        // SAFETY: a line below `lines` lies in the input's block of `count` elements (this
+        // function's contract), element-aligned (`lean_conns`).
+        let word = unsafe { load_line(call, from, line) };
+        if call.function == CollFunction::AllGather { word } else { pre_op_word(call, word) }
+    };
+    let mine = if line < lines { send(rank) } else { 0 };
     let packets = |word: u64| [(word & 0xffff_ffff) | flag, (word >> 32) | flag];
     for p in (0..nranks).filter(|&p| p != rank) {
         if tid == 0 {
@@ -165,7 +182,7 @@ pub unsafe fn lean_all_reduce(
         if line < lines {
             // SAFETY: as above, line `line + 1 <= lines` of the slot, inside its
             // `PACKET_SLOT_BYTES`.
-            unsafe { arch::st_volatile_global_v2b64(slot(p, rank) + (line + 1) * 16, packets(mine)) };
+            unsafe { arch::st_volatile_global_v2b64(slot(p, rank) + (line + 1) * 16, packets(if scatter { send(p) } else { mine })) };
         }
     }
     // SAFETY: `abort` is readable for the call (this function's contract); the guards live
@@ -180,10 +197,15 @@ pub unsafe fn lean_all_reduce(
         for p in 0..nranks {
             let word = if p == rank { Some(mine) } else { wait(slot(rank, p) + (line + 1) * 16) };
             let Some(word) = word else { break };
-            acc = if p == 0 { word } else { reduce_word(call, acc, word) };
+            if call.function == CollFunction::AllGather {
+                // SAFETY: as for the input, in rank `p`'s block of the output.
+                unsafe { store_line(call, call.output + u64::from(p) * block, line, word) };
+            } else {
+                acc = if p == 0 { word } else { reduce_word(call, acc, word) };
+            }
         }
-        if is_running(stopped) {
-            // SAFETY: as for the input, in the output.
+        if call.function != CollFunction::AllGather && is_running(stopped) {
+            // SAFETY: as for the input, in the output's `count` elements.
             unsafe { store_line(call, call.output, line, post_op_word(call, acc)) };
         }
     }
@@ -211,7 +233,7 @@ pub unsafe fn lean_all_reduce(
 
 /// True while no thread has stopped the call.
 fn is_running(stopped: *mut u64) -> bool {
-    // SAFETY: `stopped` is the CTA's shared word (`lean_all_reduce`'s contract), read and
+    // SAFETY: `stopped` is the CTA's shared word (`lean_collective`'s contract), read and
     // written with single volatile accesses.
     unsafe { stopped.read_volatile() == 0 }
 }
@@ -231,7 +253,7 @@ fn stop(stopped: *mut u64, status: u64) {
 ///
 /// # Safety
 /// `at` is a 16-byte aligned line of this rank's packet region; `stopped` and `abort` as
-/// in [`lean_all_reduce`].
+/// in [`lean_collective`].
 unsafe fn wait_line(at: u64, flag: u64, stopped: *mut u64, abort: *const u64, spin_budget_ns: u64) -> Option<u64> {
     // SAFETY: the caller keeps `abort` readable for the wait.
     let mut guard = unsafe { SpinGuard::new(abort, spin_budget_ns) };

@@ -44,7 +44,7 @@ use super::mailbox::post_to_mailbox;
 use super::queue::{LoopShared, LoopState, MAILBOX_CLOSED, QueueHeader};
 use super::spread::{mailbox_spread, post_only_plan};
 use super::LoopArgs;
-use crate::algo::lean::{LeanCall, lean_all_reduce, lean_conns};
+use crate::algo::lean::{LeanCall, lean_collective, lean_conns};
 use crate::algo::{AlgorithmChoice, CollFunction};
 use crate::arch::{self, WARP_SIZE};
 use crate::conn::{CommDevice, StagingConns};
@@ -68,11 +68,11 @@ pub struct PostArgs {
     pub resident: u32,
 }
 
-/// The lean all-reduce (`algo::lean`) that `p.item` is, with guest channel `resident`'s
-/// staged memory, when it is one: an all-reduce of a communicator with guest channels
-/// that leaves the algorithm to the device (which chooses one-shot at these sizes on
-/// every rank count that stages), of a known type and operator, that [`lean_conns`]
-/// takes. `None`: the item goes the general way. Arithmetic over the item
+/// The lean collective (`algo::lean`) that `p.item` is, with guest channel `resident`'s
+/// staged memory, when it is one: an all-reduce, all-gather or reduce-scatter of a
+/// communicator with guest channels that leaves the algorithm to the device (which
+/// chooses one-shot at these sizes on every rank count that stages), of a known type and
+/// operator, that [`lean_conns`] takes. `None`: the item goes the general way. Arithmetic over the item
 /// and the communicator: every CTA of the grid, on every rank, gets the same answer, and
 /// the same guest channel's epochs advance on every rank.
 ///
@@ -80,7 +80,7 @@ pub struct PostArgs {
 /// `p.comm` is null or the rank's valid `CommDevice`, with its staged memory.
 unsafe fn lean_item(p: &PostArgs) -> Option<(LeanCall, *mut StagingConns)> {
     let item = &p.item;
-    if p.comm.is_null() || item.kind != WorkKind::Collective as u8 || item.function != CollFunction::AllReduce as u32 || item.flags != 0 {
+    if p.comm.is_null() || item.kind != WorkKind::Collective as u8 || item.flags != 0 {
         return None;
     }
     // SAFETY: a non-null `p.comm` is the rank's `CommDevice` (this function's contract).
@@ -88,13 +88,14 @@ unsafe fn lean_item(p: &PostArgs) -> Option<(LeanCall, *mut StagingConns)> {
     if comm.nchannels <= p.resident || AlgorithmChoice::from_u32(comm.algorithm) != Some(AlgorithmChoice::Auto) {
         return None;
     }
-    let call = LeanCall { dtype: DataType::from_u8(item.dtype)?, op: RedOpKind::from_u8(item.op)?, arg: item.op_arg, input: item.src, output: item.dst, count: item.count };
+    let function = CollFunction::from_u32(item.function)?;
+    let call = LeanCall { function, dtype: DataType::from_u8(item.dtype)?, op: RedOpKind::from_u8(item.op)?, arg: item.op_arg, input: item.src, output: item.dst, count: item.count };
     // SAFETY: the communicator's staged memory is the rank's (this function's contract).
     let conns = unsafe { lean_conns(comm, p.resident, arch::block_dim(), &call) }?;
     Some((call, conns))
 }
 
-/// Runs the lean all-reduce `call` on this CTA, guest channel `p.resident`, unless the
+/// Runs the lean collective `call` on this CTA, guest channel `p.resident`, unless the
 /// loop has closed its mailbox or recorded an error (then, as a guest, it leaves); thread
 /// 0 counts the part (`post_parts`) or records the error and closes the mailbox, as a
 /// guest does.
@@ -117,7 +118,7 @@ unsafe fn serve_lean(p: &PostArgs, call: &LeanCall, conns: *mut StagingConns, sh
     // this CTA's shared memory that nothing else uses during the call; the header's abort
     // flag is readable while the loop lives; the statistics are the channel's (or null).
     let outcome = unsafe {
-        lean_all_reduce(&*p.comm, conns, call, &raw mut (*shared).wait_result, &raw const (*p.header).abort, p.spin_budget_ns, channel_stats(&a))
+        lean_collective(&*p.comm, conns, call, &raw mut (*shared).wait_result, &raw const (*p.header).abort, p.spin_budget_ns, channel_stats(&a))
     };
     if arch::thread_idx() == 0 {
         match outcome {
