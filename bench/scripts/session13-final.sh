@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Four H200s (nvidia-h200-x4), 2026-11-26 (thirteenth session), the final build (the lean
-# all-reduce, one line a thread): all_reduce, all_gather and reduce_scatter 8 B - 128 KiB
+# all-reduce, all-gather and reduce-scatter, one line a thread; run first with the lean
+# all-reduce alone, 12:35Z, then with all three, 12:47Z): all_reduce, all_gather and reduce_scatter 8 B - 128 KiB
 # (factor 4) back to back, call + synchronize and in CUDA graphs on 2 ranks (devices 0, 1)
 # and 4 (devices 0-3), NCCL in the same process, every row checked; the GPU matrix
 # (automatic choice, 4 ranks) and the self-tests. NCCL_NVLS_ENABLE=0; no multicast object
