@@ -197,10 +197,37 @@ pub struct StagingConns {
     pub flags: u64,
     /// Staged collectives this channel has run (device only; starts at 0).
     pub epoch: u64,
+    /// Per rank `p < nranks`, this one included: this channel's packet region in rank
+    /// `p`'s memory (see [`PACKET_SLOT_BYTES`]), zeroed when the communicator is made;
+    /// all 0 on a channel without one (channels from [`PACKET_CHANNELS`] on).
+    pub packets: [u64; MAX_STAGED_RANKS],
 }
 
-static_assertions::const_assert_eq!(core::mem::size_of::<StagingConns>(), 16 * MAX_STAGED_RANKS + 16);
+static_assertions::const_assert_eq!(core::mem::size_of::<StagingConns>(), 24 * MAX_STAGED_RANKS + 16);
 static_assertions::const_assert_eq!(core::mem::offset_of!(StagingConns, flags), 16 * MAX_STAGED_RANKS);
+static_assertions::const_assert_eq!(core::mem::offset_of!(StagingConns, packets), 16 * MAX_STAGED_RANKS + 16);
+
+/// Most bytes of one channel's share of a one-shot all-reduce that travel as packets
+/// (NCCL's LL protocol: every 8-byte store carries 4 bytes of data and a 4-byte flag, so
+/// a reader that sees the flag has the data, with no fence and no separate flag).
+pub const PACKET_SHARE_BYTES: u64 = 64 << 10;
+
+/// Channels `0..PACKET_CHANNELS` of a communicator with staging have a packet region: a
+/// small one-shot all-reduce runs on channel 0 on the direct path, and on the first
+/// guest channels on the post grid (channel 1 with the default single resident channel).
+pub const PACKET_CHANNELS: u32 = 4;
+
+/// Bytes one sender has in a receiver's packet region for one epoch parity: a line of 16
+/// bytes for the call's descriptor, then a line (two packets) per 8 bytes of a share of up
+/// to [`PACKET_SHARE_BYTES`]. A channel's packet region in rank `q`'s memory is
+/// `[parity: 2][sender: nranks][PACKET_SLOT_BYTES]` ([`packet_region_bytes`]): sender `r`
+/// writes its slot of parity `e % 2` in epoch `e`, and `q` alone reads it.
+pub const PACKET_SLOT_BYTES: u64 = 16 + 2 * PACKET_SHARE_BYTES;
+
+/// Bytes of one channel's packet region on a communicator of `nranks` ranks.
+pub const fn packet_region_bytes(nranks: u32) -> u64 {
+    2 * nranks as u64 * PACKET_SLOT_BYTES
+}
 
 /// Most heads of NVLS (NCCL's `NCCL_MAX_NVLS_ARITY`): every rank is a head, so NVLS runs
 /// on 2 to this many ranks.
@@ -294,9 +321,14 @@ pub struct ChannelStats {
     /// 0 saw them, summed: with `busy_ns` (the collective itself) it splits a post grid's
     /// time into its preamble and the collective.
     pub post_ns: u64,
+    /// One-shot all-reduce shares the channel moved as packets (see `algo::staged`); their
+    /// waits count in `exchange_ns`.
+    pub packet_items: u64,
+    /// Padding to whole 64-byte lines (channels' counters never share a line); always 0.
+    pub padding: [u64; 7],
 }
 
-static_assertions::const_assert_eq!(core::mem::size_of::<ChannelStats>(), 128);
+static_assertions::const_assert_eq!(core::mem::size_of::<ChannelStats>(), 192);
 
 impl ChannelStats {
     /// The sum of `self` and `other`, counter by counter (a sum ran on no one SM: `sm` 0).
@@ -315,6 +347,8 @@ impl ChannelStats {
             exchange_ns: self.exchange_ns + other.exchange_ns,
             post_parts: self.post_parts + other.post_parts,
             post_ns: self.post_ns + other.post_ns,
+            packet_items: self.packet_items + other.packet_items,
+            padding: [0; 7],
         }
     }
 
@@ -334,6 +368,8 @@ impl ChannelStats {
             exchange_ns: self.exchange_ns.wrapping_sub(earlier.exchange_ns),
             post_parts: self.post_parts.wrapping_sub(earlier.post_parts),
             post_ns: self.post_ns.wrapping_sub(earlier.post_ns),
+            packet_items: self.packet_items.wrapping_sub(earlier.packet_items),
+            padding: [0; 7],
         }
     }
 }

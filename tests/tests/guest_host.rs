@@ -15,9 +15,9 @@ use device_rt::algo::{Algorithm, AlgorithmChoice, CollFunction, Staging};
 use device_rt::dtype::DataType;
 use device_rt::redop::RedOpKind;
 use device_rt::work::WorkItem;
-use ferroccl_testkit::coll::check::Prepared;
+use ferroccl_testkit::coll::check::{Prepared, run_case};
 use ferroccl_testkit::coll::expect::{CollCase, Inputs};
-use ferroccl_testkit::coll::group::{RankGroup, SubmitPath};
+use ferroccl_testkit::coll::group::{RankGroup, SubmitPath, Submitted, all_stats};
 use ferroccl_testkit::coll::staged::{Expected, matrix, plan_of, run_planned};
 use ferroccl_testkit::coll::twin::TwinGroup;
 use host_shim::Error;
@@ -156,6 +156,58 @@ fn back_to_back_stream_calls_need_no_host_synchronisation() {
     g.shutdown(TIMEOUT).unwrap();
 }
 
+/// Small stream-ordered all-reduces, all-gathers and reduce-scatters take the lean path
+/// (`device_rt::algo::lean`) on the first guest channel when the device chooses: counted once per rank there as a
+/// one-shot moved as packets, nowhere else; exact, in and out of place, for every element
+/// size, with and without a pre- or post-op, on 2, 3 and 5 ranks; a larger one-shot
+/// (more than one line a thread) moves no packets.
+#[test]
+fn small_stream_collectives_take_the_lean_path() {
+    let lean = [(DataType::F32, RedOpKind::Sum, 1), (DataType::F16, RedOpKind::PreMulSum, 7), (DataType::U8, RedOpKind::Max, 13), (DataType::F64, RedOpKind::SumPostDiv, 3), (DataType::Bf16, RedOpKind::Prod, 512), (DataType::I32, RedOpKind::Min, 256)];
+    for nranks in [2, 3, 5] {
+        let shape = shape(nranks, AlgorithmChoice::Auto);
+        let mut g = TwinGroup::start_with_guests(shape, RESIDENT, 128, Duration::from_secs(60), None).unwrap();
+        g.set_path(SubmitPath::Stream).unwrap();
+        let functions = [CollFunction::AllReduce, CollFunction::AllGather, CollFunction::ReduceScatter];
+        let cases = functions.into_iter().flat_map(|function| {
+            lean.iter().enumerate().map(move |(k, &(dtype, op, count))| {
+                let op = if function == CollFunction::AllGather { RedOpKind::Sum } else { op };
+                (CollCase { function, dtype, op, count, root: 0, in_place: k % 2 == 1, inputs: Inputs::OrderSensitive }, true)
+            })
+        });
+        for (case, as_lean) in cases.chain([(CollCase { function: CollFunction::AllReduce, dtype: DataType::F32, op: RedOpKind::Sum, count: 1000, root: 0, in_place: false, inputs: Inputs::OrderSensitive }, false)]) {
+            let before = all_stats(&mut g).unwrap().unwrap();
+            assert_eq!(run_case(&mut g, &case, 3, TIMEOUT).unwrap(), None, "{nranks} ranks: {}", case.describe());
+            let after = all_stats(&mut g).unwrap().unwrap();
+            for (i, (a, b)) in after.iter().zip(&before).enumerate() {
+                let want = u64::from(as_lean && i as u32 % CHANNELS == RESIDENT);
+                assert_eq!(a.packet_items - b.packet_items, want, "{nranks} ranks, rank {} channel {}: {}", i as u32 / CHANNELS, i as u32 % CHANNELS, case.describe());
+            }
+        }
+        g.shutdown(TIMEOUT).unwrap();
+    }
+}
+
+/// Ranks whose small all-reduces disagree (another count on one rank) stop the lean
+/// path on every rank with `RanksDisagree` before any output is written.
+#[test]
+fn lean_calls_whose_ranks_disagree_stop_before_writing() {
+    let mut g = TwinGroup::start_with_guests(shape(2, AlgorithmChoice::Auto), RESIDENT, 128, Duration::from_secs(60), None).unwrap();
+    let mut outputs = Vec::new();
+    for (rank, count) in [(0u32, 100u64), (1, 101)] {
+        let (src, dst) = (g.alloc(rank, 4 * 101).unwrap(), g.alloc(rank, 4 * 101).unwrap());
+        g.submit(rank, WorkItem::collective(CollFunction::AllReduce, DataType::F32, RedOpKind::Sum, 0, src.addr, dst.addr, count, 0)).unwrap();
+        outputs.push(dst);
+    }
+    for rank in 0..2 {
+        let err = g.wait_submitted(rank, Submitted::Stream, TIMEOUT);
+        assert!(matches!(err, Err(Error::BadWorkItem { reason: device_rt::work::BadItem::RanksDisagree, .. })), "rank {rank}: {err:?}");
+    }
+    for (rank, dst) in outputs.iter().enumerate() {
+        assert!(g.read(*dst, 4 * 101).unwrap().iter().all(|&b| b == 0), "rank {rank}: no output written");
+    }
+}
+
 /// An all-reduce of `count` floats by `algorithm` posted on `ranks` of 2 only, with spin
 /// budget `budget`: the ring over every guest channel (through the mailbox), or a
 /// one-shot that runs on the post grid alone.
@@ -169,9 +221,9 @@ fn post_on(ranks: &[u32], algorithm: AlgorithmChoice, count: u64, budget: Durati
     g
 }
 
-/// The two kinds of stream-ordered call a peer can leave waiting: a ring all-reduce
-/// through the loop's mailbox, and a small one-shot on the post grid alone.
-const WAITING_CALLS: [(AlgorithmChoice, u64); 2] = [(AlgorithmChoice::Ring, 1 << 20), (AlgorithmChoice::OneShot, 1000)];
+/// The three kinds of stream-ordered call a peer can leave waiting: a ring all-reduce
+/// through the loop's mailbox, a small one-shot on the post grid alone, and a lean one.
+const WAITING_CALLS: [(AlgorithmChoice, u64); 3] = [(AlgorithmChoice::Ring, 1 << 20), (AlgorithmChoice::OneShot, 1000), (AlgorithmChoice::Auto, 100)];
 
 /// A peer that never posts, for a call through the mailbox and for one on the post grid
 /// alone: the waiting rank's channels end with a timeout within the spin budget (the post
@@ -181,7 +233,7 @@ fn a_peer_whose_guests_never_come_is_a_timeout_not_a_hang() {
     for (algorithm, count) in WAITING_CALLS {
         let mut g = post_on(&[0], algorithm, count, Duration::from_millis(500));
         let started = Instant::now();
-        let err = g.wait_submitted(0, ferroccl_testkit::coll::group::Submitted::Stream, TIMEOUT);
+        let err = g.wait_submitted(0, Submitted::Stream, TIMEOUT);
         assert!(matches!(err, Err(Error::DeviceTimeout { .. })), "{algorithm:?}: {err:?}");
         assert!(started.elapsed() < Duration::from_secs(60), "{algorithm:?}: {:?}", started.elapsed());
         assert!(g.health(1).is_ok());
@@ -197,7 +249,7 @@ fn an_abort_ends_guests_that_wait() {
         std::thread::sleep(Duration::from_millis(100));
         let aborted = Instant::now();
         g.abort_all();
-        let err = g.wait_submitted(0, ferroccl_testkit::coll::group::Submitted::Stream, TIMEOUT);
+        let err = g.wait_submitted(0, Submitted::Stream, TIMEOUT);
         assert!(matches!(err, Err(Error::Aborted)), "{algorithm:?}: {err:?}");
         assert!(aborted.elapsed() < Duration::from_secs(30), "{algorithm:?}: {:?}", aborted.elapsed());
     }

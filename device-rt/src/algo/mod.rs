@@ -16,6 +16,8 @@ mod coll;
 #[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
 mod dispatch;
 #[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
+pub mod lean;
+#[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
 pub mod nvls;
 #[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
 mod p2p;

@@ -758,6 +758,13 @@ impl Arch for HostTwin {
         }
     }
 
+    /// Here: two relaxed 8-byte stores, as `st_global_v2b64`.
+    #[inline]
+    unsafe fn st_volatile_global_v2b64(addr: u64, v: [u64; 2]) {
+        // SAFETY: forwarded from the caller.
+        unsafe { Self::st_global_v2b64(addr, v) }
+    }
+
     /// Here: a relaxed compare-and-swap loop on the word's bits (one atomic step, as on
     /// the GPU; its own ordering in a weak-memory launch as any relaxed RMW).
     #[inline]

@@ -230,6 +230,13 @@ contract! {
         /// # Safety
         /// As [`ld_volatile_global_v2b64`], and the bytes must be writable.
         unsafe fn st_global_v2b64(addr: u64, v: [u64; 2]);
+        /// `st.volatile.global.v2.b64`: 16 bytes in one access, each 8-byte half
+        /// single-copy atomic (two relaxed 8-byte stores on the host twin), as NCCL's LL
+        /// packets store data and flag together. Orders nothing by itself.
+        ///
+        /// # Safety
+        /// As [`st_global_v2b64`].
+        unsafe fn st_volatile_global_v2b64(addr: u64, v: [u64; 2]);
         /// `red.relaxed.gpu.global.add.f32`: adds `v` to the `f32` at `addr` in one atomic
         /// step, rounded as `add.rn.f32` (CUDA's `atomicAdd` on a float, its result unused).
         ///

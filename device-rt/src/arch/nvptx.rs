@@ -174,6 +174,12 @@ impl Arch for Nvptx {
     }
 
     #[inline(always)]
+    unsafe fn st_volatile_global_v2b64(addr: u64, v: [u64; 2]) {
+        // SAFETY: as for `st_global_v2b64`: 16 aligned, writable bytes at a global address.
+        unsafe { asm!("st.volatile.global.v2.b64 [{0}], {{{1}, {2}}};", in(reg64) addr, in(reg64) v[0], in(reg64) v[1], options(nostack)) };
+    }
+
+    #[inline(always)]
     unsafe fn red_add_relaxed_gpu_f32(addr: u64, v: f32) {
         // SAFETY: the caller gives the generic address of an aligned, writable f32 in global
         // memory (the `Arch` contract), which `cvta.to.global` maps to its global-window

@@ -1194,7 +1194,7 @@ unsafe fn publish_ring(a: &Channel, seq: u64, release: bool) {
 ///
 /// # Safety
 /// `a` is this CTA's [`Channel`].
-unsafe fn channel_stats(a: &Channel) -> *mut ChannelStats {
+pub(super) unsafe fn channel_stats(a: &Channel) -> *mut ChannelStats {
     if a.comm.is_null() {
         return core::ptr::null_mut();
     }

@@ -38,14 +38,18 @@
 //! guest never waits for an SM that a waiting guest holds; a peer that never posts ends
 //! in the spin budget, as in any wait.
 
-use super::exec::{Channel, Stop, close_mailbox, complete_mailbox, count_post_part, execute, planned_collective, record_error};
-use super::item::WorkItem;
+use super::exec::{Channel, Stop, channel_stats, close_mailbox, complete_mailbox, count_post_part, execute, planned_collective, record_error};
+use super::item::{WorkItem, WorkKind};
 use super::mailbox::post_to_mailbox;
 use super::queue::{LoopShared, LoopState, MAILBOX_CLOSED, QueueHeader};
 use super::spread::{mailbox_spread, post_only_plan};
 use super::LoopArgs;
+use crate::algo::lean::{LeanCall, lean_collective, lean_conns};
+use crate::algo::{AlgorithmChoice, CollFunction};
 use crate::arch::{self, WARP_SIZE};
-use crate::conn::CommDevice;
+use crate::conn::{CommDevice, StagingConns};
+use crate::dtype::DataType;
+use crate::redop::RedOpKind;
 
 /// What the post grid is launched with.
 #[derive(Clone, Copy, Debug)]
@@ -62,6 +66,71 @@ pub struct PostArgs {
     pub spin_budget_ns: u64,
     /// The loop's resident channels: CTA `g ≥ 1` of the grid is channel `resident + g - 1`.
     pub resident: u32,
+}
+
+/// The lean collective (`algo::lean`) that `p.item` is, with guest channel `resident`'s
+/// staged memory, when it is one: an all-reduce, all-gather or reduce-scatter of a
+/// communicator with guest channels that leaves the algorithm to the device (which
+/// chooses one-shot at these sizes on every rank count that stages), of a known type and
+/// operator, that [`lean_conns`] takes. `None`: the item goes the general way. Arithmetic over the item
+/// and the communicator: every CTA of the grid, on every rank, gets the same answer, and
+/// the same guest channel's epochs advance on every rank.
+///
+/// # Safety
+/// `p.comm` is null or the rank's valid `CommDevice`, with its staged memory.
+unsafe fn lean_item(p: &PostArgs) -> Option<(LeanCall, *mut StagingConns)> {
+    let item = &p.item;
+    if p.comm.is_null() || item.kind != WorkKind::Collective as u8 || item.flags != 0 {
+        return None;
+    }
+    // SAFETY: a non-null `p.comm` is the rank's `CommDevice` (this function's contract).
+    let comm = unsafe { &*p.comm };
+    if comm.nchannels <= p.resident || AlgorithmChoice::from_u32(comm.algorithm) != Some(AlgorithmChoice::Auto) {
+        return None;
+    }
+    let function = CollFunction::from_u32(item.function)?;
+    let call = LeanCall { function, dtype: DataType::from_u8(item.dtype)?, op: RedOpKind::from_u8(item.op)?, arg: item.op_arg, input: item.src, output: item.dst, count: item.count };
+    // SAFETY: the communicator's staged memory is the rank's (this function's contract).
+    let conns = unsafe { lean_conns(comm, p.resident, arch::block_dim(), &call) }?;
+    Some((call, conns))
+}
+
+/// Runs the lean collective `call` on this CTA, guest channel `p.resident`, unless the
+/// loop has closed its mailbox or recorded an error (then, as a guest, it leaves); thread
+/// 0 counts the part (`post_parts`) or records the error and closes the mailbox, as a
+/// guest does.
+///
+/// # Safety
+/// As [`serve_post`]; `call` and `conns` are what [`lean_item`] gave for `p`; `shared` is
+/// this CTA's `LoopShared`; every thread of the CTA calls it.
+unsafe fn serve_lean(p: &PostArgs, call: &LeanCall, conns: *mut StagingConns, shared: *mut LoopShared, entered: u64) {
+    // SAFETY: `p.state` is the loop's live state; `state` and `error_claimed` are aligned
+    // words of it, changed only through `arch` atomics.
+    let open = unsafe {
+        arch::ld_acquire_gpu_global(&raw const (*p.state).mailbox.state) & MAILBOX_CLOSED == 0 && arch::ld_volatile_global(&raw const (*p.state).error_claimed) == 0
+    };
+    if !open {
+        return;
+    }
+    let args = LoopArgs { header: p.header, ring: core::ptr::null(), capacity: 0, state: p.state, spin_budget_ns: p.spin_budget_ns, comm: p.comm };
+    let a = Channel { args, index: p.resident, count: p.resident + 1 };
+    // SAFETY: `conns` and `call` are `lean_item`'s for this CTA; `wait_result` is a word of
+    // this CTA's shared memory that nothing else uses during the call; the header's abort
+    // flag is readable while the loop lives; the statistics are the channel's (or null).
+    let outcome = unsafe {
+        lean_collective(&*p.comm, conns, call, &raw mut (*shared).wait_result, &raw const (*p.header).abort, p.spin_budget_ns, channel_stats(&a))
+    };
+    if arch::thread_idx() == 0 {
+        match outcome {
+            // SAFETY: `a` is this guest's channel; thread 0 alone counts the part, once.
+            Ok(()) => unsafe { count_post_part(&a, entered) },
+            // SAFETY: `a` holds the loop's live state and header; thread 0 alone records.
+            Err((error, detail)) => unsafe {
+                record_error(&a, error, detail, 0);
+                close_mailbox(p.state);
+            },
+        }
+    }
 }
 
 /// The post grid's body (see the module doc): an item that runs on the post grid alone
@@ -90,6 +159,15 @@ pub unsafe fn serve_post(p: PostArgs) {
     let entered = arch::globaltimer_ns();
     let tid = arch::thread_idx();
     let shared = arch::dyn_smem().cast::<LoopShared>();
+    // SAFETY: `p` holds the running loop's memory and the rank's communicator (this
+    // function's contract).
+    if let Some((call, conns)) = unsafe { lean_item(&p) } {
+        if arch::block_idx() == 1 {
+            // SAFETY: as above; CTA 1 is guest channel `resident`, which `lean_item` chose.
+            unsafe { serve_lean(&p, &call, conns, shared, entered) };
+        }
+        return;
+    }
     // A guest looks whether the mailbox is open at once, on the first thread of its second
     // warp where it has one, while its first warp checks and plans the item (a chain of
     // dependent scalar steps): the two latencies overlap. A guest that takes no part never

@@ -170,6 +170,10 @@ pub fn check_ran(before: &[ChannelStats], after: &[ChannelStats], expected: Expe
             if exchanged != staged_here {
                 return Err(format!("rank {rank} channel {channel}: flag exchanges timed: {exchanged} ({} -> {} ns), a staged collective ran: {staged_here} ({expected:?})", before[at].exchange_ns, after[at].exchange_ns));
             }
+            let packets = after[at].packet_items - before[at].packet_items;
+            if packets > u64::from(staged_here && plan.algorithm == Algorithm::OneShot) {
+                return Err(format!("rank {rank} channel {channel}: {packets} share(s) moved as packets, where no one-shot ran ({expected:?})"));
+            }
             let parts = after[at].post_parts - before[at].post_parts;
             let post_only_here = u64::from(staged_here && expected.staged_from > 0);
             if parts != post_only_here {

@@ -488,6 +488,7 @@ impl RankGroup for TwinGroup {
                 s.exchange_ns = load(&raw mut (*base).exchange_ns);
                 s.post_parts = load(&raw mut (*base).post_parts);
                 s.post_ns = load(&raw mut (*base).post_ns);
+                s.packet_items = load(&raw mut (*base).packet_items);
                 for (a, count) in s.algorithm_items.iter_mut().enumerate() {
                     *count = load(&raw mut (*base).algorithm_items[a]);
                 }

@@ -1,0 +1,395 @@
+//! The lean one-shot collectives: a small stream-ordered all-reduce, all-gather or
+//! reduce-scatter run by one CTA of the post grid with nothing before it but a few checks
+//! (no item validation pass, no plan, no channel context), its data travelling as NCCL's
+//! LL packets. The all-reduce is described below; the all-gather sends the same line of
+//! its input to every peer and stores every rank's line in that rank's block of the
+//! output; the reduce-scatter sends each peer the line of the peer's block of its input
+//! and reduces the lines of its own block, in rank order, into its output.
+//!
+//! Thread `t` owns line `t` of the call: bytes `[8t, 8t + 8)` of every rank's input. It
+//! loads its line of the input (through the operator's pre-op), writes it as one 16-byte
+//! line of two packets into its rank's slot of every peer's packet region (see
+//! `conn::PACKET_SLOT_BYTES`), each 8-byte packet 4 data bytes and the epoch's flag in one
+//! single-copy atomic store; then it waits for the same line of every peer in its own
+//! region, reduces the ranks' lines in rank order `((x0 ⊕ x1) ⊕ x2) ⊕ …` (the staged
+//! one-shot's order, so the same bits), applies the post-op and stores its line of the
+//! output. A reader that sees a line whose two flags are the epoch's has its 8 bytes: no
+//! fence, no separate flag, and every wait polls local memory.
+//!
+//! The device takes it for all-reduces of up to one line a thread ([`LEAN_MAX_BYTES`]
+//! with the default 256 threads) when it chooses the algorithm
+//! ([`AlgorithmChoice::Auto`](super::AlgorithmChoice::Auto)); a communicator that forces
+//! one-shot runs the staged one-shot at every size (the same bits). Measured on four
+//! H200s (2026-11-26, `bench/results/session13-x4.md`), per all-reduce of 8 B - 2 KiB in
+//! CUDA graphs: 6.7-7.0 µs on 4 ranks against the staged one-shot's 15.8-16.4 (NCCL
+//! 7.7-9.1), 5.7-5.9 µs on 2 ranks against 13.5-14.0 (NCCL 5.6-6.0). A form with up to 16
+//! lines a thread (every peer's line loaded at once) took 10.7-10.9 µs at 8 B - 2 KiB on
+//! 4 ranks and lost to the staged one-shot from 8 KiB (36 µs at 32 KiB against 17):
+//! one line a thread it is.
+//!
+//! Line 0 of a slot carries the call's descriptor (the staged collectives' digest of
+//! count, function, type and operator): before any thread stores output, threads
+//! `0..nranks` compare every peer's descriptor with their own and stop the call with
+//! `BadItem::RanksDisagree` where one differs.
+//!
+//! # Epochs and reuse
+//!
+//! The call is an epoch of the staged collectives of the CTA's channel (the guest channel
+//! that part 0 of a one-shot plan runs on): it reads the channel's epoch, writes parity
+//! `e % 2` of the packet regions, and stores `e` after its last barrier. Rank `r` writes
+//! its slot of parity `e % 2` in peer `q`'s memory in epoch `e`, and before that in epoch
+//! `e − 2` at the latest; `q` read those lines in epoch `e − 2` and used what it read
+//! (reduced and stored it) before the CTA barrier that ends that epoch, so those loads had
+//! returned before anything `q` wrote in epoch `e − 1`, which `r` saw before entering
+//! epoch `e` (`q`'s packets of a lean epoch, or its flag of a staged one, raised after its
+//! reads of epoch `e − 2`). A stale line holds the flag of an earlier epoch of its parity,
+//! never this epoch's ([`packet_flag`]), so it is never taken for this epoch's.
+//!
+//! Every wait is bounded by the abort flag and the spin budget (a timeout is reported at
+//! `WaitSite::StagedFlag`).
+
+use super::function::CollFunction;
+use super::select::RANKS_DISAGREE;
+use crate::abi::{LoopError, WaitSite};
+use crate::arch::{self, AtomicWord};
+use crate::conn::{ChannelStats, CommDevice, MAX_STAGED_RANKS, PACKET_SLOT_BYTES, StagingConns};
+use crate::dtype::{Bf16, DataType, F16};
+use crate::pack::BytePack;
+use crate::redop::{Elem, Max, Min, PreMulSum, Prod, RedOp, RedOpKind, Sum, SumPostDiv};
+use crate::spin::{Interrupted, SpinGuard};
+
+/// The most bytes of one rank's block a lean collective takes: one 8-byte line a thread of a
+/// 256-thread CTA.
+pub const LEAN_MAX_BYTES: u64 = 2048;
+
+/// A small collective the lean path runs.
+#[derive(Clone, Copy, Debug)]
+pub struct LeanCall {
+    /// All-reduce, all-gather or reduce-scatter.
+    pub function: CollFunction,
+    pub dtype: DataType,
+    pub op: RedOpKind,
+    /// The operator's argument.
+    pub arg: u64,
+    pub input: u64,
+    pub output: u64,
+    /// NCCL's count (all-gather's send count, reduce-scatter's receive count), `1..`
+    /// with `count × size ≤ LEAN_MAX_BYTES`.
+    pub count: u64,
+}
+
+impl LeanCall {
+    /// Bytes of one rank's block: the line range every rank exchanges.
+    fn bytes(&self) -> u64 {
+        self.count * self.dtype.size() as u64
+    }
+
+    /// The staged collectives' call descriptor of this call (see `staged`).
+    fn descriptor(&self) -> u64 {
+        let shape = (self.function as u64) | (self.dtype as u64) << 8 | (self.op as u64) << 16;
+        self.count.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ shape.wrapping_mul(0xc2b2_ae3d_27d4_eb4f)
+    }
+}
+
+/// The flag of epoch `epoch`'s packets: its low 32 bits, never 0 (a zeroed region holds
+/// no packet of any epoch). Two epochs of one parity share a flag only 2³¹ epochs apart.
+pub fn packet_flag(epoch: u64) -> u32 {
+    match epoch as u32 {
+        0 => 1,
+        low => low,
+    }
+}
+
+/// Channel `channel`'s staged memory when the lean `call` can run on it with
+/// `nthreads` threads: the communicator has 2 to `MAX_STAGED_RANKS` ranks with staging,
+/// unpaired channels, the channel is one a collective spreads over and has a packet
+/// region, the call holds one line a thread at most, and its buffers are element-aligned.
+/// The same answer on every rank of a call (the same layout and item).
+///
+/// # Safety
+/// `comm.staging`, when non-zero, is the rank's `[StagingConns; nchannels]`, readable.
+pub unsafe fn lean_conns(comm: &CommDevice, channel: u32, nthreads: u32, call: &LeanCall) -> Option<*mut StagingConns> {
+    let elt = call.dtype.size() as u64;
+    let lines = call.bytes().div_ceil(8);
+    let aligned = (call.input | call.output) & (elt - 1) == 0 && call.input != 0 && call.output != 0;
+    let shape = comm.staging != 0 && comm.pairs == 0 && (2..=MAX_STAGED_RANKS as u32).contains(&comm.nranks) && channel < comm.nchannels;
+    let function = matches!(call.function, CollFunction::AllReduce | CollFunction::AllGather | CollFunction::ReduceScatter);
+    if !function || !shape || !aligned || call.count == 0 || call.bytes() > LEAN_MAX_BYTES || lines > u64::from(nthreads) {
+        return None;
+    }
+    let conns = (comm.staging as *mut StagingConns).wrapping_add(channel as usize);
+    // SAFETY: `channel < nchannels`, so `conns` is an entry of the rank's staged memory
+    // (this function's contract), written by the host before the launch.
+    let region = unsafe { (&raw const (*conns).packets[comm.rank as usize % MAX_STAGED_RANKS]).read() };
+    (region != 0).then_some(conns)
+}
+
+/// Runs `call` as a lean collective on this CTA (see the module doc), every thread of
+/// the CTA calling it with the same arguments; `stopped` is a `u64` of the CTA's shared
+/// memory that this function owns for the call. Counts the collective in the channel's
+/// statistics (`stats`, or null) as a one-shot with its packets and its wait.
+///
+/// # Safety
+/// `conns` is what [`lean_conns`] gave for this CTA's thread count and `call`, on the
+/// rank's live communicator `comm`; `call`'s buffers hold what its function addresses
+/// (`count` elements a rank's block); `abort` is
+/// the host's abort flag, readable for the call; one CTA at a time runs the channel (the
+/// post grids of one stream run one after another).
+pub unsafe fn lean_collective(
+    comm: &CommDevice,
+    conns: *mut StagingConns,
+    call: &LeanCall,
+    stopped: *mut u64,
+    abort: *const u64,
+    spin_budget_ns: u64,
+    stats: *mut ChannelStats,
+) -> Result<(), (LoopError, u32)> {
+    let tid = arch::thread_idx();
+    let (rank, nranks) = (comm.rank, comm.nranks);
+    // SAFETY: `conns` is the channel's live staged memory (this function's contract); every
+    // thread reads the epoch before the first barrier, thread 0 writes it after the last.
+    let epoch = unsafe { (&raw const (*conns).epoch).read_volatile() } + 1;
+    let flag = u64::from(packet_flag(epoch)) << 32;
+    let parity = (epoch & 1) * u64::from(nranks) * PACKET_SLOT_BYTES;
+    // SAFETY: as above; `p < nranks <= MAX_STAGED_RANKS`, an entry the host wrote.
+    let slot = |p: u32, sender: u32| unsafe { (&raw const (*conns).packets[p as usize % MAX_STAGED_RANKS]).read() } + parity + u64::from(sender) * PACKET_SLOT_BYTES;
+    let started = if stats.is_null() { 0 } else { arch::globaltimer_ns() };
+    if tid == 0 {
+        // SAFETY: `stopped` is this CTA's shared word (this function's contract), written by
+        // thread 0 before the barrier after which other threads may write it.
+        unsafe { stopped.write_volatile(0) };
+    }
+    let (lines, block) = (call.bytes().div_ceil(8), call.bytes());
+    let line = u64::from(tid);
+    let scatter = call.function == CollFunction::ReduceScatter;
+    // This thread's line of what this rank sends rank `p`: the input's (reduce-scatter:
+    // its block `p`'s), through the pre-op where the function reduces.
+    let send = |p: u32| {
+        let from = if scatter { call.input + u64::from(p) * block } else { call.input };
+        // SAFETY: a line below `lines` lies in the input's block of `count` elements (this
+        // function's contract), element-aligned (`lean_conns`).
+        let word = unsafe { load_line(call, from, line) };
+        if call.function == CollFunction::AllGather { word } else { pre_op_word(call, word) }
+    };
+    let mine = if line < lines { send(rank) } else { 0 };
+    let packets = |word: u64| [(word & 0xffff_ffff) | flag, (word >> 32) | flag];
+    for p in (0..nranks).filter(|&p| p != rank) {
+        if tid == 0 {
+            // SAFETY: line 0 of this rank's slot of this parity in `p`'s packet region,
+            // 16-byte aligned, written only by this rank (see the module's reuse).
+            unsafe { arch::st_volatile_global_v2b64(slot(p, rank), packets(call.descriptor())) };
+        }
+        if line < lines {
+            // SAFETY: as above, line `line + 1 <= lines` of the slot, inside its
+            // `PACKET_SLOT_BYTES`.
+            unsafe { arch::st_volatile_global_v2b64(slot(p, rank) + (line + 1) * 16, packets(if scatter { send(p) } else { mine })) };
+        }
+    }
+    // SAFETY: `abort` is readable for the call (this function's contract); the guards live
+    // only in this call.
+    let wait = |at: u64| unsafe { wait_line(at, flag, stopped, abort, spin_budget_ns) };
+    if tid < nranks && tid != rank && wait(slot(rank, tid)).is_some_and(|d| d != call.descriptor()) {
+        stop(stopped, LoopError::BadItem.status(RANKS_DISAGREE));
+    }
+    arch::barrier_sync_all();
+    if line < lines && is_running(stopped) {
+        let mut acc = 0;
+        for p in 0..nranks {
+            let word = if p == rank { Some(mine) } else { wait(slot(rank, p) + (line + 1) * 16) };
+            let Some(word) = word else { break };
+            if call.function == CollFunction::AllGather {
+                // SAFETY: as for the input, in rank `p`'s block of the output.
+                unsafe { store_line(call, call.output + u64::from(p) * block, line, word) };
+            } else {
+                acc = if p == 0 { word } else { reduce_word(call, acc, word) };
+            }
+        }
+        if call.function != CollFunction::AllGather && is_running(stopped) {
+            // SAFETY: as for the input, in the output's `count` elements.
+            unsafe { store_line(call, call.output, line, post_op_word(call, acc)) };
+        }
+    }
+    arch::barrier_sync_all();
+    // SAFETY: as for `stopped`'s write above; the barrier orders every thread's writes.
+    let status = unsafe { stopped.read_volatile() };
+    if status != 0 {
+        return Err(crate::prims::decode_stop(status));
+    }
+    if tid == 0 {
+        // SAFETY: as for the epoch's read: every thread read it before the barriers.
+        unsafe { (&raw mut (*conns).epoch).write_volatile(epoch) };
+        if !stats.is_null() {
+            // SAFETY: a non-null `stats` is the channel's live counters, changed only by
+            // atomic adds (this function's contract).
+            unsafe {
+                u64::atomic_add_relaxed_gpu(&raw mut (*stats).algorithm_items[super::Algorithm::OneShot as usize], 1);
+                u64::atomic_add_relaxed_gpu(&raw mut (*stats).packet_items, 1);
+                u64::atomic_add_relaxed_gpu(&raw mut (*stats).exchange_ns, arch::globaltimer_ns().wrapping_sub(started).max(1));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// True while no thread has stopped the call.
+fn is_running(stopped: *mut u64) -> bool {
+    // SAFETY: `stopped` is the CTA's shared word (`lean_collective`'s contract), read and
+    // written with single volatile accesses.
+    unsafe { stopped.read_volatile() == 0 }
+}
+
+/// Records why the call stops (the first reason wins, or any when two threads stop at
+/// once).
+fn stop(stopped: *mut u64, status: u64) {
+    if is_running(stopped) {
+        // SAFETY: as in `is_running`.
+        unsafe { stopped.write_volatile(status) };
+    }
+}
+
+/// Waits until the line at `at` holds two packets of `flag` and returns their 8 data
+/// bytes, or `None` once the call is stopped (by this wait's abort or timeout, or by
+/// another thread).
+///
+/// # Safety
+/// `at` is a 16-byte aligned line of this rank's packet region; `stopped` and `abort` as
+/// in [`lean_collective`].
+unsafe fn wait_line(at: u64, flag: u64, stopped: *mut u64, abort: *const u64, spin_budget_ns: u64) -> Option<u64> {
+    // SAFETY: the caller keeps `abort` readable for the wait.
+    let mut guard = unsafe { SpinGuard::new(abort, spin_budget_ns) };
+    loop {
+        // SAFETY: the caller's line, written by one peer with single-copy atomic halves.
+        let [a, b] = unsafe { arch::ld_volatile_global_v2b64(at) };
+        if a & !0xffff_ffff == flag && b & !0xffff_ffff == flag {
+            return Some((a & 0xffff_ffff) | b << 32);
+        }
+        if !is_running(stopped) {
+            return None;
+        }
+        match guard.tick() {
+            Ok(()) => {}
+            Err(Interrupted::Aborted) => stop(stopped, LoopError::Aborted.status(0)),
+            Err(Interrupted::TimedOut) => stop(stopped, LoopError::Timeout.status(WaitSite::StagedFlag as u32)),
+        }
+    }
+}
+
+/// Line `line` of `buffer` (the bytes `[8 line, 8 line + 8)` of the call's, those past
+/// its end 0): one 8-byte load where the line is whole and aligned, else one load per
+/// element.
+///
+/// # Safety
+/// `buffer` holds the call's `count` elements, element-aligned.
+unsafe fn load_line(call: &LeanCall, buffer: u64, line: u64) -> u64 {
+    let (elt, bytes, at) = (call.dtype.size() as u64, call.bytes(), buffer + line * 8);
+    if at % 8 == 0 && line * 8 + 8 <= bytes {
+        // SAFETY: 8 aligned bytes inside the buffer (the caller's contract).
+        return unsafe { arch::ld_volatile_global_b64(at) };
+    }
+    let mut word = 0;
+    let mut k = 0;
+    while k < 8 && line * 8 + k < bytes {
+        // SAFETY: an element of the buffer, aligned to its size (the caller's contract).
+        let v = unsafe {
+            match elt {
+                1 => u64::from(arch::ld_volatile_global_b8(at + k)),
+                2 => u64::from(arch::ld_volatile_global_b16(at + k)),
+                4 => u64::from(arch::ld_volatile_global_b32(at + k)),
+                _ => arch::ld_volatile_global_b64(at + k),
+            }
+        };
+        word |= v << (8 * k);
+        k += elt;
+    }
+    word
+}
+
+/// Stores `word` as line `line` of `buffer`, only the bytes inside the call's.
+///
+/// # Safety
+/// As [`load_line`], and the buffer is writable.
+unsafe fn store_line(call: &LeanCall, buffer: u64, line: u64, word: u64) {
+    let (elt, bytes, at) = (call.dtype.size() as u64, call.bytes(), buffer + line * 8);
+    if at % 8 == 0 && line * 8 + 8 <= bytes {
+        // SAFETY: 8 aligned bytes inside the buffer (the caller's contract).
+        return unsafe { arch::st_global_b64(at, word) };
+    }
+    let mut k = 0;
+    while k < 8 && line * 8 + k < bytes {
+        let v = word >> (8 * k);
+        // SAFETY: an element of the buffer, aligned to its size (the caller's contract).
+        unsafe {
+            match elt {
+                1 => arch::st_global_b8(at + k, v as u8),
+                2 => arch::st_global_b16(at + k, v as u16),
+                4 => arch::st_global_b32(at + k, v as u32),
+                _ => arch::st_global_b64(at + k, v),
+            }
+        }
+        k += elt;
+    }
+}
+
+/// Which of an operator's steps a word goes through.
+#[derive(Clone, Copy)]
+enum Step {
+    PreOp,
+    Reduce,
+    PostOp,
+}
+
+/// `a ⊕ b` of the elements packed in two 8-byte words, by the call's type and operator.
+fn reduce_word(call: &LeanCall, a: u64, b: u64) -> u64 {
+    by_type(call, Step::Reduce, a, b)
+}
+
+/// The call's pre-op of every element in `word` (PreMulSum's; the others leave it).
+fn pre_op_word(call: &LeanCall, word: u64) -> u64 {
+    by_type(call, Step::PreOp, word, 0)
+}
+
+/// The call's post-op of every element in `word` (SumPostDiv's; the others leave it).
+fn post_op_word(call: &LeanCall, word: u64) -> u64 {
+    by_type(call, Step::PostOp, word, 0)
+}
+
+/// `step` of the call's operator on words of its element type.
+fn by_type(call: &LeanCall, step: Step, a: u64, b: u64) -> u64 {
+    match call.dtype {
+        DataType::I8 => by_op::<i8>(call, step, a, b),
+        DataType::U8 => by_op::<u8>(call, step, a, b),
+        DataType::I32 => by_op::<i32>(call, step, a, b),
+        DataType::U32 => by_op::<u32>(call, step, a, b),
+        DataType::I64 => by_op::<i64>(call, step, a, b),
+        DataType::U64 => by_op::<u64>(call, step, a, b),
+        DataType::F16 => by_op::<F16>(call, step, a, b),
+        DataType::F32 => by_op::<f32>(call, step, a, b),
+        DataType::F64 => by_op::<f64>(call, step, a, b),
+        DataType::Bf16 => by_op::<Bf16>(call, step, a, b),
+    }
+}
+
+/// [`by_type`] with the element type `T`.
+fn by_op<T: Elem>(call: &LeanCall, step: Step, a: u64, b: u64) -> u64 {
+    match call.op {
+        RedOpKind::Sum => on_word::<Sum<T>>(call.arg, step, a, b),
+        RedOpKind::Prod => on_word::<Prod<T>>(call.arg, step, a, b),
+        RedOpKind::Max => on_word::<Max<T>>(call.arg, step, a, b),
+        RedOpKind::Min => on_word::<Min<T>>(call.arg, step, a, b),
+        RedOpKind::PreMulSum => on_word::<PreMulSum<T>>(call.arg, step, a, b),
+        RedOpKind::SumPostDiv => on_word::<SumPostDiv<T>>(call.arg, step, a, b),
+    }
+}
+
+/// `step` of `Op` (with argument `arg`) on 8-byte packs.
+fn on_word<Op: RedOp>(arg: u64, step: Step, a: u64, b: u64) -> u64 {
+    let op = Op::new(arg);
+    let (a, b) = (BytePack::<8>::from_value(a), BytePack::<8>::from_value(b));
+    match step {
+        Step::PreOp if Op::HAS_PRE_OP => op.pre_op_pack(a),
+        Step::Reduce => op.reduce_pack(a, b),
+        Step::PostOp if Op::HAS_POST_OP => op.post_op_pack(a),
+        _ => a,
+    }
+    .to_value()
+}
