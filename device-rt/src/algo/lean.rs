@@ -21,7 +21,7 @@
 //! The device takes it for calls of up to [`LEAN_MAX_BYTES`] when it chooses the
 //! algorithm ([`AlgorithmChoice::Auto`](super::AlgorithmChoice::Auto)); a communicator
 //! that forces one-shot runs the staged one-shot at every size (the same bits). Measured
-//! with one CTA on four
+//! in its first form (all-reduce, one CTA) on four
 //! H200s (2026-11-26, `bench/results/session13-x4.md`), per all-reduce of 8 B - 2 KiB in
 //! CUDA graphs: 6.7-7.0 µs on 4 ranks against the staged one-shot's 15.8-16.4 (NCCL
 //! 7.7-9.1), 5.7-5.9 µs on 2 ranks against 13.5-14.0 (NCCL 5.6-6.0). A form with up to 16
@@ -61,10 +61,16 @@ use crate::redop::{Elem, Max, Min, PreMulSum, Prod, RedOp, RedOpKind, Sum, SumPo
 use crate::spin::{Interrupted, SpinGuard};
 
 /// The most bytes a lean collective takes, counted as the staged plans count them (the
-/// largest buffer of one rank: all-gather's output, reduce-scatter's input): those a
-/// staged one-shot runs on one channel (`THRESHOLDS.one_shot_bytes_per_channel`), so the
-/// call counts as one one-shot on its first channel.
-pub const LEAN_MAX_BYTES: u64 = 64 << 10;
+/// largest buffer of one rank: all-gather's output, reduce-scatter's input). Measured on
+/// four H200s (2026-11-26, `bench/results/session13-x4.md`): at 32 KiB, in CUDA graphs,
+/// the lean all_reduce took 7.9 µs on 4 ranks and 6.4 on 2 against the staged one-shot's
+/// 16.9 and 14.7 (all_gather 7.3 and 6.0 against 16.5 and 13.4, reduce_scatter 8.2 and
+/// 6.4 against 19.2 and 15.5); 64 KiB was not measured. It stays within what a staged
+/// one-shot runs on one channel (`THRESHOLDS.one_shot_bytes_per_channel`), so the call
+/// counts as one one-shot on its first channel.
+pub const LEAN_MAX_BYTES: u64 = 32 << 10;
+
+const _: () = assert!(LEAN_MAX_BYTES <= super::THRESHOLDS.one_shot_bytes_per_channel);
 
 /// How a lean collective spreads: `ctas` CTAs of the post grid from its first guest, CTA
 /// `g` owning lines `[g × lines_per_cta, (g + 1) × lines_per_cta)` of every block (one a
@@ -148,6 +154,7 @@ pub fn lean_plan(comm: &CommDevice, first: u32, nthreads: u32, call: &LeanCall) 
 /// (`count` elements a rank's block); `abort` is
 /// the host's abort flag, readable for the call; one CTA at a time runs the channel (the
 /// post grids of one stream run one after another).
+#[allow(clippy::too_many_arguments)]
 pub unsafe fn lean_collective(
     comm: &CommDevice,
     conns: *mut StagingConns,

@@ -1,6 +1,7 @@
 //! Where every connection of a communicator lives: one block of device memory per rank
 //! holding its `CommDevice`, its connection ends, its step counters, the FIFOs it
-//! receives into, its staging buffers and flags (the staged algorithms'), and on a
+//! receives into, its staging buffers, flags and packet regions (the staged and lean
+//! algorithms'; a packet region is `2 × nranks` slots of 8 KiB per channel), and on a
 //! communicator that forces NVLS its NVLS regions and their software multicast tables;
 //! and the wiring of each end to the peer's memory. Pure arithmetic over the blocks' base
 //! addresses, so the same code wires GPU ranks and host-twin ranks.
