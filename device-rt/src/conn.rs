@@ -198,8 +198,7 @@ pub struct StagingConns {
     /// Staged collectives this channel has run (device only; starts at 0).
     pub epoch: u64,
     /// Per rank `p < nranks`, this one included: this channel's packet region in rank
-    /// `p`'s memory (see [`PACKET_SLOT_BYTES`]), zeroed when the communicator is made;
-    /// all 0 on a channel without one (channels from [`PACKET_CHANNELS`] on).
+    /// `p`'s memory (see [`PACKET_SLOT_BYTES`]), zeroed when the communicator is made.
     pub packets: [u64; MAX_STAGED_RANKS],
 }
 
@@ -207,15 +206,11 @@ static_assertions::const_assert_eq!(core::mem::size_of::<StagingConns>(), 24 * M
 static_assertions::const_assert_eq!(core::mem::offset_of!(StagingConns, flags), 16 * MAX_STAGED_RANKS);
 static_assertions::const_assert_eq!(core::mem::offset_of!(StagingConns, packets), 16 * MAX_STAGED_RANKS + 16);
 
-/// Most bytes of one channel's share of a one-shot all-reduce that travel as packets
-/// (NCCL's LL protocol: every 8-byte store carries 4 bytes of data and a 4-byte flag, so
-/// a reader that sees the flag has the data, with no fence and no separate flag).
-pub const PACKET_SHARE_BYTES: u64 = 64 << 10;
-
-/// Channels `0..PACKET_CHANNELS` of a communicator with staging have a packet region: a
-/// small one-shot all-reduce runs on channel 0 on the direct path, and on the first
-/// guest channels on the post grid (channel 1 with the default single resident channel).
-pub const PACKET_CHANNELS: u32 = 4;
+/// Most bytes of one rank's block that one channel of a lean collective carries as
+/// packets (NCCL's LL protocol: every 8-byte store carries 4 bytes of data and a 4-byte
+/// flag, so a reader that sees the flag has the data, with no fence and no separate
+/// flag): one 8-byte line a thread of a CTA of up to 512 threads.
+pub const PACKET_SHARE_BYTES: u64 = 4096;
 
 /// Bytes one sender has in a receiver's packet region for one epoch parity: a line of 16
 /// bytes for the call's descriptor, then a line (two packets) per 8 bytes of a share of up

@@ -159,11 +159,12 @@ fn back_to_back_stream_calls_need_no_host_synchronisation() {
 /// Small stream-ordered all-reduces, all-gathers and reduce-scatters take the lean path
 /// (`device_rt::algo::lean`) on the first guest channel when the device chooses: counted once per rank there as a
 /// one-shot moved as packets, nowhere else; exact, in and out of place, for every element
-/// size, with and without a pre- or post-op, on 2, 3 and 5 ranks; a larger one-shot
-/// (more than one line a thread) moves no packets.
+/// size, with and without a pre- or post-op, on one guest CTA and on all three (600
+/// floats: 300 lines of 128 threads), on 2, 3 and 5 ranks; a larger one-shot (more lines
+/// than the guests have threads) moves no packets.
 #[test]
 fn small_stream_collectives_take_the_lean_path() {
-    let lean = [(DataType::F32, RedOpKind::Sum, 1), (DataType::F16, RedOpKind::PreMulSum, 7), (DataType::U8, RedOpKind::Max, 13), (DataType::F64, RedOpKind::SumPostDiv, 3), (DataType::Bf16, RedOpKind::Prod, 512), (DataType::I32, RedOpKind::Min, 256)];
+    let lean = [(DataType::F32, RedOpKind::Sum, 1), (DataType::F16, RedOpKind::PreMulSum, 7), (DataType::U8, RedOpKind::Max, 13), (DataType::F64, RedOpKind::SumPostDiv, 3), (DataType::Bf16, RedOpKind::Prod, 512), (DataType::I32, RedOpKind::Min, 256), (DataType::F32, RedOpKind::Sum, 600)];
     for nranks in [2, 3, 5] {
         let shape = shape(nranks, AlgorithmChoice::Auto);
         let mut g = TwinGroup::start_with_guests(shape, RESIDENT, 128, Duration::from_secs(60), None).unwrap();

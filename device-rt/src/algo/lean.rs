@@ -1,13 +1,15 @@
 //! The lean one-shot collectives: a small stream-ordered all-reduce, all-gather or
-//! reduce-scatter run by one CTA of the post grid with nothing before it but a few checks
+//! reduce-scatter run by CTAs of the post grid with nothing before them but a few checks
 //! (no item validation pass, no plan, no channel context), its data travelling as NCCL's
 //! LL packets. The all-reduce is described below; the all-gather sends the same line of
 //! its input to every peer and stores every rank's line in that rank's block of the
 //! output; the reduce-scatter sends each peer the line of the peer's block of its input
 //! and reduces the lines of its own block, in rank order, into its output.
 //!
-//! Thread `t` owns line `t` of the call: bytes `[8t, 8t + 8)` of every rank's input. It
-//! loads its line of the input (through the operator's pre-op), writes it as one 16-byte
+//! The call's lines (line `l`: bytes `[8l, 8l + 8)` of every rank's block) are cut into
+//! runs of one line a thread of a CTA ([`LeanPlan`]); CTA `g` of the run, from the post
+//! grid's first guest, takes run `g` on its own channel (the guest channel it is), and
+//! each of its threads owns one line of the run. A thread loads its line of the input (through the operator's pre-op), writes it as one 16-byte
 //! line of two packets into its rank's slot of every peer's packet region (see
 //! `conn::PACKET_SLOT_BYTES`), each 8-byte packet 4 data bytes and the epoch's flag in one
 //! single-copy atomic store; then it waits for the same line of every peer in its own
@@ -16,10 +18,10 @@
 //! output. A reader that sees a line whose two flags are the epoch's has its 8 bytes: no
 //! fence, no separate flag, and every wait polls local memory.
 //!
-//! The device takes it for all-reduces of up to one line a thread ([`LEAN_MAX_BYTES`]
-//! with the default 256 threads) when it chooses the algorithm
-//! ([`AlgorithmChoice::Auto`](super::AlgorithmChoice::Auto)); a communicator that forces
-//! one-shot runs the staged one-shot at every size (the same bits). Measured on four
+//! The device takes it for calls of up to [`LEAN_MAX_BYTES`] when it chooses the
+//! algorithm ([`AlgorithmChoice::Auto`](super::AlgorithmChoice::Auto)); a communicator
+//! that forces one-shot runs the staged one-shot at every size (the same bits). Measured
+//! in its first form (all-reduce, one CTA) on four
 //! H200s (2026-11-26, `bench/results/session13-x4.md`), per all-reduce of 8 B - 2 KiB in
 //! CUDA graphs: 6.7-7.0 µs on 4 ranks against the staged one-shot's 15.8-16.4 (NCCL
 //! 7.7-9.1), 5.7-5.9 µs on 2 ranks against 13.5-14.0 (NCCL 5.6-6.0). A form with up to 16
@@ -27,15 +29,15 @@
 //! 4 ranks and lost to the staged one-shot from 8 KiB (36 µs at 32 KiB against 17):
 //! one line a thread it is.
 //!
-//! Line 0 of a slot carries the call's descriptor (the staged collectives' digest of
-//! count, function, type and operator): before any thread stores output, threads
-//! `0..nranks` compare every peer's descriptor with their own and stop the call with
-//! `BadItem::RanksDisagree` where one differs.
+//! Line 0 of each CTA's slot carries the call's descriptor (the staged collectives' digest
+//! of count, function, type and operator): before any thread of the CTA stores output,
+//! its threads `0..nranks` compare every peer's descriptor with their own and stop the
+//! call with `BadItem::RanksDisagree` where one differs (every CTA checks its own).
 //!
 //! # Epochs and reuse
 //!
-//! The call is an epoch of the staged collectives of the CTA's channel (the guest channel
-//! that part 0 of a one-shot plan runs on): it reads the channel's epoch, writes parity
+//! Each CTA's run is an epoch of the staged collectives of its channel: it reads the
+//! channel's epoch, writes parity
 //! `e % 2` of the packet regions, and stores `e` after its last barrier. Rank `r` writes
 //! its slot of parity `e % 2` in peer `q`'s memory in epoch `e`, and before that in epoch
 //! `e − 2` at the latest; `q` read those lines in epoch `e − 2` and used what it read
@@ -52,15 +54,32 @@ use super::function::CollFunction;
 use super::select::RANKS_DISAGREE;
 use crate::abi::{LoopError, WaitSite};
 use crate::arch::{self, AtomicWord};
-use crate::conn::{ChannelStats, CommDevice, MAX_STAGED_RANKS, PACKET_SLOT_BYTES, StagingConns};
+use crate::conn::{ChannelStats, CommDevice, MAX_STAGED_RANKS, PACKET_SHARE_BYTES, PACKET_SLOT_BYTES, StagingConns};
 use crate::dtype::{Bf16, DataType, F16};
 use crate::pack::BytePack;
 use crate::redop::{Elem, Max, Min, PreMulSum, Prod, RedOp, RedOpKind, Sum, SumPostDiv};
 use crate::spin::{Interrupted, SpinGuard};
 
-/// The most bytes of one rank's block a lean collective takes: one 8-byte line a thread of a
-/// 256-thread CTA.
-pub const LEAN_MAX_BYTES: u64 = 2048;
+/// The most bytes a lean collective takes, counted as the staged plans count them (the
+/// largest buffer of one rank: all-gather's output, reduce-scatter's input). Measured on
+/// four H200s (2026-11-26, `bench/results/session13-x4.md`): at 32 KiB, in CUDA graphs,
+/// the lean all_reduce took 7.9 µs on 4 ranks and 6.4 on 2 against the staged one-shot's
+/// 16.9 and 14.7 (all_gather 7.3 and 6.0 against 16.5 and 13.4, reduce_scatter 8.2 and
+/// 6.4 against 19.2 and 15.5); 64 KiB was not measured. It stays within what a staged
+/// one-shot runs on one channel (`THRESHOLDS.one_shot_bytes_per_channel`), so the call
+/// counts as one one-shot on its first channel.
+pub const LEAN_MAX_BYTES: u64 = 32 << 10;
+
+const _: () = assert!(LEAN_MAX_BYTES <= super::THRESHOLDS.one_shot_bytes_per_channel);
+
+/// How a lean collective spreads: `ctas` CTAs of the post grid from its first guest, CTA
+/// `g` owning lines `[g × lines_per_cta, (g + 1) × lines_per_cta)` of every block (one a
+/// thread), on channel `first + g` with that channel's epoch and packet region.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LeanPlan {
+    pub ctas: u32,
+    pub lines_per_cta: u64,
+}
 
 /// A small collective the lean path runs.
 #[derive(Clone, Copy, Debug)]
@@ -73,8 +92,7 @@ pub struct LeanCall {
     pub arg: u64,
     pub input: u64,
     pub output: u64,
-    /// NCCL's count (all-gather's send count, reduce-scatter's receive count), `1..`
-    /// with `count × size ≤ LEAN_MAX_BYTES`.
+    /// NCCL's count (all-gather's send count, reduce-scatter's receive count), `1..`.
     pub count: u64,
 }
 
@@ -100,45 +118,48 @@ pub fn packet_flag(epoch: u64) -> u32 {
     }
 }
 
-/// Channel `channel`'s staged memory when the lean `call` can run on it with
-/// `nthreads` threads: the communicator has 2 to `MAX_STAGED_RANKS` ranks with staging,
-/// unpaired channels, the channel is one a collective spreads over and has a packet
-/// region, the call holds one line a thread at most, and its buffers are element-aligned.
-/// The same answer on every rank of a call (the same layout and item).
-///
-/// # Safety
-/// `comm.staging`, when non-zero, is the rank's `[StagingConns; nchannels]`, readable.
-pub unsafe fn lean_conns(comm: &CommDevice, channel: u32, nthreads: u32, call: &LeanCall) -> Option<*mut StagingConns> {
+/// How `call` runs as a lean collective from channel `first` on with CTAs of `nthreads`
+/// threads, when it can: the communicator has 2 to `MAX_STAGED_RANKS` ranks with staging
+/// (every staged channel has a packet region), unpaired channels, enough of them from
+/// `first` on for one line a thread, the call is at most [`LEAN_MAX_BYTES`] and its
+/// buffers are element-aligned. Arithmetic over the call and the communicator's shape:
+/// the same answer on every rank of a call.
+pub fn lean_plan(comm: &CommDevice, first: u32, nthreads: u32, call: &LeanCall) -> Option<LeanPlan> {
     let elt = call.dtype.size() as u64;
-    let lines = call.bytes().div_ceil(8);
     let aligned = (call.input | call.output) & (elt - 1) == 0 && call.input != 0 && call.output != 0;
-    let shape = comm.staging != 0 && comm.pairs == 0 && (2..=MAX_STAGED_RANKS as u32).contains(&comm.nranks) && channel < comm.nchannels;
-    let function = matches!(call.function, CollFunction::AllReduce | CollFunction::AllGather | CollFunction::ReduceScatter);
-    if !function || !shape || !aligned || call.count == 0 || call.bytes() > LEAN_MAX_BYTES || lines > u64::from(nthreads) {
+    let shape = comm.staging != 0 && comm.pairs == 0 && (2..=MAX_STAGED_RANKS as u32).contains(&comm.nranks);
+    let largest = match call.function {
+        CollFunction::AllReduce => Some(call.bytes()),
+        CollFunction::AllGather | CollFunction::ReduceScatter => call.bytes().checked_mul(u64::from(comm.nranks)),
+        _ => None,
+    }?;
+    if !shape || !aligned || call.count == 0 || largest > LEAN_MAX_BYTES {
         return None;
     }
-    let conns = (comm.staging as *mut StagingConns).wrapping_add(channel as usize);
-    // SAFETY: `channel < nchannels`, so `conns` is an entry of the rank's staged memory
-    // (this function's contract), written by the host before the launch.
-    let region = unsafe { (&raw const (*conns).packets[comm.rank as usize % MAX_STAGED_RANKS]).read() };
-    (region != 0).then_some(conns)
+    let lines_per_cta = u64::from(nthreads).min(PACKET_SHARE_BYTES / 8);
+    let ctas = call.bytes().div_ceil(8).div_ceil(lines_per_cta);
+    (u64::from(first) + ctas <= u64::from(comm.nchannels)).then_some(LeanPlan { ctas: ctas as u32, lines_per_cta })
 }
 
-/// Runs `call` as a lean collective on this CTA (see the module doc), every thread of
-/// the CTA calling it with the same arguments; `stopped` is a `u64` of the CTA's shared
-/// memory that this function owns for the call. Counts the collective in the channel's
-/// statistics (`stats`, or null) as a one-shot with its packets and its wait.
+/// Runs lines `lines` of every block of `call` as a lean collective on this CTA (see the
+/// module doc), one a thread, every thread of the CTA calling it with the same
+/// arguments; `stopped` is a `u64` of the CTA's shared memory that this function owns
+/// for the call. Counts the collective in the channel's statistics (`stats`, or null) as
+/// a one-shot with its packets and its wait.
 ///
 /// # Safety
-/// `conns` is what [`lean_conns`] gave for this CTA's thread count and `call`, on the
-/// rank's live communicator `comm`; `call`'s buffers hold what its function addresses
+/// `conns` is the staged memory of this CTA's channel (`first + g` of a [`lean_plan`] for
+/// this CTA's thread count and `call`, `lines` its CTA `g`'s lines), on the rank's live
+/// communicator `comm`; `call`'s buffers hold what its function addresses
 /// (`count` elements a rank's block); `abort` is
 /// the host's abort flag, readable for the call; one CTA at a time runs the channel (the
 /// post grids of one stream run one after another).
+#[allow(clippy::too_many_arguments)]
 pub unsafe fn lean_collective(
     comm: &CommDevice,
     conns: *mut StagingConns,
     call: &LeanCall,
+    lines: core::ops::Range<u64>,
     stopped: *mut u64,
     abort: *const u64,
     spin_budget_ns: u64,
@@ -159,19 +180,21 @@ pub unsafe fn lean_collective(
         // thread 0 before the barrier after which other threads may write it.
         unsafe { stopped.write_volatile(0) };
     }
-    let (lines, block) = (call.bytes().div_ceil(8), call.bytes());
-    let line = u64::from(tid);
+    let block = call.bytes();
+    let line = lines.start + u64::from(tid);
+    // This thread's line, and where it lies in a slot (after the descriptor's).
+    let (mine_here, at_line) = (line < lines.end, (u64::from(tid) + 1) * 16);
     let scatter = call.function == CollFunction::ReduceScatter;
     // This thread's line of what this rank sends rank `p`: the input's (reduce-scatter:
     // its block `p`'s), through the pre-op where the function reduces.
     let send = |p: u32| {
         let from = if scatter { call.input + u64::from(p) * block } else { call.input };
-        // SAFETY: a line below `lines` lies in the input's block of `count` elements (this
-        // function's contract), element-aligned (`lean_conns`).
+        // SAFETY: a line below `lines.end` lies in the input's block of `count` elements
+        // (this function's contract), element-aligned (`lean_plan`).
         let word = unsafe { load_line(call, from, line) };
         if call.function == CollFunction::AllGather { word } else { pre_op_word(call, word) }
     };
-    let mine = if line < lines { send(rank) } else { 0 };
+    let mine = if mine_here { send(rank) } else { 0 };
     let packets = |word: u64| [(word & 0xffff_ffff) | flag, (word >> 32) | flag];
     for p in (0..nranks).filter(|&p| p != rank) {
         if tid == 0 {
@@ -179,10 +202,10 @@ pub unsafe fn lean_collective(
             // 16-byte aligned, written only by this rank (see the module's reuse).
             unsafe { arch::st_volatile_global_v2b64(slot(p, rank), packets(call.descriptor())) };
         }
-        if line < lines {
-            // SAFETY: as above, line `line + 1 <= lines` of the slot, inside its
-            // `PACKET_SLOT_BYTES`.
-            unsafe { arch::st_volatile_global_v2b64(slot(p, rank) + (line + 1) * 16, packets(if scatter { send(p) } else { mine })) };
+        if mine_here {
+            // SAFETY: as above, line `tid + 1 <= PACKET_SHARE_BYTES / 8` of the slot
+            // (`lean_plan`: at most that many lines a CTA), inside its `PACKET_SLOT_BYTES`.
+            unsafe { arch::st_volatile_global_v2b64(slot(p, rank) + at_line, packets(if scatter { send(p) } else { mine })) };
         }
     }
     // SAFETY: `abort` is readable for the call (this function's contract); the guards live
@@ -192,10 +215,10 @@ pub unsafe fn lean_collective(
         stop(stopped, LoopError::BadItem.status(RANKS_DISAGREE));
     }
     arch::barrier_sync_all();
-    if line < lines && is_running(stopped) {
+    if mine_here && is_running(stopped) {
         let mut acc = 0;
         for p in 0..nranks {
-            let word = if p == rank { Some(mine) } else { wait(slot(rank, p) + (line + 1) * 16) };
+            let word = if p == rank { Some(mine) } else { wait(slot(rank, p) + at_line) };
             let Some(word) = word else { break };
             if call.function == CollFunction::AllGather {
                 // SAFETY: as for the input, in rank `p`'s block of the output.

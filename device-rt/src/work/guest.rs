@@ -44,7 +44,7 @@ use super::mailbox::post_to_mailbox;
 use super::queue::{LoopShared, LoopState, MAILBOX_CLOSED, QueueHeader};
 use super::spread::{mailbox_spread, post_only_plan};
 use super::LoopArgs;
-use crate::algo::lean::{LeanCall, lean_collective, lean_conns};
+use crate::algo::lean::{LeanCall, LeanPlan, lean_collective, lean_plan};
 use crate::algo::{AlgorithmChoice, CollFunction};
 use crate::arch::{self, WARP_SIZE};
 use crate::conn::{CommDevice, StagingConns};
@@ -68,17 +68,17 @@ pub struct PostArgs {
     pub resident: u32,
 }
 
-/// The lean collective (`algo::lean`) that `p.item` is, with guest channel `resident`'s
-/// staged memory, when it is one: an all-reduce, all-gather or reduce-scatter of a
+/// The lean collective (`algo::lean`) that `p.item` is, and its plan from guest channel
+/// `resident` on, when it is one: an all-reduce, all-gather or reduce-scatter of a
 /// communicator with guest channels that leaves the algorithm to the device (which
-/// chooses one-shot at these sizes on every rank count that stages), of a known type and
-/// operator, that [`lean_conns`] takes. `None`: the item goes the general way. Arithmetic over the item
+/// chooses one-shot on one channel at these sizes on every rank count that stages), of a
+/// known type and operator, that [`lean_plan`] takes. `None`: the item goes the general way. Arithmetic over the item
 /// and the communicator: every CTA of the grid, on every rank, gets the same answer, and
 /// the same guest channel's epochs advance on every rank.
 ///
 /// # Safety
 /// `p.comm` is null or the rank's valid `CommDevice`, with its staged memory.
-unsafe fn lean_item(p: &PostArgs) -> Option<(LeanCall, *mut StagingConns)> {
+unsafe fn lean_item(p: &PostArgs) -> Option<(LeanCall, LeanPlan)> {
     let item = &p.item;
     if p.comm.is_null() || item.kind != WorkKind::Collective as u8 || item.flags != 0 {
         return None;
@@ -90,20 +90,20 @@ unsafe fn lean_item(p: &PostArgs) -> Option<(LeanCall, *mut StagingConns)> {
     }
     let function = CollFunction::from_u32(item.function)?;
     let call = LeanCall { function, dtype: DataType::from_u8(item.dtype)?, op: RedOpKind::from_u8(item.op)?, arg: item.op_arg, input: item.src, output: item.dst, count: item.count };
-    // SAFETY: the communicator's staged memory is the rank's (this function's contract).
-    let conns = unsafe { lean_conns(comm, p.resident, arch::block_dim(), &call) }?;
-    Some((call, conns))
+    let plan = lean_plan(comm, p.resident, arch::block_dim(), &call)?;
+    Some((call, plan))
 }
 
-/// Runs the lean collective `call` on this CTA, guest channel `p.resident`, unless the
-/// loop has closed its mailbox or recorded an error (then, as a guest, it leaves); thread
-/// 0 counts the part (`post_parts`) or records the error and closes the mailbox, as a
-/// guest does.
+/// Runs CTA `g`'s run of the lean collective `call` on this CTA, guest channel
+/// `p.resident + g`, unless the loop has closed its mailbox or recorded an error (then,
+/// as a guest, it leaves); thread 0 of CTA 0 counts the call (once, as one one-shot on
+/// its first channel: `post_parts` and the collective's counters), and thread 0 of any CTA
+/// whose run fails records the error and closes the mailbox, as a guest does.
 ///
 /// # Safety
-/// As [`serve_post`]; `call` and `conns` are what [`lean_item`] gave for `p`; `shared` is
-/// this CTA's `LoopShared`; every thread of the CTA calls it.
-unsafe fn serve_lean(p: &PostArgs, call: &LeanCall, conns: *mut StagingConns, shared: *mut LoopShared, entered: u64) {
+/// As [`serve_post`]; `call` and `plan` are what [`lean_item`] gave for `p`, `g <
+/// plan.ctas`; `shared` is this CTA's `LoopShared`; every thread of the CTA calls it.
+unsafe fn serve_lean(p: &PostArgs, call: &LeanCall, plan: LeanPlan, g: u32, shared: *mut LoopShared, entered: u64) {
     // SAFETY: `p.state` is the loop's live state; `state` and `error_claimed` are aligned
     // words of it, changed only through `arch` atomics.
     let open = unsafe {
@@ -113,17 +113,24 @@ unsafe fn serve_lean(p: &PostArgs, call: &LeanCall, conns: *mut StagingConns, sh
         return;
     }
     let args = LoopArgs { header: p.header, ring: core::ptr::null(), capacity: 0, state: p.state, spin_budget_ns: p.spin_budget_ns, comm: p.comm };
-    let a = Channel { args, index: p.resident, count: p.resident + 1 };
-    // SAFETY: `conns` and `call` are `lean_item`'s for this CTA; `wait_result` is a word of
-    // this CTA's shared memory that nothing else uses during the call; the header's abort
-    // flag is readable while the loop lives; the statistics are the channel's (or null).
-    let outcome = unsafe {
-        lean_collective(&*p.comm, conns, call, &raw mut (*shared).wait_result, &raw const (*p.header).abort, p.spin_budget_ns, channel_stats(&a))
-    };
+    let channel = p.resident + g;
+    let a = Channel { args, index: channel, count: channel + 1 };
+    // SAFETY: `p.comm` is the rank's communicator with staging (`lean_plan`), whose
+    // `[StagingConns; nchannels]` covers `channel < nchannels`.
+    let conns = unsafe { ((*p.comm).staging as *mut StagingConns).add(channel as usize) };
+    let (start, total) = (u64::from(g) * plan.lines_per_cta, (call.count * call.dtype.size() as u64).div_ceil(8));
+    let lines = start..(start + plan.lines_per_cta).min(total);
+    // SAFETY: only CTA 0 counts, so a null `stats` elsewhere.
+    let stats = if g == 0 { unsafe { channel_stats(&a) } } else { core::ptr::null_mut() };
+    // SAFETY: `conns` and `lines` are CTA `g`'s of `lean_item`'s plan; `wait_result` is a
+    // word of this CTA's shared memory that nothing else uses during the call; the header's
+    // abort flag is readable while the loop lives; `stats` is the channel's (or null).
+    let outcome = unsafe { lean_collective(&*p.comm, conns, call, lines, &raw mut (*shared).wait_result, &raw const (*p.header).abort, p.spin_budget_ns, stats) };
     if arch::thread_idx() == 0 {
         match outcome {
-            // SAFETY: `a` is this guest's channel; thread 0 alone counts the part, once.
-            Ok(()) => unsafe { count_post_part(&a, entered) },
+            // SAFETY: `a` is this guest's channel; thread 0 of CTA 0 alone counts the call.
+            Ok(()) if g == 0 => unsafe { count_post_part(&a, entered) },
+            Ok(()) => {}
             // SAFETY: `a` holds the loop's live state and header; thread 0 alone records.
             Err((error, detail)) => unsafe {
                 record_error(&a, error, detail, 0);
@@ -161,10 +168,12 @@ pub unsafe fn serve_post(p: PostArgs) {
     let shared = arch::dyn_smem().cast::<LoopShared>();
     // SAFETY: `p` holds the running loop's memory and the rank's communicator (this
     // function's contract).
-    if let Some((call, conns)) = unsafe { lean_item(&p) } {
-        if arch::block_idx() == 1 {
-            // SAFETY: as above; CTA 1 is guest channel `resident`, which `lean_item` chose.
-            unsafe { serve_lean(&p, &call, conns, shared, entered) };
+    if let Some((call, plan)) = unsafe { lean_item(&p) } {
+        let g = arch::block_idx().wrapping_sub(1);
+        if g < plan.ctas {
+            // SAFETY: as above; CTA `g + 1` is guest channel `resident + g`, below the
+            // communicator's channels (`lean_plan`).
+            unsafe { serve_lean(&p, &call, plan, g, shared, entered) };
         }
         return;
     }

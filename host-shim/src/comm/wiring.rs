@@ -1,6 +1,7 @@
 //! Where every connection of a communicator lives: one block of device memory per rank
 //! holding its `CommDevice`, its connection ends, its step counters, the FIFOs it
-//! receives into, its staging buffers and flags (the staged algorithms'), and on a
+//! receives into, its staging buffers, flags and packet regions (the staged and lean
+//! algorithms'; a packet region is `2 × nranks` slots of 8 KiB per channel), and on a
 //! communicator that forces NVLS its NVLS regions and their software multicast tables;
 //! and the wiring of each end to the peer's memory. Pure arithmetic over the blocks' base
 //! addresses, so the same code wires GPU ranks and host-twin ranks.
@@ -8,8 +9,8 @@
 use device_rt::abi::MAX_CHANNELS;
 use device_rt::algo::{AlgorithmChoice, Staging, staged_channels};
 use device_rt::conn::{
-    CONN_DIRECT, CONN_NVLS_MIN_POLL, ChannelConns, ChannelStats, CommDevice, ConnInfo, MAX_NVLS_ARITY, MAX_RANKS, MAX_STAGED_RANKS, NCCL_STEPS, NvlsConns, PACKET_CHANNELS,
-    STEP_ALIGN, StagingConns, packet_region_bytes,
+    CONN_DIRECT, CONN_NVLS_MIN_POLL, ChannelConns, ChannelStats, CommDevice, ConnInfo, MAX_NVLS_ARITY, MAX_RANKS, MAX_STAGED_RANKS, NCCL_STEPS, NvlsConns, STEP_ALIGN,
+    StagingConns, packet_region_bytes,
 };
 use device_rt::multicast::SwMulticastTable;
 use zerocopy::IntoBytes;
@@ -121,10 +122,9 @@ pub struct Layout {
     /// Per collective channel, two staging buffers of `slot_bytes`.
     staging: u64,
     slot_bytes: u64,
-    /// Per collective channel below `packet_channels`, its packet region
+    /// Per collective channel (with staging), its packet region
     /// (`packet_region_bytes(nranks)`).
     packets: u64,
-    packet_channels: u32,
     /// `[NvlsConns; collective channels]` (NVLS only, like the three below).
     nvls_conns: u64,
     /// Per collective channel, this rank's (the head's) two regions' multicast tables.
@@ -203,8 +203,7 @@ impl Layout {
         let p2p_fifos = ring_fifos + nch * NCCL_STEPS * shape.ring_step_bytes;
         let staging = p2p_fifos + nch * nr * NCCL_STEPS * shape.p2p_step_bytes;
         let packets = staging + staged_channels * 2 * slot_bytes;
-        let packet_channels = (staged_channels as u32).min(PACKET_CHANNELS);
-        let nvls_fifos = packets + u64::from(packet_channels) * packet_region_bytes(shape.nranks);
+        let nvls_fifos = packets + staged_channels * packet_region_bytes(shape.nranks);
         let block_bytes = nvls_fifos + nvls_channels * nr * 2 * NCCL_STEPS * shape.nvls_step_bytes();
         Ok(Self {
             shape,
@@ -219,7 +218,6 @@ impl Layout {
             staging,
             slot_bytes,
             packets,
-            packet_channels,
             nvls_conns,
             nvls_tables,
             nvls_counters,
@@ -317,7 +315,7 @@ impl Layout {
         self.staging + u64::from(channel) * 2 * self.slot_bytes
     }
 
-    /// The packet region of collective channel `channel` (`< packet_channels`).
+    /// The packet region of collective channel `channel`.
     fn packet_region(&self, channel: u32) -> u64 {
         self.packets + u64::from(channel) * packet_region_bytes(self.shape.nranks)
     }
@@ -455,9 +453,7 @@ impl Layout {
                 let mut conns = StagingConns { flags: at(rank, self.staging_flag(c, 0)), ..StagingConns::default() };
                 for p in 0..n {
                     conns.staging[p as usize] = at(p, self.staging_buffers(c));
-                    if c < self.packet_channels {
-                        conns.packets[p as usize] = at(p, self.packet_region(c));
-                    }
+                    conns.packets[p as usize] = at(p, self.packet_region(c));
                     if p != rank {
                         conns.signal[p as usize] = at(p, self.staging_flag(c, rank));
                     }
@@ -559,12 +555,6 @@ mod tests {
         assert_eq!(conns(0, 1).packets[0] - conns(0, 0).packets[0], packet_region_bytes(3), "a packet region per channel");
         assert_eq!(layout.staging_buffers(2), layout.packet_region(0), "the packet regions follow the staging");
         assert_eq!(layout.packet_region(2), layout.block_bytes, "and end the block");
-        let many = Layout::new(Shape { nchannels: 5, ..shape(3, 4) }).unwrap();
-        let image = many.image(0, &bases).unwrap();
-        let staging = CommDevice::read_from_prefix(&image).unwrap().0.staging - bases[0];
-        let on = |c: usize| StagingConns::read_from_prefix(&image[staging as usize + c * size_of::<StagingConns>()..]).unwrap().0.packets;
-        assert!(on(PACKET_CHANNELS as usize - 1)[..3].iter().all(|&a| a != 0), "the first channels have packet regions");
-        assert_eq!(on(PACKET_CHANNELS as usize), [0; MAX_STAGED_RANKS], "the others none");
         for no_staging in [shape(1, 2), shape(9, 2), Shape { staging_bytes: 0, ..shape(3, 2) }] {
             let layout = Layout::new(no_staging).unwrap();
             let image = layout.image(0, &bases[..1].iter().copied().cycle().take(no_staging.nranks as usize).collect::<Vec<_>>()).unwrap();
