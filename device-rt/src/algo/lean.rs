@@ -110,7 +110,7 @@ impl LeanCall {
 }
 
 /// The flag of epoch `epoch`'s packets: its low 32 bits, never 0 (a zeroed region holds
-/// no packet of any epoch). Two epochs of one parity share a flag only 2³¹ epochs apart.
+/// no packet of any epoch). Two epochs of one parity share a flag only 2³² epochs apart.
 pub fn packet_flag(epoch: u64) -> u32 {
     match epoch as u32 {
         0 => 1,
@@ -128,16 +128,17 @@ pub fn lean_plan(comm: &CommDevice, first: u32, nthreads: u32, call: &LeanCall) 
     let elt = call.dtype.size() as u64;
     let aligned = (call.input | call.output) & (elt - 1) == 0 && call.input != 0 && call.output != 0;
     let shape = comm.staging != 0 && comm.pairs == 0 && (2..=MAX_STAGED_RANKS as u32).contains(&comm.nranks);
+    let block = call.count.checked_mul(elt)?;
     let largest = match call.function {
-        CollFunction::AllReduce => Some(call.bytes()),
-        CollFunction::AllGather | CollFunction::ReduceScatter => call.bytes().checked_mul(u64::from(comm.nranks)),
+        CollFunction::AllReduce => Some(block),
+        CollFunction::AllGather | CollFunction::ReduceScatter => block.checked_mul(u64::from(comm.nranks)),
         _ => None,
     }?;
     if !shape || !aligned || call.count == 0 || largest > LEAN_MAX_BYTES {
         return None;
     }
     let lines_per_cta = u64::from(nthreads).min(PACKET_SHARE_BYTES / 8);
-    let ctas = call.bytes().div_ceil(8).div_ceil(lines_per_cta);
+    let ctas = block.div_ceil(8).div_ceil(lines_per_cta);
     (u64::from(first) + ctas <= u64::from(comm.nchannels)).then_some(LeanPlan { ctas: ctas as u32, lines_per_cta })
 }
 
