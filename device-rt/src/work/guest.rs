@@ -72,9 +72,9 @@ pub struct PostArgs {
 /// `resident` on, when it is one: an all-reduce, all-gather or reduce-scatter of a
 /// communicator with guest channels that leaves the algorithm to the device (which
 /// chooses one-shot on one channel at these sizes on every rank count that stages), of a
-/// known type and operator, that [`lean_plan`] takes. `None`: the item goes the general way. Arithmetic over the item
-/// and the communicator: every CTA of the grid, on every rank, gets the same answer, and
-/// the same guest channel's epochs advance on every rank.
+/// known type and operator, that [`lean_plan`] takes. `None`: the item goes the general
+/// way. Arithmetic over the item and the communicator: every CTA of the grid, on every
+/// rank, gets the same answer, and the same guest channels' epochs advance on every rank.
 ///
 /// # Safety
 /// `p.comm` is null or the rank's valid `CommDevice`, with its staged memory.
