@@ -81,6 +81,14 @@ pub struct LeanPlan {
     pub lines_per_cta: u64,
 }
 
+impl LeanPlan {
+    /// CTA `g`'s lines of every block of `call` (the last CTA's run may be shorter).
+    pub fn lines(&self, g: u32, call: &LeanCall) -> core::ops::Range<u64> {
+        let start = u64::from(g) * self.lines_per_cta;
+        start..(start + self.lines_per_cta).min(call.bytes().div_ceil(8))
+    }
+}
+
 /// A small collective the lean path runs.
 #[derive(Clone, Copy, Debug)]
 pub struct LeanCall {
@@ -104,8 +112,7 @@ impl LeanCall {
 
     /// The staged collectives' call descriptor of this call (see `staged`).
     fn descriptor(&self) -> u64 {
-        let shape = (self.function as u64) | (self.dtype as u64) << 8 | (self.op as u64) << 16;
-        self.count.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ shape.wrapping_mul(0xc2b2_ae3d_27d4_eb4f)
+        super::staged::call_digest(self.function, self.dtype, self.op, 0, self.count, None)
     }
 }
 

@@ -77,6 +77,8 @@ use super::select::{Algorithm, Plan, RANKS_DISAGREE, div_ceil_narrow, pack_eleme
 use crate::abi::{LoopError, MAX_PES, WaitSite};
 use crate::arch::{self, Site};
 use crate::conn::{MAX_STAGED_RANKS, StagingConns};
+use crate::dtype::DataType;
+use crate::redop::RedOpKind;
 use crate::prims::{DataOp, Movers, decode_stop, reduce, transform};
 use crate::spin::{Interrupted, SpinGuard};
 
@@ -179,9 +181,16 @@ unsafe fn heap_input(cx: &CollCtx, c: &Coll, data: DataOp, algorithm: Algorithm)
 /// function, type, operator, root and the heap offset of its input (`None`: staged),
 /// mixed so that calls differing in any of them differ.
 fn descriptor(c: &Coll, data: DataOp, heap_offset: Option<u64>) -> u64 {
-    let shape = (c.function as u64) | (data.dtype as u64) << 8 | (data.op as u64) << 16 | u64::from(c.root) << 24;
+    call_digest(c.function, data.dtype, data.op, c.root, c.count, heap_offset)
+}
+
+/// The digest of a call's function, type, operator, root, count and heap offset (`None`:
+/// staged), mixed so that calls differing in any of them differ: what ranks compare
+/// before they read each other's data (here and in `lean`).
+pub(super) fn call_digest(function: CollFunction, dtype: DataType, op: RedOpKind, root: u32, count: u64, heap_offset: Option<u64>) -> u64 {
+    let shape = (function as u64) | (dtype as u64) << 8 | (op as u64) << 16 | u64::from(root) << 24;
     let inputs = heap_offset.map_or(0, |offset| offset.wrapping_add(1));
-    c.count.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ shape.wrapping_mul(0xc2b2_ae3d_27d4_eb4f) ^ inputs.rotate_left(29).wrapping_mul(0x1656_67b1_9e37_79f9)
+    count.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ shape.wrapping_mul(0xc2b2_ae3d_27d4_eb4f) ^ inputs.rotate_left(29).wrapping_mul(0x1656_67b1_9e37_79f9)
 }
 
 /// Two-shot's block of rank `p` in a share of `n` elements cut into blocks of `block`:

@@ -118,14 +118,12 @@ unsafe fn serve_lean(p: &PostArgs, call: &LeanCall, plan: LeanPlan, g: u32, shar
     // SAFETY: `p.comm` is the rank's communicator with staging (`lean_plan`), whose
     // `[StagingConns; nchannels]` covers `channel < nchannels`.
     let conns = unsafe { ((*p.comm).staging as *mut StagingConns).add(channel as usize) };
-    let (start, total) = (u64::from(g) * plan.lines_per_cta, (call.count * call.dtype.size() as u64).div_ceil(8));
-    let lines = start..(start + plan.lines_per_cta).min(total);
     // SAFETY: only CTA 0 counts, so a null `stats` elsewhere.
     let stats = if g == 0 { unsafe { channel_stats(&a) } } else { core::ptr::null_mut() };
-    // SAFETY: `conns` and `lines` are CTA `g`'s of `lean_item`'s plan; `wait_result` is a
+    // SAFETY: `conns` and the lines are CTA `g`'s of `lean_item`'s plan; `wait_result` is a
     // word of this CTA's shared memory that nothing else uses during the call; the header's
     // abort flag is readable while the loop lives; `stats` is the channel's (or null).
-    let outcome = unsafe { lean_collective(&*p.comm, conns, call, lines, &raw mut (*shared).wait_result, &raw const (*p.header).abort, p.spin_budget_ns, stats) };
+    let outcome = unsafe { lean_collective(&*p.comm, conns, call, plan.lines(g, call), &raw mut (*shared).wait_result, &raw const (*p.header).abort, p.spin_budget_ns, stats) };
     if arch::thread_idx() == 0 {
         match outcome {
             // SAFETY: `a` is this guest's channel; thread 0 of CTA 0 alone counts the call.
