@@ -209,8 +209,8 @@ static_assertions::const_assert_eq!(core::mem::offset_of!(StagingConns, packets)
 /// Most bytes of one rank's block that one channel of a lean collective carries as
 /// packets (NCCL's LL protocol: every 8-byte store carries 4 bytes of data and a 4-byte
 /// flag, so a reader that sees the flag has the data, with no fence and no separate
-/// flag): one 8-byte line a thread of a CTA of up to 512 threads.
-pub const PACKET_SHARE_BYTES: u64 = 4096;
+/// flag): the lines of one CTA's run (`algo::lean`), a few 8-byte lines a thread.
+pub const PACKET_SHARE_BYTES: u64 = 16 << 10;
 
 /// Bytes one sender has in a receiver's packet region for one epoch parity: a line of 16
 /// bytes for the call's descriptor, then a line (two packets) per 8 bytes of a share of up

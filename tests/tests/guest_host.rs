@@ -18,7 +18,7 @@ use device_rt::work::WorkItem;
 use ferroccl_testkit::coll::check::{Prepared, run_case};
 use ferroccl_testkit::coll::expect::{CollCase, Inputs};
 use ferroccl_testkit::coll::group::{RankGroup, SubmitPath, Submitted, all_stats};
-use ferroccl_testkit::coll::staged::{Expected, matrix, plan_of, run_planned};
+use ferroccl_testkit::coll::staged::{Expected, lean_plan_of, matrix, plan_of, run_planned};
 use ferroccl_testkit::coll::twin::TwinGroup;
 use host_shim::Error;
 use host_shim::comm::wiring::Shape;
@@ -28,6 +28,9 @@ const TIMEOUT: Duration = Duration::from_secs(120);
 /// Channels of every rank: one resident, three guests.
 const CHANNELS: u32 = 4;
 const RESIDENT: u32 = 1;
+
+/// Threads of every guest CTA.
+const THREADS: u32 = 128;
 
 /// `nranks` ranks of [`CHANNELS`] unpaired channels, 1 MiB of staging, `algorithm`,
 /// statistics kept.
@@ -50,12 +53,14 @@ fn shape(nranks: u32, algorithm: AlgorithmChoice) -> Shape {
 /// case ran on the channels its plan names: over all four channels on the stream path,
 /// over the resident one alone on the direct path.
 fn try_cases(shape: Shape, path: SubmitPath, memory: Option<WeakMemory>, cases: &[CollCase]) -> Result<(), String> {
-    let mut g = TwinGroup::start_with_guests(shape, RESIDENT, 128, Duration::from_secs(60), memory).map_err(|e| e.to_string())?;
+    let mut g = TwinGroup::start_with_guests(shape, RESIDENT, THREADS, Duration::from_secs(60), memory).map_err(|e| e.to_string())?;
     g.set_path(path).map_err(|e| e.to_string())?;
     let spread = if path == SubmitPath::Stream { CHANNELS } else { RESIDENT };
     let staging = Staging { channels: spread, ..shape.staging() };
+    let lean = path == SubmitPath::Stream && shape.algorithm == AlgorithmChoice::Auto;
     run_planned(g, cases, TIMEOUT, |case| {
         let plan = plan_of(case, staging, shape.algorithm)?;
+        let plan = lean.then(|| lean_plan_of(case, shape.nranks, CHANNELS - RESIDENT, THREADS)).flatten().unwrap_or(plan);
         // A staged plan that fits the guests runs on the post grid alone, from the first guest.
         let post_only = path == SubmitPath::Stream && plan.algorithm != Algorithm::Ring && plan.channels <= CHANNELS - RESIDENT;
         Some(Expected { plan, ring_channels: spread, staged_from: if post_only { RESIDENT } else { 0 } })
@@ -124,7 +129,7 @@ fn guests_in_a_weak_memory_world() {
 #[test]
 fn back_to_back_stream_calls_need_no_host_synchronisation() {
     let shape = shape(3, AlgorithmChoice::Auto);
-    let mut g = TwinGroup::start_with_guests(shape, RESIDENT, 128, Duration::from_secs(60), None).unwrap();
+    let mut g = TwinGroup::start_with_guests(shape, RESIDENT, THREADS, Duration::from_secs(60), None).unwrap();
     let case = |function, count, in_place| CollCase { function, dtype: DataType::F32, op: RedOpKind::Sum, count, root: 1, in_place, inputs: Inputs::OrderSensitive };
     let mut burst = Vec::new();
     for k in 0..3 {
@@ -157,31 +162,45 @@ fn back_to_back_stream_calls_need_no_host_synchronisation() {
 }
 
 /// Small stream-ordered all-reduces, all-gathers and reduce-scatters take the lean path
-/// (`device_rt::algo::lean`) on the first guest channel when the device chooses: counted once per rank there as a
-/// one-shot moved as packets, nowhere else; exact, in and out of place, for every element
-/// size, with and without a pre- or post-op, on one guest CTA and on all three (600
-/// floats: 300 lines of 128 threads), on 2, 3 and 5 ranks; a larger one-shot (more lines
-/// than the guests have threads) moves no packets.
+/// (`device_rt::algo::lean`) when the device chooses: counted once per rank on each guest
+/// channel of its spread as a one-shot moved as packets, nowhere else; exact, in and out
+/// of place, for every element size, with and without a pre- or post-op, on one guest
+/// CTA, on all three (600 floats: 300 lines of 128 threads), with two lines a thread (1000
+/// floats) and with sixteen (12,000 floats, the most a CTA's slot holds), on 2, 3 and 5
+/// ranks; a larger all-reduce (more lines than the guests' slots hold) moves no packets.
 #[test]
 fn small_stream_collectives_take_the_lean_path() {
-    let lean = [(DataType::F32, RedOpKind::Sum, 1), (DataType::F16, RedOpKind::PreMulSum, 7), (DataType::U8, RedOpKind::Max, 13), (DataType::F64, RedOpKind::SumPostDiv, 3), (DataType::Bf16, RedOpKind::Prod, 512), (DataType::I32, RedOpKind::Min, 256), (DataType::F32, RedOpKind::Sum, 600)];
+    let lean = [
+        (DataType::F32, RedOpKind::Sum, 1),
+        (DataType::F16, RedOpKind::PreMulSum, 7),
+        (DataType::U8, RedOpKind::Max, 13),
+        (DataType::F64, RedOpKind::SumPostDiv, 3),
+        (DataType::Bf16, RedOpKind::Prod, 512),
+        (DataType::I32, RedOpKind::Min, 256),
+        (DataType::F32, RedOpKind::Sum, 600),
+        (DataType::F32, RedOpKind::Sum, 1000),
+        (DataType::F32, RedOpKind::Sum, 12_000),
+    ];
     for nranks in [2, 3, 5] {
         let shape = shape(nranks, AlgorithmChoice::Auto);
-        let mut g = TwinGroup::start_with_guests(shape, RESIDENT, 128, Duration::from_secs(60), None).unwrap();
+        let mut g = TwinGroup::start_with_guests(shape, RESIDENT, THREADS, Duration::from_secs(60), None).unwrap();
         g.set_path(SubmitPath::Stream).unwrap();
         let functions = [CollFunction::AllReduce, CollFunction::AllGather, CollFunction::ReduceScatter];
         let cases = functions.into_iter().flat_map(|function| {
             lean.iter().enumerate().map(move |(k, &(dtype, op, count))| {
                 let op = if function == CollFunction::AllGather { RedOpKind::Sum } else { op };
-                (CollCase { function, dtype, op, count, root: 0, in_place: k % 2 == 1, inputs: Inputs::OrderSensitive }, true)
+                CollCase { function, dtype, op, count, root: 0, in_place: k % 2 == 1, inputs: Inputs::OrderSensitive }
             })
         });
-        for (case, as_lean) in cases.chain([(CollCase { function: CollFunction::AllReduce, dtype: DataType::F32, op: RedOpKind::Sum, count: 1000, root: 0, in_place: false, inputs: Inputs::OrderSensitive }, false)]) {
+        let larger = CollCase { function: CollFunction::AllReduce, dtype: DataType::F32, op: RedOpKind::Sum, count: 20_000, root: 0, in_place: false, inputs: Inputs::OrderSensitive };
+        for case in cases.chain([larger]) {
+            let spread = lean_plan_of(&case, nranks, CHANNELS - RESIDENT, THREADS).map_or(0, |p| p.channels);
+            assert_eq!(spread == 0, case.count == 20_000, "{nranks} ranks: {} takes the lean path: {}", case.describe(), spread > 0);
             let before = all_stats(&mut g).unwrap().unwrap();
             assert_eq!(run_case(&mut g, &case, 3, TIMEOUT).unwrap(), None, "{nranks} ranks: {}", case.describe());
             let after = all_stats(&mut g).unwrap().unwrap();
             for (i, (a, b)) in after.iter().zip(&before).enumerate() {
-                let want = u64::from(as_lean && i as u32 % CHANNELS == RESIDENT);
+                let want = u64::from((RESIDENT..RESIDENT + spread).contains(&(i as u32 % CHANNELS)));
                 assert_eq!(a.packet_items - b.packet_items, want, "{nranks} ranks, rank {} channel {}: {}", i as u32 / CHANNELS, i as u32 % CHANNELS, case.describe());
             }
         }
@@ -193,7 +212,7 @@ fn small_stream_collectives_take_the_lean_path() {
 /// path on every rank with `RanksDisagree` before any output is written.
 #[test]
 fn lean_calls_whose_ranks_disagree_stop_before_writing() {
-    let mut g = TwinGroup::start_with_guests(shape(2, AlgorithmChoice::Auto), RESIDENT, 128, Duration::from_secs(60), None).unwrap();
+    let mut g = TwinGroup::start_with_guests(shape(2, AlgorithmChoice::Auto), RESIDENT, THREADS, Duration::from_secs(60), None).unwrap();
     let mut outputs = Vec::new();
     for (rank, count) in [(0u32, 100u64), (1, 101)] {
         let (src, dst) = (g.alloc(rank, 4 * 101).unwrap(), g.alloc(rank, 4 * 101).unwrap());
@@ -213,7 +232,7 @@ fn lean_calls_whose_ranks_disagree_stop_before_writing() {
 /// budget `budget`: the ring over every guest channel (through the mailbox), or a
 /// one-shot that runs on the post grid alone.
 fn post_on(ranks: &[u32], algorithm: AlgorithmChoice, count: u64, budget: Duration) -> TwinGroup {
-    let mut g = TwinGroup::start_with_guests(shape(2, algorithm), RESIDENT, 128, budget, None).unwrap();
+    let mut g = TwinGroup::start_with_guests(shape(2, algorithm), RESIDENT, THREADS, budget, None).unwrap();
     for &rank in ranks {
         let (src, dst) = (g.alloc(rank, 4 * count as usize).unwrap(), g.alloc(rank, 4 * count as usize).unwrap());
         let item = WorkItem::collective(CollFunction::AllReduce, DataType::F32, RedOpKind::Sum, 0, src.addr, dst.addr, count, 0);

@@ -7,16 +7,20 @@
 //! and reduces the lines of its own block, in rank order, into its output.
 //!
 //! The call's lines (line `l`: bytes `[8l, 8l + 8)` of every rank's block) are cut into
-//! runs of one line a thread of a CTA ([`LeanPlan`]); CTA `g` of the run, from the post
-//! grid's first guest, takes run `g` on its own channel (the guest channel it is), and
-//! each of its threads owns one line of the run. A thread loads its line of the input (through the operator's pre-op), writes it as one 16-byte
-//! line of two packets into its rank's slot of every peer's packet region (see
+//! runs ([`LeanPlan`], [`lean_spread`]); CTA `g` of the run, from the post grid's first
+//! guest, takes run `g` on its own channel (the guest channel it is), and each of its
+//! threads the lines `t, t + nthreads, …` of the run: one where the guests hold one line
+//! a thread, a few more up to [`LEAN_MAX_BYTES`]. A thread first sends each of its lines:
+//! it loads the line of the input (through the operator's pre-op) and writes it as one
+//! 16-byte line of two packets into its rank's slot of every peer's packet region (see
 //! `conn::PACKET_SLOT_BYTES`), each 8-byte packet 4 data bytes and the epoch's flag in one
-//! single-copy atomic store; then it waits for the same line of every peer in its own
-//! region, reduces the ranks' lines in rank order `((x0 ⊕ x1) ⊕ x2) ⊕ …` (the staged
-//! one-shot's order, so the same bits), applies the post-op and stores its line of the
-//! output. A reader that sees a line whose two flags are the epoch's has its 8 bytes: no
-//! fence, no separate flag, and every wait polls local memory.
+//! single-copy atomic store. Then, line after line, it waits for the same line of every
+//! peer in its own region, reduces the ranks' lines in rank order `((x0 ⊕ x1) ⊕ x2) ⊕ …`
+//! (the staged one-shot's order, so the same bits), applies the post-op and stores its
+//! line of the output (its own rank's word of its first line it keeps from the sending
+//! pass, of the others it loads again). A reader that sees a line whose two flags
+//! are the epoch's has its 8 bytes: no fence, no separate flag, and every wait polls local
+//! memory.
 //!
 //! The device takes it for calls of up to [`LEAN_MAX_BYTES`] when it chooses the
 //! algorithm ([`AlgorithmChoice::Auto`](super::AlgorithmChoice::Auto)); a communicator
@@ -25,9 +29,9 @@
 //! H200s (2026-11-26, `bench/results/session13-x4.md`), per all-reduce of 8 B - 2 KiB in
 //! CUDA graphs: 6.7-7.0 µs on 4 ranks against the staged one-shot's 15.8-16.4 (NCCL
 //! 7.7-9.1), 5.7-5.9 µs on 2 ranks against 13.5-14.0 (NCCL 5.6-6.0). A form with up to 16
-//! lines a thread (every peer's line loaded at once) took 10.7-10.9 µs at 8 B - 2 KiB on
-//! 4 ranks and lost to the staged one-shot from 8 KiB (36 µs at 32 KiB against 17):
-//! one line a thread it is.
+//! lines a thread, every line's and every peer's word held at once in arrays, took
+//! 10.7-10.9 µs at 8 B - 2 KiB on 4 ranks and lost to the staged one-shot from 8 KiB (36
+//! µs at 32 KiB against 17): a thread keeps one line's state at a time.
 //!
 //! Line 0 of each CTA's slot carries the call's descriptor (the staged collectives' digest
 //! of count, function, type and operator): before any thread of the CTA stores output,
@@ -51,7 +55,7 @@
 //! `WaitSite::StagedFlag`).
 
 use super::function::CollFunction;
-use super::select::RANKS_DISAGREE;
+use super::select::{RANKS_DISAGREE, div_ceil_narrow};
 use crate::abi::{LoopError, WaitSite};
 use crate::arch::{self, AtomicWord};
 use crate::conn::{ChannelStats, CommDevice, MAX_STAGED_RANKS, PACKET_SHARE_BYTES, PACKET_SLOT_BYTES, StagingConns};
@@ -60,21 +64,14 @@ use crate::pack::BytePack;
 use crate::redop::{Elem, Max, Min, PreMulSum, Prod, RedOp, RedOpKind, Sum, SumPostDiv};
 use crate::spin::{Interrupted, SpinGuard};
 
-/// The most bytes a lean collective takes, counted as the staged plans count them (the
-/// largest buffer of one rank: all-gather's output, reduce-scatter's input). Measured on
-/// four H200s (2026-11-26, `bench/results/session13-x4.md`): at 32 KiB, in CUDA graphs,
-/// the lean all_reduce took 7.9 µs on 4 ranks and 6.4 on 2 against the staged one-shot's
-/// 16.9 and 14.7 (all_gather 7.3 and 6.0 against 16.5 and 13.4, reduce_scatter 8.2 and
-/// 6.4 against 19.2 and 15.5); 64 KiB was not measured. It stays within what a staged
-/// one-shot runs on one channel (`THRESHOLDS.one_shot_bytes_per_channel`), so the call
-/// counts as one one-shot on its first channel.
-pub const LEAN_MAX_BYTES: u64 = 32 << 10;
-
-const _: () = assert!(LEAN_MAX_BYTES <= super::THRESHOLDS.one_shot_bytes_per_channel);
+/// The most bytes a lean collective takes, counted as the staged plans count size (the
+/// largest buffer of one rank: all-gather's output, reduce-scatter's input).
+pub const LEAN_MAX_BYTES: u64 = 512 << 10;
 
 /// How a lean collective spreads: `ctas` CTAs of the post grid from its first guest, CTA
-/// `g` owning lines `[g × lines_per_cta, (g + 1) × lines_per_cta)` of every block (one a
-/// thread), on channel `first + g` with that channel's epoch and packet region.
+/// `g` owning lines `[g × lines_per_cta, (g + 1) × lines_per_cta)` of every block, its
+/// thread `t` lines `t, t + nthreads, …` of that run, on channel `first + g` with that
+/// channel's epoch and packet region.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LeanPlan {
     pub ctas: u32,
@@ -87,6 +84,31 @@ impl LeanPlan {
         let start = u64::from(g) * self.lines_per_cta;
         start..(start + self.lines_per_cta).min(call.bytes().div_ceil(8))
     }
+}
+
+/// How a lean `function` of `count` elements of `elt` bytes spreads on a communicator of
+/// `nranks` ranks over at most `channels` channels of CTAs of `nthreads` threads, where
+/// it may: an all-reduce, all-gather or reduce-scatter of 1 to [`LEAN_MAX_BYTES`] (as the
+/// staged plans count size) whose lines fit. Each thread takes as few lines as the
+/// channels allow (one where they hold one line a thread), each CTA at most what its
+/// slot of a packet region holds (`PACKET_SHARE_BYTES`). 32-bit arithmetic over the
+/// call's shape: the same answer on every rank of a call, and the test kit's
+/// expectation.
+pub fn lean_spread(function: CollFunction, elt: u64, count: u64, nranks: u32, channels: u32, nthreads: u32) -> Option<LeanPlan> {
+    let block = count.checked_mul(elt)?;
+    let largest = match function {
+        CollFunction::AllReduce => Some(block),
+        CollFunction::AllGather | CollFunction::ReduceScatter => block.checked_mul(u64::from(nranks)),
+        _ => None,
+    }?;
+    if count == 0 || largest > LEAN_MAX_BYTES || channels == 0 || nthreads == 0 {
+        return None;
+    }
+    let lines = block.div_ceil(8);
+    let per_thread = div_ceil_narrow(lines, u64::from(channels) * u64::from(nthreads));
+    let lines_per_cta = (per_thread * u64::from(nthreads)).min(PACKET_SHARE_BYTES / 8);
+    let ctas = div_ceil_narrow(lines, lines_per_cta);
+    (ctas <= u64::from(channels)).then_some(LeanPlan { ctas: ctas as u32, lines_per_cta })
 }
 
 /// A small collective the lean path runs.
@@ -127,33 +149,23 @@ pub fn packet_flag(epoch: u64) -> u32 {
 
 /// How `call` runs as a lean collective from channel `first` on with CTAs of `nthreads`
 /// threads, when it can: the communicator has 2 to `MAX_STAGED_RANKS` ranks with staging
-/// (every staged channel has a packet region), unpaired channels, enough of them from
-/// `first` on for one line a thread, the call is at most [`LEAN_MAX_BYTES`] and its
-/// buffers are element-aligned. Arithmetic over the call and the communicator's shape:
-/// the same answer on every rank of a call.
+/// (every staged channel has a packet region) and unpaired channels, its buffers are
+/// element-aligned, and [`lean_spread`] spreads it over the channels from `first` on.
 pub fn lean_plan(comm: &CommDevice, first: u32, nthreads: u32, call: &LeanCall) -> Option<LeanPlan> {
     let elt = call.dtype.size() as u64;
     let aligned = (call.input | call.output) & (elt - 1) == 0 && call.input != 0 && call.output != 0;
     let shape = comm.staging != 0 && comm.pairs == 0 && (2..=MAX_STAGED_RANKS as u32).contains(&comm.nranks);
-    let block = call.count.checked_mul(elt)?;
-    let largest = match call.function {
-        CollFunction::AllReduce => Some(block),
-        CollFunction::AllGather | CollFunction::ReduceScatter => block.checked_mul(u64::from(comm.nranks)),
-        _ => None,
-    }?;
-    if !shape || !aligned || call.count == 0 || largest > LEAN_MAX_BYTES {
+    if !shape || !aligned {
         return None;
     }
-    let lines_per_cta = u64::from(nthreads).min(PACKET_SHARE_BYTES / 8);
-    let ctas = block.div_ceil(8).div_ceil(lines_per_cta);
-    (u64::from(first) + ctas <= u64::from(comm.nchannels)).then_some(LeanPlan { ctas: ctas as u32, lines_per_cta })
+    lean_spread(call.function, elt, call.count, comm.nranks, comm.nchannels.checked_sub(first)?, nthreads)
 }
 
 /// Runs lines `lines` of every block of `call` as a lean collective on this CTA (see the
-/// module doc), one a thread, every thread of the CTA calling it with the same
+/// module doc), spread over its threads, every thread of the CTA calling it with the same
 /// arguments; `stopped` is a `u64` of the CTA's shared memory that this function owns
-/// for the call. Counts the collective in the channel's statistics (`stats`, or null) as
-/// a one-shot with its packets and its wait.
+/// for the call. Counts the run in the channel's statistics (`stats`, or null) as a
+/// one-shot with its packets and its wait.
 ///
 /// # Safety
 /// `conns` is the staged memory of this CTA's channel (`first + g` of a [`lean_plan`] for
@@ -189,32 +201,41 @@ pub unsafe fn lean_collective(
         unsafe { stopped.write_volatile(0) };
     }
     let block = call.bytes();
-    let line = lines.start + u64::from(tid);
-    // This thread's line, and where it lies in a slot (after the descriptor's).
-    let (mine_here, at_line) = (line < lines.end, (u64::from(tid) + 1) * 16);
+    let (nthreads, run) = (u64::from(arch::block_dim()), lines.end - lines.start);
     let scatter = call.function == CollFunction::ReduceScatter;
-    // This thread's line of what this rank sends rank `p`: the input's (reduce-scatter:
-    // its block `p`'s), through the pre-op where the function reduces.
-    let send = |p: u32| {
+    // Line `line` of what this rank sends rank `p`: the input's (reduce-scatter: its block
+    // `p`'s), through the pre-op where the function reduces.
+    let send = |p: u32, line: u64| {
         let from = if scatter { call.input + u64::from(p) * block } else { call.input };
-        // SAFETY: a line below `lines.end` lies in the input's block of `count` elements
-        // (this function's contract), element-aligned (`lean_plan`).
+        // SAFETY: a line of `lines` lies in the input's block of `count` elements (this
+        // function's contract), element-aligned (`lean_plan`).
         let word = unsafe { load_line(call, from, line) };
         if call.function == CollFunction::AllGather { word } else { pre_op_word(call, word) }
     };
-    let mine = if mine_here { send(rank) } else { 0 };
     let packets = |word: u64| [(word & 0xffff_ffff) | flag, (word >> 32) | flag];
-    for p in (0..nranks).filter(|&p| p != rank) {
-        if tid == 0 {
+    if tid == 0 {
+        for p in (0..nranks).filter(|&p| p != rank) {
             // SAFETY: line 0 of this rank's slot of this parity in `p`'s packet region,
             // 16-byte aligned, written only by this rank (see the module's reuse).
             unsafe { arch::st_volatile_global_v2b64(slot(p, rank), packets(call.descriptor())) };
         }
-        if mine_here {
-            // SAFETY: as above, line `tid + 1 <= PACKET_SHARE_BYTES / 8` of the slot
-            // (`lean_plan`: at most that many lines a CTA), inside its `PACKET_SLOT_BYTES`.
-            unsafe { arch::st_volatile_global_v2b64(slot(p, rank) + at_line, packets(if scatter { send(p) } else { mine })) };
+    }
+    // The thread's lines are `lines.start + j` for `j = tid, tid + nthreads, …` below
+    // `run`, line `j + 1` of a slot (after the descriptor's); its first one it keeps.
+    let mut first = 0;
+    let mut j = u64::from(tid);
+    while j < run {
+        let (line, at) = (lines.start + j, (j + 1) * 16);
+        let own = send(rank, line);
+        if j == u64::from(tid) {
+            first = own;
         }
+        for p in (0..nranks).filter(|&p| p != rank) {
+            // SAFETY: as above, line `j + 1 <= PACKET_SHARE_BYTES / 8` of the slot (`lean_spread`:
+            // at most that many lines a CTA), inside its `PACKET_SLOT_BYTES`.
+            unsafe { arch::st_volatile_global_v2b64(slot(p, rank) + at, packets(if scatter { send(p, line) } else { own })) };
+        }
+        j += nthreads;
     }
     // SAFETY: `abort` is readable for the call (this function's contract); the guards live
     // only in this call.
@@ -223,10 +244,16 @@ pub unsafe fn lean_collective(
         stop(stopped, LoopError::BadItem.status(RANKS_DISAGREE));
     }
     arch::barrier_sync_all();
-    if mine_here && is_running(stopped) {
+    let mut j = u64::from(tid);
+    while j < run && is_running(stopped) {
+        let (line, at) = (lines.start + j, (j + 1) * 16);
         let mut acc = 0;
         for p in 0..nranks {
-            let word = if p == rank { Some(mine) } else { wait(slot(rank, p) + at_line) };
+            let word = match p == rank {
+                true if j == u64::from(tid) => Some(first),
+                true => Some(send(rank, line)),
+                false => wait(slot(rank, p) + at),
+            };
             let Some(word) = word else { break };
             if call.function == CollFunction::AllGather {
                 // SAFETY: as for the input, in rank `p`'s block of the output.
@@ -239,6 +266,7 @@ pub unsafe fn lean_collective(
             // SAFETY: as for the input, in the output's `count` elements.
             unsafe { store_line(call, call.output, line, post_op_word(call, acc)) };
         }
+        j += nthreads;
     }
     arch::barrier_sync_all();
     // SAFETY: as for `stopped`'s write above; the barrier orders every thread's writes.

@@ -70,9 +70,9 @@ pub struct PostArgs {
 
 /// The lean collective (`algo::lean`) that `p.item` is, and its plan from guest channel
 /// `resident` on, when it is one: an all-reduce, all-gather or reduce-scatter of a
-/// communicator with guest channels that leaves the algorithm to the device (which
-/// chooses one-shot on one channel at these sizes on every rank count that stages), of a
-/// known type and operator, that [`lean_plan`] takes. `None`: the item goes the general
+/// communicator with guest channels that leaves the algorithm to the device (which takes
+/// the lean one-shot for every call [`lean_plan`] takes, on every rank count that
+/// stages: measured on 2 and 4 ranks, provisional on more), of a known type and operator, that [`lean_plan`] takes. `None`: the item goes the general
 /// way. Arithmetic over the item and the communicator: every CTA of the grid, on every
 /// rank, gets the same answer, and the same guest channels' epochs advance on every rank.
 ///
@@ -96,9 +96,10 @@ unsafe fn lean_item(p: &PostArgs) -> Option<(LeanCall, LeanPlan)> {
 
 /// Runs CTA `g`'s run of the lean collective `call` on this CTA, guest channel
 /// `p.resident + g`, unless the loop has closed its mailbox or recorded an error (then,
-/// as a guest, it leaves); thread 0 of CTA 0 counts the call (once, as one one-shot on
-/// its first channel: `post_parts` and the collective's counters), and thread 0 of any CTA
-/// whose run fails records the error and closes the mailbox, as a guest does.
+/// as a guest, it leaves); thread 0 of each CTA counts its run on its channel as a part of
+/// a one-shot run on the post grid alone (`post_parts` and the collective's counters, as
+/// a staged one-shot over the same channels counts), and thread 0 of any CTA whose run
+/// fails records the error and closes the mailbox, as a guest does.
 ///
 /// # Safety
 /// As [`serve_post`]; `call` and `plan` are what [`lean_item`] gave for `p`, `g <
@@ -118,17 +119,16 @@ unsafe fn serve_lean(p: &PostArgs, call: &LeanCall, plan: LeanPlan, g: u32, shar
     // SAFETY: `p.comm` is the rank's communicator with staging (`lean_plan`), whose
     // `[StagingConns; nchannels]` covers `channel < nchannels`.
     let conns = unsafe { ((*p.comm).staging as *mut StagingConns).add(channel as usize) };
-    // SAFETY: only CTA 0 counts, so a null `stats` elsewhere.
-    let stats = if g == 0 { unsafe { channel_stats(&a) } } else { core::ptr::null_mut() };
+    // SAFETY: `a` is this CTA's channel.
+    let stats = unsafe { channel_stats(&a) };
     // SAFETY: `conns` and the lines are CTA `g`'s of `lean_item`'s plan; `wait_result` is a
     // word of this CTA's shared memory that nothing else uses during the call; the header's
     // abort flag is readable while the loop lives; `stats` is the channel's (or null).
     let outcome = unsafe { lean_collective(&*p.comm, conns, call, plan.lines(g, call), &raw mut (*shared).wait_result, &raw const (*p.header).abort, p.spin_budget_ns, stats) };
     if arch::thread_idx() == 0 {
         match outcome {
-            // SAFETY: `a` is this guest's channel; thread 0 of CTA 0 alone counts the call.
-            Ok(()) if g == 0 => unsafe { count_post_part(&a, entered) },
-            Ok(()) => {}
+            // SAFETY: `a` is this guest's channel; thread 0 alone counts its part.
+            Ok(()) => unsafe { count_post_part(&a, entered) },
             // SAFETY: `a` holds the loop's live state and header; thread 0 alone records.
             Err((error, detail)) => unsafe {
                 record_error(&a, error, detail, 0);

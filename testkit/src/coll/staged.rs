@@ -7,6 +7,7 @@
 //! the ring's where it is the ring), so a call that ran another algorithm than planned
 //! shows in the bits as well as in the statistics.
 
+use device_rt::algo::lean::{LEAN_MAX_BYTES, lean_spread};
 use device_rt::algo::{Algorithm, AlgorithmChoice, CollFunction, Plan, Staging, THRESHOLDS, plan};
 use device_rt::conn::{ChannelStats, MAX_STAGED_RANKS};
 use device_rt::dtype::DataType;
@@ -23,6 +24,17 @@ use super::twin::TwinGroup;
 /// `choice`, or `None` where a forced algorithm cannot run it (the host refuses it).
 pub fn plan_of(case: &CollCase, staging: Staging, choice: AlgorithmChoice) -> Option<Plan> {
     plan(case.function, case.dtype.size() as u64, case.count as u64, staging, choice).ok()
+}
+
+/// The plan of `case` where a stream-ordered call takes the lean path
+/// (`device_rt::algo::lean`) on a communicator of `nranks` ranks that leaves the
+/// algorithm to the device: a one-shot over the lean spread's CTAs of `nthreads` threads
+/// from the first of `guests` guest channels (each counts its run). `None`: the call goes
+/// the general way.
+pub fn lean_plan_of(case: &CollCase, nranks: u32, guests: u32, nthreads: u32) -> Option<Plan> {
+    let elt = case.dtype.size() as u64;
+    let spread = lean_spread(case.function, elt, case.count as u64, nranks, guests, nthreads)?;
+    Some(Plan { algorithm: Algorithm::OneShot, channels: spread.ctas, share: spread.lines_per_cta * 8 / elt })
 }
 
 /// The functions `choice` runs with a staged algorithm (every collective but
@@ -92,7 +104,8 @@ pub fn matrix(staging: Staging, choice: AlgorithmChoice, part: (usize, usize)) -
 
 /// The sizes (bytes of the largest buffer, as [`THRESHOLDS`] counts them) where the plan
 /// of `function` on `staging` changes: the table's rows for its rank count, the bytes
-/// per channel, and the staging's capacity.
+/// per channel, the staging's capacity, and the lean path's most (all_reduce,
+/// all_gather, reduce_scatter).
 fn thresholds(function: CollFunction, staging: Staging) -> Vec<u64> {
     if !staging.available() {
         return Vec::new();
@@ -108,11 +121,12 @@ fn thresholds(function: CollFunction, staging: Staging) -> Vec<u64> {
             t.one_shot_bytes_per_channel,
             t.two_shot_bytes_per_channel,
             capacity,
+            LEAN_MAX_BYTES,
         ],
         // all_gather stages its input, one rank's block of the output.
-        CollFunction::AllGather => vec![t.gather_scatter_one_shot_max[row], t.one_shot_bytes_per_channel, capacity * u64::from(staging.nranks)],
+        CollFunction::AllGather => vec![t.gather_scatter_one_shot_max[row], t.one_shot_bytes_per_channel, capacity * u64::from(staging.nranks), LEAN_MAX_BYTES],
         // reduce_scatter stages its whole input.
-        CollFunction::ReduceScatter => vec![t.gather_scatter_one_shot_max[row], t.one_shot_bytes_per_channel, capacity],
+        CollFunction::ReduceScatter => vec![t.gather_scatter_one_shot_max[row], t.one_shot_bytes_per_channel, capacity, LEAN_MAX_BYTES],
         // broadcast and reduce stage their input.
         _ => vec![t.rooted_one_shot_max[row], t.one_shot_bytes_per_channel, capacity],
     }
