@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # nvidia-h200-x4 (four H100s when they come), 2026-11-26 (fourteenth session): the lean
-# collectives, first form with a few lines a thread (.carry/ferroccl-v1.gz, 0b1b0ad)
+# collectives, first form with a few lines a thread (.carry/ferroccl-v1.gz, 96ce8bb)
 # against the form that loads the next line before storing and every peer's line at once
 # (.carry/ferroccl.gz), both --algo auto, NCCL in the same process: all_reduce,
 # all_gather and reduce_scatter 32 KiB - 1 MiB back to back, call + synchronize and in
