@@ -221,21 +221,21 @@ pub unsafe fn lean_collective(
         }
     }
     // The thread's lines are `lines.start + j` for `j = tid, tid + nthreads, …` below
-    // `run`, line `j + 1` of a slot (after the descriptor's). Sending, the next line's
-    // word is loaded before this line's packets are stored, so no load waits for a store;
-    // the first line's word the thread keeps.
-    let tid64 = u64::from(tid);
-    let first = if tid64 < run { send(rank, lines.start + tid64) } else { 0 };
-    let (mut own, mut j) = (first, tid64);
+    // `run`, line `j + 1` of a slot (after the descriptor's); its first one it keeps.
+    let mut first = 0;
+    let mut j = u64::from(tid);
     while j < run {
         let (line, at) = (lines.start + j, (j + 1) * 16);
-        let next = if j + nthreads < run { send(rank, line + nthreads) } else { 0 };
+        let own = send(rank, line);
+        if j == u64::from(tid) {
+            first = own;
+        }
         for p in (0..nranks).filter(|&p| p != rank) {
             // SAFETY: as above, line `j + 1 <= PACKET_SHARE_BYTES / 8` of the slot (`lean_spread`:
             // at most that many lines a CTA), inside its `PACKET_SLOT_BYTES`.
             unsafe { arch::st_volatile_global_v2b64(slot(p, rank) + at, packets(if scatter { send(p, line) } else { own })) };
         }
-        (own, j) = (next, j + nthreads);
+        j += nthreads;
     }
     // SAFETY: `abort` is readable for the call (this function's contract); the guards live
     // only in this call.
@@ -244,27 +244,15 @@ pub unsafe fn lean_collective(
         stop(stopped, LoopError::BadItem.status(RANKS_DISAGREE));
     }
     arch::barrier_sync_all();
-    // This rank's packet region of this parity.
-    let inbox = slot(rank, 0);
-    let mut j = tid64;
+    let mut j = u64::from(tid);
     while j < run && is_running(stopped) {
         let (line, at) = (lines.start + j, (j + 1) * 16);
-        // Every peer's line as it stands, all loads in flight at once; a line not yet
-        // whole is waited for below, in rank order.
-        let mut seen = [[0u64; 2]; MAX_STAGED_RANKS];
-        for (p, line_seen) in seen.iter_mut().enumerate().take(nranks as usize) {
-            if p != rank as usize {
-                // SAFETY: line `j + 1` of sender `p`'s slot in this rank's region, as `wait_line`.
-                *line_seen = unsafe { arch::ld_volatile_global_v2b64(inbox + p as u64 * PACKET_SLOT_BYTES + at) };
-            }
-        }
-        let own = if j == tid64 { first } else { send(rank, line) };
         let mut acc = 0;
-        for (p, &[a, b]) in (0..nranks).zip(&seen) {
+        for p in 0..nranks {
             let word = match p == rank {
-                true => Some(own),
-                false if a & !0xffff_ffff == flag && b & !0xffff_ffff == flag => Some((a & 0xffff_ffff) | b << 32),
-                false => wait(inbox + u64::from(p) * PACKET_SLOT_BYTES + at),
+                true if j == u64::from(tid) => Some(first),
+                true => Some(send(rank, line)),
+                false => wait(slot(rank, p) + at),
             };
             let Some(word) = word else { break };
             if call.function == CollFunction::AllGather {
