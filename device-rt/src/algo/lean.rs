@@ -34,9 +34,11 @@
 //! µs at 32 KiB against 17): a thread keeps one line's state at a time.
 //!
 //! Line 0 of each CTA's slot carries the call's descriptor (the staged collectives' digest
-//! of count, function, type and operator): before any thread of the CTA stores output,
-//! its threads `0..nranks` compare every peer's descriptor with their own and stop the
-//! call with `BadItem::RanksDisagree` where one differs (every CTA checks its own).
+//! of count, function, type and operator): each thread waits for every peer's descriptor
+//! in the same poll as the peer's first line of its own (no separate round trip, no
+//! barrier), compares it with its own before it stores any output, and stops the call
+//! with `BadItem::RanksDisagree` where one differs. Every thread that stores reads the
+//! same descriptors, so none stores where they differ.
 //!
 //! # Epochs and reuse
 //!
@@ -200,6 +202,7 @@ pub unsafe fn lean_collective(
         // thread 0 before the barrier after which other threads may write it.
         unsafe { stopped.write_volatile(0) };
     }
+    arch::barrier_sync_all();
     let block = call.bytes();
     let (nthreads, run) = (u64::from(arch::block_dim()), lines.end - lines.start);
     let scatter = call.function == CollFunction::ReduceScatter;
@@ -239,11 +242,18 @@ pub unsafe fn lean_collective(
     }
     // SAFETY: `abort` is readable for the call (this function's contract); the guards live
     // only in this call.
-    let wait = |at: u64| unsafe { wait_line(at, flag, stopped, abort, spin_budget_ns) };
-    if tid < nranks && tid != rank && wait(slot(rank, tid)).is_some_and(|d| d != call.descriptor()) {
-        stop(stopped, LoopError::BadItem.status(RANKS_DISAGREE));
-    }
-    arch::barrier_sync_all();
+    let wait = |at: u64| unsafe { wait_lines([at], flag, stopped, abort, spin_budget_ns) }.map(|[word]| word);
+    // With its first line, a thread waits for the peer's descriptor (line 0 of the slot at
+    // `from`) too, in the same poll, and stores nothing where one differs from its own.
+    // SAFETY: as for `wait`, both lines of the peer's slot in this rank's region.
+    let checked = |from: u64, at: u64| match unsafe { wait_lines([from, from + at], flag, stopped, abort, spin_budget_ns) } {
+        Some([descriptor, word]) if descriptor == call.descriptor() => Some(word),
+        Some(_) => {
+            stop(stopped, LoopError::BadItem.status(RANKS_DISAGREE));
+            None
+        }
+        None => None,
+    };
     let mut j = u64::from(tid);
     while j < run && is_running(stopped) {
         let (line, at) = (lines.start + j, (j + 1) * 16);
@@ -252,6 +262,7 @@ pub unsafe fn lean_collective(
             let word = match p == rank {
                 true if j == u64::from(tid) => Some(first),
                 true => Some(send(rank, line)),
+                false if j == u64::from(tid) => checked(slot(rank, p), at),
                 false => wait(slot(rank, p) + at),
             };
             let Some(word) = word else { break };
@@ -306,21 +317,24 @@ fn stop(stopped: *mut u64, status: u64) {
     }
 }
 
-/// Waits until the line at `at` holds two packets of `flag` and returns their 8 data
-/// bytes, or `None` once the call is stopped (by this wait's abort or timeout, or by
-/// another thread).
+/// Waits until each line of `at` holds two packets of `flag` and returns their 8 data
+/// bytes each, or `None` once the call is stopped (by this wait's abort or timeout, or by
+/// another thread). Every line is loaded in each poll, the loads in flight together.
+///
+/// Ordering: none beyond the lines' own single-copy atomic halves: a packet that carries
+/// the flag carries its data.
 ///
 /// # Safety
-/// `at` is a 16-byte aligned line of this rank's packet region; `stopped` and `abort` as
-/// in [`lean_collective`].
-unsafe fn wait_line(at: u64, flag: u64, stopped: *mut u64, abort: *const u64, spin_budget_ns: u64) -> Option<u64> {
+/// Every `at` is a 16-byte aligned line of this rank's packet region; `stopped` and
+/// `abort` as in [`lean_collective`].
+unsafe fn wait_lines<const N: usize>(at: [u64; N], flag: u64, stopped: *mut u64, abort: *const u64, spin_budget_ns: u64) -> Option<[u64; N]> {
     // SAFETY: the caller keeps `abort` readable for the wait.
     let mut guard = unsafe { SpinGuard::new(abort, spin_budget_ns) };
     loop {
-        // SAFETY: the caller's line, written by one peer with single-copy atomic halves.
-        let [a, b] = unsafe { arch::ld_volatile_global_v2b64(at) };
-        if a & !0xffff_ffff == flag && b & !0xffff_ffff == flag {
-            return Some((a & 0xffff_ffff) | b << 32);
+        // SAFETY: the caller's lines, each written by one peer with single-copy atomic halves.
+        let seen = at.map(|line| unsafe { arch::ld_volatile_global_v2b64(line) });
+        if seen.iter().all(|&[a, b]| a & !0xffff_ffff == flag && b & !0xffff_ffff == flag) {
+            return Some(seen.map(|[a, b]| (a & 0xffff_ffff) | b << 32));
         }
         if !is_running(stopped) {
             return None;
