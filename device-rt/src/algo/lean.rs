@@ -67,7 +67,14 @@ use crate::redop::{Elem, Max, Min, PreMulSum, Prod, RedOp, RedOpKind, Sum, SumPo
 use crate::spin::{Interrupted, SpinGuard};
 
 /// The most bytes a lean collective takes, counted as the staged plans count size (the
-/// largest buffer of one rank: all-gather's output, reduce-scatter's input).
+/// largest buffer of one rank: all-gather's output, reduce-scatter's input). Measured on
+/// four H100s (2026-11-26, `bench/results/session14.md`, one build, `--algo auto` = lean
+/// against `--algo one-shot` = the staged one-shot), in CUDA graphs, µs per call: at 512
+/// KiB all_reduce 24.7 against 24.6 on 4 ranks (a draw: five lines a thread) and 12.3
+/// against 19.0 on 2, all_gather 10.2 against 19.0 and 8.2 against 16.0, reduce_scatter
+/// 11.9 against 21.8 and 10.2 against 18.2; at 256 KiB all_reduce 16.4 against 22.7 and
+/// 9.1 against 18.2. Above it a 256-thread default communicator's 63 guests would need
+/// more lines a CTA than its slot holds.
 pub const LEAN_MAX_BYTES: u64 = 512 << 10;
 
 /// How a lean collective spreads: `ctas` CTAs of the post grid from its first guest, CTA
