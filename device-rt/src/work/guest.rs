@@ -70,11 +70,12 @@ pub struct PostArgs {
 
 /// The lean collective (`algo::lean`) that `p.item` is, and its plan from guest channel
 /// `resident` on, when it is one: an all-reduce, all-gather or reduce-scatter of a
-/// communicator with guest channels that leaves the algorithm to the device (which takes
-/// the lean one-shot for every call [`lean_plan`] takes, on every rank count that
-/// stages: measured on 2 and 4 ranks, provisional on more), of a known type and operator, that [`lean_plan`] takes. `None`: the item goes the general
-/// way. Arithmetic over the item and the communicator: every CTA of the grid, on every
-/// rank, gets the same answer, and the same guest channels' epochs advance on every rank.
+/// communicator with guest channels that leaves the algorithm to the device, of a known
+/// type and operator, that [`lean_plan`] takes (the device prefers it to every staged
+/// algorithm wherever it runs: measured on 2 and 4 ranks, provisional on more). `None`:
+/// the item goes the general way. Arithmetic over the item and the communicator: every
+/// CTA of the grid, on every rank, gets the same answer, and the same guest channels'
+/// epochs advance on every rank.
 ///
 /// # Safety
 /// `p.comm` is null or the rank's valid `CommDevice`, with its staged memory.
