@@ -170,11 +170,30 @@ pub fn lean_plan(comm: &CommDevice, first: u32, nthreads: u32, call: &LeanCall) 
     lean_spread(call.function, elt, call.count, comm.nranks, comm.nchannels.checked_sub(first)?, nthreads)
 }
 
+/// What a CTA's [`lean_collective`] did without an error.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LeanRun {
+    /// It ran its lines and advanced its channel's epoch.
+    Done,
+    /// Its `open` said no: it left before any effect (nothing sent or stored, the epoch
+    /// kept).
+    Left,
+}
+
+/// The CTA's `stopped` word once thread 0's `open` said no (its low half is no
+/// `LoopError`).
+const LEFT: u64 = u64::MAX;
+
 /// Runs lines `lines` of every block of `call` as a lean collective on this CTA (see the
 /// module doc), spread over its threads, every thread of the CTA calling it with the same
 /// arguments; `stopped` is a `u64` of the CTA's shared memory that this function owns
 /// for the call. Counts the run in the channel's statistics (`stats`, or null) as a
 /// one-shot with its packets and its wait.
+///
+/// Thread 0 calls `open` once, before the CTA's first barrier and after every thread has
+/// issued its loads of the epoch and of its first input line, and the whole CTA leaves
+/// ([`LeanRun::Left`]) where it says no: a caller that loads what `open` tests first hands
+/// over its latency to those loads.
 ///
 /// # Safety
 /// `conns` is the staged memory of this CTA's channel (`first + g` of a [`lean_plan`] for
@@ -193,7 +212,8 @@ pub unsafe fn lean_collective(
     abort: *const u64,
     spin_budget_ns: u64,
     stats: *mut ChannelStats,
-) -> Result<(), (LoopError, u32)> {
+    open: impl FnOnce() -> bool,
+) -> Result<LeanRun, (LoopError, u32)> {
     let tid = arch::thread_idx();
     let (rank, nranks) = (comm.rank, comm.nranks);
     // SAFETY: `conns` is the channel's live staged memory (this function's contract); every
@@ -204,12 +224,6 @@ pub unsafe fn lean_collective(
     // SAFETY: as above; `p < nranks <= MAX_STAGED_RANKS`, an entry the host wrote.
     let slot = |p: u32, sender: u32| unsafe { (&raw const (*conns).packets[p as usize % MAX_STAGED_RANKS]).read() } + parity + u64::from(sender) * PACKET_SLOT_BYTES;
     let started = if stats.is_null() { 0 } else { arch::globaltimer_ns() };
-    if tid == 0 {
-        // SAFETY: `stopped` is this CTA's shared word (this function's contract), written by
-        // thread 0 before the barrier after which other threads may write it.
-        unsafe { stopped.write_volatile(0) };
-    }
-    arch::barrier_sync_all();
     let block = call.bytes();
     let (nthreads, run) = (u64::from(arch::block_dim()), lines.end - lines.start);
     let scatter = call.function == CollFunction::ReduceScatter;
@@ -222,6 +236,18 @@ pub unsafe fn lean_collective(
         let word = unsafe { load_line(call, from, line) };
         if call.function == CollFunction::AllGather { word } else { pre_op_word(call, word) }
     };
+    // The thread's first line of this rank's own (block of the) input, loaded before the
+    // barrier so that its latency overlaps the epoch's and `open`'s: only a load, no effect.
+    let first = if u64::from(tid) < run { send(rank, lines.start + u64::from(tid)) } else { 0 };
+    if tid == 0 {
+        // SAFETY: `stopped` is this CTA's shared word (this function's contract), written by
+        // thread 0 before the barrier after which other threads may write it.
+        unsafe { stopped.write_volatile(if open() { 0 } else { LEFT }) };
+    }
+    arch::barrier_sync_all();
+    if !is_running(stopped) {
+        return Ok(LeanRun::Left);
+    }
     let packets = |word: u64| [(word & 0xffff_ffff) | flag, (word >> 32) | flag];
     if tid == 0 {
         for p in (0..nranks).filter(|&p| p != rank) {
@@ -231,15 +257,11 @@ pub unsafe fn lean_collective(
         }
     }
     // The thread's lines are `lines.start + j` for `j = tid, tid + nthreads, …` below
-    // `run`, line `j + 1` of a slot (after the descriptor's); its first one it keeps.
-    let mut first = 0;
+    // `run`, line `j + 1` of a slot (after the descriptor's); its first one it loaded above.
     let mut j = u64::from(tid);
     while j < run {
         let (line, at) = (lines.start + j, (j + 1) * 16);
-        let own = send(rank, line);
-        if j == u64::from(tid) {
-            first = own;
-        }
+        let own = if j == u64::from(tid) { first } else { send(rank, line) };
         for p in (0..nranks).filter(|&p| p != rank) {
             // SAFETY: as above, line `j + 1 <= PACKET_SHARE_BYTES / 8` of the slot (`lean_spread`:
             // at most that many lines a CTA), inside its `PACKET_SLOT_BYTES`.
@@ -305,7 +327,7 @@ pub unsafe fn lean_collective(
             }
         }
     }
-    Ok(())
+    Ok(LeanRun::Done)
 }
 
 /// True while no thread has stopped the call.

@@ -44,7 +44,7 @@ use super::mailbox::post_to_mailbox;
 use super::queue::{LoopShared, LoopState, MAILBOX_CLOSED, QueueHeader};
 use super::spread::{mailbox_spread, post_only_plan};
 use super::LoopArgs;
-use crate::algo::lean::{LeanCall, LeanPlan, lean_collective, lean_plan};
+use crate::algo::lean::{LeanCall, LeanPlan, LeanRun, lean_collective, lean_plan};
 use crate::algo::{AlgorithmChoice, CollFunction};
 use crate::arch::{self, WARP_SIZE};
 use crate::conn::{CommDevice, StagingConns};
@@ -66,6 +66,35 @@ pub struct PostArgs {
     pub spin_budget_ns: u64,
     /// The loop's resident channels: CTA `g ≥ 1` of the grid is channel `resident + g - 1`.
     pub resident: u32,
+}
+
+/// What a guest tests before it runs any part of an item: the loop's mailbox state and
+/// its error claim, as the post grid found them when it started.
+#[derive(Clone, Copy)]
+struct LoopGate {
+    mailbox: u64,
+    error_claimed: u64,
+}
+
+impl LoopGate {
+    /// Loads both words, each in flight until [`LoopGate::is_open`] uses it.
+    ///
+    /// Ordering: relaxed GPU-scope loads. A guest only leaves at once on what they say (a
+    /// loop that has closed its mailbox or recorded an error takes no more work); it reads
+    /// nothing that was published with them.
+    ///
+    /// # Safety
+    /// `state` is a running loop's live `LoopState`.
+    unsafe fn load(state: *const LoopState) -> Self {
+        // SAFETY: `state` is live (this function's contract); `mailbox.state` and
+        // `error_claimed` are aligned words of it, changed only through `arch` atomics.
+        unsafe { Self { mailbox: arch::ld_relaxed_gpu_global(&raw const (*state).mailbox.state), error_claimed: arch::ld_relaxed_gpu_global(&raw const (*state).error_claimed) } }
+    }
+
+    /// True where the mailbox was open and no error recorded.
+    fn is_open(self) -> bool {
+        self.mailbox & MAILBOX_CLOSED == 0 && self.error_claimed == 0
+    }
 }
 
 /// The lean collective (`algo::lean`) that `p.item` is, and its plan from guest channel
@@ -96,8 +125,8 @@ unsafe fn lean_item(p: &PostArgs) -> Option<(LeanCall, LeanPlan)> {
 }
 
 /// Runs CTA `g`'s run of the lean collective `call` on this CTA, guest channel
-/// `p.resident + g`, unless the loop has closed its mailbox or recorded an error (then,
-/// as a guest, it leaves); thread 0 of each CTA counts its run on its channel as a part of
+/// `p.resident + g`, unless `gate` says the loop had closed its mailbox or recorded an
+/// error (then, as a guest, it leaves); thread 0 of each CTA counts its run on its channel as a part of
 /// a one-shot run on the post grid alone (`post_parts` and the collective's counters, as
 /// a staged one-shot over the same channels counts), and thread 0 of any CTA whose run
 /// fails records the error and closes the mailbox, as a guest does.
@@ -105,15 +134,7 @@ unsafe fn lean_item(p: &PostArgs) -> Option<(LeanCall, LeanPlan)> {
 /// # Safety
 /// As [`serve_post`]; `call` and `plan` are what [`lean_item`] gave for `p`, `g <
 /// plan.ctas`; `shared` is this CTA's `LoopShared`; every thread of the CTA calls it.
-unsafe fn serve_lean(p: &PostArgs, call: &LeanCall, plan: LeanPlan, g: u32, shared: *mut LoopShared, entered: u64) {
-    // SAFETY: `p.state` is the loop's live state; `state` and `error_claimed` are aligned
-    // words of it, changed only through `arch` atomics.
-    let open = unsafe {
-        arch::ld_acquire_gpu_global(&raw const (*p.state).mailbox.state) & MAILBOX_CLOSED == 0 && arch::ld_volatile_global(&raw const (*p.state).error_claimed) == 0
-    };
-    if !open {
-        return;
-    }
+unsafe fn serve_lean(p: &PostArgs, call: &LeanCall, plan: LeanPlan, g: u32, shared: *mut LoopShared, entered: u64, gate: LoopGate) {
     let args = LoopArgs { header: p.header, ring: core::ptr::null(), capacity: 0, state: p.state, spin_budget_ns: p.spin_budget_ns, comm: p.comm };
     let channel = p.resident + g;
     let a = Channel { args, index: channel, count: channel + 1 };
@@ -125,11 +146,12 @@ unsafe fn serve_lean(p: &PostArgs, call: &LeanCall, plan: LeanPlan, g: u32, shar
     // SAFETY: `conns` and the lines are CTA `g`'s of `lean_item`'s plan; `wait_result` is a
     // word of this CTA's shared memory that nothing else uses during the call; the header's
     // abort flag is readable while the loop lives; `stats` is the channel's (or null).
-    let outcome = unsafe { lean_collective(&*p.comm, conns, call, plan.lines(g, call), &raw mut (*shared).wait_result, &raw const (*p.header).abort, p.spin_budget_ns, stats) };
+    let outcome = unsafe { lean_collective(&*p.comm, conns, call, plan.lines(g, call), &raw mut (*shared).wait_result, &raw const (*p.header).abort, p.spin_budget_ns, stats, || gate.is_open()) };
     if arch::thread_idx() == 0 {
         match outcome {
             // SAFETY: `a` is this guest's channel; thread 0 alone counts its part.
-            Ok(()) => unsafe { count_post_part(&a, entered) },
+            Ok(LeanRun::Done) => unsafe { count_post_part(&a, entered) },
+            Ok(LeanRun::Left) => {}
             // SAFETY: `a` holds the loop's live state and header; thread 0 alone records.
             Err((error, detail)) => unsafe {
                 record_error(&a, error, detail, 0);
@@ -144,8 +166,10 @@ unsafe fn serve_lean(p: &PostArgs, call: &LeanCall, plan: LeanPlan, g: u32, shar
 /// one; otherwise CTA 0's thread 0 posts the item and waits for it, and CTA `g ≥ 1`
 /// serves guest channel `resident + g - 1` if the item takes part there, else leaves.
 ///
-/// Ordering: the post as `post_to_mailbox`. A guest reads the mailbox state (GPU-scope
-/// acquire) only to leave at once when the loop has closed it or recorded an error; it
+/// Ordering: the post as `post_to_mailbox`. A guest reads the mailbox state and the error
+/// claim (`LoopGate`: relaxed, as the grid starts) only to leave at once when the loop
+/// has closed it or recorded an error (stream order, not these loads, puts the previous
+/// item's writes before this grid); it
 /// runs its share with the primitives' own ordering, then arrives as a resident channel
 /// does (`complete_mailbox`: `fence.acq_rel.sys`, acq_rel arrival count, the last
 /// arrival's acq_rel completion), so the poster, which acquires the completion, sees the
@@ -165,6 +189,9 @@ pub unsafe fn serve_post(p: PostArgs) {
     let entered = arch::globaltimer_ns();
     let tid = arch::thread_idx();
     let shared = arch::dyn_smem().cast::<LoopShared>();
+    // Loaded first, tested late: their latency overlaps the item's checks and plan.
+    // SAFETY: `p.state` is the running loop's state (this function's contract).
+    let gate = unsafe { LoopGate::load(p.state) };
     // SAFETY: `p` holds the running loop's memory and the rank's communicator (this
     // function's contract).
     if let Some((call, plan)) = unsafe { lean_item(&p) } {
@@ -172,26 +199,19 @@ pub unsafe fn serve_post(p: PostArgs) {
         if g < plan.ctas {
             // SAFETY: as above; CTA `g + 1` is guest channel `resident + g`, below the
             // communicator's channels (`lean_plan`).
-            unsafe { serve_lean(&p, &call, plan, g, shared, entered) };
+            unsafe { serve_lean(&p, &call, plan, g, shared, entered, gate) };
         }
         return;
     }
-    // A guest looks whether the mailbox is open at once, on the first thread of its second
-    // warp where it has one, while its first warp checks and plans the item (a chain of
-    // dependent scalar steps): the two latencies overlap. A guest that takes no part never
-    // reads the answer.
+    // A guest tests `gate` on the first thread of its second warp where it has one, while
+    // its first warp checks and plans the item (a chain of dependent scalar steps). A
+    // guest that takes no part never reads the answer.
     let checker = if arch::block_dim() > WARP_SIZE { WARP_SIZE } else { 0 };
     if arch::block_idx() != 0 && tid == checker {
-        // SAFETY: `p.state` is the loop's live state; `state` and `error_claimed` are aligned
-        // words of it, changed only through `arch` atomics.
-        let open = unsafe {
-            arch::ld_acquire_gpu_global(&raw const (*p.state).mailbox.state) & MAILBOX_CLOSED == 0
-                && arch::ld_volatile_global(&raw const (*p.state).error_claimed) == 0
-        };
         // SAFETY: a guest CTA has `LOOP_SMEM_BYTES` of dynamic shared memory holding its
         // `LoopShared` (this function's contract); this one thread alone writes `wait_result`,
         // before the CTA barrier that precedes every read of it.
-        unsafe { (&raw mut (*shared).wait_result).write_volatile(u64::from(open)) };
+        unsafe { (&raw mut (*shared).wait_result).write_volatile(u64::from(gate.is_open())) };
     }
     let kind = p.item.validate();
     let post_only = match kind {
