@@ -221,8 +221,24 @@ pub unsafe fn lean_collective(
     let epoch = unsafe { (&raw const (*conns).epoch).read_volatile() } + 1;
     let flag = u64::from(packet_flag(epoch)) << 32;
     let parity = (epoch & 1) * u64::from(nranks) * PACKET_SLOT_BYTES;
+    // Rank `p`'s packet region of this parity.
     // SAFETY: as above; `p < nranks <= MAX_STAGED_RANKS`, an entry the host wrote.
-    let slot = |p: u32, sender: u32| unsafe { (&raw const (*conns).packets[p as usize % MAX_STAGED_RANKS]).read() } + parity + u64::from(sender) * PACKET_SLOT_BYTES;
+    let region = |p: u32| unsafe { (&raw const (*conns).packets[p as usize % MAX_STAGED_RANKS]).read() } + parity;
+    // A rank sends to its peers in the order `rank + 1, rank + 2, …` (modulo `nranks`), so
+    // the ranks do not all start with the same peer; `peer(i)` is the `i`-th.
+    let peer = |i: u32| if rank + i < nranks { rank + i } else { rank + i - nranks };
+    // Its own region (every wait polls it) and its first peer's, loaded before the barrier.
+    let (own_region, next_region) = (region(rank), region(peer(1)));
+    let slot = |p: u32, sender: u32| {
+        let base = if p == rank {
+            own_region
+        } else if p == peer(1) {
+            next_region
+        } else {
+            region(p)
+        };
+        base + u64::from(sender) * PACKET_SLOT_BYTES
+    };
     let started = if stats.is_null() { 0 } else { arch::globaltimer_ns() };
     let block = call.bytes();
     let (nthreads, run) = (u64::from(arch::block_dim()), lines.end - lines.start);
@@ -236,9 +252,12 @@ pub unsafe fn lean_collective(
         let word = unsafe { load_line(call, from, line) };
         if call.function == CollFunction::AllGather { word } else { pre_op_word(call, word) }
     };
-    // The thread's first line of this rank's own (block of the) input, loaded before the
-    // barrier so that its latency overlaps the epoch's and `open`'s: only a load, no effect.
-    let first = if u64::from(tid) < run { send(rank, lines.start + u64::from(tid)) } else { 0 };
+    // The thread's first line of this rank's own (block of the) input, and of a
+    // reduce-scatter also of its first peer's block, loaded before the barrier so that
+    // their latency overlaps the epoch's and `open`'s: only loads, no effect.
+    let has_first = u64::from(tid) < run;
+    let first = if has_first { send(rank, lines.start + u64::from(tid)) } else { 0 };
+    let first_to_next = if has_first && scatter { send(peer(1), lines.start + u64::from(tid)) } else { first };
     if tid == 0 {
         // SAFETY: `stopped` is this CTA's shared word (this function's contract), written by
         // thread 0 before the barrier after which other threads may write it.
@@ -250,7 +269,7 @@ pub unsafe fn lean_collective(
     }
     let packets = |word: u64| [(word & 0xffff_ffff) | flag, (word >> 32) | flag];
     if tid == 0 {
-        for p in (0..nranks).filter(|&p| p != rank) {
+        for p in (1..nranks).map(peer) {
             // SAFETY: line 0 of this rank's slot of this parity in `p`'s packet region,
             // 16-byte aligned, written only by this rank (see the module's reuse).
             unsafe { arch::st_volatile_global_v2b64(slot(p, rank), packets(call.descriptor())) };
@@ -261,11 +280,18 @@ pub unsafe fn lean_collective(
     let mut j = u64::from(tid);
     while j < run {
         let (line, at) = (lines.start + j, (j + 1) * 16);
-        let own = if j == u64::from(tid) { first } else { send(rank, line) };
-        for p in (0..nranks).filter(|&p| p != rank) {
+        let is_first = j == u64::from(tid);
+        let own = if is_first { first } else { send(rank, line) };
+        for i in 1..nranks {
+            let p = peer(i);
+            let word = match (scatter, is_first && i == 1) {
+                (true, true) => first_to_next,
+                (true, false) => send(p, line),
+                (false, _) => own,
+            };
             // SAFETY: as above, line `j + 1 <= PACKET_SHARE_BYTES / 8` of the slot (`lean_spread`:
             // at most that many lines a CTA), inside its `PACKET_SLOT_BYTES`.
-            unsafe { arch::st_volatile_global_v2b64(slot(p, rank) + at, packets(if scatter { send(p, line) } else { own })) };
+            unsafe { arch::st_volatile_global_v2b64(slot(p, rank) + at, packets(word)) };
         }
         j += nthreads;
     }
