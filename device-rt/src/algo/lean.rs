@@ -156,11 +156,47 @@ pub fn packet_flag(epoch: u64) -> u32 {
     }
 }
 
+/// What the lean path reads of the rank's communicator, loaded at once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LeanComm {
+    pub rank: u32,
+    pub nranks: u32,
+    pub nchannels: u32,
+    pub pairs: u32,
+    pub algorithm: u32,
+    pub staging: u64,
+    pub stats: u64,
+}
+
+impl LeanComm {
+    /// Loads the fields of `comm` with volatile loads, issued back to back before any of
+    /// them is tested, so that they cost one memory latency. Plain loads of them behind
+    /// the choice's early returns went out one after another: the post grid's CTA spent
+    /// 1.2 µs choosing a lean call on two H100s (2026-11-26, `bench/results/session15.md`).
+    ///
+    /// # Safety
+    /// `comm` is a valid `CommDevice` that nothing writes while the kernel runs.
+    pub unsafe fn load(comm: *const CommDevice) -> Self {
+        // SAFETY: fields of a valid `CommDevice` (this function's contract), aligned.
+        unsafe {
+            Self {
+                rank: (&raw const (*comm).rank).read_volatile(),
+                nranks: (&raw const (*comm).nranks).read_volatile(),
+                nchannels: (&raw const (*comm).nchannels).read_volatile(),
+                pairs: (&raw const (*comm).pairs).read_volatile(),
+                algorithm: (&raw const (*comm).algorithm).read_volatile(),
+                staging: (&raw const (*comm).staging).read_volatile(),
+                stats: (&raw const (*comm).stats).read_volatile(),
+            }
+        }
+    }
+}
+
 /// How `call` runs as a lean collective from channel `first` on with CTAs of `nthreads`
 /// threads, when it can: the communicator has 2 to `MAX_STAGED_RANKS` ranks with staging
 /// (every staged channel has a packet region) and unpaired channels, its buffers are
 /// element-aligned, and [`lean_spread`] spreads it over the channels from `first` on.
-pub fn lean_plan(comm: &CommDevice, first: u32, nthreads: u32, call: &LeanCall) -> Option<LeanPlan> {
+pub fn lean_plan(comm: &LeanComm, first: u32, nthreads: u32, call: &LeanCall) -> Option<LeanPlan> {
     let elt = call.dtype.size() as u64;
     let aligned = (call.input | call.output) & (elt - 1) == 0 && call.input != 0 && call.output != 0;
     let shape = comm.staging != 0 && comm.pairs == 0 && (2..=MAX_STAGED_RANKS as u32).contains(&comm.nranks);
@@ -198,13 +234,13 @@ const LEFT: u64 = u64::MAX;
 /// # Safety
 /// `conns` is the staged memory of this CTA's channel (`first + g` of a [`lean_plan`] for
 /// this CTA's thread count and `call`, `lines` its CTA `g`'s lines), on the rank's live
-/// communicator `comm`; `call`'s buffers hold what its function addresses
+/// communicator whose fields `comm` holds ([`LeanComm::load`]); `call`'s buffers hold what its function addresses
 /// (`count` elements a rank's block); `abort` is
 /// the host's abort flag, readable for the call; one CTA at a time runs the channel (the
 /// post grids of one stream run one after another).
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn lean_collective(
-    comm: &CommDevice,
+    comm: &LeanComm,
     conns: *mut StagingConns,
     call: &LeanCall,
     lines: core::ops::Range<u64>,
@@ -243,21 +279,23 @@ pub unsafe fn lean_collective(
     let block = call.bytes();
     let (nthreads, run) = (u64::from(arch::block_dim()), lines.end - lines.start);
     let scatter = call.function == CollFunction::ReduceScatter;
-    // Line `line` of what this rank sends rank `p`: the input's (reduce-scatter: its block
-    // `p`'s), through the pre-op where the function reduces.
-    let send = |p: u32, line: u64| {
+    // Line `line` of the input that rank `p` gets (reduce-scatter: of block `p`), as loaded.
+    let input_line = |p: u32, line: u64| {
         let from = if scatter { call.input + u64::from(p) * block } else { call.input };
         // SAFETY: a line of `lines` lies in the input's block of `count` elements (this
         // function's contract), element-aligned (`lean_plan`).
-        let word = unsafe { load_line(call, from, line) };
-        if call.function == CollFunction::AllGather { word } else { pre_op_word(call, word) }
+        unsafe { load_line(call, from, line) }
     };
+    // What this rank sends: the input's line through the pre-op where the function reduces.
+    let pre_op = |word: u64| if call.function == CollFunction::AllGather { word } else { pre_op_word(call, word) };
+    let send = |p: u32, line: u64| pre_op(input_line(p, line));
     // The thread's first line of this rank's own (block of the) input, and of a
-    // reduce-scatter also of its first peer's block, loaded before the barrier so that
-    // their latency overlaps the epoch's and `open`'s: only loads, no effect.
+    // reduce-scatter also of its first peer's block, loaded before the barrier (their
+    // pre-op after it) so that their latency overlaps the epoch's and `open`'s: only
+    // loads, no effect.
     let has_first = u64::from(tid) < run;
-    let first = if has_first { send(rank, lines.start + u64::from(tid)) } else { 0 };
-    let first_to_next = if has_first && scatter { send(peer(1), lines.start + u64::from(tid)) } else { first };
+    let first_loaded = if has_first { input_line(rank, lines.start + u64::from(tid)) } else { 0 };
+    let next_loaded = if has_first && scatter { input_line(peer(1), lines.start + u64::from(tid)) } else { 0 };
     if tid == 0 {
         // SAFETY: `stopped` is this CTA's shared word (this function's contract), written by
         // thread 0 before the barrier after which other threads may write it.
@@ -267,6 +305,8 @@ pub unsafe fn lean_collective(
     if !is_running(stopped) {
         return Ok(LeanRun::Left);
     }
+    let first = pre_op(first_loaded);
+    let first_to_next = if scatter { pre_op(next_loaded) } else { first };
     let packets = |word: u64| [(word & 0xffff_ffff) | flag, (word >> 32) | flag];
     if tid == 0 {
         for p in (1..nranks).map(peer) {

@@ -1199,13 +1199,16 @@ pub(super) unsafe fn channel_stats(a: &Channel) -> *mut ChannelStats {
         return core::ptr::null_mut();
     }
     // SAFETY: a non-null `a.comm` is the rank's `CommDevice`, valid for the launch (`Channel`).
-    let stats = unsafe { (*a.comm).stats };
+    stats_entry(unsafe { (*a.comm).stats }, a.index)
+}
+
+/// Channel `index`'s entry of the communicator's `[ChannelStats; nchannels]` at `stats`
+/// (`CommDevice::stats`, 0 where none are kept), or null; `index` below its channels.
+pub(super) fn stats_entry(stats: u64, index: u32) -> *mut ChannelStats {
     if stats == 0 {
         return core::ptr::null_mut();
     }
-    // `index < count <= nchannels` (`Channel`): this channel's entry of the communicator's
-    // `[ChannelStats; nchannels]`.
-    (stats as *mut ChannelStats).wrapping_add(a.index as usize)
+    (stats as *mut ChannelStats).wrapping_add(index as usize)
 }
 
 /// Counts the mailbox item just taken in this channel's statistics `mine`, with its
@@ -1239,10 +1242,9 @@ unsafe fn count_dispatch(a: &Channel, mine: *mut ChannelStats) {
 /// Ordering: relaxed GPU-scope adds (read by the host between operations).
 ///
 /// # Safety
-/// `a` is this CTA's [`Channel`]; thread 0 alone calls this, once per part.
-pub(super) unsafe fn count_post_part(a: &Channel, entered_ns: u64) {
-    // SAFETY: `a` is this CTA's `Channel` (this function's contract).
-    let mine = unsafe { channel_stats(a) };
+/// `mine` is this CTA's channel's `ChannelStats` (`channel_stats`), or null; thread 0
+/// alone calls this, once per part.
+pub(super) unsafe fn count_post_part(mine: *mut ChannelStats, entered_ns: u64) {
     if mine.is_null() {
         return;
     }

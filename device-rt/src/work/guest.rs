@@ -38,13 +38,13 @@
 //! guest never waits for an SM that a waiting guest holds; a peer that never posts ends
 //! in the spin budget, as in any wait.
 
-use super::exec::{Channel, Stop, channel_stats, close_mailbox, complete_mailbox, count_post_part, execute, planned_collective, record_error};
+use super::exec::{Channel, Stop, channel_stats, close_mailbox, complete_mailbox, count_post_part, execute, planned_collective, record_error, stats_entry};
 use super::item::{WorkItem, WorkKind};
 use super::mailbox::post_to_mailbox;
 use super::queue::{LoopShared, LoopState, MAILBOX_CLOSED, QueueHeader};
 use super::spread::{mailbox_spread, post_only_plan};
 use super::LoopArgs;
-use crate::algo::lean::{LeanCall, LeanPlan, LeanRun, lean_collective, lean_plan};
+use crate::algo::lean::{LeanCall, LeanComm, LeanPlan, LeanRun, lean_collective, lean_plan};
 use crate::algo::{AlgorithmChoice, CollFunction};
 use crate::arch::{self, WARP_SIZE};
 use crate::conn::{CommDevice, StagingConns};
@@ -108,20 +108,21 @@ impl LoopGate {
 ///
 /// # Safety
 /// `p.comm` is null or the rank's valid `CommDevice`, with its staged memory.
-unsafe fn lean_item(p: &PostArgs) -> Option<(LeanCall, LeanPlan)> {
+unsafe fn lean_item(p: &PostArgs) -> Option<(LeanComm, LeanCall, LeanPlan)> {
     let item = &p.item;
     if p.comm.is_null() || item.kind != WorkKind::Collective as u8 || item.flags != 0 {
         return None;
     }
-    // SAFETY: a non-null `p.comm` is the rank's `CommDevice` (this function's contract).
-    let comm = unsafe { &*p.comm };
+    // SAFETY: a non-null `p.comm` is the rank's `CommDevice` (this function's contract),
+    // which the host wrote before it started the loop.
+    let comm = unsafe { LeanComm::load(p.comm) };
     if comm.nchannels <= p.resident || AlgorithmChoice::from_u32(comm.algorithm) != Some(AlgorithmChoice::Auto) {
         return None;
     }
     let function = CollFunction::from_u32(item.function)?;
     let call = LeanCall { function, dtype: DataType::from_u8(item.dtype)?, op: RedOpKind::from_u8(item.op)?, arg: item.op_arg, input: item.src, output: item.dst, count: item.count };
-    let plan = lean_plan(comm, p.resident, arch::block_dim(), &call)?;
-    Some((call, plan))
+    let plan = lean_plan(&comm, p.resident, arch::block_dim(), &call)?;
+    Some((comm, call, plan))
 }
 
 /// Runs CTA `g`'s run of the lean collective `call` on this CTA, guest channel
@@ -132,25 +133,24 @@ unsafe fn lean_item(p: &PostArgs) -> Option<(LeanCall, LeanPlan)> {
 /// fails records the error and closes the mailbox, as a guest does.
 ///
 /// # Safety
-/// As [`serve_post`]; `call` and `plan` are what [`lean_item`] gave for `p`, `g <
+/// As [`serve_post`]; `comm`, `call` and `plan` are what [`lean_item`] gave for `p`, `g <
 /// plan.ctas`; `shared` is this CTA's `LoopShared`; every thread of the CTA calls it.
-unsafe fn serve_lean(p: &PostArgs, call: &LeanCall, plan: LeanPlan, g: u32, shared: *mut LoopShared, entered: u64, gate: LoopGate) {
+unsafe fn serve_lean(p: &PostArgs, comm: &LeanComm, call: &LeanCall, plan: LeanPlan, g: u32, shared: *mut LoopShared, entered: u64, gate: LoopGate) {
     let args = LoopArgs { header: p.header, ring: core::ptr::null(), capacity: 0, state: p.state, spin_budget_ns: p.spin_budget_ns, comm: p.comm };
     let channel = p.resident + g;
     let a = Channel { args, index: channel, count: channel + 1 };
-    // SAFETY: `p.comm` is the rank's communicator with staging (`lean_plan`), whose
-    // `[StagingConns; nchannels]` covers `channel < nchannels`.
-    let conns = unsafe { ((*p.comm).staging as *mut StagingConns).add(channel as usize) };
-    // SAFETY: `a` is this CTA's channel.
-    let stats = unsafe { channel_stats(&a) };
+    // `comm.staging` is the rank's `[StagingConns; nchannels]` (`lean_plan`), which covers
+    // `channel < nchannels`.
+    let conns = (comm.staging as *mut StagingConns).wrapping_add(channel as usize);
+    let stats = stats_entry(comm.stats, channel);
     // SAFETY: `conns` and the lines are CTA `g`'s of `lean_item`'s plan; `wait_result` is a
     // word of this CTA's shared memory that nothing else uses during the call; the header's
     // abort flag is readable while the loop lives; `stats` is the channel's (or null).
-    let outcome = unsafe { lean_collective(&*p.comm, conns, call, plan.lines(g, call), &raw mut (*shared).wait_result, &raw const (*p.header).abort, p.spin_budget_ns, stats, || gate.is_open()) };
+    let outcome = unsafe { lean_collective(comm, conns, call, plan.lines(g, call), &raw mut (*shared).wait_result, &raw const (*p.header).abort, p.spin_budget_ns, stats, || gate.is_open()) };
     if arch::thread_idx() == 0 {
         match outcome {
-            // SAFETY: `a` is this guest's channel; thread 0 alone counts its part.
-            Ok(LeanRun::Done) => unsafe { count_post_part(&a, entered) },
+            // SAFETY: `stats` is this guest's channel's; thread 0 alone counts its part.
+            Ok(LeanRun::Done) => unsafe { count_post_part(stats, entered) },
             Ok(LeanRun::Left) => {}
             // SAFETY: `a` holds the loop's live state and header; thread 0 alone records.
             Err((error, detail)) => unsafe {
@@ -194,12 +194,12 @@ pub unsafe fn serve_post(p: PostArgs) {
     let gate = unsafe { LoopGate::load(p.state) };
     // SAFETY: `p` holds the running loop's memory and the rank's communicator (this
     // function's contract).
-    if let Some((call, plan)) = unsafe { lean_item(&p) } {
+    if let Some((comm, call, plan)) = unsafe { lean_item(&p) } {
         let g = arch::block_idx().wrapping_sub(1);
         if g < plan.ctas {
             // SAFETY: as above; CTA `g + 1` is guest channel `resident + g`, below the
             // communicator's channels (`lean_plan`).
-            unsafe { serve_lean(&p, &call, plan, g, shared, entered, gate) };
+            unsafe { serve_lean(&p, &comm, &call, plan, g, shared, entered, gate) };
         }
         return;
     }
@@ -268,7 +268,7 @@ pub unsafe fn serve_post(p: PostArgs) {
             // item's spread.
             Ok(()) if post_only.is_none() => unsafe { complete_mailbox(&a, true, arrivals) },
             // SAFETY: `a` is this guest's channel; thread 0 alone counts the part, once.
-            Ok(()) => unsafe { count_post_part(&a, entered) },
+            Ok(()) => unsafe { count_post_part(channel_stats(&a), entered) },
             Err(Stop::Error(error, detail)) => {
                 // SAFETY: `a` holds the loop's live state and header; thread 0 alone records.
                 unsafe {
