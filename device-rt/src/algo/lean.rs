@@ -302,7 +302,11 @@ pub unsafe fn lean_collective(
         unsafe { stopped.write_volatile(if open() { 0 } else { LEFT }) };
     }
     arch::barrier_sync_all();
-    if !is_running(stopped) {
+    // Only thread 0 writes `LEFT`, before the barrier, and nothing overwrites it (`stop`
+    // writes a running call's word only); a faster thread may already have stopped the
+    // call with an error, which is not `LEFT`: every thread answers alike.
+    // SAFETY: as for `stopped`'s write above.
+    if unsafe { stopped.read_volatile() } == LEFT {
         return Ok(LeanRun::Left);
     }
     let first = pre_op(first_loaded);

@@ -97,6 +97,13 @@ impl LoopGate {
     }
 }
 
+/// A stream-ordered item that runs as a lean collective: what [`lean_item`] read and chose.
+struct LeanItem {
+    comm: LeanComm,
+    call: LeanCall,
+    plan: LeanPlan,
+}
+
 /// The lean collective (`algo::lean`) that `p.item` is, and its plan from guest channel
 /// `resident` on, when it is one: an all-reduce, all-gather or reduce-scatter of a
 /// communicator with guest channels that leaves the algorithm to the device, of a known
@@ -108,7 +115,7 @@ impl LoopGate {
 ///
 /// # Safety
 /// `p.comm` is null or the rank's valid `CommDevice`, with its staged memory.
-unsafe fn lean_item(p: &PostArgs) -> Option<(LeanComm, LeanCall, LeanPlan)> {
+unsafe fn lean_item(p: &PostArgs) -> Option<LeanItem> {
     let item = &p.item;
     if p.comm.is_null() || item.kind != WorkKind::Collective as u8 || item.flags != 0 {
         return None;
@@ -122,7 +129,7 @@ unsafe fn lean_item(p: &PostArgs) -> Option<(LeanComm, LeanCall, LeanPlan)> {
     let function = CollFunction::from_u32(item.function)?;
     let call = LeanCall { function, dtype: DataType::from_u8(item.dtype)?, op: RedOpKind::from_u8(item.op)?, arg: item.op_arg, input: item.src, output: item.dst, count: item.count };
     let plan = lean_plan(&comm, p.resident, arch::block_dim(), &call)?;
-    Some((comm, call, plan))
+    Some(LeanItem { comm, call, plan })
 }
 
 /// Runs CTA `g`'s run of the lean collective `call` on this CTA, guest channel
@@ -133,9 +140,9 @@ unsafe fn lean_item(p: &PostArgs) -> Option<(LeanComm, LeanCall, LeanPlan)> {
 /// fails records the error and closes the mailbox, as a guest does.
 ///
 /// # Safety
-/// As [`serve_post`]; `comm`, `call` and `plan` are what [`lean_item`] gave for `p`, `g <
-/// plan.ctas`; `shared` is this CTA's `LoopShared`; every thread of the CTA calls it.
-unsafe fn serve_lean(p: &PostArgs, comm: &LeanComm, call: &LeanCall, plan: LeanPlan, g: u32, shared: *mut LoopShared, entered: u64, gate: LoopGate) {
+/// As [`serve_post`]; `lean` is what [`lean_item`] gave for `p`, `g < lean.plan.ctas`; `shared` is this CTA's `LoopShared`; every thread of the CTA calls it.
+unsafe fn serve_lean(p: &PostArgs, lean: &LeanItem, g: u32, shared: *mut LoopShared, entered: u64, gate: LoopGate) {
+    let LeanItem { comm, call, plan } = lean;
     let args = LoopArgs { header: p.header, ring: core::ptr::null(), capacity: 0, state: p.state, spin_budget_ns: p.spin_budget_ns, comm: p.comm };
     let channel = p.resident + g;
     let a = Channel { args, index: channel, count: channel + 1 };
@@ -194,12 +201,12 @@ pub unsafe fn serve_post(p: PostArgs) {
     let gate = unsafe { LoopGate::load(p.state) };
     // SAFETY: `p` holds the running loop's memory and the rank's communicator (this
     // function's contract).
-    if let Some((comm, call, plan)) = unsafe { lean_item(&p) } {
+    if let Some(lean) = unsafe { lean_item(&p) } {
         let g = arch::block_idx().wrapping_sub(1);
-        if g < plan.ctas {
+        if g < lean.plan.ctas {
             // SAFETY: as above; CTA `g + 1` is guest channel `resident + g`, below the
             // communicator's channels (`lean_plan`).
-            unsafe { serve_lean(&p, &comm, &call, plan, g, shared, entered, gate) };
+            unsafe { serve_lean(&p, &lean, g, shared, entered, gate) };
         }
         return;
     }
