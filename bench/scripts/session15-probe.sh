@@ -1,3 +1,11 @@
+#!/usr/bin/env bash
+# Fifteenth session (2026-11-26): --stats of a probe build (.carry/ferroccl-probe.gz), not
+# merged. Probe 1 (on 965ca1c) reused statistics fields for three more globaltimer stamps
+# in the lean path: dispatch_ns/mailbox_items = CTA start to after `lean_item`, copy_ns =
+# to `lean_collective`'s start, busy_ns = to after its first barrier, exchange_ns = from
+# there to the end. Probe 2 (on 36d4afa) ran `lean_item` three times in a row on CTA 1
+# and stamped each (dispatch_ns, busy_ns, copy_ns). The sed below prints them as
+# copy% / busy / exch / lean_item / span.
 set -uo pipefail
 source bench/scripts/device-env.sh
 export CUDA_MODULE_LOADING=EAGER
