@@ -6,6 +6,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 
+echo "== tests/run.sh: step 1 $(date -u +%T)"
 # 1. rust-src for -Zbuild-std=core (the toolchain itself comes from rust-toolchain.toml).
 if [ -x ../shared/toolchain/install-rust-src.sh ]; then
   ../shared/toolchain/install-rust-src.sh nightly
@@ -13,6 +14,7 @@ else
   rustup component add rust-src --toolchain nightly
 fi
 
+echo "== tests/run.sh: step 2 $(date -u +%T)"
 # 2. ptxas 13.0, from PyPI's nvidia-cuda-nvcc, unless FERROCCL_PTXAS names one. 13.0 is the
 #    CUDA version of the GPU machines' driver (580): the build embeds SASS made by this
 #    ptxas, and a newer ptxas may make SASS that driver refuses.
@@ -25,6 +27,7 @@ if [ -z "${FERROCCL_PTXAS:-}" ]; then
 fi
 "$FERROCCL_PTXAS" --version | tail -n 1
 
+echo "== tests/run.sh: step 3 $(date -u +%T)"
 # 3. Lints, warnings as errors: clippy over the whole workspace on the host, then the
 #    nvptx-only code (device-rt's arch/nvptx.rs, then the kernel crate, which is outside
 #    the workspace) for the GPU target.
@@ -33,5 +36,6 @@ nvptx_clippy=(clippy --release --target nvptx64-nvidia-cuda -Zbuild-std=core --t
 RUSTFLAGS="-C target-cpu=sm_90 -C target-feature=+ptx83" cargo "${nvptx_clippy[@]}" -p device-rt -- -D warnings
 (cd ptx/kernels && RUSTFLAGS="-C target-cpu=sm_90 -C target-feature=+ptx83" cargo "${nvptx_clippy[@]}" -- -D warnings)
 
+echo "== tests/run.sh: step 4 $(date -u +%T)"
 # 4. Every host test, the PTX build (host-shim's build script) and the ptxas checks.
 cargo test --workspace --all-features

@@ -132,15 +132,17 @@ unsafe fn lean_item(p: &PostArgs) -> Option<LeanItem> {
     Some(LeanItem { comm, call, plan })
 }
 
-/// Runs CTA `g`'s run of the lean collective `call` on this CTA, guest channel
+/// Runs CTA `g`'s run of the lean collective `lean` on this CTA, guest channel
 /// `p.resident + g`, unless `gate` says the loop had closed its mailbox or recorded an
-/// error (then, as a guest, it leaves); thread 0 of each CTA counts its run on its channel as a part of
-/// a one-shot run on the post grid alone (`post_parts` and the collective's counters, as
-/// a staged one-shot over the same channels counts), and thread 0 of any CTA whose run
-/// fails records the error and closes the mailbox, as a guest does.
+/// error (then, as a guest, it leaves); thread 0 of each CTA counts its run on its
+/// channel as a part of a one-shot run on the post grid alone (`post_parts` and the
+/// collective's counters, as a staged one-shot over the same channels counts), and
+/// thread 0 of any CTA whose run fails records the error and closes the mailbox, as a
+/// guest does.
 ///
 /// # Safety
-/// As [`serve_post`]; `lean` is what [`lean_item`] gave for `p`, `g < lean.plan.ctas`; `shared` is this CTA's `LoopShared`; every thread of the CTA calls it.
+/// As [`serve_post`]; `lean` is what [`lean_item`] gave for `p`, `g < lean.plan.ctas`;
+/// `shared` is this CTA's `LoopShared`; every thread of the CTA calls it.
 unsafe fn serve_lean(p: &PostArgs, lean: &LeanItem, g: u32, shared: *mut LoopShared, entered: u64, gate: LoopGate) {
     let LeanItem { comm, call, plan } = lean;
     let args = LoopArgs { header: p.header, ring: core::ptr::null(), capacity: 0, state: p.state, spin_budget_ns: p.spin_budget_ns, comm: p.comm };
