@@ -172,8 +172,8 @@ impl LeanComm {
     /// Loads the fields of `comm` with volatile loads, issued back to back before any of
     /// them is tested, so that they cost one memory latency: plain loads of them behind
     /// the choice's early returns went out one after another (the post kernel's SASS).
-    /// With `DataType::size` off its table in memory, 1-14 % off lean calls in CUDA
-    /// graphs (2026-11-26, two H100s and two H200s: `bench/results/session15.md`).
+    /// Measured with `DataType::size` off its table in memory (since put back), 1-14 %
+    /// off lean calls in CUDA graphs (2026-11-26, `bench/results/session15.md`).
     ///
     /// # Safety
     /// `comm` is a valid `CommDevice` that nothing writes while the kernel runs.
