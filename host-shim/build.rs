@@ -39,12 +39,16 @@ fn main() {
 /// Compiles the PTX at `ptx` to cubins in `out_dir` and writes `embed`, the source that
 /// `src/module.rs` includes to embed them; without ptxas, writes an `embed` with none and
 /// warns.
-/// The cubin cache that every build of this tree shares (`build_cubins` says why it is
-/// safe): `<target dir>/ferroccl-sass-cache`, found from `OUT_DIR`
-/// (`<target dir>/[<triple>/]<profile>/build/host-shim-<hash>/out`), else in `OUT_DIR`.
+/// The cubin cache that the builds of this tree share (`build_cubins` says why it is
+/// safe), found from `OUT_DIR` (`<target dir>/[<triple>/]<profile>/build/host-shim-<hash>/out`):
+/// `<target dir>/ferroccl-sass-cache` where the target dir holds cargo's `CACHEDIR.TAG`
+/// (every profile shares it), else `<profile dir>/ferroccl-sass-cache` (a fresh clone's
+/// target dir has no tag: clippy's and the tests' builds, which get their own `OUT_DIR`s,
+/// still share it), else `OUT_DIR`.
 fn sass_cache(out_dir: &Path) -> PathBuf {
-    let target = out_dir.ancestors().find(|dir| dir.join("CACHEDIR.TAG").is_file());
-    target.unwrap_or(out_dir).join("ferroccl-sass-cache")
+    let tagged = out_dir.ancestors().find(|dir| dir.join("CACHEDIR.TAG").is_file());
+    let profile = || out_dir.ancestors().find(|dir| dir.file_name().is_some_and(|n| n == "build")).and_then(Path::parent);
+    tagged.or_else(profile).unwrap_or(out_dir).join("ferroccl-sass-cache")
 }
 
 fn build_sass(ptx: &Path, out_dir: &Path, embed: &Path) -> Result<(), BuildError> {
