@@ -50,8 +50,9 @@ const NAMED_BARRIERS: usize = 16;
 /// Stack of each emulated thread: device code keeps little on its stack.
 const THREAD_STACK_BYTES: usize = 1024 * 1024;
 
-/// How long a thread may wait at a barrier or warp operation before the twin calls it a
-/// deadlock and panics (a GPU would hang instead).
+/// How long a thread may wait at a barrier or warp operation, with every thread of its CTA
+/// waiting or ended all that time, before the twin calls it a deadlock and panics (a GPU
+/// would hang instead).
 const DEADLOCK_AFTER: Duration = Duration::from_secs(60);
 
 /// Longest `nanosleep` the GPU performs (1 ms).
@@ -138,6 +139,7 @@ fn run_thread(context: ThreadContext, kernel: &(impl Fn() + Sync)) {
         Err(payload) if !payload.is::<Released>() => grid.abort(payload),
         Err(_) => {}
     }
+    with_context(|context| context.cta().stalled.fetch_add(1, AcqRel));
     CONTEXT.set(None);
 }
 
@@ -192,6 +194,9 @@ struct CtaState {
     barriers: [NamedBarrier; NAMED_BARRIERS],
     warps: Box<[Warp]>,
     weak: Arc<CtaWeak>,
+    /// Threads of the CTA waiting at a barrier or in a warp operation, or ended: while
+    /// fewer than all, one still runs and may yet arrive (see [`wait_until`]).
+    stalled: AtomicU32,
 }
 
 impl CtaState {
@@ -202,6 +207,7 @@ impl CtaState {
             barriers: std::array::from_fn(|_| NamedBarrier::default()),
             warps: (0..block_dim.div_ceil(WARP_SIZE)).map(|_| Warp::default()).collect(),
             weak: Arc::new(CtaWeak::new(id)),
+            stalled: AtomicU32::new(0),
         }
     }
 }
@@ -266,36 +272,67 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 /// Waits on `changed` until `done` holds. Unwinds when the launch is aborted; panics
-/// with `describe`'s words after [`DEADLOCK_AFTER`]. With `idle`, calls it every
+/// with `describe`'s words once every thread of the caller's CTA has been waiting (here
+/// or in another barrier or warp operation) or ended for [`DEADLOCK_AFTER`]: while one of
+/// them runs it may still arrive, however long it takes (an idle work loop's warp 0 polls
+/// for as long as the loop lives, its other warps at a barrier), and a wait of the device
+/// code that never ends is its spin budget's to stop. With `idle`, calls it every
 /// [`WEAK_IDLE_DRAIN`] of waiting.
 fn wait_until<'a, T>(
-    grid: &GridState,
+    context: &ThreadContext,
     changed: &Condvar,
     mut guard: MutexGuard<'a, T>,
     done: impl Fn(&T) -> bool,
     describe: impl Fn(&T) -> String,
     idle: Option<fn()>,
 ) -> MutexGuard<'a, T> {
-    let start = Instant::now();
+    let grid = &context.grid;
+    let stalled = Stalled::enter(context.cta());
+    let mut start = Instant::now();
     while !done(&guard) {
         if grid.aborted.load(Relaxed) {
             drop(guard);
             panic::resume_unwind(Box::new(Released));
         }
+        if stalled.cta.stalled.load(Acquire) < context.block_dim {
+            start = Instant::now();
+        }
         let waited = start.elapsed();
         if waited >= DEADLOCK_AFTER {
             let what = describe(&guard);
             drop(guard);
-            panic!("arch: deadlock: {what} for {} s", waited.as_secs());
+            panic!("arch: deadlock: {what} for {} s, every thread of the CTA waiting or ended", waited.as_secs());
         }
-        let slice = if idle.is_some() { WEAK_IDLE_DRAIN.min(DEADLOCK_AFTER - waited) } else { DEADLOCK_AFTER - waited };
-        let (woken, timeout) = changed.wait_timeout(guard, slice).unwrap_or_else(PoisonError::into_inner);
+        let slice = if idle.is_some() { WEAK_IDLE_DRAIN } else { STALL_CHECK };
+        let (woken, timeout) = changed.wait_timeout(guard, slice.min(DEADLOCK_AFTER - waited)).unwrap_or_else(PoisonError::into_inner);
         guard = woken;
         if let (Some(idle), true) = (idle, timeout.timed_out()) {
             idle();
         }
     }
     guard
+}
+
+/// How often a waiting thread looks whether every thread of its CTA is stalled.
+const STALL_CHECK: Duration = Duration::from_secs(1);
+
+/// A thread's count in its CTA's `stalled` while it waits (taken back when the wait ends,
+/// also by unwinding).
+struct Stalled<'a> {
+    cta: &'a CtaState,
+}
+
+impl<'a> Stalled<'a> {
+    fn enter(cta: &'a CtaState) -> Self {
+        cta.stalled.fetch_add(1, AcqRel);
+        Stalled { cta }
+    }
+}
+
+impl Drop for Stalled<'_> {
+    fn drop(&mut self) {
+        self.cta.stalled.fetch_sub(1, AcqRel);
+    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -353,7 +390,7 @@ fn arrive_and_wait(id: u32, nthreads: u32) {
         }
         let generation = state.generation;
         wait_until(
-            &context.grid,
+            context,
             &barrier.changed,
             state,
             |s| s.generation != generation,
@@ -450,7 +487,7 @@ fn warp_exchange(operation: &'static str, mask: u32, word: u32) -> [u32; WARP_SI
         }
         let generation = state.generation;
         wait_until(
-            &context.grid,
+            context,
             &warp.changed,
             state,
             |s| s.generation != generation,
