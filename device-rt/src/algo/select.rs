@@ -182,16 +182,21 @@ pub enum Unfit {
 /// reduce's input, all_gather's output, reduce_scatter's input), as nccl-tests counts
 /// them.
 ///
-/// The 2-rank row is measured: on two H200s (2026-11-25, 48 channels, 32 MiB staging,
-/// every algorithm forced, `bench/results/session9-x2.md`, µs per call back to back /
-/// in CUDA graphs) all_reduce one-shot took 23.4 / 21.6 at 2 MiB against the ring's
-/// 40.4 / 34.7, and 41.4 / 38.3 at 4 MiB against two-shot's 41.3 / 39.3 and the ring's
-/// 43.9 / 40.7; at 8 MiB the three were within 6 % (ring 55.3 back to back): one-shot up
-/// to 4 MiB, no two-shot on two ranks (it was never faster there). all_gather one-shot
-/// took 22.5 / 17.5 at 2 MiB against the ring's 33.0 / 28.2, and tied at 4 MiB (34.4 /
-/// 28.9 against 33.3 / 29.8); reduce_scatter 22.0 / 19.3 against 31.8 / 27.9 at 2 MiB,
-/// the ring ahead at 4 MiB (35.4 / 30.0 against 36.6 / 34.2): one-shot up to 2 MiB for
-/// both.
+/// The 2-rank row is measured: on two H100s (2026-11-27, the default communicator of 1
+/// resident and 63 guest channels, staged plans of 16 KiB a channel on up to 63, 32 MiB
+/// staging, every row checked, NCCL 2.28.9 in the same process,
+/// `bench/results/session17.md`, µs per call back to back / in CUDA graphs) one-shot
+/// forced against the ring (the automatic choice above the earlier thresholds) and
+/// NCCL: all_reduce 49.5 / 44.8 at 8 MiB against the ring's 66.0 / 61.5 (NCCL 47.9 /
+/// 46.6), 83.4 / 79.3 at 16 MiB against 94.6 / 88.5, a tie at 32 MiB (149.1 / 147.0
+/// against 149.1 / 145.5); all_gather 32.0 / 28.6 at 8 MiB against 44.6 / 41.4, 50.2 /
+/// 44.8 at 16 MiB against 64.4 / 59.5, still ahead at 32 MiB (85.2 / 81.5 against 100.5
+/// / 95.9); reduce_scatter 37.7 / 34.7 at 8 MiB against 46.8 / 43.9, a tie at 16 MiB
+/// (68.0 / 62.5 against 69.6 / 63.3) and behind at 32 MiB (114.5 / 108.8 against 106.5 /
+/// 101.1): one-shot up to 16 MiB for all three. Two-shot was slower than one-shot at
+/// every size from 512 KiB to 32 MiB (28.0 / 22.0 against 18.8 / 16.6 at 512 KiB, 56.1 /
+/// 51.8 against 49.5 / 44.8 at 8 MiB). Up to 4 MiB the earlier row's figures (two H200s,
+/// 2026-11-25, `bench/results/session9-x2.md`) had one-shot ahead already.
 ///
 /// The 3- and 4-rank rows are measured on four H200s (2026-11-26, one rank per GPU, 48
 /// channels, 8 MiB staging, every algorithm forced, µs per call back to back,
@@ -221,7 +226,11 @@ pub struct Thresholds {
     /// broadcast and reduce: one-shot up to these bytes; the ring above.
     pub rooted_one_shot_max: [u64; MAX_STAGED_RANKS - 1],
     /// A one-shot collective of `b` bytes takes `ceil(b / this)` channels (at least one,
-    /// and more where its share would not fit a channel's staging buffer).
+    /// and more where its share would not fit a channel's staging buffer). 16 KiB a
+    /// channel on up to 63 (on two H100s, 2026-11-27, `bench/results/session17.md`)
+    /// took 0.89-1.12 of the time of 64 KiB on up to 32 at 512 KiB - 32 MiB, median
+    /// 1.00 (one-shot's time there is not its channels' copying), and lets the staging
+    /// buffers of every guest channel take part.
     pub one_shot_bytes_per_channel: u64,
     /// The same for two-shot. At 256 KiB a channel, two-shot all_reduce of 256 KiB to
     /// 1 MiB ran on one to four channels and took 41-45 µs per call on four H200s against
@@ -229,8 +238,9 @@ pub struct Thresholds {
     /// moves about 10 GB/s.
     pub two_shot_bytes_per_channel: u64,
     /// The most channels a staged collective takes (fewer where the communicator has
-    /// fewer). On a default communicator (1 resident and 63 guest channels) every staged
-    /// call then fits the guests and runs on the post grid alone; one on all 48 channels
+    /// fewer), and those a communicator sizes its staging buffers for. On a default
+    /// communicator (1 resident and 63 guest channels) every staged call then fits the
+    /// guests and runs on the post grid alone; one on all 48 channels
     /// of the earlier default went through the loop's mailbox: on two H200s a 4 MiB
     /// one-shot all_reduce on 48 channels took 41-44 µs per call against 23-25 µs at
     /// 2 MiB on 32 (`bench/results/session9-x2.md`).
@@ -240,13 +250,13 @@ pub struct Thresholds {
 /// The thresholds the device uses (the 2- to 4-rank rows measured, the others
 /// provisional: see [`Thresholds`]).
 pub const THRESHOLDS: Thresholds = Thresholds {
-    all_reduce_one_shot_max: [4 << 20, 4 << 20, 1 << 20, 256 << 10, 256 << 10, 256 << 10, 256 << 10],
-    all_reduce_two_shot_max: [4 << 20, 8 << 20, 8 << 20, 8 << 20, 8 << 20, 8 << 20, 8 << 20],
-    gather_scatter_one_shot_max: [2 << 20, 8 << 20, 8 << 20, 1 << 20, 1 << 20, 1 << 20, 1 << 20],
+    all_reduce_one_shot_max: [16 << 20, 4 << 20, 1 << 20, 256 << 10, 256 << 10, 256 << 10, 256 << 10],
+    all_reduce_two_shot_max: [16 << 20, 8 << 20, 8 << 20, 8 << 20, 8 << 20, 8 << 20, 8 << 20],
+    gather_scatter_one_shot_max: [16 << 20, 8 << 20, 8 << 20, 1 << 20, 1 << 20, 1 << 20, 1 << 20],
     rooted_one_shot_max: [256 << 10; MAX_STAGED_RANKS - 1],
-    one_shot_bytes_per_channel: 64 << 10,
-    two_shot_bytes_per_channel: 64 << 10,
-    staged_channels_max: 32,
+    one_shot_bytes_per_channel: 16 << 10,
+    two_shot_bytes_per_channel: 16 << 10,
+    staged_channels_max: 63,
 };
 
 /// Elements of `elt` bytes (a power of two, as every element size) in 16 bytes (a pack):
@@ -428,11 +438,11 @@ mod tests {
     #[test]
     fn staged_plans_keep_to_the_most_channels() {
         let max = THRESHOLDS.staged_channels_max;
-        let s = staging(2, 48, 256 << 10);
+        let s = staging(2, 80, 256 << 10);
         assert_eq!(s.staged_channels(), max);
         assert_eq!(staging(2, 5, 256 << 10).staged_channels(), 5, "fewer channels: all of them");
         let big = plan(CollFunction::AllReduce, F32, (4 << 20) / F32, s, AlgorithmChoice::OneShot).unwrap();
-        assert_eq!(big.channels, max, "4 MiB wants 64 channels of 64 KiB: {big:?}");
+        assert_eq!(big.channels, max, "4 MiB wants 256 channels of 16 KiB: {big:?}");
         let full = u64::from(max) * (256 << 10) / F32;
         assert_eq!(plan(CollFunction::AllReduce, F32, full, s, AlgorithmChoice::OneShot).unwrap().channels, max);
         assert!(matches!(plan(CollFunction::AllReduce, F32, full + 4, s, AlgorithmChoice::OneShot), Err(Unfit::TooLarge { .. })));

@@ -183,7 +183,7 @@ impl Default for CommConfig {
             direct: false,
             stats: false,
             paired: false,
-            staging_bytes: 8 << 20,
+            staging_bytes: 16 << 20,
             algorithm: AlgorithmChoice::Auto,
             fit_guests: true,
         }

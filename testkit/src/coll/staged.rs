@@ -103,9 +103,10 @@ pub fn matrix(staging: Staging, choice: AlgorithmChoice, part: (usize, usize)) -
 }
 
 /// The sizes (bytes of the largest buffer, as [`THRESHOLDS`] counts them) where the plan
-/// of `function` on `staging` changes: the table's rows for its rank count, the bytes
-/// per channel, the staging's capacity, and the lean path's most (all_reduce,
-/// all_gather, reduce_scatter).
+/// of `function` on `staging` changes: the table's rows for its rank count and the bytes
+/// per channel (none above the staging's capacity, past which every staged plan gives
+/// way to the ring), the capacity, and the lean path's most (all_reduce, all_gather,
+/// reduce_scatter).
 fn thresholds(function: CollFunction, staging: Staging) -> Vec<u64> {
     if !staging.available() {
         return Vec::new();
@@ -114,22 +115,21 @@ fn thresholds(function: CollFunction, staging: Staging) -> Vec<u64> {
     debug_assert!(row < MAX_STAGED_RANKS - 1);
     let t = &THRESHOLDS;
     let capacity = u64::from(staging.staged_channels()) * staging.slot_bytes;
-    match function {
-        CollFunction::AllReduce => vec![
-            t.all_reduce_one_shot_max[row],
-            t.all_reduce_two_shot_max[row],
-            t.one_shot_bytes_per_channel,
-            t.two_shot_bytes_per_channel,
-            capacity,
-            LEAN_MAX_BYTES,
-        ],
+    let (mut sizes, capacity) = match function {
+        CollFunction::AllReduce => (vec![t.all_reduce_one_shot_max[row], t.all_reduce_two_shot_max[row], t.one_shot_bytes_per_channel, t.two_shot_bytes_per_channel], capacity),
         // all_gather stages its input, one rank's block of the output.
-        CollFunction::AllGather => vec![t.gather_scatter_one_shot_max[row], t.one_shot_bytes_per_channel, capacity * u64::from(staging.nranks), LEAN_MAX_BYTES],
+        CollFunction::AllGather => (vec![t.gather_scatter_one_shot_max[row], t.one_shot_bytes_per_channel], capacity * u64::from(staging.nranks)),
         // reduce_scatter stages its whole input.
-        CollFunction::ReduceScatter => vec![t.gather_scatter_one_shot_max[row], t.one_shot_bytes_per_channel, capacity, LEAN_MAX_BYTES],
+        CollFunction::ReduceScatter => (vec![t.gather_scatter_one_shot_max[row], t.one_shot_bytes_per_channel], capacity),
         // broadcast and reduce stage their input.
-        _ => vec![t.rooted_one_shot_max[row], t.one_shot_bytes_per_channel, capacity],
+        _ => (vec![t.rooted_one_shot_max[row], t.one_shot_bytes_per_channel], capacity),
+    };
+    sizes.retain(|&bytes| bytes <= capacity);
+    sizes.push(capacity);
+    if matches!(function, CollFunction::AllReduce | CollFunction::AllGather | CollFunction::ReduceScatter) {
+        sizes.push(LEAN_MAX_BYTES);
     }
+    sizes
 }
 
 /// Where a case is expected to run: its plan, the channels a ring plan runs on
