@@ -22,7 +22,7 @@
 //! are the epoch's has its 8 bytes: no fence, no separate flag, and every wait polls local
 //! memory.
 //!
-//! The device takes it for calls of up to [`LEAN_MAX_BYTES`] when it chooses the
+//! The device takes it for calls of up to [`lean_max_bytes`] when it chooses the
 //! algorithm ([`AlgorithmChoice::Auto`](super::AlgorithmChoice::Auto)); a communicator
 //! that forces one-shot runs the staged one-shot at every size (the same bits). Measured
 //! in its first form (all-reduce, one CTA) on four
@@ -74,8 +74,29 @@ use crate::spin::{Interrupted, SpinGuard};
 /// against 19.0 on 2, all_gather 10.2 against 19.0 and 8.2 against 16.0, reduce_scatter
 /// 11.9 against 21.8 and 10.2 against 18.2; at 256 KiB all_reduce 16.4 against 22.7 and
 /// 9.1 against 18.2. Above it a 256-thread default communicator's 63 guests would need
-/// more lines a CTA than its slot holds.
+/// more lines a CTA than its slot holds. All-gather and reduce-scatter go further: see
+/// [`LEAN_GATHER_SCATTER_MAX_BYTES`].
 pub const LEAN_MAX_BYTES: u64 = 512 << 10;
+
+/// The most bytes a lean all-gather or reduce-scatter takes, counted as
+/// [`LEAN_MAX_BYTES`]: a rank's block is that divided by the ranks, which the packet
+/// slots of a default communicator's 63 guests hold up to 1008 KiB. On two H200s
+/// (2026-11-27, `bench/results/session17.md`, builds alternated, NCCL 2.28.9 in the same
+/// process), at 1 MiB the lean path took 10.1 µs per all_gather in CUDA graphs against
+/// the staged one-shot's 15.4 (NCCL 9.7) and 11.3 per reduce_scatter against 18.1 (NCCL
+/// 9.3); back to back 11.9 against 17.2 and 13.0 against 19.7 (NCCL 15.4 and 15.0). An
+/// all-reduce of more than 1008 KiB does not fit those slots on 2 ranks, and between
+/// 512 KiB and that a thread would carry 5-8 lines (a draw with the staged one-shot at
+/// five on 4 ranks).
+pub const LEAN_GATHER_SCATTER_MAX_BYTES: u64 = 1 << 20;
+
+/// The most bytes (as [`LEAN_MAX_BYTES`] counts them) a lean `function` takes.
+pub const fn lean_max_bytes(function: CollFunction) -> u64 {
+    match function {
+        CollFunction::AllGather | CollFunction::ReduceScatter => LEAN_GATHER_SCATTER_MAX_BYTES,
+        _ => LEAN_MAX_BYTES,
+    }
+}
 
 /// How a lean collective spreads: `ctas` CTAs of the post grid from its first guest, CTA
 /// `g` owning lines `[g × lines_per_cta, (g + 1) × lines_per_cta)` of every block, its
@@ -97,7 +118,7 @@ impl LeanPlan {
 
 /// How a lean `function` of `count` elements of `elt` bytes spreads on a communicator of
 /// `nranks` ranks over at most `channels` channels of CTAs of `nthreads` threads, where
-/// it may: an all-reduce, all-gather or reduce-scatter of 1 to [`LEAN_MAX_BYTES`] (as the
+/// it may: an all-reduce, all-gather or reduce-scatter of 1 to [`lean_max_bytes`] (as the
 /// staged plans count size) whose lines fit. Each thread takes as few lines as the
 /// channels allow (one where they hold one line a thread), each CTA at most what its
 /// slot of a packet region holds (`PACKET_SHARE_BYTES`). 32-bit arithmetic over the
@@ -110,7 +131,7 @@ pub fn lean_spread(function: CollFunction, elt: u64, count: u64, nranks: u32, ch
         CollFunction::AllGather | CollFunction::ReduceScatter => block.checked_mul(u64::from(nranks)),
         _ => None,
     }?;
-    if count == 0 || largest > LEAN_MAX_BYTES || channels == 0 || nthreads == 0 {
+    if count == 0 || largest > lean_max_bytes(function) || channels == 0 || nthreads == 0 {
         return None;
     }
     let lines = block.div_ceil(8);

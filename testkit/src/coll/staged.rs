@@ -7,7 +7,7 @@
 //! the ring's where it is the ring), so a call that ran another algorithm than planned
 //! shows in the bits as well as in the statistics.
 
-use device_rt::algo::lean::{LEAN_MAX_BYTES, lean_spread};
+use device_rt::algo::lean::{lean_max_bytes, lean_spread};
 use device_rt::algo::{Algorithm, AlgorithmChoice, CollFunction, Plan, Staging, THRESHOLDS, plan};
 use device_rt::conn::{ChannelStats, MAX_STAGED_RANKS};
 use device_rt::dtype::DataType;
@@ -127,7 +127,7 @@ fn thresholds(function: CollFunction, staging: Staging) -> Vec<u64> {
     sizes.retain(|&bytes| bytes <= capacity);
     sizes.push(capacity);
     if matches!(function, CollFunction::AllReduce | CollFunction::AllGather | CollFunction::ReduceScatter) {
-        sizes.push(LEAN_MAX_BYTES);
+        sizes.push(lean_max_bytes(function));
     }
     sizes
 }
