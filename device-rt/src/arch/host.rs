@@ -286,15 +286,15 @@ fn wait_until<'a, T>(
     describe: impl Fn(&T) -> String,
     idle: Option<fn()>,
 ) -> MutexGuard<'a, T> {
-    let grid = &context.grid;
-    let stalled = Stalled::enter(context.cta());
+    let (grid, cta) = (&context.grid, context.cta());
+    let _stalled = Stalled::enter(cta);
     let mut start = Instant::now();
     while !done(&guard) {
         if grid.aborted.load(Relaxed) {
             drop(guard);
             panic::resume_unwind(Box::new(Released));
         }
-        if stalled.cta.stalled.load(Acquire) < context.block_dim {
+        if cta.stalled.load(Acquire) < context.block_dim {
             start = Instant::now();
         }
         let waited = start.elapsed();
