@@ -149,12 +149,21 @@ const STAGED: [(AlgorithmChoice, CollFunction); 6] = [
     (AlgorithmChoice::OneShot, CollFunction::Reduce),
 ];
 
-/// Starts a 3-rank communicator forcing `choice` with spin budget `budget` and enqueues
-/// `function` (1021 floats) on `ranks` only; returns their tickets.
-fn enqueue_on(choice: AlgorithmChoice, function: CollFunction, budget: Duration, ranks: &[u32]) -> (TwinGroup, Vec<host_shim::queue::Ticket>) {
-    let mut g = TwinGroup::start(shape(3, choice, 64 << 10), 128, budget).unwrap();
+/// The collectives that push on two ranks (one-shot; see `algo::staged`'s push form).
+const PUSHED: [CollFunction; 3] = [CollFunction::AllReduce, CollFunction::AllGather, CollFunction::ReduceScatter];
+
+/// Every staged algorithm and function with the rank count it runs on in the tests of
+/// waits: each of [`STAGED`] on 3 ranks, each of [`PUSHED`] on 2 (the push form).
+fn staged_and_pushed() -> impl Iterator<Item = (u32, AlgorithmChoice, CollFunction)> {
+    STAGED.into_iter().map(|(choice, function)| (3, choice, function)).chain(PUSHED.into_iter().map(|function| (2, AlgorithmChoice::OneShot, function)))
+}
+
+/// Starts an `nranks`-rank communicator forcing `choice` with spin budget `budget` and
+/// enqueues `function` (1021 floats) on `ranks` only; returns their tickets.
+fn enqueue_on(nranks: u32, choice: AlgorithmChoice, function: CollFunction, budget: Duration, ranks: &[u32]) -> (TwinGroup, Vec<host_shim::queue::Ticket>) {
+    let mut g = TwinGroup::start(shape(nranks, choice, 64 << 10), 128, budget).unwrap();
     let case = CollCase { function, dtype: DataType::F32, op: RedOpKind::Sum, count: 1021, root: 0, in_place: false, inputs: Inputs::Exact };
-    let (input, output) = case.extents(3);
+    let (input, output) = case.extents(nranks);
     let mut tickets = Vec::new();
     for &rank in ranks {
         let (src, dst) = (g.alloc(rank, input * 4).unwrap(), g.alloc(rank, output * 4).unwrap());
@@ -165,32 +174,33 @@ fn enqueue_on(choice: AlgorithmChoice, function: CollFunction, budget: Duration,
 }
 
 /// A rank that never joins the collective: its peers end with a timeout at the staged
-/// flag within the spin budget, not a hang, in every staged algorithm; the absent rank's
-/// loop is unaffected.
+/// flag within the spin budget, not a hang, in every staged algorithm and the push form;
+/// the absent rank's loop is unaffected.
 #[test]
 fn a_rank_that_never_arrives_is_a_timeout_in_every_staged_algorithm() {
-    for (choice, function) in STAGED {
-        let (mut g, tickets) = enqueue_on(choice, function, Duration::from_secs(1), &[0, 1]);
+    for (nranks, choice, function) in staged_and_pushed() {
+        let present: Vec<u32> = (0..nranks - 1).collect();
+        let (mut g, tickets) = enqueue_on(nranks, choice, function, Duration::from_secs(1), &present);
         for (rank, ticket) in tickets.into_iter().enumerate() {
             let err = g.wait(rank as u32, ticket, TIMEOUT);
-            assert!(matches!(err, Err(Error::DeviceTimeout { site: Some(WaitSite::StagedFlag), seq: 1 })), "{} {}: {err:?}", choice.name(), function.name());
+            assert!(matches!(err, Err(Error::DeviceTimeout { site: Some(WaitSite::StagedFlag), seq: 1 })), "{} {} on {nranks}: {err:?}", choice.name(), function.name());
         }
-        assert!(g.health(2).is_ok(), "{} {}", choice.name(), function.name());
+        assert!(g.health(nranks - 1).is_ok(), "{} {} on {nranks}", choice.name(), function.name());
     }
 }
 
 /// An abort ends a staged wait at once (well within its spin budget), in every staged
-/// algorithm.
+/// algorithm and the push form.
 #[test]
 fn an_abort_ends_a_staged_wait() {
-    for (choice, function) in STAGED {
-        let (mut g, tickets) = enqueue_on(choice, function, Duration::from_secs(60), &[0]);
+    for (nranks, choice, function) in staged_and_pushed() {
+        let (mut g, tickets) = enqueue_on(nranks, choice, function, Duration::from_secs(60), &[0]);
         std::thread::sleep(Duration::from_millis(50));
         let aborted = Instant::now();
         g.abort_all();
         let err = g.wait(0, tickets[0], TIMEOUT);
-        assert!(matches!(err, Err(Error::Aborted)), "{} {}: {err:?}", choice.name(), function.name());
-        assert!(aborted.elapsed() < Duration::from_secs(30), "{} {}: {:?}", choice.name(), function.name(), aborted.elapsed());
+        assert!(matches!(err, Err(Error::Aborted)), "{} {} on {nranks}: {err:?}", choice.name(), function.name());
+        assert!(aborted.elapsed() < Duration::from_secs(30), "{} {} on {nranks}: {:?}", choice.name(), function.name(), aborted.elapsed());
     }
 }
 
@@ -244,35 +254,46 @@ fn automatic_choice_gives_way_to_the_ring_past_two_shot() {
     run_cases(shape, &cases);
 }
 
-/// Runs `function` forced to `choice` on 3 ranks (64 KiB of staging) in `memory`'s
+/// Runs `function` forced to `choice` on `nranks` ranks (64 KiB of staging) in `memory`'s
 /// weak-memory world: 1021 random floats, 7 halves and 4099 bytes, in place and not.
-fn staged_in_weak_memory(memory: &WeakMemory, choice: AlgorithmChoice, function: CollFunction) -> Result<(), String> {
+fn staged_in_weak_memory(memory: &WeakMemory, nranks: u32, choice: AlgorithmChoice, function: CollFunction) -> Result<(), String> {
     let case = |dtype, count, in_place| CollCase { function, dtype, op: RedOpKind::Sum, count, root: 0, in_place, inputs: Inputs::OrderSensitive };
     let cases = [case(DataType::F32, 1021, false), case(DataType::F16, 7, true), case(DataType::U8, 4099, false)];
-    try_cases(shape(3, choice, 64 << 10), Some(memory.clone()), &cases)
+    try_cases(shape(nranks, choice, 64 << 10), Some(memory.clone()), &cases)
 }
 
-/// Every staged algorithm in a weak-memory world (`arch/weak/`): stores late and out of
-/// order, loads stale where PTX allows it; every seed must pass.
+/// Every staged algorithm on 3 ranks, and the push form on 2, in a weak-memory world
+/// (`arch/weak/`): stores late and out of order, loads stale where PTX allows it; every
+/// seed must pass.
 #[test]
 fn staged_collectives_pass_in_weak_memory() {
-    WeakMemory::every_seed_passes(0..2, |memory| STAGED.into_iter().try_for_each(|(choice, function)| staged_in_weak_memory(memory, choice, function)));
+    WeakMemory::every_seed_passes(0..2, |memory| staged_and_pushed().try_for_each(|(nranks, choice, function)| staged_in_weak_memory(memory, nranks, choice, function)));
 }
 
 /// Negative control: a rank that raises its flag without the fence before it may let a
 /// peer read its staging before the data arrived.
 #[test]
 fn staged_flags_without_their_fence_fail() {
-    let run = |memory: &WeakMemory| staged_in_weak_memory(memory, AlgorithmChoice::OneShot, CollFunction::AllReduce);
+    let run = |memory: &WeakMemory| staged_in_weak_memory(memory, 3, AlgorithmChoice::OneShot, CollFunction::AllReduce);
     let (runs, why) = WeakMemory::first_failure(0..8, &[Site::StagedSignalFence], run);
     eprintln!("staged flags without their fence failed after {runs} run(s): {why}");
+}
+
+/// Negative control: a rank that pushes its share into its peer's memory and raises its
+/// flag without the fence before it may let the peer read its own staging before the
+/// pushed data arrived.
+#[test]
+fn pushed_flags_without_their_fence_fail() {
+    let run = |memory: &WeakMemory| staged_in_weak_memory(memory, 2, AlgorithmChoice::OneShot, CollFunction::AllReduce);
+    let (runs, why) = WeakMemory::first_failure(0..8, &[Site::StagedSignalFence], run);
+    eprintln!("pushed flags without their fence failed after {runs} run(s): {why}");
 }
 
 /// Negative control: a rank that polls its peers' flags with relaxed loads may read their
 /// staging as it was.
 #[test]
 fn staged_flags_polled_without_acquire_fail() {
-    let run = |memory: &WeakMemory| staged_in_weak_memory(memory, AlgorithmChoice::TwoShot, CollFunction::AllReduce);
+    let run = |memory: &WeakMemory| staged_in_weak_memory(memory, 3, AlgorithmChoice::TwoShot, CollFunction::AllReduce);
     let (runs, why) = WeakMemory::first_failure(0..8, &[Site::StagedFlagPoll], run);
     eprintln!("staged flags polled without acquire failed after {runs} run(s): {why}");
 }

@@ -5,10 +5,12 @@
 //! two-shot reduces its block of it into its own staging, raises a second flag, and
 //! copies every peer's reduced block; all-gather copies it; reduce-scatter reduces its
 //! own block of it; broadcast copies the root's (only the root stages); reduce reduces all
-//! of it on the root. Every element is reduced in rank order, `((x0 ⊕ x1) ⊕ x2) ⊕ …`, by
-//! one rank's one mover, so every rank gets the same bits, call after call, and one-shot
-//! and two-shot give the same bits. Every rank raises and waits for every flag, whatever
-//! the function, so the ordering below holds for each.
+//! of it on the root. On two ranks, one-shot all-reduce, all-gather and reduce-scatter
+//! push their shares into the peer's staging instead (see the push form below). Every
+//! element is reduced in rank order, `((x0 ⊕ x1) ⊕ x2) ⊕ …`, by one rank's one mover, so
+//! every rank gets the same bits, call after call, and one-shot and two-shot give the
+//! same bits. Every rank raises and waits for every flag, whatever the function, so the
+//! ordering below holds for each.
 //!
 //! # Epochs, buffers and flags
 //!
@@ -43,6 +45,32 @@
 //! Every wait is bounded by the abort flag and the spin budget; one that ends early stops
 //! the collective with `Aborted` or `Timeout` at [`WaitSite::StagedFlag`], and no data is
 //! read after it.
+//!
+//! # Push form (two ranks)
+//!
+//! On two ranks, a one-shot all-reduce, an all-gather or a reduce-scatter whose operator
+//! has no pre-op and whose inputs are staged pushes instead: each rank writes the share
+//! its peer needs (its input's share; reduce-scatter: the share of the peer's block)
+//! straight into the peer's staging buffer of the epoch, at element 0 (an all-gather
+//! copies its own share into its own output block in the same pass), raises its flag, and
+//! once it has the peer's flag reads only its own memory: its own input where it lies and
+//! what the peer pushed, reduced in rank order (the same bits as the pull form), or, for
+//! an all-gather, copied into the peer's block. Stores into the peer's memory go out
+//! without waiting for a reply, where the pull form's loads of the peer's staging each wait
+//! for a round trip over the link, and the own share is neither staged nor read back.
+//! Measured on two H200s (2026-11-27, `bench/results/session18.md`).
+//!
+//! Its ordering is the pull form's with the roles of the buffer's writer turned round: the
+//! pushing threads' stores into the peer's memory, the CTA barrier, the signalling
+//! thread's `fence.acq_rel.sys` and flag store; the peer's acquire of the flag, its CTA
+//! barrier, then its volatile loads of its own staging. A buffer is still written in epoch
+//! `e` only and read in epoch `e` only, now by its owner: rank `r` writes peer `q`'s
+//! buffer `e % 2` in epoch `e` after it has seen `q`'s flag of epoch `e − 1`, which `q`
+//! raises after its reads of that buffer in epoch `e − 2` (its loads, used before its CTA
+//! barrier, then the fence before the flag), so none of those loads can see `r`'s new
+//! stores; whatever form each epoch of a channel takes (a later call may pull on the same
+//! channel), every write of a buffer in epoch `e` follows every read of it in epoch `e − 2`
+//! by this rule or by the writer's own program order, as above.
 //!
 //! # Inputs in the symmetric heap (zero copy)
 //!
@@ -340,6 +368,40 @@ impl Stage<'_> {
         unsafe { transform(self.w, self.data, true, false, src, dsts, ndsts, n as usize) }
     }
 
+    /// The peer this rank pushes its share to, where the call pushes: two ranks, staged
+    /// inputs, and an operator without a pre-op (the own input is reduced where it lies,
+    /// so it must need nothing done to it first). See the module's push form.
+    fn push_peer(&self) -> Option<u32> {
+        (self.cx.nranks == 2 && self.heap_input.is_none() && !self.data.has_pre_op()).then(|| 1 - self.cx.rank)
+    }
+
+    /// Copies `n` elements from `src` into `peer`'s staging buffer of this epoch at element
+    /// 0 (stores into the peer's memory), and into `also`, when given.
+    ///
+    /// # Safety
+    /// Every thread of the CTA calls it with the same arguments; `src` (and `also`) hold
+    /// `n` elements, which fit the peer's staging buffer, and `also` is disjoint from `src`.
+    unsafe fn push(&self, src: u64, peer: u32, also: Option<u64>, n: u64) {
+        let theirs = self.staged(peer, 0);
+        let (dsts, ndsts) = match also {
+            Some(dst) => ([theirs, dst], 2),
+            None => ([theirs, theirs], 1),
+        };
+        // SAFETY: the whole CTA (a multiple of 32 threads) calls it with the same arguments; the
+        // buffers hold `n` element-aligned elements (this function's contract); the peer's
+        // staging is disjoint from this rank's user buffers.
+        unsafe { transform(self.w, self.data, false, false, src, dsts, ndsts, n as usize) }
+    }
+
+    /// A pushed call's sources in rank order: this rank's `own` (its input, where it lies)
+    /// and what `peer` pushed into this rank's staging buffer of this epoch.
+    fn own_and_pushed(&self, own: u64, peer: u32) -> [u64; MAX_STAGED_RANKS] {
+        let mut srcs = [0; MAX_STAGED_RANKS];
+        srcs[(self.cx.rank % 2) as usize] = own;
+        srcs[(peer % 2) as usize] = self.staged(self.cx.rank, 0);
+        srcs
+    }
+
     /// Copies `n` elements from `src` to `dst` as they are.
     ///
     /// # Safety
@@ -377,6 +439,18 @@ impl Stage<'_> {
     #[inline(never)]
     unsafe fn reduce_one_shot(&self, c: &Coll, begin: u64, n: u64, root: Option<u32>) -> Result<(), (LoopError, u32)> {
         let elt = self.elt();
+        if root.is_none() && let Some(peer) = self.push_peer() {
+            let (own, out) = (c.input + begin * elt, c.output + begin * elt);
+            // SAFETY: the caller's contract: the share is in the user buffers and, at element 0,
+            // in the peer's staging buffer of this epoch, which holds it (the plan's share);
+            // the output overlaps the input only exactly (in place).
+            unsafe {
+                self.push(own, peer, None, n);
+                self.exchange(self.staged_flag())?;
+                self.reduce(self.own_and_pushed(own, peer), [out, out], 1, n);
+            }
+            return Ok(());
+        }
         // SAFETY: the caller's contract: the share is in the user buffers (the output: on
         // every rank that writes it) and the staging.
         unsafe {
@@ -449,11 +523,25 @@ impl Stage<'_> {
     #[inline(never)]
     unsafe fn reduce_scatter(&self, c: &Coll, begin: u64, n: u64, share: u64) -> Result<(), (LoopError, u32)> {
         let elt = self.elt();
+        let block = |p: u32| c.input + (u64::from(p) * c.count + begin) * elt;
+        if let Some(peer) = self.push_peer() {
+            let out = c.output + begin * elt;
+            // SAFETY: the caller's contract: the peer's block's share is inside the input and
+            // fits at element 0 of the peer's staging buffer (`share <= slot`); the own block's
+            // share is inside the input, and the output, which holds `count`, overlaps it only
+            // exactly (in place: the own block is the output).
+            unsafe {
+                self.push(block(peer), peer, None, n);
+                self.exchange(self.staged_flag())?;
+                self.reduce(self.own_and_pushed(block(self.cx.rank), peer), [out, out], 1, n);
+            }
+            return Ok(());
+        }
         // SAFETY: the caller's contract: block `p`'s share is inside the input's `nranks ×
         // count` elements and fits at `p × share` in the staging; the output holds `count`.
         unsafe {
-            for p in 0..u64::from(self.cx.nranks) {
-                self.stage_in(c.input + (p * c.count + begin) * elt, p * share, None, n);
+            for p in 0..self.cx.nranks {
+                self.stage_in(block(p), u64::from(p) * share, None, n);
             }
             self.exchange(self.staged_flag())?;
             let out = c.output + begin * elt;
@@ -473,6 +561,17 @@ impl Stage<'_> {
         let elt = self.elt();
         let block = |p: u32| c.output + (u64::from(p) * c.count + begin) * elt;
         let in_place = c.input == c.output.wrapping_add(u64::from(self.cx.rank) * c.count * elt);
+        if let Some(peer) = self.push_peer() {
+            // SAFETY: the caller's contract: the share is inside the input, inside every block of
+            // the output (in place, the own block is the input itself) and, at element 0, in the
+            // peer's staging buffer of this epoch and this rank's.
+            unsafe {
+                self.push(c.input + begin * elt, peer, (!in_place).then(|| block(self.cx.rank)), n);
+                self.exchange(self.staged_flag())?;
+                self.copy(self.staged(self.cx.rank, 0), block(peer), n);
+            }
+            return Ok(());
+        }
         // SAFETY: the caller's contract: the share is inside the input and inside every
         // block of the output; in place, the own block is the input itself.
         unsafe {
