@@ -58,7 +58,9 @@
 //! an all-gather, copied into the peer's block. Stores into the peer's memory go out
 //! without waiting for a reply, where the pull form's loads of the peer's staging each wait
 //! for a round trip over the link, and the own share is neither staged nor read back.
-//! Measured on two H200s (2026-11-27, `bench/results/session18.md`).
+//! On two H200s (2026-11-27, `bench/results/session18.md`) it took 0.80-0.92 of the pull
+//! form's time in CUDA graphs at 1-8 MiB; its flag exchange takes longer (the fence waits
+//! for the stores to land in the peer's memory) and everything after it shorter.
 //!
 //! Its ordering is the pull form's with the roles of the buffer's writer turned round: the
 //! pushing threads' stores into the peer's memory, the CTA barrier, the signalling
