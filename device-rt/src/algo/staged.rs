@@ -352,21 +352,23 @@ impl Stage<'_> {
         }
     }
 
-    /// Copies `n` elements from `src` into this rank's staging at element `at` (and into
-    /// `also`, when given), through the operator's pre-op.
+    /// Copies `n` elements from `src` into `owner`'s staging buffer of this epoch at
+    /// element `at` (and into `also`, when given), through the operator's pre-op: this
+    /// rank's own staging, or a peer's (the push form: stores into the peer's memory).
     ///
     /// # Safety
-    /// Every thread of the CTA calls it with the same arguments; `src` (and `also`) hold
-    /// `n` elements, `[at, at + n)` lies in this channel's staging buffer.
-    unsafe fn stage_in(&self, src: u64, at: u64, also: Option<u64>, n: u64) {
-        let mine = self.staged(self.cx.rank, at);
+    /// Every thread of the CTA calls it with the same arguments; `owner < nranks`; `src`
+    /// (and `also`) hold `n` elements, `[at, at + n)` lies in this channel's staging buffer,
+    /// and `also` is disjoint from `src`.
+    unsafe fn stage_in(&self, src: u64, owner: u32, at: u64, also: Option<u64>, n: u64) {
+        let staged = self.staged(owner, at);
         let (dsts, ndsts) = match also {
-            Some(dst) => ([mine, dst], 2),
-            None => ([mine, mine], 1),
+            Some(dst) => ([staged, dst], 2),
+            None => ([staged, staged], 1),
         };
         // SAFETY: the whole CTA (a multiple of 32 threads) calls it with the same arguments;
         // the buffers hold `n` element-aligned elements (this function's contract), the
-        // staging is this rank's own, disjoint from the user buffers.
+        // staging is disjoint from the user buffers.
         unsafe { transform(self.w, self.data, true, false, src, dsts, ndsts, n as usize) }
     }
 
@@ -375,24 +377,6 @@ impl Stage<'_> {
     /// so it must need nothing done to it first). See the module's push form.
     fn push_peer(&self) -> Option<u32> {
         (self.cx.nranks == 2 && self.heap_input.is_none() && !self.data.has_pre_op()).then(|| 1 - self.cx.rank)
-    }
-
-    /// Copies `n` elements from `src` into `peer`'s staging buffer of this epoch at element
-    /// 0 (stores into the peer's memory), and into `also`, when given.
-    ///
-    /// # Safety
-    /// Every thread of the CTA calls it with the same arguments; `src` (and `also`) hold
-    /// `n` elements, which fit the peer's staging buffer, and `also` is disjoint from `src`.
-    unsafe fn push(&self, src: u64, peer: u32, also: Option<u64>, n: u64) {
-        let theirs = self.staged(peer, 0);
-        let (dsts, ndsts) = match also {
-            Some(dst) => ([theirs, dst], 2),
-            None => ([theirs, theirs], 1),
-        };
-        // SAFETY: the whole CTA (a multiple of 32 threads) calls it with the same arguments; the
-        // buffers hold `n` element-aligned elements (this function's contract); the peer's
-        // staging is disjoint from this rank's user buffers.
-        unsafe { transform(self.w, self.data, false, false, src, dsts, ndsts, n as usize) }
     }
 
     /// A pushed call's sources in rank order: this rank's `own` (its input, where it lies)
@@ -447,7 +431,7 @@ impl Stage<'_> {
             // in the peer's staging buffer of this epoch, which holds it (the plan's share);
             // the output overlaps the input only exactly (in place).
             unsafe {
-                self.push(own, peer, None, n);
+                self.stage_in(own, peer, 0, None, n);
                 self.exchange(self.staged_flag())?;
                 self.reduce(self.own_and_pushed(own, peer), [out, out], 1, n);
             }
@@ -456,7 +440,7 @@ impl Stage<'_> {
         // SAFETY: the caller's contract: the share is in the user buffers (the output: on
         // every rank that writes it) and the staging.
         unsafe {
-            self.stage_in(c.input + begin * elt, 0, None, n);
+            self.stage_in(c.input + begin * elt, self.cx.rank, 0, None, n);
             self.exchange(self.staged_flag())?;
             if root.is_none_or(|r| r == self.cx.rank) {
                 let out = c.output + begin * elt;
@@ -484,7 +468,7 @@ impl Stage<'_> {
         // block exactly.
         unsafe {
             if self.heap_input.is_none() {
-                self.stage_in(c.input + begin * elt, 0, None, n);
+                self.stage_in(c.input + begin * elt, self.cx.rank, 0, None, n);
             }
             self.exchange(self.staged_flag())?;
             let srcs = match self.heap_input {
@@ -533,7 +517,7 @@ impl Stage<'_> {
             // share is inside the input, and the output, which holds `count`, overlaps it only
             // exactly (in place: the own block is the output).
             unsafe {
-                self.push(block(peer), peer, None, n);
+                self.stage_in(block(peer), peer, 0, None, n);
                 self.exchange(self.staged_flag())?;
                 self.reduce(self.own_and_pushed(block(self.cx.rank), peer), [out, out], 1, n);
             }
@@ -543,7 +527,7 @@ impl Stage<'_> {
         // count` elements and fits at `p × share` in the staging; the output holds `count`.
         unsafe {
             for p in 0..self.cx.nranks {
-                self.stage_in(block(p), u64::from(p) * share, None, n);
+                self.stage_in(block(p), self.cx.rank, u64::from(p) * share, None, n);
             }
             self.exchange(self.staged_flag())?;
             let out = c.output + begin * elt;
@@ -568,7 +552,7 @@ impl Stage<'_> {
             // the output (in place, the own block is the input itself) and, at element 0, in the
             // peer's staging buffer of this epoch and this rank's.
             unsafe {
-                self.push(c.input + begin * elt, peer, (!in_place).then(|| block(self.cx.rank)), n);
+                self.stage_in(c.input + begin * elt, peer, 0, (!in_place).then(|| block(self.cx.rank)), n);
                 self.exchange(self.staged_flag())?;
                 self.copy(self.staged(self.cx.rank, 0), block(peer), n);
             }
@@ -577,7 +561,7 @@ impl Stage<'_> {
         // SAFETY: the caller's contract: the share is inside the input and inside every
         // block of the output; in place, the own block is the input itself.
         unsafe {
-            self.stage_in(c.input + begin * elt, 0, (!in_place).then(|| block(self.cx.rank)), n);
+            self.stage_in(c.input + begin * elt, self.cx.rank, 0, (!in_place).then(|| block(self.cx.rank)), n);
             self.exchange(self.staged_flag())?;
             for p in (0..self.cx.nranks).filter(|&p| p != self.cx.rank) {
                 self.copy(self.staged(p, 0), block(p), n);
@@ -600,7 +584,7 @@ impl Stage<'_> {
         // are the same buffer or disjoint.
         unsafe {
             if self.cx.rank == c.root {
-                self.stage_in(c.input + begin * elt, 0, (c.input != c.output).then_some(out), n);
+                self.stage_in(c.input + begin * elt, self.cx.rank, 0, (c.input != c.output).then_some(out), n);
             }
             self.exchange(self.staged_flag())?;
             if self.cx.rank != c.root {
