@@ -197,7 +197,7 @@ mod tests {
         let made = ".visible .entry first(\n\t.param .u64 a\n)\n.entry second(.param .u32 b)\n.func helper(\n";
         assert_eq!(entries(made).collect::<Vec<_>>(), ["first", "second"]);
         let names: Vec<&str> = entries(PTX).collect();
-        for kernel in ["ferroccl_work_loop", "ferroccl_shmem_work_loop", "ferroccl_mailbox_post"] {
+        for kernel in ["ferroccl_work_loop", "ferroccl_shmem_work_loop", "ferroccl_mailbox_post", "ferroccl_mailbox_post_alone"] {
             assert!(names.contains(&kernel), "{kernel} not among {names:?}");
         }
         assert_eq!(names.len(), PTX.matches(".entry ").count());

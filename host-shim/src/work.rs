@@ -374,7 +374,8 @@ pub struct WorkLoop {
     header: Arc<SharedHeader>,
     kernel: CudaFunction,
     /// The stream-ordered path's post kernel, loaded before the loop starts (loading a
-    /// function while a persistent kernel runs can wait for it).
+    /// function while a persistent kernel runs can wait for it): `ferroccl_mailbox_post`
+    /// with guest channels, else `ferroccl_mailbox_post_alone`.
     post: CudaFunction,
     cfg: LoopConfig,
     started: bool,
@@ -473,10 +474,13 @@ impl WorkLoop {
         };
         let kernel = module.kernel(entry)?;
         fits_threads(&kernel, cfg.threads, "the work loop kernel")?;
-        let post = module.kernel("ferroccl_mailbox_post")?;
-        if cfg.guests > 0 {
+        let post = if cfg.guests > 0 {
+            let post = module.kernel("ferroccl_mailbox_post")?;
             fits_threads(&post, cfg.threads, "the post kernel, which runs the guest channels,")?;
-        }
+            post
+        } else {
+            module.kernel("ferroccl_mailbox_post_alone")?
+        };
         let grid = place_channels(ctx, &state, &cfg)?;
         Ok(Self {
             ctx: ctx.clone(),
@@ -617,23 +621,29 @@ impl WorkLoop {
         let (state, header) = (memory.state.ptr, header.device_ptr());
         let words: [u64; 8] = zerocopy::transmute!(item);
         let budget_ns = u64::try_from(self.cfg.spin_budget.as_nanos()).unwrap_or(u64::MAX);
+        let mut builder = stream.launch_builder(&self.post);
+        builder.arg(&state).arg(&header);
         let launch = match self.cfg.guests {
             0 => LaunchConfig { grid_dim: (1, 1, 1), block_dim: (32, 1, 1), shared_mem_bytes: 0 },
-            guests => LaunchConfig { grid_dim: (1 + guests, 1, 1), block_dim: (self.cfg.threads, 1, 1), shared_mem_bytes: LOOP_SMEM_BYTES },
+            guests => {
+                builder.arg(&self.comm).arg(&self.cfg.channels);
+                LaunchConfig { grid_dim: (1 + guests, 1, 1), block_dim: (self.cfg.threads, 1, 1), shared_mem_bytes: LOOP_SMEM_BYTES }
+            }
         };
-        let mut builder = stream.launch_builder(&self.post);
-        builder.arg(&state).arg(&header).arg(&self.comm).arg(&self.cfg.channels);
         for word in &words {
             builder.arg(word);
         }
         builder.arg(&budget_ns);
-        // SAFETY: the arguments match `ferroccl_mailbox_post`: the loop's live state, header
-        // and communicator (whose connections cover the resident and guest channels: the
-        // communicator's shape counts both), which stay allocated while the loop lives and,
-        // after a drop, until its kernel has ended (the graveyard); the caller keeps the loop
-        // until `stream` has run the post (this method's doc). One stream posts (checked
-        // above), and its launches run one after another, so one post grid at a time writes
-        // the mailbox and serves the guest channels.
+        // SAFETY: the arguments match the post kernel `WorkLoop::new` chose for the guests:
+        // `ferroccl_mailbox_post` (state, header, communicator, resident channels, item,
+        // budget) or, without guests, `ferroccl_mailbox_post_alone` (the same less the
+        // communicator and the channels): the loop's live state, header and communicator
+        // (whose connections cover the resident and guest channels: the communicator's
+        // shape counts both), which stay allocated while the loop lives and, after a drop,
+        // until its kernel has ended (the graveyard); the caller keeps the loop until
+        // `stream` has run the post (this method's doc). One stream posts (checked above),
+        // and its launches run one after another, so one post grid at a time writes the
+        // mailbox and serves the guest channels.
         unsafe { builder.launch(launch) }.map_err(Error::cuda("cuLaunchKernel (mailbox post)"))?;
         Ok(())
     }

@@ -6,7 +6,8 @@
 //! from their statistics (guests exactly where the plan spreads); the direct path of the
 //! same communicator on the resident channel alone; back-to-back calls with no host
 //! synchronisation; in a weak-memory world; a rank whose guests never come (a timeout on
-//! every waiting rank, not a hang) and an abort while guests wait.
+//! every waiting rank, not a hang) and an abort while guests wait; and a loop with no
+//! guests at all, whose stream-ordered calls are the post alone.
 
 use std::time::{Duration, Instant};
 
@@ -48,22 +49,24 @@ fn shape(nranks: u32, algorithm: AlgorithmChoice) -> Shape {
     }
 }
 
-/// Runs `cases` one at a time on a guest communicator of `shape` through `path` (in
-/// `memory`'s weak-memory world if given): every result exact on every rank, and every
-/// case ran on the channels its plan names: over all four channels on the stream path,
-/// over the resident one alone on the direct path.
-fn try_cases(shape: Shape, path: SubmitPath, memory: Option<WeakMemory>, cases: &[CollCase]) -> Result<(), String> {
-    let mut g = TwinGroup::start_with_guests(shape, RESIDENT, THREADS, Duration::from_secs(60), memory).map_err(|e| e.to_string())?;
+/// Runs `cases` one at a time on a communicator of `shape` whose loops keep `resident`
+/// of its [`CHANNELS`] (the others guests), through `path` (in `memory`'s weak-memory
+/// world if given): every result exact on every rank, and every case ran on the channels
+/// its plan names: over all four channels on the stream path, over the resident ones
+/// alone on the direct path.
+fn try_cases(shape: Shape, resident: u32, path: SubmitPath, memory: Option<WeakMemory>, cases: &[CollCase]) -> Result<(), String> {
+    let mut g = TwinGroup::start_with_guests(shape, resident, THREADS, Duration::from_secs(60), memory).map_err(|e| e.to_string())?;
     g.set_path(path).map_err(|e| e.to_string())?;
-    let spread = if path == SubmitPath::Stream { CHANNELS } else { RESIDENT };
+    let guests = CHANNELS - resident;
+    let spread = if path == SubmitPath::Stream { CHANNELS } else { resident };
     let staging = Staging { channels: spread, ..shape.staging() };
-    let lean = path == SubmitPath::Stream && shape.algorithm == AlgorithmChoice::Auto;
+    let lean = path == SubmitPath::Stream && shape.algorithm == AlgorithmChoice::Auto && guests > 0;
     run_planned(g, cases, TIMEOUT, |case| {
         let plan = plan_of(case, staging, shape.algorithm)?;
-        let plan = lean.then(|| lean_plan_of(case, shape.nranks, CHANNELS - RESIDENT, THREADS)).flatten().unwrap_or(plan);
+        let plan = lean.then(|| lean_plan_of(case, shape.nranks, guests, THREADS)).flatten().unwrap_or(plan);
         // A staged plan that fits the guests runs on the post grid alone, from the first guest.
-        let post_only = path == SubmitPath::Stream && plan.algorithm != Algorithm::Ring && plan.channels <= CHANNELS - RESIDENT;
-        Some(Expected { plan, ring_channels: spread, staged_from: if post_only { RESIDENT } else { 0 } })
+        let post_only = path == SubmitPath::Stream && plan.algorithm != Algorithm::Ring && plan.channels <= guests;
+        Some(Expected { plan, ring_channels: spread, staged_from: if post_only { resident } else { 0 } })
     })
 }
 
@@ -94,10 +97,24 @@ fn stream_path_with_guests_is_exact_and_spreads_as_planned_on_2_to_4_ranks() {
             let shape = shape(nranks, choice);
             let cases = cases(shape, choice, ((nranks as usize - 2) * 4 + k, 12));
             let started = Instant::now();
-            if let Err(why) = try_cases(shape, SubmitPath::Stream, None, &cases) {
+            if let Err(why) = try_cases(shape, RESIDENT, SubmitPath::Stream, None, &cases) {
                 panic!("{why}");
             }
             println!("{} on {nranks} ranks, stream path: {} cases in {:.1} s", choice.name(), cases.len(), started.elapsed().as_secs_f64());
+        }
+    }
+}
+
+/// A loop without guest channels: each stream-ordered call is the post alone (on GPUs
+/// `ferroccl_mailbox_post_alone`: one CTA whose thread 0 posts), and the loop's own
+/// channels run every case; 2 and 3 ranks, the automatic choice.
+#[test]
+fn stream_path_without_guests_posts_alone_and_is_exact() {
+    for nranks in [2, 3] {
+        let shape = shape(nranks, AlgorithmChoice::Auto);
+        let cases = cases(shape, AlgorithmChoice::Auto, (nranks as usize + 4, 12));
+        if let Err(why) = try_cases(shape, CHANNELS, SubmitPath::Stream, None, &cases) {
+            panic!("{nranks} ranks: {why}");
         }
     }
 }
@@ -106,7 +123,7 @@ fn stream_path_with_guests_is_exact_and_spreads_as_planned_on_2_to_4_ranks() {
 fn the_direct_path_of_a_guest_communicator_stays_on_its_resident_channel() {
     let shape = shape(3, AlgorithmChoice::Auto);
     let cases = cases(shape, AlgorithmChoice::Auto, (0, 6));
-    if let Err(why) = try_cases(shape, SubmitPath::Direct, None, &cases) {
+    if let Err(why) = try_cases(shape, RESIDENT, SubmitPath::Direct, None, &cases) {
         panic!("{why}");
     }
 }
@@ -116,7 +133,7 @@ fn guests_in_a_weak_memory_world() {
     for seed in 1..=3 {
         let shape = shape(2, AlgorithmChoice::Auto);
         let cases = cases(shape, AlgorithmChoice::Auto, (seed as usize, 24));
-        if let Err(why) = try_cases(shape, SubmitPath::Stream, Some(WeakMemory::new(seed)), &cases) {
+        if let Err(why) = try_cases(shape, RESIDENT, SubmitPath::Stream, Some(WeakMemory::new(seed)), &cases) {
             panic!("seed {seed}: {why}");
         }
     }

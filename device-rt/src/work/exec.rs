@@ -162,8 +162,10 @@ unsafe fn loop_body<const SHMEM: bool>(args: LoopArgs) {
     let mut mailbox_item = None;
     // Thread 0: completions not yet published.
     let mut unpublished = Unpublished::default();
-    // Thread 0: when it last read the abort flag between items.
+    // Thread 0: when it last read the abort flag between items, and a stop it found after
+    // a mailbox item, for the next verdict (0: none).
     let mut abort_checked_ns = 0u64;
+    let mut stop_found = 0u64;
     // Thread 0: this channel's statistics, when the communicator keeps them (null: not).
     // SAFETY: `a` was built from this function's arguments (valid for the launch) and an
     // elected channel.
@@ -185,7 +187,7 @@ unsafe fn loop_body<const SHMEM: bool>(args: LoopArgs) {
             if tid == 0 {
                 // SAFETY: thread 0, after warp 0's fetch and before the barrier below; `a`
                 // and `shared` are this CTA's.
-                unsafe { abort_between_items(&a, &mut abort_checked_ns, shared) };
+                unsafe { abort_between_items(&a, &mut abort_checked_ns, &mut stop_found, shared) };
             }
             arch::barrier_sync_all();
             // SAFETY: `shared` is this CTA's `LoopShared`; warp 0's lane 0 wrote the verdict
@@ -307,6 +309,8 @@ unsafe fn loop_body<const SHMEM: bool>(args: LoopArgs) {
                     // SAFETY: `a` is this CTA's channel; thread 0 alone completes the mailbox
                     // item, once per generation, with the item's spread.
                     unsafe { complete_mailbox(&a, writes_memory(kind), arrivals) };
+                    // SAFETY: `a` is this CTA's channel; thread 0 alone looks.
+                    stop_found = unsafe { look_for_stop(&a, &mut abort_checked_ns) };
                 }
                 mailbox_done = generation;
                 mailbox_focus_until_ns = arch::globaltimer_ns().wrapping_add(MAILBOX_FOCUS_NS);
@@ -324,38 +328,60 @@ unsafe fn loop_body<const SHMEM: bool>(args: LoopArgs) {
     }
 }
 
-/// Thread 0, after warp 0's fetch found work: at most every `ABORT_CHECK_NS`, looks for
-/// an abort and turns the verdict into one. Items found at once wait for nothing, so no
-/// spin guard reads the flag while a burst of them runs: without this an aborted loop
-/// would run every item of a burst. Only the [`POLLING_CHANNEL`] reads the host's flag
-/// (host memory, across PCIe); the others read the loop's error claim in device memory,
-/// which that channel sets when it sees the flag (recording `Aborted`). All channels
-/// reading the host's flag at once, as they did when an item reached them together, made
-/// each wait for the others' reads: with 24 channels a stream-ordered item was taken
-/// 15.5-15.9 µs after its post; with this rule 2.2 µs (H200, same run, 2026-11-23:
-/// `bench/results/issue14.md`).
+/// Thread 0, after warp 0's fetch found work: turns the verdict into a stop when
+/// [`look_for_stop`] finds one, or found one after the last mailbox item (`found`, then
+/// cleared). Items found at once wait for nothing, so no spin guard reads the flag while
+/// a burst of them runs: without this an aborted loop would run every item of a burst.
 ///
-/// Ordering: volatile loads of the flag or the claim (each sees its writer's store
-/// eventually, orders nothing); the verdict is lane 0's own store, read back by the same
-/// thread.
+/// Ordering: as [`look_for_stop`]'s; the verdict is lane 0's own store, read back by the
+/// same thread.
 ///
 /// # Safety
 /// Thread 0 of the CTA only, after warp 0's fetch and before the CTA barrier that
 /// publishes the verdict; `a` is this CTA's channel (its queue header live for the
 /// launch) and `shared` this CTA's `LoopShared`.
-unsafe fn abort_between_items(a: &Channel, checked_ns: &mut u64, shared: *mut LoopShared) {
+unsafe fn abort_between_items(a: &Channel, checked_ns: &mut u64, found: &mut u64, shared: *mut LoopShared) {
     // SAFETY: `shared` is the CTA's loop shared memory; thread 0 wrote the verdict.
     let verdict = unsafe { (&raw const (*shared).verdict).read_volatile() };
     if verdict != VERDICT_RING && verdict != VERDICT_MAILBOX {
         return;
     }
+    let stop = match core::mem::take(found) {
+        // SAFETY: `a` is this CTA's channel (this function's contract).
+        0 => unsafe { look_for_stop(a, checked_ns) },
+        stop => stop,
+    };
+    if stop != 0 {
+        // SAFETY: as above; thread 0 is lane 0 of warp 0, the verdict's writer.
+        unsafe { set_verdict(shared, stop, 0, 0) };
+    }
+}
+
+/// Thread 0, between items: at most every `ABORT_CHECK_NS`, looks for an abort and
+/// returns the verdict that stops the loop (`VERDICT_ABORT`, `VERDICT_PEER_FAILED`), or 0.
+/// Only the [`POLLING_CHANNEL`] reads the host's flag (host memory, across PCIe); the
+/// others read the loop's error claim in device memory, which that channel sets when it
+/// sees the flag (recording `Aborted`). All channels reading the host's flag at once, as
+/// they did when an item reached them together, made each wait for the others' reads:
+/// with 24 channels a stream-ordered item was taken 15.5-15.9 µs after its post; with
+/// this rule 2.2 µs (H200, same run, 2026-11-23: `bench/results/issue14.md`). The loop
+/// also looks right after completing a mailbox item, so the read across PCIe overlaps
+/// the poster's wake-up and the next post's launch instead of delaying the next item.
+///
+/// Ordering: volatile loads of the flag or the claim (each sees its writer's store
+/// eventually, orders nothing).
+///
+/// # Safety
+/// Thread 0 of the CTA only; `a` is this CTA's channel (its queue header and loop state
+/// live for the launch).
+unsafe fn look_for_stop(a: &Channel, checked_ns: &mut u64) -> u64 {
     let now = arch::globaltimer_ns();
     if now.wrapping_sub(*checked_ns) < ABORT_CHECK_NS {
-        return;
+        return 0;
     }
     *checked_ns = now;
-    let verdict = if a.index == POLLING_CHANNEL {
-        // SAFETY: the header is valid for the launch (`work_loop`'s contract).
+    if a.index == POLLING_CHANNEL {
+        // SAFETY: the header is valid for the launch (this function's contract).
         let aborted = unsafe { arch::ld_volatile_global(&raw const (*a.header).abort) } != 0;
         if aborted { VERDICT_ABORT } else { 0 }
     } else {
@@ -363,10 +389,6 @@ unsafe fn abort_between_items(a: &Channel, checked_ns: &mut u64, shared: *mut Lo
         // changed only by `arch` atomics.
         let failed = unsafe { arch::ld_volatile_global(&raw const (*a.state).error_claimed) } != 0;
         if failed { VERDICT_PEER_FAILED } else { 0 }
-    };
-    if verdict != 0 {
-        // SAFETY: as above; thread 0 is lane 0 of warp 0, the verdict's writer.
-        unsafe { set_verdict(shared, verdict, 0, 0) };
     }
 }
 
@@ -797,6 +819,11 @@ unsafe fn set_verdict(shared: *mut LoopShared, verdict: u64, count: u64, generat
 /// # Safety
 /// `a` is this CTA's [`Channel`]; lane 0 of warp 0 alone calls this.
 unsafe fn look_elsewhere(a: &Channel, mailbox_done: u64, guard: &mut SpinGuard) -> (u64, u64) {
+    // The error claim first (a volatile load, which orders nothing), so that both loads
+    // are in flight together: the mailbox's acquire would hold back a load after it.
+    // SAFETY: `error_claimed` is an aligned `u64` of the loop state, changed only by `arch`
+    // atomics.
+    let failed = unsafe { arch::ld_volatile_global(&raw const (*a.state).error_claimed) } != 0;
     // One load: the flags and the generation are one word, so a PENDING seen is the
     // generation's that comes with it.
     arch::site(Site::MailboxTake);
@@ -807,9 +834,7 @@ unsafe fn look_elsewhere(a: &Channel, mailbox_done: u64, guard: &mut SpinGuard) 
     if state & (MAILBOX_PENDING | MAILBOX_CLOSED) == MAILBOX_PENDING && generation != mailbox_done {
         return (VERDICT_MAILBOX, generation);
     }
-    // SAFETY: `error_claimed` is an aligned `u64` of the loop state, changed only by `arch`
-    // atomics.
-    if unsafe { arch::ld_volatile_global(&raw const (*a.state).error_claimed) } != 0 {
+    if failed {
         return (VERDICT_PEER_FAILED, 0);
     }
     if guard.tick().is_err() {

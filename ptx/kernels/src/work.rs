@@ -2,7 +2,7 @@
 //! with.
 
 use device_rt::conn::CommDevice;
-use device_rt::work::{LoopArgs, LoopState, PostArgs, QueueHeader, RingSlot, WorkItem, serve_post, shmem_work_loop, work_loop};
+use device_rt::work::{LoopArgs, LoopState, PostArgs, QueueHeader, RingSlot, WorkItem, post_to_mailbox, serve_post, shmem_work_loop, work_loop};
 
 /// One rank's work loop: launched once, runs items until a Shutdown item, an abort or an
 /// error (see `device_rt::work`).
@@ -72,6 +72,37 @@ pub unsafe extern "gpu-kernel" fn ferroccl_mailbox_post(
     // SAFETY: this kernel's contract is `serve_post`'s, which the host keeps when it launches
     // it (one post grid per mailbox at a time: its one-stream rule).
     unsafe { serve_post(PostArgs { state, header, comm, item, spin_budget_ns, resident }) }
+}
+
+/// The post of a loop without guest channels, launched on the user's stream as one CTA
+/// of 32 threads: thread 0 posts the item (its eight words `w0..w7`) and waits, as CTA 0
+/// of `ferroccl_mailbox_post` does for such a loop (with no guest channels nothing of the
+/// item runs in the post grid). A kernel of its own keeps every collective's code, which
+/// the guests of `ferroccl_mailbox_post` run, out of this launch.
+///
+/// # Safety
+/// As `device_rt::work::post_to_mailbox`, for `state` and `header` of one running loop
+/// (one post at a time: the host's one-stream rule).
+#[unsafe(no_mangle)]
+pub unsafe extern "gpu-kernel" fn ferroccl_mailbox_post_alone(
+    state: *mut LoopState,
+    header: *mut QueueHeader,
+    w0: u64,
+    w1: u64,
+    w2: u64,
+    w3: u64,
+    w4: u64,
+    w5: u64,
+    w6: u64,
+    w7: u64,
+    spin_budget_ns: u64,
+) {
+    if device_rt::arch::thread_idx() == 0 {
+        let item = WorkItem::from_words([w0, w1, w2, w3, w4, w5, w6, w7]);
+        // SAFETY: this kernel's contract is `post_to_mailbox`'s, which the host keeps when it
+        // launches it; one thread posts.
+        let _ = unsafe { post_to_mailbox(state, header, item, spin_budget_ns) };
+    }
 }
 
 /// Does nothing: the baseline of the launch-latency benchmarks.

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use device_rt::arch::{self, WeakMemory};
 use device_rt::conn::{ChannelStats, CommDevice};
-use device_rt::work::{LOOP_SMEM_BYTES, LoopArgs, LoopState, PostArgs, QueueHeader, RingSlot, WorkItem, serve_post, work_loop};
+use device_rt::work::{LOOP_SMEM_BYTES, LoopArgs, LoopState, PostArgs, QueueHeader, RingSlot, WorkItem, post_to_mailbox, serve_post, work_loop};
 
 use super::group::{Buffer, RankGroup, SubmitPath, Submitted};
 use device_rt::algo::Staging;
@@ -90,14 +90,15 @@ impl TwinGroup {
     }
 
     /// As [`TwinGroup::start`], with `resident` of the `shape.nchannels` channels in each
-    /// rank's loop and the others guest channels, and a stream twin per rank, which
+    /// rank's loop and the others guest channels (none when `resident` is all of them:
+    /// each post is then the post alone), and a stream twin per rank, which
     /// [`RankGroup::submit`] uses (the stream-ordered path; [`TwinGroup::set_path`] picks
     /// the queue instead).
     pub fn start_with_guests(shape: Shape, resident: u32, threads: u32, budget: Duration, memory: Option<WeakMemory>) -> Result<Self> {
         if resident == 0 || resident > shape.nchannels {
             return Err(Error::InvalidArgument(format!("{resident} resident channels of {}", shape.nchannels)));
         }
-        Self::launch(shape, resident, threads, budget, memory, None)
+        Self::launch(shape, resident, threads, budget, memory, None, true)
     }
 
     /// How [`RankGroup::submit`] hands items over (a group started with guests only has
@@ -115,7 +116,7 @@ impl TwinGroup {
     /// ordered only as PTX promises, and the group tells the world what the host writes and
     /// when it has seen a completion.
     pub fn start_in(shape: Shape, threads: u32, budget: Duration, memory: Option<WeakMemory>) -> Result<Self> {
-        Self::launch(shape, shape.nchannels, threads, budget, memory, None)
+        Self::launch(shape, shape.nchannels, threads, budget, memory, None, false)
     }
 
     /// As [`TwinGroup::start`], on a symmetric heap: `heap[r]` is the address of PE `r`'s
@@ -124,10 +125,12 @@ impl TwinGroup {
         if heap.len() != shape.nranks as usize {
             return Err(Error::InvalidArgument(format!("{} heap handles for {} ranks", heap.len(), shape.nranks)));
         }
-        Self::launch(shape, shape.nchannels, threads, budget, None, Some(heap))
+        Self::launch(shape, shape.nchannels, threads, budget, None, Some(heap), false)
     }
 
-    fn launch(shape: Shape, resident: u32, threads: u32, budget: Duration, memory: Option<WeakMemory>, heap: Option<&[u64]>) -> Result<Self> {
+    /// Starts the ranks; with `streamed`, each with its stream twin (then the stream is
+    /// the group's path).
+    fn launch(shape: Shape, resident: u32, threads: u32, budget: Duration, memory: Option<WeakMemory>, heap: Option<&[u64]>, streamed: bool) -> Result<Self> {
         let memory = match (memory, std::env::var("FERROCCL_TWIN_WEAK")) {
             (Some(memory), _) => Some(memory),
             (None, Ok(seed)) => {
@@ -149,10 +152,9 @@ impl TwinGroup {
             let image = layout.image_on_heap(rank as u32, &bases, heap.map_or(0, |h| h[rank]))?;
             // SAFETY: the block holds `block_bytes >= meta_bytes` bytes.
             unsafe { std::ptr::copy_nonoverlapping(image.as_ptr(), block.addr() as *mut u8, image.len()) };
-            let streamed = resident < shape.nchannels;
             ranks.push(start_rank(block, (resident, shape.nchannels - resident), threads, budget, memory.as_ref(), streamed)?);
         }
-        let path = if resident < shape.nchannels { SubmitPath::Stream } else { SubmitPath::Direct };
+        let path = if streamed { SubmitPath::Stream } else { SubmitPath::Direct };
         Ok(Self { ranks, buffers: Vec::new(), shape, threads, stats, memory, retired: Vec::new(), resident, path })
     }
 
@@ -272,9 +274,21 @@ fn start_stream(post: PostGrid, memory: Option<WeakMemory>) -> Result<TwinStream
                     // `Drop`); one post grid runs at a time (this thread).
                     unsafe { serve_post(p) }
                 };
+                // Without guests the host launches `ferroccl_mailbox_post_alone`: one CTA of
+                // 32 threads whose thread 0 posts.
+                let alone = || {
+                    if arch::thread_idx() == 0 {
+                        // SAFETY: as for `serve_post`; one thread posts.
+                        let _ = unsafe { post_to_mailbox(post.state as *mut LoopState, post.header as *mut QueueHeader, item, post.budget_ns) };
+                    }
+                };
                 // A trapped grid ends the stream's work, as a failed launch would: the loop's
                 // status tells the host why.
-                if catch_unwind(AssertUnwindSafe(|| arch::launch_in(memory.as_ref(), 1 + post.guests, post.threads, LOOP_SMEM_BYTES, grid))).is_err() {
+                let launched = match post.guests {
+                    0 => catch_unwind(AssertUnwindSafe(|| arch::launch_in(memory.as_ref(), 1, 32, 0, alone))),
+                    guests => catch_unwind(AssertUnwindSafe(|| arch::launch_in(memory.as_ref(), 1 + guests, post.threads, LOOP_SMEM_BYTES, grid))),
+                };
+                if launched.is_err() {
                     log::warn!("a host-twin post grid trapped");
                 }
                 ended.fetch_add(1, Ordering::AcqRel);

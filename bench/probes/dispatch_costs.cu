@@ -1,0 +1,483 @@
+// Issue 14's cost model, measured apart from ferroccl (bench/probes/README.md):
+//   1. host CPU time of each driver call a collective call makes (and of the
+//      alternatives: one packed kernel parameter, stream memory operations);
+//   2. the stream-memory-operation route: one cuStreamBatchMemOp writes an 8-word item
+//      and a doorbell and waits for done, against a kernel that echoes it;
+//   3. what a resident CTA of a given shape costs a cuBLAS bf16 GEMM of 8192^3 on the
+//      same GPU (the idle footprint), alternated with runs without one.
+// Build: nvcc -O2 -arch=sm_90 dispatch_costs.cu -lcuda -lcublas -o dispatch_costs
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include <unistd.h>
+
+#include <cublas_v2.h>
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#define CK(x)                                                                        \
+  do {                                                                               \
+    auto r_ = (x);                                                                   \
+    if (r_ != 0) {                                                                   \
+      fprintf(stderr, "%s:%d %s -> %d\n", __FILE__, __LINE__, #x, (int)r_);         \
+      exit(1);                                                                       \
+    }                                                                                \
+  } while (0)
+
+struct Packed {
+  unsigned long long w[13];
+};
+
+__global__ void empty0() {}
+__global__ void empty13(unsigned long long a0, unsigned long long a1, unsigned long long a2,
+                        unsigned long long a3, unsigned long long a4, unsigned long long a5,
+                        unsigned long long a6, unsigned long long a7, unsigned long long a8,
+                        unsigned long long a9, unsigned long long a10, unsigned long long a11,
+                        unsigned long long a12) {
+  if (a0 == 1 && a12 == 2) *(volatile int*)a1 = (int)(a2 + a3 + a4 + a5 + a6 + a7 + a8 + a9 + a10 + a11);
+}
+__global__ void empty_packed(Packed p) {
+  if (p.w[0] == 1 && p.w[12] == 2) *(volatile int*)p.w[1] = (int)(p.w[2] + p.w[11]);
+}
+
+// A resident CTA that sleeps until `flag` is set, holding about N registers a thread.
+template <int N>
+__global__ void __launch_bounds__(256, 1) resident(volatile int* flag, float* out) {
+  extern __shared__ float smem[];
+  float a[N > 0 ? N : 1];
+#pragma unroll
+  for (int i = 0; i < N; i++) a[i] = threadIdx.x * (i + 1) * 0.5f;
+  while (*flag == 0) {
+#pragma unroll
+    for (int i = 0; i < N; i++) a[i] = a[i] * 1.0001f + a[(i + 7) % (N > 0 ? N : 1)];
+    __nanosleep(4000);
+  }
+  float s = 0;
+#pragma unroll
+  for (int i = 0; i < N; i++) s += a[i];
+  if (s == 1234.5f) out[threadIdx.x] = s + smem[threadIdx.x];
+}
+
+
+// The loop's stand-in for the stream-memory-operation route: one thread polls a 32-bit
+// doorbell; on a new value k it checks the 8-word item (each word must be k: the item's
+// writes must be visible before the doorbell's), then stores done = k.
+__global__ void echo(unsigned long long* item, const unsigned long long* host_slots, unsigned* doorbell,
+                     unsigned* done, volatile unsigned* stop, unsigned long long* stats) {
+  if (threadIdx.x != 0) return;
+  unsigned last = 0;
+  unsigned long long bad = 0, seen = 0;
+  while (*stop == 0) {
+    unsigned d;
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(d) : "l"(doorbell) : "memory");
+    if (d != last) {
+      last = d;
+      // the trigger kernel's values (0x6…, 0x7…) come with no item
+      for (int i = 0; i < 8 && (d >> 29) != 3; i++) {
+        unsigned long long w;
+        if (host_slots)
+          asm volatile("ld.relaxed.sys.global.u64 %0, [%1];" : "=l"(w) : "l"(host_slots + (d % 128) * 8 + i) : "memory");
+        else
+          asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(w) : "l"(item + i) : "memory");
+        bad += (w != d);
+      }
+      asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(done), "r"(d) : "memory");
+      seen++;
+    }
+  }
+  stats[0] = bad;
+  stats[1] = seen;
+}
+
+// The post kernel's stand-in: one thread rings the doorbell and spins until done.
+__global__ void trigger(unsigned* doorbell, unsigned* done, unsigned k) {
+  if (threadIdx.x != 0) return;
+  asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(doorbell), "r"(k) : "memory");
+  unsigned d;
+  do {
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(d) : "l"(done) : "memory");
+  } while (d != k);
+}
+
+
+// As `resident<200>`, launched as one CTA per SM: only the CTA on SM `target` stays.
+__global__ void __launch_bounds__(256, 1) placed(int target, volatile int* flag, float* out) {
+  unsigned smid;
+  asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
+  if ((int)smid != target) return;
+  float a[200];
+#pragma unroll
+  for (int i = 0; i < 200; i++) a[i] = threadIdx.x * (i + 1) * 0.5f;
+  while (*flag == 0) {
+#pragma unroll
+    for (int i = 0; i < 200; i++) a[i] = a[i] * 1.0001f + a[(i + 7) % 200];
+    __nanosleep(4000);
+  }
+  float s = 0;
+#pragma unroll
+  for (int i = 0; i < 200; i++) s += a[i];
+  if (s == 1234.5f) out[threadIdx.x] = s;
+}
+
+static double now_us() {
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+static double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Median over batches of `batch` calls of `op`, µs per call; `after` runs untimed after
+// each batch (a synchronize).
+template <class Op, class After>
+static double per_call(Op op, After after, int batches = 50, int batch = 100) {
+  std::vector<double> t;
+  for (int b = 0; b < batches + 5; b++) {
+    double s = now_us();
+    for (int i = 0; i < batch; i++) op();
+    double e = now_us();
+    after();
+    if (b >= 5) t.push_back((e - s) / batch);
+  }
+  return median(t);
+}
+
+static CUfunction fn(const void* f) {
+  cudaFunction_t r;
+  CK(cudaGetFuncBySymbol(&r, f));
+  return (CUfunction)r;
+}
+
+static void host_costs() {
+  cudaStream_t s, other;
+  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  CK(cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking));
+  void* buf;
+  CK(cudaMalloc(&buf, 1 << 20));
+  CUdeviceptr p = (CUdeviceptr)buf;
+  cudaEvent_t ev;
+  CK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+  CK(cudaEventRecord(ev, other));
+  auto sync = [&] { CK(cudaStreamSynchronize(s)); };
+  auto none = [] {};
+  CUcontext cur;
+  printf("host_us cuCtxGetCurrent %.3f\n", per_call([&] { CK(cuCtxGetCurrent(&cur)); }, none));
+  printf("host_us cuPointerGetAttributes_2 %.3f\n", per_call([&] {
+           CUpointer_attribute at[2] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL};
+           int mt = 0, ord = 0;
+           void* d[2] = {&mt, &ord};
+           CK(cuPointerGetAttributes(2, at, d, p + 64));
+         }, none));
+  printf("host_us cuEventRecord %.3f\n", per_call([&] { CK(cuEventRecord((CUevent)ev, (CUstream)s)); }, sync));
+  printf("host_us cuStreamWaitEvent %.3f\n", per_call([&] { CK(cuStreamWaitEvent((CUstream)s, (CUevent)ev, 0)); }, sync));
+  CUfunction f0 = fn((const void*)empty0), f13 = fn((const void*)empty13), fp = fn((const void*)empty_packed);
+  printf("host_us cuLaunchKernel_0_params %.3f\n", per_call([&] { CK(cuLaunchKernel(f0, 1, 1, 1, 32, 1, 1, 0, (CUstream)s, nullptr, nullptr)); }, sync));
+  unsigned long long w[13] = {0, (unsigned long long)p, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13};
+  void* args13[13];
+  for (int i = 0; i < 13; i++) args13[i] = &w[i];
+  printf("host_us cuLaunchKernel_13_params %.3f\n", per_call([&] { CK(cuLaunchKernel(f13, 1, 1, 1, 32, 1, 1, 0, (CUstream)s, args13, nullptr)); }, sync));
+  printf("host_us cuLaunchKernel_13_params_64ctas_smem %.3f\n", per_call([&] { CK(cuLaunchKernel(f13, 64, 1, 1, 256, 1, 1, 4096, (CUstream)s, args13, nullptr)); }, sync));
+  Packed pk;
+  for (int i = 0; i < 13; i++) pk.w[i] = w[i];
+  void* argsp[1] = {&pk};
+  printf("host_us cuLaunchKernel_1_packed_param %.3f\n", per_call([&] { CK(cuLaunchKernel(fp, 1, 1, 1, 32, 1, 1, 0, (CUstream)s, argsp, nullptr)); }, sync));
+  CUdeviceptr flag = p + 4096;
+  CK(cuMemsetD32(flag, 0, 16));
+  unsigned seq = 0;
+  printf("host_us cuStreamWriteValue32+cuStreamWaitValue32 %.3f\n", per_call([&] {
+           seq++;
+           CK(cuStreamWriteValue32((CUstream)s, flag, seq, 0));
+           CK(cuStreamWaitValue32((CUstream)s, flag, seq, CU_STREAM_WAIT_VALUE_GEQ));
+         }, sync));
+  printf("host_us cuStreamBatchMemOp_2 %.3f\n", per_call([&] {
+           seq++;
+           CUstreamBatchMemOpParams ops[2] = {};
+           ops[0].writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_32;
+           ops[0].writeValue.address = flag;
+           ops[0].writeValue.value = seq;
+           ops[1].waitValue.operation = CU_STREAM_MEM_OP_WAIT_VALUE_32;
+           ops[1].waitValue.address = flag;
+           ops[1].waitValue.value = seq;
+           ops[1].waitValue.flags = CU_STREAM_WAIT_VALUE_GEQ;
+           CK(cuStreamBatchMemOp((CUstream)s, 2, ops, 0));
+         }, sync));
+  // GPU time of the same launches in a row (the stream's pace, not the host's).
+  CK(cudaStreamSynchronize(s));
+  CK(cudaFree(buf));
+}
+
+
+// ---- the stream-memory-operation route against a running echo kernel ----
+static void memop_route() {
+  cudaStream_t loop, s;
+  CK(cudaStreamCreateWithFlags(&loop, cudaStreamNonBlocking));
+  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  char* mem;
+  CK(cudaMalloc(&mem, 4096));
+  CK(cudaMemset(mem, 0, 4096));
+  unsigned long long* item = (unsigned long long*)mem;
+  unsigned* doorbell = (unsigned*)(mem + 256);
+  unsigned* done = (unsigned*)(mem + 512);
+  unsigned* stop = (unsigned*)(mem + 768);
+  unsigned long long* stats = (unsigned long long*)(mem + 1024);
+  unsigned long long *slots_host, *slots_dev;
+  CK(cudaHostAlloc((void**)&slots_host, 128 * 64, cudaHostAllocMapped | cudaHostAllocPortable));
+  CK(cudaHostGetDevicePointer((void**)&slots_dev, slots_host, 0));
+  const bool host_item = getenv("HOST_ITEM") != nullptr;
+  CK(cudaDeviceSynchronize());
+  echo<<<1, 32, 0, loop>>>(item, host_item ? slots_dev : nullptr, doorbell, done, stop, stats);
+  unsigned k = 0;
+  // flags of the item's writes (the doorbell's write always has the default barrier)
+  auto post = [&](unsigned item_flags, unsigned value) {
+    CUstreamBatchMemOpParams ops[10] = {};
+    if (host_item) {
+      for (int i = 0; i < 8; i++) ((volatile unsigned long long*)slots_host)[(value % 128) * 8 + i] = value;
+      ops[0].writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_32;
+      ops[0].writeValue.address = (CUdeviceptr)doorbell;
+      ops[0].writeValue.value = value;
+      ops[1].waitValue.operation = CU_STREAM_MEM_OP_WAIT_VALUE_32;
+      ops[1].waitValue.address = (CUdeviceptr)done;
+      ops[1].waitValue.value = value;
+      ops[1].waitValue.flags = CU_STREAM_WAIT_VALUE_EQ;
+      CK(cuStreamBatchMemOp((CUstream)s, 2, ops, 0));
+      return;
+    }
+    for (int i = 0; i < 8; i++) {
+      ops[i].writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_64;
+      ops[i].writeValue.address = (CUdeviceptr)(item + i);
+      ops[i].writeValue.value64 = value;
+      ops[i].writeValue.flags = item_flags;
+    }
+    ops[8].writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_32;
+    ops[8].writeValue.address = (CUdeviceptr)doorbell;
+    ops[8].writeValue.value = value;
+    ops[9].waitValue.operation = CU_STREAM_MEM_OP_WAIT_VALUE_32;
+    ops[9].waitValue.address = (CUdeviceptr)done;
+    ops[9].waitValue.value = value;
+    ops[9].waitValue.flags = CU_STREAM_WAIT_VALUE_EQ;
+    CK(cuStreamBatchMemOp((CUstream)s, 10, ops, 0));
+  };
+  auto sync = [&] { CK(cudaStreamSynchronize(s)); };
+  // CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER is refused by the v2 API (CUDA_ERROR_INVALID_VALUE)
+  for (unsigned flags : {0u}) {
+    const char* f = host_item ? "item_in_host_slot" : "item_as_8_writes";
+    for (int r = 0; r < 2; r++) {
+      for (int i = 0; i < 100; i++) post(flags, ++k);
+      sync();
+    }
+    printf("memop %s host_us_per_call %.3f\n", f, per_call([&] { post(flags, ++k); }, sync));
+    // back to back in runs of 100 (the host slots are a ring of 128)
+    double t0 = now_us();
+    for (int r = 0; r < 20; r++) {
+      for (int i = 0; i < 100; i++) post(flags, ++k);
+      sync();
+    }
+    printf("memop %s back_to_back_us_per_op %.3f\n", f, (now_us() - t0) / 2000);
+    std::vector<double> rt;
+    for (int i = 0; i < 2100; i++) {
+      double a = now_us();
+      post(flags, ++k);
+      sync();
+      if (i >= 100) rt.push_back(now_us() - a);
+    }
+    printf("memop %s call_sync_us %.3f\n", f, median(rt));
+    // a graph of 100 posts; its values repeat at every replay (the echo looks for a change)
+    cudaGraph_t g;
+    cudaGraphExec_t ge;
+    CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed));
+    for (unsigned i = 1; i <= 100; i++) post(flags, 0x40000000u + i);
+    CK(cudaStreamEndCapture(s, &g));
+    CK(cudaGraphInstantiate(&ge, g, 0));
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    std::vector<double> gt;
+    for (int i = 0; i < 25; i++) {
+      CK(cudaEventRecord(e0, s));
+      CK(cudaGraphLaunch(ge, s));
+      CK(cudaEventRecord(e1, s));
+      CK(cudaEventSynchronize(e1));
+      float ms;
+      CK(cudaEventElapsedTime(&ms, e0, e1));
+      if (i >= 5) gt.push_back(ms * 1e3 / 100);
+    }
+    printf("memop %s graph_us_per_op %.3f\n", f, median(gt));
+    // the echo's last value after the graph's replays is the graph's last: start past it
+    k = 0x50000000u + (flags ? 0x1000000u : 0);
+  }
+  // the trigger kernel (the post kernel's floor) and an empty launch, in graphs of 100
+  cudaGraph_t g;
+  cudaGraphExec_t ge;
+  CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed));
+  for (unsigned i = 1; i <= 100; i++) trigger<<<1, 32, 0, s>>>(doorbell, done, 0x60000000u + i);
+  CK(cudaStreamEndCapture(s, &g));
+  CK(cudaGraphInstantiate(&ge, g, 0));
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  std::vector<double> gt;
+  for (int i = 0; i < 25; i++) {
+    CK(cudaEventRecord(e0, s));
+    CK(cudaGraphLaunch(ge, s));
+    CK(cudaEventRecord(e1, s));
+    CK(cudaEventSynchronize(e1));
+    float ms;
+    CK(cudaEventElapsedTime(&ms, e0, e1));
+    if (i >= 5) gt.push_back(ms * 1e3 / 100);
+  }
+  printf("trigger_kernel graph_us_per_op %.3f\n", median(gt));
+  std::vector<double> rt;
+  for (int i = 0; i < 2100; i++) {
+    double a = now_us();
+    trigger<<<1, 32, 0, s>>>(doorbell, done, 0x70000000u + i);
+    sync();
+    if (i >= 100) rt.push_back(now_us() - a);
+  }
+  printf("trigger_kernel call_sync_us %.3f\n", median(rt));
+  std::vector<double> et;
+  for (int i = 0; i < 2100; i++) {
+    double a = now_us();
+    empty0<<<1, 32, 0, s>>>();
+    sync();
+    if (i >= 100) et.push_back(now_us() - a);
+  }
+  printf("empty_launch call_sync_us %.3f\n", median(et));
+  unsigned one = 1;
+  CK(cudaMemcpyAsync(stop, &one, 4, cudaMemcpyHostToDevice, s));
+  CK(cudaStreamSynchronize(loop));
+  unsigned long long st[2];
+  CK(cudaMemcpy(st, stats, 16, cudaMemcpyDeviceToHost));
+  printf("echo items_seen %llu item_words_not_yet_written %llu\n", st[1], st[0]);
+  CK(cudaFree(mem));
+}
+
+// ---- footprint ----
+struct Resident {
+  const char* name;
+  const void* kernel;
+  int ctas, threads, smem;
+};
+
+static void footprint(int reps) {
+  const int n = 8192;
+  cublasHandle_t h;
+  CK(cublasCreate(&h));
+  cudaStream_t work, side;
+  CK(cudaStreamCreateWithFlags(&work, cudaStreamNonBlocking));
+  CK(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
+  CK(cublasSetStream(h, work));
+  unsigned short *a, *b, *c;
+  CK(cudaMalloc(&a, sizeof(unsigned short) * n * n));
+  CK(cudaMalloc(&b, sizeof(unsigned short) * n * n));
+  CK(cudaMalloc(&c, sizeof(unsigned short) * n * n));
+  CK(cudaMemset(a, 0x3c, sizeof(unsigned short) * n * n));
+  CK(cudaMemset(b, 0x3c, sizeof(unsigned short) * n * n));
+  int* flag;
+  float* out;
+  CK(cudaMalloc(&flag, 4));
+  CK(cudaMalloc(&out, 4096));
+  float one = 1, zero = 0;
+  auto gemm = [&] {
+    CK(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, a, CUDA_R_16BF, n, b, CUDA_R_16BF, n, &zero, c,
+                    CUDA_R_16BF, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  };
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  auto time_gemm = [&] {
+    std::vector<double> t;
+    for (int i = 0; i < 8; i++) {
+      CK(cudaEventRecord(e0, work));
+      for (int k = 0; k < 4; k++) gemm();
+      CK(cudaEventRecord(e1, work));
+      CK(cudaEventSynchronize(e1));
+      float ms;
+      CK(cudaEventElapsedTime(&ms, e0, e1));
+      if (i >= 2) t.push_back(ms);
+    }
+    return median(t);
+  };
+  for (int i = 0; i < 3; i++) gemm();
+  CK(cudaDeviceSynchronize());
+  Resident variants[] = {
+      {"none", nullptr, 0, 0, 0},
+      {"1x32_lowreg", (const void*)resident<0>, 1, 32, 0},
+      {"1x32_255reg", (const void*)resident<200>, 1, 32, 0},
+      {"1x256_lowreg", (const void*)resident<0>, 1, 256, 0},
+      {"1x256_255reg", (const void*)resident<200>, 1, 256, 0},
+      {"2x256_255reg", (const void*)resident<200>, 2, 256, 0},
+      {"1x32_lowreg_smem48K", (const void*)resident<0>, 1, 32, 48 * 1024},
+  };
+  for (auto& v : variants) {
+    if (!v.kernel) continue;
+    cudaFuncAttributes fa;
+    CK(cudaFuncGetAttributes(&fa, v.kernel));
+    printf("resident %s: %d registers, %zu B local, %d B smem\n", v.name, fa.numRegs, fa.localSizeBytes, v.smem);
+    if (v.smem > 48 * 1024 - 1) CK(cudaFuncSetAttribute(v.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, v.smem));
+  }
+  for (int r = 0; r < reps; r++) {
+    for (auto& v : variants) {
+      if (v.kernel) {
+        CK(cudaMemset(flag, 0, 4));
+        CK(cudaDeviceSynchronize());
+        void* args[2] = {&flag, &out};
+        CK(cudaLaunchKernel(v.kernel, dim3(v.ctas), dim3(v.threads), args, v.smem, side));
+        usleep(2000);
+      }
+      double ms = time_gemm();
+      if (v.kernel) {
+        int one_i = 1;
+        CK(cudaMemcpyAsync(flag, &one_i, 4, cudaMemcpyHostToDevice, work));
+        CK(cudaDeviceSynchronize());
+      }
+      printf("gemm rep %d %s %.4f ms\n", r, v.name, ms);
+    }
+  }
+  // one full-SM resident CTA on a chosen SM
+  int sms;
+  CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  cudaFuncAttributes fa;
+  CK(cudaFuncGetAttributes(&fa, (const void*)placed));
+  printf("placed: %d registers, %d SMs\n", fa.numRegs, sms);
+  const int targets[] = {-1, 0, 1, 2, 3, 8, 9, 16, 17, 18, 19, 33, 64, 65, 98, 99, 100, 101, 126, 127, 128, 129, 130, 131};
+  for (int r = 0; r < reps; r++) {
+    for (int t : targets) {
+      if (t >= sms) continue;
+      if (t >= 0) {
+        CK(cudaMemset(flag, 0, 4));
+        CK(cudaDeviceSynchronize());
+        placed<<<sms, 256, 0, side>>>(t, flag, out);
+        usleep(2000);
+      }
+      double ms = time_gemm();
+      if (t >= 0) {
+        int one_i = 1;
+        CK(cudaMemcpyAsync(flag, &one_i, 4, cudaMemcpyHostToDevice, work));
+        CK(cudaDeviceSynchronize());
+      }
+      printf("gemm rep %d placed_sm %d %.4f ms\n", r, t, ms);
+    }
+  }
+}
+
+int main(int argc, char** argv) {
+  CK(cudaSetDevice(0));
+  CK(cudaFree(0));
+  if (getenv("ONLY_FOOTPRINT")) {
+    footprint(argc > 1 ? atoi(argv[1]) : 5);
+    return 0;
+  }
+  if (getenv("ONLY_MEMOP")) {
+    memop_route();
+    return 0;
+  }
+  host_costs();
+  memop_route();
+  footprint(argc > 1 ? atoi(argv[1]) : 5);
+  return 0;
+}
