@@ -3,6 +3,7 @@
 //! stream (stream-ordered path, capturable in a CUDA graph), whose grid also carries the
 //! communicator's guest channels.
 
+use std::ffi::c_void;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -386,6 +387,43 @@ pub struct WorkLoop {
     comm: u64,
     /// CTAs launched: the channels, or one per SM when the loop chooses their SMs.
     grid: u32,
+    /// Whether posts are launched to overlap the one before them
+    /// ([`WorkLoop::allow_overlapping_posts`]).
+    overlap_posts: bool,
+}
+
+/// Launches the post kernel `function` on `stream` with `cfg` and the parameters
+/// `params`; with `overlap`, with programmatic stream serialization (`cuLaunchKernelEx`):
+/// the post may start while the kernel before it on the stream still runs, once that one
+/// lets it (`griddepcontrol.launch_dependents`, or its end).
+///
+/// # Safety
+/// `params` point to `function`'s parameters, in order and of their types, valid for the
+/// call; with `overlap`, `function` waits for the kernel before it
+/// (`griddepcontrol.wait`) before any access that must follow it.
+unsafe fn launch_post(stream: &CudaStream, function: &CudaFunction, cfg: LaunchConfig, params: &mut [*mut c_void], overlap: bool) -> Result<()> {
+    stream.context().bind_to_thread().map_err(Error::cuda("cuCtxSetCurrent"))?;
+    // SAFETY: an all-zero `CUlaunchAttribute` is a valid value of the C struct.
+    let mut attribute: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
+    attribute.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attribute.value.programmaticStreamSerializationAllowed = 1;
+    let config = sys::CUlaunchConfig {
+        gridDimX: cfg.grid_dim.0,
+        gridDimY: cfg.grid_dim.1,
+        gridDimZ: cfg.grid_dim.2,
+        blockDimX: cfg.block_dim.0,
+        blockDimY: cfg.block_dim.1,
+        blockDimZ: cfg.block_dim.2,
+        sharedMemBytes: cfg.shared_mem_bytes,
+        hStream: stream.cu_stream(),
+        attrs: if overlap { &raw mut attribute } else { std::ptr::null_mut() },
+        numAttrs: u32::from(overlap),
+    };
+    // SAFETY: `config` and `attribute` live through the call; `params` as this function's
+    // contract says; the driver copies the parameters before it returns.
+    unsafe { sys::cuLaunchKernelEx(&config, function.cu_function(), params.as_mut_ptr(), std::ptr::null_mut()) }
+        .result()
+        .map_err(Error::cuda("cuLaunchKernelEx (mailbox post)"))
 }
 
 /// Writes `cfg`'s channel placement into the loop's zeroed `state`; returns the grid to
@@ -495,6 +533,7 @@ impl WorkLoop {
             started: false,
             mailbox_stream: Mutex::new(None),
             comm: 0,
+            overlap_posts: cfg.guests == 0,
         })
     }
 
@@ -618,34 +657,43 @@ impl WorkLoop {
         }
         let Some(memory) = &self.memory else { return Err(Error::LoopClosed) };
         let Some(header) = &self.header.header else { return Err(Error::LoopClosed) };
-        let (state, header) = (memory.state.ptr, header.device_ptr());
-        let words: [u64; 8] = zerocopy::transmute!(item);
-        let budget_ns = u64::try_from(self.cfg.spin_budget.as_nanos()).unwrap_or(u64::MAX);
-        let mut builder = stream.launch_builder(&self.post);
-        builder.arg(&state).arg(&header);
+        // The post kernel's parameters, each where `params` points.
+        let (mut state, mut header, mut comm, mut resident) = (memory.state.ptr, header.device_ptr(), self.comm, self.cfg.channels);
+        let mut words: [u64; 8] = zerocopy::transmute!(item);
+        let mut budget_ns = u64::try_from(self.cfg.spin_budget.as_nanos()).unwrap_or(u64::MAX);
+        let mut params: Vec<*mut c_void> = vec![(&raw mut state).cast(), (&raw mut header).cast()];
         let launch = match self.cfg.guests {
             0 => LaunchConfig { grid_dim: (1, 1, 1), block_dim: (32, 1, 1), shared_mem_bytes: 0 },
             guests => {
-                builder.arg(&self.comm).arg(&self.cfg.channels);
+                params.extend([(&raw mut comm).cast(), (&raw mut resident).cast()]);
                 LaunchConfig { grid_dim: (1 + guests, 1, 1), block_dim: (self.cfg.threads, 1, 1), shared_mem_bytes: LOOP_SMEM_BYTES }
             }
         };
-        for word in &words {
-            builder.arg(word);
-        }
-        builder.arg(&budget_ns);
-        // SAFETY: the arguments match the post kernel `WorkLoop::new` chose for the guests:
-        // `ferroccl_mailbox_post` (state, header, communicator, resident channels, item,
-        // budget) or, without guests, `ferroccl_mailbox_post_alone` (the same less the
-        // communicator and the channels): the loop's live state, header and communicator
-        // (whose connections cover the resident and guest channels: the communicator's
-        // shape counts both), which stay allocated while the loop lives and, after a drop,
-        // until its kernel has ended (the graveyard); the caller keeps the loop until
-        // `stream` has run the post (this method's doc). One stream posts (checked above),
-        // and its launches run one after another, so one post grid at a time writes the
-        // mailbox and serves the guest channels.
-        unsafe { builder.launch(launch) }.map_err(Error::cuda("cuLaunchKernel (mailbox post)"))?;
-        Ok(())
+        params.extend(words.iter_mut().map(|w| (w as *mut u64).cast::<c_void>()));
+        params.push((&raw mut budget_ns).cast());
+        // SAFETY: `params` point to the arguments of the post kernel `WorkLoop::new` chose
+        // for the guests, in order and of their types: `ferroccl_mailbox_post` (state,
+        // header, communicator, resident channels, item, budget) or, without guests,
+        // `ferroccl_mailbox_post_alone` (the same less the communicator and the channels):
+        // the loop's live state, header and communicator (whose connections cover the
+        // resident and guest channels: the communicator's shape counts both), which stay
+        // allocated while the loop lives and, after a drop, until its kernel has ended (the
+        // graveyard); the caller keeps the loop until `stream` has run the post (this
+        // method's doc). One stream posts (checked above), and its posts run one after
+        // another: a post launched to overlap the one before it waits for that one's end
+        // (`device_rt::work::after_previous_grid`) before it touches the mailbox or a guest
+        // channel, so one post grid at a time writes the mailbox and serves the guests.
+        unsafe { launch_post(stream, &self.post, launch, &mut params, self.overlap_posts) }
+    }
+
+    /// Lets this loop's posts overlap: each may start (and plan its item) while the post
+    /// before it on the stream still runs. For a loop whose device holds two post grids
+    /// per rank beside every loop's resident channels (the communicator checks; a loop
+    /// without guests posts one CTA of 32 threads, which always fits): at most two post
+    /// grids of a stream are on the GPU at once (`device_rt::work::after_previous_grid`),
+    /// so a waiting one never keeps a peer's grid from an SM.
+    pub(crate) fn allow_overlapping_posts(&mut self) {
+        self.overlap_posts = true;
     }
 
     /// The stream the loop kernel runs on (it ends when the loop leaves).

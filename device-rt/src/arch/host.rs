@@ -967,6 +967,12 @@ impl Arch for HostTwin {
         }
     }
 
+    /// Here: nothing (a twin launch runs after the one before it has ended).
+    fn launch_dependents() {}
+
+    /// Here: nothing (a twin launch runs after the one before it has ended).
+    fn grid_dependency_wait() {}
+
     fn spin_pause() {
         with_context(|c| c.grid.unwind_if_aborted());
         if weak::active() {

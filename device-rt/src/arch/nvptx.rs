@@ -309,6 +309,19 @@ impl Arch for Nvptx {
     fn spin_pause() {}
 
     #[inline(always)]
+    fn launch_dependents() {
+        // SAFETY: a hint to the scheduler; no memory is accessed.
+        unsafe { asm!("griddepcontrol.launch_dependents;", options(nostack)) }
+    }
+
+    #[inline(always)]
+    fn grid_dependency_wait() {
+        // SAFETY: waits for the grids this one depends on; no memory is accessed by it, and
+        // the compiler keeps memory accesses on their side of it (no `nomem`).
+        unsafe { asm!("griddepcontrol.wait;", options(nostack)) }
+    }
+
+    #[inline(always)]
     fn trap() -> ! {
         // SAFETY: ends the kernel.
         unsafe { asm!("trap;", options(noreturn, nostack)) }

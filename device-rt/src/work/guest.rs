@@ -36,7 +36,10 @@
 //! grids. The host launches a post grid only where every rank of the device can hold its
 //! resident channels and a whole post grid at once (host-shim's residency check), so a
 //! guest never waits for an SM that a waiting guest holds; a peer that never posts ends
-//! in the spin budget, as in any wait.
+//! in the spin budget, as in any wait. Posts launched to overlap the one before them
+//! (where the device holds two post grids per rank: `after_previous_grid`) keep that
+//! true: a stream has at most two post grids on the GPU, the second waiting for the
+//! first's end without holding anything a grid of another rank needs beyond its room.
 
 use super::exec::{Channel, Stop, channel_stats, close_mailbox, complete_mailbox, count_post_part, execute, planned_collective, record_error, stats_entry};
 use super::item::{WorkItem, WorkKind};
@@ -46,7 +49,7 @@ use super::spread::{mailbox_spread, post_only_plan};
 use super::LoopArgs;
 use crate::algo::lean::{LeanCall, LeanComm, LeanPlan, LeanRun, lean_collective, lean_plan};
 use crate::algo::{AlgorithmChoice, CollFunction};
-use crate::arch::{self, WARP_SIZE};
+use crate::arch;
 use crate::conn::{CommDevice, StagingConns};
 use crate::dtype::DataType;
 use crate::redop::RedOpKind;
@@ -170,16 +173,33 @@ unsafe fn serve_lean(p: &PostArgs, lean: &LeanItem, g: u32, shared: *mut LoopSha
     }
 }
 
+/// Waits until the kernel before this grid on its stream has ended and its writes are
+/// visible (`grid_dependency_wait`; at once for a grid launched without programmatic
+/// stream serialization), then lets the next kernel of the stream start (each thread of a
+/// CTA that takes part calls this; the others leave). Only then may the next post start,
+/// so a stream has at most two post grids on the GPU at once: the one that runs and the
+/// next, planning its item, then waiting here (the host allows the overlap only where the
+/// device holds two post grids per rank beside the loops: see `host_shim::comm`).
+///
+/// Ordering: as a kernel boundary of the stream, for this thread.
+pub fn after_previous_grid() {
+    arch::grid_dependency_wait();
+    arch::launch_dependents();
+}
+
 /// The post grid's body (see the module doc): an item that runs on the post grid alone
 /// runs its part `g - 1` on CTA `g ≥ 1` (guest channel `resident + g - 1`) where it has
 /// one; otherwise CTA 0's thread 0 posts the item and waits for it, and CTA `g ≥ 1`
 /// serves guest channel `resident + g - 1` if the item takes part there, else leaves.
 ///
-/// Ordering: the post as `post_to_mailbox`. A guest reads the mailbox state and the error
-/// claim (`LoopGate`: relaxed, as the grid starts) only to leave at once when the loop
-/// has closed it or recorded an error (stream order, not these loads, puts the previous
-/// item's writes before this grid); it
-/// runs its share with the primitives' own ordering, then arrives as a resident channel
+/// Ordering: every thread that touches memory other than the item and the communicator's
+/// fixed fields first runs [`after_previous_grid`]: the grid may start while the kernel
+/// before it on its stream still runs (the host may launch posts with programmatic stream
+/// serialization), and the wait puts that kernel's end and writes, the previous item's
+/// included, before what follows. The post as `post_to_mailbox`. A guest reads the
+/// mailbox state and the error claim (`LoopGate`, relaxed, after the wait) only to leave
+/// at once when the loop has closed it or recorded an error; it runs its share with the
+/// primitives' own ordering, then arrives as a resident channel
 /// does (`complete_mailbox`: `fence.acq_rel.sys`, acq_rel arrival count, the last
 /// arrival's acq_rel completion), so the poster, which acquires the completion, sees the
 /// guest's writes. A part of an item on the post grid alone arrives nowhere: the grid's
@@ -194,33 +214,26 @@ unsafe fn serve_lean(p: &PostArgs, lean: &LeanItem, g: u32, shared: *mut LoopSha
 /// threads (CTA 0: at least 1); one post grid of the loop runs at a time (one stream);
 /// `p.item` passed the host's validation.
 pub unsafe fn serve_post(p: PostArgs) {
-    // The CTA's start, for the statistics of a part run on the post grid alone.
-    let entered = arch::globaltimer_ns();
     let tid = arch::thread_idx();
     let shared = arch::dyn_smem().cast::<LoopShared>();
-    // Loaded first, tested late: their latency overlaps the item's checks and plan.
-    // SAFETY: `p.state` is the running loop's state (this function's contract).
-    let gate = unsafe { LoopGate::load(p.state) };
+    // Until `after_previous_grid`, a thread reads only the item (kernel parameters) and
+    // the communicator's fields, which the host wrote before the loop started and which
+    // nothing changes: the plan overlaps the work before this grid on its stream.
     // SAFETY: `p` holds the running loop's memory and the rank's communicator (this
     // function's contract).
     if let Some(lean) = unsafe { lean_item(&p) } {
         let g = arch::block_idx().wrapping_sub(1);
         if g < lean.plan.ctas {
+            after_previous_grid();
+            // The part's start, for the statistics of a part run on the post grid alone.
+            let entered = arch::globaltimer_ns();
+            // SAFETY: `p.state` is the running loop's state (this function's contract).
+            let gate = unsafe { LoopGate::load(p.state) };
             // SAFETY: as above; CTA `g + 1` is guest channel `resident + g`, below the
             // communicator's channels (`lean_plan`).
             unsafe { serve_lean(&p, &lean, g, shared, entered, gate) };
         }
         return;
-    }
-    // A guest tests `gate` on the first thread of its second warp where it has one, while
-    // its first warp checks and plans the item (a chain of dependent scalar steps). A
-    // guest that takes no part never reads the answer.
-    let checker = if arch::block_dim() > WARP_SIZE { WARP_SIZE } else { 0 };
-    if arch::block_idx() != 0 && tid == checker {
-        // SAFETY: a guest CTA has `LOOP_SMEM_BYTES` of dynamic shared memory holding its
-        // `LoopShared` (this function's contract); this one thread alone writes `wait_result`,
-        // before the CTA barrier that precedes every read of it.
-        unsafe { (&raw mut (*shared).wait_result).write_volatile(u64::from(gate.is_open())) };
     }
     let kind = p.item.validate();
     let post_only = match kind {
@@ -230,6 +243,7 @@ pub unsafe fn serve_post(p: PostArgs) {
     };
     if arch::block_idx() == 0 {
         if tid == 0 && post_only.is_none() {
+            after_previous_grid();
             // SAFETY: this function's contract is `post_to_mailbox`'s, for the one poster.
             let _ = unsafe { post_to_mailbox(p.state, p.header, p.item, p.spin_budget_ns) };
         }
@@ -252,8 +266,18 @@ pub unsafe fn serve_post(p: PostArgs) {
             (spread.channels, channel, spread.arrivals)
         }
     };
+    after_previous_grid();
+    // The part's start, for the statistics of a part run on the post grid alone.
+    let entered = arch::globaltimer_ns();
+    if tid == 0 {
+        // SAFETY: `p.state` is the running loop's state (this function's contract); a guest
+        // CTA has `LOOP_SMEM_BYTES` of dynamic shared memory holding its `LoopShared` (this
+        // function's contract); thread 0 alone writes `wait_result`, before the CTA barrier
+        // that precedes every read of it (one reader: every thread leaves or none).
+        unsafe { (&raw mut (*shared).wait_result).write_volatile(u64::from(LoopGate::load(p.state).is_open())) };
+    }
     arch::barrier_sync_all();
-    // SAFETY: the barrier above orders the checker's write before every thread's read.
+    // SAFETY: the barrier above orders thread 0's write before every thread's read.
     if unsafe { (&raw const (*shared).wait_result).read_volatile() } == 0 {
         return;
     }

@@ -404,6 +404,16 @@ impl Comm {
                     cfg.loop_cfg.channels + cfg.loop_cfg.guests
                 )));
             }
+            // Where two post grids of every rank fit beside the loops, a post may start (and
+            // plan its item) while the one before it runs: a waiting post never holds an SM
+            // that a grid it waits for needs.
+            if posts_may_overlap(sms * per_sm, ranks_here, cfg.loop_cfg.channels, cfg.loop_cfg.guests) {
+                for (lp, s) in loops.iter_mut().zip(&streams) {
+                    if s.context().ordinal() == *ordinal {
+                        lp.allow_overlapping_posts();
+                    }
+                }
+            }
         }
         let bases: Vec<u64> = blocks.iter().map(DeviceAlloc::ptr).collect();
         for (rank, block) in blocks.iter().enumerate() {
@@ -663,6 +673,15 @@ fn fit_guests(cfg: CommConfig, streams: &[Arc<CudaStream>], modules: &BTreeMap<u
     Ok(CommConfig { loop_cfg: LoopConfig { guests, ..cfg.loop_cfg }, ..cfg })
 }
 
+/// Whether a device that holds `room` channels at once holds, for each of its `ranks`
+/// ranks, the `resident` channels and two post grids (a poster and `guests` guest
+/// channels each): then a rank's next post may wait on the GPU while its post before runs
+/// (`WorkLoop::allow_overlapping_posts`). A loop without guests posts one small CTA:
+/// always.
+fn posts_may_overlap(room: u32, ranks: u32, resident: u32, guests: u32) -> bool {
+    guests == 0 || ranks.saturating_mul(resident + 2 * (guests + 1)) <= room
+}
+
 /// The most guest channels each of `ranks` ranks with `resident` resident channels may
 /// have on a device that holds `room` channels at once, one post grid's poster per rank
 /// kept free.
@@ -719,6 +738,15 @@ mod tests {
         assert_eq!(guests_that_fit(132, 8, 1), 14, "8 × (1 + 14) channels and 8 posters: 128 of 132; one guest more: 136");
         assert_eq!(guests_that_fit(4, 4, 1), 0, "no room beyond the resident channels");
         assert_eq!(guests_that_fit(0, 0, 1), 0);
+    }
+
+    #[test]
+    fn posts_overlap_only_where_two_post_grids_of_every_rank_fit() {
+        assert!(posts_may_overlap(132, 1, 1, 63), "one rank: 1 + 2 × 64 of 132");
+        assert!(!posts_may_overlap(132, 2, 1, 63), "two ranks of a device: 2 × 129 of 132");
+        assert!(posts_may_overlap(132, 2, 1, 31), "2 × (1 + 2 × 32)");
+        assert!(!posts_may_overlap(128, 1, 1, 63), "1 + 128 of 128");
+        assert!(posts_may_overlap(8, 8, 1, 0), "no guests: one small poster CTA");
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! with.
 
 use device_rt::conn::CommDevice;
-use device_rt::work::{LoopArgs, LoopState, PostArgs, QueueHeader, RingSlot, WorkItem, post_to_mailbox, serve_post, shmem_work_loop, work_loop};
+use device_rt::work::{LoopArgs, LoopState, PostArgs, QueueHeader, RingSlot, WorkItem, after_previous_grid, post_to_mailbox, serve_post, shmem_work_loop, work_loop};
 
 /// One rank's work loop: launched once, runs items until a Shutdown item, an abort or an
 /// error (see `device_rt::work`).
@@ -75,8 +75,10 @@ pub unsafe extern "gpu-kernel" fn ferroccl_mailbox_post(
 }
 
 /// The post of a loop without guest channels, launched on the user's stream as one CTA
-/// of 32 threads: thread 0 posts the item (its eight words `w0..w7`) and waits, as CTA 0
-/// of `ferroccl_mailbox_post` does for such a loop (with no guest channels nothing of the
+/// of 32 threads: thread 0 waits for the kernel before it on the stream (the host may
+/// launch it with programmatic stream serialization: `after_previous_grid`), posts the
+/// item (its eight words `w0..w7`) and waits, as CTA 0 of `ferroccl_mailbox_post` does
+/// for such a loop (with no guest channels nothing of the
 /// item runs in the post grid). A kernel of its own keeps every collective's code, which
 /// the guests of `ferroccl_mailbox_post` run, out of this launch.
 ///
@@ -98,6 +100,7 @@ pub unsafe extern "gpu-kernel" fn ferroccl_mailbox_post_alone(
     spin_budget_ns: u64,
 ) {
     if device_rt::arch::thread_idx() == 0 {
+        after_previous_grid();
         let item = WorkItem::from_words([w0, w1, w2, w3, w4, w5, w6, w7]);
         // SAFETY: this kernel's contract is `post_to_mailbox`'s, which the host keeps when it
         // launches it; one thread posts.
