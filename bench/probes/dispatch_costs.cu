@@ -123,6 +123,19 @@ __global__ void __launch_bounds__(256, 1) placed(int target, volatile int* flag,
   if (s == 1234.5f) out[threadIdx.x] = s;
 }
 
+// The trigger kernel for programmatic dependent launch: lets the next kernel of its
+// stream launch at once, waits for the previous one to finish, then rings and waits.
+__global__ void trigger_pdl(unsigned* doorbell, unsigned* done, unsigned k) {
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  if (threadIdx.x != 0) return;
+  asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(doorbell), "r"(k) : "memory");
+  unsigned d;
+  do {
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(d) : "l"(done) : "memory");
+  } while (d != k);
+}
+
 static double now_us() {
   return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
@@ -331,6 +344,54 @@ static void memop_route() {
     if (i >= 5) gt.push_back(ms * 1e3 / 100);
   }
   printf("trigger_kernel graph_us_per_op %.3f\n", median(gt));
+  // the trigger kernel launched plainly and with programmatic stream serialization
+  for (int pdl = 0; pdl < 2; pdl++) {
+    CUfunction f = fn(pdl ? (const void*)trigger_pdl : (const void*)trigger);
+    CUlaunchAttribute attr[1] = {};
+    attr[0].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attr[0].value.programmaticStreamSerializationAllowed = 1;
+    unsigned val = 0x60000000u + pdl * 0x100000u;
+    auto launch = [&] {
+      val++;
+      void* args[3] = {&doorbell, &done, &val};
+      CUlaunchConfig cfg = {};
+      cfg.gridDimX = cfg.gridDimY = cfg.gridDimZ = 1;
+      cfg.blockDimX = 32;
+      cfg.blockDimY = cfg.blockDimZ = 1;
+      cfg.hStream = (CUstream)s;
+      cfg.attrs = pdl ? attr : nullptr;
+      cfg.numAttrs = pdl ? 1 : 0;
+      CK(cuLaunchKernelEx(&cfg, f, args, nullptr));
+    };
+    const char* name = pdl ? "trigger_pdl" : "trigger_plain";
+    printf("%s start\n", name);
+    for (int i = 0; i < 200; i++) launch();
+    sync();
+    printf("%s warm\n", name);
+    printf("%s host_us_per_launch %.3f\n", name, per_call(launch, sync));
+    double t0 = now_us();
+    for (int i = 0; i < 2000; i++) launch();
+    sync();
+    printf("%s back_to_back_us_per_op %.3f\n", name, (now_us() - t0) / 2000);
+    cudaGraph_t pg;
+    cudaGraphExec_t pge;
+    CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed));
+    for (int i = 0; i < 100; i++) launch();
+    CK(cudaStreamEndCapture(s, &pg));
+    CK(cudaGraphInstantiate(&pge, pg, 0));
+    std::vector<double> pt;
+    for (int i = 0; i < 25; i++) {
+      CK(cudaEventRecord(e0, s));
+      CK(cudaGraphLaunch(pge, s));
+      CK(cudaEventRecord(e1, s));
+      CK(cudaEventSynchronize(e1));
+      float ms;
+      CK(cudaEventElapsedTime(&ms, e0, e1));
+      if (i >= 5) pt.push_back(ms * 1e3 / 100);
+    }
+    printf("%s graph_us_per_op %.3f\n", name, median(pt));
+  }
+
   std::vector<double> rt;
   for (int i = 0; i < 2100; i++) {
     double a = now_us();
@@ -466,6 +527,7 @@ static void footprint(int reps) {
 }
 
 int main(int argc, char** argv) {
+  setvbuf(stdout, nullptr, _IONBF, 0);
   CK(cudaSetDevice(0));
   CK(cudaFree(0));
   if (getenv("ONLY_FOOTPRINT")) {
