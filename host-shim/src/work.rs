@@ -696,6 +696,11 @@ impl WorkLoop {
         self.overlap_posts = true;
     }
 
+    /// Whether posts overlap the kernel before them ([`WorkLoop::allow_overlapping_posts`]).
+    pub fn posts_overlap(&self) -> bool {
+        self.overlap_posts
+    }
+
     /// The stream the loop kernel runs on (it ends when the loop leaves).
     pub fn stream(&self) -> &Arc<CudaStream> {
         &self.stream

@@ -467,6 +467,12 @@ impl Comm {
         self.lp.all_channels()
     }
 
+    /// Whether this rank's posts overlap the kernel before them on its stream (where its
+    /// device holds two post grids of every rank: see the README's "Overlapping posts").
+    pub fn posts_overlap(&self) -> bool {
+        self.lp.posts_overlap()
+    }
+
     /// Keeps `alloc` alive until this rank's loop has stopped, then frees it with the
     /// loop's own memory: the way to tie memory allocated before the loop started (see
     /// [`Comm::from_devices_with`]) to the communicator without freeing it while the

@@ -214,8 +214,20 @@ pub(super) fn work_loop_eight_ranks(fx: &Fixture) -> Outcome {
 /// stream captures a graph of a memset and 20 `Comm::all_reduce` calls, each into its
 /// own slice of the output, and the graphs are replayed 100 times; the last replay's
 /// 20 sums are checked on both ranks (the memset clears them first, so each was
-/// computed by that replay).
+/// computed by that replay). Twice: on the default layout, whose two post grids per rank
+/// do not fit one GPU (plain launches), and with 31 guests, where they do (each post
+/// overlaps the one before it).
 pub(super) fn comm_graph_replays(fx: &Fixture) -> Outcome {
+    use host_shim::comm::CommConfig;
+    use host_shim::work::LoopConfig;
+    let default = CommConfig::default();
+    graph_replays(fx, default, false)?;
+    graph_replays(fx, CommConfig { loop_cfg: LoopConfig { guests: 31, ..default.loop_cfg }, ..default }, true)
+}
+
+/// [`comm_graph_replays`] on a communicator of `cfg`, whose posts overlap or not as
+/// `overlap` says.
+fn graph_replays(fx: &Fixture, cfg: host_shim::comm::CommConfig, overlap: bool) -> Outcome {
     use cudarc::driver::sys;
     use host_shim::comm::{Comm, ReduceOp};
     const CALLS: usize = 20;
@@ -228,7 +240,10 @@ pub(super) fn comm_graph_replays(fx: &Fixture) -> Outcome {
     for s in &streams {
         stream::wait(s, LOOP_WAIT, "uploads")?;
     }
-    let comms = Comm::from_devices(streams.to_vec())?;
+    let comms = Comm::from_devices_with(streams.to_vec(), cfg, &mut |_, _| Ok(()))?;
+    if comms.iter().any(|c| c.posts_overlap() != overlap) {
+        return Err(Failure(format!("posts overlap: {:?}, expected {overlap}", comms.iter().map(Comm::posts_overlap).collect::<Vec<_>>())));
+    }
     // cudarc's event tracking would make a captured call wait on an event recorded before
     // the capture, which CUDA refuses.
     // SAFETY: every stream was waited for; each buffer is used on its rank's stream alone.
@@ -270,7 +285,7 @@ pub(super) fn comm_graph_replays(fx: &Fixture) -> Outcome {
         }
         let got = streams[rank].clone_dtoh(recv).map_err(Error::cuda("cuMemcpyDtoH"))?;
         for call in 0..CALLS {
-            ensure_eq_slices(&format!("rank {rank}, call {call} of the last replay"), &got[call * N..(call + 1) * N], &want)?;
+            ensure_eq_slices(&format!("rank {rank}, call {call} of the last replay (posts overlap: {overlap})"), &got[call * N..(call + 1) * N], &want)?;
         }
     }
     for mut comm in comms {
