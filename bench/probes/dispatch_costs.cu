@@ -44,10 +44,10 @@ __global__ void empty_packed(Packed p) {
   if (p.w[0] == 1 && p.w[12] == 2) *(volatile int*)p.w[1] = (int)(p.w[2] + p.w[11]);
 }
 
-// A resident CTA that sleeps until `flag` is set, holding about N registers a thread.
+// Sleeps until `flag` is set, holding about N registers a thread (`smem`, when given,
+// is read only on a path never taken, so that the kernel keeps its shared memory).
 template <int N>
-__global__ void __launch_bounds__(256, 1) resident(volatile int* flag, float* out) {
-  extern __shared__ float smem[];
+__device__ void hold(volatile int* flag, float* out, const float* smem) {
   float a[N > 0 ? N : 1];
 #pragma unroll
   for (int i = 0; i < N; i++) a[i] = threadIdx.x * (i + 1) * 0.5f;
@@ -59,9 +59,15 @@ __global__ void __launch_bounds__(256, 1) resident(volatile int* flag, float* ou
   float s = 0;
 #pragma unroll
   for (int i = 0; i < N; i++) s += a[i];
-  if (s == 1234.5f) out[threadIdx.x] = s + smem[threadIdx.x];
+  if (s == 1234.5f) out[threadIdx.x] = s + (smem ? smem[threadIdx.x] : 0.0f);
 }
 
+// A resident CTA that sleeps until `flag` is set, holding about N registers a thread.
+template <int N>
+__global__ void __launch_bounds__(256, 1) resident(volatile int* flag, float* out) {
+  extern __shared__ float smem[];
+  hold<N>(flag, out, smem);
+}
 
 // The loop's stand-in for the stream-memory-operation route: one thread polls a 32-bit
 // doorbell; on a new value k it checks the 8-word item (each word must be k: the item's
@@ -93,8 +99,8 @@ __global__ void echo(unsigned long long* item, const unsigned long long* host_sl
   stats[1] = seen;
 }
 
-// The post kernel's stand-in: one thread rings the doorbell and spins until done.
-__global__ void trigger(unsigned* doorbell, unsigned* done, unsigned k) {
+// Thread 0 rings the doorbell with `k` and spins until done is `k`.
+__device__ void ring_and_wait(unsigned* doorbell, unsigned* done, unsigned k) {
   if (threadIdx.x != 0) return;
   asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(doorbell), "r"(k) : "memory");
   unsigned d;
@@ -102,6 +108,9 @@ __global__ void trigger(unsigned* doorbell, unsigned* done, unsigned k) {
     asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(d) : "l"(done) : "memory");
   } while (d != k);
 }
+
+// The post kernel's stand-in.
+__global__ void trigger(unsigned* doorbell, unsigned* done, unsigned k) { ring_and_wait(doorbell, done, k); }
 
 
 // As `resident<200>`, launched as one CTA per SM: only the CTA on SM `target` stays.
@@ -109,18 +118,7 @@ __global__ void __launch_bounds__(256, 1) placed(int target, volatile int* flag,
   unsigned smid;
   asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
   if ((int)smid != target) return;
-  float a[200];
-#pragma unroll
-  for (int i = 0; i < 200; i++) a[i] = threadIdx.x * (i + 1) * 0.5f;
-  while (*flag == 0) {
-#pragma unroll
-    for (int i = 0; i < 200; i++) a[i] = a[i] * 1.0001f + a[(i + 7) % 200];
-    __nanosleep(4000);
-  }
-  float s = 0;
-#pragma unroll
-  for (int i = 0; i < 200; i++) s += a[i];
-  if (s == 1234.5f) out[threadIdx.x] = s;
+  hold<200>(flag, out, nullptr);
 }
 
 // The trigger kernel for programmatic dependent launch: lets the next kernel of its
@@ -128,12 +126,7 @@ __global__ void __launch_bounds__(256, 1) placed(int target, volatile int* flag,
 __global__ void trigger_pdl(unsigned* doorbell, unsigned* done, unsigned k) {
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
   asm volatile("griddepcontrol.wait;" ::: "memory");
-  if (threadIdx.x != 0) return;
-  asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(doorbell), "r"(k) : "memory");
-  unsigned d;
-  do {
-    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(d) : "l"(done) : "memory");
-  } while (d != k);
+  ring_and_wait(doorbell, done, k);
 }
 
 static double now_us() {
@@ -156,6 +149,45 @@ static double per_call(Op op, After after, int batches = 50, int batch = 100) {
     double e = now_us();
     after();
     if (b >= 5) t.push_back((e - s) / batch);
+  }
+  return median(t);
+}
+
+// Median µs of `op` followed by a synchronize (`sync`), over 2000 runs after 100.
+template <class Op, class Sync>
+static double call_sync_us(Op op, Sync sync) {
+  std::vector<double> t;
+  for (int i = 0; i < 2100; i++) {
+    double a = now_us();
+    op(i);
+    sync();
+    if (i >= 100) t.push_back(now_us() - a);
+  }
+  return median(t);
+}
+
+// µs per op of a CUDA graph of 100 ops captured from `record(i)` on `s`: the median of
+// 20 timed replays after 5.
+template <class Record>
+static double graph_us_per_op(cudaStream_t s, Record record) {
+  cudaGraph_t g;
+  cudaGraphExec_t ge;
+  CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed));
+  for (unsigned i = 1; i <= 100; i++) record(i);
+  CK(cudaStreamEndCapture(s, &g));
+  CK(cudaGraphInstantiate(&ge, g, 0));
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  std::vector<double> t;
+  for (int i = 0; i < 25; i++) {
+    CK(cudaEventRecord(e0, s));
+    CK(cudaGraphLaunch(ge, s));
+    CK(cudaEventRecord(e1, s));
+    CK(cudaEventSynchronize(e1));
+    float ms;
+    CK(cudaEventElapsedTime(&ms, e0, e1));
+    if (i >= 5) t.push_back(ms * 1e3 / 100);
   }
   return median(t);
 }
@@ -245,105 +277,54 @@ static void memop_route() {
   CK(cudaDeviceSynchronize());
   echo<<<1, 32, 0, loop>>>(item, host_item ? slots_dev : nullptr, doorbell, done, stop, stats);
   unsigned k = 0;
-  // flags of the item's writes (the doorbell's write always has the default barrier)
-  auto post = [&](unsigned item_flags, unsigned value) {
+  // The item written by the stream (8 writes) or by the host into its slot, then the
+  // doorbell and the wait for done, in one batch. Every write has the default memory
+  // barrier: CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER is refused by the v2 API
+  // (CUDA_ERROR_INVALID_VALUE).
+  auto post = [&](unsigned value) {
     CUstreamBatchMemOpParams ops[10] = {};
+    unsigned n = 0;
     if (host_item) {
       for (int i = 0; i < 8; i++) ((volatile unsigned long long*)slots_host)[(value % 128) * 8 + i] = value;
-      ops[0].writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_32;
-      ops[0].writeValue.address = (CUdeviceptr)doorbell;
-      ops[0].writeValue.value = value;
-      ops[1].waitValue.operation = CU_STREAM_MEM_OP_WAIT_VALUE_32;
-      ops[1].waitValue.address = (CUdeviceptr)done;
-      ops[1].waitValue.value = value;
-      ops[1].waitValue.flags = CU_STREAM_WAIT_VALUE_EQ;
-      CK(cuStreamBatchMemOp((CUstream)s, 2, ops, 0));
-      return;
+    } else {
+      for (; n < 8; n++) {
+        ops[n].writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_64;
+        ops[n].writeValue.address = (CUdeviceptr)(item + n);
+        ops[n].writeValue.value64 = value;
+      }
     }
-    for (int i = 0; i < 8; i++) {
-      ops[i].writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_64;
-      ops[i].writeValue.address = (CUdeviceptr)(item + i);
-      ops[i].writeValue.value64 = value;
-      ops[i].writeValue.flags = item_flags;
-    }
-    ops[8].writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_32;
-    ops[8].writeValue.address = (CUdeviceptr)doorbell;
-    ops[8].writeValue.value = value;
-    ops[9].waitValue.operation = CU_STREAM_MEM_OP_WAIT_VALUE_32;
-    ops[9].waitValue.address = (CUdeviceptr)done;
-    ops[9].waitValue.value = value;
-    ops[9].waitValue.flags = CU_STREAM_WAIT_VALUE_EQ;
-    CK(cuStreamBatchMemOp((CUstream)s, 10, ops, 0));
+    ops[n].writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_32;
+    ops[n].writeValue.address = (CUdeviceptr)doorbell;
+    ops[n].writeValue.value = value;
+    ops[n + 1].waitValue.operation = CU_STREAM_MEM_OP_WAIT_VALUE_32;
+    ops[n + 1].waitValue.address = (CUdeviceptr)done;
+    ops[n + 1].waitValue.value = value;
+    ops[n + 1].waitValue.flags = CU_STREAM_WAIT_VALUE_EQ;
+    CK(cuStreamBatchMemOp((CUstream)s, n + 2, ops, 0));
   };
   auto sync = [&] { CK(cudaStreamSynchronize(s)); };
-  // CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER is refused by the v2 API (CUDA_ERROR_INVALID_VALUE)
-  for (unsigned flags : {0u}) {
+  {
     const char* f = host_item ? "item_in_host_slot" : "item_as_8_writes";
     for (int r = 0; r < 2; r++) {
-      for (int i = 0; i < 100; i++) post(flags, ++k);
+      for (int i = 0; i < 100; i++) post(++k);
       sync();
     }
-    printf("memop %s host_us_per_call %.3f\n", f, per_call([&] { post(flags, ++k); }, sync));
+    printf("memop %s host_us_per_call %.3f\n", f, per_call([&] { post(++k); }, sync));
     // back to back in runs of 100 (the host slots are a ring of 128)
     double t0 = now_us();
     for (int r = 0; r < 20; r++) {
-      for (int i = 0; i < 100; i++) post(flags, ++k);
+      for (int i = 0; i < 100; i++) post(++k);
       sync();
     }
     printf("memop %s back_to_back_us_per_op %.3f\n", f, (now_us() - t0) / 2000);
-    std::vector<double> rt;
-    for (int i = 0; i < 2100; i++) {
-      double a = now_us();
-      post(flags, ++k);
-      sync();
-      if (i >= 100) rt.push_back(now_us() - a);
-    }
-    printf("memop %s call_sync_us %.3f\n", f, median(rt));
+    printf("memop %s call_sync_us %.3f\n", f, call_sync_us([&](int) { post(++k); }, sync));
     // a graph of 100 posts; its values repeat at every replay (the echo looks for a change)
-    cudaGraph_t g;
-    cudaGraphExec_t ge;
-    CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed));
-    for (unsigned i = 1; i <= 100; i++) post(flags, 0x40000000u + i);
-    CK(cudaStreamEndCapture(s, &g));
-    CK(cudaGraphInstantiate(&ge, g, 0));
-    cudaEvent_t e0, e1;
-    CK(cudaEventCreate(&e0));
-    CK(cudaEventCreate(&e1));
-    std::vector<double> gt;
-    for (int i = 0; i < 25; i++) {
-      CK(cudaEventRecord(e0, s));
-      CK(cudaGraphLaunch(ge, s));
-      CK(cudaEventRecord(e1, s));
-      CK(cudaEventSynchronize(e1));
-      float ms;
-      CK(cudaEventElapsedTime(&ms, e0, e1));
-      if (i >= 5) gt.push_back(ms * 1e3 / 100);
-    }
-    printf("memop %s graph_us_per_op %.3f\n", f, median(gt));
+    printf("memop %s graph_us_per_op %.3f\n", f, graph_us_per_op(s, [&](unsigned i) { post(0x40000000u + i); }));
     // the echo's last value after the graph's replays is the graph's last: start past it
-    k = 0x50000000u + (flags ? 0x1000000u : 0);
+    k = 0x50000000u;
   }
-  // the trigger kernel (the post kernel's floor) and an empty launch, in graphs of 100
-  cudaGraph_t g;
-  cudaGraphExec_t ge;
-  CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed));
-  for (unsigned i = 1; i <= 100; i++) trigger<<<1, 32, 0, s>>>(doorbell, done, 0x60000000u + i);
-  CK(cudaStreamEndCapture(s, &g));
-  CK(cudaGraphInstantiate(&ge, g, 0));
-  cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
-  std::vector<double> gt;
-  for (int i = 0; i < 25; i++) {
-    CK(cudaEventRecord(e0, s));
-    CK(cudaGraphLaunch(ge, s));
-    CK(cudaEventRecord(e1, s));
-    CK(cudaEventSynchronize(e1));
-    float ms;
-    CK(cudaEventElapsedTime(&ms, e0, e1));
-    if (i >= 5) gt.push_back(ms * 1e3 / 100);
-  }
-  printf("trigger_kernel graph_us_per_op %.3f\n", median(gt));
+  // the trigger kernel (the post kernel's floor), in a graph of 100
+  printf("trigger_kernel graph_us_per_op %.3f\n", graph_us_per_op(s, [&](unsigned i) { trigger<<<1, 32, 0, s>>>(doorbell, done, 0x60000000u + i); }));
   // the trigger kernel launched plainly and with programmatic stream serialization
   for (int pdl = 0; pdl < 2; pdl++) {
     CUfunction f = fn(pdl ? (const void*)trigger_pdl : (const void*)trigger);
@@ -373,41 +354,12 @@ static void memop_route() {
     for (int i = 0; i < 2000; i++) launch();
     sync();
     printf("%s back_to_back_us_per_op %.3f\n", name, (now_us() - t0) / 2000);
-    cudaGraph_t pg;
-    cudaGraphExec_t pge;
-    CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed));
-    for (int i = 0; i < 100; i++) launch();
-    CK(cudaStreamEndCapture(s, &pg));
-    CK(cudaGraphInstantiate(&pge, pg, 0));
-    std::vector<double> pt;
-    for (int i = 0; i < 25; i++) {
-      CK(cudaEventRecord(e0, s));
-      CK(cudaGraphLaunch(pge, s));
-      CK(cudaEventRecord(e1, s));
-      CK(cudaEventSynchronize(e1));
-      float ms;
-      CK(cudaEventElapsedTime(&ms, e0, e1));
-      if (i >= 5) pt.push_back(ms * 1e3 / 100);
-    }
-    printf("%s graph_us_per_op %.3f\n", name, median(pt));
+    printf("%s graph_us_per_op %.3f\n", name, graph_us_per_op(s, [&](unsigned) { launch(); }));
   }
 
-  std::vector<double> rt;
-  for (int i = 0; i < 2100; i++) {
-    double a = now_us();
-    trigger<<<1, 32, 0, s>>>(doorbell, done, 0x70000000u + i);
-    sync();
-    if (i >= 100) rt.push_back(now_us() - a);
-  }
-  printf("trigger_kernel call_sync_us %.3f\n", median(rt));
-  std::vector<double> et;
-  for (int i = 0; i < 2100; i++) {
-    double a = now_us();
-    empty0<<<1, 32, 0, s>>>();
-    sync();
-    if (i >= 100) et.push_back(now_us() - a);
-  }
-  printf("empty_launch call_sync_us %.3f\n", median(et));
+  // the trigger kernel and an empty launch, each followed by a synchronize
+  printf("trigger_kernel call_sync_us %.3f\n", call_sync_us([&](int i) { trigger<<<1, 32, 0, s>>>(doorbell, done, 0x70000000u + i); }, sync));
+  printf("empty_launch call_sync_us %.3f\n", call_sync_us([&](int) { empty0<<<1, 32, 0, s>>>(); }, sync));
   unsigned one = 1;
   CK(cudaMemcpyAsync(stop, &one, 4, cudaMemcpyHostToDevice, s));
   CK(cudaStreamSynchronize(loop));
