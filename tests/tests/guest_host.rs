@@ -146,7 +146,21 @@ fn guests_in_a_weak_memory_world() {
 #[test]
 fn back_to_back_stream_calls_need_no_host_synchronisation() {
     let shape = shape(3, AlgorithmChoice::Auto);
-    let mut g = TwinGroup::start_with_guests(shape, RESIDENT, THREADS, Duration::from_secs(60), None).unwrap();
+    burst_without_host_synchronisation(TwinGroup::start_with_guests(shape, RESIDENT, THREADS, Duration::from_secs(60), None).unwrap(), shape);
+}
+
+/// The same burst with posts that overlap the one before them, as on a GPU that holds two
+/// post grids per rank: each post grid starts while the one before it runs and plans its
+/// item, then waits for it (`after_previous_grid`); every result exact.
+#[test]
+fn overlapping_posts_need_no_host_synchronisation() {
+    let shape = shape(3, AlgorithmChoice::Auto);
+    burst_without_host_synchronisation(TwinGroup::start_with_overlapping_posts(shape, RESIDENT, THREADS, Duration::from_secs(60), None).unwrap(), shape);
+}
+
+/// The burst of [`back_to_back_stream_calls_need_no_host_synchronisation`] on `g`, a
+/// group of `shape` with guests.
+fn burst_without_host_synchronisation(mut g: TwinGroup, shape: Shape) {
     let case = |function, count, in_place| CollCase { function, dtype: DataType::F32, op: RedOpKind::Sum, count, root: 1, in_place, inputs: Inputs::OrderSensitive };
     let mut burst = Vec::new();
     for k in 0..3 {

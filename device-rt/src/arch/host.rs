@@ -89,19 +89,89 @@ pub fn launch(grid: u32, block: u32, dyn_smem_bytes: u32, kernel: impl Fn() + Sy
 /// # Panics
 /// As [`launch`].
 pub fn launch_in(memory: Option<&WeakMemory>, grid: u32, block: u32, dyn_smem_bytes: u32, kernel: impl Fn() + Sync) {
+    launch_with(memory, None, None, grid, block, dyn_smem_bytes, kernel);
+}
+
+/// The twin of a launch with programmatic stream serialization: as [`launch_in`], and the
+/// grid's `griddepcontrol.wait` (`grid_dependency_wait`) waits until `prior` (the launch
+/// before it on its stream, which may still run) has ended, its stores drained; `own`
+/// records, for the launch after this one, when every thread of this grid has called
+/// `launch_dependents` or ended ([`GridDependency::wait_released`]) and when it has
+/// ended. A stream twin starts the next launch, on another OS thread, once this one is
+/// released: as on the GPU, a grid may then run beside the one before it.
+///
+/// # Panics
+/// As [`launch`].
+pub fn launch_after(memory: Option<&WeakMemory>, prior: Option<Arc<GridDependency>>, own: Arc<GridDependency>, grid: u32, block: u32, dyn_smem_bytes: u32, kernel: impl Fn() + Sync) {
+    launch_with(memory, prior, Some(own), grid, block, dyn_smem_bytes, kernel);
+}
+
+/// What a launch after it needs to know of a launch ([`launch_after`]).
+#[derive(Default)]
+pub struct GridDependency {
+    state: Mutex<DependencyState>,
+    changed: Condvar,
+}
+
+#[derive(Default)]
+struct DependencyState {
+    /// Threads of the grid, once it has started.
+    threads: Option<u32>,
+    /// Threads that called `launch_dependents` or ended.
+    released: u32,
+    /// The grid has ended and its stores are drained.
+    ended: bool,
+}
+
+impl GridDependency {
+    /// A dependency of a launch not started yet.
+    pub fn new() -> Arc<Self> {
+        Arc::new(Self::default())
+    }
+
+    /// Waits until every thread of the grid has called `launch_dependents` or ended (or the
+    /// grid has ended): the next launch of its stream may start.
+    pub fn wait_released(&self) {
+        let mut state = lock(&self.state);
+        while !(state.ended || state.threads.is_some_and(|t| state.released >= t)) {
+            state = self.changed.wait(state).unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+
+    fn update(&self, f: impl FnOnce(&mut DependencyState)) {
+        f(&mut lock(&self.state));
+        self.changed.notify_all();
+    }
+
+    /// Waits until the grid has ended; unwinds when `waiter`'s launch is aborted.
+    fn wait_ended(&self, waiter: &GridState) {
+        let mut state = lock(&self.state);
+        while !state.ended {
+            waiter.unwind_if_aborted();
+            state = self.changed.wait_timeout(state, Duration::from_millis(10)).unwrap_or_else(PoisonError::into_inner).0;
+        }
+    }
+}
+
+fn launch_with(memory: Option<&WeakMemory>, prior: Option<Arc<GridDependency>>, own: Option<Arc<GridDependency>>, grid: u32, block: u32, dyn_smem_bytes: u32, kernel: impl Fn() + Sync) {
     assert!(grid > 0 && block > 0, "arch::launch: grid ({grid}) and block ({block}) must be non-zero");
     let (first_cta, launch) = memory.map_or((0, 0), |m| m.start_launch(grid));
+    if let Some(own) = &own {
+        own.update(|d| d.threads = Some(grid * block));
+    }
     let state = Arc::new(GridState {
         aborted: AtomicBool::new(false),
         first_panic: Mutex::new(None),
         ctas: (0..grid).map(|b| CtaState::new(block, dyn_smem_bytes, first_cta + u64::from(b))).collect(),
         weak: memory.map(|m| (m.clone(), launch)),
+        prior,
+        own,
     });
     let mut spawn_error = None;
     std::thread::scope(|scope| {
         'spawn: for block_idx in 0..grid {
             for thread_idx in 0..block {
-                let context = ThreadContext { thread_idx, block_idx, block_dim: block, grid_dim: grid, grid: Arc::clone(&state) };
+                let context = ThreadContext { thread_idx, block_idx, block_dim: block, grid_dim: grid, grid: Arc::clone(&state), released: Cell::new(false) };
                 let kernel = &kernel;
                 let spawned = std::thread::Builder::new()
                     .name(format!("cta{block_idx}.t{thread_idx}"))
@@ -117,6 +187,9 @@ pub fn launch_in(memory: Option<&WeakMemory>, grid: u32, block: u32, dyn_smem_by
     });
     if let Some(memory) = memory {
         state.ctas.iter().for_each(|cta| memory.drain_cta(&cta.weak));
+    }
+    if let Some(own) = &state.own {
+        own.update(|d| d.ended = true);
     }
     if let Some(message) = spawn_error {
         panic!("{message}");
@@ -139,7 +212,10 @@ fn run_thread(context: ThreadContext, kernel: &(impl Fn() + Sync)) {
         Err(payload) if !payload.is::<Released>() => grid.abort(payload),
         Err(_) => {}
     }
-    with_context(|context| context.cta().stalled.fetch_add(1, AcqRel));
+    with_context(|context| {
+        context.cta().stalled.fetch_add(1, AcqRel);
+        context.release_dependents();
+    });
     CONTEXT.set(None);
 }
 
@@ -152,6 +228,11 @@ struct GridState {
     ctas: Box<[CtaState]>,
     /// A weak-memory launch's world and its number in it.
     weak: Option<(WeakMemory, u64)>,
+    /// The launch before this one on its stream, when this one may overlap it
+    /// ([`launch_after`]).
+    prior: Option<Arc<GridDependency>>,
+    /// This launch, for the one after it ([`launch_after`]).
+    own: Option<Arc<GridDependency>>,
 }
 
 /// The payload with which released threads unwind; never kept as a launch's panic.
@@ -249,11 +330,22 @@ struct ThreadContext {
     block_dim: u32,
     grid_dim: u32,
     grid: Arc<GridState>,
+    /// This thread called `launch_dependents` (or ended).
+    released: Cell<bool>,
 }
 
 impl ThreadContext {
     fn cta(&self) -> &CtaState {
         &self.grid.ctas[self.block_idx as usize]
+    }
+
+    /// Counts this thread, once, as one that lets the next launch start.
+    fn release_dependents(&self) {
+        if !self.released.replace(true)
+            && let Some(own) = &self.grid.own
+        {
+            own.update(|d| d.released += 1);
+        }
     }
 }
 
@@ -967,11 +1059,21 @@ impl Arch for HostTwin {
         }
     }
 
-    /// Here: nothing (a twin launch runs after the one before it has ended).
-    fn launch_dependents() {}
+    /// Here: counts the thread for [`GridDependency::wait_released`] (a launch through
+    /// [`launch_after`]); nothing otherwise.
+    fn launch_dependents() {
+        with_context(ThreadContext::release_dependents);
+    }
 
-    /// Here: nothing (a twin launch runs after the one before it has ended).
-    fn grid_dependency_wait() {}
+    /// Here: waits until the launch before this one has ended (a launch through
+    /// [`launch_after`]); returns at once otherwise. Unwinds when this launch is aborted.
+    fn grid_dependency_wait() {
+        with_context(|c| {
+            if let Some(prior) = &c.grid.prior {
+                prior.wait_ended(&c.grid);
+            }
+        });
+    }
 
     fn spin_pause() {
         with_context(|c| c.grid.unwind_if_aborted());

@@ -26,7 +26,7 @@ mod imp;
 mod weak;
 
 #[cfg(not(target_arch = "nvptx64"))]
-pub use imp::{launch, launch_in};
+pub use imp::{GridDependency, launch, launch_after, launch_in};
 #[cfg(not(target_arch = "nvptx64"))]
 pub use weak::{WeakMemory, WeakStats};
 
@@ -345,14 +345,15 @@ contract! {
         /// `griddepcontrol.launch_dependents`: lets the next kernel of this grid's stream,
         /// when launched with programmatic stream serialization, start before this grid
         /// ends (once every CTA of this grid has called this or exited). On the host twin,
-        /// nothing (its launches run one after another). Ordering: none; the dependent
+        /// the same for a launch through `launch_after`. Ordering: none; the dependent
         /// grid sees this grid's writes only after its [`Arch::grid_dependency_wait`].
         fn launch_dependents();
         /// `griddepcontrol.wait`: waits until every grid this one depends on (the kernel
         /// before it on its stream, when this grid was launched with programmatic stream
         /// serialization) has completed and its memory operations are visible to this
-        /// thread; returns at once otherwise. On the host twin, nothing (the launch before
-        /// has ended). Ordering: as a kernel boundary of its stream.
+        /// thread; returns at once otherwise (on the host twin, for a launch through
+        /// `launch_after`, it waits until the launch before has ended). Ordering: as a
+        /// kernel boundary of its stream.
         fn grid_dependency_wait();
         /// `trap`: aborts the kernel; the host sees `CUDA_ERROR_LAUNCH_FAILED` (on the host
         /// twin, a panic that `launch` resumes once every thread has ended). For broken

@@ -11,9 +11,9 @@ use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use device_rt::arch::{self, WeakMemory};
+use device_rt::arch::{self, GridDependency, WeakMemory};
 use device_rt::conn::{ChannelStats, CommDevice};
-use device_rt::work::{LOOP_SMEM_BYTES, LoopArgs, LoopState, PostArgs, QueueHeader, RingSlot, WorkItem, post_to_mailbox, serve_post, work_loop};
+use device_rt::work::{LOOP_SMEM_BYTES, LoopArgs, LoopState, PostArgs, QueueHeader, RingSlot, WorkItem, after_previous_grid, post_to_mailbox, serve_post, work_loop};
 
 use super::group::{Buffer, RankGroup, SubmitPath, Submitted};
 use device_rt::algo::Staging;
@@ -98,7 +98,19 @@ impl TwinGroup {
         if resident == 0 || resident > shape.nchannels {
             return Err(Error::InvalidArgument(format!("{resident} resident channels of {}", shape.nchannels)));
         }
-        Self::launch(shape, resident, threads, budget, memory, None, true)
+        Self::launch(shape, resident, threads, budget, memory, None, Streams::Plain)
+    }
+
+    /// As [`TwinGroup::start_with_guests`], with posts that overlap the one before them as
+    /// on a GPU that holds two post grids per rank (`arch::launch_after`): each post grid
+    /// runs on threads of its own, the next one starts once every thread of it has passed
+    /// its `after_previous_grid` (or ended), and its `grid_dependency_wait` waits for the
+    /// one before.
+    pub fn start_with_overlapping_posts(shape: Shape, resident: u32, threads: u32, budget: Duration, memory: Option<WeakMemory>) -> Result<Self> {
+        if resident == 0 || resident > shape.nchannels {
+            return Err(Error::InvalidArgument(format!("{resident} resident channels of {}", shape.nchannels)));
+        }
+        Self::launch(shape, resident, threads, budget, memory, None, Streams::Overlapping)
     }
 
     /// How [`RankGroup::submit`] hands items over (a group started with guests only has
@@ -116,7 +128,7 @@ impl TwinGroup {
     /// ordered only as PTX promises, and the group tells the world what the host writes and
     /// when it has seen a completion.
     pub fn start_in(shape: Shape, threads: u32, budget: Duration, memory: Option<WeakMemory>) -> Result<Self> {
-        Self::launch(shape, shape.nchannels, threads, budget, memory, None, false)
+        Self::launch(shape, shape.nchannels, threads, budget, memory, None, Streams::None)
     }
 
     /// As [`TwinGroup::start`], on a symmetric heap: `heap[r]` is the address of PE `r`'s
@@ -125,12 +137,12 @@ impl TwinGroup {
         if heap.len() != shape.nranks as usize {
             return Err(Error::InvalidArgument(format!("{} heap handles for {} ranks", heap.len(), shape.nranks)));
         }
-        Self::launch(shape, shape.nchannels, threads, budget, None, Some(heap), false)
+        Self::launch(shape, shape.nchannels, threads, budget, None, Some(heap), Streams::None)
     }
 
-    /// Starts the ranks; with `streamed`, each with its stream twin (then the stream is
-    /// the group's path).
-    fn launch(shape: Shape, resident: u32, threads: u32, budget: Duration, memory: Option<WeakMemory>, heap: Option<&[u64]>, streamed: bool) -> Result<Self> {
+    /// Starts the ranks, each with its stream twin as `streams` says (with one, the stream
+    /// is the group's path).
+    fn launch(shape: Shape, resident: u32, threads: u32, budget: Duration, memory: Option<WeakMemory>, heap: Option<&[u64]>, streams: Streams) -> Result<Self> {
         let memory = match (memory, std::env::var("FERROCCL_TWIN_WEAK")) {
             (Some(memory), _) => Some(memory),
             (None, Ok(seed)) => {
@@ -152,9 +164,9 @@ impl TwinGroup {
             let image = layout.image_on_heap(rank as u32, &bases, heap.map_or(0, |h| h[rank]))?;
             // SAFETY: the block holds `block_bytes >= meta_bytes` bytes.
             unsafe { std::ptr::copy_nonoverlapping(image.as_ptr(), block.addr() as *mut u8, image.len()) };
-            ranks.push(start_rank(block, (resident, shape.nchannels - resident), threads, budget, memory.as_ref(), streamed)?);
+            ranks.push(start_rank(block, (resident, shape.nchannels - resident), threads, budget, memory.as_ref(), streams)?);
         }
-        let path = if streamed { SubmitPath::Stream } else { SubmitPath::Direct };
+        let path = if streams == Streams::None { SubmitPath::Direct } else { SubmitPath::Stream };
         Ok(Self { ranks, buffers: Vec::new(), shape, threads, stats, memory, retired: Vec::new(), resident, path })
     }
 
@@ -191,8 +203,8 @@ impl TwinGroup {
 }
 
 /// Starts a rank's loop of `channels.0` resident channels on the communicator in `block`,
-/// and with `streamed` its stream twin, whose post grids carry `channels.1` guests.
-fn start_rank(block: Block, channels: (u32, u32), threads: u32, budget: Duration, memory: Option<&WeakMemory>, streamed: bool) -> Result<TwinRank> {
+/// and as `streams` says its stream twin, whose post grids carry `channels.1` guests.
+fn start_rank(block: Block, channels: (u32, u32), threads: u32, budget: Duration, memory: Option<&WeakMemory>, streams: Streams) -> Result<TwinRank> {
     let (resident, guests) = channels;
     const CAPACITY: u64 = 256;
     let mut header = Box::new(QueueHeader::new());
@@ -226,8 +238,8 @@ fn start_rank(block: Block, channels: (u32, u32), threads: u32, budget: Duration
             }))
         })
         .map_err(|e| Error::InvalidArgument(format!("could not start a host-twin rank: {e}")))?;
-    let stream = if streamed {
-        let post = PostGrid { header: h, state: s, comm: c, budget_ns, resident, guests, threads };
+    let stream = if streams != Streams::None {
+        let post = PostGrid { header: h, state: s, comm: c, budget_ns, resident, guests, threads, overlap: streams == Streams::Overlapping };
         Some(start_stream(post, stream_memory)?)
     } else {
         None
@@ -250,6 +262,19 @@ struct PostGrid {
     resident: u32,
     guests: u32,
     threads: u32,
+    /// Each grid may start before the one before it has ended (`arch::launch_after`).
+    overlap: bool,
+}
+
+/// Whether a twin group's ranks have stream twins, and how their posts are launched.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Streams {
+    /// No stream: the direct path only.
+    None,
+    /// Each post grid after the one before it has ended.
+    Plain,
+    /// Each post grid as soon as the one before it lets it (`arch::launch_after`).
+    Overlapping,
 }
 
 /// Starts a rank's stream twin: a thread that runs one post grid per item it receives.
@@ -260,42 +285,81 @@ fn start_stream(post: PostGrid, memory: Option<WeakMemory>) -> Result<TwinStream
     let thread = std::thread::Builder::new()
         .name("twin-stream".into())
         .spawn(move || {
+            // The grid launched last, while it may still run beside the next (overlap).
+            let mut last: Option<(Arc<GridDependency>, JoinHandle<()>)> = None;
             for item in received {
-                let grid = || {
-                    let p = PostArgs {
-                        state: post.state as *mut LoopState,
-                        header: post.header as *mut QueueHeader,
-                        comm: post.comm as *const CommDevice,
-                        item,
-                        spin_budget_ns: post.budget_ns,
-                        resident: post.resident,
-                    };
-                    // SAFETY: the rank's loop memory outlives its stream (joined first, see
-                    // `Drop`); one post grid runs at a time (this thread).
-                    unsafe { serve_post(p) }
-                };
-                // Without guests the host launches `ferroccl_mailbox_post_alone`: one CTA of
-                // 32 threads whose thread 0 posts.
-                let alone = || {
-                    if arch::thread_idx() == 0 {
-                        // SAFETY: as for `serve_post`; one thread posts.
-                        let _ = unsafe { post_to_mailbox(post.state as *mut LoopState, post.header as *mut QueueHeader, item, post.budget_ns) };
-                    }
-                };
-                // A trapped grid ends the stream's work, as a failed launch would: the loop's
-                // status tells the host why.
-                let launched = match post.guests {
-                    0 => catch_unwind(AssertUnwindSafe(|| arch::launch_in(memory.as_ref(), 1, 32, 0, alone))),
-                    guests => catch_unwind(AssertUnwindSafe(|| arch::launch_in(memory.as_ref(), 1 + guests, post.threads, LOOP_SMEM_BYTES, grid))),
-                };
-                if launched.is_err() {
-                    log::warn!("a host-twin post grid trapped");
+                if !post.overlap {
+                    run_post_grid(post, item, memory.as_ref(), None);
+                    ended.fetch_add(1, Ordering::AcqRel);
+                    continue;
                 }
-                ended.fetch_add(1, Ordering::AcqRel);
+                let own = GridDependency::new();
+                let dependency = (last.as_ref().map(|(prior, _)| Arc::clone(prior)), Arc::clone(&own));
+                let (memory, ended) = (memory.clone(), Arc::clone(&ended));
+                let spawned = std::thread::Builder::new().name("twin-post".into()).spawn(move || {
+                    run_post_grid(post, item, memory.as_ref(), Some(dependency));
+                    ended.fetch_add(1, Ordering::AcqRel);
+                });
+                let Ok(handle) = spawned else {
+                    log::warn!("could not start a host-twin post grid");
+                    break;
+                };
+                // The next grid starts once this one lets it: by then the one before this
+                // has ended (this one's threads waited for it).
+                own.wait_released();
+                if let Some((_, before)) = last.replace((own, handle)) {
+                    let _ = before.join();
+                }
+            }
+            if let Some((_, handle)) = last {
+                let _ = handle.join();
             }
         })
         .map_err(|e| Error::InvalidArgument(format!("could not start a host-twin stream: {e}")))?;
     Ok(TwinStream { items: Some(items), posted: 0, done, thread: Some(thread) })
+}
+
+/// Runs the post grid of `item` as the host launches it: `serve_post` on `1 + guests`
+/// CTAs, or without guests `ferroccl_mailbox_post_alone`'s body (one CTA of 32 threads
+/// whose thread 0 posts); with `dependency`, overlapping the grid before it
+/// (`arch::launch_after`). A trapped grid ends nothing else, as a failed launch would: the
+/// loop's status tells the host why.
+fn run_post_grid(post: PostGrid, item: WorkItem, memory: Option<&WeakMemory>, dependency: Option<(Option<Arc<GridDependency>>, Arc<GridDependency>)>) {
+    let grid = || {
+        let p = PostArgs {
+            state: post.state as *mut LoopState,
+            header: post.header as *mut QueueHeader,
+            comm: post.comm as *const CommDevice,
+            item,
+            spin_budget_ns: post.budget_ns,
+            resident: post.resident,
+        };
+        // SAFETY: the rank's loop memory outlives its stream (joined first, see `Drop`); one
+        // post grid at a time touches it (the stream's thread, and each overlapping grid
+        // waits for the one before it).
+        unsafe { serve_post(p) }
+    };
+    let alone = || {
+        if arch::thread_idx() == 0 {
+            after_previous_grid();
+            // SAFETY: as for `serve_post`; one thread posts.
+            let _ = unsafe { post_to_mailbox(post.state as *mut LoopState, post.header as *mut QueueHeader, item, post.budget_ns) };
+        }
+    };
+    let (ctas, threads, smem) = match post.guests {
+        0 => (1, 32, 0),
+        guests => (1 + guests, post.threads, LOOP_SMEM_BYTES),
+    };
+    let launched = catch_unwind(AssertUnwindSafe(|| {
+        let body = || if post.guests == 0 { alone() } else { grid() };
+        match dependency {
+            Some((prior, own)) => arch::launch_after(memory, prior, own, ctas, threads, smem, body),
+            None => arch::launch_in(memory, ctas, threads, smem, body),
+        }
+    }));
+    if launched.is_err() {
+        log::warn!("a host-twin post grid trapped");
+    }
 }
 
 impl TwinStream {
