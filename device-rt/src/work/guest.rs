@@ -187,6 +187,21 @@ pub fn after_previous_grid() {
     arch::launch_dependents();
 }
 
+/// The post of a loop without guest channels (`ferroccl_mailbox_post_alone`: one CTA of
+/// 32 threads): thread 0 waits for the kernel before it (`after_previous_grid`), then
+/// posts `item` and waits for it (`post_to_mailbox`); the other threads leave.
+///
+/// # Safety
+/// As `post_to_mailbox`, for `state` and `header` of one running loop (one post at a time:
+/// the host's one-stream rule).
+pub unsafe fn post_alone(state: *mut LoopState, header: *mut QueueHeader, item: WorkItem, spin_budget_ns: u64) {
+    if arch::thread_idx() == 0 {
+        after_previous_grid();
+        // SAFETY: this function's contract is `post_to_mailbox`'s, for the one poster.
+        let _ = unsafe { post_to_mailbox(state, header, item, spin_budget_ns) };
+    }
+}
+
 /// The post grid's body (see the module doc): an item that runs on the post grid alone
 /// runs its part `g - 1` on CTA `g ≥ 1` (guest channel `resident + g - 1`) where it has
 /// one; otherwise CTA 0's thread 0 posts the item and waits for it, and CTA `g ≥ 1`

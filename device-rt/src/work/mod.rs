@@ -24,6 +24,6 @@ pub use queue::{LOOP_SMEM_BYTES, LoopState, MAILBOX_CLOSED, MAILBOX_COMPLETE, MA
 #[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
 pub use exec::{LoopArgs, shmem_work_loop, work_loop};
 #[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
-pub use guest::{PostArgs, after_previous_grid, serve_post};
+pub use guest::{PostArgs, after_previous_grid, post_alone, serve_post};
 #[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
 pub use mailbox::{PostOutcome, post_to_mailbox};

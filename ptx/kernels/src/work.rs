@@ -2,7 +2,7 @@
 //! with.
 
 use device_rt::conn::CommDevice;
-use device_rt::work::{LoopArgs, LoopState, PostArgs, QueueHeader, RingSlot, WorkItem, after_previous_grid, post_to_mailbox, serve_post, shmem_work_loop, work_loop};
+use device_rt::work::{LoopArgs, LoopState, PostArgs, QueueHeader, RingSlot, WorkItem, post_alone, serve_post, shmem_work_loop, work_loop};
 
 /// One rank's work loop: launched once, runs items until a Shutdown item, an abort or an
 /// error (see `device_rt::work`).
@@ -83,8 +83,7 @@ pub unsafe extern "gpu-kernel" fn ferroccl_mailbox_post(
 /// the guests of `ferroccl_mailbox_post` run, out of this launch.
 ///
 /// # Safety
-/// As `device_rt::work::post_to_mailbox`, for `state` and `header` of one running loop
-/// (one post at a time: the host's one-stream rule).
+/// As `device_rt::work::post_alone`.
 #[unsafe(no_mangle)]
 pub unsafe extern "gpu-kernel" fn ferroccl_mailbox_post_alone(
     state: *mut LoopState,
@@ -99,13 +98,10 @@ pub unsafe extern "gpu-kernel" fn ferroccl_mailbox_post_alone(
     w7: u64,
     spin_budget_ns: u64,
 ) {
-    if device_rt::arch::thread_idx() == 0 {
-        after_previous_grid();
-        let item = WorkItem::from_words([w0, w1, w2, w3, w4, w5, w6, w7]);
-        // SAFETY: this kernel's contract is `post_to_mailbox`'s, which the host keeps when it
-        // launches it; one thread posts.
-        let _ = unsafe { post_to_mailbox(state, header, item, spin_budget_ns) };
-    }
+    let item = WorkItem::from_words([w0, w1, w2, w3, w4, w5, w6, w7]);
+    // SAFETY: this kernel's contract is `post_alone`'s, which the host keeps when it launches
+    // it.
+    unsafe { post_alone(state, header, item, spin_budget_ns) }
 }
 
 /// Does nothing: the baseline of the launch-latency benchmarks.

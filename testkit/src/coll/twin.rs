@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use device_rt::arch::{self, GridDependency, WeakMemory};
 use device_rt::conn::{ChannelStats, CommDevice};
-use device_rt::work::{LOOP_SMEM_BYTES, LoopArgs, LoopState, PostArgs, QueueHeader, RingSlot, WorkItem, after_previous_grid, post_to_mailbox, serve_post, work_loop};
+use device_rt::work::{LOOP_SMEM_BYTES, LoopArgs, LoopState, PostArgs, QueueHeader, RingSlot, WorkItem, post_alone, serve_post, work_loop};
 
 use super::group::{Buffer, RankGroup, SubmitPath, Submitted};
 use device_rt::algo::Staging;
@@ -95,10 +95,7 @@ impl TwinGroup {
     /// [`RankGroup::submit`] uses (the stream-ordered path; [`TwinGroup::set_path`] picks
     /// the queue instead).
     pub fn start_with_guests(shape: Shape, resident: u32, threads: u32, budget: Duration, memory: Option<WeakMemory>) -> Result<Self> {
-        if resident == 0 || resident > shape.nchannels {
-            return Err(Error::InvalidArgument(format!("{resident} resident channels of {}", shape.nchannels)));
-        }
-        Self::launch(shape, resident, threads, budget, memory, None, Streams::Plain)
+        Self::start_streamed(shape, resident, threads, budget, memory, Streams::Plain)
     }
 
     /// As [`TwinGroup::start_with_guests`], with posts that overlap the one before them as
@@ -107,10 +104,16 @@ impl TwinGroup {
     /// its `after_previous_grid` (or ended), and its `grid_dependency_wait` waits for the
     /// one before.
     pub fn start_with_overlapping_posts(shape: Shape, resident: u32, threads: u32, budget: Duration, memory: Option<WeakMemory>) -> Result<Self> {
+        Self::start_streamed(shape, resident, threads, budget, memory, Streams::Overlapping)
+    }
+
+    /// The ranks with `resident` of their channels in the loop and stream twins as
+    /// `streams` says.
+    fn start_streamed(shape: Shape, resident: u32, threads: u32, budget: Duration, memory: Option<WeakMemory>, streams: Streams) -> Result<Self> {
         if resident == 0 || resident > shape.nchannels {
             return Err(Error::InvalidArgument(format!("{resident} resident channels of {}", shape.nchannels)));
         }
-        Self::launch(shape, resident, threads, budget, memory, None, Streams::Overlapping)
+        Self::launch(shape, resident, threads, budget, memory, None, streams)
     }
 
     /// How [`RankGroup::submit`] hands items over (a group started with guests only has
@@ -339,13 +342,8 @@ fn run_post_grid(post: PostGrid, item: WorkItem, memory: Option<&WeakMemory>, de
         // waits for the one before it).
         unsafe { serve_post(p) }
     };
-    let alone = || {
-        if arch::thread_idx() == 0 {
-            after_previous_grid();
-            // SAFETY: as for `serve_post`; one thread posts.
-            let _ = unsafe { post_to_mailbox(post.state as *mut LoopState, post.header as *mut QueueHeader, item, post.budget_ns) };
-        }
-    };
+    // SAFETY: as for `serve_post`.
+    let alone = || unsafe { post_alone(post.state as *mut LoopState, post.header as *mut QueueHeader, item, post.budget_ns) };
     let (ctas, threads, smem) = match post.guests {
         0 => (1, 32, 0),
         guests => (1 + guests, post.threads, LOOP_SMEM_BYTES),
