@@ -6,11 +6,11 @@
 //! into an `Err` at once instead of a wait.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering, fence};
 use std::time::{Duration, Instant};
 
 use device_rt::abi::{LoopError, MAX_CHANNELS, WaitSite};
-use device_rt::work::{BadItem, QueueHeader, RingSlot, WorkItem};
+use device_rt::work::{BadItem, LOOP_ASLEEP, LOOP_AWAKE, LOOP_LEAVING, QueueHeader, RingSlot, WorkItem};
 
 use crate::{Error, Result};
 
@@ -53,6 +53,10 @@ impl AbortHandle {
     }
 }
 
+/// Launches a loop that slept again, on its own stream after the kernel that ended
+/// (see [`Queue::set_relaunch`]).
+pub type Relaunch = Box<dyn Fn() -> Result<()> + Send + Sync>;
+
 /// The producer side of one loop's ring.
 pub struct Queue {
     header: *mut QueueHeader,
@@ -61,10 +65,15 @@ pub struct Queue {
     channels: usize,
     next_seq: u64,
     owner: HeaderOwner,
+    relaunch: Option<Relaunch>,
 }
 
-// SAFETY: a `Queue` is the only producer of its ring; the memory outlives it (`new`).
+// SAFETY: a `Queue` is the only producer of its ring; the memory outlives it (`new`);
+// the relaunch hook is `Send`.
 unsafe impl Send for Queue {}
+// SAFETY: the methods that take `&self` only load the header, or change it with atomic
+// read-modify-writes (`announce_post`), and call the `Sync` relaunch hook.
+unsafe impl Sync for Queue {}
 
 impl Queue {
     /// The producer of the loop whose header and ring of `capacity` slots are at these
@@ -81,7 +90,75 @@ impl Queue {
                 "a queue needs a capacity of at least 1 and 1..={MAX_CHANNELS} channels (got {capacity}, {channels})"
             )));
         }
-        Ok(Self { header, ring, capacity, channels, next_seq: 1, owner })
+        Ok(Self { header, ring, capacity, channels, next_seq: 1, owner, relaunch: None })
+    }
+
+    /// How the queue launches its loop again after the loop slept (a loop of one channel
+    /// given a sleep time); without a hook, work that finds the loop asleep is refused
+    /// with [`Error::InvalidState`].
+    pub fn set_relaunch(&mut self, relaunch: Relaunch) {
+        self.relaunch = Some(relaunch);
+    }
+
+    /// A header word as an atomic.
+    fn word(&self, field: *mut u64) -> &AtomicU64 {
+        // SAFETY: `field` points into the live header (`new`'s contract), 8-byte aligned;
+        // the device accesses it with single-copy-atomic 64-bit operations.
+        unsafe { AtomicU64::from_ptr(field) }
+    }
+
+    /// The stream-ordered path, before a post is launched: counts the post (outside a
+    /// graph capture) or, for a post captured in a CUDA graph (`captured`), pins the loop
+    /// awake for good (the graph's replays post without the host); then makes sure the
+    /// loop runs or will (see [`Queue::wake`]).
+    ///
+    /// Ordering: the count or the pin is a sequentially consistent read-modify-write (a
+    /// full fence on the host) before `wake`'s load: the store half of the host's side of
+    /// the sleep handshake (`device_rt::work`'s `queue` module).
+    pub fn announce_post(&self, captured: bool) -> Result<()> {
+        // SAFETY: fields of the live header.
+        let (posts, pinned) = unsafe { (&raw mut (*self.header).posts, &raw mut (*self.header).pinned) };
+        if captured {
+            self.word(pinned).swap(1, Ordering::SeqCst);
+        } else {
+            self.word(posts).fetch_add(1, Ordering::SeqCst);
+        }
+        self.wake()
+    }
+
+    /// After the host published work (a post announced, ring slots written, each followed
+    /// by a sequentially consistent fence): reads the loop's `awake` word. Awake: the loop
+    /// sees the work. Deciding whether to sleep: waits (up to a second) for its answer.
+    /// Asleep: swaps in AWAKE and launches the loop again (one caller wins the swap and
+    /// launches; the others find it awake).
+    pub fn wake(&self) -> Result<()> {
+        // SAFETY: a field of the live header.
+        let awake = self.word(unsafe { &raw mut (*self.header).awake });
+        let start = Instant::now();
+        loop {
+            match awake.load(Ordering::SeqCst) {
+                LOOP_AWAKE => return Ok(()),
+                LOOP_ASLEEP => {
+                    if awake.compare_exchange(LOOP_ASLEEP, LOOP_AWAKE, Ordering::SeqCst, Ordering::SeqCst).is_err() {
+                        continue;
+                    }
+                    let Some(relaunch) = &self.relaunch else {
+                        return Err(Error::InvalidState("the work loop slept and its queue cannot launch it again"));
+                    };
+                    log::debug!("work loop: launching it again after it slept");
+                    return relaunch().inspect_err(|_| awake.store(LOOP_ASLEEP, Ordering::SeqCst));
+                }
+                LOOP_LEAVING if start.elapsed() < Duration::from_secs(1) => std::hint::spin_loop(),
+                LOOP_LEAVING => return Err(Error::Timeout { what: "the work loop's answer to its sleep handshake".into(), after: Duration::from_secs(1) }),
+                other => return Err(Error::UnknownLoopStatus(other)),
+            }
+        }
+    }
+
+    /// Whether the loop has left to sleep (it is launched again with the next work).
+    pub fn asleep(&self) -> bool {
+        // SAFETY: a field of the live header.
+        self.word(unsafe { &raw mut (*self.header).awake }).load(Ordering::Acquire) == LOOP_ASLEEP
     }
 
     /// A handle that aborts the loop from any thread.
@@ -153,6 +230,8 @@ impl Queue {
         // `seq` is free.
         unsafe { self.write_slot(seq, WorkItem { seq, ..item }) };
         self.next_seq = seq + 1;
+        fence(Ordering::SeqCst);
+        self.wake()?;
         Ok(Ticket(seq))
     }
 
@@ -179,6 +258,8 @@ impl Queue {
             unsafe { self.write_slot(seq, WorkItem { seq, ..*item }) };
         }
         self.next_seq = last + 1;
+        fence(Ordering::SeqCst);
+        self.wake()?;
         Ok(Ticket(last))
     }
 
@@ -195,6 +276,10 @@ impl Queue {
         // addresses.
         unsafe { self.write_slot(self.next_seq, item) };
         self.next_seq += 1;
+        fence(Ordering::SeqCst);
+        if let Err(e) = self.wake() {
+            log::warn!("work loop: could not wake it for an unchecked item: {e}");
+        }
     }
 
     /// Writes `item` into the slot of `seq`, flagged as `seq`'s, word by word.

@@ -42,11 +42,25 @@ pub struct LoopConfig {
     pub spin_budget: Duration,
     /// On which SMs the channels run.
     pub placement: Placement,
+    /// A loop of one resident channel: how long it polls with nothing to do before it
+    /// leaves the GPU (holding no SM while idle); the next item launches it again (see
+    /// [`WorkLoop::start`]). `None`, and any loop of more resident channels (which would
+    /// have to leave together): it runs until shut down.
+    pub sleep_after: Option<Duration>,
 }
 
 impl Default for LoopConfig {
     fn default() -> Self {
-        Self { channels: 4, guests: 0, threads: 256, resident_threads: 0, capacity: 1024, spin_budget: Duration::from_secs(10), placement: Placement::Hardware }
+        Self {
+            channels: 4,
+            guests: 0,
+            threads: 256,
+            resident_threads: 0,
+            capacity: 1024,
+            spin_budget: Duration::from_secs(10),
+            placement: Placement::Hardware,
+            sleep_after: None,
+        }
     }
 }
 
@@ -158,6 +172,15 @@ impl LoopConfig {
         if self.resident_threads == 0 { self.threads } else { self.resident_threads }
     }
 
+    /// The sleep time the loop gets, in ns (0: it never sleeps): `sleep_after` for a loop
+    /// of one resident channel.
+    pub fn sleep_after_ns(&self) -> u64 {
+        match self.sleep_after {
+            Some(after) if self.channels == 1 => u64::try_from(after.as_nanos()).unwrap_or(u64::MAX).max(1),
+            _ => 0,
+        }
+    }
+
     fn validate(&self) -> Result<()> {
         let bad = |why: String| Err(Error::InvalidArgument(why));
         if !(1..=MAX_CHANNELS as u32).contains(&self.channels) {
@@ -177,6 +200,9 @@ impl LoopConfig {
         }
         if self.spin_budget.is_zero() {
             return bad("the spin budget must be positive".into());
+        }
+        if self.sleep_after.is_some_and(|after| after.is_zero()) {
+            return bad("a loop's sleep time must be positive (None: it never sleeps)".into());
         }
         Ok(())
     }
@@ -426,6 +452,60 @@ unsafe fn launch_post(stream: &CudaStream, function: &CudaFunction, cfg: LaunchC
         .map_err(Error::cuda("cuLaunchKernelEx (mailbox post)"))
 }
 
+/// Where a loop's channel election keeps its claims (`claimed`, then `claims`), which a
+/// loop launched again after it slept must find cleared.
+const CLAIMS_OFFSET: u64 = (std::mem::offset_of!(LoopState, placement) + std::mem::offset_of!(ChannelPlacement, claimed)) as u64;
+/// Bytes of those claims.
+const CLAIMS_BYTES: usize = size_of::<u64>() * (1 + MAX_CHANNELS);
+
+const _: () = assert!(std::mem::offset_of!(ChannelPlacement, claims) == std::mem::offset_of!(ChannelPlacement, claimed) + 8);
+
+/// Everything a launch of a loop kernel takes, for the first launch and for launches
+/// after the loop slept.
+struct LoopLaunch {
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    kernel: CudaFunction,
+    config: LaunchConfig,
+    /// The kernel's parameters: header, ring, capacity, state, spin budget, communicator.
+    args: [u64; 6],
+    /// The device address of the election's claims, when the loop chooses its SMs.
+    claims: Option<u64>,
+}
+
+impl LoopLaunch {
+    /// Launches the loop kernel on its stream; `again` (after it slept): first clears the
+    /// election's claims, on the same stream (after the old kernel's end).
+    ///
+    /// # Safety
+    /// The memory `args` name is live until the kernel has ended; with `again`, the loop's
+    /// kernel has stored ASLEEP (it ends, and the stream orders this launch after it).
+    unsafe fn launch(&self, again: bool) -> Result<()> {
+        self.ctx.bind_to_thread().map_err(Error::cuda("cuCtxSetCurrent"))?;
+        if let (true, Some(claims)) = (again, self.claims) {
+            // SAFETY: `CLAIMS_BYTES` at `claims` lie in the loop's state; no kernel uses them
+            // before this memset ends (the stream's order).
+            unsafe { result::memset_d8_async(claims, 0, CLAIMS_BYTES, self.stream.cu_stream()) }.map_err(Error::cuda("cuMemsetD8Async"))?;
+        }
+        let [header, ring, capacity, state, budget_ns, comm] = self.args;
+        // SAFETY: the arguments match `ferroccl_work_loop` (and the heap's loop); the memory
+        // lives as this function's contract says.
+        unsafe {
+            self.stream
+                .launch_builder(&self.kernel)
+                .arg(&header)
+                .arg(&ring)
+                .arg(&capacity)
+                .arg(&state)
+                .arg(&budget_ns)
+                .arg(&comm)
+                .launch(self.config)
+        }
+        .map(|_| ())
+        .map_err(Error::cuda("cuLaunchKernel"))
+    }
+}
+
 /// Writes `cfg`'s channel placement into the loop's zeroed `state`; returns the grid to
 /// launch: the channels for the hardware's placement, else one CTA per SM (the CTAs on
 /// the chosen SMs become the channels, the others leave at once).
@@ -520,6 +600,11 @@ impl WorkLoop {
             module.kernel("ferroccl_mailbox_post_alone")?
         };
         let grid = place_channels(ctx, &state, &cfg)?;
+        let sleep_after_ns = cfg.sleep_after_ns();
+        if sleep_after_ns != 0 {
+            // SAFETY: `state` holds a whole `LoopState`; no kernel uses it yet.
+            unsafe { state.upload(std::mem::offset_of!(LoopState, sleep_after_ns) as u64, sleep_after_ns.as_bytes()) }?;
+        }
         Ok(Self {
             ctx: ctx.clone(),
             stream,
@@ -562,37 +647,36 @@ impl WorkLoop {
         channels_per_sm(&self.kernel, (self.cfg.guests > 0).then_some(&self.post), self.cfg.threads)
     }
 
-    /// Launches the loop kernel, once, on the loop's own stream. Items enqueued before
-    /// wait in the queue.
+    /// Launches the loop kernel on the loop's own stream. Items enqueued before wait in
+    /// the queue. A loop given a sleep time ([`LoopConfig::sleep_after`]) leaves the GPU
+    /// when it has polled that long with nothing to do; the queue launches it again (on
+    /// the same stream, after the old kernel's end) when the host next publishes work
+    /// (the handshake: `device_rt::work`'s `queue` module).
     pub fn start(&mut self) -> Result<()> {
         let Some(memory) = &self.memory else { return Err(Error::LoopClosed) };
         if self.started {
             return Err(Error::InvalidState("the work loop is already started"));
         }
         let Some(header) = &self.header.header else { return Err(Error::LoopClosed) };
-        let (header, ring, state) = (header.device_ptr(), memory.ring.device_ptr(), memory.state.ptr);
         graveyard().collect(self.ctx_key());
-        let capacity = u64::from(self.cfg.capacity);
-        let budget_ns = u64::try_from(self.cfg.spin_budget.as_nanos()).unwrap_or(u64::MAX);
-        let launch = LaunchConfig {
-            grid_dim: (self.grid, 1, 1),
-            block_dim: (self.cfg.loop_threads(), 1, 1),
-            shared_mem_bytes: LOOP_SMEM_BYTES,
+        let launch_loop = LoopLaunch {
+            ctx: self.ctx.clone(),
+            stream: self.stream.clone(),
+            kernel: self.kernel.clone(),
+            config: LaunchConfig { grid_dim: (self.grid, 1, 1), block_dim: (self.cfg.loop_threads(), 1, 1), shared_mem_bytes: LOOP_SMEM_BYTES },
+            args: [header.device_ptr(), memory.ring.device_ptr(), u64::from(self.cfg.capacity), memory.state.ptr, u64::try_from(self.cfg.spin_budget.as_nanos()).unwrap_or(u64::MAX), self.comm],
+            claims: (self.grid != self.cfg.channels).then(|| memory.state.ptr + CLAIMS_OFFSET),
         };
-        // SAFETY: the arguments match `ferroccl_work_loop`; the memory lives until the
-        // kernel has ended (`Drop` defers freeing it until then).
-        unsafe {
-            self.stream
-                .launch_builder(&self.kernel)
-                .arg(&header)
-                .arg(&ring)
-                .arg(&capacity)
-                .arg(&state)
-                .arg(&budget_ns)
-                .arg(&self.comm)
-                .launch(launch)
+        // SAFETY: the memory lives until the kernel has ended (`Drop` defers freeing it
+        // until then); nothing runs on the loop's stream yet.
+        unsafe { launch_loop.launch(false) }?;
+        if self.cfg.sleep_after_ns() != 0 {
+            // SAFETY: the queue launches again only after the loop stored ASLEEP, so its
+            // kernel is ending, and the launch waits for it on the same stream; the memory
+            // lives as above (a loop that sleeps has ended its kernel: the graveyard frees
+            // it once the loop is dropped, and a dropped loop's queue launches nothing).
+            self.queue.set_relaunch(Box::new(move || unsafe { launch_loop.launch(true) }));
         }
-        .map_err(Error::cuda("cuLaunchKernel"))?;
         self.started = true;
         graveyard().running.push((self.ctx_key(), self.stream.clone()));
         log::debug!("work loop started: {:?}", self.cfg);
@@ -657,6 +741,11 @@ impl WorkLoop {
         }
         let Some(memory) = &self.memory else { return Err(Error::LoopClosed) };
         let Some(header) = &self.header.header else { return Err(Error::LoopClosed) };
+        if self.cfg.sleep_after_ns() != 0 {
+            // SAFETY: a live stream of this loop's context (the caller's).
+            let capture = unsafe { result::stream::is_capturing(stream.cu_stream()) }.map_err(Error::cuda("cuStreamIsCapturing"))?;
+            self.queue.announce_post(capture != sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE)?;
+        }
         // The post kernel's parameters, each where `params` points.
         let (mut state, mut header, mut comm, mut resident) = (memory.state.ptr, header.device_ptr(), self.comm, self.cfg.channels);
         let mut words: [u64; 8] = zerocopy::transmute!(item);

@@ -193,7 +193,13 @@ pub enum Unfit {
 /// 44.8 at 16 MiB against 64.4 / 59.5, still ahead at 32 MiB (85.2 / 81.5 against 100.5
 /// / 95.9); reduce_scatter 37.7 / 34.7 at 8 MiB against 46.8 / 43.9, a tie at 16 MiB
 /// (68.0 / 62.5 against 69.6 / 63.3) and behind at 32 MiB (114.5 / 108.8 against 106.5 /
-/// 101.1): one-shot up to 16 MiB for all three. Two-shot was slower than one-shot at
+/// 101.1): one-shot up to 16 MiB for all three then. On two H200s (2026-11-27, the same
+/// communicator with 32 MiB of staging, NCCL in the same run,
+/// `bench/results/session21.md`, µs per call back to back, out of place) one-shot forced
+/// at 32 MiB took all_reduce 132.8 against the ring's 139.7 (NCCL 139.2), all_gather
+/// 70.3 against 88.5 (NCCL 91.8), reduce_scatter 73.1 against 95.9 (NCCL 92.8): the ring's
+/// first size had been 0.95-0.99 of NCCL there, one-shot 1.03-1.31, so the row is now 32
+/// MiB for all three (the default staging holds it). Two-shot was slower than one-shot at
 /// every size from 512 KiB to 32 MiB (28.0 / 22.0 against 18.8 / 16.6 at 512 KiB, 56.1 /
 /// 51.8 against 49.5 / 44.8 at 8 MiB). Up to 4 MiB the earlier row's figures (two H200s,
 /// 2026-11-25, `bench/results/session9-x2.md`) had one-shot ahead already.
@@ -250,9 +256,9 @@ pub struct Thresholds {
 /// The thresholds the device uses (the 2- to 4-rank rows measured, the others
 /// provisional: see [`Thresholds`]).
 pub const THRESHOLDS: Thresholds = Thresholds {
-    all_reduce_one_shot_max: [16 << 20, 4 << 20, 1 << 20, 256 << 10, 256 << 10, 256 << 10, 256 << 10],
-    all_reduce_two_shot_max: [16 << 20, 8 << 20, 8 << 20, 8 << 20, 8 << 20, 8 << 20, 8 << 20],
-    gather_scatter_one_shot_max: [16 << 20, 8 << 20, 8 << 20, 1 << 20, 1 << 20, 1 << 20, 1 << 20],
+    all_reduce_one_shot_max: [32 << 20, 4 << 20, 1 << 20, 256 << 10, 256 << 10, 256 << 10, 256 << 10],
+    all_reduce_two_shot_max: [32 << 20, 8 << 20, 8 << 20, 8 << 20, 8 << 20, 8 << 20, 8 << 20],
+    gather_scatter_one_shot_max: [32 << 20, 8 << 20, 8 << 20, 1 << 20, 1 << 20, 1 << 20, 1 << 20],
     rooted_one_shot_max: [256 << 10; MAX_STAGED_RANKS - 1],
     one_shot_bytes_per_channel: 16 << 10,
     two_shot_bytes_per_channel: 16 << 10,

@@ -14,7 +14,7 @@ use super::item::{BadItem, DeviceFunction, WorkItem, WorkKind};
 use super::placement::elect_channel;
 use super::mailbox::update_state;
 use super::spread::mailbox_spread;
-use super::queue::{ITEM_CACHE, LoopShared, LoopState, MAILBOX_CLOSED, MAILBOX_COMPLETE, MAILBOX_PENDING, QueueHeader, RingSlot, mailbox_generation};
+use super::queue::{ITEM_CACHE, LOOP_ASLEEP, LOOP_AWAKE, LOOP_LEAVING, LoopShared, LoopState, MAILBOX_CLOSED, MAILBOX_COMPLETE, MAILBOX_PENDING, QueueHeader, RingSlot, mailbox_generation};
 use crate::abi::{LoopError, ShmemHandle, WaitSite};
 use crate::algo::{Coll, CollCtx, CollFunction, Plan, plan_collective, run_collective};
 use crate::arch::{self, AtomicWord, Site, WARP_SIZE};
@@ -88,6 +88,8 @@ const VERDICT_RING: u64 = 1;
 const VERDICT_MAILBOX: u64 = 2;
 const VERDICT_ABORT: u64 = 3;
 const VERDICT_PEER_FAILED: u64 = 4;
+/// The idle loop left to sleep (see [`try_sleep`]): its kernel ends, its state kept.
+const VERDICT_SLEEP: u64 = 5;
 
 /// Why an item stopped the loop.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -151,7 +153,12 @@ unsafe fn loop_body<const SHMEM: bool>(args: LoopArgs) {
         return;
     };
     let a = Channel { args, index, count };
-    let mut next_seq = 1u64;
+    // A loop launched again after it slept resumes after the ring items its channel
+    // completed (all published before it slept); a new loop's header holds 0.
+    // SAFETY: `index < MAX_CHANNELS` (the election's), so the entry is inside the live
+    // host-mapped header's `cta_completed`; the loop alone writes it, and no channel of
+    // this launch has yet.
+    let mut next_seq = unsafe { arch::ld_volatile_global((&raw const (*args.header).cta_completed).cast::<u64>().add(index as usize)) } + 1;
     let mut mailbox_done = u64::MAX;
     // Warp 0 of the polling channel: until when (lane 0's clock) it looks only at the mailbox.
     let mut mailbox_focus_until_ns = 0u64;
@@ -210,6 +217,9 @@ unsafe fn loop_body<const SHMEM: bool>(args: LoopArgs) {
                         unsafe { count_dispatch(&a, stats) };
                     }
                 }
+                // Asleep: nothing to publish (done before the fetch) and nothing to
+                // close; the host launches the loop again with the next item.
+                VERDICT_SLEEP => return,
                 VERDICT_ABORT => {
                     if tid == 0 {
                         // SAFETY: `a` is this CTA's channel (valid pointers, as above); thread
@@ -575,6 +585,9 @@ unsafe fn poll_next_slot(a: &Channel, next_seq: u64, mailbox: MailboxView, share
     // SAFETY: as for the first read.
     reads[0] = unsafe { read_half(a, next_seq, lane, 0) };
     let mut turn = 1;
+    // Lane 0: when the idle loop tries to sleep next (never: u64::MAX).
+    // SAFETY: `a` is this CTA's channel; lane 0 alone asks.
+    let mut sleep_at = if lane == 0 { unsafe { sleep_deadline(a, started) } } else { u64::MAX };
     loop {
         // SAFETY: as for the first take.
         if unsafe { take_half(a, reads[turn], next_seq, lane, turn, shared) } {
@@ -587,7 +600,86 @@ unsafe fn poll_next_slot(a: &Channel, next_seq: u64, mailbox: MailboxView, share
         if unsafe { look_and_take(a, mailbox_done, &mut guard, lane, shared) } {
             return false;
         }
+        let asleep = lane == 0 && arch::globaltimer_ns() >= sleep_at && {
+            // SAFETY: `a` is this CTA's channel, lane 0 of its warp 0 (the polling channel
+            // of a one-channel loop: `sleep_deadline` gave a deadline), with every
+            // completion published before this fetch.
+            let asleep = unsafe { try_sleep(a, next_seq) };
+            // SAFETY: as for `sleep_deadline` above.
+            sleep_at = unsafe { sleep_deadline(a, arch::globaltimer_ns()) };
+            asleep
+        };
+        if broadcast_lane0(u64::from(asleep)) != 0 {
+            if lane == 0 {
+                // SAFETY: `shared` is this CTA's `LoopShared`, lane 0 alone writes the verdict.
+                unsafe { set_verdict(shared, VERDICT_SLEEP, 0, 0) };
+            }
+            return false;
+        }
     }
+}
+
+/// Lane 0 of warp 0: when a loop idle since `since` (lane 0's clock) tries to sleep,
+/// or `u64::MAX` for a loop that never sleeps: one of more than one channel (the
+/// others would need to leave with it), or whose host set no sleep time.
+///
+/// Ordering: a volatile load of the host's setting, written before the launch.
+///
+/// # Safety
+/// `a` is this CTA's [`Channel`].
+unsafe fn sleep_deadline(a: &Channel, since: u64) -> u64 {
+    if a.count != 1 {
+        return u64::MAX;
+    }
+    // SAFETY: `a.state` is the loop's `LoopState` (`Channel`); an aligned `u64` of it.
+    match unsafe { arch::ld_volatile_global(&raw const (*a.state).sleep_after_ns) } {
+        0 => u64::MAX,
+        after => since.saturating_add(after),
+    }
+}
+
+/// Lane 0 of the polling channel of an idle one-channel loop: the loop's half of the
+/// sleep handshake (the `queue` module's protocol). Returns true when the loop has
+/// stored ASLEEP and must end its kernel; false when work came (AWAKE stored again).
+///
+/// Ordering: LEAVING is a relaxed store at system scope, then `fence.sc.sys`, then
+/// relaxed loads of the host's `posts` and `pinned` and of the next ring slot's first
+/// word, an acquire load of `posts_seen`, then a relaxed load of the mailbox state:
+/// against the host's store (its post count or ring slot),
+/// full fence and load of `awake`, one side sees the other. The answer is a release
+/// store (ASLEEP after this channel's published completions).
+///
+/// # Safety
+/// `a` is this CTA's [`Channel`], a loop of one channel; lane 0 of its warp 0 calls
+/// this, after publishing every ring completion.
+#[inline(never)]
+unsafe fn try_sleep(a: &Channel, next_seq: u64) -> bool {
+    // SAFETY: `a.header` is the live host-mapped header (`Channel`), `awake` an aligned
+    // `u64` of it that the host changes only from ASLEEP, which the loop has not stored.
+    let awake = unsafe { &raw mut (*a.header).awake };
+    // SAFETY: as above.
+    unsafe { arch::st_relaxed_sys_global(awake, LOOP_LEAVING) };
+    arch::fence_sc_sys();
+    // SAFETY: aligned words of the live header, the ring (slot `(next_seq - 1) % capacity`
+    // of its `capacity`) and the loop state, all valid for the launch (`Channel`).
+    let (posts, pinned, word, seen) = unsafe {
+        (
+            arch::ld_relaxed_sys_global(&raw const (*a.header).posts),
+            arch::ld_relaxed_sys_global(&raw const (*a.header).pinned),
+            arch::ld_relaxed_sys_global((&raw const (*a.ring.add(((next_seq - 1) % a.capacity) as usize)).words).cast::<u64>()),
+            arch::ld_acquire_gpu_global(&raw const (*a.state).posts_seen),
+        )
+    };
+    // SAFETY: as above; after the acquire of the count (a post counted itself after its
+    // PENDING add).
+    let mailbox = unsafe { arch::ld_relaxed_gpu_global(&raw const (*a.state).mailbox.state) };
+    let idle = pinned == 0
+        && posts == seen
+        && mailbox & MAILBOX_PENDING == 0
+        && (word >> 32) as u32 != RingSlot::flag(next_seq);
+    // SAFETY: as for LEAVING.
+    unsafe { arch::st_release_sys_global(awake, if idle { LOOP_ASLEEP } else { LOOP_AWAKE }) };
+    idle
 }
 
 /// Warp 0: lane 0 looks elsewhere (see [`look_elsewhere`]); when it finds something, the

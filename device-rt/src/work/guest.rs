@@ -43,7 +43,7 @@
 
 use super::exec::{Channel, Stop, channel_stats, close_mailbox, complete_mailbox, count_post_part, execute, planned_collective, record_error, stats_entry};
 use super::item::{WorkItem, WorkKind};
-use super::mailbox::post_to_mailbox;
+use super::mailbox::{count_post, post_to_mailbox};
 use super::queue::{LoopShared, LoopState, MAILBOX_CLOSED, QueueHeader};
 use super::spread::{mailbox_spread, post_only_plan};
 use super::LoopArgs;
@@ -237,6 +237,10 @@ pub unsafe fn serve_post(p: PostArgs) {
     // SAFETY: `p` holds the running loop's memory and the rank's communicator (this
     // function's contract).
     if let Some(lean) = unsafe { lean_item(&p) } {
+        if arch::block_idx() == 0 && tid == 0 {
+            // SAFETY: `p.state` is the loop's live state (this function's contract).
+            unsafe { count_post(p.state) };
+        }
         let g = arch::block_idx().wrapping_sub(1);
         if g < lean.plan.ctas {
             after_previous_grid();
@@ -261,6 +265,9 @@ pub unsafe fn serve_post(p: PostArgs) {
             after_previous_grid();
             // SAFETY: this function's contract is `post_to_mailbox`'s, for the one poster.
             let _ = unsafe { post_to_mailbox(p.state, p.header, p.item, p.spin_budget_ns) };
+        } else if tid == 0 {
+            // SAFETY: `p.state` is the loop's live state (this function's contract).
+            unsafe { count_post(p.state) };
         }
         return;
     }

@@ -83,6 +83,8 @@ pub unsafe fn post_to_mailbox(state: *mut LoopState, header: *mut QueueHeader, i
     // SAFETY: `state` is the mailbox's aligned `u64`, accessed only through `arch`'s 64-bit
     // operations.
     let before = unsafe { u64::atomic_add_acq_rel_gpu(word, MAILBOX_PENDING) };
+    // SAFETY: `state` is a live `LoopState` (the caller's contract).
+    unsafe { count_post(state) };
     if before & MAILBOX_CLOSED != 0 {
         // Take the PENDING back, so posts to a closed mailbox never carry into CLOSED (no
         // channel takes an item from a closed word, and only this poster adds PENDING).
@@ -114,6 +116,22 @@ pub unsafe fn post_to_mailbox(state: *mut LoopState, header: *mut QueueHeader, i
             }
         }
     }
+}
+
+/// Counts a post grid that no longer needs the loop (its item pending in the mailbox, or
+/// run by the post grid alone): what an idle loop compares with the host's count of
+/// posts before it sleeps (the `queue` module's sleep protocol). One per post grid, by
+/// its first thread.
+///
+/// Ordering: a GPU-scope acq_rel add, after the post's PENDING add (release: a loop that
+/// acquires the count sees the item pending, or completed).
+///
+/// # Safety
+/// `state` is a live `LoopState`.
+pub(super) unsafe fn count_post(state: *mut LoopState) {
+    // SAFETY: `posts_seen` is an aligned `u64` of the live loop state, changed only by
+    // `arch` atomics.
+    unsafe { u64::atomic_add_acq_rel_gpu(&raw mut (*state).posts_seen, 1) };
 }
 
 /// Makes a post's timeout visible: claims the loop's error (as a channel does) and

@@ -51,6 +51,31 @@
 //!   loop (an atomic OR), so a waiting poster is released and later posts return at once;
 //!   no channel takes an item from a closed word.
 //!
+//! Protocol (sleep): a loop of one channel whose `sleep_after_ns` is non-zero leaves the
+//! GPU after polling that long with nothing to do, so that an idle communicator holds
+//! no SM, and the host launches it again with the next item. `QueueHeader::awake` is
+//! the handshake (Dekker's: each side stores, fences, then reads the other's word, so at
+//! least one sees the other):
+//! - loop (lane 0 of the polling channel): stores LEAVING (relaxed, system scope),
+//!   `fence.sc.sys`, then reads `posts`, `pinned`, the next ring slot's first word,
+//!   `posts_seen` (acquire) and then the mailbox state. A post announced that no longer
+//!   needing the loop has not counted (`posts` above `posts_seen`: every post grid counts
+//!   itself once its item is PENDING, or at once when it runs its item alone), a pinned
+//!   loop, a ring slot or a pending mailbox item: it stores AWAKE (release) and polls
+//!   on. (A post counted after its PENDING add: the acquire of the count orders the
+//!   mailbox read after that add, so its item is seen pending or completed.) Otherwise it stores ASLEEP (release: its ring
+//!   completions, published before, come first) and its kernel ends, keeping its state
+//!   (a relaunched loop resumes after the ring items its channel completed; no mailbox
+//!   item is pending).
+//! - host, for a post: adds one to `posts` (a locked read-modify-write, a full fence on
+//!   the host) before the launch; for a ring item: its slot's release stores then a
+//!   sequentially consistent fence. Then it reads `awake`: AWAKE, the loop will see the
+//!   work; LEAVING, it waits for the loop's answer; ASLEEP, it swaps ASLEEP for AWAKE
+//!   (compare-and-swap: one host thread wins) and the winner launches the loop again on
+//!   the loop's stream (after the old kernel's end) before the post is launched.
+//! - a post captured in a CUDA graph sets `pinned` first (its replays do not pass through
+//!   the host), so such a loop never sleeps again.
+//!
 //! The poster runs while the loop's CTAs hold their SMs: the communicator leaves room
 //! for its one CTA (see host-shim's residency check).
 //!
@@ -125,21 +150,37 @@ impl Default for RingSlot {
     }
 }
 
-/// Host-mapped: written by the host (`abort`) and by the device (the rest).
+/// `QueueHeader::awake`: the loop runs (or the host has relaunched it).
+pub const LOOP_AWAKE: u64 = 0;
+/// `QueueHeader::awake`: the idle loop is deciding whether to sleep (see the module doc).
+pub const LOOP_LEAVING: u64 = 1;
+/// `QueueHeader::awake`: the loop has left to sleep; the host relaunches it.
+pub const LOOP_ASLEEP: u64 = 2;
+
+/// Host-mapped: written by the host (`abort`, `posts`, `pinned`) and by the device (the
+/// rest; `awake` by both, see the module doc).
 #[repr(C, align(64))]
 #[derive(Clone, Copy, Debug, FromBytes, IntoBytes, Immutable, KnownLayout)]
 pub struct QueueHeader {
     /// Non-zero: every channel leaves the loop with `LoopError::Aborted` (host, any
     /// thread, any time).
     pub abort: u64,
-    host_pad: [u64; 7],
+    /// Stream-ordered posts the host has launched outside CUDA graph captures (host).
+    pub posts: u64,
+    /// Non-zero: the loop never sleeps (host; set once a post is captured in a graph,
+    /// whose replays post without the host).
+    pub pinned: u64,
+    host_pad: [u64; 5],
     /// 0 while healthy, else `LoopError as u64 | detail << 32` (device; the first error).
     pub status: u64,
     /// The ring sequence number of the failed item (0 for a mailbox item or none).
     pub error_seq: u64,
     /// Set to the channel count when every channel has left the loop (device).
     pub exited: u64,
-    device_pad: [u64; 5],
+    /// [`LOOP_AWAKE`], [`LOOP_LEAVING`] or [`LOOP_ASLEEP`] (device; the host changes
+    /// ASLEEP to AWAKE when it relaunches the loop).
+    pub awake: u64,
+    device_pad: [u64; 4],
     /// Per channel, the last ring item it completed (device, release store).
     pub cta_completed: [u64; MAX_CHANNELS],
 }
@@ -153,11 +194,14 @@ impl QueueHeader {
     pub const fn new() -> Self {
         Self {
             abort: 0,
-            host_pad: [0; 7],
+            posts: 0,
+            pinned: 0,
+            host_pad: [0; 5],
             status: 0,
             error_seq: 0,
             exited: 0,
-            device_pad: [0; 5],
+            awake: LOOP_AWAKE,
+            device_pad: [0; 4],
             cta_completed: [0; MAX_CHANNELS],
         }
     }
@@ -209,13 +253,20 @@ pub struct LoopState {
     /// scope): the channels other than the polling one wait for it instead of reading
     /// host memory.
     pub seen_seq: u64,
+    /// How long a one-channel loop polls with nothing to do before it leaves to sleep
+    /// (host, before the launch; 0: it never sleeps).
+    pub sleep_after_ns: u64,
+    /// Post grids that no longer need the loop: counted by each post grid's first thread
+    /// once its item is pending in the mailbox (or, for an item the post grid runs
+    /// alone, at once), with a GPU-scope acq_rel add (see the sleep protocol).
+    pub posts_seen: u64,
     /// Zero.
     pub pad: u64,
     /// Which CTA is which channel.
     pub placement: ChannelPlacement,
 }
 
-static_assertions::const_assert_eq!(core::mem::size_of::<LoopState>(), 144 + core::mem::size_of::<ChannelPlacement>());
+static_assertions::const_assert_eq!(core::mem::size_of::<LoopState>(), 160 + core::mem::size_of::<ChannelPlacement>());
 
 /// Ring items a channel copies into shared memory at once (one round trip).
 pub(crate) const ITEM_CACHE: usize = 32;

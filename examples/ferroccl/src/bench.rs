@@ -314,7 +314,7 @@ pub fn work_loop(fx: &Fixture) -> Result<WorkLoopReport> {
 
     use host_shim::work::{LoopConfig, Placement, WorkLoop};
     let timeout = Duration::from_secs(20);
-    let config = |channels, capacity| LoopConfig { channels, guests: 0, threads: 256, resident_threads: 0, capacity, spin_budget: timeout, placement: Placement::Hardware };
+    let config = |channels, capacity| LoopConfig { channels, guests: 0, threads: 256, resident_threads: 0, capacity, spin_budget: timeout, placement: Placement::Hardware, sleep_after: None };
     let mut report = WorkLoopReport::default();
 
     let roundtrip = |channels| -> Result<f64> {

@@ -174,16 +174,29 @@ impl CommConfig {
     }
 }
 
+/// How long the default communicator's loop (one resident channel) polls with nothing
+/// to do before it leaves the GPU until the next call (see [`LoopConfig::sleep_after`]).
+pub const SLEEP_AFTER: Duration = Duration::from_millis(1);
+
 impl Default for CommConfig {
     fn default() -> Self {
         Self {
-            loop_cfg: LoopConfig { channels: 1, guests: 63, threads: 256, resident_threads: 0, capacity: 1024, spin_budget: Duration::from_secs(10), placement: Placement::Tpcs },
+            loop_cfg: LoopConfig {
+                channels: 1,
+                guests: 63,
+                threads: 256,
+                resident_threads: 0,
+                capacity: 1024,
+                spin_budget: Duration::from_secs(10),
+                placement: Placement::Tpcs,
+                sleep_after: Some(SLEEP_AFTER),
+            },
             ring_step_bytes: 1 << 20,
             p2p_step_bytes: 128 << 10,
             direct: false,
             stats: false,
             paired: false,
-            staging_bytes: 16 << 20,
+            staging_bytes: 32 << 20,
             algorithm: AlgorithmChoice::Auto,
             fit_guests: true,
         }

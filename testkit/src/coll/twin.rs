@@ -5,8 +5,8 @@
 //! kernel's body, with the rank's guest channels) for each item, one after another.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -44,10 +44,15 @@ struct TwinRank {
     _state: Box<LoopState>,
     _block: Block,
     queue: Queue,
-    thread: Option<JoinHandle<std::thread::Result<()>>>,
+    /// The loop's launches, in order: the first, and one more each time the queue
+    /// launched the loop again after it slept.
+    launches: Launches,
     /// The rank's stream twin, when the group has one.
     stream: Option<TwinStream>,
 }
+
+/// A rank's loop launches (threads), shared with the queue's relaunch hook.
+type Launches = Arc<Mutex<Vec<JoinHandle<std::thread::Result<()>>>>>;
 
 /// A rank's stream on the host twin: items sent to its thread run one after another,
 /// each as a post grid (`serve_post`) of one poster CTA and one CTA per guest channel.
@@ -107,13 +112,40 @@ impl TwinGroup {
         Self::start_streamed(shape, resident, threads, budget, memory, Streams::Overlapping)
     }
 
+    /// As [`TwinGroup::start_with_guests`] with one resident channel per rank (the
+    /// others guests), whose loops sleep after `sleep_after` with nothing to do and are
+    /// launched again by the next item (`device_rt::work`'s sleep handshake; host-shim's
+    /// `Queue::wake`); `overlapping`: posts overlap as in
+    /// [`TwinGroup::start_with_overlapping_posts`].
+    pub fn start_sleeping(shape: Shape, threads: u32, budget: Duration, sleep_after: Duration, overlapping: bool) -> Result<Self> {
+        let streams = if overlapping { Streams::Overlapping } else { Streams::Plain };
+        let loops = TwinLoops { resident: 1, threads, budget, sleep_after: Some(sleep_after) };
+        Self::launch(shape, loops, None, None, streams)
+    }
+
     /// The ranks with `resident` of their channels in the loop and stream twins as
     /// `streams` says.
     fn start_streamed(shape: Shape, resident: u32, threads: u32, budget: Duration, memory: Option<WeakMemory>, streams: Streams) -> Result<Self> {
         if resident == 0 || resident > shape.nchannels {
             return Err(Error::InvalidArgument(format!("{resident} resident channels of {}", shape.nchannels)));
         }
-        Self::launch(shape, resident, threads, budget, memory, None, streams)
+        Self::launch(shape, TwinLoops { resident, threads, budget, sleep_after: None }, memory, None, streams)
+    }
+
+    /// Whether rank `rank`'s loop has left to sleep.
+    pub fn asleep(&self, rank: u32) -> bool {
+        self.ranks[rank as usize].queue.asleep()
+    }
+
+    /// Pins rank `rank`'s loop awake for good, as a post captured in a CUDA graph does
+    /// (host-shim's `Queue::announce_post`).
+    pub fn pin_awake(&self, rank: u32) -> Result<()> {
+        self.ranks[rank as usize].queue.announce_post(true)
+    }
+
+    /// How many times rank `rank`'s loop was launched (1 + the launches after it slept).
+    pub fn launches(&self, rank: u32) -> usize {
+        self.ranks[rank as usize].launches.lock().unwrap_or_else(std::sync::PoisonError::into_inner).len()
     }
 
     /// How [`RankGroup::submit`] hands items over (a group started with guests only has
@@ -131,7 +163,7 @@ impl TwinGroup {
     /// ordered only as PTX promises, and the group tells the world what the host writes and
     /// when it has seen a completion.
     pub fn start_in(shape: Shape, threads: u32, budget: Duration, memory: Option<WeakMemory>) -> Result<Self> {
-        Self::launch(shape, shape.nchannels, threads, budget, memory, None, Streams::None)
+        Self::launch(shape, TwinLoops { resident: shape.nchannels, threads, budget, sleep_after: None }, memory, None, Streams::None)
     }
 
     /// As [`TwinGroup::start`], on a symmetric heap: `heap[r]` is the address of PE `r`'s
@@ -140,12 +172,13 @@ impl TwinGroup {
         if heap.len() != shape.nranks as usize {
             return Err(Error::InvalidArgument(format!("{} heap handles for {} ranks", heap.len(), shape.nranks)));
         }
-        Self::launch(shape, shape.nchannels, threads, budget, None, Some(heap), Streams::None)
+        Self::launch(shape, TwinLoops { resident: shape.nchannels, threads, budget, sleep_after: None }, None, Some(heap), Streams::None)
     }
 
     /// Starts the ranks, each with its stream twin as `streams` says (with one, the stream
     /// is the group's path).
-    fn launch(shape: Shape, resident: u32, threads: u32, budget: Duration, memory: Option<WeakMemory>, heap: Option<&[u64]>, streams: Streams) -> Result<Self> {
+    fn launch(shape: Shape, loops: TwinLoops, memory: Option<WeakMemory>, heap: Option<&[u64]>, streams: Streams) -> Result<Self> {
+        let TwinLoops { resident, threads, .. } = loops;
         let memory = match (memory, std::env::var("FERROCCL_TWIN_WEAK")) {
             (Some(memory), _) => Some(memory),
             (None, Ok(seed)) => {
@@ -167,7 +200,7 @@ impl TwinGroup {
             let image = layout.image_on_heap(rank as u32, &bases, heap.map_or(0, |h| h[rank]))?;
             // SAFETY: the block holds `block_bytes >= meta_bytes` bytes.
             unsafe { std::ptr::copy_nonoverlapping(image.as_ptr(), block.addr() as *mut u8, image.len()) };
-            ranks.push(start_rank(block, (resident, shape.nchannels - resident), threads, budget, memory.as_ref(), streams)?);
+            ranks.push(start_rank(block, shape.nchannels - resident, loops, memory.as_ref(), streams)?);
         }
         let path = if streams == Streams::None { SubmitPath::Direct } else { SubmitPath::Stream };
         Ok(Self { ranks, buffers: Vec::new(), shape, threads, stats, memory, retired: Vec::new(), resident, path })
@@ -205,14 +238,69 @@ impl TwinGroup {
     }
 }
 
-/// Starts a rank's loop of `channels.0` resident channels on the communicator in `block`,
-/// and as `streams` says its stream twin, whose post grids carry `channels.1` guests.
-fn start_rank(block: Block, channels: (u32, u32), threads: u32, budget: Duration, memory: Option<&WeakMemory>, streams: Streams) -> Result<TwinRank> {
-    let (resident, guests) = channels;
-    const CAPACITY: u64 = 256;
+/// How a twin group's loops run: resident channels and their threads, spin budget, and
+/// the sleep time of a loop of one resident channel (`None`: it never sleeps).
+#[derive(Clone, Copy)]
+struct TwinLoops {
+    resident: u32,
+    threads: u32,
+    budget: Duration,
+    sleep_after: Option<Duration>,
+}
+
+/// What a launch of a rank's loop on the twin takes: the addresses of its memory.
+#[derive(Clone)]
+struct TwinLaunch {
+    header: usize,
+    ring: usize,
+    state: usize,
+    comm: usize,
+    budget_ns: u64,
+    resident: u32,
+    threads: u32,
+    memory: Option<WeakMemory>,
+}
+
+/// Ring slots of a twin rank's queue.
+const CAPACITY: u64 = 256;
+
+impl TwinLaunch {
+    /// Starts the loop on threads of its own.
+    fn spawn(&self) -> Result<JoinHandle<std::thread::Result<()>>> {
+        let launch = self.clone();
+        std::thread::Builder::new()
+            .name("twin-rank".into())
+            .spawn(move || {
+                catch_unwind(AssertUnwindSafe(|| {
+                    let kernel = || {
+                        let args = LoopArgs {
+                            header: launch.header as *mut QueueHeader,
+                            ring: launch.ring as *const RingSlot,
+                            capacity: CAPACITY,
+                            state: launch.state as *mut LoopState,
+                            spin_budget_ns: launch.budget_ns,
+                            comm: launch.comm as *const CommDevice,
+                        };
+                        // SAFETY: the memory outlives the launch (joined before it is freed).
+                        unsafe { work_loop(args) }
+                    };
+                    arch::launch_in(launch.memory.as_ref(), launch.resident, launch.threads, LOOP_SMEM_BYTES, kernel)
+                }))
+            })
+            .map_err(|e| Error::InvalidArgument(format!("could not start a host-twin rank: {e}")))
+    }
+}
+
+/// Starts a rank's loop as `loops` says on the communicator in `block`, and as `streams`
+/// says its stream twin, whose post grids carry `guests` guests.
+fn start_rank(block: Block, guests: u32, loops: TwinLoops, memory: Option<&WeakMemory>, streams: Streams) -> Result<TwinRank> {
+    let TwinLoops { resident, threads, budget, sleep_after } = loops;
     let mut header = Box::new(QueueHeader::new());
     let mut ring = vec![RingSlot::default(); CAPACITY as usize];
     let mut state = Box::new(LoopState::default());
+    if resident == 1 {
+        state.sleep_after_ns = sleep_after.map_or(0, |after| u64::try_from(after.as_nanos()).unwrap_or(u64::MAX).max(1));
+    }
     let (h, r, s, c) = (&raw mut *header as usize, ring.as_mut_ptr() as usize, &raw mut *state as usize, block.addr() as usize);
     let budget_ns = u64::try_from(budget.as_nanos()).unwrap_or(u64::MAX);
     if let Some(memory) = memory {
@@ -220,27 +308,8 @@ fn start_rank(block: Block, channels: (u32, u32), threads: u32, budget: Duration
         memory.host_region((&raw const *header).cast(), size_of::<QueueHeader>());
     }
     let stream_memory = memory.cloned();
-    let memory = memory.cloned();
-    let thread = std::thread::Builder::new()
-        .name("twin-rank".into())
-        .spawn(move || {
-            catch_unwind(AssertUnwindSafe(|| {
-                let kernel = || {
-                    let args = LoopArgs {
-                        header: h as *mut QueueHeader,
-                        ring: r as *const RingSlot,
-                        capacity: CAPACITY,
-                        state: s as *mut LoopState,
-                        spin_budget_ns: budget_ns,
-                        comm: c as *const CommDevice,
-                    };
-                    // SAFETY: the memory outlives the launch (joined before it is freed).
-                    unsafe { work_loop(args) }
-                };
-                arch::launch_in(memory.as_ref(), resident, threads, LOOP_SMEM_BYTES, kernel)
-            }))
-        })
-        .map_err(|e| Error::InvalidArgument(format!("could not start a host-twin rank: {e}")))?;
+    let launch = TwinLaunch { header: h, ring: r, state: s, comm: c, budget_ns, resident, threads, memory: memory.cloned() };
+    let launches: Launches = Arc::new(Mutex::new(vec![launch.spawn()?]));
     let stream = if streams != Streams::None {
         let post = PostGrid { header: h, state: s, comm: c, budget_ns, resident, guests, threads, overlap: streams == Streams::Overlapping };
         Some(start_stream(post, stream_memory)?)
@@ -251,8 +320,16 @@ fn start_rank(block: Block, channels: (u32, u32), threads: u32, budget: Duration
     let header = Arc::new(header);
     // SAFETY: zeroed header (kept alive by its shares) and ring of `CAPACITY` slots
     // (kept alive by the rank).
-    let queue = unsafe { Queue::new(header_ptr, ring.as_mut_ptr(), CAPACITY, resident as usize, header.clone())? };
-    Ok(TwinRank { _header: header, _ring: ring, _state: state, _block: block, queue, thread: Some(thread), stream })
+    let mut queue = unsafe { Queue::new(header_ptr, ring.as_mut_ptr(), CAPACITY, resident as usize, header.clone())? };
+    let relaunched = Arc::clone(&launches);
+    // The queue launches the loop again only after it stored ASLEEP: its threads are
+    // ending, and the new ones start from the state it kept.
+    queue.set_relaunch(Box::new(move || {
+        let handle = launch.spawn()?;
+        relaunched.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(handle);
+        Ok(())
+    }));
+    Ok(TwinRank { _header: header, _ring: ring, _state: state, _block: block, queue, launches, stream })
 }
 
 /// What a rank's post grids are launched with (addresses of the rank's loop memory).
@@ -389,22 +466,28 @@ impl TwinStream {
     }
 }
 
-/// Waits up to `timeout` for a rank's threads to end; a panic inside them (a device
-/// trap) becomes an error.
+/// Waits up to `timeout` for a rank's threads (every launch of its loop) to end; a panic
+/// inside them (a device trap) becomes an error.
 fn join(rank: &mut TwinRank, timeout: Duration) -> Result<()> {
-    let Some(thread) = rank.thread.take() else { return Ok(()) };
     let start = Instant::now();
-    while !thread.is_finished() {
-        if start.elapsed() > timeout {
-            rank.thread = Some(thread);
-            return Err(Error::Timeout { what: "a host-twin rank's loop".into(), after: timeout });
+    let threads = std::mem::take(&mut *rank.launches.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
+    let mut trapped = false;
+    for (k, thread) in threads.iter().enumerate() {
+        while !thread.is_finished() {
+            if start.elapsed() > timeout {
+                rank.launches.lock().unwrap_or_else(std::sync::PoisonError::into_inner).extend(threads.into_iter().skip(k));
+                return Err(Error::Timeout { what: "a host-twin rank's loop".into(), after: timeout });
+            }
+            std::thread::sleep(Duration::from_millis(1));
         }
-        std::thread::sleep(Duration::from_millis(1));
     }
-    match thread.join() {
-        Ok(Ok(())) => Ok(()),
-        _ => Err(Error::InvalidArgument("a host-twin rank trapped (device code panicked)".into())),
+    for thread in threads {
+        trapped |= !matches!(thread.join(), Ok(Ok(())));
     }
+    if trapped {
+        return Err(Error::InvalidArgument("a host-twin rank trapped (device code panicked)".into()));
+    }
+    Ok(())
 }
 
 impl Drop for TwinGroup {
@@ -416,7 +499,7 @@ impl Drop for TwinGroup {
             if let Some(stream) = &mut r.stream {
                 stream.close();
             }
-            if let Some(thread) = r.thread.take() {
+            for thread in std::mem::take(&mut *r.launches.lock().unwrap_or_else(std::sync::PoisonError::into_inner)) {
                 let _ = thread.join();
             }
         }
@@ -516,7 +599,11 @@ impl RankGroup for TwinGroup {
         check_algorithm(&item, self.shape.staging(), self.shape.algorithm)?;
         let r = &mut self.ranks[rank as usize];
         r.queue.health()?;
-        r.stream.as_mut().ok_or(Error::InvalidState("this twin group has no streams"))?.post(item)?;
+        let stream = r.stream.as_mut().ok_or(Error::InvalidState("this twin group has no streams"))?;
+        // As host-shim's `WorkLoop::enqueue_on_stream`: the post is counted (and a loop
+        // that slept launched again) before the post grid is.
+        r.queue.announce_post(false)?;
+        stream.post(item)?;
         Ok(Submitted::Stream)
     }
 

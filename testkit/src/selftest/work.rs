@@ -8,7 +8,7 @@ use host_shim::memory::HostMapped;
 const LOOP_WAIT: Duration = Duration::from_secs(20);
 
 fn loop_config(channels: u32, capacity: u32, spin_budget: Duration) -> host_shim::work::LoopConfig {
-    host_shim::work::LoopConfig { channels, guests: 0, threads: 256, resident_threads: 0, capacity, spin_budget, placement: host_shim::work::Placement::Hardware }
+    host_shim::work::LoopConfig { channels, guests: 0, threads: 256, resident_threads: 0, capacity, spin_budget, placement: host_shim::work::Placement::Hardware, sleep_after: None }
 }
 
 /// Thousands of items through the direct path, with barriers between channels: each

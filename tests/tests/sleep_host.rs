@@ -1,0 +1,189 @@
+//! A loop that sleeps when idle, on the host twin: a communicator's loop of one resident
+//! channel leaves after polling for its sleep time with nothing to do, and the next call
+//! launches it again (`device_rt::work`'s sleep handshake with host-shim's
+//! `Queue::wake`). The real device code on CPU threads: results exact across sleeps on
+//! the stream path (with and without overlapping posts) and on the direct path; calls
+//! racing the loop's decision to sleep (pauses around the sleep time) never lost; a
+//! pinned loop (as after a CUDA graph capture) never sleeps; a sleeping loop shuts down,
+//! and an aborted one is not launched again.
+
+use std::time::{Duration, Instant};
+
+use device_rt::algo::{AlgorithmChoice, CollFunction};
+use device_rt::dtype::DataType;
+use device_rt::redop::RedOpKind;
+use ferroccl_testkit::coll::check::{Prepared, run_case};
+use ferroccl_testkit::coll::expect::{CollCase, Inputs};
+use ferroccl_testkit::coll::group::{RankGroup, SubmitPath, Submitted};
+use ferroccl_testkit::coll::twin::TwinGroup;
+use host_shim::Error;
+use host_shim::comm::wiring::Shape;
+
+const TIMEOUT: Duration = Duration::from_secs(120);
+const THREADS: u32 = 128;
+
+/// `nranks` ranks of 4 channels (one resident, three guests), 1 MiB of staging, the
+/// device's choice of algorithm.
+fn shape(nranks: u32) -> Shape {
+    Shape {
+        nranks,
+        nchannels: 4,
+        ring_step_bytes: 64 << 10,
+        p2p_step_bytes: 4096,
+        direct: false,
+        stats: false,
+        paired: false,
+        staging_bytes: 1 << 20,
+        algorithm: AlgorithmChoice::Auto,
+    }
+}
+
+/// A case of `function` over `count` floats whose result depends on the reduction order.
+fn case(function: CollFunction, count: usize, in_place: bool) -> CollCase {
+    CollCase { function, dtype: DataType::F32, op: RedOpKind::Sum, count, root: 1, in_place, inputs: Inputs::OrderSensitive }
+}
+
+/// Calls of every path through the loop: lean (small), staged on the post grid, the ring
+/// over the guests (through the mailbox), a rooted one.
+fn mixed() -> Vec<CollCase> {
+    vec![
+        case(CollFunction::AllReduce, 100, false),
+        case(CollFunction::AllGather, 5_000, true),
+        case(CollFunction::AllReduce, 300_000, false),
+        case(CollFunction::ReduceScatter, 30_003, false),
+        case(CollFunction::Broadcast, 7, true),
+    ]
+}
+
+/// Waits until every rank of `g` sleeps; false if one does not within `limit`.
+fn all_asleep(g: &TwinGroup, limit: Duration) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if (0..g.nranks()).all(|r| g.asleep(r)) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    false
+}
+
+/// Runs `cases` on `g`, one at a time, each exact on every rank.
+fn run_all(g: &mut TwinGroup, cases: &[CollCase], seed: u64) {
+    for (k, c) in cases.iter().enumerate() {
+        assert_eq!(run_case(g, c, seed + k as u64, TIMEOUT).unwrap(), None, "{}", c.describe());
+    }
+}
+
+/// Each rank's launches so far.
+fn launches(g: &TwinGroup) -> Vec<usize> {
+    (0..g.nranks()).map(|r| g.launches(r)).collect()
+}
+
+/// Rounds of `cases` on `g` with the loops asleep between them: every round exact, every
+/// rank's loop asleep after it, and launched again by the next round (a loop may also
+/// sleep inside a round, while the host prepares the next case).
+fn rounds(g: &mut TwinGroup, cases: &[CollCase], what: &str) {
+    let mut before = launches(g);
+    for round in 0..3u64 {
+        run_all(g, cases, 10 * round);
+        assert!(all_asleep(g, Duration::from_secs(30)), "{what}, round {round}: the loops did not sleep");
+        let now = launches(g);
+        assert!(now.iter().zip(&before).all(|(n, b)| n > b), "{what}, round {round}: launches {before:?} then {now:?}");
+        before = now;
+    }
+}
+
+/// Rounds of calls with the loops asleep between them, on the stream path with plain and
+/// with overlapping posts.
+#[test]
+fn an_idle_loop_sleeps_and_the_next_call_launches_it_again() {
+    for overlapping in [false, true] {
+        let mut g = TwinGroup::start_sleeping(shape(2), THREADS, Duration::from_secs(60), Duration::from_millis(2), overlapping).unwrap();
+        assert_eq!(launches(&g), [1, 1]);
+        rounds(&mut g, &mixed(), if overlapping { "overlapping posts" } else { "plain posts" });
+        g.shutdown(TIMEOUT).unwrap();
+    }
+}
+
+/// The direct path (the host's ring) wakes a sleeping loop too, and the relaunched loop
+/// resumes at the next ring item; then the stream path on the same loops.
+#[test]
+fn the_direct_path_wakes_a_sleeping_loop() {
+    let mut g = TwinGroup::start_sleeping(shape(3), THREADS, Duration::from_secs(60), Duration::from_millis(2), false).unwrap();
+    g.set_path(SubmitPath::Direct).unwrap();
+    rounds(&mut g, &mixed()[..3], "direct path");
+    g.set_path(SubmitPath::Stream).unwrap();
+    rounds(&mut g, &mixed(), "then the stream path");
+    g.shutdown(TIMEOUT).unwrap();
+}
+
+/// Calls that race the loop's decision to sleep: a sleep time of 50 µs and pauses of 0
+/// to 400 µs between calls (and now and then 5 ms, so that the loops do sleep), with no
+/// host synchronisation inside each pair of calls: every result exact, no call lost (a
+/// lost one would be a timeout), and the loops launched again many times.
+#[test]
+fn calls_racing_the_loops_sleep_are_never_lost() {
+    let mut g = TwinGroup::start_sleeping(shape(2), THREADS, Duration::from_secs(60), Duration::from_micros(50), true).unwrap();
+    let cases = [case(CollFunction::AllReduce, 64, false), case(CollFunction::AllReduce, 20_000, true), case(CollFunction::AllGather, 999, false)];
+    for k in 0..60u64 {
+        let pause = if k % 10 == 9 { Duration::from_millis(5) } else { Duration::from_micros((k * 37) % 400) };
+        let pair = [&cases[k as usize % 3], &cases[(k as usize + 1) % 3]];
+        let prepared: Vec<Prepared> = pair.iter().enumerate().map(|(i, c)| Prepared::new(&mut g, c, 2 * k + i as u64).unwrap()).collect();
+        for rank in 0..2 {
+            for p in &prepared {
+                g.submit(rank, p.item(rank)).unwrap();
+            }
+        }
+        for rank in 0..2 {
+            g.wait_submitted(rank, Submitted::Stream, TIMEOUT).unwrap();
+        }
+        for (p, c) in prepared.iter().zip(pair) {
+            assert_eq!(p.verify(&mut g).unwrap(), None, "call {k}: {}", c.describe());
+        }
+        std::thread::sleep(pause);
+    }
+    assert!((0..2).all(|r| g.launches(r) >= 6), "launches: {} and {}", g.launches(0), g.launches(1));
+    g.shutdown(TIMEOUT).unwrap();
+}
+
+/// A loop pinned awake (as a post captured in a CUDA graph pins it) never sleeps; a
+/// pinned loop that slept is launched again at once.
+#[test]
+fn a_pinned_loop_never_sleeps() {
+    let mut g = TwinGroup::start_sleeping(shape(2), THREADS, Duration::from_secs(60), Duration::from_micros(200), false).unwrap();
+    run_all(&mut g, &mixed()[..2], 1);
+    assert!(all_asleep(&g, Duration::from_secs(30)));
+    g.pin_awake(0).unwrap();
+    g.pin_awake(1).unwrap();
+    std::thread::sleep(Duration::from_millis(50));
+    let pinned = launches(&g);
+    for rank in 0..2 {
+        assert!(!g.asleep(rank), "rank {rank} slept while pinned");
+    }
+    run_all(&mut g, &mixed(), 3);
+    std::thread::sleep(Duration::from_millis(50));
+    assert!((0..2).all(|r| !g.asleep(r)), "a pinned loop slept");
+    assert_eq!(launches(&g), pinned, "a pinned loop was launched again");
+    g.shutdown(TIMEOUT).unwrap();
+}
+
+/// A sleeping loop shuts down (the shutdown item launches it; it then leaves for good);
+/// an aborted one is not launched again: the next call fails with `Aborted` at once.
+#[test]
+fn a_sleeping_loop_shuts_down_and_an_aborted_one_stays_down() {
+    let mut g = TwinGroup::start_sleeping(shape(2), THREADS, Duration::from_secs(60), Duration::from_millis(1), false).unwrap();
+    run_all(&mut g, &mixed()[..2], 5);
+    assert!(all_asleep(&g, Duration::from_secs(30)));
+    g.shutdown(TIMEOUT).unwrap();
+
+    let mut g = TwinGroup::start_sleeping(shape(2), THREADS, Duration::from_secs(60), Duration::from_millis(1), false).unwrap();
+    run_all(&mut g, &mixed()[..2], 6);
+    assert!(all_asleep(&g, Duration::from_secs(30)));
+    let asleep = launches(&g);
+    g.abort_all();
+    let c = case(CollFunction::AllReduce, 64, false);
+    let err = run_case(&mut g, &c, 7, TIMEOUT);
+    assert!(matches!(err, Err(Error::Aborted)), "{err:?}");
+    assert!((0..2).all(|r| g.asleep(r)), "an aborted loop was launched again");
+    assert_eq!(launches(&g), asleep);
+}
