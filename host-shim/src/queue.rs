@@ -120,10 +120,17 @@ impl Queue {
         let (posts, pinned) = unsafe { (&raw mut (*self.header).posts, &raw mut (*self.header).pinned) };
         if captured {
             self.word(pinned).swap(1, Ordering::SeqCst);
-        } else {
-            self.word(posts).fetch_add(1, Ordering::SeqCst);
+            return self.wake();
         }
-        self.wake()
+        self.word(posts).fetch_add(1, Ordering::SeqCst);
+        self.wake().inspect_err(|_| self.retract_post())
+    }
+
+    /// Takes back a post counted by [`Queue::announce_post`] that was not launched after
+    /// all (the loop would otherwise wait for it and never sleep again).
+    pub fn retract_post(&self) {
+        // SAFETY: a field of the live header.
+        self.word(unsafe { &raw mut (*self.header).posts }).fetch_sub(1, Ordering::SeqCst);
     }
 
     /// After the host published work (a post announced, ring slots written, each followed
@@ -139,12 +146,12 @@ impl Queue {
             match awake.load(Ordering::SeqCst) {
                 LOOP_AWAKE => return Ok(()),
                 LOOP_ASLEEP => {
-                    if awake.compare_exchange(LOOP_ASLEEP, LOOP_AWAKE, Ordering::SeqCst, Ordering::SeqCst).is_err() {
-                        continue;
-                    }
                     let Some(relaunch) = &self.relaunch else {
                         return Err(Error::InvalidState("the work loop slept and its queue cannot launch it again"));
                     };
+                    if awake.compare_exchange(LOOP_ASLEEP, LOOP_AWAKE, Ordering::SeqCst, Ordering::SeqCst).is_err() {
+                        continue;
+                    }
                     log::debug!("work loop: launching it again after it slept");
                     return relaunch().inspect_err(|_| awake.store(LOOP_ASLEEP, Ordering::SeqCst));
                 }
@@ -355,5 +362,52 @@ mod tests {
         // loop runs.
         let queue = unsafe { Queue::new(header_ptr, ring.as_mut_ptr(), 1, 1, owner) }.unwrap();
         assert!(matches!(queue.health(), Err(Error::UnknownLoopStatus(0xdead_0000_00ff))), "{:?}", queue.health());
+    }
+
+    /// The host's half of the sleep handshake, with no loop: work that finds the loop
+    /// awake launches nothing; asleep, the queue launches it once and marks it awake;
+    /// leaving, it waits for the loop's answer; a failed launch leaves it asleep, and
+    /// without a hook the work is refused. A post outside a capture is counted; one
+    /// inside pins the loop.
+    #[test]
+    fn work_wakes_a_sleeping_loop_once() {
+        use std::sync::atomic::AtomicUsize;
+        let mut header = Box::new(QueueHeader::new());
+        let header_ptr = &raw mut *header;
+        let mut ring = vec![RingSlot::default(); 4];
+        let owner: HeaderOwner = Arc::new(header);
+        // SAFETY: a zeroed header and a four-slot ring, alive for the test; no loop runs.
+        let mut queue = unsafe { Queue::new(header_ptr, ring.as_mut_ptr(), 4, 1, owner) }.unwrap();
+        // SAFETY: a field of the live header.
+        let awake = unsafe { AtomicU64::from_ptr(&raw mut (*header_ptr).awake) };
+        let set = |v| awake.store(v, Ordering::SeqCst);
+        queue.announce_post(false).unwrap();
+        set(LOOP_ASLEEP);
+        assert!(matches!(queue.announce_post(false), Err(Error::InvalidState(_))), "no hook: refused");
+        let launched = Arc::new(AtomicUsize::new(0));
+        let fail = Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let (l, f) = (launched.clone(), fail.clone());
+        queue.set_relaunch(Box::new(move || {
+            l.fetch_add(1, Ordering::SeqCst);
+            if f.load(Ordering::SeqCst) { Err(Error::InvalidState("launch failed")) } else { Ok(()) }
+        }));
+        assert!(queue.announce_post(false).is_err());
+        assert_eq!((awake.load(Ordering::SeqCst), launched.load(Ordering::SeqCst)), (LOOP_ASLEEP, 1), "a failed launch leaves it asleep");
+        fail.store(false, Ordering::SeqCst);
+        queue.enqueue(WorkItem::noop(), Duration::from_secs(1)).unwrap();
+        assert_eq!((awake.load(Ordering::SeqCst), launched.load(Ordering::SeqCst)), (LOOP_AWAKE, 2));
+        queue.announce_post(true).unwrap();
+        assert_eq!(launched.load(Ordering::SeqCst), 2, "awake: nothing launched");
+        set(LOOP_LEAVING);
+        let resolve = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(20));
+            awake.store(LOOP_AWAKE, Ordering::SeqCst);
+        });
+        queue.announce_post(false).unwrap();
+        resolve.join().unwrap();
+        assert_eq!(launched.load(Ordering::SeqCst), 2, "the loop answered AWAKE: nothing launched");
+        // SAFETY: fields of the live header.
+        let (posts, pinned) = unsafe { ((*header_ptr).posts, (*header_ptr).pinned) };
+        assert_eq!((posts, pinned), (2, 1), "posts counted outside captures (the refused ones taken back), the capture pinned");
     }
 }

@@ -452,13 +452,12 @@ unsafe fn launch_post(stream: &CudaStream, function: &CudaFunction, cfg: LaunchC
         .map_err(Error::cuda("cuLaunchKernelEx (mailbox post)"))
 }
 
-/// Where a loop's channel election keeps its claims (`claimed`, then `claims`), which a
-/// loop launched again after it slept must find cleared.
-const CLAIMS_OFFSET: u64 = (std::mem::offset_of!(LoopState, placement) + std::mem::offset_of!(ChannelPlacement, claimed)) as u64;
-/// Bytes of those claims.
-const CLAIMS_BYTES: usize = size_of::<u64>() * (1 + MAX_CHANNELS);
-
-const _: () = assert!(std::mem::offset_of!(ChannelPlacement, claims) == std::mem::offset_of!(ChannelPlacement, claimed) + 8);
+/// Where a loop's placement starts in its state: a loop launched again after it slept
+/// zeroes the placement's head (its channel count, grace time and claims), so that its
+/// one channel is its one CTA wherever the hardware puts it.
+const PLACEMENT_OFFSET: u64 = std::mem::offset_of!(LoopState, placement) as u64;
+/// Bytes of that head: everything before the SM table.
+const PLACEMENT_HEAD_BYTES: usize = std::mem::offset_of!(ChannelPlacement, sm_channel);
 
 /// Everything a launch of a loop kernel takes, for the first launch and for launches
 /// after the loop slept.
@@ -469,23 +468,30 @@ struct LoopLaunch {
     config: LaunchConfig,
     /// The kernel's parameters: header, ring, capacity, state, spin budget, communicator.
     args: [u64; 6],
-    /// The device address of the election's claims, when the loop chooses its SMs.
-    claims: Option<u64>,
+    /// The device address of the loop's placement, when it chooses its SMs (its first
+    /// launch is then one CTA per SM, of which the chosen become the channels).
+    placement: Option<u64>,
 }
 
 impl LoopLaunch {
-    /// Launches the loop kernel on its stream; `again` (after it slept): first clears the
-    /// election's claims, on the same stream (after the old kernel's end).
+    /// Launches the loop kernel on its stream; `again` (after it slept: a loop of one
+    /// channel): one CTA, after zeroing the head of a placement on the same stream (after
+    /// the old kernel's end), so that the CTA is the channel wherever it runs: a wake
+    /// waits for no particular SM, and never holds every SM of a busy GPU for a moment.
     ///
     /// # Safety
     /// The memory `args` name is live until the kernel has ended; with `again`, the loop's
     /// kernel has stored ASLEEP (it ends, and the stream orders this launch after it).
     unsafe fn launch(&self, again: bool) -> Result<()> {
         self.ctx.bind_to_thread().map_err(Error::cuda("cuCtxSetCurrent"))?;
-        if let (true, Some(claims)) = (again, self.claims) {
-            // SAFETY: `CLAIMS_BYTES` at `claims` lie in the loop's state; no kernel uses them
-            // before this memset ends (the stream's order).
-            unsafe { result::memset_d8_async(claims, 0, CLAIMS_BYTES, self.stream.cu_stream()) }.map_err(Error::cuda("cuMemsetD8Async"))?;
+        let mut config = self.config;
+        if again {
+            config.grid_dim = (1, 1, 1);
+            if let Some(placement) = self.placement {
+                // SAFETY: `PLACEMENT_HEAD_BYTES` at `placement` lie in the loop's state; no
+                // kernel uses them before this memset ends (the stream's order).
+                unsafe { result::memset_d8_async(placement, 0, PLACEMENT_HEAD_BYTES, self.stream.cu_stream()) }.map_err(Error::cuda("cuMemsetD8Async"))?;
+            }
         }
         let [header, ring, capacity, state, budget_ns, comm] = self.args;
         // SAFETY: the arguments match `ferroccl_work_loop` (and the heap's loop); the memory
@@ -499,7 +505,7 @@ impl LoopLaunch {
                 .arg(&state)
                 .arg(&budget_ns)
                 .arg(&comm)
-                .launch(self.config)
+                .launch(config)
         }
         .map(|_| ())
         .map_err(Error::cuda("cuLaunchKernel"))
@@ -665,7 +671,7 @@ impl WorkLoop {
             kernel: self.kernel.clone(),
             config: LaunchConfig { grid_dim: (self.grid, 1, 1), block_dim: (self.cfg.loop_threads(), 1, 1), shared_mem_bytes: LOOP_SMEM_BYTES },
             args: [header.device_ptr(), memory.ring.device_ptr(), u64::from(self.cfg.capacity), memory.state.ptr, u64::try_from(self.cfg.spin_budget.as_nanos()).unwrap_or(u64::MAX), self.comm],
-            claims: (self.grid != self.cfg.channels).then(|| memory.state.ptr + CLAIMS_OFFSET),
+            placement: (self.grid != self.cfg.channels).then(|| memory.state.ptr + PLACEMENT_OFFSET),
         };
         // SAFETY: the memory lives until the kernel has ended (`Drop` defers freeing it
         // until then); nothing runs on the loop's stream yet.
@@ -741,10 +747,14 @@ impl WorkLoop {
         }
         let Some(memory) = &self.memory else { return Err(Error::LoopClosed) };
         let Some(header) = &self.header.header else { return Err(Error::LoopClosed) };
+        // Whether the post was counted for the loop's sleep handshake (outside a capture).
+        let mut counted = false;
         if self.cfg.sleep_after_ns() != 0 {
             // SAFETY: a live stream of this loop's context (the caller's).
             let capture = unsafe { result::stream::is_capturing(stream.cu_stream()) }.map_err(Error::cuda("cuStreamIsCapturing"))?;
-            self.queue.announce_post(capture != sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE)?;
+            let captured = capture != sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
+            self.queue.announce_post(captured)?;
+            counted = !captured;
         }
         // The post kernel's parameters, each where `params` points.
         let (mut state, mut header, mut comm, mut resident) = (memory.state.ptr, header.device_ptr(), self.comm, self.cfg.channels);
@@ -772,7 +782,11 @@ impl WorkLoop {
         // another: a post launched to overlap the one before it waits for that one's end
         // (`device_rt::work::after_previous_grid`) before it touches the mailbox or a guest
         // channel, so one post grid at a time writes the mailbox and serves the guests.
-        unsafe { launch_post(stream, &self.post, launch, &mut params, self.overlap_posts) }
+        unsafe { launch_post(stream, &self.post, launch, &mut params, self.overlap_posts) }.inspect_err(|_| {
+            if counted {
+                self.queue.retract_post();
+            }
+        })
     }
 
     /// Lets this loop's posts overlap: each may start (and plan its item) while the post
@@ -831,6 +845,12 @@ impl WorkLoop {
         crate::stream::wait(&self.stream, timeout, "the work loop kernel")?;
         graveyard().collect(self.ctx_key());
         drained
+    }
+
+    /// Whether the loop has left the GPU to sleep (see [`LoopConfig::sleep_after`]); the
+    /// next item launches it again.
+    pub fn asleep(&self) -> bool {
+        self.queue.asleep()
     }
 
     /// True once the loop kernel has ended.
@@ -916,6 +936,17 @@ mod tests {
         assert!(b_freed.load(Relaxed), "loop 3 runs in another context");
         assert_eq!(yard.running.len(), 1);
         assert!(yard.graves.is_empty());
+    }
+
+    /// Only a loop of one resident channel sleeps, and never with a zero time.
+    #[test]
+    fn only_a_one_channel_loop_gets_a_sleep_time() {
+        let one = LoopConfig { channels: 1, sleep_after: Some(Duration::from_micros(1500)), ..LoopConfig::default() };
+        assert_eq!(one.sleep_after_ns(), 1_500_000);
+        assert_eq!(LoopConfig { channels: 2, ..one }.sleep_after_ns(), 0, "two channels would have to leave together");
+        assert_eq!(LoopConfig { sleep_after: None, ..one }.sleep_after_ns(), 0);
+        assert!(LoopConfig { sleep_after: Some(Duration::ZERO), ..one }.validate().is_err());
+        assert!(one.validate().is_ok());
     }
 
     #[test]

@@ -274,6 +274,13 @@ pub struct WorkLoopReport {
 pub struct CommCallReport {
     /// Median µs of a call plus `cuStreamSynchronize`.
     pub call_sync_us: f64,
+    /// The same for a call that finds the loop asleep (it slept after
+    /// `CommConfig::default()`'s sleep time with nothing to do; the call launches it
+    /// again).
+    pub call_sync_after_sleep_us: f64,
+    /// Its baseline: an empty kernel launch plus `cuStreamSynchronize` on the same stream
+    /// just before it, the loop asleep as well.
+    pub empty_launch_sync_after_sleep_us: f64,
     /// µs per call in a replayed CUDA graph of 20 calls.
     pub graph_us_per_call: f64,
     /// Median over 100 batches of host µs per call while 100 calls are made back to back
@@ -417,6 +424,8 @@ const BACK_TO_BACK: usize = 2000;
 const GRAPH_CALLS: usize = 20;
 const ENQUEUE_BATCHES: usize = 100;
 const ENQUEUE_BATCH: usize = 100;
+/// Calls timed after the loop slept.
+const WAKES: usize = 50;
 
 /// Measures [`CommCallReport`] on `fx`'s device (no loop of the device may run: the
 /// communicator loads its module). Every call's result is checked, and an item that
@@ -459,6 +468,31 @@ fn comm_calls(fx: &Fixture) -> Result<CommCallReport> {
         return Err(Error::InvalidState("an item reading plain host memory was not refused"));
     }
     let mut report = CommCallReport { host_enqueue_us_per_call: enqueue_us(comm, &mut recv)?, ..CommCallReport::default() };
+    check(&recv)?;
+    // Before the capture below, which keeps the loop awake for good.
+    let empty = fx.module.kernel("ferroccl_empty")?;
+    let one = LaunchConfig { grid_dim: (1, 1, 1), block_dim: (32, 1, 1), shared_mem_bytes: 0 };
+    let (mut after_sleep, mut empty_after_sleep) = (Vec::with_capacity(WAKES), Vec::with_capacity(WAKES));
+    for _ in 0..WAKES {
+        let idle = std::time::Instant::now();
+        while !comm.loop_asleep() {
+            if idle.elapsed() > timeout {
+                return Err(Error::InvalidState("the idle loop of a default communicator did not sleep"));
+            }
+            std::thread::sleep(std::time::Duration::from_micros(100));
+        }
+        let start = std::time::Instant::now();
+        // SAFETY: `ferroccl_empty` takes no arguments.
+        unsafe { stream.launch_builder(&empty).launch(one) }.map_err(Error::cuda("cuLaunchKernel"))?;
+        sync()?;
+        empty_after_sleep.push(start.elapsed().as_secs_f64() * 1e6);
+        let start = std::time::Instant::now();
+        comm.all_reduce(&send, &mut recv, ReduceOp::Sum)?;
+        sync()?;
+        after_sleep.push(start.elapsed().as_secs_f64() * 1e6);
+    }
+    report.call_sync_after_sleep_us = median(after_sleep);
+    report.empty_launch_sync_after_sleep_us = median(empty_after_sleep);
     check(&recv)?;
     // SAFETY: the stream was waited for; the buffers are used on `stream` alone.
     unsafe { fx.ctx.disable_event_tracking() };
@@ -511,6 +545,8 @@ pub fn work_loop_json(r: &WorkLoopReport, gpu: &str, date_utc: &str) -> String {
         host_enqueue_us_per_call: rounded(r.comm.host_enqueue_us_per_call, 3),
         host_enqueue_untracked_us_per_call: rounded(r.comm.host_enqueue_untracked_us_per_call, 3),
         all_reduce_8b_call_sync_us: rounded(r.comm.call_sync_us, 3),
+        all_reduce_8b_call_sync_after_sleep_us: rounded(r.comm.call_sync_after_sleep_us, 3),
+        empty_launch_sync_after_sleep_us: rounded(r.comm.empty_launch_sync_after_sleep_us, 3),
         all_reduce_8b_graph_us_per_call: rounded(r.comm.graph_us_per_call, 3),
     };
     serde_json::to_string_pretty(&body).expect("plain structs serialize") + "\n"
@@ -536,6 +572,8 @@ struct WorkLoopJson<'a> {
     host_enqueue_us_per_call: f64,
     host_enqueue_untracked_us_per_call: f64,
     all_reduce_8b_call_sync_us: f64,
+    all_reduce_8b_call_sync_after_sleep_us: f64,
+    empty_launch_sync_after_sleep_us: f64,
     all_reduce_8b_graph_us_per_call: f64,
 }
 
@@ -602,7 +640,7 @@ mod tests {
             graph_launch_us_per_op: 0.0,
             stream_back_to_back_us_per_op: 3.5,
             stream_roundtrip_us: 7.25,
-            comm: CommCallReport { call_sync_us: 9.0, graph_us_per_call: 4.0, host_enqueue_us_per_call: 4.5, host_enqueue_untracked_us_per_call: 2.5 },
+            comm: CommCallReport { call_sync_us: 9.0, call_sync_after_sleep_us: 12.0, empty_launch_sync_after_sleep_us: 10.0, graph_us_per_call: 4.0, host_enqueue_us_per_call: 4.5, host_enqueue_untracked_us_per_call: 2.5 },
         };
         let v: Value = serde_json::from_str(&work_loop_json(&r, "NVIDIA H100", "2026-01-01T00:00:00Z")).unwrap();
         let mut expected = [
@@ -623,6 +661,8 @@ mod tests {
             "host_enqueue_us_per_call",
             "host_enqueue_untracked_us_per_call",
             "all_reduce_8b_call_sync_us",
+            "all_reduce_8b_call_sync_after_sleep_us",
+            "empty_launch_sync_after_sleep_us",
             "all_reduce_8b_graph_us_per_call",
         ];
         expected.sort_unstable();

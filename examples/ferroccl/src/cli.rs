@@ -138,11 +138,30 @@ pub struct CommArgs {
     /// K/M/G suffixes allowed [default: 32M on GPUs, 1M on the host twin]
     #[arg(long, value_name = "BYTES", value_parser = parse_size_u64)]
     pub staging: Option<u64>,
+    /// How long an idle loop of one resident channel polls before it leaves the GPU
+    /// until the next call (a duration, e.g. 1ms, or `never`) [default: 1ms]
+    #[arg(long, value_name = "DURATION|never", value_parser = parse_sleep_after)]
+    pub sleep_after: Option<SleepAfter>,
     /// How items reach the ranks' loops: `stream` (a post kernel on each rank's stream, as
     /// the communicator's public calls do; GPUs only) or `direct` (the host queue)
     /// [coll: direct; bench: stream on GPUs, direct on the host twin]
     #[arg(long, value_name = "stream|direct", value_parser = parse_path)]
     pub path: Option<SubmitPath>,
+}
+
+/// `--sleep-after`: a loop's sleep time, or none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SleepAfter(pub Option<std::time::Duration>);
+
+fn parse_sleep_after(s: &str) -> Result<SleepAfter, String> {
+    match s {
+        "never" => Ok(SleepAfter(None)),
+        _ => match humantime::parse_duration(s) {
+            Ok(d) if !d.is_zero() => Ok(SleepAfter(Some(d))),
+            Ok(_) => Err("a sleep time must be positive (or `never`)".into()),
+            Err(e) => Err(e.to_string()),
+        },
+    }
 }
 
 fn parse_path(s: &str) -> Result<SubmitPath, String> {
@@ -258,6 +277,10 @@ pub struct FootprintArgs {
     /// [default: 1]
     #[arg(long, value_name = "N")]
     pub resident: Option<u32>,
+    /// How long an idle loop of one resident channel polls before it leaves the GPU (a
+    /// duration, or `never`: the idle phase then measures a polling loop) [default: 1ms]
+    #[arg(long, value_name = "DURATION|never", value_parser = parse_sleep_after)]
+    pub sleep_after: Option<SleepAfter>,
     /// Threads of each resident channel (guests run --threads) [default: as --threads]
     #[arg(long, value_name = "N")]
     pub resident_threads: Option<u32>,
@@ -504,15 +527,16 @@ mod tests {
         );
         assert_eq!(
             bench("ferroccl bench footprint").single,
-            Some(SingleGpuBench::Footprint(FootprintArgs { device: 0, ranks: 2, channels: None, resident: None, resident_threads: None, threads: None, busy_bytes: 256 << 20, iters: 20, json: None }))
+            Some(SingleGpuBench::Footprint(FootprintArgs { device: 0, ranks: 2, channels: None, resident: None, sleep_after: None, resident_threads: None, threads: None, busy_bytes: 256 << 20, iters: 20, json: None }))
         );
         assert_eq!(
-            bench("ferroccl bench footprint -d 1 --ranks 1 --channels 8 --resident 1 --threads 128 --busy-bytes 64M --iters 5 --json out/footprint.json").single,
+            bench("ferroccl bench footprint -d 1 --ranks 1 --channels 8 --resident 1 --sleep-after never --threads 128 --busy-bytes 64M --iters 5 --json out/footprint.json").single,
             Some(SingleGpuBench::Footprint(FootprintArgs {
                 device: 1,
                 ranks: 1,
                 channels: Some(8),
                 resident: Some(1),
+                sleep_after: Some(SleepAfter(None)),
                 resident_threads: None,
                 threads: Some(128),
                 busy_bytes: 64 << 20,
@@ -593,6 +617,8 @@ mod tests {
             "ferroccl bench footprint --ranks many",
             "ferroccl bench footprint --busy-bytes 1.5M",
             "ferroccl bench footprint --devices 0,1",
+            "ferroccl bench footprint --sleep-after 0s",
+            "ferroccl bench footprint --sleep-after soon",
             "ferroccl bench shmem --max-bytes 1.5M",
             "ferroccl bench shmem --devices a,b",
             "ferroccl bench shmem --iters -1",

@@ -5,7 +5,8 @@
 //! their own (median of `iters` runs after untimed ones): `fma`, f32 FMA chains
 //! (compute-bound); `copy`, 1 GiB copies (memory-bound); `gemm`, bf16 GEMMs through cuBLAS.
 //! Four phases: `before` (no communicator), `idle` (a communicator whose loops wait for
-//! work), `busy` (while a second thread keeps a few rounds of large all-reduces queued on
+//! work: asleep, where they sleep when idle, as the default communicator's do after its
+//! sleep time; `--sleep-after never` keeps them polling), `busy` (while a second thread keeps a few rounds of large all-reduces queued on
 //! every rank) and `after` (the communicator shut down). A phase's ratio is its throughput
 //! over `before`'s: before's time over its own. The busy phase also reports the
 //! all-reduces' own rate beside each kind over their rate alone (each call's post kernel
@@ -126,6 +127,7 @@ pub fn footprint(cfg: &FootprintBench) -> Result<FootprintReport> {
     // Also the warm-up: every kernel and the GEMM run before the communicator exists.
     let before = work.measure(cfg.iters)?;
     let mut ranks = Ranks::start(&ctx, cfg)?;
+    ranks.until_asleep(cfg)?;
     let idle = work.measure(cfg.iters)?;
     ranks.check()?;
     let round_s = ranks.round_seconds()?;
@@ -300,6 +302,23 @@ impl Ranks {
         Ok(Self { comms, bufs })
     }
 
+    /// Waits until every rank's loop sleeps, where the configuration has them sleep when
+    /// idle ([`host_shim::work::LoopConfig::sleep_after`]): the idle phase is then the
+    /// GPU without any of the communicator's CTAs.
+    fn until_asleep(&self, cfg: &FootprintBench) -> Result<()> {
+        if cfg.comm.loop_cfg.sleep_after_ns() == 0 {
+            return Ok(());
+        }
+        let start = Instant::now();
+        while !self.comms.iter().all(Comm::loop_asleep) {
+            if start.elapsed() > TIMEOUT {
+                return Err(Error::Timeout { what: "the idle communicator's loops to sleep".into(), after: TIMEOUT });
+            }
+            std::thread::sleep(Duration::from_micros(100));
+        }
+        Ok(())
+    }
+
     /// Enqueues one all-reduce on every rank; returns an event recorded on rank 0's stream
     /// after it (a round ends on every rank at once).
     fn round(&mut self) -> Result<CudaEvent> {
@@ -414,7 +433,16 @@ pub fn json(r: &FootprintReport, cfg: &FootprintBench, gpu: &str, date_utc: &str
         }
     }
     let lc = &cfg.comm.loop_cfg;
-    let body = FootprintJson { date_utc, gpu, ranks: cfg.ranks, channels: lc.channels + lc.guests, resident_channels: lc.channels, threads: lc.threads, figures };
+    let body = FootprintJson {
+        date_utc,
+        gpu,
+        ranks: cfg.ranks,
+        channels: lc.channels + lc.guests,
+        resident_channels: lc.channels,
+        threads: lc.threads,
+        sleep_after_us: (lc.sleep_after_ns() != 0).then(|| lc.sleep_after_ns() as f64 / 1e3),
+        figures,
+    };
     serde_json::to_string_pretty(&body).expect("plain structs serialize") + "\n"
 }
 
@@ -429,6 +457,9 @@ struct FootprintJson<'a> {
     /// The channels that hold an SM while the loop idles.
     resident_channels: u32,
     threads: u32,
+    /// How long an idle loop polls before it sleeps (null: it never sleeps); the idle
+    /// phase waits until every loop sleeps.
+    sleep_after_us: Option<f64>,
     #[serde(flatten)]
     figures: BTreeMap<String, f64>,
 }
@@ -447,7 +478,7 @@ mod tests {
     fn footprint_json_keeps_its_fields() {
         let r = FootprintReport { ms: [[10.0, 6.0, 7.0], [12.5, 6.1, 8.0], [20.0, 12.0, 0.0], [10.01, 6.0, 7.0]], busy_allreduce: [0.5, 0.25, 1.0] };
         let v: Value = serde_json::from_str(&json(&r, &cfg(), "NVIDIA H100", "2026-01-01T00:00:00Z")).unwrap();
-        let mut expected: Vec<String> = ["date_utc", "gpu", "ranks", "channels", "resident_channels", "threads"].map(String::from).into();
+        let mut expected: Vec<String> = ["date_utc", "gpu", "ranks", "channels", "resident_channels", "threads", "sleep_after_us"].map(String::from).into();
         for phase in PHASES {
             for kind in ["fma", "copy", "gemm"] {
                 expected.push(format!("{phase}_{kind}_ms"));
@@ -462,6 +493,7 @@ mod tests {
         assert_eq!(keys, expected);
         assert_eq!((&v["gpu"], &v["ranks"], &v["channels"], &v["threads"]), (&json!("NVIDIA H100"), &json!(2), &json!(64), &json!(256)));
         assert_eq!(v["resident_channels"], json!(CommConfig::default().loop_cfg.channels));
+        assert_eq!(v["sleep_after_us"], json!(1000.0), "the default communicator's loops sleep after 1 ms");
         assert_eq!((&v["idle_fma_ratio"], &v["busy_copy_ratio"], &v["after_fma_ratio"]), (&json!(0.8), &json!(0.5), &json!(0.999)));
         assert_eq!((&v["before_fma_ms"], &v["idle_copy_ms"]), (&json!(10.0), &json!(6.1)));
         assert!(v["busy_gemm_ratio"].is_null(), "a division by 0 is null");

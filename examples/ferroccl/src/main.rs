@@ -152,6 +152,7 @@ fn comm_config(comm: &CommArgs, channels: u32, path: SubmitPath) -> CommConfig {
     cfg.loop_cfg.threads = comm.threads.unwrap_or(cfg.loop_cfg.threads);
     cfg.loop_cfg.resident_threads = comm.resident_threads.unwrap_or(cfg.loop_cfg.resident_threads);
     cfg.loop_cfg.placement = comm.sms.unwrap_or(cfg.loop_cfg.placement);
+    cfg.loop_cfg.sleep_after = comm.sleep_after.map_or(cfg.loop_cfg.sleep_after, |s| s.0);
     cfg.ring_step_bytes = comm.step.unwrap_or(cfg.ring_step_bytes);
     cfg.direct = comm.direct;
     cfg.paired = comm.paired.unwrap_or(cfg.paired);
@@ -351,6 +352,8 @@ fn bench_work_loop(args: &WorkLoopArgs) -> Result<ExitCode, Error> {
     println!("    stream-ordered no-op + sync     {:>9.2} us", r.stream_roundtrip_us);
     println!("    stream_roundtrip_vs_launch_sync {:>9.3}", r.stream_roundtrip_vs_launch_sync());
     println!("(e) Comm::all_reduce 8 B, 1 rank: call + sync {:>7.2} us", r.comm.call_sync_us);
+    println!("    the same, the loop asleep     {:>9.2} us", r.comm.call_sync_after_sleep_us);
+    println!("    empty launch + sync, asleep   {:>9.2} us", r.comm.empty_launch_sync_after_sleep_us);
     println!("    in a graph of {} calls        {:>9.2} us/call", 20, r.comm.graph_us_per_call);
     println!("    host time per call            {:>9.2} us", r.comm.host_enqueue_us_per_call);
     println!("    same, no cudarc event tracking {:>8.2} us", r.comm.host_enqueue_untracked_us_per_call);
@@ -370,15 +373,20 @@ fn bench_footprint(args: &FootprintArgs) -> Result<ExitCode, Error> {
     comm.loop_cfg.threads = args.threads.unwrap_or(comm.loop_cfg.threads);
     comm.loop_cfg.resident_threads = args.resident_threads.unwrap_or(comm.loop_cfg.resident_threads);
     comm.fit_guests = args.channels.is_none();
+    comm.loop_cfg.sleep_after = args.sleep_after.map_or(comm.loop_cfg.sleep_after, |s| s.0);
     let cfg = footprint::FootprintBench { ordinal, ranks: args.ranks, comm, busy_bytes: args.busy_bytes, iters: args.iters };
     println!(
-        "footprint benchmark on device {ordinal} ({}, {} SMs): {} rank(s) × {} channels ({} resident) × {} threads, busy with {} MiB all-reduces; median of {} runs",
+        "footprint benchmark on device {ordinal} ({}, {} SMs): {} rank(s) × {} channels ({} resident) × {} threads, loops sleep when idle after {}, busy with {} MiB all-reduces; median of {} runs",
         info.name,
         info.sm_count,
         cfg.ranks,
         comm.loop_cfg.channels + comm.loop_cfg.guests,
         comm.loop_cfg.channels,
         comm.loop_cfg.threads,
+        match comm.loop_cfg.sleep_after_ns() {
+            0 => "never".to_string(),
+            ns => format!("{} µs", ns / 1000),
+        },
         cfg.busy_bytes >> 20,
         cfg.iters
     );

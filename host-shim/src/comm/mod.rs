@@ -480,6 +480,12 @@ impl Comm {
         self.lp.all_channels()
     }
 
+    /// Whether this rank's loop has left the GPU to sleep after its sleep time with
+    /// nothing to do ([`LoopConfig::sleep_after`]); the next call launches it again.
+    pub fn loop_asleep(&self) -> bool {
+        self.lp.asleep()
+    }
+
     /// Whether this rank's posts overlap the kernel before them on its stream (where its
     /// device holds two post grids of every rank: see the README's "Overlapping posts").
     pub fn posts_overlap(&self) -> bool {

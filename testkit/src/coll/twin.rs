@@ -603,7 +603,7 @@ impl RankGroup for TwinGroup {
         // As host-shim's `WorkLoop::enqueue_on_stream`: the post is counted (and a loop
         // that slept launched again) before the post grid is.
         r.queue.announce_post(false)?;
-        stream.post(item)?;
+        stream.post(item).inspect_err(|_| r.queue.retract_post())?;
         Ok(Submitted::Stream)
     }
 
