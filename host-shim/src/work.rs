@@ -20,8 +20,9 @@ use crate::{Error, Result};
 /// How a work loop is launched.
 #[derive(Clone, Copy, Debug)]
 pub struct LoopConfig {
-    /// Resident channels, 1..=64: one CTA each for the loop's lifetime (with a chosen
-    /// placement the loop launches one CTA per SM and the others leave at once).
+    /// Resident channels, 1..=64: one CTA each while the loop runs (see `sleep_after`;
+    /// with a chosen placement the loop launches one CTA per SM and the others leave at
+    /// once).
     pub channels: u32,
     /// Guest channels of a communicator's loop: channels beyond the resident ones, which
     /// hold no SM while the loop idles; each stream-ordered call brings them up in its

@@ -11,7 +11,8 @@
 //! # Capturing calls in a CUDA graph
 //!
 //! Every call is one kernel launch on the rank's stream, so it can be captured and
-//! replayed. One step is needed with cudarc's own buffers: when a context has several
+//! replayed (a captured call keeps the rank's loop awake for good: see
+//! [`LoopConfig::sleep_after`]). One step is needed with cudarc's own buffers: when a context has several
 //! streams, cudarc tracks each `CudaSlice`'s uses with events, and a capturing stream
 //! cannot wait on an event recorded outside the capture. Allocate the buffers you capture
 //! with while the context's event tracking is off: it applies to the slices created
