@@ -227,7 +227,10 @@ impl Queue {
     }
 
     /// Validates `item`, waits (up to `timeout`) for a free slot and writes it (the loop
-    /// polls the slot itself). Refused items change nothing.
+    /// polls the slot itself; a loop that slept is launched again, see [`Queue::wake`]).
+    /// Refused items change nothing; if launching a sleeping loop again fails, that error
+    /// is returned and the item stays queued (it runs once a later call has launched the
+    /// loop).
     pub fn enqueue(&mut self, item: WorkItem, timeout: Duration) -> Result<Ticket> {
         item.validate().map_err(|reason| Error::BadWorkItem { reason, seq: 0 })?;
         self.health()?;

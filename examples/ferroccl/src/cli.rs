@@ -149,18 +149,26 @@ pub struct CommArgs {
     pub path: Option<SubmitPath>,
 }
 
-/// `--sleep-after`: a loop's sleep time, or none.
+/// `--sleep-after`: a loop's sleep time in whole microseconds, or none (`never`); small,
+/// so that the commands' arguments stay small.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SleepAfter(pub Option<std::time::Duration>);
+pub struct SleepAfter(pub Option<std::num::NonZeroU32>);
+
+impl SleepAfter {
+    /// The sleep time, `None` for never.
+    pub fn duration(self) -> Option<std::time::Duration> {
+        self.0.map(|us| std::time::Duration::from_micros(u64::from(us.get())))
+    }
+}
 
 fn parse_sleep_after(s: &str) -> Result<SleepAfter, String> {
-    match s {
-        "never" => Ok(SleepAfter(None)),
-        _ => match humantime::parse_duration(s) {
-            Ok(d) if !d.is_zero() => Ok(SleepAfter(Some(d))),
-            Ok(_) => Err("a sleep time must be positive (or `never`)".into()),
-            Err(e) => Err(e.to_string()),
-        },
+    if s == "never" {
+        return Ok(SleepAfter(None));
+    }
+    let d = humantime::parse_duration(s).map_err(|e| e.to_string())?;
+    match u32::try_from(d.as_micros()).ok().and_then(std::num::NonZeroU32::new) {
+        Some(us) if d.subsec_nanos() % 1000 == 0 => Ok(SleepAfter(Some(us))),
+        _ => Err(format!("a sleep time is whole microseconds, 1µs to {}s (or `never`), not {s}", u32::MAX / 1_000_000)),
     }
 }
 
@@ -619,6 +627,7 @@ mod tests {
             "ferroccl bench footprint --devices 0,1",
             "ferroccl bench footprint --sleep-after 0s",
             "ferroccl bench footprint --sleep-after soon",
+            "ferroccl bench footprint --sleep-after 1500ns",
             "ferroccl bench shmem --max-bytes 1.5M",
             "ferroccl bench shmem --devices a,b",
             "ferroccl bench shmem --iters -1",

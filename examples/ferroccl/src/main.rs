@@ -40,7 +40,7 @@ use host_shim::comm::wiring::Shape;
 use host_shim::{Error, device};
 
 use crate::bench::ReduceCopyBench;
-use crate::cli::{AbortArgs, BenchCmd, Cli, CollArgs, Command, CommArgs, FootprintArgs, ReduceCopyArgs, RunArgs, SingleGpuBench, TestArgs, WorkLoopArgs};
+use crate::cli::{AbortArgs, BenchCmd, Cli, CollArgs, Command, CommArgs, FootprintArgs, ReduceCopyArgs, RunArgs, SingleGpuBench, SleepAfter, TestArgs, WorkLoopArgs};
 
 fn main() -> ExitCode {
     env_logger::Builder::from_env(env_logger::Env::new().filter_or("FERROCCL_LOG", "warn").write_style("FERROCCL_LOG_STYLE")).init();
@@ -152,7 +152,7 @@ fn comm_config(comm: &CommArgs, channels: u32, path: SubmitPath) -> CommConfig {
     cfg.loop_cfg.threads = comm.threads.unwrap_or(cfg.loop_cfg.threads);
     cfg.loop_cfg.resident_threads = comm.resident_threads.unwrap_or(cfg.loop_cfg.resident_threads);
     cfg.loop_cfg.placement = comm.sms.unwrap_or(cfg.loop_cfg.placement);
-    cfg.loop_cfg.sleep_after = comm.sleep_after.map_or(cfg.loop_cfg.sleep_after, |s| s.0);
+    cfg.loop_cfg.sleep_after = comm.sleep_after.map_or(cfg.loop_cfg.sleep_after, SleepAfter::duration);
     cfg.ring_step_bytes = comm.step.unwrap_or(cfg.ring_step_bytes);
     cfg.direct = comm.direct;
     cfg.paired = comm.paired.unwrap_or(cfg.paired);
@@ -373,7 +373,7 @@ fn bench_footprint(args: &FootprintArgs) -> Result<ExitCode, Error> {
     comm.loop_cfg.threads = args.threads.unwrap_or(comm.loop_cfg.threads);
     comm.loop_cfg.resident_threads = args.resident_threads.unwrap_or(comm.loop_cfg.resident_threads);
     comm.fit_guests = args.channels.is_none();
-    comm.loop_cfg.sleep_after = args.sleep_after.map_or(comm.loop_cfg.sleep_after, |s| s.0);
+    comm.loop_cfg.sleep_after = args.sleep_after.map_or(comm.loop_cfg.sleep_after, SleepAfter::duration);
     let cfg = footprint::FootprintBench { ordinal, ranks: args.ranks, comm, busy_bytes: args.busy_bytes, iters: args.iters };
     println!(
         "footprint benchmark on device {ordinal} ({}, {} SMs): {} rank(s) × {} channels ({} resident) × {} threads, loops sleep when idle after {}, busy with {} MiB all-reduces; median of {} runs",
