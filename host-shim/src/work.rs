@@ -345,7 +345,8 @@ impl KernelStream for Arc<CudaStream> {
 /// Memory of dropped loops, kept until it can be freed without waiting: in CUDA, freeing
 /// memory may wait for every running kernel of the device, and a persistent loop only
 /// ends when asked to. A grave is freed once its own loop's kernel has ended and no
-/// started loop of its context still runs; every loop's `new`, `start`, `shutdown` and
+/// started loop of its context still runs (a loop that sleeps has ended its kernel; it is
+/// launched again only under this graveyard's lock, so never between a look and a free); every loop's `new`, `start`, `shutdown` and
 /// drop, and every burial, look (stream queries only).
 struct Graveyard<S> {
     /// Started, not yet dropped loops: their context and kernel stream.
@@ -484,6 +485,10 @@ impl LoopLaunch {
     /// The memory `args` name is live until the kernel has ended; with `again`, the loop's
     /// kernel has stored ASLEEP (it ends, and the stream orders this launch after it).
     unsafe fn launch(&self, again: bool) -> Result<()> {
+        // A launch after the loop slept holds the graveyard meanwhile: the graveyard frees
+        // memory only while no loop of the context runs (a free may wait for a running
+        // kernel), and a sleeping loop counts as ended.
+        let _yard = again.then(graveyard);
         self.ctx.bind_to_thread().map_err(Error::cuda("cuCtxSetCurrent"))?;
         let mut config = self.config;
         if again {
