@@ -44,15 +44,19 @@ const PROTOCOL_SPILL_BOUND: u32 = 64;
 /// and 128, `plan_collective` to 112 / 56, `exec::collective` to 60 / 68,
 /// `reduce_scatter_paired` to 104 / 180, all-reduce's `direct_recv_direct_send` to 76 /
 /// 244 and the software-multicast `scatter` to 16 / 32 (cap 224 unchanged; caps 200, 184,
-/// 168, 144 and 136 not assembled with it).
+/// 168, 144 and 136 not assembled with it). Loops that sleep when idle (2026-11-27,
+/// twenty-first session: the loop's sleep handshake, out of line, and every post grid
+/// counting itself for it) took, at cap 128, `ring::run` to 612 / 1576,
+/// `reduce_scatter_paired` to 108 / 184 and `direct_recv_direct_send` to 84 / 252 (caps
+/// 224 and 152 within the bounds before; uncapped, nothing spills).
 const CAPPED_SPILL_BOUNDS: [(&str, u32, u32); 8] = [
     ("ferroccl_work_loop", 400, 560),
-    ("4algo4ring3run", 628, 1560),
-    ("4algo4ring21reduce_scatter_paired", 120, 180),
+    ("4algo4ring3run", 628, 1576),
+    ("4algo4ring21reduce_scatter_paired", 120, 184),
     ("4work4exec10collective", 60, 68),
     ("4algo8dispatch15plan_collective", 112, 56),
     ("4algo4nvls3run", 432, 488),
-    ("23direct_recv_direct_send", 76, 244),
+    ("23direct_recv_direct_send", 84, 252),
     ("5prims3ops", 24, 32),
 ];
 

@@ -79,12 +79,12 @@ fn launches(g: &TwinGroup) -> Vec<usize> {
     (0..g.nranks()).map(|r| g.launches(r)).collect()
 }
 
-/// Rounds of `cases` on `g` with the loops asleep between them: every round exact, every
+/// Two rounds of `cases` on `g` with the loops asleep between them: every round exact, every
 /// rank's loop asleep after it, and launched again by the next round (a loop may also
 /// sleep inside a round, while the host prepares the next case).
 fn rounds(g: &mut TwinGroup, cases: &[CollCase], what: &str) {
     let mut before = launches(g);
-    for round in 0..3u64 {
+    for round in 0..2u64 {
         run_all(g, cases, 10 * round);
         assert!(all_asleep(g, Duration::from_secs(30)), "{what}, round {round}: the loops did not sleep");
         let now = launches(g);
@@ -118,15 +118,15 @@ fn the_direct_path_wakes_a_sleeping_loop() {
 }
 
 /// Calls that race the loop's decision to sleep: a sleep time of 50 µs and pauses of 0
-/// to 400 µs between calls (and now and then 5 ms, so that the loops do sleep), with no
-/// host synchronisation inside each pair of calls: every result exact, no call lost (a
+/// to 400 µs between calls (and every eighth pair 5 ms, so that the loops do sleep), with
+/// no host synchronisation inside each pair of calls: every result exact, no call lost (a
 /// lost one would be a timeout), and the loops launched again many times.
 #[test]
 fn calls_racing_the_loops_sleep_are_never_lost() {
     let mut g = TwinGroup::start_sleeping(shape(2), THREADS, Duration::from_secs(60), Duration::from_micros(50), true).unwrap();
     let cases = [case(CollFunction::AllReduce, 64, false), case(CollFunction::AllReduce, 20_000, true), case(CollFunction::AllGather, 999, false)];
-    for k in 0..60u64 {
-        let pause = if k % 10 == 9 { Duration::from_millis(5) } else { Duration::from_micros((k * 37) % 400) };
+    for k in 0..40u64 {
+        let pause = if k % 8 == 7 { Duration::from_millis(5) } else { Duration::from_micros((k * 37) % 400) };
         let pair = [&cases[k as usize % 3], &cases[(k as usize + 1) % 3]];
         let prepared: Vec<Prepared> = pair.iter().enumerate().map(|(i, c)| Prepared::new(&mut g, c, 2 * k + i as u64).unwrap()).collect();
         for rank in 0..2 {
@@ -142,7 +142,7 @@ fn calls_racing_the_loops_sleep_are_never_lost() {
         }
         std::thread::sleep(pause);
     }
-    assert!((0..2).all(|r| g.launches(r) >= 6), "launches: {} and {}", g.launches(0), g.launches(1));
+    assert!((0..2).all(|r| g.launches(r) >= 5), "launches: {} and {}", g.launches(0), g.launches(1));
     g.shutdown(TIMEOUT).unwrap();
 }
 
