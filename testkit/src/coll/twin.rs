@@ -298,9 +298,8 @@ fn start_rank(block: Block, guests: u32, loops: TwinLoops, memory: Option<&WeakM
     let mut header = Box::new(QueueHeader::new());
     let mut ring = vec![RingSlot::default(); CAPACITY as usize];
     let mut state = Box::new(LoopState::default());
-    if resident == 1 {
-        state.sleep_after_ns = sleep_after.map_or(0, |after| u64::try_from(after.as_nanos()).unwrap_or(u64::MAX).max(1));
-    }
+    // The sleep time as a GPU loop of this shape gets it (one resident channel only).
+    state.sleep_after_ns = host_shim::work::LoopConfig { channels: resident, sleep_after, ..Default::default() }.sleep_after_ns();
     let (h, r, s, c) = (&raw mut *header as usize, ring.as_mut_ptr() as usize, &raw mut *state as usize, block.addr() as usize);
     let budget_ns = u64::try_from(budget.as_nanos()).unwrap_or(u64::MAX);
     if let Some(memory) = memory {
