@@ -9,8 +9,10 @@
 //!   device's unicast address; `ld_reduce` loads from every peer and reduces in peer
 //!   order (so every rank computes bit-identical results), `st` stores to every peer.
 //!
-//! ferroccl never creates a multicast object on shared machines (DESIGN.md), so
-//! `SwMulticast` is what runs; `HwMulticast` is compiled and checked by ptxas.
+//! The work loop runs `SwMulticast`; `HwMulticast` runs in the `ferroccl_nvls_hardware`
+//! kernel that `host_shim::nvls_hw` launches once a caller opts in to multicast objects.
+//! ferroccl never creates one on shared machines (DESIGN.md), so there `HwMulticast` is
+//! compiled and checked by ptxas only.
 
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 

@@ -50,6 +50,7 @@ pub mod device;
 pub mod memory;
 pub mod module;
 pub mod multicast;
+pub mod nvls_hw;
 pub mod queue;
 pub mod shmem;
 pub mod stream;

@@ -186,7 +186,7 @@ impl MulticastBuffer {
 }
 
 /// Whether `ctx`'s device reports multicast support.
-fn supports_multicast(ctx: &Arc<CudaContext>) -> Result<bool> {
+pub fn supports_multicast(ctx: &Arc<CudaContext>) -> Result<bool> {
     let supported =
         ctx.attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED).map_err(Error::cuda("cuDeviceGetAttribute"))?;
     Ok(supported != 0)

@@ -204,16 +204,7 @@ impl Queue {
         if status != 0 {
             // SAFETY: as above.
             let seq = self.load(unsafe { &raw mut (*self.header).error_seq });
-            let detail = (status >> 32) as u32;
-            return Err(match LoopError::from_u32(status as u32) {
-                Some(LoopError::BadItem) => {
-                    Error::BadWorkItem { reason: BadItem::from_u32(detail).unwrap_or(BadItem::UnknownKind), seq }
-                }
-                Some(LoopError::Aborted) => Error::Aborted,
-                Some(LoopError::Timeout) => Error::DeviceTimeout { site: WaitSite::from_u32(detail), seq },
-                Some(LoopError::PeerMismatch) => Error::PeerMismatch { seq },
-                None => Error::UnknownLoopStatus(status),
-            });
+            return Err(status_error(status, seq));
         }
         // SAFETY: as above.
         if self.load(unsafe { &raw mut (*self.header).abort }) != 0 {
@@ -346,6 +337,19 @@ impl Queue {
             Err(Error::Timeout { .. }) => Err(Error::ShutdownIncomplete { outstanding: self.outstanding() }),
             other => other,
         }
+    }
+}
+
+/// The error a non-zero device status word names (`LoopError::status`: the error in the
+/// low half, its detail in the high half), for the item of sequence number `seq`.
+pub(crate) fn status_error(status: u64, seq: u64) -> Error {
+    let detail = (status >> 32) as u32;
+    match LoopError::from_u32(status as u32) {
+        Some(LoopError::BadItem) => Error::BadWorkItem { reason: BadItem::from_u32(detail).unwrap_or(BadItem::UnknownKind), seq },
+        Some(LoopError::Aborted) => Error::Aborted,
+        Some(LoopError::Timeout) => Error::DeviceTimeout { site: WaitSite::from_u32(detail), seq },
+        Some(LoopError::PeerMismatch) => Error::PeerMismatch { seq },
+        None => Error::UnknownLoopStatus(status),
     }
 }
 

@@ -245,6 +245,19 @@ impl DeviceAlloc {
         })
     }
 
+    /// Copies the `u64`s at the start of this allocation into `words` and returns once
+    /// they are on the host.
+    ///
+    /// # Safety
+    /// No running kernel writes those bytes (a kernel that wrote them has ended).
+    pub unsafe fn download(&self, words: &mut [u64]) -> Result<()> {
+        self.on_own_stream("a download from device memory", |stream| {
+            // SAFETY: the range lies in the allocation (the caller's contract covers who
+            // else uses it); `words` outlives the copy, which this call waits for.
+            unsafe { result::memcpy_dtoh_async(words, self.ptr, stream) }.map_err(Error::cuda("cuMemcpyDtoHAsync"))
+        })
+    }
+
     /// Issues `work` on a stream of its own and waits until it has finished. The plain
     /// `cuMemsetD8` and `cuMemcpyHtoD` run on the legacy default stream, which the
     /// non-blocking streams of loops and communicators do not wait for, and may return
@@ -548,7 +561,7 @@ pub(crate) fn channels_per_sm(kernel: &CudaFunction, post: Option<&CudaFunction>
 }
 
 /// Refuses `threads` per CTA for `kernel` (named `what`) where the device runs fewer.
-fn fits_threads(kernel: &CudaFunction, threads: u32, what: &str) -> Result<()> {
+pub(crate) fn fits_threads(kernel: &CudaFunction, threads: u32, what: &str) -> Result<()> {
     let max_threads = kernel
         .get_attribute(sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK)
         .map_err(Error::cuda("cuFuncGetAttribute"))?;

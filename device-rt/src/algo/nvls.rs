@@ -281,8 +281,9 @@ unsafe fn all_gather_broadcast<M: MulticastMovers>(cx: &CollCtx, c: &Coll, side:
 
 /// One NVLS collective on this CTA's channel through hardware multicast (`HwMulticast`:
 /// `multimem.ld_reduce` and `multimem.st` on multicast addresses): the door of the
-/// `ferroccl_nvls_hardware` kernel, which is compiled and checked by ptxas but never
-/// launched (DESIGN.md: no multicast object on the lent machines). Channel `block_idx`
+/// `ferroccl_nvls_hardware` kernel, which `host_shim::nvls_hw` launches once a caller
+/// opts in on multicast-capable devices (never on the lent machines, DESIGN.md: there it
+/// is compiled and checked by ptxas only). Channel `block_idx`
 /// of `grid_dim`; `function`, `dtype` and `op` are known numbers the host checked
 /// (`host_shim::multicast::check_hardware_nvls`); the result is the first stopped
 /// group's error.

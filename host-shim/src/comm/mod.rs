@@ -159,6 +159,7 @@ impl CommConfig {
             paired: self.paired,
             staging_bytes: self.staging_bytes,
             algorithm: self.algorithm,
+            nvls_multicast: false,
         }
     }
 

@@ -48,6 +48,11 @@ pub struct Shape {
     pub staging_bytes: u64,
     /// The algorithm the device runs collectives with: its choice by size, or one forced.
     pub algorithm: AlgorithmChoice,
+    /// The NVLS regions (FIFOs and step counters) live in a multicast object's memory,
+    /// not in the block (hardware NVLS, [`crate::nvls_hw`]): the block keeps the NVLS
+    /// connections alone, and [`Layout::nvls_multicast_bytes`] is each rank's share of the
+    /// object. Needs [`Shape::nvls`].
+    pub nvls_multicast: bool,
 }
 
 impl Shape {
@@ -103,6 +108,15 @@ const TABLE_TAIL: u64 = NCCL_STEPS + 1;
 /// (`offs_fifo`, `[u64; NCCL_STEPS]`), then the tables of every slot, the head and the tail.
 const REGION_TABLES_BYTES: u64 = 8 * NCCL_STEPS + (NCCL_STEPS + 2) * size_of::<SwMulticastTable>() as u64;
 
+/// One rank's addresses of the multicast object that holds the NVLS regions (hardware
+/// NVLS): its own share (unicast) and the object's multicast address, both as its device
+/// addresses them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MulticastShare {
+    pub unicast: u64,
+    pub multicast: u64,
+}
+
 /// Offsets inside one rank's block.
 #[derive(Clone, Copy, Debug)]
 pub struct Layout {
@@ -129,10 +143,15 @@ pub struct Layout {
     nvls_conns: u64,
     /// Per collective channel, this rank's (the head's) two regions' multicast tables.
     nvls_tables: u64,
-    /// Per collective channel, head and region, a head and a tail word on lines of their own.
+    /// Per collective channel, head and region, a head and a tail word on lines of their
+    /// own: in the block, or with [`Shape::nvls_multicast`] in the multicast share.
     nvls_counters: u64,
-    /// Per collective channel, head and region, `NCCL_STEPS` slots of the NVLS step.
+    /// Per collective channel, head and region, `NCCL_STEPS` slots of the NVLS step: in the
+    /// block, or with [`Shape::nvls_multicast`] in the multicast share.
     nvls_fifos: u64,
+    /// Bytes of each rank's share of the multicast object (0 without
+    /// [`Shape::nvls_multicast`]): the counters, then the FIFOs.
+    nvls_multicast_bytes: u64,
     /// Bytes of the block that must be initialised (descriptions and counters).
     pub meta_bytes: u64,
     /// Bytes of the whole block.
@@ -185,6 +204,9 @@ impl Layout {
         if shape.algorithm == AlgorithmChoice::Nvls && !(1..=MAX_NVLS_ARITY as u32).contains(&shape.nranks) {
             return bad(format!("a communicator that forces NVLS has 1..={MAX_NVLS_ARITY} ranks, not {}", shape.nranks));
         }
+        if shape.nvls_multicast && !shape.nvls() {
+            return bad(format!("NVLS regions in multicast memory need NVLS forced on 2..={MAX_NVLS_ARITY} ranks, not {} on {}", shape.algorithm.name(), shape.nranks));
+        }
         let (nr, nch) = (u64::from(shape.nranks), u64::from(shape.nchannels));
         let staged_channels = if slot_bytes == 0 { 0 } else { u64::from(shape.collective_channels()) };
         let conn = size_of::<ChannelConns>() as u64;
@@ -195,16 +217,26 @@ impl Layout {
         let staging_flags = counters + nch * counters_per_channel(nr) * LINE;
         let stats = staging_flags + staged_channels * flags_bytes(nr);
         let nvls_channels = if shape.nvls() { u64::from(shape.collective_channels()) } else { 0 };
+        // Software multicast keeps its tables, counters and FIFOs in the block; hardware
+        // multicast keeps none of them there.
+        let in_block = if shape.nvls_multicast { 0 } else { nvls_channels };
+        let nvls_counter_bytes = nvls_channels * nr * 4 * LINE;
+        let nvls_fifo_bytes = nvls_channels * nr * 2 * NCCL_STEPS * shape.nvls_step_bytes();
         let nvls_conns = (stats + nch * size_of::<ChannelStats>() as u64).next_multiple_of(LINE);
         let nvls_tables = nvls_conns + nvls_channels * size_of::<NvlsConns>() as u64;
-        let nvls_counters = (nvls_tables + nvls_channels * 2 * REGION_TABLES_BYTES).next_multiple_of(LINE);
-        let meta_bytes = nvls_counters + nvls_channels * nr * 4 * LINE;
+        let block_counters = (nvls_tables + in_block * 2 * REGION_TABLES_BYTES).next_multiple_of(LINE);
+        let meta_bytes = block_counters + if shape.nvls_multicast { 0 } else { nvls_counter_bytes };
         let ring_fifos = meta_bytes.next_multiple_of(STEP_ALIGN);
         let p2p_fifos = ring_fifos + nch * NCCL_STEPS * shape.ring_step_bytes;
         let staging = p2p_fifos + nch * nr * NCCL_STEPS * shape.p2p_step_bytes;
         let packets = staging + staged_channels * 2 * slot_bytes;
-        let nvls_fifos = packets + staged_channels * packet_region_bytes(shape.nranks);
-        let block_bytes = nvls_fifos + nvls_channels * nr * 2 * NCCL_STEPS * shape.nvls_step_bytes();
+        let block_fifos = packets + staged_channels * packet_region_bytes(shape.nranks);
+        let (nvls_counters, nvls_fifos, block_bytes, nvls_multicast_bytes) = if shape.nvls_multicast {
+            let fifos = nvls_counter_bytes.next_multiple_of(STEP_ALIGN);
+            (0, fifos, block_fifos, fifos + nvls_fifo_bytes)
+        } else {
+            (block_counters, block_fifos, block_fifos + nvls_fifo_bytes, 0)
+        };
         Ok(Self {
             shape,
             channels,
@@ -222,9 +254,17 @@ impl Layout {
             nvls_tables,
             nvls_counters,
             nvls_fifos,
+            nvls_multicast_bytes,
             meta_bytes,
             block_bytes,
         })
+    }
+
+    /// Bytes of each rank's share of the multicast object that holds the NVLS regions
+    /// (the size its unicast buffer must have); 0 unless the shape asks for one
+    /// ([`Shape::nvls_multicast`]).
+    pub fn nvls_multicast_bytes(&self) -> u64 {
+        self.nvls_multicast_bytes
     }
 
     /// The NVLS region `region` of head `head` on collective channel `channel`: its
@@ -253,27 +293,42 @@ impl Layout {
         self.nvls_region_tables(channel, region) + 8 * NCCL_STEPS + k * size_of::<SwMulticastTable>() as u64
     }
 
-    /// Writes rank `rank`'s NVLS connections and its software multicast tables into
-    /// `image` (see `NvlsConns`: every rank is a head; the tables list every rank in
-    /// order).
-    fn nvls_image(&self, image: &mut [u8], rank: u32, at: impl Fn(u32, u64) -> u64) {
+    /// Writes rank `rank`'s NVLS connections into `image` (see `NvlsConns`: every rank is a
+    /// head). With software multicast (`hardware` `None`) the regions lie in the blocks
+    /// (`at`) and the rank's multicast ends name its tables, which list every rank's
+    /// region in rank order; with hardware multicast (`hardware`: the rank's share of the
+    /// object and the object's multicast address) the unicast ends point into the rank's
+    /// share and the multicast ends at the same offsets behind the multicast address,
+    /// where `multimem` reaches every rank's share at once.
+    fn nvls_image(&self, image: &mut [u8], rank: u32, at: impl Fn(u32, u64) -> u64, hardware: Option<MulticastShare>) {
         let (n, step_bytes) = (self.shape.nranks, self.shape.nvls_step_bytes());
         let mut put = |offset: u64, bytes: &[u8]| image[offset as usize..offset as usize + bytes.len()].copy_from_slice(bytes);
+        let own = |offset: u64| hardware.map_or_else(|| at(rank, offset), |share| share.unicast + offset);
         for c in 0..self.shape.collective_channels() {
             let unicast = |head: u32, region: Region| ConnInfo {
-                buff: at(rank, self.nvls_fifo(c, head, region)),
-                head: at(rank, self.nvls_counter(c, head, region, false)),
-                tail: at(rank, self.nvls_counter(c, head, region, true)),
+                buff: own(self.nvls_fifo(c, head, region)),
+                head: own(self.nvls_counter(c, head, region, false)),
+                tail: own(self.nvls_counter(c, head, region, true)),
                 step_bytes,
                 ..ConnInfo::default()
             };
-            let multicast = |region: Region| ConnInfo {
-                offs_fifo: at(rank, self.nvls_region_tables(c, region)),
-                head: at(rank, self.nvls_table(c, region, TABLE_HEAD)),
-                tail: at(rank, self.nvls_table(c, region, TABLE_TAIL)),
-                flags: CONN_NVLS_MIN_POLL,
-                step_bytes,
-                ..ConnInfo::default()
+            let multicast = |region: Region| match hardware {
+                Some(share) => ConnInfo {
+                    buff: share.multicast + self.nvls_fifo(c, rank, region),
+                    head: share.multicast + self.nvls_counter(c, rank, region, false),
+                    tail: share.multicast + self.nvls_counter(c, rank, region, true),
+                    flags: CONN_NVLS_MIN_POLL,
+                    step_bytes,
+                    ..ConnInfo::default()
+                },
+                None => ConnInfo {
+                    offs_fifo: at(rank, self.nvls_region_tables(c, region)),
+                    head: at(rank, self.nvls_table(c, region, TABLE_HEAD)),
+                    tail: at(rank, self.nvls_table(c, region, TABLE_TAIL)),
+                    flags: CONN_NVLS_MIN_POLL,
+                    step_bytes,
+                    ..ConnInfo::default()
+                },
             };
             let mut conns = NvlsConns { down_recv: multicast(Region::Reduce), down_send: multicast(Region::Broadcast), ..NvlsConns::default() };
             for h in 0..n {
@@ -281,6 +336,9 @@ impl Layout {
                 conns.up_recv[h as usize] = unicast(h, Region::Broadcast);
             }
             put(self.nvls_conns + u64::from(c) * size_of::<NvlsConns>() as u64, conns.as_bytes());
+            if hardware.is_some() {
+                continue;
+            }
             for region in [Region::Reduce, Region::Broadcast] {
                 let table = |word: &dyn Fn(u32) -> u64| {
                     let mut t = SwMulticastTable { npeers: n, ..SwMulticastTable::default() };
@@ -373,6 +431,24 @@ impl Layout {
     /// As [`Layout::image`], for a communicator on a symmetric heap: `heap` is the address
     /// of rank `rank`'s `ShmemHandle` (PE `rank` of a heap of `nranks` PEs; 0: none).
     pub fn image_on_heap(&self, rank: u32, bases: &[u64], heap: u64) -> Result<Vec<u8>> {
+        if self.shape.nvls_multicast {
+            return Err(Error::InvalidArgument("NVLS regions in multicast memory: the image needs the object's addresses (`image_with_multicast`)".into()));
+        }
+        self.image_with(rank, bases, heap, None)
+    }
+
+    /// As [`Layout::image`], for a shape whose NVLS regions live in a multicast object
+    /// ([`Shape::nvls_multicast`]): `share` is rank `rank`'s unicast share of the object
+    /// (its [`Layout::nvls_multicast_bytes`] bound to the object, mapped on its device) and
+    /// the object's multicast address on its device.
+    pub fn image_with_multicast(&self, rank: u32, bases: &[u64], share: MulticastShare) -> Result<Vec<u8>> {
+        if !self.shape.nvls_multicast {
+            return Err(Error::InvalidArgument("a multicast share for a shape whose NVLS regions are not in multicast memory".into()));
+        }
+        self.image_with(rank, bases, 0, Some(share))
+    }
+
+    fn image_with(&self, rank: u32, bases: &[u64], heap: u64, multicast: Option<MulticastShare>) -> Result<Vec<u8>> {
         let s = self.shape;
         if bases.len() != s.nranks as usize || rank >= s.nranks {
             return Err(Error::InvalidArgument(format!("{} block addresses for {} ranks (rank {rank})", bases.len(), s.nranks)));
@@ -446,7 +522,7 @@ impl Layout {
             }
         }
         if s.nvls() {
-            self.nvls_image(&mut image, rank, at);
+            self.nvls_image(&mut image, rank, at, multicast);
         }
         if self.slot_bytes > 0 {
             for c in 0..s.collective_channels() {
@@ -483,6 +559,7 @@ mod tests {
             paired: false,
             staging_bytes: 10_000,
             algorithm: AlgorithmChoice::Auto,
+            nvls_multicast: false,
         }
     }
 
@@ -676,5 +753,67 @@ mod tests {
             assert_eq!(layout.nvls_fifos, layout.block_bytes, "no NVLS memory");
         }
         assert!(matches!(Layout::new(Shape { algorithm: AlgorithmChoice::Nvls, ..shape(9, 2) }), Err(Error::InvalidArgument(_))));
+    }
+
+    /// Hardware NVLS: the software twin's ends, with the regions in each rank's share of a
+    /// multicast object instead of the block. Every unicast end lies in the rank's own
+    /// share, at the offset every rank uses for that head's region (so the object's
+    /// multicast address reaches all of them), and the head's multicast end names that
+    /// offset behind its multicast address, flagged for min-polling and with no tables;
+    /// regions and words never overlap; the regions keep the twin's order; the block holds
+    /// none of them; a shape and its image must agree on where the regions are.
+    #[test]
+    fn hardware_nvls_ends_point_into_the_multicast_object() {
+        let (n, nch) = (4u32, 2u32);
+        let sw = Layout::new(Shape { algorithm: AlgorithmChoice::Nvls, ..shape(n, nch) }).unwrap();
+        let hw = Layout::new(Shape { algorithm: AlgorithmChoice::Nvls, nvls_multicast: true, ..shape(n, nch) }).unwrap();
+        let (share_bytes, step) = (hw.nvls_multicast_bytes(), hw.shape.nvls_step_bytes());
+        let fifo_bytes = u64::from(nch * n) * 2 * NCCL_STEPS * step;
+        assert_eq!(sw.nvls_multicast_bytes(), 0);
+        assert!(share_bytes >= fifo_bytes + u64::from(nch * n) * 4 * LINE && share_bytes.is_multiple_of(STEP_ALIGN));
+        assert!(hw.block_bytes + fifo_bytes <= sw.block_bytes, "no NVLS region in the block");
+        let bases: Vec<u64> = (0..u64::from(n)).map(|r| 0x1_0000_0000 * (r + 1)).collect();
+        let shares: Vec<MulticastShare> =
+            (0..u64::from(n)).map(|r| MulticastShare { unicast: 0x90_0000_0000 + 0x1_0000_0000 * r, multicast: 0xa0_0000_0000 + 0x1_0000_0000 * r }).collect();
+        let conns = |image: &[u8], base: u64, c: u64| {
+            let comm = CommDevice::read_from_prefix(image).unwrap().0;
+            assert_ne!(comm.nvls, 0);
+            NvlsConns::read_from_prefix(&image[(comm.nvls - base) as usize + c as usize * size_of::<NvlsConns>()..]).unwrap().0
+        };
+        let hw_images: Vec<Vec<u8>> = (0..n).map(|r| hw.image_with_multicast(r, &bases, shares[r as usize]).unwrap()).collect();
+        let sw_images: Vec<Vec<u8>> = (0..n).map(|r| sw.image(r, &bases).unwrap()).collect();
+        let mut spans = Vec::new();
+        for c in 0..u64::from(nch) {
+            for r in 0..n as usize {
+                let (mine, twin) = (conns(&hw_images[r], bases[r], c), conns(&sw_images[r], bases[r], c));
+                let own = |addr: u64| {
+                    assert!((shares[r].unicast..shares[r].unicast + share_bytes).contains(&addr), "rank {r}: {addr:#x} outside its share");
+                    addr - shares[r].unicast
+                };
+                for h in 0..n as usize {
+                    let head = conns(&hw_images[h], bases[h], c);
+                    type Ends = fn(&NvlsConns, usize) -> (ConnInfo, ConnInfo);
+                    let pairs: [Ends; 2] = [|x, h| (x.up_send[h], x.down_recv), |x, h| (x.up_recv[h], x.down_send)];
+                    for pair in pairs {
+                        let (up, down, twin_up) = (pair(&mine, h).0, pair(&head, h).1, pair(&twin, h).0);
+                        assert_eq!((up.flags, up.offs_fifo, up.step_bytes), (0, 0, step));
+                        assert_eq!((down.flags, down.offs_fifo, down.step_bytes), (CONN_NVLS_MIN_POLL, 0, step));
+                        let behind = |addr: u64| addr - shares[h].multicast;
+                        assert_eq!((own(up.buff), own(up.head), own(up.tail)), (behind(down.buff), behind(down.head), behind(down.tail)), "rank {r}, head {h}, channel {c}");
+                        assert_eq!(own(up.buff) - hw.nvls_fifos, twin_up.buff - bases[r] - sw.nvls_fifos, "the twin's order of regions");
+                        assert!(own(up.buff) + NCCL_STEPS * step <= share_bytes);
+                        if r == 0 {
+                            spans.extend([(own(up.buff), NCCL_STEPS * step), (own(up.head), 8), (own(up.tail), 8)]);
+                        }
+                    }
+                }
+            }
+        }
+        spans.sort();
+        assert_eq!(spans.len() as u64, u64::from(nch * n) * 2 * 3);
+        assert!(spans.windows(2).all(|w| w[0].0 + w[0].1 <= w[1].0), "regions and words overlap");
+        assert!(matches!(hw.image(0, &bases), Err(Error::InvalidArgument(_))), "a multicast shape's image needs the object");
+        assert!(matches!(sw.image_with_multicast(0, &bases, shares[0]), Err(Error::InvalidArgument(_))));
+        assert!(matches!(Layout::new(Shape { nvls_multicast: true, ..shape(n, nch) }), Err(Error::InvalidArgument(_))), "multicast regions without NVLS");
     }
 }

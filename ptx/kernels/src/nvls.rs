@@ -1,7 +1,9 @@
 //! NVLS through hardware multicast: compiled and checked by ptxas (register use, spills,
-//! the `multimem` instructions assembling for sm_90a), never launched. ferroccl never
-//! creates a multicast object on the lent machines (DESIGN.md); the work loop runs NVLS
-//! through the software twin.
+//! the `multimem` instructions assembling for sm_90a) and launched by
+//! `host_shim::nvls_hw::HardwareNvls`, which only a caller's opt-in on multicast-capable
+//! devices reaches. ferroccl never creates a multicast object on the lent machines
+//! (DESIGN.md), so this kernel has never run there; the work loop runs NVLS through the
+//! software twin.
 
 use device_rt::algo::CollFunction;
 use device_rt::algo::nvls::run_hardware;
@@ -11,7 +13,8 @@ use device_rt::redop::RedOpKind;
 
 /// One NVLS collective (`function`, `dtype` and `op` numbers) on `count` elements, each
 /// CTA one channel of `comm`, through hardware multicast; writes the outcome of CTA
-/// `blockIdx` to `status[blockIdx]` (0: done; else a loop status). Never launched.
+/// `blockIdx` to `status[blockIdx]` (0: done; else a loop status). One launch per call
+/// and rank (`host_shim::nvls_hw`).
 ///
 /// # Safety
 /// As `device_rt::algo::nvls::run_hardware`, with known numbers and `status` holding a

@@ -118,6 +118,7 @@ pub const ALL: &[SelfTest] = &[
     SelfTest { name: "warp_ops", run: arch::warp_ops },
     SelfTest { name: "clocks", run: arch::clocks },
     SelfTest { name: "multicast_granularity", run: multicast::multicast_granularity },
+    SelfTest { name: "hardware_nvls_plan", run: multicast::hardware_nvls_plan },
     SelfTest { name: "reduce_copy_matrix", run: copy::reduce_copy_matrix },
     SelfTest { name: "reduce_copy_fixed_shapes", run: copy::reduce_copy_fixed_shapes },
     SelfTest { name: "block_reduce", run: copy::block_reduce },
