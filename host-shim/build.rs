@@ -1,5 +1,5 @@
 //! Builds `ptx/kernels` into one `.ptx` (through `ferroccl-ptx-builder`) and leaves it in
-//! `OUT_DIR` for `src/module.rs` to embed, with sm_90 SASS of it (cubins made by ptxas,
+//! `OUT_DIR` for `src/module.rs` to embed, with sm_90a SASS of it (cubins made by ptxas,
 //! where one is found) so that loading the module on a Hopper GPU needs no JIT. Reruns
 //! only when the kernel crate or a crate it depends on changes, when `$FERROCCL_PTXAS`
 //! changes, or when the ptxas it used changes.

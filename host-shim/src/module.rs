@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule, sys};
 use cudarc::nvrtc::Ptx;
-use ferroccl_ptx_builder::sass::{SASS_ARCH, SASS_CC_MAJOR, WORK_LOOP_ENTRY, with_maxnreg, work_loop_max_registers};
+use ferroccl_ptx_builder::sass::{SASS_ARCH, SASS_CC, WORK_LOOP_ENTRY, with_maxnreg, work_loop_max_registers};
 
 use crate::{Error, Result};
 
@@ -13,7 +13,7 @@ use crate::{Error, Result};
 pub const PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/ferroccl.ptx"));
 
 /// The SASS that host-shim's build script compiled from [`PTX`] with ptxas: `IMAGES`
-/// holds one sm_90 cubin per work-loop register cap (`None`: the unpatched module;
+/// holds one sm_90a cubin per work-loop register cap (`None`: the unpatched module;
 /// `Some(128)`: a 512-thread loop), `MISSING` says why there are
 /// none where ptxas was not found, and `PTXAS_GIVEN` whether `$FERROCCL_PTXAS` named one.
 pub mod sass {
@@ -28,7 +28,7 @@ pub struct Module {
 
 impl Module {
     /// Loads the module into `ctx`: the prebuilt SASS where the device runs it (compute
-    /// capability 9.x), else the JIT-compiled [`PTX`].
+    /// capability 9.0), else the JIT-compiled [`PTX`].
     pub fn load(ctx: &Arc<CudaContext>) -> Result<Self> {
         Self::load_capped(ctx, None)
     }
@@ -132,7 +132,7 @@ enum Image {
 enum Jit {
     /// The build made no SASS (the build script's reason).
     NotBuilt(&'static str),
-    /// The device's compute capability runs no sm_90 SASS.
+    /// The device's compute capability runs no sm_90a SASS (only 9.0 does).
     Device(i32, i32),
     /// No cubin was built for this cap.
     Cap(u32),
@@ -158,7 +158,7 @@ fn choose(cc: (i32, i32), cap: Option<u32>, images: &'static [(Option<u32>, &'st
     if images.is_empty() {
         return Image::Ptx(Jit::NotBuilt(missing.unwrap_or("no reason recorded")));
     }
-    if cc.0 != SASS_CC_MAJOR {
+    if cc != SASS_CC {
         return Image::Ptx(Jit::Device(cc.0, cc.1));
     }
     match images.iter().find(|(image_cap, _)| *image_cap == cap) {
@@ -209,7 +209,7 @@ mod tests {
         assert_eq!(choose((9, 0), Some(128), &IMAGES, None), Image::Sass(&CAPPED));
         assert_eq!(choose((9, 0), Some(168), &IMAGES, None), Image::Ptx(Jit::Cap(168)));
         assert_eq!(choose((9, 0), Some(128), &IMAGES[..1], None), Image::Ptx(Jit::Cap(128)));
-        for cc in [(8, 0), (8, 9), (10, 0), (12, 0)] {
+        for cc in [(8, 0), (8, 9), (9, 1), (10, 0), (12, 0)] {
             assert_eq!(choose(cc, None, &IMAGES, None), Image::Ptx(Jit::Device(cc.0, cc.1)));
             assert_eq!(choose(cc, Some(128), &IMAGES, None), Image::Ptx(Jit::Device(cc.0, cc.1)));
         }
@@ -232,7 +232,7 @@ mod tests {
 
     /// With SASS built (always where `$FERROCCL_PTXAS` named a ptxas, as in CI), the
     /// default communicator and the uncapped module load it: every embedded image is an
-    /// sm_90 CUDA ELF with the work loop. Without, the build said why.
+    /// sm_90a CUDA ELF with the work loop. Without, the build said why.
     #[test]
     fn the_embedded_sass_covers_the_default_communicator_or_its_absence_is_explained() {
         assert_eq!(sass::ARCH, SASS_ARCH);

@@ -5,9 +5,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// The architecture the checks assemble for (Hopper with its arch-specific features,
-/// which `multimem` and `setmaxnreg` need).
-pub const ARCH: &str = "sm_90a";
+/// The architecture the checks assemble for (`sm_90a`): the one the build's SASS is made
+/// for, so the checks see the code that runs.
+pub use ferroccl_ptx_builder::sass::SASS_ARCH as ARCH;
 
 /// What ptxas reported for one kernel entry point.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

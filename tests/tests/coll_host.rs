@@ -21,7 +21,7 @@ use host_shim::comm::wiring::Shape;
 const TIMEOUT: Duration = Duration::from_secs(120);
 
 fn shape(nranks: u32, nchannels: u32, direct: bool) -> Shape {
-    Shape { nranks, nchannels, ring_step_bytes: 4096, p2p_step_bytes: 4096, direct, stats: false, paired: false, staging_bytes: 0, algorithm: AlgorithmChoice::Ring }
+    Shape { nranks, nchannels, ring_step_bytes: 4096, p2p_step_bytes: 4096, direct, stats: false, paired: false, staging_bytes: 0, algorithm: AlgorithmChoice::Ring, nvls_multicast: false }
 }
 
 fn group(nranks: u32, nchannels: u32, direct: bool) -> TwinGroup {

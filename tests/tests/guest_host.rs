@@ -46,6 +46,7 @@ fn shape(nranks: u32, algorithm: AlgorithmChoice) -> Shape {
         paired: false,
         staging_bytes: 1 << 20,
         algorithm,
+        nvls_multicast: false,
     }
 }
 

@@ -45,6 +45,7 @@ fn shape(nranks: u32, nchannels: u32) -> Shape {
         paired: false,
         staging_bytes: 0,
         algorithm: AlgorithmChoice::Nvls,
+        nvls_multicast: false,
     }
 }
 

@@ -35,6 +35,7 @@ fn shape(nranks: u32) -> Shape {
         paired: false,
         staging_bytes: 1 << 20,
         algorithm: AlgorithmChoice::Auto,
+        nvls_multicast: false,
     }
 }
 

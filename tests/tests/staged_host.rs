@@ -39,6 +39,7 @@ fn shape(nranks: u32, algorithm: AlgorithmChoice, staging_bytes: u64) -> Shape {
         paired,
         staging_bytes,
         algorithm,
+        nvls_multicast: false,
     }
 }
 

@@ -1228,6 +1228,7 @@ mod tests {
             paired: false,
             staging_bytes: 8192,
             algorithm: AlgorithmChoice::OneShot,
+            nvls_multicast: false,
         };
         let mut g = TwinGroup::start(shape, 128, Duration::from_secs(60)).unwrap();
         let mut table = Vec::new();
@@ -1269,7 +1270,7 @@ mod tests {
             }
         }
 
-        let shape = Shape { nranks: 2, nchannels: 1, ring_step_bytes: 4096, p2p_step_bytes: 4096, direct: true, stats: true, paired: false, staging_bytes: 0, algorithm: device_rt::algo::AlgorithmChoice::Ring };
+        let shape = Shape { nranks: 2, nchannels: 1, ring_step_bytes: 4096, p2p_step_bytes: 4096, direct: true, stats: true, paired: false, staging_bytes: 0, algorithm: device_rt::algo::AlgorithmChoice::Ring, nvls_multicast: false };
         let mut g = TwinGroup::start(shape, 128, Duration::from_secs(60)).unwrap();
         let args = parse(&["-b", "4", "-e", "16K", "-f", "64", "-n", "2", "-w", "1", "-r", "1", "all_gather", "reduce"]).unwrap();
         let mut baseline = FixedBaseline(Vec::new());

@@ -263,6 +263,7 @@ fn bench_collectives(args: BenchCmd) -> Result<ExitCode, Error> {
             paired: comm.paired.unwrap_or(false),
             staging_bytes: comm.staging.unwrap_or(1 << 20),
             algorithm: comm.algo.unwrap_or_default(),
+            nvls_multicast: false,
         };
         let mut g = TwinGroup::start(shape, comm.threads.unwrap_or(128), Duration::from_secs(60))?;
         let rows = collbench::run_with_baseline(&mut g, &bench_args, None, &mut out, &progress_bar(collbench::row_count(&bench_args, nranks as u32), "rows"))?;

@@ -15,13 +15,16 @@ use std::time::{Duration, Instant};
 
 use crate::BuildError;
 
-/// The architecture the SASS is compiled for. The PTX uses nothing of `sm_90a` (its
-/// `multimem` forms are sm_90 instructions; ptxas assembles it for sm_90), and sm_90 SASS
-/// runs on every device of compute capability 9.x, where sm_90a SASS runs on 9.0 only.
-pub const SASS_ARCH: &str = "sm_90";
+/// The architecture the SASS is compiled for: the one CI's ptxas checks assemble for
+/// (`tests/tests/ptxas.rs`, which reads this build's report of the unpatched module
+/// instead of assembling it again), so the SASS that runs is the SASS that was checked.
+/// sm_90a SASS runs on compute capability 9.0 only, which is every Hopper device (H100,
+/// H200, H20, GH200); the PTX uses nothing of `sm_90a` beyond sm_90.
+pub const SASS_ARCH: &str = "sm_90a";
 
-/// The compute capability major version whose devices run [`SASS_ARCH`] SASS.
-pub const SASS_CC_MAJOR: i32 = 9;
+/// The compute capability whose devices run [`SASS_ARCH`] SASS (arch-specific SASS runs
+/// on that capability alone).
+pub const SASS_CC: (i32, i32) = (9, 0);
 
 /// The environment variable that names ptxas (`none` builds no SASS).
 pub const PTXAS_ENV: &str = "FERROCCL_PTXAS";
@@ -156,12 +159,16 @@ pub struct BuiltCubin {
     pub time: Duration,
     /// Whether it was copied from an earlier build of the same PTX with the same ptxas.
     pub cached: bool,
+    /// ptxas's `-v` report of it (`<cubin>.log`, kept in the cache beside the cubin), where
+    /// there is one.
+    pub report: Option<PathBuf>,
 }
 
 /// Compiles `ptx` to one [`SASS_ARCH`] cubin per entry of `caps` (see [`ptx_for_cap`]) in
 /// `out_dir`, running the ptxas processes at once. The cubins are removed first and each
 /// appears only once complete and checked, so a failed build leaves none; ptxas's `-v`
-/// report of each goes beside it (`<cubin>.log`), and its PTX input in `scratch`.
+/// report of each goes beside it (`<cubin>.log`, from the cache too), and its PTX input in
+/// `scratch`.
 ///
 /// `cache` keeps each cubin under a name made from a hash of its PTX text and of the
 /// ptxas (path, size, mtime): a build whose PTX did not change (an edit to host-only code
@@ -182,9 +189,11 @@ pub fn build_cubins(
         move |source| BuildError::Io { path, source }
     };
     let partial = |cap: Option<u32>| out_dir.join(format!("{}.partial", cubin_name(cap)));
+    let report = |cap: Option<u32>| out_dir.join(format!("{}.log", cubin_name(cap)));
     for &cap in caps {
         crate::remove_if_present(&out_dir.join(cubin_name(cap)))?;
         crate::remove_if_present(&partial(cap))?;
+        crate::remove_if_present(&report(cap))?;
     }
     std::fs::create_dir_all(scratch).map_err(io(scratch))?;
     std::fs::create_dir_all(cache).map_err(io(cache))?;
@@ -196,14 +205,16 @@ pub fn build_cubins(
         let key = format!("{}\n{ptxas_id:?}\n-arch={SASS_ARCH}\n{:016x}\n", ptxas.display(), fnv1a(text.as_bytes()));
         let cached = cache.join(format!("{}.{:016x}.cubin", name.trim_end_matches(".cubin"), fnv1a(key.as_bytes())));
         if std::fs::copy(&cached, partial(cap)).is_ok() {
-            // Mark it used, for the pruning below.
+            // Mark it used, for the pruning below. A cubin cached without its report
+            // (older builds) keeps none.
             let _ = File::options().write(true).open(&cached).and_then(|f| f.set_modified(std::time::SystemTime::now()));
+            let _ = std::fs::copy(cached.with_extension("log"), report(cap));
             jobs.push((cap, cached, None));
             continue;
         }
         let input = scratch.join(name.replace(".cubin", ".ptx"));
         std::fs::write(&input, &*text).map_err(io(&input))?;
-        let log = out_dir.join(format!("{name}.log"));
+        let log = report(cap);
         let mut cmd = Command::new(ptxas);
         cmd.arg(format!("-arch={SASS_ARCH}")).arg("-v").arg("-o").arg(partial(cap)).arg(&input);
         let log_file = File::create(&log).map_err(io(&log))?;
@@ -227,7 +238,8 @@ pub fn build_cubins(
             let bytes = std::fs::read(partial(cap)).map_err(io(&partial(cap)))?;
             check_cubin(&bytes).map_err(|reason| BuildError::BadCubin { path: partial(cap), reason })?;
             let path = out_dir.join(cubin_name(cap));
-            Ok((BuiltCubin { cap, path, bytes: bytes.len() as u64, time, cached: cached_now }, cached))
+            let report = Some(report(cap)).filter(|log| log.is_file());
+            Ok((BuiltCubin { cap, path, bytes: bytes.len() as u64, time, cached: cached_now, report }, cached))
         })
         .collect();
     if results.iter().any(Result::is_err) {
@@ -240,9 +252,13 @@ pub fn build_cubins(
     for (cubin, cached) in results.into_iter().flatten() {
         std::fs::rename(partial(cubin.cap), &cubin.path).map_err(io(&cubin.path))?;
         if !cubin.cached {
-            let whole = cached.with_extension(format!("partial-{}", std::process::id()));
-            std::fs::copy(&cubin.path, &whole).map_err(io(&whole))?;
-            std::fs::rename(&whole, &cached).map_err(io(&cached))?;
+            // The report first: a cubin in the cache always has its report beside it.
+            let sources = cubin.report.iter().map(|log| (log, cached.with_extension("log"))).chain([(&cubin.path, cached.clone())]);
+            for (source, target) in sources {
+                let whole = target.with_extension(format!("partial-{}", std::process::id()));
+                std::fs::copy(source, &whole).map_err(io(&whole))?;
+                std::fs::rename(&whole, &target).map_err(io(&target))?;
+            }
         }
         built.push(cubin);
     }
@@ -253,7 +269,8 @@ pub fn build_cubins(
 /// How many cubins [`build_cubins`]'s cache keeps (two per build of the default caps).
 pub const CACHE_KEEP: usize = 8;
 
-/// Removes all but the `keep` most recently used `.cubin` files of `cache` (best effort).
+/// Removes all but the `keep` most recently used `.cubin` files of `cache`, each with its
+/// report (best effort).
 fn prune(cache: &Path, keep: usize) {
     let Ok(entries) = std::fs::read_dir(cache) else { return };
     let mut cubins: Vec<_> = entries
@@ -264,6 +281,7 @@ fn prune(cache: &Path, keep: usize) {
     cubins.sort();
     for (_, path) in cubins.iter().rev().skip(keep) {
         let _ = std::fs::remove_file(path);
+        let _ = std::fs::remove_file(path.with_extension("log"));
     }
 }
 
@@ -308,6 +326,13 @@ pub fn embed_source(cubins: &[BuiltCubin], missing: Option<&str>, ptxas_given: b
     src += "pub const IMAGES: &[(Option<u32>, &[u8])] = &[\n";
     for cubin in cubins {
         src += &format!("    ({:?}, include_bytes!({:?})),\n", cubin.cap, cubin.path.display().to_string());
+    }
+    src += "];\n/// ptxas's `-v` report of each cubin that has one: its cap and the report's file.\n";
+    src += "pub const REPORTS: &[(Option<u32>, &str)] = &[\n";
+    for cubin in cubins {
+        if let Some(report) = &cubin.report {
+            src += &format!("    ({:?}, {:?}),\n", cubin.cap, report.display().to_string());
+        }
     }
     src += "];\n/// Why no SASS was built (`None` when it was).\n";
     src += &format!("pub const MISSING: Option<&str> = {missing:?};\n");
@@ -373,8 +398,8 @@ mod tests {
 
     #[test]
     fn cubins_are_named_by_cap() {
-        assert_eq!(cubin_name(None), "ferroccl.sm_90.cubin");
-        assert_eq!(cubin_name(Some(128)), "ferroccl.sm_90.maxnreg128.cubin");
+        assert_eq!(cubin_name(None), "ferroccl.sm_90a.cubin");
+        assert_eq!(cubin_name(Some(128)), "ferroccl.sm_90a.maxnreg128.cubin");
         let ptx = format!(".version 8.3\n.target sm_90\n.visible .entry {WORK_LOOP_ENTRY}(\n)\n{{\n}}\n");
         assert_eq!(ptx_for_cap(&ptx, None).unwrap(), ptx);
         assert!(ptx_for_cap(&ptx, Some(128)).unwrap().contains(") .maxnreg 128\n{"));
@@ -445,7 +470,7 @@ mod tests {
         std::fs::write(
             &script,
             format!(
-                "#!/bin/sh\n[ \"$1 $2 $3\" = '-arch=sm_90 -v -o' ] || exit 9\necho run >> '{}'\n{fail}\ncp '{}' \"$4\"\n",
+                "#!/bin/sh\n[ \"$1 $2 $3\" = '-arch=sm_90a -v -o' ] || exit 9\necho run >> '{}'\n{fail}\necho \"info    : fake report of $5\"\ncp '{}' \"$4\"\n",
                 count.display(),
                 template.display()
             ),
@@ -488,13 +513,17 @@ mod tests {
             assert_eq!(std::fs::read(&cubin.path).unwrap(), fake_cubin());
             assert_eq!(cubin.bytes, fake_cubin().len() as u64);
         }
-        assert!(std::fs::read_to_string(work.join("ferroccl.sm_90.maxnreg128.ptx")).unwrap().contains(".maxnreg 128"));
+        assert!(std::fs::read_to_string(work.join("ferroccl.sm_90a.maxnreg128.ptx")).unwrap().contains(".maxnreg 128"));
         assert_eq!(ptxas_runs(&dir), 2);
-        // The same PTX again: copied from the cache, no ptxas.
+        let reports: Vec<String> = built.iter().map(|c| std::fs::read_to_string(c.report.as_ref().expect("a report")).unwrap()).collect();
+        assert!(reports.iter().all(|r| r.contains("info    : fake report of")), "{reports:?}");
+        // The same PTX again: copied from the cache with its reports, no ptxas.
         let again = build_cubins(&ptxas, &tiny_work_loop(), &CAPS, &work, &work.join("cache"), &out).unwrap();
         assert!(again.iter().all(|c| c.cached && std::fs::read(&c.path).unwrap() == fake_cubin()));
+        let again_reports: Vec<String> = again.iter().map(|c| std::fs::read_to_string(c.report.as_ref().expect("a cached report")).unwrap()).collect();
+        assert_eq!(again_reports, reports);
         assert_eq!(ptxas_runs(&dir), 2);
-        assert_eq!(std::fs::read_dir(work.join("cache")).unwrap().count(), 2);
+        assert_eq!(std::fs::read_dir(work.join("cache")).unwrap().count(), 4, "two cubins and their reports");
         // Another PTX: ptxas again; this one writes no cubin, which fails the build and
         // leaves no cubin (not even the cached one of the old PTX).
         std::fs::write(&template, b"not an ELF").unwrap();
@@ -530,20 +559,30 @@ mod tests {
         for (i, name) in ["a.cubin", "b.cubin", "c.cubin", "d.cubin"].iter().enumerate() {
             let file = File::create(dir.join(name)).unwrap();
             file.set_modified(std::time::UNIX_EPOCH + Duration::from_secs(1000 * [3, 1, 4, 2][i])).unwrap();
+            std::fs::write(dir.join(name).with_extension("log"), "").unwrap();
         }
         std::fs::write(dir.join("x.partial-1"), "").unwrap();
         prune(&dir, 2);
         let mut left: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
         left.sort();
-        assert_eq!(left, ["a.cubin", "c.cubin", "x.partial-1"]);
+        assert_eq!(left, ["a.cubin", "a.log", "c.cubin", "c.log", "x.partial-1"]);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
     fn embed_source_lists_the_cubins_or_says_why_there_are_none() {
-        let cubin = BuiltCubin { cap: Some(128), path: "/o/ferroccl.sm_90.maxnreg128.cubin".into(), bytes: 1, time: Duration::ZERO, cached: false };
-        let src = embed_source(&[cubin], None, true);
-        assert!(src.contains("(Some(128), include_bytes!(\"/o/ferroccl.sm_90.maxnreg128.cubin\")),"), "{src}");
+        let cubin = BuiltCubin {
+            cap: Some(128),
+            path: "/o/ferroccl.sm_90a.maxnreg128.cubin".into(),
+            bytes: 1,
+            time: Duration::ZERO,
+            cached: false,
+            report: Some("/o/ferroccl.sm_90a.maxnreg128.cubin.log".into()),
+        };
+        let unreported = BuiltCubin { cap: None, path: "/o/ferroccl.sm_90a.cubin".into(), report: None, ..cubin.clone() };
+        let src = embed_source(&[cubin, unreported], None, true);
+        assert!(src.contains("(Some(128), include_bytes!(\"/o/ferroccl.sm_90a.maxnreg128.cubin\")),"), "{src}");
+        assert!(src.contains("REPORTS: &[(Option<u32>, &str)] = &[\n    (Some(128), \"/o/ferroccl.sm_90a.maxnreg128.cubin.log\"),\n];"), "{src}");
         assert!(src.contains("pub const MISSING: Option<&str> = None;") && src.contains("PTXAS_GIVEN: bool = true;"), "{src}");
         let src = embed_source(&[], Some("no \"ptxas\""), false);
         assert!(src.contains("IMAGES: &[(Option<u32>, &[u8])] = &[\n];"), "{src}");
