@@ -28,3 +28,7 @@ for b in new old; do
 done
 step end
 cd $out && tar czf res.tgz res
+# Then, after the default NvlsTeamConfig went to 384 threads (the first run's
+# hardware_nvls_plan refused 512: "hardware NVLS runs at most 384 threads per CTA on this
+# device"), one call on the same kind (res/nvls-plan.txt):
+#   ferroccl test multicast; ferroccl test hardware_nvls; ferroccl test -d 1 hardware_nvls

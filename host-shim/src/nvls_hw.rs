@@ -51,9 +51,12 @@ pub struct NvlsTeamConfig {
 }
 
 impl Default for NvlsTeamConfig {
-    /// NCCL's NVLS shape on one node: 16 channels, 512 threads, 128 KiB steps; 10 s waits.
+    /// 16 channels of 384 threads, 128 KiB steps, 10 s waits: NCCL's NVLS channels and
+    /// chunk, with the most threads the kernel's registers allow a CTA (ptxas 13.0 gives it
+    /// more than 128 registers a thread: an H200 runs at most 384 threads of it, as the
+    /// `hardware_nvls_plan` self-test found for 512 on 2026-11-27).
     fn default() -> Self {
-        Self { channels: 16, threads: 512, step_bytes: 128 << 10, spin_budget: Duration::from_secs(10) }
+        Self { channels: 16, threads: 384, step_bytes: 128 << 10, spin_budget: Duration::from_secs(10) }
     }
 }
 
