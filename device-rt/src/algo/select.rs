@@ -199,7 +199,10 @@ pub enum Unfit {
 /// at 32 MiB took all_reduce 132.8 against the ring's 139.7 (NCCL 139.2), all_gather
 /// 70.3 against 88.5 (NCCL 91.8), reduce_scatter 73.1 against 95.9 (NCCL 92.8): the ring's
 /// first size had been 0.95-0.99 of NCCL there, one-shot 1.03-1.31, so the row is now 32
-/// MiB for all three (the default staging holds it). Two-shot was slower than one-shot at
+/// MiB for all three (the default staging holds it). all_gather stages only its input, a
+/// rank's half of the output, so the default staging holds a 64 MiB all_gather too: in the
+/// same run one-shot took 126.9 µs there against the ring's 143.3 (NCCL 152.4), so its row
+/// is 64 MiB (reduce_scatter stages its whole input: 32 MiB is the most). Two-shot was slower than one-shot at
 /// every size from 512 KiB to 32 MiB (28.0 / 22.0 against 18.8 / 16.6 at 512 KiB, 56.1 /
 /// 51.8 against 49.5 / 44.8 at 8 MiB). Up to 4 MiB the earlier row's figures (two H200s,
 /// 2026-11-25, `bench/results/session9-x2.md`) had one-shot ahead already.
@@ -227,8 +230,10 @@ pub struct Thresholds {
     pub all_reduce_one_shot_max: [u64; MAX_STAGED_RANKS - 1],
     /// all_reduce: two-shot above the one-shot rows and up to these bytes; the ring above.
     pub all_reduce_two_shot_max: [u64; MAX_STAGED_RANKS - 1],
-    /// all_gather and reduce_scatter: one-shot up to these bytes; the ring above.
-    pub gather_scatter_one_shot_max: [u64; MAX_STAGED_RANKS - 1],
+    /// all_gather: one-shot up to these bytes (of its output); the ring above.
+    pub all_gather_one_shot_max: [u64; MAX_STAGED_RANKS - 1],
+    /// reduce_scatter: one-shot up to these bytes (of its input); the ring above.
+    pub reduce_scatter_one_shot_max: [u64; MAX_STAGED_RANKS - 1],
     /// broadcast and reduce: one-shot up to these bytes; the ring above.
     pub rooted_one_shot_max: [u64; MAX_STAGED_RANKS - 1],
     /// A one-shot collective of `b` bytes takes `ceil(b / this)` channels (at least one,
@@ -258,7 +263,8 @@ pub struct Thresholds {
 pub const THRESHOLDS: Thresholds = Thresholds {
     all_reduce_one_shot_max: [32 << 20, 4 << 20, 1 << 20, 256 << 10, 256 << 10, 256 << 10, 256 << 10],
     all_reduce_two_shot_max: [32 << 20, 8 << 20, 8 << 20, 8 << 20, 8 << 20, 8 << 20, 8 << 20],
-    gather_scatter_one_shot_max: [32 << 20, 8 << 20, 8 << 20, 1 << 20, 1 << 20, 1 << 20, 1 << 20],
+    all_gather_one_shot_max: [64 << 20, 8 << 20, 8 << 20, 1 << 20, 1 << 20, 1 << 20, 1 << 20],
+    reduce_scatter_one_shot_max: [32 << 20, 8 << 20, 8 << 20, 1 << 20, 1 << 20, 1 << 20, 1 << 20],
     rooted_one_shot_max: [256 << 10; MAX_STAGED_RANKS - 1],
     one_shot_bytes_per_channel: 16 << 10,
     two_shot_bytes_per_channel: 16 << 10,
@@ -342,7 +348,8 @@ fn by_size(function: CollFunction, bytes: u64, nranks: u32) -> Algorithm {
     match function {
         CollFunction::AllReduce if bytes <= t.all_reduce_one_shot_max[row] => Algorithm::OneShot,
         CollFunction::AllReduce if bytes <= t.all_reduce_two_shot_max[row] => Algorithm::TwoShot,
-        CollFunction::AllGather | CollFunction::ReduceScatter if bytes <= t.gather_scatter_one_shot_max[row] => Algorithm::OneShot,
+        CollFunction::AllGather if bytes <= t.all_gather_one_shot_max[row] => Algorithm::OneShot,
+        CollFunction::ReduceScatter if bytes <= t.reduce_scatter_one_shot_max[row] => Algorithm::OneShot,
         CollFunction::Broadcast | CollFunction::Reduce if bytes <= t.rooted_one_shot_max[row] => Algorithm::OneShot,
         _ => Algorithm::Ring,
     }
@@ -425,11 +432,20 @@ mod tests {
         assert_eq!(at(CollFunction::AllReduce, one + 16), Algorithm::TwoShot);
         assert_eq!(at(CollFunction::AllReduce, two), Algorithm::TwoShot);
         assert_eq!(at(CollFunction::AllReduce, two + 16), Algorithm::Ring);
-        let gs = THRESHOLDS.gather_scatter_one_shot_max[2];
         // all_gather and reduce_scatter count the whole buffer: 4 ranks × count.
-        assert_eq!(at(CollFunction::AllGather, gs / 4), Algorithm::OneShot);
-        assert_eq!(at(CollFunction::AllGather, gs / 4 + 16), Algorithm::Ring);
-        assert_eq!(at(CollFunction::ReduceScatter, gs / 4), Algorithm::OneShot);
+        for (function, most) in [(CollFunction::AllGather, THRESHOLDS.all_gather_one_shot_max[2]), (CollFunction::ReduceScatter, THRESHOLDS.reduce_scatter_one_shot_max[2])] {
+            assert_eq!(at(function, most / 4), Algorithm::OneShot, "{function:?}");
+            assert_eq!(at(function, most / 4 + 16), Algorithm::Ring, "{function:?}");
+        }
+        // On 2 ranks with the default communicator's staging (64 collective channels, 32 MiB
+        // over the 63 a staged call takes), all_gather stays one-shot to 64 MiB (its input
+        // is half of it) and reduce_scatter to 32 MiB.
+        let two = staging(2, 64, (32u64 << 20).div_ceil(63).next_multiple_of(4096));
+        let on_two = |function, bytes: u64| plan(function, F32, bytes / 2 / F32, two, AlgorithmChoice::Auto).unwrap().algorithm;
+        assert_eq!(on_two(CollFunction::AllGather, 64 << 20), Algorithm::OneShot);
+        assert_eq!(on_two(CollFunction::AllGather, 128 << 20), Algorithm::Ring);
+        assert_eq!(on_two(CollFunction::ReduceScatter, 32 << 20), Algorithm::OneShot);
+        assert_eq!(on_two(CollFunction::ReduceScatter, 64 << 20), Algorithm::Ring);
         let rooted = THRESHOLDS.rooted_one_shot_max[2];
         for function in [CollFunction::Broadcast, CollFunction::Reduce] {
             assert_eq!(at(function, rooted), Algorithm::OneShot);

@@ -118,9 +118,9 @@ fn thresholds(function: CollFunction, staging: Staging) -> Vec<u64> {
     let (mut sizes, capacity) = match function {
         CollFunction::AllReduce => (vec![t.all_reduce_one_shot_max[row], t.all_reduce_two_shot_max[row], t.one_shot_bytes_per_channel, t.two_shot_bytes_per_channel], capacity),
         // all_gather stages its input, one rank's block of the output.
-        CollFunction::AllGather => (vec![t.gather_scatter_one_shot_max[row], t.one_shot_bytes_per_channel], capacity * u64::from(staging.nranks)),
+        CollFunction::AllGather => (vec![t.all_gather_one_shot_max[row], t.one_shot_bytes_per_channel], capacity * u64::from(staging.nranks)),
         // reduce_scatter stages its whole input.
-        CollFunction::ReduceScatter => (vec![t.gather_scatter_one_shot_max[row], t.one_shot_bytes_per_channel], capacity),
+        CollFunction::ReduceScatter => (vec![t.reduce_scatter_one_shot_max[row], t.one_shot_bytes_per_channel], capacity),
         // broadcast and reduce stage their input.
         _ => (vec![t.rooted_one_shot_max[row], t.one_shot_bytes_per_channel], capacity),
     };
