@@ -93,7 +93,6 @@ pub fn team_shape(nranks: usize, cfg: &NvlsTeamConfig) -> Result<Shape> {
         algorithm: AlgorithmChoice::Nvls,
         nvls_multicast: true,
     };
-    Layout::new(shape)?;
     Ok(shape)
 }
 
@@ -211,6 +210,11 @@ impl HardwareNvls {
         self.ranks.len()
     }
 
+    /// Rank `rank`'s part, or an error naming the team's size.
+    fn rank(&self, rank: usize) -> Result<&Rank> {
+        self.ranks.get(rank).ok_or_else(|| Error::InvalidArgument(format!("rank {rank} of a team of {}", self.ranks.len())))
+    }
+
     /// Enqueues `call` for rank `rank` on `stream` (of the rank's device): checked by
     /// [`check_call`] first, then one launch. Every rank must enqueue the same calls in the
     /// same order; [`HardwareNvls::outcome`] tells how the rank's last call ended.
@@ -221,7 +225,7 @@ impl HardwareNvls {
     /// and stay live (and unwritten by other work) until `stream` has passed the call.
     pub unsafe fn launch(&self, rank: usize, stream: &CudaStream, call: &NvlsCall) -> Result<()> {
         check_call(call)?;
-        let r = self.ranks.get(rank).ok_or_else(|| Error::InvalidArgument(format!("rank {rank} of a team of {}", self.ranks.len())))?;
+        let r = self.rank(rank)?;
         if stream.context().ordinal() != r.ctx.ordinal() {
             return Err(Error::InvalidArgument(format!("rank {rank} is on device {}, its stream on device {}", r.ctx.ordinal(), stream.context().ordinal())));
         }
@@ -257,7 +261,7 @@ impl HardwareNvls {
     /// rank is enqueued on), then reads every channel's status word (the first error found, as the work loop
     /// reports it: [`Error::DeviceTimeout`] where a wait ran past the spin budget).
     pub fn outcome(&self, rank: usize, stream: &CudaStream) -> Result<()> {
-        let r = self.ranks.get(rank).ok_or_else(|| Error::InvalidArgument(format!("rank {rank} of a team of {}", self.ranks.len())))?;
+        let r = self.rank(rank)?;
         stream.synchronize().map_err(Error::cuda("cuStreamSynchronize"))?;
         let mut words = vec![0u64; self.cfg.channels as usize];
         // SAFETY: the stream has passed the rank's calls: no kernel of the team writes the
