@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use device_rt::abi::WaitSite;
 use device_rt::arch::{Site, WeakMemory};
-use device_rt::algo::{Algorithm, AlgorithmChoice, CollFunction, Unfit};
+use device_rt::algo::{Algorithm, AlgorithmChoice, CollFunction, Plan, Unfit, push_fits};
 use device_rt::dtype::DataType;
 use device_rt::redop::RedOpKind;
 use device_rt::work::WorkItem;
@@ -21,6 +21,7 @@ use ferroccl_testkit::coll::group::{RankGroup, all_stats};
 use ferroccl_testkit::coll::staged::{Expected, matrix, plan_of, run_planned};
 use ferroccl_testkit::coll::twin::TwinGroup;
 use host_shim::Error;
+use host_shim::comm::scalar_arg;
 use host_shim::comm::wiring::Shape;
 
 const TIMEOUT: Duration = Duration::from_secs(120);
@@ -127,6 +128,9 @@ fn back_to_back_calls_need_no_host_synchronisation() {
         assert!(plans.iter().any(|p| p.algorithm == algorithm), "the burst runs {}", algorithm.name());
     }
     assert!(plans.iter().any(|p| p.algorithm == Algorithm::OneShot && p.channels == 2), "and one-shot on two channels");
+    let pushes = |(c, p): &(&CollCase, &Plan)| push_fits(c.function, p.algorithm, c.dtype.size() as u64, p.share, shape.nranks, shape.staging().slot_bytes);
+    let staged_all_reduces: Vec<_> = cases.iter().zip(&plans).filter(|(c, p)| c.function == CollFunction::AllReduce && p.algorithm.is_staged() && c.count > 0).collect();
+    assert!(staged_all_reduces.iter().any(pushes) && !staged_all_reduces.iter().all(pushes), "the burst pushes and pulls all_reduces: {staged_all_reduces:?}");
     let prepared: Vec<Prepared> = cases.iter().enumerate().map(|(i, c)| Prepared::new(&mut g, c, 1000 + i as u64).unwrap()).collect();
     let before = all_stats(&mut g).unwrap().unwrap();
     let wrong = run_back_to_back(&mut g, &prepared, TIMEOUT).unwrap();
@@ -150,58 +154,92 @@ const STAGED: [(AlgorithmChoice, CollFunction); 6] = [
     (AlgorithmChoice::OneShot, CollFunction::Reduce),
 ];
 
-/// The collectives that push on two ranks (one-shot; see `algo::staged`'s push form).
-const PUSHED: [CollFunction; 3] = [CollFunction::AllReduce, CollFunction::AllGather, CollFunction::ReduceScatter];
-
-/// Every staged algorithm and function with the rank count it runs on in the tests of
-/// waits: each of [`STAGED`] on 3 ranks, each of [`PUSHED`] on 2 (the push form).
-fn staged_and_pushed() -> impl Iterator<Item = (u32, AlgorithmChoice, CollFunction)> {
-    STAGED.into_iter().map(|(choice, function)| (3, choice, function)).chain(PUSHED.into_iter().map(|function| (2, AlgorithmChoice::OneShot, function)))
+/// One staged call of the tests of waits: on `nranks` ranks forcing `choice`, `count`
+/// floats of `function` with `op`.
+#[derive(Clone, Copy, Debug)]
+struct WaitCase {
+    nranks: u32,
+    choice: AlgorithmChoice,
+    function: CollFunction,
+    op: RedOpKind,
+    count: usize,
 }
 
-/// Starts an `nranks`-rank communicator forcing `choice` with spin budget `budget` and
-/// enqueues `function` (1021 floats) on `ranks` only; returns their tickets.
-fn enqueue_on(nranks: u32, choice: AlgorithmChoice, function: CollFunction, budget: Duration, ranks: &[u32]) -> (TwinGroup, Vec<host_shim::queue::Ticket>) {
-    let mut g = TwinGroup::start(shape(nranks, choice, 64 << 10), 128, budget).unwrap();
-    let case = CollCase { function, dtype: DataType::F32, op: RedOpKind::Sum, count: 1021, root: 0, in_place: false, inputs: Inputs::Exact };
-    let (input, output) = case.extents(nranks);
+/// Every staged algorithm and function in both forms (`algo::staged`'s push form and the
+/// pull form), each checked to take the form it is listed for on [`enqueue_on`]'s
+/// communicator: each of [`STAGED`] on 3 ranks with 1021 floats (one-shot all-reduce,
+/// all-gather and reduce-scatter and two-shot push, broadcast and reduce pull); those
+/// that push also on 2 ranks, and pulling on 3: 16 000 floats (more than the staging
+/// holds pushed), or an operator with a pre-op (reduce-scatter pushes whenever it fits).
+fn staged_waits() -> Vec<WaitCase> {
+    let sum = |nranks, (choice, function): (AlgorithmChoice, CollFunction), count| WaitCase { nranks, choice, function, op: RedOpKind::Sum, count };
+    let mut cases: Vec<WaitCase> = STAGED.into_iter().map(|staged| sum(3, staged, 1021)).collect();
+    let pushed = STAGED.into_iter().filter(|&(_, f)| !matches!(f, CollFunction::Broadcast | CollFunction::Reduce));
+    cases.extend(pushed.clone().map(|staged| sum(2, staged, 1021)));
+    cases.extend(pushed.map(|staged| match staged.1 {
+        CollFunction::ReduceScatter => WaitCase { op: RedOpKind::PreMulSum, ..sum(3, staged, 1021) },
+        _ => sum(3, staged, 16_000),
+    }));
+    for c in &cases {
+        let staging = wait_shape(c.nranks, c.choice).staging();
+        let plan = plan_of(&CollCase { function: c.function, dtype: DataType::F32, op: c.op, count: c.count, root: 0, in_place: false, inputs: Inputs::Exact }, staging, c.choice).unwrap();
+        let room = push_fits(c.function, plan.algorithm, 4, plan.share, c.nranks, staging.slot_bytes);
+        let pushes = room && c.op != RedOpKind::PreMulSum;
+        assert_eq!(pushes, c.count == 1021 && c.op == RedOpKind::Sum && !matches!(c.function, CollFunction::Broadcast | CollFunction::Reduce), "{c:?} ({plan:?})");
+    }
+    assert_eq!(cases.len(), 6 + 4 + 4);
+    cases
+}
+
+/// The communicator of the tests of waits: `nranks` ranks forcing `choice`, 64 KiB of
+/// staging.
+fn wait_shape(nranks: u32, choice: AlgorithmChoice) -> Shape {
+    shape(nranks, choice, 64 << 10)
+}
+
+/// Starts `c`'s communicator with spin budget `budget` and enqueues `c`'s call on
+/// `ranks` only; returns their tickets.
+fn enqueue_on(c: WaitCase, budget: Duration, ranks: &[u32]) -> (TwinGroup, Vec<host_shim::queue::Ticket>) {
+    let mut g = TwinGroup::start(wait_shape(c.nranks, c.choice), 128, budget).unwrap();
+    let case = CollCase { function: c.function, dtype: DataType::F32, op: c.op, count: c.count, root: 0, in_place: false, inputs: Inputs::Exact };
+    let (input, output) = case.extents(c.nranks);
     let mut tickets = Vec::new();
     for &rank in ranks {
         let (src, dst) = (g.alloc(rank, input * 4).unwrap(), g.alloc(rank, output * 4).unwrap());
-        let item = WorkItem::collective(function, DataType::F32, RedOpKind::Sum, 0, src.addr, dst.addr, 1021, 0);
+        let item = WorkItem::collective(c.function, DataType::F32, c.op, scalar_arg(DataType::F32, 1.0), src.addr, dst.addr, c.count as u64, 0);
         tickets.push(g.enqueue(rank, item).unwrap());
     }
     (g, tickets)
 }
 
 /// A rank that never joins the collective: its peers end with a timeout at the staged
-/// flag within the spin budget, not a hang, in every staged algorithm and the push form;
+/// flag within the spin budget, not a hang, in every staged algorithm, pushed and pulled;
 /// the absent rank's loop is unaffected.
 #[test]
 fn a_rank_that_never_arrives_is_a_timeout_in_every_staged_algorithm() {
-    for (nranks, choice, function) in staged_and_pushed() {
-        let present: Vec<u32> = (0..nranks - 1).collect();
-        let (mut g, tickets) = enqueue_on(nranks, choice, function, Duration::from_secs(1), &present);
+    for c in staged_waits() {
+        let present: Vec<u32> = (0..c.nranks - 1).collect();
+        let (mut g, tickets) = enqueue_on(c, Duration::from_secs(1), &present);
         for (rank, ticket) in tickets.into_iter().enumerate() {
             let err = g.wait(rank as u32, ticket, TIMEOUT);
-            assert!(matches!(err, Err(Error::DeviceTimeout { site: Some(WaitSite::StagedFlag), seq: 1 })), "{} {} on {nranks}: {err:?}", choice.name(), function.name());
+            assert!(matches!(err, Err(Error::DeviceTimeout { site: Some(WaitSite::StagedFlag), seq: 1 })), "{c:?}: {err:?}");
         }
-        assert!(g.health(nranks - 1).is_ok(), "{} {} on {nranks}", choice.name(), function.name());
+        assert!(g.health(c.nranks - 1).is_ok(), "{c:?}");
     }
 }
 
 /// An abort ends a staged wait at once (well within its spin budget), in every staged
-/// algorithm and the push form.
+/// algorithm, pushed and pulled.
 #[test]
 fn an_abort_ends_a_staged_wait() {
-    for (nranks, choice, function) in staged_and_pushed() {
-        let (mut g, tickets) = enqueue_on(nranks, choice, function, Duration::from_secs(60), &[0]);
+    for c in staged_waits() {
+        let (mut g, tickets) = enqueue_on(c, Duration::from_secs(60), &[0]);
         std::thread::sleep(Duration::from_millis(50));
         let aborted = Instant::now();
         g.abort_all();
         let err = g.wait(0, tickets[0], TIMEOUT);
-        assert!(matches!(err, Err(Error::Aborted)), "{} {} on {nranks}: {err:?}", choice.name(), function.name());
-        assert!(aborted.elapsed() < Duration::from_secs(30), "{} {} on {nranks}: {:?}", choice.name(), function.name(), aborted.elapsed());
+        assert!(matches!(err, Err(Error::Aborted)), "{c:?}: {err:?}");
+        assert!(aborted.elapsed() < Duration::from_secs(30), "{c:?}: {:?}", aborted.elapsed());
     }
 }
 
@@ -255,37 +293,43 @@ fn automatic_choice_gives_way_to_the_ring_past_two_shot() {
     run_cases(shape, &cases);
 }
 
-/// Runs `function` forced to `choice` on `nranks` ranks (64 KiB of staging) in `memory`'s
-/// weak-memory world: 1021 random floats, 7 halves and 4099 bytes, in place and not.
-fn staged_in_weak_memory(memory: &WeakMemory, nranks: u32, choice: AlgorithmChoice, function: CollFunction) -> Result<(), String> {
-    let case = |dtype, count, in_place| CollCase { function, dtype, op: RedOpKind::Sum, count, root: 0, in_place, inputs: Inputs::OrderSensitive };
-    let cases = [case(DataType::F32, 1021, false), case(DataType::F16, 7, true), case(DataType::U8, 4099, false)];
-    try_cases(shape(nranks, choice, 64 << 10), Some(memory.clone()), &cases)
+/// Runs `c`'s function, algorithm and operator on its ranks in `memory`'s weak-memory
+/// world, in the form [`staged_waits`] lists it for: random values, at 1021 floats also 7
+/// halves and 4099 bytes, in place and not; at 16 000 floats that count alone.
+fn staged_in_weak_memory(memory: &WeakMemory, c: WaitCase) -> Result<(), String> {
+    let case = |dtype, count, in_place| CollCase { function: c.function, dtype, op: c.op, count, root: 0, in_place, inputs: Inputs::OrderSensitive };
+    let cases = match c.count {
+        1021 => vec![case(DataType::F32, 1021, false), case(DataType::F16, 7, true), case(DataType::U8, 4099, false)],
+        count => vec![case(DataType::F32, count, false)],
+    };
+    try_cases(wait_shape(c.nranks, c.choice), Some(memory.clone()), &cases)
 }
 
-/// Every staged algorithm on 3 ranks, and the push form on 2, in a weak-memory world
-/// (`arch/weak/`): stores late and out of order, loads stale where PTX allows it; every
-/// seed must pass.
+/// Every staged algorithm and function of [`staged_waits`], pushed and pulled, in a
+/// weak-memory world (`arch/weak/`): stores late and out of order, loads stale where PTX
+/// allows it; every seed must pass.
 #[test]
 fn staged_collectives_pass_in_weak_memory() {
-    WeakMemory::every_seed_passes(0..2, |memory| staged_and_pushed().try_for_each(|(nranks, choice, function)| staged_in_weak_memory(memory, nranks, choice, function)));
+    let forms = staged_waits();
+    WeakMemory::every_seed_passes(0..2, |memory| forms.iter().try_for_each(|&c| staged_in_weak_memory(memory, c)));
 }
 
 /// Negative control: a rank that raises its flag without the fence before it may let a
-/// peer read its staging before the data arrived.
+/// peer read its staging before the data arrived (the pull form: an operator with a
+/// pre-op).
 #[test]
 fn staged_flags_without_their_fence_fail() {
-    let run = |memory: &WeakMemory| staged_in_weak_memory(memory, 3, AlgorithmChoice::OneShot, CollFunction::AllReduce);
+    let run = |memory: &WeakMemory| staged_in_weak_memory(memory, WaitCase { nranks: 3, choice: AlgorithmChoice::OneShot, function: CollFunction::AllReduce, op: RedOpKind::PreMulSum, count: 1021 });
     let (runs, why) = WeakMemory::first_failure(0..8, &[Site::StagedSignalFence], run);
     eprintln!("staged flags without their fence failed after {runs} run(s): {why}");
 }
 
-/// Negative control: a rank that pushes its share into its peer's memory and raises its
-/// flag without the fence before it may let the peer read its own staging before the
+/// Negative control: a rank that pushes its share into its peers' memory and raises its
+/// flag without the fence before it may let a peer read its own staging before the
 /// pushed data arrived.
 #[test]
 fn pushed_flags_without_their_fence_fail() {
-    let run = |memory: &WeakMemory| staged_in_weak_memory(memory, 2, AlgorithmChoice::OneShot, CollFunction::AllReduce);
+    let run = |memory: &WeakMemory| staged_in_weak_memory(memory, WaitCase { nranks: 3, choice: AlgorithmChoice::OneShot, function: CollFunction::AllReduce, op: RedOpKind::Sum, count: 1021 });
     let (runs, why) = WeakMemory::first_failure(0..8, &[Site::StagedSignalFence], run);
     eprintln!("pushed flags without their fence failed after {runs} run(s): {why}");
 }
@@ -294,7 +338,7 @@ fn pushed_flags_without_their_fence_fail() {
 /// staging as it was.
 #[test]
 fn staged_flags_polled_without_acquire_fail() {
-    let run = |memory: &WeakMemory| staged_in_weak_memory(memory, 3, AlgorithmChoice::TwoShot, CollFunction::AllReduce);
+    let run = |memory: &WeakMemory| staged_in_weak_memory(memory, WaitCase { nranks: 3, choice: AlgorithmChoice::TwoShot, function: CollFunction::AllReduce, op: RedOpKind::Sum, count: 1021 });
     let (runs, why) = WeakMemory::first_failure(0..8, &[Site::StagedFlagPoll], run);
     eprintln!("staged flags polled without acquire failed after {runs} run(s): {why}");
 }

@@ -155,6 +155,31 @@ impl Plan {
     }
 }
 
+/// Two-shot's block in a channel's share of `n` elements of `elt` bytes on `nranks` ranks:
+/// `n / nranks` rounded up to whole packs (rank `p` reduces block `p`; the last blocks
+/// shorter, or empty).
+pub const fn two_shot_block(n: u64, nranks: u32, elt: u64) -> u64 {
+    round_up_pow2(div_ceil_narrow(n, nranks as u64), pack_elements(elt))
+}
+
+/// True when a staged collective's channel whose share is `n` elements of `elt` bytes, on
+/// `nranks` ranks, has staging room to push (`algo::staged`'s push form): its staging
+/// buffer of `slot_bytes` holds what every peer pushes into it. One-shot all-reduce,
+/// all-gather and reduce-scatter: a share from each of the `nranks - 1` peers; two-shot
+/// all-reduce: a block from each on the way in and a reduced block from each on the way
+/// out. Broadcast and reduce never push. Pure arithmetic over what every rank shares, so
+/// every rank decides alike for the same channel of the same call; on two ranks every
+/// one-shot plan has the room (a share fits a buffer).
+pub const fn push_fits(function: CollFunction, algorithm: Algorithm, elt: u64, n: u64, nranks: u32, slot_bytes: u64) -> bool {
+    let peers = (nranks as u64).saturating_sub(1);
+    let elements = match (function, algorithm) {
+        (CollFunction::AllReduce, Algorithm::TwoShot) => 2 * peers * two_shot_block(n, nranks, elt),
+        (CollFunction::AllReduce | CollFunction::AllGather | CollFunction::ReduceScatter, Algorithm::OneShot) => peers * n,
+        _ => return false,
+    };
+    elements * elt <= slot_bytes
+}
+
 /// The detail of the `LoopError::BadItem` stop of a staged collective whose ranks' calls
 /// differ (their call descriptors, see `staged`): `work::BadItem::RanksDisagree`, which
 /// the `work` layer checks equals it (this layer cannot name that enum).
@@ -493,6 +518,34 @@ mod tests {
             }
         }
         assert_eq!(plan(CollFunction::AllReduce, F32, 0, s, AlgorithmChoice::OneShot).unwrap().channels, 0, "nothing to do: no channel");
+    }
+
+    /// On two ranks every one-shot plan of all_reduce, all_gather and reduce_scatter has
+    /// room to push; on more, a channel's buffer must hold a share from every peer, or a
+    /// two-shot block from every peer twice; broadcast and reduce never push.
+    #[test]
+    fn pushing_needs_room_for_every_peer() {
+        let s = staging(2, 5, 256 << 10);
+        for function in [CollFunction::AllReduce, CollFunction::AllGather, CollFunction::ReduceScatter] {
+            for count in [1u64, 7, 1021, 16_384, 100_003, 5 * (64 << 10), 5 * (32 << 10)] {
+                if let Ok(p) = plan(function, F32, count, s, AlgorithmChoice::OneShot) {
+                    assert!(push_fits(function, Algorithm::OneShot, F32, p.share, 2, s.slot_bytes), "{function:?} {count}: {p:?}");
+                }
+            }
+        }
+        let slot = 3 * 4096;
+        assert!(push_fits(CollFunction::AllReduce, Algorithm::OneShot, F32, 1024, 4, slot), "3 peers × 4 KiB");
+        assert!(!push_fits(CollFunction::AllReduce, Algorithm::OneShot, F32, 1028, 4, slot));
+        assert!(push_fits(CollFunction::AllGather, Algorithm::OneShot, 2, 2048, 4, slot));
+        assert!(!push_fits(CollFunction::ReduceScatter, Algorithm::OneShot, 8, 520, 4, slot));
+        // Two-shot: 2 × 3 blocks of 512 floats (a share of 2048 in 4 blocks) fill 12 KiB; a
+        // share of 2049 has blocks of 516 (whole packs).
+        assert_eq!(two_shot_block(2049, 4, F32), 516);
+        assert!(push_fits(CollFunction::AllReduce, Algorithm::TwoShot, F32, 2048, 4, slot));
+        assert!(!push_fits(CollFunction::AllReduce, Algorithm::TwoShot, F32, 2049, 4, slot));
+        for function in [CollFunction::Broadcast, CollFunction::Reduce] {
+            assert!(!push_fits(function, Algorithm::OneShot, F32, 1, 2, 1 << 20), "{function:?}");
+        }
     }
 
     /// A forced algorithm is refused where it cannot run; Auto falls back to the ring.

@@ -5,8 +5,9 @@
 //! two-shot reduces its block of it into its own staging, raises a second flag, and
 //! copies every peer's reduced block; all-gather copies it; reduce-scatter reduces its
 //! own block of it; broadcast copies the root's (only the root stages); reduce reduces all
-//! of it on the root. On two ranks, one-shot all-reduce, all-gather and reduce-scatter
-//! push their shares into the peer's staging instead (see the push form below). Every
+//! of it on the root. One-shot all-reduce, all-gather and reduce-scatter, and two-shot,
+//! push their shares into the peers' staging instead where the staging has room (see the
+//! push form below). Every
 //! element is reduced in rank order, `((x0 ⊕ x1) ⊕ x2) ⊕ …`, by one rank's one mover, so
 //! every rank gets the same bits, call after call, and one-shot and two-shot give the
 //! same bits. Every rank raises and waits for every flag, whatever the function, so the
@@ -46,33 +47,46 @@
 //! the collective with `Aborted` or `Timeout` at [`WaitSite::StagedFlag`], and no data is
 //! read after it.
 //!
-//! # Push form (two ranks)
+//! # Push form
 //!
-//! On two ranks, a one-shot all-reduce, an all-gather or a reduce-scatter whose operator
-//! has no pre-op and whose inputs are staged pushes instead: each rank writes the share
-//! its peer needs (its input's share; reduce-scatter: the share of the peer's block)
-//! straight into the peer's staging buffer of the epoch, at element 0 (an all-gather
-//! copies its own share into its own output block in the same pass), raises its flag, and
-//! once it has the peer's flag reads only its own memory: its own input where it lies and
-//! what the peer pushed, reduced in rank order (the same bits as the pull form), or, for
-//! an all-gather, copied into the peer's block. Stores into the peer's memory go out
-//! without waiting for a reply, where the pull form's loads of the peer's staging each wait
-//! for a round trip over the link, and the own share is neither staged nor read back.
-//! On two H200s (2026-11-27, `bench/results/session18.md`) it took 0.80-0.92 of the pull
+//! A one-shot all-reduce, an all-gather or a reduce-scatter, or a two-shot all-reduce,
+//! whose operator has no pre-op, whose inputs are staged, and whose channel's staging
+//! buffer holds what every peer pushes into it (`select::push_fits`) pushes instead: each
+//! rank writes what each peer needs straight into that peer's staging buffer of the
+//! epoch, in its own slot there (the peer's peers in rank order, slot `s` at `s` units),
+//! starting at the next rank round the ring so that the ranks' first pushes go to
+//! different peers. One-shot all-reduce and all-gather push the share (an all-gather
+//! copies it into its own output block in the same pass), reduce-scatter the share of
+//! the peer's block; each rank raises its flag, and once it has every peer's reads only
+//! its own memory: its own input where it lies and what the peers pushed, reduced in rank
+//! order (the same bits as the pull form), or, for an all-gather, copied into the peers'
+//! blocks. Two-shot pushes block `q` of the share to rank `q`; after the first flag each
+//! rank reduces its own block the same way into its output and pushes the result into
+//! every peer's buffer (in its slot after the first `nranks − 1`: the two halves never
+//! overlap, since a peer may push a reduced block while this rank still reads what was
+//! pushed in), raises the second flag, and once it has every peer's copies the peers'
+//! reduced blocks from its own buffer. Stores into a peer's memory go out without waiting
+//! for a reply, where the pull form's loads of the peers' staging each wait for a round
+//! trip over the link, and the own share is neither staged nor read back. On two H200s
+//! (2026-11-27, `bench/results/session18.md`, two ranks) it took 0.80-0.92 of the pull
 //! form's time in CUDA graphs at 1-8 MiB; its flag exchange takes longer (the fence waits
-//! for the stores to land in the peer's memory) and everything after it shorter.
+//! for the stores to land in the peers' memory) and everything after it shorter. Every
+//! rank decides alike for the same channel (the decision is arithmetic over the call and
+//! the communicator), so a call never mixes the forms on one channel.
 //!
 //! Its ordering is the pull form's with the roles of the buffer's writer turned round: the
-//! pushing threads' stores into the peer's memory, the CTA barrier, the signalling
+//! pushing threads' stores into the peers' memory, the CTA barrier, the signalling
 //! thread's `fence.acq_rel.sys` and flag store; the peer's acquire of the flag, its CTA
 //! barrier, then its volatile loads of its own staging. A buffer is still written in epoch
 //! `e` only and read in epoch `e` only, now by its owner: rank `r` writes peer `q`'s
-//! buffer `e % 2` in epoch `e` after it has seen `q`'s flag of epoch `e − 1`, which `q`
-//! raises after its reads of that buffer in epoch `e − 2` (its loads, used before its CTA
-//! barrier, then the fence before the flag), so none of those loads can see `r`'s new
-//! stores; whatever form each epoch of a channel takes (a later call may pull on the same
-//! channel), every write of a buffer in epoch `e` follows every read of it in epoch `e − 2`
-//! by this rule or by the writer's own program order, as above.
+//! buffer `e % 2` in epoch `e` after it has seen every peer's flags of epoch `e − 1`,
+//! which each raises after its reads of that buffer in epoch `e − 2` (its loads, used
+//! before its CTA barrier, then the fence before the flag), so none of those loads can see
+//! `r`'s new stores; a two-shot rank's reduced block reaches its output, then the CTA
+//! barrier, before its threads read it back to push it. Whatever form each epoch of a
+//! channel takes (a later call may pull on the same channel), every write of a buffer in
+//! epoch `e` follows every read of it in epoch `e − 2` by this rule or by the writer's own
+//! program order, as above.
 //!
 //! # Inputs in the symmetric heap (zero copy)
 //!
@@ -103,7 +117,7 @@
 
 use super::coll::{Coll, CollCtx};
 use super::function::CollFunction;
-use super::select::{Algorithm, Plan, RANKS_DISAGREE, div_ceil_narrow, pack_elements, round_up_pow2};
+use super::select::{Algorithm, Plan, RANKS_DISAGREE, push_fits, two_shot_block};
 use crate::abi::{LoopError, MAX_PES, WaitSite};
 use crate::arch::{self, Site};
 use crate::conn::{MAX_STAGED_RANKS, StagingConns};
@@ -372,20 +386,37 @@ impl Stage<'_> {
         unsafe { transform(self.w, self.data, true, false, src, dsts, ndsts, n as usize) }
     }
 
-    /// The peer this rank pushes its share to, where the call pushes: two ranks, staged
-    /// inputs, and an operator without a pre-op (the own input is reduced where it lies,
-    /// so it must need nothing done to it first). See the module's push form.
-    fn push_peer(&self) -> Option<u32> {
-        (self.cx.nranks == 2 && self.heap_input.is_none() && !self.data.has_pre_op()).then(|| 1 - self.cx.rank)
+    /// True when this channel's part of a `function` run by `algorithm`, of `n` elements,
+    /// pushes (see the push form): staged inputs, an operator without a pre-op (the own
+    /// input is reduced where it lies, so it must need nothing done to it first), and
+    /// staging with room for what every peer pushes ([`push_fits`]).
+    fn pushes(&self, function: CollFunction, algorithm: Algorithm, n: u64) -> bool {
+        self.heap_input.is_none() && !self.data.has_pre_op() && push_fits(function, algorithm, self.elt(), n, self.cx.nranks, self.cx.staging_slot_bytes)
+    }
+
+    /// Where rank `from`'s pushed data lies in rank `to`'s staging buffer (`from != to`),
+    /// in units of what each peer pushes: `to`'s peers in rank order.
+    fn slot(from: u32, to: u32) -> u64 {
+        u64::from(if from < to { from } else { from - 1 })
+    }
+
+    /// This rank's peers, from the next rank on round the ring: each rank starts its
+    /// pushes at a different peer.
+    fn peers(&self) -> impl Iterator<Item = u32> {
+        let (rank, nranks) = (self.cx.rank, self.cx.nranks);
+        (1..nranks).map(move |k| if rank + k < nranks { rank + k } else { rank + k - nranks })
     }
 
     /// A pushed call's sources in rank order: this rank's `own` (its input, where it lies)
-    /// and what `peer` pushed into this rank's staging buffer of this epoch.
-    fn own_and_pushed(&self, own: u64, peer: u32) -> [u64; MAX_STAGED_RANKS] {
-        let mut srcs = [0; MAX_STAGED_RANKS];
-        srcs[(self.cx.rank % 2) as usize] = own;
-        srcs[(peer % 2) as usize] = self.staged(self.cx.rank, 0);
-        srcs
+    /// and what every peer pushed into this rank's staging buffer of this epoch, `unit`
+    /// elements each, from element `at`.
+    fn own_and_pushed(&self, own: u64, at: u64, unit: u64) -> [u64; MAX_STAGED_RANKS] {
+        let (rank, nranks) = (self.cx.rank, self.cx.nranks);
+        core::array::from_fn(|p| match p as u32 {
+            p if p >= nranks => 0,
+            p if p == rank => own,
+            p => self.staged(rank, at + Self::slot(p, rank) * unit),
+        })
     }
 
     /// Copies `n` elements from `src` to `dst` as they are.
@@ -425,15 +456,17 @@ impl Stage<'_> {
     #[inline(never)]
     unsafe fn reduce_one_shot(&self, c: &Coll, begin: u64, n: u64, root: Option<u32>) -> Result<(), (LoopError, u32)> {
         let elt = self.elt();
-        if root.is_none() && let Some(peer) = self.push_peer() {
+        if root.is_none() && self.pushes(CollFunction::AllReduce, Algorithm::OneShot, n) {
             let (own, out) = (c.input + begin * elt, c.output + begin * elt);
-            // SAFETY: the caller's contract: the share is in the user buffers and, at element 0,
-            // in the peer's staging buffer of this epoch, which holds it (the plan's share);
-            // the output overlaps the input only exactly (in place).
+            // SAFETY: the caller's contract: the share is in the user buffers and, in its slot,
+            // in every peer's staging buffer of this epoch, which holds every peer's
+            // (`pushes`); the output overlaps the input only exactly (in place).
             unsafe {
-                self.stage_in(own, peer, 0, None, n);
+                for q in self.peers() {
+                    self.stage_in(own, q, Self::slot(self.cx.rank, q) * n, None, n);
+                }
                 self.exchange(self.staged_flag())?;
-                self.reduce(self.own_and_pushed(own, peer), [out, out], 1, n);
+                self.reduce(self.own_and_pushed(own, 0, n), [out, out], 1, n);
             }
             return Ok(());
         }
@@ -459,10 +492,15 @@ impl Stage<'_> {
     /// As [`run`], for this channel's share.
     #[inline(never)]
     unsafe fn all_reduce_two_shot(&self, c: &Coll, begin: u64, n: u64) -> Result<(), (LoopError, u32)> {
-        let (elt, nranks) = (self.elt(), u64::from(self.cx.nranks));
-        let block = round_up_pow2(div_ceil_narrow(n, nranks), pack_elements(elt));
+        let elt = self.elt();
+        let block = two_shot_block(n, self.cx.nranks, elt);
         let (from, len) = block_range(self.cx.rank, block, n);
         let out = c.output + (begin + from) * elt;
+        if self.pushes(CollFunction::AllReduce, Algorithm::TwoShot, n) {
+            // SAFETY: as below; every peer's staging buffer holds a block from each of its
+            // peers at `slot × block` and another from `(nranks − 1) × block` on (`pushes`).
+            return unsafe { self.all_reduce_two_shot_pushed(c, begin, n, block) };
+        }
         // SAFETY: the caller's contract: the share is in the user buffers and the staging;
         // each block lies inside the share; a rank's reduced block goes over its own staged
         // block exactly.
@@ -478,6 +516,52 @@ impl Stage<'_> {
             self.reduce(srcs, [self.staged(self.cx.rank, from), out], 2, len);
             self.exchange(2 * self.epoch)?;
             self.gather_blocks(c.output + begin * elt, block, n);
+        }
+        Ok(())
+    }
+
+    /// Two-shot all-reduce of elements `[begin, begin + n)` in the push form: rank `r`
+    /// pushes block `q` of its input into peer `q`'s staging (in `r`'s slot), reduces its
+    /// own block from its input and what the peers pushed into its output, pushes that
+    /// into every peer's staging (in `r`'s slot after the first `nranks − 1`), and, once
+    /// every peer has done the same, copies every peer's reduced block from its own
+    /// staging into its output.
+    ///
+    /// # Safety
+    /// As [`run`], for this channel's share, where [`Stage::pushes`] holds for it
+    /// (`block`: its [`two_shot_block`]).
+    #[inline(never)]
+    unsafe fn all_reduce_two_shot_pushed(&self, c: &Coll, begin: u64, n: u64, block: u64) -> Result<(), (LoopError, u32)> {
+        let (elt, rank) = (self.elt(), self.cx.rank);
+        let at = |p: u32| block_range(p, block, n);
+        let reduced = u64::from(self.cx.nranks - 1) * block;
+        // SAFETY: the caller's contract: every block lies inside the share, in the user
+        // buffers, and every slot inside the staging buffers (`pushes`); the output overlaps
+        // the input only exactly (in place), and block `r` of the output is written only
+        // after block `r` of the input was read, other blocks only after the second flag.
+        unsafe {
+            for q in self.peers() {
+                let (from, len) = at(q);
+                self.stage_in(c.input + (begin + from) * elt, q, Self::slot(rank, q) * block, None, len);
+            }
+            self.exchange(self.staged_flag())?;
+            let (from, len) = at(rank);
+            let out = c.output + (begin + from) * elt;
+            let mut peers = self.peers();
+            let first = peers.next().map_or(out, |q| self.staged(q, reduced + Self::slot(rank, q) * block));
+            self.reduce(self.own_and_pushed(c.input + (begin + from) * elt, 0, block), [out, first], 2, len);
+            if self.cx.nranks > 2 {
+                // Every thread's stores to `out` before any thread's loads of it.
+                arch::barrier_sync_all();
+                for q in peers {
+                    self.copy(out, self.staged(q, reduced + Self::slot(rank, q) * block), len);
+                }
+            }
+            self.exchange(2 * self.epoch)?;
+            for p in self.peers() {
+                let (from, len) = at(p);
+                self.copy(self.staged(rank, reduced + Self::slot(p, rank) * block), c.output + (begin + from) * elt, len);
+            }
         }
         Ok(())
     }
@@ -510,16 +594,18 @@ impl Stage<'_> {
     unsafe fn reduce_scatter(&self, c: &Coll, begin: u64, n: u64, share: u64) -> Result<(), (LoopError, u32)> {
         let elt = self.elt();
         let block = |p: u32| c.input + (u64::from(p) * c.count + begin) * elt;
-        if let Some(peer) = self.push_peer() {
+        if self.pushes(CollFunction::ReduceScatter, Algorithm::OneShot, n) {
             let out = c.output + begin * elt;
-            // SAFETY: the caller's contract: the peer's block's share is inside the input and
-            // fits at element 0 of the peer's staging buffer (`share <= slot`); the own block's
-            // share is inside the input, and the output, which holds `count`, overlaps it only
-            // exactly (in place: the own block is the output).
+            // SAFETY: the caller's contract: each peer's block's share is inside the input and
+            // fits its slot of the peer's staging buffer (`pushes`); the own block's share is
+            // inside the input, and the output, which holds `count`, overlaps it only exactly
+            // (in place: the own block is the output).
             unsafe {
-                self.stage_in(block(peer), peer, 0, None, n);
+                for q in self.peers() {
+                    self.stage_in(block(q), q, Self::slot(self.cx.rank, q) * n, None, n);
+                }
                 self.exchange(self.staged_flag())?;
-                self.reduce(self.own_and_pushed(block(self.cx.rank), peer), [out, out], 1, n);
+                self.reduce(self.own_and_pushed(block(self.cx.rank), 0, n), [out, out], 1, n);
             }
             return Ok(());
         }
@@ -547,14 +633,20 @@ impl Stage<'_> {
         let elt = self.elt();
         let block = |p: u32| c.output + (u64::from(p) * c.count + begin) * elt;
         let in_place = c.input == c.output.wrapping_add(u64::from(self.cx.rank) * c.count * elt);
-        if let Some(peer) = self.push_peer() {
+        if self.pushes(CollFunction::AllGather, Algorithm::OneShot, n) {
+            let rank = self.cx.rank;
             // SAFETY: the caller's contract: the share is inside the input, inside every block of
-            // the output (in place, the own block is the input itself) and, at element 0, in the
-            // peer's staging buffer of this epoch and this rank's.
+            // the output (in place, the own block is the input itself) and, in its slot, in
+            // every peer's staging buffer of this epoch and this rank's (`pushes`).
             unsafe {
-                self.stage_in(c.input + begin * elt, peer, 0, (!in_place).then(|| block(self.cx.rank)), n);
+                let mut own_block = (!in_place).then(|| block(rank));
+                for q in self.peers() {
+                    self.stage_in(c.input + begin * elt, q, Self::slot(rank, q) * n, own_block.take(), n);
+                }
                 self.exchange(self.staged_flag())?;
-                self.copy(self.staged(self.cx.rank, 0), block(peer), n);
+                for p in self.peers() {
+                    self.copy(self.staged(rank, Self::slot(p, rank) * n), block(p), n);
+                }
             }
             return Ok(());
         }

@@ -8,7 +8,7 @@
 //! shows in the bits as well as in the statistics.
 
 use device_rt::algo::lean::{lean_max_bytes, lean_spread};
-use device_rt::algo::{Algorithm, AlgorithmChoice, CollFunction, Plan, Staging, THRESHOLDS, plan};
+use device_rt::algo::{Algorithm, AlgorithmChoice, CollFunction, Plan, Staging, THRESHOLDS, plan, push_fits};
 use device_rt::conn::{ChannelStats, MAX_STAGED_RANKS};
 use device_rt::dtype::DataType;
 use device_rt::redop::RedOpKind;
@@ -105,8 +105,8 @@ pub fn matrix(staging: Staging, choice: AlgorithmChoice, part: (usize, usize)) -
 /// The sizes (bytes of the largest buffer, as [`THRESHOLDS`] counts them) where the plan
 /// of `function` on `staging` changes: the table's rows for its rank count and the bytes
 /// per channel (none above the staging's capacity, past which every staged plan gives
-/// way to the ring), the capacity, and the lean path's most (all_reduce, all_gather,
-/// reduce_scatter).
+/// way to the ring), the capacity, the lean path's most (all_reduce, all_gather,
+/// reduce_scatter), and where a staged plan stops pushing ([`push_edge`]).
 fn thresholds(function: CollFunction, staging: Staging) -> Vec<u64> {
     if !staging.available() {
         return Vec::new();
@@ -129,7 +129,34 @@ fn thresholds(function: CollFunction, staging: Staging) -> Vec<u64> {
     if matches!(function, CollFunction::AllReduce | CollFunction::AllGather | CollFunction::ReduceScatter) {
         sizes.push(lean_max_bytes(function));
     }
+    let algorithms: &[Algorithm] = if function == CollFunction::AllReduce { &[Algorithm::OneShot, Algorithm::TwoShot] } else { &[Algorithm::OneShot] };
+    sizes.extend(algorithms.iter().filter_map(|&algorithm| push_edge(function, algorithm, staging)));
     sizes
+}
+
+/// The bytes (as [`thresholds`] counts them) of the largest f32 `function` forced to
+/// `algorithm` whose first channel still pushes on `staging`
+/// (`device_rt::algo::push_fits`) where one element more pulls: the push form's edge.
+/// `None` where the plan pushes up to the staging's capacity (two ranks) or never.
+pub fn push_edge(function: CollFunction, algorithm: Algorithm, staging: Staging) -> Option<u64> {
+    let choice = if algorithm == Algorithm::TwoShot { AlgorithmChoice::TwoShot } else { AlgorithmChoice::OneShot };
+    let planned = |count: u64| plan(function, 4, count, staging, choice).ok();
+    let pushes = |count: u64| planned(count).is_some_and(|p| push_fits(function, algorithm, 4, p.share, staging.nranks, staging.slot_bytes));
+    // The last count `at` holds for, where it holds at `from` and not past `to`.
+    let last = |at: &dyn Fn(u64) -> bool, mut from: u64, mut to: u64| {
+        while to - from > 1 {
+            let mid = from + (to - from) / 2;
+            if at(mid) { from = mid } else { to = mid }
+        }
+        from
+    };
+    let most = last(&|count| planned(count).is_some(), 1, u64::from(staging.staged_channels()) * staging.slot_bytes / 4 + 1);
+    if !pushes(1) || pushes(most) {
+        return None;
+    }
+    let fits = last(&pushes, 1, most);
+    let per_count = 4 * if function == CollFunction::AllReduce { 1 } else { u64::from(staging.nranks) };
+    Some(fits * per_count)
 }
 
 /// Where a case is expected to run: its plan, the channels a ring plan runs on
