@@ -232,19 +232,24 @@ pub enum Unfit {
 /// 51.8 against 49.5 / 44.8 at 8 MiB). Up to 4 MiB the earlier row's figures (two H200s,
 /// 2026-11-25, `bench/results/session9-x2.md`) had one-shot ahead already.
 ///
-/// The 3- and 4-rank rows are measured on four H200s (2026-11-26, one rank per GPU, 48
-/// channels, 8 MiB staging, every algorithm forced, µs per call back to back,
-/// `bench/results/session11-x4.md`). 4 ranks: all_reduce one-shot 32.9 at 1 MiB against
-/// two-shot's 34.9 and the ring's 65.8; at 2 MiB two-shot 40.9 against one-shot's 43.6
-/// and the ring's 64.0; at 4 MiB two-shot 54.6 against one-shot's 63.8 and the ring's
-/// 68.3; at 8 MiB two-shot 82.6 against the ring's 88.5 (the ring's alone above: the
-/// staging holds 8 MiB).
-/// all_gather one-shot 48.9 at 8 MiB against the ring's 55.8, reduce_scatter 48.9
-/// against 56.3; at 16 MiB the ring's all_gather 75.8 against one-shot's 88.3. 3 ranks
-/// (devices 0-2): all_reduce one-shot 49.5 at 4 MiB against two-shot's 52.5 (at
-/// 256 KiB a channel) and the ring's 60.5, two-shot and the ring tied at 8 MiB (74.0 /
-/// 74.7); all_gather one-shot 46.0 at 8 MiB against the ring's 49.4 (at 16 MiB 89.4
-/// against 71.8); reduce_scatter one-shot 36.1 at 4 MiB against the ring's 41.7. The
+/// The 3- and 4-rank rows are measured on four H200s (2026-11-27, one rank per GPU, the
+/// default communicator of 64 channels, staged collectives in the push form, every row
+/// checked, µs per call back to back, `bench/results/session23.md`), every algorithm
+/// forced (one-shot and two-shot with 64 MiB of staging; the plans are those of the
+/// default 32 MiB, which holds every call the rows send them), NCCL 2.28.9 in the same
+/// process. 4 ranks: all_reduce one-shot 24.9 at 1 MiB against two-shot's 27.5; at 2 MiB
+/// two-shot 31.8 against one-shot's 37.1; at 8 MiB two-shot 64.7 against the ring's 87.8
+/// (NCCL 60.1), at 16 MiB 104.3 against 126.0 (NCCL 97.3), at 32 MiB 186.8 against
+/// 183.8; all_gather one-shot 57.7 at 16 MiB against the ring's 76.7 (NCCL 65.5) and
+/// 103.6 at 32 MiB against 109.3, the ring's 181.7 at 64 MiB against 195.2;
+/// reduce_scatter one-shot 61.2 at 16 MiB against the ring's 79.9 (NCCL 59.8) and 108.5
+/// at 32 MiB against 110.8, the ring's 187.1 at 64 MiB against 198.0. 3 ranks (devices
+/// 0-2): all_reduce one-shot 27.8 at 2 MiB against two-shot's 28.9, two-shot 36.8 at 4
+/// MiB against one-shot's 42.5, 91.6 at 16 MiB against the ring's 100.2 (NCCL 90.6) and
+/// 159.3 at 32 MiB against 168.0 (where the default staging is too small for the push
+/// form, which was measured: the row stops at 16 MiB); all_gather one-shot 57.6 at 16
+/// MiB against the ring's 68.3, a tie at 32 MiB (106.5 / 106.6); reduce_scatter one-shot
+/// 66.7 at 16 MiB against the ring's 71.8, the ring's 110.5 at 32 MiB against 115.1. The
 /// rows for 5 to 8
 /// ranks are provisional, after seed 003 (vLLM's custom all-reduce: one stage up to
 /// 256 KiB on up to 8 GPUs, two stages above, NCCL beyond 8 MiB), to be replaced by
@@ -286,10 +291,10 @@ pub struct Thresholds {
 /// The thresholds the device uses (the 2- to 4-rank rows measured, the others
 /// provisional: see [`Thresholds`]).
 pub const THRESHOLDS: Thresholds = Thresholds {
-    all_reduce_one_shot_max: [32 << 20, 4 << 20, 1 << 20, 256 << 10, 256 << 10, 256 << 10, 256 << 10],
-    all_reduce_two_shot_max: [32 << 20, 8 << 20, 8 << 20, 8 << 20, 8 << 20, 8 << 20, 8 << 20],
-    all_gather_one_shot_max: [64 << 20, 8 << 20, 8 << 20, 1 << 20, 1 << 20, 1 << 20, 1 << 20],
-    reduce_scatter_one_shot_max: [32 << 20, 8 << 20, 8 << 20, 1 << 20, 1 << 20, 1 << 20, 1 << 20],
+    all_reduce_one_shot_max: [32 << 20, 2 << 20, 1 << 20, 256 << 10, 256 << 10, 256 << 10, 256 << 10],
+    all_reduce_two_shot_max: [32 << 20, 16 << 20, 16 << 20, 8 << 20, 8 << 20, 8 << 20, 8 << 20],
+    all_gather_one_shot_max: [64 << 20, 16 << 20, 32 << 20, 1 << 20, 1 << 20, 1 << 20, 1 << 20],
+    reduce_scatter_one_shot_max: [32 << 20, 16 << 20, 32 << 20, 1 << 20, 1 << 20, 1 << 20, 1 << 20],
     rooted_one_shot_max: [256 << 10; MAX_STAGED_RANKS - 1],
     one_shot_bytes_per_channel: 16 << 10,
     two_shot_bytes_per_channel: 16 << 10,
