@@ -10,7 +10,7 @@
 //! runs ([`LeanPlan`], [`lean_spread`]); CTA `g` of the run, from the post grid's first
 //! guest, takes run `g` on its own channel (the guest channel it is), and each of its
 //! threads the lines `t, t + nthreads, …` of the run: one where the guests hold one line
-//! a thread, a few more up to [`LEAN_MAX_BYTES`]. A thread first sends each of its lines:
+//! a thread, a few more up to [`lean_max_bytes`]. A thread first sends each of its lines:
 //! it loads the line of the input (through the operator's pre-op) and writes it as one
 //! 16-byte line of two packets into its rank's slot of every peer's packet region (see
 //! `conn::PACKET_SLOT_BYTES`), each 8-byte packet 4 data bytes and the epoch's flag in one
@@ -75,8 +75,19 @@ use crate::spin::{Interrupted, SpinGuard};
 /// 11.9 against 21.8 and 10.2 against 18.2; at 256 KiB all_reduce 16.4 against 22.7 and
 /// 9.1 against 18.2. Above it a 256-thread default communicator's 63 guests would need
 /// more lines a CTA than its slot holds. All-gather and reduce-scatter go further: see
-/// [`LEAN_GATHER_SCATTER_MAX_BYTES`].
+/// [`LEAN_GATHER_SCATTER_MAX_BYTES`]; an all-reduce on more than two ranks stops sooner:
+/// see [`LEAN_ALL_REDUCE_MAX_BYTES_OVER_TWO`].
 pub const LEAN_MAX_BYTES: u64 = 512 << 10;
+
+/// The most bytes a lean all-reduce takes on more than two ranks, where the staged
+/// one-shot pushes (since 2026-11-27). On four H200s (2026-11-27,
+/// `bench/results/session23.md` §4, one build, `--algo auto` = lean against `--algo
+/// one-shot` = the staged one-shot, every row checked), µs per all-reduce in CUDA graphs /
+/// back to back: at 512 KiB the staged one-shot took 17.3 / 21.1 against lean's 22.4 /
+/// 26.7 on 4 ranks and 14.7 / 17.3 against 17.7 / 20.0 on 3; at 256 KiB a draw (15.0 /
+/// 20.6 against 15.6 / 18.6 on 4 ranks, 13.4 / 16.9 against 11.6 / 17.1 on 3), which lean
+/// keeps. On 2 ranks lean stays ahead at 512 KiB (9.2 / 10.9 against 12.1 / 13.9).
+pub const LEAN_ALL_REDUCE_MAX_BYTES_OVER_TWO: u64 = 256 << 10;
 
 /// The most bytes a lean all-gather or reduce-scatter takes, counted as
 /// [`LEAN_MAX_BYTES`]: a rank's block is that divided by the ranks, which the packet
@@ -90,10 +101,12 @@ pub const LEAN_MAX_BYTES: u64 = 512 << 10;
 /// five on 4 ranks).
 pub const LEAN_GATHER_SCATTER_MAX_BYTES: u64 = 1 << 20;
 
-/// The most bytes (as [`LEAN_MAX_BYTES`] counts them) a lean `function` takes.
-pub const fn lean_max_bytes(function: CollFunction) -> u64 {
+/// The most bytes (as [`LEAN_MAX_BYTES`] counts them) a lean `function` takes on
+/// `nranks` ranks.
+pub const fn lean_max_bytes(function: CollFunction, nranks: u32) -> u64 {
     match function {
         CollFunction::AllGather | CollFunction::ReduceScatter => LEAN_GATHER_SCATTER_MAX_BYTES,
+        _ if nranks > 2 => LEAN_ALL_REDUCE_MAX_BYTES_OVER_TWO,
         _ => LEAN_MAX_BYTES,
     }
 }
@@ -131,7 +144,7 @@ pub fn lean_spread(function: CollFunction, elt: u64, count: u64, nranks: u32, ch
         CollFunction::AllGather | CollFunction::ReduceScatter => block.checked_mul(u64::from(nranks)),
         _ => None,
     }?;
-    if count == 0 || largest > lean_max_bytes(function) || channels == 0 || nthreads == 0 {
+    if count == 0 || largest > lean_max_bytes(function, nranks) || channels == 0 || nthreads == 0 {
         return None;
     }
     let lines = block.div_ceil(8);
@@ -586,4 +599,30 @@ fn on_word<Op: RedOp>(arg: u64, step: Step, a: u64, b: u64) -> u64 {
         _ => a,
     }
     .to_value()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An all-reduce goes lean up to 512 KiB on two ranks and 256 KiB on more; an
+    /// all-gather or reduce-scatter up to 1 MiB on any (a default communicator's 63
+    /// guests of 256 threads).
+    #[test]
+    fn the_lean_edges_follow_the_rank_count() {
+        let spread = |function, nranks: u32, bytes: u64| {
+            let per_rank = if function == CollFunction::AllReduce { bytes } else { bytes / u64::from(nranks) };
+            lean_spread(function, 4, per_rank / 4, nranks, 63, 256)
+        };
+        assert!(spread(CollFunction::AllReduce, 2, 512 << 10).is_some());
+        assert!(spread(CollFunction::AllReduce, 2, (512 << 10) + 16).is_none());
+        for nranks in [3, 4, 8] {
+            assert!(spread(CollFunction::AllReduce, nranks, 256 << 10).is_some(), "{nranks}");
+            assert!(spread(CollFunction::AllReduce, nranks, (256 << 10) + 16).is_none(), "{nranks}");
+            for function in [CollFunction::AllGather, CollFunction::ReduceScatter] {
+                assert!(spread(function, nranks, 1 << 20).is_some(), "{function:?} {nranks}");
+                assert!(spread(function, nranks, (1 << 20) + 16 * u64::from(nranks)).is_none(), "{function:?} {nranks}");
+            }
+        }
+    }
 }

@@ -127,7 +127,7 @@ fn thresholds(function: CollFunction, staging: Staging) -> Vec<u64> {
     sizes.retain(|&bytes| bytes <= capacity);
     sizes.push(capacity);
     if matches!(function, CollFunction::AllReduce | CollFunction::AllGather | CollFunction::ReduceScatter) {
-        sizes.push(lean_max_bytes(function));
+        sizes.push(lean_max_bytes(function, staging.nranks));
     }
     let algorithms: &[Algorithm] = if function == CollFunction::AllReduce { &[Algorithm::OneShot, Algorithm::TwoShot] } else { &[Algorithm::OneShot] };
     sizes.extend(algorithms.iter().filter_map(|&algorithm| push_edge(function, algorithm, staging)));
