@@ -138,7 +138,7 @@ fn thresholds(function: CollFunction, staging: Staging) -> Vec<u64> {
 /// `algorithm` whose first channel still pushes on `staging`
 /// (`device_rt::algo::push_fits`) where one element more pulls: the push form's edge.
 /// `None` where the plan pushes up to the staging's capacity (two ranks) or never.
-pub fn push_edge(function: CollFunction, algorithm: Algorithm, staging: Staging) -> Option<u64> {
+fn push_edge(function: CollFunction, algorithm: Algorithm, staging: Staging) -> Option<u64> {
     let choice = if algorithm == Algorithm::TwoShot { AlgorithmChoice::TwoShot } else { AlgorithmChoice::OneShot };
     let planned = |count: u64| plan(function, 4, count, staging, choice).ok();
     let pushes = |count: u64| planned(count).is_some_and(|p| push_fits(function, algorithm, 4, p.share, staging.nranks, staging.slot_bytes));
