@@ -227,10 +227,15 @@ pub enum Unfit {
 /// MiB for all three (the default staging holds it). all_gather stages only its input, a
 /// rank's half of the output, so the default staging holds a 64 MiB all_gather too: in the
 /// same run one-shot took 126.9 µs there against the ring's 143.3 (NCCL 152.4), so its row
-/// is 64 MiB (reduce_scatter stages its whole input: 32 MiB is the most). Two-shot was slower than one-shot at
-/// every size from 512 KiB to 32 MiB (28.0 / 22.0 against 18.8 / 16.6 at 512 KiB, 56.1 /
-/// 51.8 against 49.5 / 44.8 at 8 MiB). Up to 4 MiB the earlier row's figures (two H200s,
-/// 2026-11-25, `bench/results/session9-x2.md`) had one-shot ahead already.
+/// is 64 MiB (reduce_scatter stages its whole input: 32 MiB is the most). Two-shot, which
+/// pulled then, was slower than one-shot at every size from 512 KiB to 32 MiB (28.0 / 22.0
+/// against 18.8 / 16.6 at 512 KiB, 56.1 / 51.8 against 49.5 / 44.8 at 8 MiB). Pushing (two
+/// H200s, 2026-11-27, `bench/results/session23.md` §6, both forced in one call, back to
+/// back) it still lost at 1-8 MiB (23.8 against 15.9 at 1 MiB, 44.1 against 41.6 at 8 MiB),
+/// tied at 16 MiB (72.2 against 73.3) and won at 32 MiB (122.1 against 138.0; the ring
+/// took 139.7 there in the twenty-first session), so all_reduce goes one-shot to 16 MiB
+/// and two-shot to 32 MiB (which the default staging holds in the push form: two blocks
+/// of half the share a channel).
 ///
 /// The 3- and 4-rank rows are measured on four H200s (2026-11-27, one rank per GPU, the
 /// default communicator of 64 channels, staged collectives in the push form, every row
@@ -291,7 +296,7 @@ pub struct Thresholds {
 /// The thresholds the device uses (the 2- to 4-rank rows measured, the others
 /// provisional: see [`Thresholds`]).
 pub const THRESHOLDS: Thresholds = Thresholds {
-    all_reduce_one_shot_max: [32 << 20, 2 << 20, 1 << 20, 256 << 10, 256 << 10, 256 << 10, 256 << 10],
+    all_reduce_one_shot_max: [16 << 20, 2 << 20, 1 << 20, 256 << 10, 256 << 10, 256 << 10, 256 << 10],
     all_reduce_two_shot_max: [32 << 20, 16 << 20, 16 << 20, 8 << 20, 8 << 20, 8 << 20, 8 << 20],
     all_gather_one_shot_max: [64 << 20, 16 << 20, 32 << 20, 1 << 20, 1 << 20, 1 << 20, 1 << 20],
     reduce_scatter_one_shot_max: [32 << 20, 16 << 20, 32 << 20, 1 << 20, 1 << 20, 1 << 20, 1 << 20],
@@ -476,6 +481,9 @@ mod tests {
         assert_eq!(on_two(CollFunction::AllGather, 128 << 20), Algorithm::Ring);
         assert_eq!(on_two(CollFunction::ReduceScatter, 32 << 20), Algorithm::OneShot);
         assert_eq!(on_two(CollFunction::ReduceScatter, 64 << 20), Algorithm::Ring);
+        // all_reduce: one-shot to 16 MiB, two-shot to 32 MiB, the ring above.
+        let all_reduce = |bytes: u64| plan(CollFunction::AllReduce, F32, bytes / F32, two, AlgorithmChoice::Auto).unwrap().algorithm;
+        assert_eq!([16 << 20, (16 << 20) + 16, 32 << 20, (32 << 20) + 16].map(all_reduce), [Algorithm::OneShot, Algorithm::TwoShot, Algorithm::TwoShot, Algorithm::Ring]);
         let rooted = THRESHOLDS.rooted_one_shot_max[2];
         for function in [CollFunction::Broadcast, CollFunction::Reduce] {
             assert_eq!(at(function, rooted), Algorithm::OneShot);
