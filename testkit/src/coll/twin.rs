@@ -74,8 +74,10 @@ pub struct TwinGroup {
     stats: Option<Vec<u64>>,
     /// The weak-memory world the ranks run in, if any.
     memory: Option<WeakMemory>,
-    /// In a weak-memory world that weakens a site, buffers released while the loops run: a
-    /// store may land as late as the launch's end, so they are freed only after it.
+    /// In a weak-memory world, buffers released while the loops run whose stores may land
+    /// as late as the launch's end (every buffer where the world weakens a site, else those
+    /// a CTA still holds stores for: a failure, see `release`), so they are freed only after
+    /// it.
     retired: Vec<Block>,
     /// Each rank's resident channels (the rest of `shape.nchannels` are guests).
     resident: u32,
@@ -549,14 +551,21 @@ impl RankGroup for TwinGroup {
 
     fn release(&mut self, mark: Vec<usize>) {
         let released = self.buffers.drain(mark.first().copied().unwrap_or(0).min(self.buffers.len())..);
-        if let Some(memory) = &self.memory {
-            for block in released {
-                memory.forget(block.addr() as *const u8, block.0.len() * 16);
-                if memory.weakens_any() {
-                    self.retired.push(block);
-                }
+        let Some(memory) = &self.memory else { return };
+        let mut late = 0;
+        for block in released {
+            let held = memory.forget(block.addr() as *const u8, block.0.len() * 16);
+            if memory.weakens_any() || held > 0 {
+                self.retired.push(block);
             }
+            late += held;
         }
+        // With every ordering kept, the completions the host waited for published every
+        // store of their items: a store still held would land in memory already freed.
+        assert!(
+            late == 0 || memory.weakens_any(),
+            "{memory}: a CTA still holds stores to {late} words of buffers released after their items completed: a completion did not publish them"
+        );
     }
 
     fn write(&mut self, buf: Buffer, data: &[u8]) -> Result<()> {

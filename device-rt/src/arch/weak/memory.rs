@@ -145,13 +145,17 @@ impl World {
     }
 
     /// See `WeakMemory::forget`.
-    pub(super) fn forget(&self, start: usize, len: usize) {
+    pub(super) fn forget(&self, start: usize, len: usize) -> usize {
+        let mut held = 0;
         for word in (start & !7..start + len).step_by(8) {
             let mut shard = self.shard(word);
-            if shard.get(&word).is_some_and(|state| state.ctas.iter().all(|c| c.pending_mask == 0)) {
-                shard.remove(&word);
+            match shard.get(&word) {
+                Some(state) if state.ctas.iter().any(|c| c.pending_mask != 0) => held += 1,
+                Some(_) => drop(shard.remove(&word)),
+                None => {}
             }
         }
+        held
     }
 
     /// See `WeakMemory::host_region`.
