@@ -5,12 +5,12 @@
 //! Every wait here has a timeout and also watches the loop's status, so a dead loop turns
 //! into an `Err` at once instead of a wait.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::sync::atomic::{AtomicU64, Ordering, fence};
 use std::time::{Duration, Instant};
 
 use device_rt::abi::{LoopError, MAX_CHANNELS, WaitSite};
-use device_rt::work::{BadItem, LOOP_ASLEEP, LOOP_AWAKE, LOOP_LEAVING, QueueHeader, RingSlot, WorkItem};
+use device_rt::work::{BadItem, LOOP_ASLEEP, LOOP_AWAKE, LOOP_LEAVING, QueueHeader, RingSlot, STREAM_DONE_RELEASE, WorkItem};
 
 use crate::{Error, Result};
 
@@ -63,7 +63,9 @@ pub struct Queue {
     ring: *mut RingSlot,
     capacity: u64,
     channels: usize,
-    next_seq: u64,
+    /// The next item's sequence number (locked by producers that share the queue:
+    /// [`Queue::try_enqueue`]).
+    next_seq: Mutex<u64>,
     owner: HeaderOwner,
     relaunch: Option<Relaunch>,
 }
@@ -71,8 +73,9 @@ pub struct Queue {
 // SAFETY: a `Queue` is the only producer of its ring; the memory outlives it (`new`);
 // the relaunch hook is `Send`.
 unsafe impl Send for Queue {}
-// SAFETY: the methods that take `&self` only load the header, or change it with atomic
-// read-modify-writes (`announce_post`), and call the `Sync` relaunch hook.
+// SAFETY: the methods that take `&self` only load the header, change it with atomic
+// read-modify-writes (`announce_post`), call the `Sync` relaunch hook, or write the ring
+// under the `next_seq` lock (`try_enqueue`).
 unsafe impl Sync for Queue {}
 
 impl Queue {
@@ -90,7 +93,7 @@ impl Queue {
                 "a queue needs a capacity of at least 1 and 1..={MAX_CHANNELS} channels (got {capacity}, {channels})"
             )));
         }
-        Ok(Self { header, ring, capacity, channels, next_seq: 1, owner, relaunch: None })
+        Ok(Self { header, ring, capacity, channels, next_seq: Mutex::new(1), owner, relaunch: None })
     }
 
     /// How the queue launches its loop again after the loop slept (a loop of one channel
@@ -162,6 +165,22 @@ impl Queue {
         }
     }
 
+    /// Whether the loop runs (not asleep, not deciding whether to sleep).
+    pub fn awake(&self) -> bool {
+        // SAFETY: a field of the live header.
+        self.word(unsafe { &raw mut (*self.header).awake }).load(Ordering::Acquire) == LOOP_AWAKE
+    }
+
+    /// After the loop was stopped by the host and its kernel has ended without leaving
+    /// (a relaunch failed): stores `stream_done` as a leaving loop does, so that no
+    /// stream waits for item `seq` or any before it.
+    ///
+    /// Ordering: a release store; the loop writes the word only while it runs.
+    pub fn release_streams(&self, seq: u64) {
+        // SAFETY: a field of the live header.
+        self.word(unsafe { &raw mut (*self.header).stream_done }).store(seq + STREAM_DONE_RELEASE, Ordering::Release);
+    }
+
     /// Whether the loop has left to sleep (it is launched again with the next work).
     pub fn asleep(&self) -> bool {
         // SAFETY: a field of the live header.
@@ -191,7 +210,7 @@ impl Queue {
 
     /// Items published and not yet completed.
     pub fn outstanding(&self) -> u64 {
-        (self.next_seq - 1).saturating_sub(self.completed())
+        (self.peek_next_seq() - 1).saturating_sub(self.completed())
     }
 
     /// The loop's recorded error, if any; else `Err(Aborted)` as soon as the abort flag is
@@ -225,15 +244,48 @@ impl Queue {
     pub fn enqueue(&mut self, item: WorkItem, timeout: Duration) -> Result<Ticket> {
         item.validate().map_err(|reason| Error::BadWorkItem { reason, seq: 0 })?;
         self.health()?;
-        let seq = self.next_seq;
+        let seq = *self.next_seq_mut();
         self.wait_for(timeout, "a free slot in the work queue", |q| q.completed() + q.capacity >= seq)?;
         // SAFETY: the loop has completed every item up to `seq - capacity`, so the slot of
         // `seq` is free.
         unsafe { self.write_slot(seq, WorkItem { seq, ..item }) };
-        self.next_seq = seq + 1;
+        *self.next_seq_mut() = seq + 1;
         fence(Ordering::SeqCst);
         self.wake()?;
         Ok(Ticket(seq))
+    }
+
+    /// A producer sharing the queue (`&self`: the ring route of stream-ordered calls,
+    /// `WorkLoop::enqueue_on_stream`): if the slot of the next item is free now (nothing
+    /// is waited for), calls `before(seq)` with the item's sequence number and, if that
+    /// succeeds, writes `item` as [`Queue::enqueue`] does, but does not wake the loop:
+    /// call [`Queue::wake`] next. `Ok(None)`: no free slot, nothing called or written.
+    /// `before`'s error is returned with nothing written. The item must be valid
+    /// ([`WorkItem::validate`]); check [`Queue::health`] first.
+    pub fn try_enqueue(&self, item: WorkItem, before: impl FnOnce(u64) -> Result<()>) -> Result<Option<Ticket>> {
+        let mut next_seq = self.next_seq.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let seq = *next_seq;
+        if self.completed() + self.capacity < seq {
+            return Ok(None);
+        }
+        before(seq)?;
+        // SAFETY: the loop has completed every item up to `seq - capacity`, so the slot of
+        // `seq` is free; the lock keeps every other producer out.
+        unsafe { self.write_slot(seq, WorkItem { seq, ..item }) };
+        *next_seq = seq + 1;
+        drop(next_seq);
+        fence(Ordering::SeqCst);
+        Ok(Some(Ticket(seq)))
+    }
+
+    /// The next item's sequence number, for a producer that holds the queue alone.
+    fn next_seq_mut(&mut self) -> &mut u64 {
+        self.next_seq.get_mut().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The next item's sequence number, as it stands.
+    fn peek_next_seq(&self) -> u64 {
+        *self.next_seq.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Writes `items` into the ring at once (they must fit: the ring must be idle and hold
@@ -250,15 +302,16 @@ impl Queue {
             item.validate().map_err(|reason| Error::BadWorkItem { reason, seq: 0 })?;
         }
         self.health()?;
-        let last = self.next_seq + items.len() as u64 - 1;
+        let first = *self.next_seq_mut();
+        let last = first + items.len() as u64 - 1;
         self.wait_for(timeout, "room for a batch in the work queue", |q| q.completed() + q.capacity >= last)?;
         for (k, item) in items.iter().enumerate() {
-            let seq = self.next_seq + k as u64;
+            let seq = first + k as u64;
             // SAFETY: the loop has completed every item up to `last - capacity`, so every
             // slot of the batch is free.
             unsafe { self.write_slot(seq, WorkItem { seq, ..*item }) };
         }
-        self.next_seq = last + 1;
+        *self.next_seq_mut() = last + 1;
         fence(Ordering::SeqCst);
         self.wake()?;
         Ok(Ticket(last))
@@ -273,10 +326,11 @@ impl Queue {
     /// for: the loop must have taken every earlier slot of this ring position (fewer than
     /// `capacity` items outstanding).
     pub unsafe fn publish_unchecked(&mut self, item: WorkItem) {
+        let seq = *self.next_seq_mut();
         // SAFETY: the caller guarantees room in the ring and vouches for `item`'s
         // addresses.
-        unsafe { self.write_slot(self.next_seq, item) };
-        self.next_seq += 1;
+        unsafe { self.write_slot(seq, item) };
+        *self.next_seq_mut() = seq + 1;
         fence(Ordering::SeqCst);
         if let Err(e) = self.wake() {
             log::warn!("work loop: could not wake it for an unchecked item: {e}");

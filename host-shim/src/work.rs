@@ -4,13 +4,14 @@
 //! communicator's guest channels.
 
 use std::ffi::c_void;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use cudarc::driver::{CudaContext, CudaFunction, CudaStream, LaunchConfig, PushKernelArg, result, sys};
 use zerocopy::IntoBytes;
 use device_rt::abi::MAX_CHANNELS;
-use device_rt::work::{ChannelPlacement, LOOP_SMEM_BYTES, LoopState, MAX_SMS, QueueHeader, RingSlot, WorkItem};
+use device_rt::work::{ChannelPlacement, LOOP_SMEM_BYTES, LoopState, MAX_SMS, QueueHeader, RingSlot, WorkItem, WorkKind};
 
 use crate::memory::HostMapped;
 use crate::module::Module;
@@ -421,9 +422,12 @@ pub struct WorkLoop {
     post: CudaFunction,
     cfg: LoopConfig,
     started: bool,
-    /// The one stream the mailbox serves: its operations wait for each other, so one
-    /// mailbox never holds two items; a second stream would overwrite a pending item.
-    mailbox_stream: Mutex<Option<usize>>,
+    /// The one stream the mailbox serves (its operations wait for each other, so one
+    /// mailbox never holds two items; a second stream would overwrite a pending item),
+    /// and whether it is a non-blocking stream (which the ring route needs).
+    mailbox_stream: Mutex<Option<(usize, bool)>>,
+    /// Stream-ordered calls that took the ring route.
+    ring_routed: AtomicU64,
     /// The communicator's `CommDevice` address, 0 for none.
     comm: u64,
     /// CTAs launched: the channels, or one per SM when the loop chooses their SMs.
@@ -465,6 +469,24 @@ unsafe fn launch_post(stream: &CudaStream, function: &CudaFunction, cfg: LaunchC
     unsafe { sys::cuLaunchKernelEx(&config, function.cu_function(), params.as_mut_ptr(), std::ptr::null_mut()) }
         .result()
         .map_err(Error::cuda("cuLaunchKernelEx (mailbox post)"))
+}
+
+/// Whether every operation queued on `stream` has completed (`cuStreamQuery`), asked in
+/// the relaxed capture mode: a query is no operation of any capture, and another thread's
+/// capture in the global mode must not see it as one.
+fn stream_idle(stream: &CudaStream) -> Result<bool> {
+    let mut mode = sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED;
+    // SAFETY: `mode` outlives the call, which swaps this thread's mode into it.
+    unsafe { sys::cuThreadExchangeStreamCaptureMode(&raw mut mode) }.result().map_err(Error::cuda("cuThreadExchangeStreamCaptureMode"))?;
+    // SAFETY: a live stream (the caller's).
+    let status = unsafe { sys::cuStreamQuery(stream.cu_stream()) };
+    // SAFETY: as above: the thread's previous mode back.
+    unsafe { sys::cuThreadExchangeStreamCaptureMode(&raw mut mode) }.result().map_err(Error::cuda("cuThreadExchangeStreamCaptureMode"))?;
+    match status {
+        sys::cudaError_enum::CUDA_SUCCESS => Ok(true),
+        sys::cudaError_enum::CUDA_ERROR_NOT_READY => Ok(false),
+        e => Err(Error::Cuda { call: "cuStreamQuery", source: result::DriverError(e) }),
+    }
 }
 
 /// Where a loop's placement starts in its state: a loop launched again after it slept
@@ -642,6 +664,7 @@ impl WorkLoop {
             grid,
             started: false,
             mailbox_stream: Mutex::new(None),
+            ring_routed: AtomicU64::new(0),
             comm: 0,
             overlap_posts: cfg.guests == 0,
         })
@@ -735,43 +758,53 @@ impl WorkLoop {
         self.queue.wait(ticket, timeout)
     }
 
-    /// The stream-ordered path: launches on `stream` the post kernel, whose first CTA's
-    /// one working thread writes `item` into the loop's mailbox, marks it pending, and
-    /// waits until the loop has run it (or has left, or the host aborts); with guest
-    /// channels, one more CTA per guest, each of which runs its channel's share of the
-    /// item where the item spreads over it and otherwise leaves at once (1 CTA of 32
-    /// threads without guests).
-    /// Work queued on `stream` before runs first, work queued after waits for the item;
-    /// the launch can be captured in a CUDA graph and replayed. Items of the direct path
-    /// ([`WorkLoop::enqueue`]) and of the stream are not ordered with each other: the loop
-    /// may run a posted item before ring items enqueued earlier. A failure inside the loop
-    /// does not stall `stream`: check [`WorkLoop::async_error`]; a post that waits past
-    /// the loop's spin budget stops the loop with [`Error::DeviceTimeout`]. The loop
-    /// serves one such stream: the first one used; others are refused
-    /// ([`Error::StreamInUse`]). Keep the loop (do not drop it) until `stream` has run the
-    /// post: the post kernel reads the loop's memory, which a dropped loop frees once its
-    /// own kernel has ended.
+    /// The stream-ordered path: work queued on `stream` before runs first, work queued
+    /// after waits for the item; the call can be captured in a CUDA graph and replayed.
+    /// Two routes, which run the item on the same channels:
+    /// - the ring route, where the loop has one resident channel, runs (not asleep) and
+    ///   has a free ring slot, `stream` is a non-blocking stream, not capturing, with
+    ///   every earlier operation done (`cuStreamQuery`), and the item spreads over the
+    ///   resident channel alone (any item of a loop without guests; else any but a
+    ///   collective): one `cuStreamWaitValue32` on the loop's `stream_done` word, then the
+    ///   item goes into the ring as on the direct path; no kernel launch (see
+    ///   `device_rt::work`'s `queue` module). A loop that slept between the look and the
+    ///   write and cannot be launched again is stopped (aborted), and the stream released.
+    /// - otherwise the post route: launches on `stream` the post kernel, whose first CTA's
+    ///   one working thread writes `item` into the loop's mailbox, marks it pending, and
+    ///   waits until the loop has run it (or has left, or the host aborts); with guest
+    ///   channels, one more CTA per guest, each of which runs its channel's share of the
+    ///   item where the item spreads over it and otherwise leaves at once (1 CTA of 32
+    ///   threads without guests).
+    ///
+    /// Items of the direct path ([`WorkLoop::enqueue`]) and of the stream are not ordered
+    /// with each other: the loop may run a posted item before ring items enqueued
+    /// earlier. A failure inside the loop does not stall `stream` (the loop releases the
+    /// stream's wait as it leaves, the post returns): check [`WorkLoop::async_error`]; a
+    /// post that waits past the loop's spin budget stops the loop with
+    /// [`Error::DeviceTimeout`]. The loop serves one such stream: the first one used;
+    /// others are refused ([`Error::StreamInUse`]). Calls on that stream from several
+    /// threads at once are ordered as they reach the driver, except that a call that
+    /// takes the ring route may run beside an operation another thread queued between
+    /// its look at the stream and its wait. Keep the loop (do not drop it) until `stream`
+    /// has run the call: the post kernel and the stream's wait read the loop's memory,
+    /// which a dropped loop frees once its own kernel has ended.
     pub fn enqueue_on_stream(&self, stream: &CudaStream, item: WorkItem) -> Result<()> {
-        item.validate().map_err(|reason| Error::BadWorkItem { reason, seq: 0 })?;
+        let kind = item.validate().map_err(|reason| Error::BadWorkItem { reason, seq: 0 })?;
         self.queue.health()?;
-        {
-            let mut owner = self.mailbox_stream.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            let this = stream.cu_stream() as usize;
-            match *owner {
-                Some(s) if s != this => {
-                    return Err(Error::StreamInUse);
-                }
-                _ => *owner = Some(this),
-            }
-        }
+        let non_blocking = self.serve(stream)?;
         let Some(memory) = &self.memory else { return Err(Error::LoopClosed) };
         let Some(header) = &self.header.header else { return Err(Error::LoopClosed) };
+        // SAFETY: a live stream of this loop's context (the caller's).
+        let capture = unsafe { result::stream::is_capturing(stream.cu_stream()) }.map_err(Error::cuda("cuStreamIsCapturing"))?;
+        let captured = capture != sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
+        let one_channel = self.cfg.channels == 1 && (self.cfg.guests == 0 || kind != WorkKind::Collective);
+        if one_channel && non_blocking && !captured && self.ring_route(stream, item, header)? {
+            self.ring_routed.fetch_add(1, Ordering::Relaxed);
+            return Ok(());
+        }
         // Whether the post was counted for the loop's sleep handshake (outside a capture).
         let mut counted = false;
         if self.cfg.sleep_after_ns() != 0 {
-            // SAFETY: a live stream of this loop's context (the caller's).
-            let capture = unsafe { result::stream::is_capturing(stream.cu_stream()) }.map_err(Error::cuda("cuStreamIsCapturing"))?;
-            let captured = capture != sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
             self.queue.announce_post(captured)?;
             counted = !captured;
         }
@@ -806,6 +839,65 @@ impl WorkLoop {
                 self.queue.retract_post();
             }
         })
+    }
+
+    /// Makes `stream` the one the loop's stream-ordered path serves, or refuses another
+    /// ([`Error::StreamInUse`]); returns whether it is a non-blocking stream.
+    fn serve(&self, stream: &CudaStream) -> Result<bool> {
+        let mut owner = self.mailbox_stream.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let this = stream.cu_stream() as usize;
+        match *owner {
+            Some((s, non_blocking)) if s == this => Ok(non_blocking),
+            Some(_) => Err(Error::StreamInUse),
+            None => {
+                let mut flags = 0u32;
+                // SAFETY: a live stream (the caller's); `flags` outlives the call.
+                unsafe { sys::cuStreamGetFlags(stream.cu_stream(), &raw mut flags) }.result().map_err(Error::cuda("cuStreamGetFlags"))?;
+                let non_blocking = flags & sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32 != 0;
+                *owner = Some((this, non_blocking));
+                Ok(non_blocking)
+            }
+        }
+    }
+
+    /// The ring route of [`WorkLoop::enqueue_on_stream`], for an item the loop's one
+    /// resident channel runs, on a non-blocking `stream` that is not capturing: false
+    /// (nothing done) where the loop is not awake, `stream` has work queued, or the ring
+    /// is full.
+    ///
+    /// Ordering: `cuStreamQuery` returning success means every earlier operation of the
+    /// stream has completed (a non-blocking stream does not wait for the legacy stream,
+    /// so nothing else orders before the item); the wait is queued before the item is
+    /// written, so the stream's next operation waits for the item's `stream_done` store,
+    /// which the loop makes after the item's writes (`device_rt::work`'s `queue` module).
+    fn ring_route(&self, stream: &CudaStream, item: WorkItem, header: &HostMapped<u64>) -> Result<bool> {
+        if !self.queue.awake() {
+            return Ok(false);
+        }
+        if !stream_idle(stream)? {
+            return Ok(false);
+        }
+        let done = header.device_ptr() + std::mem::offset_of!(QueueHeader, stream_done) as u64;
+        let wait = |seq: u64| {
+            let geq = sys::CUstreamWaitValue_flags::CU_STREAM_WAIT_VALUE_GEQ as u32;
+            // SAFETY: a live stream (the caller's); `done` is a word of the loop's
+            // host-mapped header, which lives while the loop does (the caller keeps the loop
+            // until the stream has run the call: `enqueue_on_stream`'s doc).
+            unsafe { sys::cuStreamWaitValue32_v2(stream.cu_stream(), done, seq as u32, geq) }.result().map_err(Error::cuda("cuStreamWaitValue32"))
+        };
+        let Some(Ticket(seq)) = self.queue.try_enqueue(item, wait)? else { return Ok(false) };
+        if let Err(e) = self.queue.wake() {
+            log::error!("work loop: it slept and could not be launched again for a stream-ordered item: stopping it ({e})");
+            self.abort();
+            self.queue.release_streams(seq);
+            return Err(e);
+        }
+        Ok(true)
+    }
+
+    /// Stream-ordered calls that took the ring route ([`WorkLoop::enqueue_on_stream`]).
+    pub fn ring_routed(&self) -> u64 {
+        self.ring_routed.load(Ordering::Relaxed)
     }
 
     /// Lets this loop's posts overlap: each may start (and plan its item) while the post

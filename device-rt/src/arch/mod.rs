@@ -541,8 +541,8 @@ pub enum Site {
     /// work: warp 0's fence after volatile reads of a backlog of ring slots (the same
     /// job as [`Site::RingPoll`] for a backlog).
     RingBacklogFence,
-    /// work: a channel's release store of its ring completion, which publishes the
-    /// items' writes to the host.
+    /// work: a channel's fence before it stores its ring completion (and `stream_done`),
+    /// which publishes the items' writes to the host and to the stream.
     RingComplete,
     /// work: the poster's acq_rel add that marks the mailbox PENDING, which publishes the
     /// item's words.
@@ -613,6 +613,7 @@ impl Site {
             Site::PrimsSendFence
             | Site::PrimsEmptySliceFence
             | Site::RingBacklogFence
+            | Site::RingComplete
             | Site::MailboxDoneFence
             | Site::StagedSignalFence
             | Site::ShmemSignalFence
@@ -622,7 +623,6 @@ impl Site {
             Site::PrimsRecvPoll | Site::RingPoll | Site::MailboxTake | Site::StagedFlagPoll | Site::ShmemWaitPoll | Site::ShmemBarrierPoll => {
                 SiteKind::AcquireLoad
             }
-            Site::RingComplete => SiteKind::ReleaseStore,
             Site::MailboxPublish | Site::MailboxArrive | Site::MailboxDone | Site::MailboxClose => SiteKind::AcqRelRmw,
         }
     }

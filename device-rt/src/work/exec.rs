@@ -14,7 +14,7 @@ use super::item::{BadItem, DeviceFunction, WorkItem, WorkKind};
 use super::placement::elect_channel;
 use super::mailbox::update_state;
 use super::spread::mailbox_spread;
-use super::queue::{ITEM_CACHE, LOOP_ASLEEP, LOOP_AWAKE, LOOP_LEAVING, LoopShared, LoopState, MAILBOX_CLOSED, MAILBOX_COMPLETE, MAILBOX_PENDING, QueueHeader, RingSlot, mailbox_generation};
+use super::queue::{ITEM_CACHE, LOOP_ASLEEP, LOOP_AWAKE, LOOP_LEAVING, LoopShared, LoopState, MAILBOX_CLOSED, MAILBOX_COMPLETE, MAILBOX_PENDING, QueueHeader, RingSlot, STREAM_DONE_RELEASE, mailbox_generation};
 use crate::abi::{LoopError, ShmemHandle, WaitSite};
 use crate::algo::{Coll, CollCtx, CollFunction, Plan, plan_collective, run_collective};
 use crate::arch::{self, AtomicWord, Site, WARP_SIZE};
@@ -1282,12 +1282,15 @@ unsafe fn shmem_sum_reduce(shmem: Shmem, dtype: DataType, src: u64, dst: u64, co
     }
 }
 
-/// Publishes that this channel has completed every ring item up to `seq`.
+/// Publishes that this channel has completed every ring item up to `seq`: its
+/// `cta_completed` entry and, in a loop of one channel, `stream_done` (the ring route of
+/// stream-ordered calls waits for it).
 ///
 /// Ordering: the caller passed a CTA barrier after every thread's work; when `release`,
-/// a release store (`fence.acq_rel.sys` first) makes that work visible before the
-/// completion is. Items that wrote nothing (no-ops, barriers, shutdown) have nothing to
-/// make visible: their completion is a relaxed store, without the fence.
+/// a `fence.acq_rel.sys` before the two relaxed system-scope stores makes that work
+/// visible before either is (a release pattern for each). Items that wrote nothing
+/// (no-ops, barriers, shutdown) have nothing to make visible: their completion is
+/// stored without the fence.
 ///
 /// # Safety
 /// `a` is this CTA's [`Channel`]; thread 0 of the CTA alone calls this.
@@ -1295,14 +1298,17 @@ unsafe fn publish_ring(a: &Channel, seq: u64, release: bool) {
     // SAFETY: `index < count <= MAX_CHANNELS` (`Channel`), the length of the host-mapped
     // header's `cta_completed`; only the address is computed.
     let slot = unsafe { (&raw mut (*a.header).cta_completed).cast::<u64>().add(a.index as usize) };
-    // SAFETY: `slot` is this channel's aligned `u64` in the host-mapped header, written only by
-    // this channel's thread 0, through `arch`.
+    if release {
+        arch::site(Site::RingComplete);
+        arch::fence_acq_rel_sys();
+    }
+    // SAFETY: `slot` is this channel's aligned `u64` in the host-mapped header, and
+    // `stream_done` an aligned `u64` of it that only a loop's one channel writes (thread 0),
+    // both through `arch`.
     unsafe {
-        if release {
-            arch::site(Site::RingComplete);
-            arch::st_release_sys_global(slot, seq)
-        } else {
-            arch::st_relaxed_sys_global(slot, seq)
+        arch::st_relaxed_sys_global(slot, seq);
+        if a.count == 1 {
+            arch::st_relaxed_sys_global(&raw mut (*a.header).stream_done, seq);
         }
     }
 }
@@ -1455,6 +1461,14 @@ pub(super) unsafe fn record_error(a: &Channel, error: LoopError, detail: u32, se
 unsafe fn leave(a: &Channel) {
     // SAFETY: `a.state` is the loop's `LoopState` (`Channel`).
     unsafe { close_mailbox(a.state) };
+    if a.count == 1 {
+        // SAFETY: this channel's `cta_completed` entry and `stream_done`, aligned `u64`s of
+        // the host-mapped header that only this thread writes (`publish_ring`).
+        unsafe {
+            let completed = arch::ld_volatile_global((&raw const (*a.header).cta_completed).cast::<u64>());
+            arch::st_release_sys_global(&raw mut (*a.header).stream_done, completed + STREAM_DONE_RELEASE);
+        }
+    }
     // SAFETY: `exited` is an aligned `u64` of the loop state, changed only by `arch` atomics.
     let exited = unsafe { u64::atomic_add_acq_rel_sys(&raw mut (*a.state).exited, 1) } + 1;
     if exited == u64::from(a.count) {

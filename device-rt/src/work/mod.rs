@@ -19,7 +19,7 @@ mod mailbox;
 
 pub use item::{BadItem, DeviceFunction, WorkItem, WorkKind};
 pub use placement::{ChannelPlacement, MAX_SMS};
-pub use queue::{LOOP_ASLEEP, LOOP_AWAKE, LOOP_LEAVING, LOOP_SMEM_BYTES, LoopState, MAILBOX_CLOSED, MAILBOX_COMPLETE, MAILBOX_GENERATION_ONE, MAILBOX_PENDING, Mailbox, QueueHeader, RingSlot, SLOT_WORDS, mailbox_generation};
+pub use queue::{LOOP_ASLEEP, LOOP_AWAKE, LOOP_LEAVING, LOOP_SMEM_BYTES, LoopState, MAILBOX_CLOSED, MAILBOX_COMPLETE, MAILBOX_GENERATION_ONE, MAILBOX_PENDING, Mailbox, QueueHeader, RingSlot, SLOT_WORDS, STREAM_DONE_RELEASE, mailbox_generation};
 
 #[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
 pub use exec::{LoopArgs, shmem_work_loop, work_loop};

@@ -14,6 +14,16 @@
 //! every channel has; a slot may be rewritten once every channel has completed the item
 //! that used it (backpressure).
 //!
+//! Protocol (ring route of a stream-ordered call): where the host finds the caller's
+//! stream idle (every earlier operation done) and the loop has one channel, it enqueues
+//! a `cuStreamWaitValue32` (cyclic `>=`) on the low half of `QueueHeader::stream_done`
+//! for the item's `seq` and then writes the item into the ring as above: no kernel
+//! launch. The channel stores `stream_done = seq` with its completion (after the same
+//! `fence.acq_rel.sys` when the items wrote memory, so the stream's later work sees
+//! their writes); a channel that leaves the loop for any reason but sleep stores its
+//! last completion plus [`STREAM_DONE_RELEASE`] (release), so that a stream never waits
+//! for an item the loop will not run (the host then finds the loop's error).
+//!
 //! Protocol (mailbox, the stream-ordered path): `mailbox.state` is one 64-bit word: the
 //! flag bits [`MAILBOX_PENDING`] and [`MAILBOX_CLOSED`] in its low byte and the item's
 //! generation (items completed through the mailbox) above it ([`mailbox_generation`]),
@@ -150,6 +160,11 @@ impl Default for RingSlot {
     }
 }
 
+/// What a leaving loop of one channel adds to its last completion in
+/// `QueueHeader::stream_done`: a stream waiting (cyclic 32-bit comparison) for any item
+/// up to 2^30 past it goes on, so no stream waits for an item the loop will never run.
+pub const STREAM_DONE_RELEASE: u64 = 1 << 30;
+
 /// `QueueHeader::awake`: the loop runs (or the host has relaunched it).
 pub const LOOP_AWAKE: u64 = 0;
 /// `QueueHeader::awake`: the idle loop is deciding whether to sleep (see the module doc).
@@ -180,7 +195,13 @@ pub struct QueueHeader {
     /// [`LOOP_AWAKE`], [`LOOP_LEAVING`] or [`LOOP_ASLEEP`] (device; the host changes
     /// ASLEEP to AWAKE when it relaunches the loop).
     pub awake: u64,
-    device_pad: [u64; 4],
+    /// A loop of one channel: the last ring item it completed, stored with
+    /// `cta_completed[0]`; once it has left (not to sleep), that plus
+    /// [`STREAM_DONE_RELEASE`] (device). What a stream's `cuStreamWaitValue32` waits for
+    /// (its low 32 bits, compared cyclically) on the ring route of a stream-ordered call
+    /// (see the module doc).
+    pub stream_done: u64,
+    device_pad: [u64; 3],
     /// Per channel, the last ring item it completed (device, release store).
     pub cta_completed: [u64; MAX_CHANNELS],
 }
@@ -201,7 +222,8 @@ impl QueueHeader {
             error_seq: 0,
             exited: 0,
             awake: LOOP_AWAKE,
-            device_pad: [0; 4],
+            stream_done: 0,
+            device_pad: [0; 3],
             cta_completed: [0; MAX_CHANNELS],
         }
     }

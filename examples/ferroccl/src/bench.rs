@@ -264,6 +264,9 @@ pub struct WorkLoopReport {
     /// Median µs of one stream-ordered no-op posted and waited for
     /// (`cuStreamSynchronize`), host clock.
     pub stream_roundtrip_us: f64,
+    /// The share of those calls (warm-up included) that took the ring route (the stream
+    /// idle, the loop of one channel awake: `WorkLoop::enqueue_on_stream`).
+    pub stream_roundtrip_ring_share: f64,
     /// The public call path: `Comm::all_reduce` on a one-rank communicator.
     pub comm: CommCallReport,
 }
@@ -394,10 +397,12 @@ pub fn work_loop(fx: &Fixture) -> Result<WorkLoopReport> {
     }
     sync_user()?;
     report.stream_back_to_back_us_per_op = start.elapsed().as_secs_f64() * 1e6 / BACK_TO_BACK as f64;
+    let routed_before = lp.ring_routed();
     report.stream_roundtrip_us = median_host_us(&mut || {
         lp.enqueue_on_stream(&user, WorkItem::noop())?;
         sync_user()
     })?;
+    report.stream_roundtrip_ring_share = (lp.ring_routed() - routed_before) as f64 / (ROUNDTRIPS + WARM_UP) as f64;
     if let Some(e) = lp.async_error() {
         return Err(e);
     }
@@ -406,14 +411,17 @@ pub fn work_loop(fx: &Fixture) -> Result<WorkLoopReport> {
     Ok(report)
 }
 
-/// The median µs of `op` over `ROUNDTRIPS` runs after 100 warm-up runs, on the host
+/// Runs before the timed ones in [`median_host_us`].
+const WARM_UP: usize = 100;
+
+/// The median µs of `op` over `ROUNDTRIPS` runs after `WARM_UP` warm-up runs, on the host
 /// clock.
 fn median_host_us(op: &mut dyn FnMut() -> Result<()>) -> Result<f64> {
     let mut times = Vec::with_capacity(ROUNDTRIPS);
-    for i in 0..ROUNDTRIPS + 100 {
+    for i in 0..ROUNDTRIPS + WARM_UP {
         let start = std::time::Instant::now();
         op()?;
-        if i >= 100 {
+        if i >= WARM_UP {
             times.push(start.elapsed().as_secs_f64() * 1e6);
         }
     }
@@ -542,6 +550,7 @@ pub fn work_loop_json(r: &WorkLoopReport, gpu: &str, date_utc: &str) -> String {
         stream_back_to_back_us_per_op: rounded(r.stream_back_to_back_us_per_op, 3),
         stream_roundtrip_us: rounded(r.stream_roundtrip_us, 3),
         stream_roundtrip_vs_launch_sync: rounded(r.stream_roundtrip_vs_launch_sync(), 4),
+        stream_roundtrip_ring_share: rounded(r.stream_roundtrip_ring_share, 4),
         host_enqueue_us_per_call: rounded(r.comm.host_enqueue_us_per_call, 3),
         host_enqueue_untracked_us_per_call: rounded(r.comm.host_enqueue_untracked_us_per_call, 3),
         all_reduce_8b_call_sync_us: rounded(r.comm.call_sync_us, 3),
@@ -569,6 +578,7 @@ struct WorkLoopJson<'a> {
     stream_back_to_back_us_per_op: f64,
     stream_roundtrip_us: f64,
     stream_roundtrip_vs_launch_sync: f64,
+    stream_roundtrip_ring_share: f64,
     host_enqueue_us_per_call: f64,
     host_enqueue_untracked_us_per_call: f64,
     all_reduce_8b_call_sync_us: f64,
@@ -640,6 +650,7 @@ mod tests {
             graph_launch_us_per_op: 0.0,
             stream_back_to_back_us_per_op: 3.5,
             stream_roundtrip_us: 7.25,
+            stream_roundtrip_ring_share: 0.99,
             comm: CommCallReport { call_sync_us: 9.0, call_sync_after_sleep_us: 12.0, empty_launch_sync_after_sleep_us: 10.0, graph_us_per_call: 4.0, host_enqueue_us_per_call: 4.5, host_enqueue_untracked_us_per_call: 2.5 },
         };
         let v: Value = serde_json::from_str(&work_loop_json(&r, "NVIDIA H100", "2026-01-01T00:00:00Z")).unwrap();
@@ -658,6 +669,7 @@ mod tests {
             "stream_back_to_back_us_per_op",
             "stream_roundtrip_us",
             "stream_roundtrip_vs_launch_sync",
+            "stream_roundtrip_ring_share",
             "host_enqueue_us_per_call",
             "host_enqueue_untracked_us_per_call",
             "all_reduce_8b_call_sync_us",

@@ -352,6 +352,7 @@ fn bench_work_loop(args: &WorkLoopArgs) -> Result<ExitCode, Error> {
     println!("(d) stream-ordered no-op, back to back {:>6.2} us/op", r.stream_back_to_back_us_per_op);
     println!("    stream-ordered no-op + sync     {:>9.2} us", r.stream_roundtrip_us);
     println!("    stream_roundtrip_vs_launch_sync {:>9.3}", r.stream_roundtrip_vs_launch_sync());
+    println!("    of those on the ring route      {:>9.3}", r.stream_roundtrip_ring_share);
     println!("(e) Comm::all_reduce 8 B, 1 rank: call + sync {:>7.2} us", r.comm.call_sync_us);
     println!("    the same, the loop asleep     {:>9.2} us", r.comm.call_sync_after_sleep_us);
     println!("    empty launch + sync, asleep   {:>9.2} us", r.comm.empty_launch_sync_after_sleep_us);

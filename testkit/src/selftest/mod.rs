@@ -126,6 +126,7 @@ pub const ALL: &[SelfTest] = &[
     SelfTest { name: "work_loop_backpressure", run: work::work_loop_backpressure },
     SelfTest { name: "work_loop_faults", run: work::work_loop_faults },
     SelfTest { name: "work_loop_stream_graph", run: work::work_loop_stream_graph },
+    SelfTest { name: "work_loop_stream_ring_route", run: work::work_loop_stream_ring_route },
     SelfTest { name: "work_loop_eight_ranks", run: work::work_loop_eight_ranks },
     SelfTest { name: "comm_graph_replays", run: work::comm_graph_replays },
     SelfTest { name: "device_alloc_zeroed", run: work::device_alloc_zeroed },

@@ -170,6 +170,76 @@ pub(super) fn work_loop_stream_graph(fx: &Fixture) -> Outcome {
     Ok(())
 }
 
+/// The ring route of stream-ordered calls (a one-channel loop, a non-blocking stream with
+/// nothing queued): rounds of a memset on the user's stream, a synchronize (so the call
+/// finds the stream idle), a 64 MiB copy through the loop and a copy back right after
+/// it, which must see the loop's copy; every synchronized round must take the ring route,
+/// and rounds without the synchronize (the post route) interleave. Then a ring-routed item
+/// that never finishes: an abort, and a spin budget running out, each release the stream
+/// (work queued after the item runs) and leave the loop's error.
+pub(super) fn work_loop_stream_ring_route(fx: &Fixture) -> Outcome {
+    use cudarc::driver::sys;
+    use device_rt::abi::WaitSite;
+    use device_rt::dtype::DataType;
+    use device_rt::work::{DeviceFunction, WorkItem};
+    const N: usize = 16 << 20;
+    const ROUNDS: u32 = 40;
+    let user = fx.ctx.new_stream().map_err(Error::cuda("cuStreamCreate"))?;
+    let src = user.alloc_zeros::<u32>(N).map_err(Error::cuda("cuMemAlloc"))?;
+    let dst = user.alloc_zeros::<u32>(N).map_err(Error::cuda("cuMemAlloc"))?;
+    let flag = HostMapped::<u64>::zeroed(&fx.ctx, 1)?;
+    stream::wait(&user, LOOP_WAIT, "allocations")?;
+    let (ps, pd) = (src.device_ptr(&user).0, dst.device_ptr(&user).0);
+    let mut lp = host_shim::work::WorkLoop::launch(&fx.ctx, &fx.module, loop_config(1, 64, LOOP_WAIT))?;
+    let mut synced = 0;
+    for round in 0..ROUNDS {
+        let value = 0xA000_0000 | round;
+        // SAFETY: `ps` is the start of `src`, N u32 words, alive until the stream has run.
+        unsafe { sys::cuMemsetD32Async(ps, value, N, user.cu_stream()) }.result().map_err(Error::cuda("cuMemsetD32Async"))?;
+        if round % 4 != 3 {
+            stream::wait(&user, LOOP_WAIT, "the memset")?;
+            synced += 1;
+        }
+        let before = lp.ring_routed();
+        lp.enqueue_on_stream(&user, WorkItem::copy(DataType::U32, ps, pd, N as u64))?;
+        let routed = lp.ring_routed() - before;
+        ensure(round % 4 == 3 || routed == 1, || format!("round {round}: a call on an idle stream took the post route"))?;
+        ensure(round % 4 != 3 || routed == 0, || format!("round {round}: a call behind a queued memset took the ring route"))?;
+        let got = user.clone_dtoh(&dst).map_err(Error::cuda("cuMemcpyDtoH"))?;
+        ensure(got.iter().all(|&v| v == value), || format!("round {round}: the copy back ran before the loop's copy ({:#x}, not {value:#x})", got[N - 1]))?;
+    }
+    ensure_eq_slices("ring-routed calls", &[lp.ring_routed()], &[u64::from(synced)])?;
+    if let Some(e) = lp.async_error() {
+        return Err(Failure(format!("loop error: {e}")));
+    }
+    lp.shutdown(LOOP_WAIT)?;
+
+    let wait_forever = WorkItem::call(DeviceFunction::WaitAtLeast, flag.device_ptr(), 1);
+    for budget in [Duration::from_secs(3600), Duration::from_millis(200)] {
+        let lp = host_shim::work::WorkLoop::launch(&fx.ctx, &fx.module, loop_config(1, 64, budget))?;
+        lp.enqueue_on_stream(&user, wait_forever)?;
+        ensure(lp.ring_routed() == 1, || "the stuck item did not take the ring route".into())?;
+        // SAFETY: `pd` is the start of `dst`, N u32 words, alive until the stream has run.
+        unsafe { sys::cuMemsetD32Async(pd, 7, N, user.cu_stream()) }.result().map_err(Error::cuda("cuMemsetD32Async"))?;
+        std::thread::sleep(Duration::from_millis(50));
+        if budget > LOOP_WAIT {
+            lp.abort();
+        }
+        stream::wait(&user, LOOP_WAIT, "a stream behind an item the loop gave up")?;
+        let got = user.clone_dtoh(&dst).map_err(Error::cuda("cuMemcpyDtoH"))?;
+        ensure(got.iter().all(|&v| v == 7), || "the memset queued after the item did not run".into())?;
+        let error = lp.async_error();
+        let expected = if budget > LOOP_WAIT {
+            matches!(error, Some(Error::Aborted))
+        } else {
+            matches!(error, Some(Error::DeviceTimeout { site: Some(WaitSite::Flag), seq: 1 }))
+        };
+        ensure(expected, || format!("budget {budget:?}: the loop's error is {error:?}"))?;
+    }
+    println!("  {synced} of {ROUNDS} calls on the ring route, {} on the post route", ROUNDS - synced);
+    Ok(())
+}
+
 /// Eight ranks' loops on one GPU, each on its own stream, all co-resident: items
 /// enqueued to all of them in turn complete, with correct results.
 pub(super) fn work_loop_eight_ranks(fx: &Fixture) -> Outcome {
