@@ -424,8 +424,9 @@ pub struct WorkLoop {
     started: bool,
     /// The one stream the mailbox serves (its operations wait for each other, so one
     /// mailbox never holds two items; a second stream would overwrite a pending item),
-    /// and whether it is a non-blocking stream (which the ring route needs).
-    mailbox_stream: Mutex<Option<(usize, bool)>>,
+    /// and whether it is a non-blocking stream (which the ring route needs; `None` until
+    /// a call outside a capture has asked: a capturing stream does not tell).
+    mailbox_stream: Mutex<Option<(usize, Option<bool>)>>,
     /// Stream-ordered calls that took the ring route.
     ring_routed: AtomicU64,
     /// The communicator's `CommDevice` address, 0 for none.
@@ -791,12 +792,12 @@ impl WorkLoop {
     pub fn enqueue_on_stream(&self, stream: &CudaStream, item: WorkItem) -> Result<()> {
         let kind = item.validate().map_err(|reason| Error::BadWorkItem { reason, seq: 0 })?;
         self.queue.health()?;
-        let non_blocking = self.serve(stream)?;
         let Some(memory) = &self.memory else { return Err(Error::LoopClosed) };
         let Some(header) = &self.header.header else { return Err(Error::LoopClosed) };
         // SAFETY: a live stream of this loop's context (the caller's).
         let capture = unsafe { result::stream::is_capturing(stream.cu_stream()) }.map_err(Error::cuda("cuStreamIsCapturing"))?;
         let captured = capture != sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
+        let non_blocking = self.serve(stream, captured)?;
         let one_channel = self.cfg.channels == 1 && (self.cfg.guests == 0 || kind != WorkKind::Collective);
         if one_channel && non_blocking && !captured && self.ring_route(stream, item, header)? {
             self.ring_routed.fetch_add(1, Ordering::Relaxed);
@@ -842,22 +843,28 @@ impl WorkLoop {
     }
 
     /// Makes `stream` the one the loop's stream-ordered path serves, or refuses another
-    /// ([`Error::StreamInUse`]); returns whether it is a non-blocking stream.
-    fn serve(&self, stream: &CudaStream) -> Result<bool> {
+    /// ([`Error::StreamInUse`]); returns whether it is a non-blocking stream (false while
+    /// it is `captured` and has not been asked before: a capturing stream does not tell).
+    fn serve(&self, stream: &CudaStream, captured: bool) -> Result<bool> {
         let mut owner = self.mailbox_stream.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let this = stream.cu_stream() as usize;
-        match *owner {
-            Some((s, non_blocking)) if s == this => Ok(non_blocking),
-            Some(_) => Err(Error::StreamInUse),
+        let known = match *owner {
+            Some((s, known)) if s == this => known,
+            Some(_) => return Err(Error::StreamInUse),
+            None => None,
+        };
+        let non_blocking = match known {
+            Some(non_blocking) => Some(non_blocking),
+            None if captured => None,
             None => {
                 let mut flags = 0u32;
-                // SAFETY: a live stream (the caller's); `flags` outlives the call.
+                // SAFETY: a live stream (the caller's), not capturing; `flags` outlives the call.
                 unsafe { sys::cuStreamGetFlags(stream.cu_stream(), &raw mut flags) }.result().map_err(Error::cuda("cuStreamGetFlags"))?;
-                let non_blocking = flags & sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32 != 0;
-                *owner = Some((this, non_blocking));
-                Ok(non_blocking)
+                Some(flags & sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32 != 0)
             }
-        }
+        };
+        *owner = Some((this, non_blocking));
+        Ok(non_blocking == Some(true))
     }
 
     /// The ring route of [`WorkLoop::enqueue_on_stream`], for an item the loop's one

@@ -518,6 +518,13 @@ impl Comm {
         self.lp.async_error()
     }
 
+    /// This rank's stream-ordered calls that took the ring route (see
+    /// [`WorkLoop::enqueue_on_stream`]): with one resident channel and no guests, a call
+    /// that finds the stream idle; with guests, no collective does.
+    pub fn ring_routed(&self) -> u64 {
+        self.lp.ring_routed()
+    }
+
     /// This rank's channels' statistics (counts since the communicator started), when
     /// [`CommConfig::stats`] asked for them. Synchronous: call it between operations.
     pub fn channel_stats(&self) -> Result<Option<Vec<ChannelStats>>> {

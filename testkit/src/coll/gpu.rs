@@ -112,6 +112,12 @@ impl GpuGroup {
         self.path = path;
     }
 
+    /// Stream-ordered calls that took the ring route (`WorkLoop::enqueue_on_stream`),
+    /// over every rank.
+    pub fn ring_routed(&self) -> u64 {
+        self.comms.iter().map(Comm::ring_routed).sum()
+    }
+
     /// Runs every outstanding item and stops every loop.
     pub fn shutdown(mut self, timeout: Duration) -> Result<()> {
         let mut first = Ok(());
