@@ -40,7 +40,7 @@ echo "== tests/run.sh: step 4 $(date -u +%T)"
 # 4. Every host test, the PTX build (host-shim's build script) and the ptxas checks of the
 #    uncapped work loop and its loosest, a middle and the tightest register cap. Every cap
 #    (FERROCCL_PTXAS_EVERY_CAP=1) adds about 4 minutes on 2 cores and the whole collective
-#    matrix (FERROCCL_FULL_MATRIX=1) about 6.5: with every cap CI took 42.9 of its 45
+#    matrix (FERROCCL_FULL_MATRIX=1) about 7: with every cap CI took 42.9 of its 45
 #    minutes (2026-11-27, a clean clone of 1b97944), so CI runs neither; both by hand after
 #    a change to device code.
 #    A test binary that dies of a signal (seen once, in the project's CI run of the

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering, fence};
 use std::time::{Duration, Instant};
 
 use device_rt::abi::{LoopError, MAX_CHANNELS, WaitSite};
-use device_rt::work::{BadItem, LOOP_ASLEEP, LOOP_AWAKE, LOOP_LEAVING, QueueHeader, RingSlot, STREAM_DONE_RELEASE, WorkItem};
+use device_rt::work::{BadItem, LOOP_ASLEEP, LOOP_AWAKE, LOOP_LEAVING, QueueHeader, RingSlot, WorkItem};
 
 use crate::{Error, Result};
 
@@ -169,16 +169,6 @@ impl Queue {
     pub fn awake(&self) -> bool {
         // SAFETY: a field of the live header.
         self.word(unsafe { &raw mut (*self.header).awake }).load(Ordering::Acquire) == LOOP_AWAKE
-    }
-
-    /// After the loop was stopped by the host and its kernel has ended without leaving
-    /// (a relaunch failed): stores `stream_done` as a leaving loop does, so that no
-    /// stream waits for item `seq` or any before it.
-    ///
-    /// Ordering: a release store; the loop writes the word only while it runs.
-    pub fn release_streams(&self, seq: u64) {
-        // SAFETY: a field of the live header.
-        self.word(unsafe { &raw mut (*self.header).stream_done }).store(seq + STREAM_DONE_RELEASE, Ordering::Release);
     }
 
     /// Whether the loop has left to sleep (it is launched again with the next work).

@@ -11,7 +11,7 @@ use std::time::Duration;
 use cudarc::driver::{CudaContext, CudaFunction, CudaStream, LaunchConfig, PushKernelArg, result, sys};
 use zerocopy::IntoBytes;
 use device_rt::abi::MAX_CHANNELS;
-use device_rt::work::{ChannelPlacement, LOOP_SMEM_BYTES, LoopState, MAX_SMS, QueueHeader, RingSlot, WorkItem, WorkKind};
+use device_rt::work::{ChannelPlacement, LOOP_SMEM_BYTES, LoopState, MAX_SMS, QueueHeader, RingSlot, STREAM_DONE_RELEASE, WorkItem, WorkKind};
 
 use crate::memory::HostMapped;
 use crate::module::Module;
@@ -490,6 +490,9 @@ fn stream_idle(stream: &CudaStream) -> Result<bool> {
     }
 }
 
+/// Where `stream_done` (the ring route's word) is in a loop's state.
+const STREAM_DONE_OFFSET: u64 = std::mem::offset_of!(LoopState, stream_done) as u64;
+
 /// Where a loop's placement starts in its state: a loop launched again after it slept
 /// zeroes the placement's head (its channel count, grace time and claims), so that its
 /// one channel is its one CTA wherever the hardware puts it.
@@ -799,7 +802,7 @@ impl WorkLoop {
         let captured = capture != sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
         let non_blocking = self.serve(stream, captured)?;
         let one_channel = self.cfg.channels == 1 && (self.cfg.guests == 0 || kind != WorkKind::Collective);
-        if one_channel && non_blocking && !captured && self.ring_route(stream, item, header)? {
+        if one_channel && non_blocking && !captured && self.ring_route(stream, item, &memory.state)? {
             self.ring_routed.fetch_add(1, Ordering::Relaxed);
             return Ok(());
         }
@@ -877,29 +880,42 @@ impl WorkLoop {
     /// so nothing else orders before the item); the wait is queued before the item is
     /// written, so the stream's next operation waits for the item's `stream_done` store,
     /// which the loop makes after the item's writes (`device_rt::work`'s `queue` module).
-    fn ring_route(&self, stream: &CudaStream, item: WorkItem, header: &HostMapped<u64>) -> Result<bool> {
+    fn ring_route(&self, stream: &CudaStream, item: WorkItem, state: &DeviceAlloc) -> Result<bool> {
         if !self.queue.awake() {
             return Ok(false);
         }
         if !stream_idle(stream)? {
             return Ok(false);
         }
-        let done = header.device_ptr() + std::mem::offset_of!(QueueHeader, stream_done) as u64;
+        let done = state.ptr + STREAM_DONE_OFFSET;
         let wait = |seq: u64| {
             let geq = sys::CUstreamWaitValue_flags::CU_STREAM_WAIT_VALUE_GEQ as u32;
-            // SAFETY: a live stream (the caller's); `done` is a word of the loop's
-            // host-mapped header, which lives while the loop does (the caller keeps the loop
-            // until the stream has run the call: `enqueue_on_stream`'s doc).
+            // SAFETY: a live stream (the caller's); `done` is a word of the loop's state,
+            // which lives while the loop does (the caller keeps the loop until the stream
+            // has run the call: `enqueue_on_stream`'s doc).
             unsafe { sys::cuStreamWaitValue32_v2(stream.cu_stream(), done, seq as u32, geq) }.result().map_err(Error::cuda("cuStreamWaitValue32"))
         };
         let Some(Ticket(seq)) = self.queue.try_enqueue(item, wait)? else { return Ok(false) };
         if let Err(e) = self.queue.wake() {
             log::error!("work loop: it slept and could not be launched again for a stream-ordered item: stopping it ({e})");
             self.abort();
-            self.queue.release_streams(seq);
+            self.release_streams(state, seq);
             return Err(e);
         }
         Ok(true)
+    }
+
+    /// After the loop was stopped and its kernel has ended without leaving (a relaunch
+    /// failed): stores `stream_done` as a leaving loop does (on the loop's own stream,
+    /// after its kernel), so that no stream waits for item `seq` or any before it.
+    fn release_streams(&self, state: &DeviceAlloc, seq: u64) {
+        let released = (seq + STREAM_DONE_RELEASE) as u32;
+        // SAFETY: `stream_done`'s low 32 bits, in the loop's live state, which no kernel
+        // writes any more (the loop's kernel has ended; the memset follows it on its stream).
+        let stored = unsafe { sys::cuMemsetD32Async(state.ptr + STREAM_DONE_OFFSET, released, 1, self.stream.cu_stream()) }.result();
+        if let Err(e) = stored {
+            log::error!("work loop: could not release streams waiting for its items ({e})");
+        }
     }
 
     /// Stream-ordered calls that took the ring route ([`WorkLoop::enqueue_on_stream`]).

@@ -126,10 +126,10 @@ impl TwinLoop {
         unsafe { AtomicU64::from_ptr((&raw const self.header.cta_completed[0]).cast_mut()) }.load(Ordering::Acquire)
     }
 
-    /// The header's `stream_done`, the word a stream's wait reads on the ring route.
+    /// The loop state's `stream_done`, the word a stream's wait reads on the ring route.
     fn stream_done(&self) -> u64 {
-        // SAFETY: an aligned word of the live header, which the loop writes atomically.
-        unsafe { AtomicU64::from_ptr((&raw const self.header.stream_done).cast_mut()) }.load(Ordering::Acquire)
+        // SAFETY: an aligned word of the live loop state, which the loop writes atomically.
+        unsafe { AtomicU64::from_ptr((&raw const self.state.stream_done).cast_mut()) }.load(Ordering::Acquire)
     }
 
     fn mailbox_state(&self) -> &AtomicU64 {

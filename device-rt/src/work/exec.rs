@@ -1303,12 +1303,12 @@ unsafe fn publish_ring(a: &Channel, seq: u64, release: bool) {
         arch::fence_acq_rel_sys();
     }
     // SAFETY: `slot` is this channel's aligned `u64` in the host-mapped header, and
-    // `stream_done` an aligned `u64` of it that only a loop's one channel writes (thread 0),
-    // both through `arch`.
+    // `stream_done` an aligned `u64` of the loop state that only a loop's one channel writes
+    // (thread 0), both through `arch`.
     unsafe {
         arch::st_relaxed_sys_global(slot, seq);
         if a.count == 1 {
-            arch::st_relaxed_sys_global(&raw mut (*a.header).stream_done, seq);
+            arch::st_relaxed_sys_global(&raw mut (*a.state).stream_done, seq);
         }
     }
 }
@@ -1462,11 +1462,12 @@ unsafe fn leave(a: &Channel) {
     // SAFETY: `a.state` is the loop's `LoopState` (`Channel`).
     unsafe { close_mailbox(a.state) };
     if a.count == 1 {
-        // SAFETY: this channel's `cta_completed` entry and `stream_done`, aligned `u64`s of
-        // the host-mapped header that only this thread writes (`publish_ring`).
+        // SAFETY: this channel's `cta_completed` entry (the host-mapped header's) and the
+        // loop state's `stream_done`, aligned `u64`s that only this thread writes
+        // (`publish_ring`).
         unsafe {
             let completed = arch::ld_volatile_global((&raw const (*a.header).cta_completed).cast::<u64>());
-            arch::st_release_sys_global(&raw mut (*a.header).stream_done, completed + STREAM_DONE_RELEASE);
+            arch::st_release_sys_global(&raw mut (*a.state).stream_done, completed + STREAM_DONE_RELEASE);
         }
     }
     // SAFETY: `exited` is an aligned `u64` of the loop state, changed only by `arch` atomics.

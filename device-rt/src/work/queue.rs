@@ -16,7 +16,7 @@
 //!
 //! Protocol (ring route of a stream-ordered call): where the host finds the caller's
 //! stream idle (every earlier operation done) and the loop has one channel, it enqueues
-//! a `cuStreamWaitValue32` (cyclic `>=`) on the low half of `QueueHeader::stream_done`
+//! a `cuStreamWaitValue32` (cyclic `>=`) on the low half of `LoopState::stream_done`
 //! for the item's `seq` and then writes the item into the ring as above: no kernel
 //! launch. The channel stores `stream_done = seq` with its completion (after the same
 //! `fence.acq_rel.sys` when the items wrote memory, so the stream's later work sees
@@ -161,7 +161,7 @@ impl Default for RingSlot {
 }
 
 /// What a leaving loop of one channel adds to its last completion in
-/// `QueueHeader::stream_done`: a stream waiting (cyclic 32-bit comparison) for any item
+/// `LoopState::stream_done`: a stream waiting (cyclic 32-bit comparison) for any item
 /// up to 2^30 past it goes on, so no stream waits for an item the loop will never run.
 pub const STREAM_DONE_RELEASE: u64 = 1 << 30;
 
@@ -195,13 +195,7 @@ pub struct QueueHeader {
     /// [`LOOP_AWAKE`], [`LOOP_LEAVING`] or [`LOOP_ASLEEP`] (device; the host changes
     /// ASLEEP to AWAKE when it relaunches the loop).
     pub awake: u64,
-    /// A loop of one channel: the last ring item it completed, stored with
-    /// `cta_completed[0]`; once it has left (not to sleep), that plus
-    /// [`STREAM_DONE_RELEASE`] (device). What a stream's `cuStreamWaitValue32` waits for
-    /// (its low 32 bits, compared cyclically) on the ring route of a stream-ordered call
-    /// (see the module doc).
-    pub stream_done: u64,
-    device_pad: [u64; 3],
+    device_pad: [u64; 4],
     /// Per channel, the last ring item it completed (device, release store).
     pub cta_completed: [u64; MAX_CHANNELS],
 }
@@ -222,8 +216,7 @@ impl QueueHeader {
             error_seq: 0,
             exited: 0,
             awake: LOOP_AWAKE,
-            stream_done: 0,
-            device_pad: [0; 3],
+            device_pad: [0; 4],
             cta_completed: [0; MAX_CHANNELS],
         }
     }
@@ -282,8 +275,13 @@ pub struct LoopState {
     /// once its item is pending in the mailbox (or, for an item the post grid runs
     /// alone, at once), with a GPU-scope acq_rel add (see the sleep protocol).
     pub posts_seen: u64,
-    /// Zero.
-    pub pad: u64,
+    /// A loop of one channel: the last ring item it completed, stored with its
+    /// `cta_completed` entry; once it has left (not to sleep), that plus
+    /// [`STREAM_DONE_RELEASE`]. What a stream's `cuStreamWaitValue32` waits for (its low
+    /// 32 bits, compared cyclically) on the ring route of a stream-ordered call (see the
+    /// module doc). In device memory: a stream's wait on host memory answered in about
+    /// 14 µs on an H200, on device memory in about 3.
+    pub stream_done: u64,
     /// Which CTA is which channel.
     pub placement: ChannelPlacement,
 }
