@@ -247,25 +247,22 @@ impl Queue {
 
     /// A producer sharing the queue (`&self`: the ring route of stream-ordered calls,
     /// `WorkLoop::enqueue_on_stream`): if the slot of the next item is free now (nothing
-    /// is waited for), calls `before(seq)` with the item's sequence number and, if that
-    /// succeeds, writes `item` as [`Queue::enqueue`] does, but does not wake the loop:
-    /// call [`Queue::wake`] next. `Ok(None)`: no free slot, nothing called or written.
-    /// `before`'s error is returned with nothing written. The item must be valid
-    /// ([`WorkItem::validate`]); check [`Queue::health`] first.
-    pub fn try_enqueue(&self, item: WorkItem, before: impl FnOnce(u64) -> Result<()>) -> Result<Option<Ticket>> {
+    /// is waited for), writes `item` as [`Queue::enqueue`] does, but does not wake the
+    /// loop: call [`Queue::wake`] next. `None`: no free slot, nothing written. The item
+    /// must be valid ([`WorkItem::validate`]); check [`Queue::health`] first.
+    pub fn try_enqueue(&self, item: WorkItem) -> Option<Ticket> {
         let mut next_seq = self.next_seq.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let seq = *next_seq;
         if self.completed() + self.capacity < seq {
-            return Ok(None);
+            return None;
         }
-        before(seq)?;
         // SAFETY: the loop has completed every item up to `seq - capacity`, so the slot of
         // `seq` is free; the lock keeps every other producer out.
         unsafe { self.write_slot(seq, WorkItem { seq, ..item }) };
         *next_seq = seq + 1;
         drop(next_seq);
         fence(Ordering::SeqCst);
-        Ok(Some(Ticket(seq)))
+        Some(Ticket(seq))
     }
 
     /// The next item's sequence number, for a producer that holds the queue alone.

@@ -18,6 +18,16 @@ pub fn wait(stream: &CudaStream, timeout: Duration, what: &str) -> Result<()> {
     unsafe { wait_raw(stream.cu_stream(), timeout, what) }
 }
 
+/// Whether every operation queued on `stream` has completed (one `cuStreamQuery`).
+pub fn idle(stream: &CudaStream) -> Result<bool> {
+    // SAFETY: `stream` is a live stream.
+    match unsafe { sys::cuStreamQuery(stream.cu_stream()) } {
+        sys::cudaError_enum::CUDA_SUCCESS => Ok(true),
+        sys::cudaError_enum::CUDA_ERROR_NOT_READY => Ok(false),
+        e => Err(Error::Cuda { call: "cuStreamQuery", source: DriverError(e) }),
+    }
+}
+
 /// [`wait`] on a stream that cudarc does not own (one made with `cuStreamCreate`).
 ///
 /// # Safety

@@ -6,7 +6,7 @@
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use cudarc::driver::{CudaContext, CudaFunction, CudaStream, LaunchConfig, PushKernelArg, result, sys};
 use zerocopy::IntoBytes;
@@ -479,16 +479,19 @@ fn stream_idle(stream: &CudaStream) -> Result<bool> {
     let mut mode = sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED;
     // SAFETY: `mode` outlives the call, which swaps this thread's mode into it.
     unsafe { sys::cuThreadExchangeStreamCaptureMode(&raw mut mode) }.result().map_err(Error::cuda("cuThreadExchangeStreamCaptureMode"))?;
-    // SAFETY: a live stream (the caller's).
-    let status = unsafe { sys::cuStreamQuery(stream.cu_stream()) };
+    let idle = crate::stream::idle(stream);
     // SAFETY: as above: the thread's previous mode back.
     unsafe { sys::cuThreadExchangeStreamCaptureMode(&raw mut mode) }.result().map_err(Error::cuda("cuThreadExchangeStreamCaptureMode"))?;
-    match status {
-        sys::cudaError_enum::CUDA_SUCCESS => Ok(true),
-        sys::cudaError_enum::CUDA_ERROR_NOT_READY => Ok(false),
-        e => Err(Error::Cuda { call: "cuStreamQuery", source: result::DriverError(e) }),
-    }
+    idle
 }
+
+/// How long a stream-ordered call on the ring route watches for its item's completion
+/// before it has the stream wait for it instead. On an H200 (2026-11-28,
+/// `bench/results/session25.md`) a no-op's round trip through the ring took 4.3-4.6 µs,
+/// while a stream's `cuStreamWaitValue32` for the loop's answer made the round trip
+/// 15.5 µs (polling the stream or synchronizing alike): the driver answers a wait that
+/// was not met at once about 11 µs late.
+pub const RING_ROUTE_SPIN: Duration = Duration::from_micros(10);
 
 /// Where `stream_done` (the ring route's word) is in a loop's state.
 const STREAM_DONE_OFFSET: u64 = std::mem::offset_of!(LoopState, stream_done) as u64;
@@ -769,10 +772,12 @@ impl WorkLoop {
     ///   has a free ring slot, `stream` is a non-blocking stream, not capturing, with
     ///   every earlier operation done (`cuStreamQuery`), and the item spreads over the
     ///   resident channel alone (any item of a loop without guests; else any but a
-    ///   collective): one `cuStreamWaitValue32` on the loop's `stream_done` word, then the
-    ///   item goes into the ring as on the direct path; no kernel launch (see
-    ///   `device_rt::work`'s `queue` module). A loop that slept between the look and the
-    ///   write and cannot be launched again is stopped (aborted), and the stream released.
+    ///   collective): the item goes into the ring as on the direct path, no kernel
+    ///   launch; the call watches for its completion for up to [`RING_ROUTE_SPIN`] (a
+    ///   small item is done before the call returns) and otherwise queues one
+    ///   `cuStreamWaitValue32` on the loop's `stream_done` word (see `device_rt::work`'s
+    ///   `queue` module). A loop that slept between the look and the write and cannot be
+    ///   launched again is stopped (aborted), and the stream released.
     /// - otherwise the post route: launches on `stream` the post kernel, whose first CTA's
     ///   one working thread writes `item` into the loop's mailbox, marks it pending, and
     ///   waits until the loop has run it (or has left, or the host aborts); with guest
@@ -873,34 +878,44 @@ impl WorkLoop {
     /// The ring route of [`WorkLoop::enqueue_on_stream`], for an item the loop's one
     /// resident channel runs, on a non-blocking `stream` that is not capturing: false
     /// (nothing done) where the loop is not awake, `stream` has work queued, or the ring
-    /// is full.
+    /// is full. The item goes into the ring; an item the loop completes within
+    /// [`RING_ROUTE_SPIN`] needs nothing more (it is done before the call returns);
+    /// otherwise one `cuStreamWaitValue32` on `stream_done` makes the stream wait for it.
+    /// Where CUDA refuses that wait, the call waits for the item itself (up to the spin
+    /// budget) and returns the refusal.
     ///
     /// Ordering: `cuStreamQuery` returning success means every earlier operation of the
     /// stream has completed (a non-blocking stream does not wait for the legacy stream,
-    /// so nothing else orders before the item); the wait is queued before the item is
-    /// written, so the stream's next operation waits for the item's `stream_done` store,
-    /// which the loop makes after the item's writes (`device_rt::work`'s `queue` module).
+    /// so nothing else orders before the item); the host's acquire of the channel's
+    /// completion, or the stream's wait for `stream_done`, orders what follows after the
+    /// item's writes, which the loop makes visible at system scope before either store
+    /// (`device_rt::work`'s `queue` module).
     fn ring_route(&self, stream: &CudaStream, item: WorkItem, state: &DeviceAlloc) -> Result<bool> {
-        if !self.queue.awake() {
+        if !self.queue.awake() || !stream_idle(stream)? {
             return Ok(false);
         }
-        if !stream_idle(stream)? {
-            return Ok(false);
-        }
-        let done = state.ptr + STREAM_DONE_OFFSET;
-        let wait = |seq: u64| {
-            let geq = sys::CUstreamWaitValue_flags::CU_STREAM_WAIT_VALUE_GEQ as u32;
-            // SAFETY: a live stream (the caller's); `done` is a word of the loop's state,
-            // which lives while the loop does (the caller keeps the loop until the stream
-            // has run the call: `enqueue_on_stream`'s doc).
-            unsafe { sys::cuStreamWaitValue32_v2(stream.cu_stream(), done, seq as u32, geq) }.result().map_err(Error::cuda("cuStreamWaitValue32"))
-        };
-        let Some(Ticket(seq)) = self.queue.try_enqueue(item, wait)? else { return Ok(false) };
+        let Some(ticket) = self.queue.try_enqueue(item) else { return Ok(false) };
         if let Err(e) = self.queue.wake() {
             log::error!("work loop: it slept and could not be launched again for a stream-ordered item: stopping it ({e})");
             self.abort();
-            self.release_streams(state, seq);
+            self.release_streams(state, ticket.0);
             return Err(e);
+        }
+        let start = Instant::now();
+        while start.elapsed() < RING_ROUTE_SPIN {
+            if self.queue.completed() >= ticket.0 {
+                return Ok(true);
+            }
+            std::hint::spin_loop();
+        }
+        let geq = sys::CUstreamWaitValue_flags::CU_STREAM_WAIT_VALUE_GEQ as u32;
+        // SAFETY: a live stream (the caller's); the word is `stream_done` in the loop's
+        // state, which lives while the loop does (the caller keeps the loop until the
+        // stream has run the call: `enqueue_on_stream`'s doc).
+        let waited = unsafe { sys::cuStreamWaitValue32_v2(stream.cu_stream(), state.ptr + STREAM_DONE_OFFSET, ticket.0 as u32, geq) };
+        if let Err(e) = waited.result() {
+            self.queue.wait(ticket, self.cfg.spin_budget)?;
+            return Err(Error::Cuda { call: "cuStreamWaitValue32", source: e });
         }
         Ok(true)
     }

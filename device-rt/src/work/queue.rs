@@ -15,10 +15,11 @@
 //! that used it (backpressure).
 //!
 //! Protocol (ring route of a stream-ordered call): where the host finds the caller's
-//! stream idle (every earlier operation done) and the loop has one channel, it enqueues
-//! a `cuStreamWaitValue32` (cyclic `>=`) on the low half of `LoopState::stream_done`
-//! for the item's `seq` and then writes the item into the ring as above: no kernel
-//! launch. The channel stores `stream_done = seq` with its completion (after the same
+//! stream idle (every earlier operation done) and the loop has one channel, it writes
+//! the item into the ring as above (no kernel launch), watches `cta_completed` briefly
+//! and, where the item has not completed by then, enqueues a `cuStreamWaitValue32`
+//! (cyclic `>=`) on the low half of `LoopState::stream_done` for the item's `seq`. The
+//! channel stores `stream_done = seq` with its completion (after the same
 //! `fence.acq_rel.sys` when the items wrote memory, so the stream's later work sees
 //! their writes); a channel that leaves the loop for any reason but sleep stores its
 //! last completion plus [`STREAM_DONE_RELEASE`] (release), so that a stream never waits

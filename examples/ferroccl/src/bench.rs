@@ -267,6 +267,11 @@ pub struct WorkLoopReport {
     /// The share of those calls (warm-up included) that took the ring route (the stream
     /// idle, the loop of one channel awake: `WorkLoop::enqueue_on_stream`).
     pub stream_roundtrip_ring_share: f64,
+    /// The same round trip waited for by polling `cuStreamQuery` instead of
+    /// `cuStreamSynchronize`.
+    pub stream_roundtrip_polled_us: f64,
+    /// The same round trip on the post route (the legacy default stream), same run.
+    pub stream_roundtrip_post_us: f64,
     /// The public call path: `Comm::all_reduce` on a one-rank communicator.
     pub comm: CommCallReport,
 }
@@ -403,10 +408,28 @@ pub fn work_loop(fx: &Fixture) -> Result<WorkLoopReport> {
         sync_user()
     })?;
     report.stream_roundtrip_ring_share = (lp.ring_routed() - routed_before) as f64 / (ROUNDTRIPS + WARM_UP) as f64;
+    report.stream_roundtrip_polled_us = median_host_us(&mut || {
+        lp.enqueue_on_stream(&user, WorkItem::noop())?;
+        while !host_shim::stream::idle(&user)? {}
+        Ok(())
+    })?;
     if let Some(e) = lp.async_error() {
         return Err(e);
     }
     lp.shutdown(timeout)?;
+    // The post route's round trip in the same run: a loop of its own serving the legacy
+    // default stream, which is not a non-blocking stream, so every call posts.
+    let post_lp = WorkLoop::launch(&fx.ctx, &fx.module, config(1, 64))?;
+    let legacy = fx.ctx.default_stream();
+    report.stream_roundtrip_post_us = median_host_us(&mut || {
+        post_lp.enqueue_on_stream(&legacy, WorkItem::noop())?;
+        legacy.synchronize().map_err(Error::cuda("cuStreamSynchronize"))
+    })?;
+    if post_lp.ring_routed() != 0 {
+        return Err(Error::InvalidState("a call on the legacy default stream took the ring route"));
+    }
+    let mut post_lp = post_lp;
+    post_lp.shutdown(timeout)?;
     report.comm = comm_calls(fx)?;
     Ok(report)
 }
@@ -551,6 +574,8 @@ pub fn work_loop_json(r: &WorkLoopReport, gpu: &str, date_utc: &str) -> String {
         stream_roundtrip_us: rounded(r.stream_roundtrip_us, 3),
         stream_roundtrip_vs_launch_sync: rounded(r.stream_roundtrip_vs_launch_sync(), 4),
         stream_roundtrip_ring_share: rounded(r.stream_roundtrip_ring_share, 4),
+        stream_roundtrip_polled_us: rounded(r.stream_roundtrip_polled_us, 3),
+        stream_roundtrip_post_us: rounded(r.stream_roundtrip_post_us, 3),
         host_enqueue_us_per_call: rounded(r.comm.host_enqueue_us_per_call, 3),
         host_enqueue_untracked_us_per_call: rounded(r.comm.host_enqueue_untracked_us_per_call, 3),
         all_reduce_8b_call_sync_us: rounded(r.comm.call_sync_us, 3),
@@ -579,6 +604,8 @@ struct WorkLoopJson<'a> {
     stream_roundtrip_us: f64,
     stream_roundtrip_vs_launch_sync: f64,
     stream_roundtrip_ring_share: f64,
+    stream_roundtrip_polled_us: f64,
+    stream_roundtrip_post_us: f64,
     host_enqueue_us_per_call: f64,
     host_enqueue_untracked_us_per_call: f64,
     all_reduce_8b_call_sync_us: f64,
@@ -651,6 +678,8 @@ mod tests {
             stream_back_to_back_us_per_op: 3.5,
             stream_roundtrip_us: 7.25,
             stream_roundtrip_ring_share: 0.99,
+            stream_roundtrip_polled_us: 6.0,
+            stream_roundtrip_post_us: 12.0,
             comm: CommCallReport { call_sync_us: 9.0, call_sync_after_sleep_us: 12.0, empty_launch_sync_after_sleep_us: 10.0, graph_us_per_call: 4.0, host_enqueue_us_per_call: 4.5, host_enqueue_untracked_us_per_call: 2.5 },
         };
         let v: Value = serde_json::from_str(&work_loop_json(&r, "NVIDIA H100", "2026-01-01T00:00:00Z")).unwrap();
@@ -670,6 +699,8 @@ mod tests {
             "stream_roundtrip_us",
             "stream_roundtrip_vs_launch_sync",
             "stream_roundtrip_ring_share",
+            "stream_roundtrip_polled_us",
+            "stream_roundtrip_post_us",
             "host_enqueue_us_per_call",
             "host_enqueue_untracked_us_per_call",
             "all_reduce_8b_call_sync_us",
