@@ -427,8 +427,10 @@ pub struct WorkLoop {
     /// and whether it is a non-blocking stream (which the ring route needs; `None` until
     /// a call outside a capture has asked: a capturing stream does not tell).
     mailbox_stream: Mutex<Option<(usize, Option<bool>)>>,
-    /// Stream-ordered calls that took the ring route.
+    /// Stream-ordered calls that took the ring route, and of those, the ones whose item
+    /// the stream had to wait for (it had not completed within [`RING_ROUTE_SPIN`]).
     ring_routed: AtomicU64,
+    ring_waits: AtomicU64,
     /// The communicator's `CommDevice` address, 0 for none.
     comm: u64,
     /// CTAs launched: the channels, or one per SM when the loop chooses their SMs.
@@ -491,7 +493,8 @@ fn stream_idle(stream: &CudaStream) -> Result<bool> {
 /// while a stream's `cuStreamWaitValue32` for the loop's answer made the round trip
 /// 15.5 µs (polling the stream or synchronizing alike): the driver answers a wait that
 /// was not met at once about 11 µs late.
-pub const RING_ROUTE_SPIN: Duration = Duration::from_micros(10);
+pub const RING_ROUTE_SPIN: Duration = Duration::from_micros(SPIN_US);
+const SPIN_US: u64 = 10;
 
 /// Where `stream_done` (the ring route's word) is in a loop's state.
 const STREAM_DONE_OFFSET: u64 = std::mem::offset_of!(LoopState, stream_done) as u64;
@@ -672,6 +675,7 @@ impl WorkLoop {
             started: false,
             mailbox_stream: Mutex::new(None),
             ring_routed: AtomicU64::new(0),
+            ring_waits: AtomicU64::new(0),
             comm: 0,
             overlap_posts: cfg.guests == 0,
         })
@@ -908,6 +912,7 @@ impl WorkLoop {
             }
             std::hint::spin_loop();
         }
+        self.ring_waits.fetch_add(1, Ordering::Relaxed);
         let geq = sys::CUstreamWaitValue_flags::CU_STREAM_WAIT_VALUE_GEQ as u32;
         // SAFETY: a live stream (the caller's); the word is `stream_done` in the loop's
         // state, which lives while the loop does (the caller keeps the loop until the
@@ -936,6 +941,12 @@ impl WorkLoop {
     /// Stream-ordered calls that took the ring route ([`WorkLoop::enqueue_on_stream`]).
     pub fn ring_routed(&self) -> u64 {
         self.ring_routed.load(Ordering::Relaxed)
+    }
+
+    /// Of the calls on the ring route, those whose item had not completed within
+    /// [`RING_ROUTE_SPIN`], so that the stream waits for it.
+    pub fn ring_waits(&self) -> u64 {
+        self.ring_waits.load(Ordering::Relaxed)
     }
 
     /// Lets this loop's posts overlap: each may start (and plan its item) while the post

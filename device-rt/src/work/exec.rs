@@ -179,11 +179,14 @@ unsafe fn loop_body<const SHMEM: bool>(args: LoopArgs) {
     let stats = if tid == 0 { unsafe { channel_stats(&a) } } else { core::ptr::null_mut() };
     loop {
         if taken == cached {
-            if tid == 0 {
-                // SAFETY: `a` was built from this function's arguments (valid for the launch)
-                // and an elected channel (`index < count <= MAX_CHANNELS`); thread 0 alone
-                // publishes completions.
-                unsafe { unpublished.publish(&a) };
+            // SAFETY: `a` was built from this function's arguments (valid for the launch) and
+            // an elected channel (`index < count <= MAX_CHANNELS`); thread 0 alone publishes
+            // completions.
+            if tid == 0 && unsafe { unpublished.publish(&a) } && stop_found == 0 {
+                // Look for a stop now, as after a mailbox item: the read across PCIe overlaps
+                // the host's answer to the completion instead of delaying the next item.
+                // SAFETY: `a` is this CTA's channel; thread 0 alone looks.
+                stop_found = unsafe { look_for_stop(&a, &mut abort_checked_ns) };
             }
             if tid < WARP_SIZE {
                 // SAFETY: `a` is this CTA's channel (as above), `shared` its `LoopShared`, and
@@ -417,16 +420,19 @@ impl Unpublished {
         self.wrote |= writes_memory(kind);
     }
 
-    /// Publishes the completions recorded, if any (see [`publish_ring`]).
+    /// Publishes the completions recorded, if any (see [`publish_ring`]); true if there
+    /// were.
     ///
     /// # Safety
     /// As [`publish_ring`].
-    unsafe fn publish(&mut self, a: &Channel) {
-        if self.seq != 0 {
-            // SAFETY: `publish_ring`'s contract is this function's, which the caller keeps.
-            unsafe { publish_ring(a, self.seq, self.wrote) };
-            *self = Self::default();
+    unsafe fn publish(&mut self, a: &Channel) -> bool {
+        if self.seq == 0 {
+            return false;
         }
+        // SAFETY: `publish_ring`'s contract is this function's, which the caller keeps.
+        unsafe { publish_ring(a, self.seq, self.wrote) };
+        *self = Self::default();
+        true
     }
 }
 

@@ -267,6 +267,9 @@ pub struct WorkLoopReport {
     /// The share of those calls (warm-up included) that took the ring route (the stream
     /// idle, the loop of one channel awake: `WorkLoop::enqueue_on_stream`).
     pub stream_roundtrip_ring_share: f64,
+    /// The share of those calls whose item the stream waited for (not completed within
+    /// `host_shim::work::RING_ROUTE_SPIN`).
+    pub stream_roundtrip_wait_share: f64,
     /// The same round trip waited for by polling `cuStreamQuery` instead of
     /// `cuStreamSynchronize`.
     pub stream_roundtrip_polled_us: f64,
@@ -402,12 +405,13 @@ pub fn work_loop(fx: &Fixture) -> Result<WorkLoopReport> {
     }
     sync_user()?;
     report.stream_back_to_back_us_per_op = start.elapsed().as_secs_f64() * 1e6 / BACK_TO_BACK as f64;
-    let routed_before = lp.ring_routed();
+    let (routed_before, waits_before) = (lp.ring_routed(), lp.ring_waits());
     report.stream_roundtrip_us = median_host_us(&mut || {
         lp.enqueue_on_stream(&user, WorkItem::noop())?;
         sync_user()
     })?;
     report.stream_roundtrip_ring_share = (lp.ring_routed() - routed_before) as f64 / (ROUNDTRIPS + WARM_UP) as f64;
+    report.stream_roundtrip_wait_share = (lp.ring_waits() - waits_before) as f64 / (ROUNDTRIPS + WARM_UP) as f64;
     report.stream_roundtrip_polled_us = median_host_us(&mut || {
         lp.enqueue_on_stream(&user, WorkItem::noop())?;
         while !host_shim::stream::idle(&user)? {}
@@ -574,6 +578,7 @@ pub fn work_loop_json(r: &WorkLoopReport, gpu: &str, date_utc: &str) -> String {
         stream_roundtrip_us: rounded(r.stream_roundtrip_us, 3),
         stream_roundtrip_vs_launch_sync: rounded(r.stream_roundtrip_vs_launch_sync(), 4),
         stream_roundtrip_ring_share: rounded(r.stream_roundtrip_ring_share, 4),
+        stream_roundtrip_wait_share: rounded(r.stream_roundtrip_wait_share, 4),
         stream_roundtrip_polled_us: rounded(r.stream_roundtrip_polled_us, 3),
         stream_roundtrip_post_us: rounded(r.stream_roundtrip_post_us, 3),
         host_enqueue_us_per_call: rounded(r.comm.host_enqueue_us_per_call, 3),
@@ -604,6 +609,7 @@ struct WorkLoopJson<'a> {
     stream_roundtrip_us: f64,
     stream_roundtrip_vs_launch_sync: f64,
     stream_roundtrip_ring_share: f64,
+    stream_roundtrip_wait_share: f64,
     stream_roundtrip_polled_us: f64,
     stream_roundtrip_post_us: f64,
     host_enqueue_us_per_call: f64,
@@ -678,6 +684,7 @@ mod tests {
             stream_back_to_back_us_per_op: 3.5,
             stream_roundtrip_us: 7.25,
             stream_roundtrip_ring_share: 0.99,
+            stream_roundtrip_wait_share: 0.01,
             stream_roundtrip_polled_us: 6.0,
             stream_roundtrip_post_us: 12.0,
             comm: CommCallReport { call_sync_us: 9.0, call_sync_after_sleep_us: 12.0, empty_launch_sync_after_sleep_us: 10.0, graph_us_per_call: 4.0, host_enqueue_us_per_call: 4.5, host_enqueue_untracked_us_per_call: 2.5 },
@@ -699,6 +706,7 @@ mod tests {
             "stream_roundtrip_us",
             "stream_roundtrip_vs_launch_sync",
             "stream_roundtrip_ring_share",
+            "stream_roundtrip_wait_share",
             "stream_roundtrip_polled_us",
             "stream_roundtrip_post_us",
             "host_enqueue_us_per_call",
