@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use cudarc::driver::{CudaContext, CudaFunction, CudaStream, LaunchConfig, PushKernelArg, result, sys};
 use zerocopy::IntoBytes;
 use device_rt::abi::MAX_CHANNELS;
-use device_rt::work::{ChannelPlacement, LOOP_SMEM_BYTES, LoopState, MAX_SMS, QueueHeader, RingSlot, STREAM_DONE_RELEASE, WorkItem, WorkKind};
+use device_rt::work::{ChannelPlacement, LOOP_SMEM_BYTES, LoopState, MAX_SMS, QueueHeader, RingSlot, WorkItem, WorkKind};
 
 use crate::memory::HostMapped;
 use crate::module::Module;
@@ -493,8 +493,7 @@ fn stream_idle(stream: &CudaStream) -> Result<bool> {
 /// while a stream's `cuStreamWaitValue32` for the loop's answer made the round trip
 /// 15.5 µs (polling the stream or synchronizing alike): the driver answers a wait that
 /// was not met at once about 11 µs late.
-pub const RING_ROUTE_SPIN: Duration = Duration::from_micros(SPIN_US);
-const SPIN_US: u64 = 10;
+pub const RING_ROUTE_SPIN: Duration = Duration::from_micros(10);
 
 /// Where `stream_done` (the ring route's word) is in a loop's state.
 const STREAM_DONE_OFFSET: u64 = std::mem::offset_of!(LoopState, stream_done) as u64;
@@ -781,7 +780,8 @@ impl WorkLoop {
     ///   small item is done before the call returns) and otherwise queues one
     ///   `cuStreamWaitValue32` on the loop's `stream_done` word (see `device_rt::work`'s
     ///   `queue` module). A loop that slept between the look and the write and cannot be
-    ///   launched again is stopped (aborted), and the stream released.
+    ///   launched again is stopped (aborted) and the call fails; the stream waits for
+    ///   nothing.
     /// - otherwise the post route: launches on `stream` the post kernel, whose first CTA's
     ///   one working thread writes `item` into the loop's mailbox, marks it pending, and
     ///   waits until the loop has run it (or has left, or the host aborts); with guest
@@ -900,9 +900,10 @@ impl WorkLoop {
         }
         let Some(ticket) = self.queue.try_enqueue(item) else { return Ok(false) };
         if let Err(e) = self.queue.wake() {
+            // The item stays in the ring; stopped, the loop never runs it later behind the
+            // caller's back (nothing on the stream waits for it).
             log::error!("work loop: it slept and could not be launched again for a stream-ordered item: stopping it ({e})");
             self.abort();
-            self.release_streams(state, ticket.0);
             return Err(e);
         }
         let start = Instant::now();
@@ -923,19 +924,6 @@ impl WorkLoop {
             return Err(Error::Cuda { call: "cuStreamWaitValue32", source: e });
         }
         Ok(true)
-    }
-
-    /// After the loop was stopped and its kernel has ended without leaving (a relaunch
-    /// failed): stores `stream_done` as a leaving loop does (on the loop's own stream,
-    /// after its kernel), so that no stream waits for item `seq` or any before it.
-    fn release_streams(&self, state: &DeviceAlloc, seq: u64) {
-        let released = (seq + STREAM_DONE_RELEASE) as u32;
-        // SAFETY: `stream_done`'s low 32 bits, in the loop's live state, which no kernel
-        // writes any more (the loop's kernel has ended; the memset follows it on its stream).
-        let stored = unsafe { sys::cuMemsetD32Async(state.ptr + STREAM_DONE_OFFSET, released, 1, self.stream.cu_stream()) }.result();
-        if let Err(e) = stored {
-            log::error!("work loop: could not release streams waiting for its items ({e})");
-        }
     }
 
     /// Stream-ordered calls that took the ring route ([`WorkLoop::enqueue_on_stream`]).
