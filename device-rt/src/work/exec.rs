@@ -179,14 +179,11 @@ unsafe fn loop_body<const SHMEM: bool>(args: LoopArgs) {
     let stats = if tid == 0 { unsafe { channel_stats(&a) } } else { core::ptr::null_mut() };
     loop {
         if taken == cached {
-            // SAFETY: `a` was built from this function's arguments (valid for the launch) and
-            // an elected channel (`index < count <= MAX_CHANNELS`); thread 0 alone publishes
-            // completions.
-            if tid == 0 && unsafe { unpublished.publish(&a) } && stop_found == 0 {
-                // Look for a stop now, as after a mailbox item: the read across PCIe overlaps
-                // the host's answer to the completion instead of delaying the next item.
-                // SAFETY: `a` is this CTA's channel; thread 0 alone looks.
-                stop_found = unsafe { look_for_stop(&a, &mut abort_checked_ns) };
+            if tid == 0 {
+                // SAFETY: `a` was built from this function's arguments (valid for the launch)
+                // and an elected channel (`index < count <= MAX_CHANNELS`); thread 0 alone
+                // publishes completions.
+                unsafe { unpublished.publish(&a) };
             }
             if tid < WARP_SIZE {
                 // SAFETY: `a` is this CTA's channel (as above), `shared` its `LoopShared`, and
@@ -420,19 +417,16 @@ impl Unpublished {
         self.wrote |= writes_memory(kind);
     }
 
-    /// Publishes the completions recorded, if any (see [`publish_ring`]); true if there
-    /// were.
+    /// Publishes the completions recorded, if any (see [`publish_ring`]).
     ///
     /// # Safety
     /// As [`publish_ring`].
-    unsafe fn publish(&mut self, a: &Channel) -> bool {
-        if self.seq == 0 {
-            return false;
+    unsafe fn publish(&mut self, a: &Channel) {
+        if self.seq != 0 {
+            // SAFETY: `publish_ring`'s contract is this function's, which the caller keeps.
+            unsafe { publish_ring(a, self.seq, self.wrote) };
+            *self = Self::default();
         }
-        // SAFETY: `publish_ring`'s contract is this function's, which the caller keeps.
-        unsafe { publish_ring(a, self.seq, self.wrote) };
-        *self = Self::default();
-        true
     }
 }
 
@@ -1457,6 +1451,25 @@ pub(super) unsafe fn record_error(a: &Channel, error: LoopError, detail: u32, se
     }
 }
 
+/// A leaving loop of one channel: stores `stream_done` past every item it will not run
+/// (its last completion plus [`STREAM_DONE_RELEASE`]), so that no stream waits for one.
+/// Not inlined: the loop's entry keeps its registers.
+///
+/// Ordering: a release store, after the channel's last completion store.
+///
+/// # Safety
+/// `a` is this CTA's [`Channel`], the loop's only one; thread 0 of the CTA alone calls
+/// this, as the channel leaves.
+#[inline(never)]
+unsafe fn release_streams(a: &Channel) {
+    // SAFETY: this channel's `cta_completed` entry (the host-mapped header's) and the loop
+    // state's `stream_done`, aligned `u64`s that only this thread writes (`publish_ring`).
+    unsafe {
+        let completed = arch::ld_volatile_global((&raw const (*a.header).cta_completed).cast::<u64>());
+        arch::st_release_sys_global(&raw mut (*a.state).stream_done, completed + STREAM_DONE_RELEASE);
+    }
+}
+
 /// Leaves the loop: closes the mailbox (a stream waiting on it continues) and counts
 /// this channel out; the last channel out tells the host, after every channel's
 /// completions (acq_rel count, then a release store).
@@ -1468,13 +1481,8 @@ unsafe fn leave(a: &Channel) {
     // SAFETY: `a.state` is the loop's `LoopState` (`Channel`).
     unsafe { close_mailbox(a.state) };
     if a.count == 1 {
-        // SAFETY: this channel's `cta_completed` entry (the host-mapped header's) and the
-        // loop state's `stream_done`, aligned `u64`s that only this thread writes
-        // (`publish_ring`).
-        unsafe {
-            let completed = arch::ld_volatile_global((&raw const (*a.header).cta_completed).cast::<u64>());
-            arch::st_release_sys_global(&raw mut (*a.state).stream_done, completed + STREAM_DONE_RELEASE);
-        }
+        // SAFETY: `a` is this CTA's channel, of one channel; thread 0 leaving.
+        unsafe { release_streams(a) };
     }
     // SAFETY: `exited` is an aligned `u64` of the loop state, changed only by `arch` atomics.
     let exited = unsafe { u64::atomic_add_acq_rel_sys(&raw mut (*a.state).exited, 1) } + 1;
