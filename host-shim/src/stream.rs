@@ -21,7 +21,16 @@ pub fn wait(stream: &CudaStream, timeout: Duration, what: &str) -> Result<()> {
 /// Whether every operation queued on `stream` has completed (one `cuStreamQuery`).
 pub fn idle(stream: &CudaStream) -> Result<bool> {
     // SAFETY: `stream` is a live stream.
-    match unsafe { sys::cuStreamQuery(stream.cu_stream()) } {
+    unsafe { idle_raw(stream.cu_stream()) }
+}
+
+/// [`idle`] on a raw stream.
+///
+/// # Safety
+/// `stream` is a live stream of the current context.
+unsafe fn idle_raw(stream: sys::CUstream) -> Result<bool> {
+    // SAFETY: `stream` is a live stream (this function's contract).
+    match unsafe { sys::cuStreamQuery(stream) } {
         sys::cudaError_enum::CUDA_SUCCESS => Ok(true),
         sys::cudaError_enum::CUDA_ERROR_NOT_READY => Ok(false),
         e => Err(Error::Cuda { call: "cuStreamQuery", source: DriverError(e) }),
@@ -36,10 +45,8 @@ pub unsafe fn wait_raw(stream: sys::CUstream, timeout: Duration, what: &str) -> 
     let start = Instant::now();
     loop {
         // SAFETY: `stream` is a live stream (this function's contract).
-        match unsafe { sys::cuStreamQuery(stream) } {
-            sys::cudaError_enum::CUDA_SUCCESS => return Ok(()),
-            sys::cudaError_enum::CUDA_ERROR_NOT_READY => {}
-            e => return Err(Error::Cuda { call: "cuStreamQuery", source: DriverError(e) }),
+        if unsafe { idle_raw(stream) }? {
+            return Ok(());
         }
         if start.elapsed() > timeout {
             return Err(Error::Timeout { what: what.to_owned(), after: timeout });

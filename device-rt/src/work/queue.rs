@@ -280,8 +280,9 @@ pub struct LoopState {
     /// `cta_completed` entry; once it has left (not to sleep), that plus
     /// [`STREAM_DONE_RELEASE`]. What a stream's `cuStreamWaitValue32` waits for (its low
     /// 32 bits, compared cyclically) on the ring route of a stream-ordered call (see the
-    /// module doc). In device memory: a stream's wait on host memory answered in about
-    /// 14 µs on an H200, on device memory in about 3.
+    /// module doc). In device memory: on an H200 a round trip through an unmet stream wait
+    /// took 15.5-17 µs on this word and 18.4-18.7 on one in host memory
+    /// (`bench/results/session25.md`).
     pub stream_done: u64,
     /// Which CTA is which channel.
     pub placement: ChannelPlacement,
