@@ -239,6 +239,22 @@ pub enum SingleGpuBench {
     /// and CTA, the put_signal + wait_until round trip and barrier_all, in one run
     #[command(name = "shmem")]
     Shmem(ShmemArgs),
+    /// The host time of one stream-ordered collective call and of the driver calls such a
+    /// call can be made of (context switch, pointer check, capture query, kernel launch,
+    /// stream memory operations), one rank per device called in turn, in one run
+    #[command(name = "dispatch")]
+    Dispatch(DispatchArgs),
+}
+
+/// `ferroccl bench dispatch`.
+#[derive(Debug, Args, PartialEq)]
+pub struct DispatchArgs {
+    /// The devices, one rank each
+    #[arg(long, value_name = "A,B,…", value_delimiter = ',', default_value = "0")]
+    pub devices: Vec<usize>,
+    /// Write the results as JSON to PATH
+    #[arg(long, value_name = "PATH")]
+    pub json: Option<PathBuf>,
 }
 
 /// `ferroccl bench shmem`.

@@ -21,6 +21,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 mod bench;
 mod cli;
 mod collbench;
+mod dispatch;
 mod footprint;
 #[cfg(feature = "nccl")]
 mod nccl_baseline;
@@ -40,7 +41,7 @@ use host_shim::comm::wiring::Shape;
 use host_shim::{Error, device};
 
 use crate::bench::ReduceCopyBench;
-use crate::cli::{AbortArgs, BenchCmd, Cli, CollArgs, Command, CommArgs, FootprintArgs, ReduceCopyArgs, RunArgs, SingleGpuBench, SleepAfter, TestArgs, WorkLoopArgs};
+use crate::cli::{AbortArgs, BenchCmd, Cli, CollArgs, Command, CommArgs, DispatchArgs, FootprintArgs, ReduceCopyArgs, RunArgs, SingleGpuBench, SleepAfter, TestArgs, WorkLoopArgs};
 
 fn main() -> ExitCode {
     env_logger::Builder::from_env(env_logger::Env::new().filter_or("FERROCCL_LOG", "warn").write_style("FERROCCL_LOG_STYLE")).init();
@@ -54,6 +55,7 @@ fn main() -> ExitCode {
         Command::Bench(BenchCmd { single: Some(SingleGpuBench::Abort(args)), .. }) => bench_abort(&args),
         Command::Bench(BenchCmd { single: Some(SingleGpuBench::Footprint(args)), .. }) => bench_footprint(&args),
         Command::Bench(BenchCmd { single: Some(SingleGpuBench::Shmem(args)), .. }) => shmem_bench::run(&args),
+        Command::Bench(BenchCmd { single: Some(SingleGpuBench::Dispatch(args)), .. }) => bench_dispatch(&args),
         Command::Bench(args) => bench_collectives(args),
         Command::Ptx => {
             print!("{}", host_shim::module::PTX);
@@ -364,6 +366,22 @@ fn bench_work_loop(args: &WorkLoopArgs) -> Result<ExitCode, Error> {
     println!("    same, no cudarc event tracking {:>8.2} us", r.comm.host_enqueue_untracked_us_per_call);
     if let Some(path) = &args.json {
         write_json(path, bench::work_loop_json(&r, &info.name, &utc_now()))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn bench_dispatch(args: &DispatchArgs) -> Result<ExitCode, Error> {
+    let devices = device::list()?;
+    for &ordinal in &args.devices {
+        devices.get(ordinal).ok_or(Error::NoSuchDevice { ordinal, count: devices.len() })?;
+    }
+    let names: Vec<String> = args.devices.iter().map(|&d| format!("[{d}] {}", devices[d].name)).collect();
+    println!("dispatch benchmark on {}", names.join(", "));
+    let r = dispatch::dispatch(&args.devices)?;
+    print!("{}", dispatch::table(&r));
+    if let Some(path) = &args.json {
+        let command = std::env::args().collect::<Vec<_>>().join(" ");
+        write_json(path, dispatch::json(&r, &names.join(", "), &utc_now(), &command))?;
     }
     Ok(ExitCode::SUCCESS)
 }

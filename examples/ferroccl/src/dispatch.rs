@@ -1,0 +1,224 @@
+//! `ferroccl bench dispatch`: the host time of one stream-ordered collective call and of
+//! the driver calls such a call can be made of, in one run.
+//!
+//! One rank per device of a default communicator; every measure calls the ranks in turn,
+//! one operation each per round (as `ferroccl bench`'s back-to-back timing and NCCL's
+//! grouped calls do), so a context switch between devices is part of every operation
+//! where there are several devices. A measure is the median over [`BATCHES`] batches of
+//! [`ROUNDS`] rounds of the host time per operation; every stream is synchronized after
+//! each batch, outside the timed part. The `call` measure runs real 8-byte all-reduces
+//! (f32 sums), whose results are checked after the last batch.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr, sys};
+use serde::Serialize;
+
+use device_rt::dtype::DataType;
+use device_rt::redop::RedOpKind;
+use device_rt::algo::CollFunction;
+use device_rt::work::WorkItem;
+use host_shim::comm::Comm;
+use host_shim::memory::device_of;
+use host_shim::module::Module;
+use host_shim::work::DeviceAlloc;
+use host_shim::{Error, Result};
+
+use crate::bench::{median, rounded};
+
+/// Timed batches per measure (one more runs first, untimed).
+const BATCHES: usize = 50;
+/// Rounds per batch: one operation on every rank each.
+const ROUNDS: usize = 200;
+
+/// One rank's side of the benchmark.
+struct Rank {
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    send: CudaSlice<f32>,
+    recv: CudaSlice<f32>,
+    /// The word the stream memory operations write and wait on (`cuMemAlloc`'d: CUDA
+    /// refuses them on memory of a stream-ordered pool, which cudarc allocates from).
+    word: DeviceAlloc,
+    module: Module,
+}
+
+/// Microseconds per operation of each measure, in the order run.
+#[derive(Debug, Serialize)]
+pub struct DispatchReport {
+    pub devices: Vec<usize>,
+    /// Post grid of every call: CTAs × threads.
+    pub post_grid: (u32, u32),
+    pub measures: Vec<(&'static str, f64)>,
+}
+
+/// What each measure is, for the table.
+pub const MEANINGS: [(&str, &str); 8] = [
+    ("call", "Comm::enqueue_on_stream of an 8 B all_reduce (the whole stream-ordered call)"),
+    ("pointer_attributes_x2", "two cuPointerGetAttributes (the call's device check of source and destination)"),
+    ("context_bind", "cuCtxSetCurrent of the rank's context (cudarc's bind_to_thread)"),
+    ("is_capturing", "context bind + cuStreamIsCapturing"),
+    ("stream_query", "context bind + cuStreamQuery"),
+    ("launch_empty", "context bind + cuLaunchKernel of an empty kernel, 1 × 32"),
+    ("launch_empty_post_grid", "context bind + cuLaunchKernelEx of an empty kernel in the post grid, programmatic serialization on"),
+    ("batch_write_wait", "context bind + cuStreamBatchMemOp: write k, wait until ≥ k (met)"),
+];
+
+/// Runs every measure with one rank on each of `devices`.
+pub fn dispatch(devices: &[usize]) -> Result<DispatchReport> {
+    let mut ranks = Vec::with_capacity(devices.len());
+    for &ordinal in devices {
+        let ctx = host_shim::device::context(ordinal)?;
+        let stream = ctx.new_stream().map_err(Error::cuda("cuStreamCreate"))?;
+        // Everything that may wait for a running persistent kernel happens before the
+        // communicator starts: the module load and every allocation.
+        let module = Module::load(&ctx)?;
+        let send = stream.clone_htod(&[1.5f32 + ranks.len() as f32, -2.25]).map_err(Error::cuda("cuMemcpyHtoD"))?;
+        let recv = stream.alloc_zeros::<f32>(2).map_err(Error::cuda("cuMemAlloc"))?;
+        let word = DeviceAlloc::zeroed(&ctx, 4)?;
+        ranks.push(Rank { ctx, stream, send, recv, word, module });
+    }
+    for r in &ranks {
+        r.stream.synchronize().map_err(Error::cuda("cuStreamSynchronize"))?;
+        // SAFETY: every use of the buffers is on the rank's stream; the items name them by
+        // address, so no event tracking is needed (and none may enter a stream the loop
+        // waits on).
+        unsafe { r.ctx.disable_event_tracking() };
+    }
+    let comms = Comm::from_devices(ranks.iter().map(|r| r.stream.clone()).collect())?;
+    let result = measure_all(&ranks, &comms);
+    let shutdown = comms.into_iter().try_for_each(|mut c| c.shutdown(std::time::Duration::from_secs(20)));
+    let report = result?;
+    shutdown?;
+    Ok(report)
+}
+
+fn measure_all(ranks: &[Rank], comms: &[Comm]) -> Result<DispatchReport> {
+    let nranks = u32::try_from(ranks.len()).map_err(|_| Error::InvalidArgument("too many devices".into()))?;
+    let items: Vec<WorkItem> = ranks
+        .iter()
+        .map(|r| {
+            let (src, _) = r.send.device_ptr(&r.stream);
+            let (dst, _) = r.recv.device_ptr(&r.stream);
+            WorkItem::collective(CollFunction::AllReduce, DataType::F32, RedOpKind::Sum, 0, src, dst, 2, 0)
+        })
+        .collect();
+    let post_grid = (comms[0].channels(), host_shim::comm::CommConfig::default().loop_cfg.threads);
+    let empties: Vec<_> = ranks.iter().map(|r| r.module.kernel("ferroccl_empty")).collect::<Result<_>>()?;
+    let mut measures = Vec::new();
+    let mut counter = 0u32;
+    for (name, _) in MEANINGS {
+        let us = time_per_op(ranks, &mut |i| {
+            let r = &ranks[i];
+            counter = counter.wrapping_add(1);
+            match name {
+                "call" => comms[i].enqueue_on_stream(items[i]),
+                "pointer_attributes_x2" => device_of(items[i].src).and_then(|_| device_of(items[i].dst)).map(drop),
+                "context_bind" => bind(r),
+                // SAFETY: a live stream of the bound context.
+                "is_capturing" => bind(r).and_then(|()| unsafe { cudarc::driver::result::stream::is_capturing(r.stream.cu_stream()) }.map(drop).map_err(Error::cuda("cuStreamIsCapturing"))),
+                "stream_query" => bind(r).map(|()| {
+                    // SAFETY: as above; busy or idle, both are answers.
+                    let _ = unsafe { sys::cuStreamQuery(r.stream.cu_stream()) };
+                }),
+                "launch_empty" => bind(r).and_then(|()| launch_empty(r, &empties[i], (1, 32), false)),
+                "launch_empty_post_grid" => bind(r).and_then(|()| launch_empty(r, &empties[i], post_grid, true)),
+                _ => bind(r).and_then(|()| write_wait(r, counter)),
+            }
+        })?;
+        measures.push((name, us));
+    }
+    check_results(ranks, nranks)?;
+    Ok(DispatchReport { devices: ranks.iter().map(|r| r.ctx.ordinal()).collect(), post_grid, measures })
+}
+
+fn bind(r: &Rank) -> Result<()> {
+    r.ctx.bind_to_thread().map_err(Error::cuda("cuCtxSetCurrent"))
+}
+
+fn launch_empty(r: &Rank, kernel: &cudarc::driver::CudaFunction, (grid, block): (u32, u32), serialize: bool) -> Result<()> {
+    // SAFETY: an all-zero `CUlaunchAttribute` is a valid value of the C struct.
+    let mut attribute: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
+    attribute.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attribute.value.programmaticStreamSerializationAllowed = 1;
+    let config = sys::CUlaunchConfig {
+        gridDimX: grid,
+        gridDimY: 1,
+        gridDimZ: 1,
+        blockDimX: block,
+        blockDimY: 1,
+        blockDimZ: 1,
+        sharedMemBytes: 0,
+        hStream: r.stream.cu_stream(),
+        attrs: if serialize { &raw mut attribute } else { std::ptr::null_mut() },
+        numAttrs: u32::from(serialize),
+    };
+    // SAFETY: `ferroccl_empty` takes no parameters; `config` and `attribute` outlive the call.
+    unsafe { sys::cuLaunchKernelEx(&config, kernel.cu_function(), std::ptr::null_mut(), std::ptr::null_mut()) }.result().map_err(Error::cuda("cuLaunchKernelEx"))
+}
+
+fn write_wait(r: &Rank, value: u32) -> Result<()> {
+    let address = r.word.ptr();
+    // SAFETY: all-zero memory-operation parameters are valid values of the C union.
+    let mut ops: [sys::CUstreamBatchMemOpParams; 2] = unsafe { std::mem::zeroed() };
+    ops[0].writeValue.operation = sys::CUstreamBatchMemOpType::CU_STREAM_MEM_OP_WRITE_VALUE_32;
+    ops[0].writeValue.address = address;
+    ops[0].writeValue.__bindgen_anon_1.value = value;
+    ops[1].waitValue.operation = sys::CUstreamBatchMemOpType::CU_STREAM_MEM_OP_WAIT_VALUE_32;
+    ops[1].waitValue.address = address;
+    ops[1].waitValue.__bindgen_anon_1.value = value;
+    ops[1].waitValue.flags = sys::CUstreamWaitValue_flags::CU_STREAM_WAIT_VALUE_EQ as u32;
+    // SAFETY: two initialized operations on the rank's own word, on a live stream.
+    unsafe { sys::cuStreamBatchMemOp_v2(r.stream.cu_stream(), 2, ops.as_mut_ptr(), 0) }.result().map_err(Error::cuda("cuStreamBatchMemOp"))
+}
+
+/// The median over the batches of the host µs per operation of `op(rank)`.
+fn time_per_op(ranks: &[Rank], op: &mut dyn FnMut(usize) -> Result<()>) -> Result<f64> {
+    let mut per_op = Vec::with_capacity(BATCHES);
+    for batch in 0..=BATCHES {
+        let start = Instant::now();
+        for _ in 0..ROUNDS {
+            for i in 0..ranks.len() {
+                op(i)?;
+            }
+        }
+        let us = start.elapsed().as_secs_f64() * 1e6 / (ROUNDS * ranks.len()) as f64;
+        for r in ranks {
+            host_shim::stream::wait(&r.stream, std::time::Duration::from_secs(20), "a batch of the dispatch benchmark")?;
+        }
+        if batch > 0 {
+            per_op.push(us);
+        }
+    }
+    Ok(median(per_op))
+}
+
+/// Every rank's `recv` holds the sum of every rank's `send`.
+fn check_results(ranks: &[Rank], nranks: u32) -> Result<()> {
+    let want = [(0..nranks).map(|r| 1.5 + r as f32).sum::<f32>(), -2.25 * nranks as f32];
+    for r in ranks {
+        let got = r.stream.clone_dtoh(&r.recv).map_err(Error::cuda("cuMemcpyDtoH"))?;
+        if got != want {
+            return Err(Error::InvalidState("dispatch benchmark: an all_reduce gave a wrong result"));
+        }
+    }
+    Ok(())
+}
+
+/// The report as a table, one measure a line.
+pub fn table(r: &DispatchReport) -> String {
+    let mut out = format!("# host µs per operation, ranks on devices {:?} called in turn; post grid {} × {}\n", r.devices, r.post_grid.0, r.post_grid.1);
+    for (name, us) in &r.measures {
+        let meaning = MEANINGS.iter().find(|(n, _)| n == name).map_or("", |(_, m)| m);
+        out += &format!("{name:>24} {us:>8.3}  {meaning}\n");
+    }
+    out
+}
+
+/// The report as JSON (µs rounded to ns).
+pub fn json(r: &DispatchReport, gpu: &str, date_utc: &str, command: &str) -> String {
+    let measures: serde_json::Map<String, serde_json::Value> = r.measures.iter().map(|(n, us)| ((*n).to_owned(), rounded(*us, 3).into())).collect();
+    let body = serde_json::json!({ "command": command, "device": gpu, "date": date_utc, "devices": r.devices, "post_grid": r.post_grid, "us_per_op": measures });
+    serde_json::to_string_pretty(&body).unwrap_or_default() + "\n"
+}
