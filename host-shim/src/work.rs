@@ -825,16 +825,24 @@ impl WorkLoop {
         let (mut state, mut header, mut comm, mut resident) = (memory.state.ptr, header.device_ptr(), self.comm, self.cfg.channels);
         let mut words: [u64; 8] = zerocopy::transmute!(item);
         let mut budget_ns = u64::try_from(self.cfg.spin_budget.as_nanos()).unwrap_or(u64::MAX);
-        let mut params: Vec<*mut c_void> = vec![(&raw mut state).cast(), (&raw mut header).cast()];
-        let launch = match self.cfg.guests {
-            0 => LaunchConfig { grid_dim: (1, 1, 1), block_dim: (32, 1, 1), shared_mem_bytes: 0 },
+        // The kernel's parameter list, in a fixed array (no allocation on the call's path):
+        // the head, then the item's eight words, then the budget.
+        let mut params = [std::ptr::null_mut::<c_void>(); 13];
+        let (launch, head_len) = match self.cfg.guests {
+            0 => {
+                params[..2].copy_from_slice(&[(&raw mut state).cast(), (&raw mut header).cast()]);
+                (LaunchConfig { grid_dim: (1, 1, 1), block_dim: (32, 1, 1), shared_mem_bytes: 0 }, 2)
+            }
             guests => {
-                params.extend([(&raw mut comm).cast(), (&raw mut resident).cast()]);
-                LaunchConfig { grid_dim: (1 + guests, 1, 1), block_dim: (self.cfg.threads, 1, 1), shared_mem_bytes: LOOP_SMEM_BYTES }
+                params[..4].copy_from_slice(&[(&raw mut state).cast(), (&raw mut header).cast(), (&raw mut comm).cast(), (&raw mut resident).cast()]);
+                (LaunchConfig { grid_dim: (1 + guests, 1, 1), block_dim: (self.cfg.threads, 1, 1), shared_mem_bytes: LOOP_SMEM_BYTES }, 4)
             }
         };
-        params.extend(words.iter_mut().map(|w| (w as *mut u64).cast::<c_void>()));
-        params.push((&raw mut budget_ns).cast());
+        for (param, word) in params[head_len..head_len + 8].iter_mut().zip(words.iter_mut()) {
+            *param = (word as *mut u64).cast();
+        }
+        params[head_len + 8] = (&raw mut budget_ns).cast();
+        let params = &mut params[..head_len + 9];
         // SAFETY: `params` point to the arguments of the post kernel `WorkLoop::new` chose
         // for the guests, in order and of their types: `ferroccl_mailbox_post` (state,
         // header, communicator, resident channels, item, budget) or, without guests,
@@ -847,7 +855,7 @@ impl WorkLoop {
         // another: a post launched to overlap the one before it waits for that one's end
         // (`device_rt::work::after_previous_grid`) before it touches the mailbox or a guest
         // channel, so one post grid at a time writes the mailbox and serves the guests.
-        unsafe { launch_post(stream, &self.post, launch, &mut params, self.overlap_posts) }.inspect_err(|_| {
+        unsafe { launch_post(stream, &self.post, launch, params, self.overlap_posts) }.inspect_err(|_| {
             if counted {
                 self.queue.retract_post();
             }

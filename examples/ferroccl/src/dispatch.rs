@@ -222,3 +222,24 @@ pub fn json(r: &DispatchReport, gpu: &str, date_utc: &str, command: &str) -> Str
     let body = serde_json::json!({ "command": command, "device": gpu, "date": date_utc, "devices": r.devices, "post_grid": r.post_grid, "us_per_op": measures });
     serde_json::to_string_pretty(&body).unwrap_or_default() + "\n"
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::Value;
+
+    use super::*;
+
+    #[test]
+    fn the_json_names_every_measure_and_the_table_explains_each() {
+        let r = DispatchReport { devices: vec![0, 1], post_grid: (64, 256), measures: MEANINGS.iter().enumerate().map(|(i, (n, _))| (*n, 1.0 + i as f64 / 3.0)).collect() };
+        let v: Value = serde_json::from_str(&json(&r, "[0] H200, [1] H200", "2026-11-28T00:00:00Z", "ferroccl bench dispatch --devices 0,1")).unwrap();
+        let measures = v["us_per_op"].as_object().unwrap();
+        assert_eq!(measures.len(), MEANINGS.len());
+        assert_eq!(measures["pointer_attributes_x2"], 1.333, "rounded to ns");
+        assert_eq!((v["devices"][1].as_u64(), v["post_grid"][0].as_u64()), (Some(1), Some(64)));
+        let table = table(&r);
+        for (name, meaning) in MEANINGS {
+            assert!(table.lines().any(|l| l.trim_start().starts_with(name) && l.ends_with(meaning)), "{name} in {table}");
+        }
+    }
+}

@@ -268,7 +268,9 @@ pub fn check_nvls_threads(algorithm: AlgorithmChoice, threads: u32) -> Result<()
 /// Refuses `item` if a buffer it names is device memory of another device than
 /// `ordinal` (`device_of` says whose memory an address is).
 fn on_device(item: &WorkItem, ordinal: usize, device_of: impl Fn(u64) -> Result<Option<usize>>) -> Result<()> {
-    for addr in [item.src, item.dst] {
+    // An in-place call names one buffer twice: it is asked about once.
+    let dst = if item.dst == item.src { 0 } else { item.dst };
+    for addr in [item.src, dst] {
         if addr == 0 {
             continue;
         }
@@ -737,6 +739,14 @@ mod tests {
         assert!(matches!(on_device(&item(1016, 32), 0, owner), Err(Error::WrongDevice { buffer: 1, rank: 0 })));
         assert!(matches!(on_device(&item(16, 1032), 0, owner), Err(Error::WrongDevice { buffer: 1, rank: 0 })));
         assert!(matches!(on_device(&item(16, 32), 1, owner), Err(Error::WrongDevice { buffer: 0, rank: 1 })));
+        assert!(matches!(on_device(&item(1016, 1016), 0, owner), Err(Error::WrongDevice { buffer: 1, rank: 0 })), "in place, refused");
+        let asked = std::cell::Cell::new(0);
+        let counting = |addr: u64| {
+            asked.set(asked.get() + 1);
+            owner(addr)
+        };
+        assert!(on_device(&item(16, 16), 0, counting).is_ok());
+        assert_eq!(asked.get(), 1, "an in-place buffer is asked about once");
     }
 
     #[test]
