@@ -6,8 +6,12 @@
 //! grouped calls do), so a context switch between devices is part of every operation
 //! where there are several devices. A measure is the median over [`BATCHES`] batches of
 //! [`ROUNDS`] rounds of the host time per operation; every stream is synchronized after
-//! each batch, outside the timed part. The `call` measure runs real 8-byte all-reduces
-//! (f32 sums), whose results are checked after the last batch.
+//! each batch, outside the timed part. The round measures instead wait for every
+//! stream after each round (an operation on every rank, then every stream waited for with
+//! `host_shim::stream::wait`, as `ferroccl bench`'s call + synchronize timing does) and
+//! give host µs per round: a collective call's against the same round of empty kernel
+//! launches, the floor of any route that launches a kernel per call. The `call` measures
+//! run real 8-byte all-reduces (f32 sums), whose results are checked after the last batch.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -51,6 +55,8 @@ pub struct DispatchReport {
     /// Post grid of every call: CTAs × threads.
     pub post_grid: (u32, u32),
     pub measures: Vec<(&'static str, f64)>,
+    /// Microseconds per round of each round measure, in the order run.
+    pub rounds: Vec<(&'static str, f64)>,
 }
 
 /// What each measure is, for the table.
@@ -63,6 +69,14 @@ pub const MEANINGS: [(&str, &str); 8] = [
     ("launch_empty", "context bind + cuLaunchKernel of an empty kernel, 1 × 32"),
     ("launch_empty_post_grid", "context bind + cuLaunchKernelEx of an empty kernel in the post grid, programmatic serialization on"),
     ("batch_write_wait", "context bind + cuStreamBatchMemOp: write k, wait until ≥ k (met)"),
+];
+
+/// What each round measure is, for the table: every rank does it once, then every
+/// stream is waited for.
+pub const ROUND_MEANINGS: [(&str, &str); 3] = [
+    ("call_round", "Comm::enqueue_on_stream of an 8 B all_reduce on every rank, then every stream waited for"),
+    ("launch_empty_round", "an empty kernel, 1 × 32, launched on every rank, then every stream waited for"),
+    ("launch_empty_post_grid_round", "an empty kernel in the post grid launched on every rank, then every stream waited for"),
 ];
 
 /// Runs every measure with one rank on each of `devices`.
@@ -109,7 +123,7 @@ fn measure_all(ranks: &[Rank], comms: &[Comm]) -> Result<DispatchReport> {
     let mut measures = Vec::new();
     let mut counter = 0u32;
     for (name, _) in MEANINGS {
-        let us = time_per_op(ranks, &mut |i| {
+        let us = time_per_op(ranks, false, &mut |i| {
             let r = &ranks[i];
             counter = counter.wrapping_add(1);
             match name {
@@ -129,8 +143,17 @@ fn measure_all(ranks: &[Rank], comms: &[Comm]) -> Result<DispatchReport> {
         })?;
         measures.push((name, us));
     }
+    let mut rounds = Vec::new();
+    for (name, _) in ROUND_MEANINGS {
+        let us = time_per_op(ranks, true, &mut |i| match name {
+            "call_round" => comms[i].enqueue_on_stream(items[i]),
+            "launch_empty_round" => bind(&ranks[i]).and_then(|()| launch_empty(&ranks[i], &empties[i], (1, 32), false)),
+            _ => bind(&ranks[i]).and_then(|()| launch_empty(&ranks[i], &empties[i], post_grid, true)),
+        })?;
+        rounds.push((name, us));
+    }
     check_results(ranks, nranks)?;
-    Ok(DispatchReport { devices: ranks.iter().map(|r| r.ctx.ordinal()).collect(), post_grid, measures })
+    Ok(DispatchReport { devices: ranks.iter().map(|r| r.ctx.ordinal()).collect(), post_grid, measures, rounds })
 }
 
 fn bind(r: &Rank) -> Result<()> {
@@ -173,8 +196,10 @@ fn write_wait(r: &Rank, value: u32) -> Result<()> {
     unsafe { sys::cuStreamBatchMemOp_v2(r.stream.cu_stream(), 2, ops.as_mut_ptr(), 0) }.result().map_err(Error::cuda("cuStreamBatchMemOp"))
 }
 
-/// The median over the batches of the host µs per operation of `op(rank)`.
-fn time_per_op(ranks: &[Rank], op: &mut dyn FnMut(usize) -> Result<()>) -> Result<f64> {
+/// The median over the batches of the host µs per operation of `op(rank)`, or with
+/// `waited`, per round: every stream waited for after every round.
+fn time_per_op(ranks: &[Rank], waited: bool, op: &mut dyn FnMut(usize) -> Result<()>) -> Result<f64> {
+    let wait_all = || ranks.iter().try_for_each(|r| host_shim::stream::wait(&r.stream, std::time::Duration::from_secs(20), "a round of the dispatch benchmark"));
     let mut per_op = Vec::with_capacity(BATCHES);
     for batch in 0..=BATCHES {
         let start = Instant::now();
@@ -182,11 +207,13 @@ fn time_per_op(ranks: &[Rank], op: &mut dyn FnMut(usize) -> Result<()>) -> Resul
             for i in 0..ranks.len() {
                 op(i)?;
             }
+            if waited {
+                wait_all()?;
+            }
         }
-        let us = start.elapsed().as_secs_f64() * 1e6 / (ROUNDS * ranks.len()) as f64;
-        for r in ranks {
-            host_shim::stream::wait(&r.stream, std::time::Duration::from_secs(20), "a batch of the dispatch benchmark")?;
-        }
+        let ops = if waited { ROUNDS } else { ROUNDS * ranks.len() };
+        let us = start.elapsed().as_secs_f64() * 1e6 / ops as f64;
+        wait_all()?;
         if batch > 0 {
             per_op.push(us);
         }
@@ -211,15 +238,20 @@ pub fn table(r: &DispatchReport) -> String {
     let mut out = format!("# host µs per operation, ranks on devices {:?} called in turn; post grid {} × {}\n", r.devices, r.post_grid.0, r.post_grid.1);
     for (name, us) in &r.measures {
         let meaning = MEANINGS.iter().find(|(n, _)| n == name).map_or("", |(_, m)| m);
-        out += &format!("{name:>24} {us:>8.3}  {meaning}\n");
+        out += &format!("{name:>28} {us:>8.3}  {meaning}\n");
+    }
+    out += "# host µs per round\n";
+    for (name, us) in &r.rounds {
+        let meaning = ROUND_MEANINGS.iter().find(|(n, _)| n == name).map_or("", |(_, m)| m);
+        out += &format!("{name:>28} {us:>8.3}  {meaning}\n");
     }
     out
 }
 
 /// The report as JSON (µs rounded to ns).
 pub fn json(r: &DispatchReport, gpu: &str, date_utc: &str, command: &str) -> String {
-    let measures: serde_json::Map<String, serde_json::Value> = r.measures.iter().map(|(n, us)| ((*n).to_owned(), rounded(*us, 3).into())).collect();
-    let body = serde_json::json!({ "command": command, "device": gpu, "date": date_utc, "devices": r.devices, "post_grid": r.post_grid, "us_per_op": measures });
+    let map = |m: &[(&str, f64)]| m.iter().map(|(n, us)| ((*n).to_owned(), rounded(*us, 3).into())).collect::<serde_json::Map<String, serde_json::Value>>();
+    let body = serde_json::json!({ "command": command, "device": gpu, "date": date_utc, "devices": r.devices, "post_grid": r.post_grid, "us_per_op": map(&r.measures), "us_per_round": map(&r.rounds) });
     serde_json::to_string_pretty(&body).unwrap_or_default() + "\n"
 }
 
@@ -231,14 +263,16 @@ mod tests {
 
     #[test]
     fn the_json_names_every_measure_and_the_table_explains_each() {
-        let r = DispatchReport { devices: vec![0, 1], post_grid: (64, 256), measures: MEANINGS.iter().enumerate().map(|(i, (n, _))| (*n, 1.0 + i as f64 / 3.0)).collect() };
+        let timed = |m: &[(&'static str, &str)]| m.iter().enumerate().map(|(i, (n, _))| (*n, 1.0 + i as f64 / 3.0)).collect();
+        let r = DispatchReport { devices: vec![0, 1], post_grid: (64, 256), measures: timed(&MEANINGS), rounds: timed(&ROUND_MEANINGS) };
         let v: Value = serde_json::from_str(&json(&r, "[0] H200, [1] H200", "2026-11-28T00:00:00Z", "ferroccl bench dispatch --devices 0,1")).unwrap();
         let measures = v["us_per_op"].as_object().unwrap();
         assert_eq!(measures.len(), MEANINGS.len());
         assert_eq!(measures["pointer_attributes_x2"], 1.333, "rounded to ns");
+        assert_eq!(v["us_per_round"].as_object().unwrap().len(), ROUND_MEANINGS.len());
         assert_eq!((v["devices"][1].as_u64(), v["post_grid"][0].as_u64()), (Some(1), Some(64)));
         let table = table(&r);
-        for (name, meaning) in MEANINGS {
+        for (name, meaning) in MEANINGS.iter().chain(&ROUND_MEANINGS) {
             assert!(table.lines().any(|l| l.trim_start().starts_with(name) && l.ends_with(meaning)), "{name} in {table}");
         }
     }
