@@ -42,8 +42,9 @@ struct Rank {
     stream: Arc<CudaStream>,
     send: CudaSlice<f32>,
     recv: CudaSlice<f32>,
-    /// The word the stream memory operations write and wait on (`cuMemAlloc`'d: CUDA
-    /// refuses them on memory of a stream-ordered pool, which cudarc allocates from).
+    /// The word the stream memory operation writes and waits on: device memory from
+    /// `cuMemAlloc`, as the loop's own `stream_done` (a plain allocation, not cudarc's
+    /// stream-ordered pool).
     word: DeviceAlloc,
     module: Module,
 }
