@@ -441,15 +441,17 @@ pub struct WorkLoop {
 }
 
 /// Launches the post kernel `function` on `stream` with `cfg` and the parameters
-/// `params`; with `overlap`, with programmatic stream serialization (`cuLaunchKernelEx`):
-/// the post may start while the kernel before it on the stream still runs, once that one
-/// lets it (`griddepcontrol.launch_dependents`, or its end).
+/// `params` (after binding the stream's context); with `overlap`, with programmatic
+/// stream serialization (`cuLaunchKernelEx`): the post may start while the kernel before
+/// it on the stream still runs, once that one lets it (`griddepcontrol.launch_dependents`,
+/// or its end). Public so that `ferroccl bench dispatch` times the calls' own launch path
+/// with other kernels.
 ///
 /// # Safety
 /// `params` point to `function`'s parameters, in order and of their types, valid for the
 /// call; with `overlap`, `function` waits for the kernel before it
 /// (`griddepcontrol.wait`) before any access that must follow it.
-unsafe fn launch_post(stream: &CudaStream, function: &CudaFunction, cfg: LaunchConfig, params: &mut [*mut c_void], overlap: bool) -> Result<()> {
+pub unsafe fn launch_post(stream: &CudaStream, function: &CudaFunction, cfg: LaunchConfig, params: &mut [*mut c_void], overlap: bool) -> Result<()> {
     stream.context().bind_to_thread().map_err(Error::cuda("cuCtxSetCurrent"))?;
     // SAFETY: an all-zero `CUlaunchAttribute` is a valid value of the C struct.
     let mut attribute: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };

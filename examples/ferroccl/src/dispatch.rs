@@ -16,7 +16,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr, sys};
+use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr, LaunchConfig, sys};
 use serde::Serialize;
 
 use device_rt::dtype::DataType;
@@ -26,7 +26,7 @@ use device_rt::work::WorkItem;
 use host_shim::comm::Comm;
 use host_shim::memory::device_of;
 use host_shim::module::Module;
-use host_shim::work::DeviceAlloc;
+use host_shim::work::{DeviceAlloc, launch_post};
 use host_shim::{Error, Result};
 
 use crate::bench::{median, rounded};
@@ -67,8 +67,8 @@ pub const MEANINGS: [(&str, &str); 8] = [
     ("context_bind", "cuCtxSetCurrent of the rank's context (cudarc's bind_to_thread)"),
     ("is_capturing", "context bind + cuStreamIsCapturing"),
     ("stream_query", "context bind + cuStreamQuery"),
-    ("launch_empty", "context bind + cuLaunchKernel of an empty kernel, 1 × 32"),
-    ("launch_empty_post_grid", "context bind + cuLaunchKernelEx of an empty kernel in the post grid, programmatic serialization on"),
+    ("launch_empty", "context bind + cuLaunchKernelEx of an empty kernel, 1 × 32, no attribute (the post's launch path)"),
+    ("launch_empty_post_grid", "the same in the post grid, programmatic serialization on"),
     ("batch_write_wait", "context bind + cuStreamBatchMemOp: write k, wait until ≥ k (met)"),
 ];
 
@@ -137,8 +137,8 @@ fn measure_all(ranks: &[Rank], comms: &[Comm]) -> Result<DispatchReport> {
                     // SAFETY: as above; busy or idle, both are answers.
                     let _ = unsafe { sys::cuStreamQuery(r.stream.cu_stream()) };
                 }),
-                "launch_empty" => bind(r).and_then(|()| launch_empty(r, &empties[i], (1, 32), false)),
-                "launch_empty_post_grid" => bind(r).and_then(|()| launch_empty(r, &empties[i], post_grid, true)),
+                "launch_empty" => launch_empty(r, &empties[i], (1, 32), false),
+                "launch_empty_post_grid" => launch_empty(r, &empties[i], post_grid, true),
                 _ => bind(r).and_then(|()| write_wait(r, counter)),
             }
         })?;
@@ -148,8 +148,8 @@ fn measure_all(ranks: &[Rank], comms: &[Comm]) -> Result<DispatchReport> {
     for (name, _) in ROUND_MEANINGS {
         let us = time_per_op(ranks, true, &mut |i| match name {
             "call_round" => comms[i].enqueue_on_stream(items[i]),
-            "launch_empty_round" => bind(&ranks[i]).and_then(|()| launch_empty(&ranks[i], &empties[i], (1, 32), false)),
-            _ => bind(&ranks[i]).and_then(|()| launch_empty(&ranks[i], &empties[i], post_grid, true)),
+            "launch_empty_round" => launch_empty(&ranks[i], &empties[i], (1, 32), false),
+            _ => launch_empty(&ranks[i], &empties[i], post_grid, true),
         })?;
         rounds.push((name, us));
     }
@@ -161,25 +161,11 @@ fn bind(r: &Rank) -> Result<()> {
     r.ctx.bind_to_thread().map_err(Error::cuda("cuCtxSetCurrent"))
 }
 
+/// The post's own launch path (context bind, `cuLaunchKernelEx`) with the empty kernel.
 fn launch_empty(r: &Rank, kernel: &cudarc::driver::CudaFunction, (grid, block): (u32, u32), serialize: bool) -> Result<()> {
-    // SAFETY: an all-zero `CUlaunchAttribute` is a valid value of the C struct.
-    let mut attribute: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
-    attribute.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-    attribute.value.programmaticStreamSerializationAllowed = 1;
-    let config = sys::CUlaunchConfig {
-        gridDimX: grid,
-        gridDimY: 1,
-        gridDimZ: 1,
-        blockDimX: block,
-        blockDimY: 1,
-        blockDimZ: 1,
-        sharedMemBytes: 0,
-        hStream: r.stream.cu_stream(),
-        attrs: if serialize { &raw mut attribute } else { std::ptr::null_mut() },
-        numAttrs: u32::from(serialize),
-    };
-    // SAFETY: `ferroccl_empty` takes no parameters; `config` and `attribute` outlive the call.
-    unsafe { sys::cuLaunchKernelEx(&config, kernel.cu_function(), std::ptr::null_mut(), std::ptr::null_mut()) }.result().map_err(Error::cuda("cuLaunchKernelEx"))
+    let cfg = LaunchConfig { grid_dim: (grid, 1, 1), block_dim: (block, 1, 1), shared_mem_bytes: 0 };
+    // SAFETY: `ferroccl_empty` takes no parameters and waits for nothing.
+    unsafe { launch_post(&r.stream, kernel, cfg, &mut [], serialize) }
 }
 
 fn write_wait(r: &Rank, value: u32) -> Result<()> {
