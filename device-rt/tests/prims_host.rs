@@ -223,13 +223,19 @@ fn min_polling(memory: Option<&WeakMemory>) {
 
 #[test]
 fn direct_operations_bypass_the_fifo() {
-    direct_operations(None);
+    direct_operations(None, true);
+}
+
+#[test]
+fn direct_operations_take_the_fifo_where_the_output_is_not_mapped() {
+    direct_operations(None, false);
 }
 
 /// Direct operations: after the pointer exchange the sender writes straight into the
 /// receiver's output (the FIFO stays untouched) and the receiver copies nothing; steps
-/// still order the two.
-fn direct_operations(memory: Option<&WeakMemory>) {
+/// still order the two. With `receiver_mapped` false the receiver publishes no address,
+/// and the same direct operations move the data through the FIFO into its output.
+fn direct_operations(memory: Option<&WeakMemory>, receiver_mapped: bool) {
     const N: usize = 5000;
     let mut link = Link::new();
     let exchange = Box::new(0u64);
@@ -247,7 +253,7 @@ fn direct_operations(memory: Option<&WeakMemory>) {
         let g = group();
         if arch::block_idx() == 0 {
             let mut p = Primitives::<SwMulticast, P, FanAsymmetric<0, 1>>::new(g, &[], &[send as *mut ConnInfo], STEP_BYTES, inp, copy, f32_data());
-            p.exchange_direct();
+            p.exchange_direct(true);
             assert!(p.is_direct());
             for off in (0..N as i64).step_by(per_call as usize) {
                 p.direct_copy_send(off, off, per_call.min(N as i64 - off));
@@ -255,7 +261,7 @@ fn direct_operations(memory: Option<&WeakMemory>) {
             assert!(p.outcome().is_ok());
         } else {
             let mut p = Primitives::<SwMulticast, P, FanAsymmetric<1, 0>>::new(g, &[recv as *mut ConnInfo], &[], STEP_BYTES, 0, out, f32_data());
-            p.exchange_direct();
+            p.exchange_direct(receiver_mapped);
             for off in (0..N as i64).step_by(per_call as usize) {
                 p.direct_recv(off, per_call.min(N as i64 - off));
             }
@@ -264,7 +270,11 @@ fn direct_operations(memory: Option<&WeakMemory>) {
     });
     assert_eq!(output, input, "the receiver's output holds the data");
     assert_eq!(sender_copy, input, "the sender's own output holds its copy");
-    assert!(link.fifo.iter().all(|&w| w == 0), "nothing went through the FIFO");
+    if receiver_mapped {
+        assert!(link.fifo.iter().all(|&w| w == 0), "nothing went through the FIFO");
+    } else {
+        assert!(link.fifo.iter().any(|&w| w != 0), "the data went through the FIFO");
+    }
     assert_eq!(*exchange, 0, "the sender cleared the exchange word");
     assert_eq!((link.send.step, link.recv.step), (5, 5));
 }
@@ -285,7 +295,8 @@ fn the_primitives_pass_in_weak_memory() {
         scatter_and_gather(Some(memory));
         offsets_fifo(Some(memory));
         min_polling(Some(memory));
-        direct_operations(Some(memory));
+        direct_operations(Some(memory), true);
+        direct_operations(Some(memory), false);
         fifo_round_trip(memory)
     });
 }

@@ -43,29 +43,49 @@ impl<T: DeviceRepr + ValidAsZeroBits> HostMapped<T> {
     }
 }
 
-/// The ordinal of the device whose memory holds address `ptr`, or `None` where the memory
-/// is not device memory (host-mapped or registered host memory); an error for an address
-/// CUDA does not know (plain host memory, freed memory). Never blocks; one driver call
-/// (`cuPointerGetAttributes`, both attributes at once: it is on every collective call's
-/// path).
-pub fn device_of(ptr: u64) -> Result<Option<usize>> {
+/// What the driver says of a buffer a call names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BufferInfo {
+    /// The ordinal of the device whose memory holds it, or `None` where it is not device
+    /// memory (host-mapped or registered host memory).
+    pub device: Option<usize>,
+    /// It is `cuMemAlloc` memory of the context the caller named: mapped for every
+    /// device whose context has peer access to that context. Stream-ordered (pool) and
+    /// `cuMemCreate` memory are mapped only where their owner granted access, which this
+    /// does not know: false for them.
+    pub peer_mapped: bool,
+}
+
+/// What the driver says of address `ptr` ([`BufferInfo`]), `peer_mapped` against the
+/// context `ctx`; an error for an address CUDA does not know (plain host memory, freed
+/// memory). Never blocks; one driver call (`cuPointerGetAttributes`, every attribute at
+/// once: it is on every collective call's path).
+pub fn buffer_info(ptr: u64, ctx: sys::CUcontext) -> Result<BufferInfo> {
     use sys::CUpointer_attribute as A;
-    let mut attributes = [A::CU_POINTER_ATTRIBUTE_MEMORY_TYPE, A::CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL];
-    let (mut memory_type, mut ordinal): (i32, i32) = (-1, -1);
-    let mut data = [(&raw mut memory_type).cast::<std::ffi::c_void>(), (&raw mut ordinal).cast()];
-    // SAFETY: two attributes, both 32-bit values (a `CUmemorytype` and an `int`), each
-    // written into the `i32` its `data` entry points to.
-    unsafe { sys::cuPointerGetAttributes(2, attributes.as_mut_ptr(), data.as_mut_ptr(), ptr) }
+    let mut attributes = [
+        A::CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+        A::CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+        A::CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE,
+        A::CU_POINTER_ATTRIBUTE_CONTEXT,
+    ];
+    let (mut memory_type, mut ordinal, mut legacy): (i32, i32, i32) = (-1, -1, 0);
+    let mut owner: sys::CUcontext = std::ptr::null_mut();
+    let mut data = [(&raw mut memory_type).cast::<std::ffi::c_void>(), (&raw mut ordinal).cast(), (&raw mut legacy).cast(), (&raw mut owner).cast()];
+    // SAFETY: four attributes: a `CUmemorytype` and an `int` (32-bit values), a boolean the
+    // driver writes as an `int`, and a `CUcontext`; each written into the variable of that
+    // type its `data` entry points to.
+    unsafe { sys::cuPointerGetAttributes(attributes.len() as u32, attributes.as_mut_ptr(), data.as_mut_ptr(), ptr) }
         .result()
         .map_err(Error::cuda("cuPointerGetAttributes"))?;
     use sys::CUmemorytype as M;
-    match memory_type {
-        t if t == M::CU_MEMORYTYPE_DEVICE as i32 => Ok(usize::try_from(ordinal).ok()),
-        t if t == M::CU_MEMORYTYPE_HOST as i32 || t == M::CU_MEMORYTYPE_UNIFIED as i32 => Ok(None),
+    let device = match memory_type {
+        t if t == M::CU_MEMORYTYPE_DEVICE as i32 => usize::try_from(ordinal).ok(),
+        t if t == M::CU_MEMORYTYPE_HOST as i32 || t == M::CU_MEMORYTYPE_UNIFIED as i32 => None,
         // `cuPointerGetAttributes`, unlike `cuPointerGetAttribute`, succeeds for an address
         // CUDA does not know, leaving the type 0.
-        _ => Err(Error::InvalidArgument(format!("address {ptr:#x} is neither device memory nor host memory known to CUDA"))),
-    }
+        _ => return Err(Error::InvalidArgument(format!("address {ptr:#x} is neither device memory nor host memory known to CUDA"))),
+    };
+    Ok(BufferInfo { device, peer_mapped: device.is_some() && legacy != 0 && owner == ctx })
 }
 
 impl<T: Copy> HostMapped<T> {

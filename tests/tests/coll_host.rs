@@ -36,17 +36,18 @@ fn run_matrix(nranks: u32, nchannels: u32, direct: bool, filter: impl Fn(&CollCa
 
 /// Runs the matrix on a communicator of `shape`.
 fn run_matrix_on(shape: Shape, filter: impl Fn(&CollCase) -> bool) {
-    if let Err(why) = try_matrix(shape, None, filter) {
+    if let Err(why) = try_matrix(shape, None, &[], filter) {
         panic!("{why}");
     }
 }
 
 /// Runs the matrix cases `filter` keeps on a communicator of `shape`, in `memory`'s
-/// weak-memory world if given (else as `TwinGroup::start_in` says); `Err` says which cases
-/// went wrong.
-fn try_matrix(shape: Shape, memory: Option<WeakMemory>, filter: impl Fn(&CollCase) -> bool) -> Result<(), String> {
+/// weak-memory world if given (else as `TwinGroup::start_in` says), the outputs of
+/// `unmapped` ranks not mapped for their peers; `Err` says which cases went wrong.
+fn try_matrix(shape: Shape, memory: Option<WeakMemory>, unmapped: &[u32], filter: impl Fn(&CollCase) -> bool) -> Result<(), String> {
     let (nranks, nchannels) = (shape.nranks, shape.nchannels);
     let mut g = TwinGroup::start_in(shape, 128, Duration::from_secs(60), memory).map_err(|e| e.to_string())?;
+    g.set_unmapped_outputs(unmapped);
     // Several chunks per channel: 2 slices × 2 steps of 4 KiB per chunk.
     let big = 3 * 4096 * 4 * nchannels as usize / 4 + 13;
     let cases: Vec<_> = matrix(nranks, big).into_iter().filter(|c| filter(c)).collect();
@@ -78,6 +79,20 @@ fn matrix_two_ranks() {
 #[test]
 fn matrix_two_ranks_direct() {
     run_matrix(2, 2, true, |c| matches!(c.function, CollFunction::AllReduce | CollFunction::AllGather | CollFunction::Broadcast));
+}
+
+/// Direct operations on 4 ranks where ranks 1 and 2 call with outputs not mapped for
+/// their peers (ring 0 → 1 → 2 → 3 → 0): each side of each connection runs direct or
+/// through the FIFO on its own, every combination of the two on some rank (rank 0
+/// receives direct and sends through the FIFO, rank 1 both through the FIFO, rank 2
+/// receives through the FIFO and sends direct, rank 3 both direct). Several chunks per
+/// channel on 2 channels.
+#[test]
+fn matrix_four_ranks_direct_some_outputs_unmapped() {
+    let direct_functions = |c: &CollCase| matches!(c.function, CollFunction::AllReduce | CollFunction::AllGather | CollFunction::Broadcast);
+    if let Err(why) = try_matrix(shape(4, 2, true), None, &[1, 2], |c| direct_functions(c) && sum_or_f32(c)) {
+        panic!("{why}");
+    }
 }
 
 /// Paired channels on 2 ranks: reduce-scatter sends on the first half of the channels
@@ -359,14 +374,16 @@ fn reduced(c: &CollCase) -> bool {
 /// order, loads stale where PTX allows it), through the FIFO on 2 ranks × 2 channels.
 #[test]
 fn matrix_weak_memory_two_ranks() {
-    WeakMemory::every_seed_passes(0..2, |memory| try_matrix(shape(2, 2, false), Some(memory.clone()), reduced));
+    WeakMemory::every_seed_passes(0..2, |memory| try_matrix(shape(2, 2, false), Some(memory.clone()), &[], reduced));
 }
 
 /// The reduced matrix in a weak-memory world, with direct operations and paired channels
-/// on 3 ranks × 4 channels.
+/// on 3 ranks × 4 channels, every rank's output mapped for its peers; then rank 1's not
+/// (rank 0 sends to it through the FIFO, rank 1 receives there and sends direct on).
 #[test]
 fn matrix_weak_memory_three_ranks_direct_paired() {
-    WeakMemory::every_seed_passes(0..2, |memory| try_matrix(Shape { paired: true, ..shape(3, 4, true) }, Some(memory.clone()), reduced));
+    WeakMemory::every_seed_passes(0..2, |memory| try_matrix(Shape { paired: true, ..shape(3, 4, true) }, Some(memory.clone()), &[], reduced));
+    WeakMemory::every_seed_passes(0..2, |memory| try_matrix(Shape { paired: true, ..shape(3, 4, true) }, Some(memory.clone()), &[1], reduced));
 }
 
 /// Negative control at the collectives' level: a ring all-reduce whose senders post
@@ -374,7 +391,7 @@ fn matrix_weak_memory_three_ranks_direct_paired() {
 #[test]
 fn all_reduce_without_the_send_fence_fails() {
     let big = |c: &CollCase| c.function == CollFunction::AllReduce && c.dtype == DataType::F32 && c.op == RedOpKind::Sum && c.count > 1021;
-    let (runs, why) = WeakMemory::first_failure(0..8, &[Site::PrimsSendFence], |memory| try_matrix(shape(2, 2, false), Some(memory.clone()), big));
+    let (runs, why) = WeakMemory::first_failure(0..8, &[Site::PrimsSendFence], |memory| try_matrix(shape(2, 2, false), Some(memory.clone()), &[], big));
     eprintln!("a ring all-reduce without its send fence failed after {runs} run(s): {why}");
 }
 
@@ -384,6 +401,6 @@ fn all_reduce_without_the_send_fence_fails() {
 #[test]
 fn the_sizes_fifo_without_the_empty_slice_fence_fails() {
     let sendrecv = |c: &CollCase| c.function == CollFunction::SendRecv && reduced(c);
-    let (runs, why) = WeakMemory::first_failure(0..8, &[Site::PrimsEmptySliceFence], |memory| try_matrix(shape(2, 2, false), Some(memory.clone()), sendrecv));
+    let (runs, why) = WeakMemory::first_failure(0..8, &[Site::PrimsEmptySliceFence], |memory| try_matrix(shape(2, 2, false), Some(memory.clone()), &[], sendrecv));
     eprintln!("the sizes FIFO without the empty-slice fence failed after {runs} run(s): {why}");
 }

@@ -24,6 +24,9 @@ pub struct Coll {
     /// Input and output buffers (byte addresses).
     pub input: u64,
     pub output: u64,
+    /// The output is mapped for every peer (the work item's `ITEM_OUTPUT_PEER_MAPPED`): on
+    /// connections that allow direct operations, the previous rank may write into it.
+    pub output_peer_mapped: bool,
     /// The operator's argument.
     pub red_arg: u64,
     /// Broadcast and Reduce: the root rank.

@@ -312,7 +312,7 @@ pub unsafe fn run_hardware(
     // channels and `shared` holds `MAX_GROUPS` groups' shared memory (this function's
     // contract).
     let cx = unsafe { CollCtx::new(comm, (arch::block_idx(), arch::grid_dim()), shared, abort, spin_budget_ns) };
-    let c = Coll { function, count, recv_count: 0, input: buffers.0, output: buffers.1, red_arg, root: 0, send_peer: 0, recv_peer: 0 };
+    let c = Coll { function, count, recv_count: 0, input: buffers.0, output: buffers.1, output_peer_mapped: false, red_arg, root: 0, send_peer: 0, recv_peer: 0 };
     let data = DataOp { dtype, op: if function.reduces() { op } else { crate::redop::RedOpKind::Sum }, arg: red_arg };
     // SAFETY: every thread of the CTA calls this with the same arguments; `cx` is this
     // channel's context, its NVLS ends wired with multicast addresses (this function's

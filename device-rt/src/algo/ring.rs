@@ -93,7 +93,9 @@ pub unsafe fn run(cx: &CollCtx, c: &Coll, data: DataOp) -> Result<(), (LoopError
     let chunk = prims.chunk_capacity();
     let elt = data.elt() as i64;
     // NCCL's direct operations where the ring allows them: every rank runs the same
-    // function over connections wired the same way, so both ends of each connection agree.
+    // function over connections wired the same way, so both ends of each connection agree
+    // to exchange; each rank publishes its output only where the host found it mapped for
+    // the peers, and each side runs direct or through the FIFO as the exchange found.
     // An empty collective moves no step, so nothing would keep a receiver from publishing
     // its next operation's address before the sender took this one's: it exchanges none.
     // SAFETY: `cx.channel` is this channel's `ChannelConns`, which the host wrote before the
@@ -102,8 +104,9 @@ pub unsafe fn run(cx: &CollCtx, c: &Coll, data: DataOp) -> Result<(), (LoopError
     if direct_capable && matches!(c.function, CollFunction::AllReduce | CollFunction::AllGather | CollFunction::Broadcast) {
         // SAFETY: every thread of the group calls this right after `new`, and `CONN_DIRECT` on
         // the send end (set by the host on both ends of the ring's connections alike) means
-        // both connections carry a pointer-exchange word.
-        unsafe { prims.exchange_direct() };
+        // both connections carry a pointer-exchange word; a mapped output is mapped for the
+        // previous rank (the host's `ITEM_OUTPUT_PEER_MAPPED`).
+        unsafe { prims.exchange_direct(c.output_peer_mapped) };
     }
     // SAFETY: every thread of the CTA runs the same arm with the same arguments, and `c`'s
     // buffers hold what the function addresses (this function's contract), which is each

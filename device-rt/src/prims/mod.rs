@@ -132,6 +132,14 @@ const NVLS_MIN_POLLING: u32 = 64;
 /// The posted word is a multicast handle (the conn's `CONN_NVLS_MIN_POLL`): a post
 /// reaches every device's copy.
 const NVLS_MULTICAST_POST: u32 = 128;
+/// Every thread of a group that exchanged addresses and published its output: the
+/// previous rank writes its direct sends there (see [`Primitives::exchange_direct`]).
+const DIRECT_RECV_ON: u32 = 256;
+
+/// What a receiver publishes in place of its output's address when its output is not
+/// mapped for the peer: the sender then sends through the FIFO. Never a buffer's address
+/// (no buffer ends at the top of the address space).
+pub const NOT_DIRECT: u64 = u64::MAX;
 
 /// Where a group runs and what bounds its waits.
 #[derive(Clone, Copy)]
@@ -199,9 +207,11 @@ pub struct Primitives<M: Multicast, P: Proto, F: Fan> {
     data: DataOp,
     /// WaitRecv/WaitSend threads: the connection's pointer-exchange word.
     ptr_exchange: u64,
-    /// Direct operations are on (every thread): see [`Primitives::exchange_direct`].
+    /// The group exchanged addresses for direct operations (every thread): see
+    /// [`Primitives::exchange_direct`].
     direct: bool,
-    /// The WaitSend thread of a direct group: the next rank's output buffer.
+    /// The WaitSend thread of a direct group: the next rank's output buffer, or 0 where
+    /// the next rank's output is not mapped for this one (sends go through the FIFO).
     direct_buff: u64,
     flavour: PhantomData<(M, P, F)>,
 }
@@ -364,25 +374,35 @@ impl<M: MulticastMovers, P: Proto, F: Fan> Primitives<M, P, F> {
         }
     }
 
-    /// Turns direct operations on for this group's collective (NCCL's `ptrExchange`):
-    /// each WaitRecv thread publishes this rank's output buffer to its sender, each
-    /// WaitSend thread takes the next rank's output buffer and clears the word for the
-    /// next operation. Both ends of every connection must call it for the same
-    /// collectives (the connections carry `CONN_DIRECT`). Ordering: the address is
-    /// published with a release store and taken with acquire loads; the clear happens
-    /// before this sender's first post, so before the receiver can publish again.
+    /// Exchanges addresses for direct operations on this group's collective (NCCL's
+    /// `ptrExchange`): each WaitRecv thread publishes this rank's output buffer to its
+    /// sender when `output_mapped` (the output is mapped for the peers), else
+    /// [`NOT_DIRECT`]; each WaitSend thread takes what the next rank published and clears
+    /// the word for the next operation. Each side of a connection then runs direct or
+    /// through the FIFO on its own: a send goes straight into the next rank's output where
+    /// that rank published it, and data arrives in this rank's output where it published
+    /// its own; the direct operations fall back to the FIFO side by side. Both ends of
+    /// every connection must call it for the same collectives (the connections carry
+    /// `CONN_DIRECT`). Ordering: the word is published with a release store and taken
+    /// with acquire loads; the clear happens before this sender's first post, so before
+    /// the receiver can publish again.
     ///
     /// # Safety
-    /// Every thread of the group calls it, right after [`Primitives::new`]; the
-    /// connections carry a pointer-exchange word.
+    /// Every thread of the group calls it with the same `output_mapped`, right after
+    /// [`Primitives::new`]; the connections carry a pointer-exchange word; with
+    /// `output_mapped` the output buffer is mapped for the previous rank.
     #[inline(never)]
-    pub unsafe fn exchange_direct(&mut self) {
+    pub unsafe fn exchange_direct(&mut self, output_mapped: bool) {
         self.direct = true;
+        if output_mapped {
+            self.flags |= DIRECT_RECV_ON;
+        }
         if self.flags & ROLE_WAIT_RECV != 0 {
+            let published = if output_mapped { self.output } else { NOT_DIRECT };
             // SAFETY: a WaitRecv thread loaded `ptr_exchange` from its connection, which
             // carries a pointer-exchange word (this function's contract): an 8-byte-aligned
             // `u64` in the sender's memory, accessed only through `arch`.
-            unsafe { arch::st_release_sys_global(self.ptr_exchange as *mut u64, self.output) };
+            unsafe { arch::st_release_sys_global(self.ptr_exchange as *mut u64, published) };
         }
         if self.flags & ROLE_WAIT_SEND != 0 {
             let word = self.ptr_exchange as *mut u64;
@@ -393,8 +413,9 @@ impl<M: MulticastMovers, P: Proto, F: Fan> Primitives<M, P, F> {
                 // SAFETY: `word` is the send connection's pointer-exchange word, loaded by this
                 // WaitSend thread (this function's contract: the connection carries one): an
                 // 8-byte-aligned `u64` in this rank's memory, accessed only through `arch`.
-                self.direct_buff = unsafe { arch::ld_acquire_sys_global(word) };
-                if self.direct_buff != 0 {
+                let published = unsafe { arch::ld_acquire_sys_global(word) };
+                if published != 0 {
+                    self.direct_buff = if published == NOT_DIRECT { 0 } else { published };
                     // SAFETY: as above; this WaitSend thread is the only one on this side that
                     // clears the word.
                     unsafe { arch::st_relaxed_sys_global(word, 0) };
@@ -461,7 +482,9 @@ impl<M: MulticastMovers, P: Proto, F: Fan> Primitives<M, P, F> {
         (self.step_bytes / self.data.elt() * Self::CHUNK_STEPS) as i64
     }
 
-    /// True once [`Primitives::exchange_direct`] has turned direct operations on.
+    /// True once [`Primitives::exchange_direct`] has exchanged addresses: the algorithms
+    /// then call the direct operations, each side of which runs direct or through the
+    /// FIFO as the exchange found.
     pub fn is_direct(&self) -> bool {
         self.direct
     }
@@ -531,9 +554,10 @@ impl<M: MulticastMovers, P: Proto, F: Fan> Primitives<M, P, F> {
     /// NCCL's `waitPeer`: the WaitRecv/WaitSend threads wait until their peer has data
     /// (or room) for one slice, then publish the slot's address for the workers.
     #[inline(always)]
-    /// With direct operations on, a direct send's pointer is the next rank's output at
-    /// element `direct_ix`, and a direct receive's is this rank's own output there (the
-    /// sender wrote it already).
+    /// After an address exchange, a direct send's pointer is the next rank's output at
+    /// element `direct_ix` where that rank published it, and a direct receive's is this
+    /// rank's own output there where this rank published it (the sender wrote it
+    /// already); the FIFO slot otherwise.
     ///
     /// # Safety
     /// `self` was built by [`Primitives::new`], whose contract still holds.
@@ -624,9 +648,9 @@ impl<M: MulticastMovers, P: Proto, F: Fan> Primitives<M, P, F> {
             }
         };
         let direct_at = |base: u64| base.wrapping_add((direct_ix as u64).wrapping_mul(self.data.elt()));
-        let ptr = match (self.direct, is_send) {
-            (true, true) if direct_send => direct_at(self.direct_buff),
-            (true, false) if direct_recv => direct_at(self.output),
+        let ptr = match is_send {
+            true if direct_send && self.direct_buff != 0 => direct_at(self.direct_buff),
+            false if direct_recv && self.flags & DIRECT_RECV_ON != 0 => direct_at(self.output),
             _ => self.fifo + offset,
         };
         // SAFETY: `ptrs + index` is in bounds (above); this slot is written only by this
@@ -680,10 +704,11 @@ impl<M: MulticastMovers, P: Proto, F: Fan> Primitives<M, P, F> {
     /// `NDSTS` are the resulting operand counts (one peer per side). The first
     /// `PRE_OP_SRCS` sources (the user input) get the operator's pre-op; `POST_OP`
     /// applies its post-op. A plain copy moves bits through the copy code shared by
-    /// every type of the element's size. With direct operations on (see
+    /// every type of the element's size. After an address exchange (see
     /// [`Primitives::exchange_direct`]), `DIRECT_SEND` writes into the next rank's output
-    /// at `dst_ix` instead of the FIFO, and `DIRECT_RECV` finds the data already in this
-    /// rank's output at `dst_ix` (nothing to copy there).
+    /// at `dst_ix` instead of the FIFO where that rank published it, and `DIRECT_RECV`
+    /// finds the data already in this rank's output at `dst_ix` (nothing to copy there)
+    /// where this rank published it.
     ///
     /// # Safety
     /// Every thread of the group calls this with the same arguments; the user buffers
@@ -756,7 +781,7 @@ impl<M: MulticastMovers, P: Proto, F: Fan> Primitives<M, P, F> {
                 let dsts = [dsts[0], dsts[NDSTS - 1]];
                 // A direct receive's source is this rank's own output, where the data
                 // already is: only a send onwards remains.
-                let received_in_place = DIRECT_RECV && self.direct && SRC_BUF == buf::NONE;
+                let received_in_place = DIRECT_RECV && self.flags & DIRECT_RECV_ON != 0 && SRC_BUF == buf::NONE;
                 // SAFETY: the sub-barrier above published this slice's pointers: the user
                 // buffers at `src_ix + offset`/`dst_ix + offset`, which hold `work <=
                 // slice_size` elements (this function's contract), and FIFO space for

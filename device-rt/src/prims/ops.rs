@@ -163,7 +163,8 @@ impl<M: MulticastMovers, P: Proto, F: Fan> Primitives<M, P, F> {
         // SAFETY: this function's contract, which the caller keeps, is `generic_op`'s: every
         // thread of the group calls it with the same arguments, the input holds `in_ix..in_ix +
         // n`, and so does the next rank's output at `out_ix` (every rank's output has the same
-        // layout, and it published that buffer through `exchange_direct`), and `n` is at most
+        // layout, and where it published that buffer through `exchange_direct`; the FIFO
+        // otherwise), and `n` is at most
         // one chunk; the operand counts are the ones `generic_op` asserts for these roles.
         unsafe { self.generic_op::<false, true, { buf::INPUT }, { buf::NONE }, 1, 1, 1, false, false, true>(in_ix, out_ix, n) }
     }

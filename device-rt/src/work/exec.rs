@@ -10,7 +10,7 @@
 
 use core::mem::size_of;
 
-use super::item::{BadItem, DeviceFunction, WorkItem, WorkKind};
+use super::item::{BadItem, DeviceFunction, ITEM_OUTPUT_PEER_MAPPED, WorkItem, WorkKind};
 use super::placement::elect_channel;
 use super::mailbox::update_state;
 use super::spread::mailbox_spread;
@@ -1032,6 +1032,7 @@ unsafe fn part_context(a: &Channel, item: &WorkItem, shared: *mut LoopShared, pa
         recv_count: if function == CollFunction::SendRecv { item.op_arg } else { 0 },
         input: item.src,
         output: item.dst,
+        output_peer_mapped: item.flags & ITEM_OUTPUT_PEER_MAPPED != 0,
         red_arg: item.op_arg,
         root: item.arg as u32,
         send_peer: item.arg as u32,

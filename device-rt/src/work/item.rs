@@ -81,7 +81,7 @@ pub struct WorkItem {
     pub dtype: u8,
     /// A [`RedOpKind`] number (ReduceCopy with `src2`; Collective).
     pub op: u8,
-    /// Zero.
+    /// Zero, but for a Collective's [`ITEM_OUTPUT_PEER_MAPPED`].
     pub flags: u8,
     /// A [`DeviceFunction`] number (Call); a [`CollFunction`] number (Collective).
     pub function: u32,
@@ -99,6 +99,12 @@ pub struct WorkItem {
     /// the peers (SendRecv).
     pub arg: u64,
 }
+
+/// `WorkItem::flags` of a Collective: the output buffer is mapped for every peer of the
+/// communicator, so ring senders may write into it directly (NCCL's direct operations,
+/// where the communicator's connections allow them). The host sets it per call from what
+/// the driver says of the buffer; without it, peers send into this rank's FIFO only.
+pub const ITEM_OUTPUT_PEER_MAPPED: u8 = 1;
 
 static_assertions::const_assert_eq!(core::mem::size_of::<WorkItem>(), 64);
 static_assertions::const_assert_eq!(core::mem::align_of::<WorkItem>(), 16);
@@ -128,7 +134,7 @@ pub enum BadItem {
     CountOverflow = 7,
     /// `function` names no [`DeviceFunction`].
     UnknownFunction = 8,
-    /// `flags` is not zero.
+    /// `flags` has a bit the item's kind does not define.
     ReservedNotZero = 9,
     /// `seq` is not the position the loop expected (a torn or stale slot).
     WrongSequence = 10,
@@ -200,7 +206,7 @@ impl BadItem {
             Self::Misaligned => "misaligned pointer",
             Self::CountOverflow => "element count overflows the buffer's address range",
             Self::UnknownFunction => "unknown device function",
-            Self::ReservedNotZero => "flags field is not zero",
+            Self::ReservedNotZero => "flags field has a bit this kind of item does not define",
             Self::WrongSequence => "sequence number out of order",
             Self::UnknownCollective => "unknown collective function",
             Self::NoCommunicator => "collective on a work loop without a communicator",
@@ -357,7 +363,8 @@ impl WorkItem {
     /// before running.
     pub fn validate(&self) -> Result<WorkKind, BadItem> {
         let kind = WorkKind::from_u8(self.kind).ok_or(BadItem::UnknownKind)?;
-        if self.flags != 0 {
+        let defined = if kind == WorkKind::Collective { ITEM_OUTPUT_PEER_MAPPED } else { 0 };
+        if self.flags & !defined != 0 {
             return Err(BadItem::ReservedNotZero);
         }
         match kind {
@@ -428,6 +435,8 @@ mod tests {
         assert_eq!(WorkItem::copy(DataType::F32, 0x1000, 0x2000, 10).validate(), Ok(WorkKind::ReduceCopy));
         assert_eq!(WorkItem::sum(DataType::Bf16, 0x1000, 0x3000, 0x2000, 7).validate(), Ok(WorkKind::ReduceCopy));
         assert_eq!(WorkItem::call(DeviceFunction::Increment, 0x40, 0).validate(), Ok(WorkKind::Call));
+        let mapped = WorkItem { flags: ITEM_OUTPUT_PEER_MAPPED, ..WorkItem::collective(CollFunction::AllGather, DataType::F32, RedOpKind::Sum, 0, 0x1000, 0x2000, 4, 0) };
+        assert_eq!(mapped.validate(), Ok(WorkKind::Collective), "a collective's output may be marked mapped for its peers");
         // A call's function number is not a collective's: the communicator's check passes
         // it (read as a collective, 3 would be a Broadcast whose root, `arg`, is no rank).
         assert_eq!(WorkItem { function: 3, ..WorkItem::call(DeviceFunction::Timestamp, u64::MAX - 7, 0) }.validate_in_comm(0, 2), Ok(()));
@@ -445,7 +454,8 @@ mod tests {
             (WorkItem { dst: 0x2002, ..copy }, BadItem::Misaligned),
             (WorkItem { count: u64::MAX / 2, ..copy }, BadItem::CountOverflow),
             (WorkItem { src: u64::MAX - 7, ..copy }, BadItem::CountOverflow),
-            (WorkItem { flags: 1, ..copy }, BadItem::ReservedNotZero),
+            (WorkItem { flags: ITEM_OUTPUT_PEER_MAPPED, ..copy }, BadItem::ReservedNotZero),
+            (WorkItem { flags: 2, ..WorkItem::collective(CollFunction::AllGather, DataType::F32, RedOpKind::Sum, 0, 0x1000, 0x2000, 4, 0) }, BadItem::ReservedNotZero),
             (WorkItem { function: 7, ..WorkItem::call(DeviceFunction::Timestamp, 8, 0) }, BadItem::UnknownFunction),
             (WorkItem::call(DeviceFunction::Timestamp, 0, 0), BadItem::NullPointer),
             (WorkItem::call(DeviceFunction::WaitAtLeast, 12, 1), BadItem::Misaligned),

@@ -121,9 +121,10 @@ pub struct CommArgs {
     #[arg(long, value_name = "true|false")]
     pub paired: Option<bool>,
     /// Ring senders write straight into the next rank's output where the algorithm
-    /// allows (NCCL's direct operations)
-    #[arg(long)]
-    pub direct: bool,
+    /// allows and that output is `cuMemAlloc` memory (NCCL's direct operations); false:
+    /// every send through the FIFO [default: true]
+    #[arg(long, value_name = "true|false")]
+    pub direct: Option<bool>,
     /// Every rank's buffers in a symmetric heap of the ranks (one allocation each, the
     /// same offsets on every rank), the communicator on it (`Comm::from_heap`): out-of-place
     /// all_reduces read their inputs in place, staging nothing (GPUs only)
@@ -478,7 +479,7 @@ mod tests {
         for flag in ["-w, --warmup_iters", "-r, --root", "--json", "--devices", "--ranks", "--channels", "--threads", "--step"] {
             assert!(bench_help.contains(flag), "{flag}: {bench_help}");
         }
-        for flag in ["--sms", "--paired", "--direct", "--algo <ALGO>", "--staging <BYTES>", "--stats", "--nccl", "reduce_copy", "work_loop", "all_gather"] {
+        for flag in ["--sms", "--paired", "--direct <true|false>", "--algo <ALGO>", "--staging <BYTES>", "--stats", "--nccl", "reduce_copy", "work_loop", "all_gather"] {
             assert!(bench_help.contains(flag), "{flag}: {bench_help}");
         }
     }
@@ -516,9 +517,9 @@ mod tests {
         assert_eq!(b.comm, CommArgs { devices: Some(vec![0]), ranks: Some(1), sms: Some(Placement::Tpcs), ..CommArgs::default() });
         assert!(b.sweep.check, "-c defaults to 1");
 
-        let b = bench("ferroccl bench reduce_scatter all_reduce -b 1G -e 1G -c 0 -n 10 -w 3 --devices 0,1 --channels 4 --sms 0,32,66,98 --threads 256 --step 524288 --direct --stats");
+        let b = bench("ferroccl bench reduce_scatter all_reduce -b 1G -e 1G -c 0 -n 10 -w 3 --devices 0,1 --channels 4 --sms 0,32,66,98 --threads 256 --step 524288 --direct false --stats");
         assert_eq!(b.comm.sms, Some("0,32,66,98".parse().unwrap()));
-        assert_eq!((b.comm.threads, b.comm.step, b.comm.direct), (Some(256), Some(512 << 10), true));
+        assert_eq!((b.comm.threads, b.comm.step, b.comm.direct), (Some(256), Some(512 << 10), Some(false)));
 
         // bench/scripts/issue16.sh
         let b = bench("ferroccl bench all_reduce -b 8 -e 64M -f 2 -c 1 -n 20 -w 5 --devices 0,1 --ranks 4 --algo two-shot --staging 64M --json out/a.json");
@@ -597,8 +598,8 @@ mod tests {
         );
         let c = coll("ferroccl coll --devices 0,1 --ranks 2 --channels 2 --threads 512 no-such-case");
         assert_eq!((c.comm.threads, c.filter.as_deref(), c.big), (Some(512), Some("no-such-case"), 3 << 20));
-        let c = coll("ferroccl coll --devices 0,1,2,3,4,5,6,7 --ranks 8 --channels 8 --direct");
-        assert_eq!((c.comm.devices.as_ref().map(Vec::len), c.comm.direct), (Some(8), true));
+        let c = coll("ferroccl coll --devices 0,1,2,3,4,5,6,7 --ranks 8 --channels 8 --direct true");
+        assert_eq!((c.comm.devices.as_ref().map(Vec::len), c.comm.direct), (Some(8), Some(true)));
 
         assert!(matches!(parse("ferroccl info").command, Command::Info));
         assert!(matches!(parse("ferroccl ptx").command, Command::Ptx));

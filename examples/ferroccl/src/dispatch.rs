@@ -24,7 +24,7 @@ use device_rt::redop::RedOpKind;
 use device_rt::algo::CollFunction;
 use device_rt::work::WorkItem;
 use host_shim::comm::Comm;
-use host_shim::memory::device_of;
+use host_shim::memory::buffer_info;
 use host_shim::module::Module;
 use host_shim::work::{DeviceAlloc, launch_post};
 use host_shim::{Error, Result};
@@ -129,7 +129,7 @@ fn measure_all(ranks: &[Rank], comms: &[Comm]) -> Result<DispatchReport> {
             counter = counter.wrapping_add(1);
             match name {
                 "call" => comms[i].enqueue_on_stream(items[i]),
-                "pointer_attributes_x2" => device_of(items[i].src).and_then(|_| device_of(items[i].dst)).map(drop),
+                "pointer_attributes_x2" => buffer_info(items[i].src, r.stream.context().cu_ctx()).and_then(|_| buffer_info(items[i].dst, r.stream.context().cu_ctx())).map(drop),
                 "context_bind" => bind(r),
                 // SAFETY: a live stream of the bound context.
                 "is_capturing" => bind(r).and_then(|()| unsafe { cudarc::driver::result::stream::is_capturing(r.stream.cu_stream()) }.map(drop).map_err(Error::cuda("cuStreamIsCapturing"))),

@@ -156,7 +156,7 @@ fn comm_config(comm: &CommArgs, channels: u32, path: SubmitPath) -> CommConfig {
     cfg.loop_cfg.placement = comm.sms.unwrap_or(cfg.loop_cfg.placement);
     cfg.loop_cfg.sleep_after = comm.sleep_after.map_or(cfg.loop_cfg.sleep_after, SleepAfter::duration);
     cfg.ring_step_bytes = comm.step.unwrap_or(cfg.ring_step_bytes);
-    cfg.direct = comm.direct;
+    cfg.direct = comm.direct.unwrap_or(cfg.direct);
     cfg.paired = comm.paired.unwrap_or(cfg.paired);
     cfg.algorithm = comm.algo.unwrap_or(cfg.algorithm);
     cfg.staging_bytes = comm.staging.unwrap_or(cfg.staging_bytes);
@@ -260,7 +260,7 @@ fn bench_collectives(args: BenchCmd) -> Result<ExitCode, Error> {
             nchannels: comm.channels.unwrap_or(2),
             ring_step_bytes: 64 << 10,
             p2p_step_bytes: 16 << 10,
-            direct: comm.direct,
+            direct: comm.direct.unwrap_or(true),
             stats,
             paired: comm.paired.unwrap_or(false),
             staging_bytes: comm.staging.unwrap_or(1 << 20),

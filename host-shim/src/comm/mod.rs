@@ -74,10 +74,11 @@ use device_rt::conn::ChannelStats;
 use device_rt::dtype::DataType;
 use device_rt::redop::RedOpKind;
 use device_rt::algo::{AlgorithmChoice, CollFunction, NO_PEER, NVLS_MIN_THREADS, Staging, plan};
-use device_rt::work::{WorkItem, WorkKind};
+use device_rt::work::{ITEM_OUTPUT_PEER_MAPPED, WorkItem, WorkKind};
 use zerocopy::FromBytes;
 
 use crate::device;
+use crate::memory::{BufferInfo, buffer_info};
 use crate::module::Module;
 use crate::queue::{AbortHandle, Ticket};
 use crate::shmem::Heap;
@@ -119,8 +120,9 @@ pub struct CommConfig {
     /// Bytes per FIFO step of the point-to-point connections.
     pub p2p_step_bytes: u64,
     /// Ring senders write straight into the next rank's output where the algorithm
-    /// allows (NCCL's direct operations). Tested on the host twin; off by default until
-    /// it is measured on GPUs.
+    /// allows (NCCL's direct operations) and that rank's call found its output mapped for
+    /// the peers (`cuMemAlloc` memory: [`BufferInfo::peer_mapped`]); elsewhere, and
+    /// everywhere when false, sends go through the FIFO. On by default.
     pub direct: bool,
     /// Every channel keeps statistics of where its time goes ([`Comm::channel_stats`]).
     pub stats: bool,
@@ -195,7 +197,7 @@ impl Default for CommConfig {
             },
             ring_step_bytes: 1 << 20,
             p2p_step_bytes: 128 << 10,
-            direct: false,
+            direct: true,
             stats: false,
             paired: false,
             staging_bytes: 32 << 20,
@@ -266,21 +268,27 @@ pub fn check_nvls_threads(algorithm: AlgorithmChoice, threads: u32) -> Result<()
 }
 
 /// Refuses `item` if a buffer it names is device memory of another device than
-/// `ordinal` (`device_of` says whose memory an address is).
-fn on_device(item: &WorkItem, ordinal: usize, device_of: impl Fn(u64) -> Result<Option<usize>>) -> Result<()> {
+/// `ordinal` (`info` says what the driver knows of an address); else whether its output
+/// is mapped for the rank's peers (see [`BufferInfo::peer_mapped`]).
+fn on_device(item: &WorkItem, ordinal: usize, info: impl Fn(u64) -> Result<BufferInfo>) -> Result<bool> {
+    let mut output_mapped = false;
     // An in-place call names one buffer twice: it is asked about once.
     let dst = if item.dst == item.src { 0 } else { item.dst };
     for addr in [item.src, dst] {
         if addr == 0 {
             continue;
         }
-        if let Some(buffer) = device_of(addr)?
-            && buffer != ordinal
+        let buffer = info(addr)?;
+        if let Some(device) = buffer.device
+            && device != ordinal
         {
-            return Err(Error::WrongDevice { buffer, rank: ordinal });
+            return Err(Error::WrongDevice { buffer: device, rank: ordinal });
+        }
+        if addr == item.dst {
+            output_mapped = buffer.peer_mapped;
         }
     }
-    Ok(())
+    Ok(output_mapped)
 }
 
 /// One rank of a communicator.
@@ -541,12 +549,17 @@ impl Comm {
     }
 
     /// Checks `item` (alone, against the communicator and its algorithm as planned on
-    /// `staging`, and its buffers against the rank's device) without enqueueing it.
-    fn check(&self, item: &WorkItem, staging: Staging) -> Result<()> {
+    /// `staging`, and its buffers against the rank's device) without enqueueing it, and
+    /// returns it as it is enqueued: a collective's `ITEM_OUTPUT_PEER_MAPPED` says what
+    /// the driver says of its output, whatever the caller set.
+    fn check(&self, item: WorkItem, staging: Staging) -> Result<WorkItem> {
         item.validate().map_err(|reason| Error::BadWorkItem { reason, seq: 0 })?;
         item.validate_in_comm(self.rank, self.nranks).map_err(|reason| Error::BadWorkItem { reason, seq: 0 })?;
-        check_algorithm(item, staging, self.algorithm)?;
-        on_device(item, self.stream.context().ordinal(), crate::memory::device_of)
+        check_algorithm(&item, staging, self.algorithm)?;
+        let ctx = self.stream.context();
+        let mapped = on_device(&item, ctx.ordinal(), |addr| buffer_info(addr, ctx.cu_ctx()))?;
+        let flag = if mapped && item.kind == WorkKind::Collective as u8 { ITEM_OUTPUT_PEER_MAPPED } else { 0 };
+        Ok(WorkItem { flags: (item.flags & !ITEM_OUTPUT_PEER_MAPPED) | flag, ..item })
     }
 
     /// The direct host path: checks `item` and puts it on the rank's queue (no stream
@@ -554,7 +567,7 @@ impl Comm {
     pub fn enqueue(&mut self, item: WorkItem) -> Result<Ticket> {
         // The direct path spreads over the resident channels only (guests come with posts).
         let staging = if self.lp.all_channels() == self.lp.channels() { self.staging } else { Staging { channels: self.lp.channels(), ..self.staging } };
-        self.check(&item, staging)?;
+        let item = self.check(item, staging)?;
         self.lp.enqueue(item, Duration::from_secs(60))
     }
 
@@ -567,7 +580,7 @@ impl Comm {
     /// `item` and launches its post on the rank's stream (see
     /// [`WorkLoop::enqueue_on_stream`]).
     pub fn enqueue_on_stream(&self, item: WorkItem) -> Result<()> {
-        self.check(&item, self.staging)?;
+        let item = self.check(item, self.staging)?;
         self.lp.enqueue_on_stream(&self.stream, item)
     }
 
@@ -731,11 +744,17 @@ mod tests {
 
     #[test]
     fn buffers_on_another_device_are_refused() {
-        // Device 0 owns addresses below 1000, device 1 the others; 5 is host memory.
-        let owner = |addr: u64| Ok(if addr == 5 { None } else { Some(usize::from(addr >= 1000)) });
+        // Device 0 owns addresses below 1000, device 1 the others; 5 is host memory;
+        // addresses that are multiples of 32 are mapped for the peers.
+        let owner = |addr: u64| {
+            let device = if addr == 5 { None } else { Some(usize::from(addr >= 1000)) };
+            Ok(BufferInfo { device, peer_mapped: device.is_some() && addr % 32 == 0 })
+        };
         let item = |src, dst| WorkItem::collective(CollFunction::AllReduce, device_rt::dtype::DataType::F32, RedOpKind::Sum, 0, src, dst, 4, 0);
-        assert!(on_device(&item(16, 32), 0, owner).is_ok());
-        assert!(on_device(&item(5, 0), 1, owner).is_ok(), "host memory and absent buffers pass");
+        assert!(on_device(&item(16, 32), 0, owner).unwrap(), "the output's mapping is what counts");
+        assert!(!on_device(&item(32, 16), 0, owner).unwrap(), "not the input's");
+        assert!(on_device(&item(64, 64), 0, owner).unwrap(), "in place");
+        assert!(!on_device(&item(5, 0), 1, owner).unwrap(), "host memory and absent buffers pass");
         assert!(matches!(on_device(&item(1016, 32), 0, owner), Err(Error::WrongDevice { buffer: 1, rank: 0 })));
         assert!(matches!(on_device(&item(16, 1032), 0, owner), Err(Error::WrongDevice { buffer: 1, rank: 0 })));
         assert!(matches!(on_device(&item(16, 32), 1, owner), Err(Error::WrongDevice { buffer: 0, rank: 1 })));

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use device_rt::arch::{self, GridDependency, WeakMemory};
 use device_rt::conn::{ChannelStats, CommDevice};
-use device_rt::work::{LOOP_SMEM_BYTES, LoopArgs, LoopState, PostArgs, QueueHeader, RingSlot, WorkItem, post_alone, serve_post, work_loop};
+use device_rt::work::{ITEM_OUTPUT_PEER_MAPPED, LOOP_SMEM_BYTES, LoopArgs, LoopState, PostArgs, QueueHeader, RingSlot, WorkItem, WorkKind, post_alone, serve_post, work_loop};
 
 use super::group::{Buffer, RankGroup, SubmitPath, Submitted};
 use device_rt::algo::Staging;
@@ -83,6 +83,9 @@ pub struct TwinGroup {
     resident: u32,
     /// How [`RankGroup::submit`] hands items over.
     path: SubmitPath,
+    /// Bit `r`: rank `r`'s outputs count as not mapped for its peers (the twin's memory
+    /// is all mapped; see [`TwinGroup::set_unmapped_outputs`]).
+    unmapped: u64,
 }
 
 impl TwinGroup {
@@ -150,6 +153,22 @@ impl TwinGroup {
         self.ranks[rank as usize].launches.lock().unwrap_or_else(std::sync::PoisonError::into_inner).len()
     }
 
+    /// Makes the collectives of `ranks` say their outputs are not mapped for the peers
+    /// (as host-shim's communicator says of memory other than `cuMemAlloc`'s): with direct
+    /// connections, their previous ranks then send to them through the FIFO. Every other
+    /// rank's collectives say theirs are (the twin's buffers are host memory every rank
+    /// reaches).
+    pub fn set_unmapped_outputs(&mut self, ranks: &[u32]) {
+        self.unmapped = ranks.iter().fold(0, |m, &r| m | 1u64 << r);
+    }
+
+    /// `item` as rank `rank` hands it over: a collective says whether its output is
+    /// mapped for the peers, as host-shim's communicator's calls do.
+    fn as_handed_over(&self, rank: u32, item: WorkItem) -> WorkItem {
+        let mapped = item.kind == WorkKind::Collective as u8 && self.unmapped & 1u64 << rank == 0;
+        WorkItem { flags: (item.flags & !ITEM_OUTPUT_PEER_MAPPED) | if mapped { ITEM_OUTPUT_PEER_MAPPED } else { 0 }, ..item }
+    }
+
     /// How [`RankGroup::submit`] hands items over (a group started with guests only has
     /// streams).
     pub fn set_path(&mut self, path: SubmitPath) -> Result<()> {
@@ -205,7 +224,7 @@ impl TwinGroup {
             ranks.push(start_rank(block, shape.nchannels - resident, loops, memory.as_ref(), streams)?);
         }
         let path = if streams == Streams::None { SubmitPath::Direct } else { SubmitPath::Stream };
-        Ok(Self { ranks, buffers: Vec::new(), shape, threads, stats, memory, retired: Vec::new(), resident, path })
+        Ok(Self { ranks, buffers: Vec::new(), shape, threads, stats, memory, retired: Vec::new(), resident, path, unmapped: 0 })
     }
 
     /// Sets every rank's abort flag.
@@ -595,6 +614,7 @@ impl RankGroup for TwinGroup {
         // The queue's items spread over the resident channels only.
         let staging = Staging { channels: self.resident.min(self.shape.staging().channels), ..self.shape.staging() };
         check_algorithm(&item, staging, self.shape.algorithm)?;
+        let item = self.as_handed_over(rank, item);
         self.ranks[rank as usize].queue.enqueue(item, Duration::from_secs(60))
     }
 
@@ -605,6 +625,7 @@ impl RankGroup for TwinGroup {
         item.validate().map_err(|reason| Error::BadWorkItem { reason, seq: 0 })?;
         item.validate_in_comm(rank, self.shape.nranks).map_err(|reason| Error::BadWorkItem { reason, seq: 0 })?;
         check_algorithm(&item, self.shape.staging(), self.shape.algorithm)?;
+        let item = self.as_handed_over(rank, item);
         let r = &mut self.ranks[rank as usize];
         r.queue.health()?;
         let stream = r.stream.as_mut().ok_or(Error::InvalidState("this twin group has no streams"))?;
