@@ -49,31 +49,41 @@ pub struct BufferInfo {
     /// The ordinal of the device whose memory holds it, or `None` where it is not device
     /// memory (host-mapped or registered host memory).
     pub device: Option<usize>,
-    /// It is `cuMemAlloc` memory of the context the caller named: mapped for every
-    /// device whose context has peer access to that context. Stream-ordered (pool) and
-    /// `cuMemCreate` memory are mapped only where their owner granted access, which this
-    /// does not know: false for them.
+    /// Mapped for every peer device the caller named: `cuMemAlloc` memory of the context
+    /// the caller named (mapped for every context with peer access to it, which a
+    /// communicator enables between its devices), or stream-ordered memory whose pool
+    /// grants each of those devices read and write access. False for other memory
+    /// (`cuMemCreate` memory, whose mappings this does not know; another context's).
     pub peer_mapped: bool,
 }
 
 /// What the driver says of address `ptr` ([`BufferInfo`]), `peer_mapped` against the
-/// context `ctx`; an error for an address CUDA does not know (plain host memory, freed
-/// memory). Never blocks; one driver call (`cuPointerGetAttributes`, every attribute at
-/// once: it is on every collective call's path).
-pub fn buffer_info(ptr: u64, ctx: sys::CUcontext) -> Result<BufferInfo> {
+/// context `ctx` and the devices `peers`; an error for an address CUDA does not know
+/// (plain host memory, freed memory). Never blocks; one driver call
+/// (`cuPointerGetAttributes`, every attribute at once: it is on every collective call's
+/// path), and for stream-ordered memory one `cuMemPoolGetAccess` per peer.
+pub fn buffer_info(ptr: u64, ctx: sys::CUcontext, peers: &[usize]) -> Result<BufferInfo> {
     use sys::CUpointer_attribute as A;
     let mut attributes = [
         A::CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
         A::CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
         A::CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE,
         A::CU_POINTER_ATTRIBUTE_CONTEXT,
+        A::CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE,
     ];
     let (mut memory_type, mut ordinal, mut legacy): (i32, i32, i32) = (-1, -1, 0);
     let mut owner: sys::CUcontext = std::ptr::null_mut();
-    let mut data = [(&raw mut memory_type).cast::<std::ffi::c_void>(), (&raw mut ordinal).cast(), (&raw mut legacy).cast(), (&raw mut owner).cast()];
-    // SAFETY: four attributes: a `CUmemorytype` and an `int` (32-bit values), a boolean the
-    // driver writes as an `int`, and a `CUcontext`; each written into the variable of that
-    // type its `data` entry points to.
+    let mut pool: sys::CUmemoryPool = std::ptr::null_mut();
+    let mut data = [
+        (&raw mut memory_type).cast::<std::ffi::c_void>(),
+        (&raw mut ordinal).cast(),
+        (&raw mut legacy).cast(),
+        (&raw mut owner).cast(),
+        (&raw mut pool).cast(),
+    ];
+    // SAFETY: five attributes: a `CUmemorytype` and an `int` (32-bit values), a boolean the
+    // driver writes as an `int`, a `CUcontext` and a `CUmemoryPool`; each written into the
+    // variable of that type its `data` entry points to.
     unsafe { sys::cuPointerGetAttributes(attributes.len() as u32, attributes.as_mut_ptr(), data.as_mut_ptr(), ptr) }
         .result()
         .map_err(Error::cuda("cuPointerGetAttributes"))?;
@@ -85,7 +95,21 @@ pub fn buffer_info(ptr: u64, ctx: sys::CUcontext) -> Result<BufferInfo> {
         // CUDA does not know, leaving the type 0.
         _ => return Err(Error::InvalidArgument(format!("address {ptr:#x} is neither device memory nor host memory known to CUDA"))),
     };
-    Ok(BufferInfo { device, peer_mapped: device.is_some() && legacy != 0 && owner == ctx })
+    let peer_mapped = device.is_some() && if pool.is_null() { legacy != 0 && owner == ctx } else { pool_grants(pool, peers) };
+    Ok(BufferInfo { device, peer_mapped })
+}
+
+/// Whether memory pool `pool` grants every device of `peers` read and write access.
+fn pool_grants(pool: sys::CUmemoryPool, peers: &[usize]) -> bool {
+    peers.iter().all(|&peer| {
+        let Ok(id) = i32::try_from(peer) else { return false };
+        let mut location = sys::CUmemLocation { type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE, id };
+        let mut flags = sys::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_NONE;
+        // SAFETY: `pool` is the live pool the driver just named for a buffer; `flags` and
+        // `location` are valid for the call.
+        let asked = unsafe { sys::cuMemPoolGetAccess(&raw mut flags, pool, &raw mut location) };
+        asked == sys::CUresult::CUDA_SUCCESS && flags == sys::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READWRITE
+    })
 }
 
 impl<T: Copy> HostMapped<T> {

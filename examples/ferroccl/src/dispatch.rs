@@ -129,7 +129,7 @@ fn measure_all(ranks: &[Rank], comms: &[Comm]) -> Result<DispatchReport> {
             counter = counter.wrapping_add(1);
             match name {
                 "call" => comms[i].enqueue_on_stream(items[i]),
-                "pointer_attributes_x2" => buffer_info(items[i].src, r.stream.context().cu_ctx()).and_then(|_| buffer_info(items[i].dst, r.stream.context().cu_ctx())).map(drop),
+                "pointer_attributes_x2" => buffer_info(items[i].src, r.stream.context().cu_ctx(), &[]).and_then(|_| buffer_info(items[i].dst, r.stream.context().cu_ctx(), &[])).map(drop),
                 "context_bind" => bind(r),
                 // SAFETY: a live stream of the bound context.
                 "is_capturing" => bind(r).and_then(|()| unsafe { cudarc::driver::result::stream::is_capturing(r.stream.cu_stream()) }.map(drop).map_err(Error::cuda("cuStreamIsCapturing"))),

@@ -305,6 +305,9 @@ pub struct Comm {
     /// for: what [`check_algorithm`] checks calls against.
     staging: Staging,
     algorithm: AlgorithmChoice,
+    /// The other devices of the communicator's ranks: those a buffer must be mapped for
+    /// before peers write into it.
+    peer_devices: Vec<usize>,
 }
 
 impl Comm {
@@ -461,7 +464,8 @@ impl Comm {
                 return Err(e);
             }
             let stats = cfg.stats.then(|| bases[rank] + layout.stats);
-            comms.push(Comm { rank: rank as u32, nranks, stream, lp, aborts: aborts.clone(), stats, staging: layout.staging(), algorithm: cfg.algorithm });
+            let peer_devices = contexts.keys().copied().filter(|&d| d != stream.context().ordinal()).collect();
+            comms.push(Comm { rank: rank as u32, nranks, stream, lp, aborts: aborts.clone(), stats, staging: layout.staging(), algorithm: cfg.algorithm, peer_devices });
         }
         Ok(comms)
     }
@@ -557,7 +561,7 @@ impl Comm {
         item.validate_in_comm(self.rank, self.nranks).map_err(|reason| Error::BadWorkItem { reason, seq: 0 })?;
         check_algorithm(&item, staging, self.algorithm)?;
         let ctx = self.stream.context();
-        let mapped = on_device(&item, ctx.ordinal(), |addr| buffer_info(addr, ctx.cu_ctx()))?;
+        let mapped = on_device(&item, ctx.ordinal(), |addr| buffer_info(addr, ctx.cu_ctx(), &self.peer_devices))?;
         let flag = if mapped && item.kind == WorkKind::Collective as u8 { ITEM_OUTPUT_PEER_MAPPED } else { 0 };
         Ok(WorkItem { flags: (item.flags & !ITEM_OUTPUT_PEER_MAPPED) | flag, ..item })
     }

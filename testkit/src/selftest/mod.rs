@@ -130,6 +130,7 @@ pub const ALL: &[SelfTest] = &[
     SelfTest { name: "work_loop_eight_ranks", run: work::work_loop_eight_ranks },
     SelfTest { name: "comm_graph_replays", run: work::comm_graph_replays },
     SelfTest { name: "device_alloc_zeroed", run: work::device_alloc_zeroed },
+    SelfTest { name: "buffer_info_says_what_peers_may_write", run: work::buffer_info_says_what_peers_may_write },
     SelfTest { name: "comm_on_heap_zero_copy", run: work::comm_on_heap_zero_copy },
 ];
 

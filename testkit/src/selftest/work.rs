@@ -533,3 +533,42 @@ pub(super) fn comm_on_heap_zero_copy(fx: &Fixture) -> Outcome {
     }
     Ok(())
 }
+
+/// What a collective call learns of its buffers (`host_shim::memory::buffer_info`, which
+/// decides whether peers may write into an output directly): `cuMemAlloc` memory of the
+/// fixture's context is mapped for its peers; stream-ordered memory of the device's default
+/// pool is for no other device until the pool grants it, and is once it does (the second
+/// device, where there is one); host-mapped memory is not device memory.
+pub(super) fn buffer_info_says_what_peers_may_write(fx: &Fixture) -> Outcome {
+    use host_shim::memory::buffer_info;
+    let ctx = fx.ctx.cu_ctx();
+    let legacy = host_shim::work::DeviceAlloc::zeroed(&fx.ctx, 4096)?;
+    let info = buffer_info(legacy.ptr(), ctx, &[])?;
+    ensure(info.device == Some(fx.ctx.ordinal()) && info.peer_mapped, || format!("cuMemAlloc memory: {info:?}"))?;
+    let pooled = fx.zeros::<u64>(512)?;
+    fx.finish("the pool allocation")?;
+    let pooled_at = device_ptr(fx, &pooled);
+    let alone = buffer_info(pooled_at, ctx, &[])?;
+    ensure(alone.device == Some(fx.ctx.ordinal()) && alone.peer_mapped, || format!("pool memory with no other device: {alone:?}"))?;
+    let mapped = HostMapped::<u64>::zeroed(&fx.ctx, 16)?;
+    let host = buffer_info(mapped.device_ptr(), ctx, &[])?;
+    ensure(host.device.is_none() && !host.peer_mapped, || format!("host-mapped memory: {host:?}"))?;
+    let devices = host_shim::device::list()?.len();
+    if devices < 2 || !fx.ctx.has_async_alloc() {
+        return Ok(());
+    }
+    let peer = (fx.ctx.ordinal() + 1) % devices;
+    let before = buffer_info(pooled_at, ctx, &[peer])?;
+    let mut pool: cudarc::driver::sys::CUmemoryPool = std::ptr::null_mut();
+    // SAFETY: the fixture's device; `pool` receives its default pool's handle.
+    unsafe { cudarc::driver::sys::cuDeviceGetDefaultMemPool(&raw mut pool, fx.ctx.cu_device()) }.result().map_err(Error::cuda("cuDeviceGetDefaultMemPool"))?;
+    let access = cudarc::driver::sys::CUmemAccessDesc {
+        location: cudarc::driver::sys::CUmemLocation { type_: cudarc::driver::sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE, id: peer as i32 },
+        flags: cudarc::driver::sys::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
+    };
+    // SAFETY: the device's live default pool; one access descriptor.
+    unsafe { cudarc::driver::sys::cuMemPoolSetAccess(pool, &raw const access, 1) }.result().map_err(Error::cuda("cuMemPoolSetAccess"))?;
+    let after = buffer_info(pooled_at, ctx, &[peer])?;
+    ensure(after.peer_mapped, || format!("pool memory once the pool grants device {peer}: {after:?} (before: {before:?})"))?;
+    ensure(!before.peer_mapped || before == after, || format!("pool memory before the grant: {before:?}"))
+}
