@@ -109,7 +109,7 @@ pub struct CommArgs {
     /// Threads per channel [default: 256 on GPUs; 128 for bench on the host twin]
     #[arg(long, value_name = "N")]
     pub threads: Option<u32>,
-    /// Ring step in bytes, K/M/G suffixes allowed [default: 1M]
+    /// Ring step in bytes, K/M/G suffixes allowed [default: 256K]
     #[arg(long, value_name = "BYTES", value_parser = parse_size_u64)]
     pub step: Option<u64>,
     /// On which SMs the channels run: the hardware's choice, one per TPC from SM 2, or one

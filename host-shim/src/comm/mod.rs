@@ -114,8 +114,11 @@ pub struct CommConfig {
     /// all_reduce in a CUDA graph against 13.7 µs at 256 threads, 30.8 against 22.5 µs for
     /// the ring, and moved 0.82 of 24 × 256's busbw at 8 MiB (1.03 at 256 MiB).
     pub loop_cfg: LoopConfig,
-    /// Bytes per FIFO step of the ring connections (NCCL: 512 KiB; ferroccl's default,
-    /// 1 MiB, measured faster on H200s at 64 MiB to 1 GiB: bench/results/ring.txt).
+    /// Bytes per FIFO step of the ring connections (NCCL: 512 KiB). ferroccl's default,
+    /// 256 KiB: with direct operations, on two and on four H200s (2026-11-28,
+    /// `bench/results/session27.md`), the ring's reduce_scatter took 0.90-0.95 of its time
+    /// with 1 MiB steps at 512 MiB - 1 GiB, its all_reduce and all_gather the same time
+    /// within 1 % at 16 MiB - 1 GiB.
     pub ring_step_bytes: u64,
     /// Bytes per FIFO step of the point-to-point connections.
     pub p2p_step_bytes: u64,
@@ -195,7 +198,7 @@ impl Default for CommConfig {
                 placement: Placement::Tpcs,
                 sleep_after: Some(SLEEP_AFTER),
             },
-            ring_step_bytes: 1 << 20,
+            ring_step_bytes: 256 << 10,
             p2p_step_bytes: 128 << 10,
             direct: true,
             stats: false,
