@@ -42,7 +42,7 @@
 //! first's end without holding anything a grid of another rank needs beyond its room.
 
 use super::exec::{Channel, Stop, channel_stats, close_mailbox, complete_mailbox, count_post_part, execute, planned_collective, record_error, stats_entry};
-use super::item::{WorkItem, WorkKind};
+use super::item::{ITEM_OUTPUT_PEER_MAPPED, WorkItem, WorkKind};
 use super::mailbox::{count_post, post_to_mailbox};
 use super::queue::{LoopShared, LoopState, MAILBOX_CLOSED, QueueHeader};
 use super::spread::{mailbox_spread, post_only_plan};
@@ -120,7 +120,7 @@ struct LeanItem {
 /// `p.comm` is null or the rank's valid `CommDevice`, with its staged memory.
 unsafe fn lean_item(p: &PostArgs) -> Option<LeanItem> {
     let item = &p.item;
-    if p.comm.is_null() || item.kind != WorkKind::Collective as u8 || item.flags != 0 {
+    if p.comm.is_null() || item.kind != WorkKind::Collective as u8 || item.flags & !ITEM_OUTPUT_PEER_MAPPED != 0 {
         return None;
     }
     // SAFETY: a non-null `p.comm` is the rank's `CommDevice` (this function's contract),

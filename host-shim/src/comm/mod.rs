@@ -755,7 +755,7 @@ mod tests {
         // addresses that are multiples of 32 are mapped for the peers.
         let owner = |addr: u64| {
             let device = if addr == 5 { None } else { Some(usize::from(addr >= 1000)) };
-            Ok(BufferInfo { device, peer_mapped: device.is_some() && addr % 32 == 0 })
+            Ok(BufferInfo { device, peer_mapped: device.is_some() && addr.is_multiple_of(32) })
         };
         let item = |src, dst| WorkItem::collective(CollFunction::AllReduce, device_rt::dtype::DataType::F32, RedOpKind::Sum, 0, src, dst, 4, 0);
         assert!(on_device(&item(16, 32), 0, owner).unwrap(), "the output's mapping is what counts");
