@@ -116,9 +116,9 @@ pub struct CommConfig {
     pub loop_cfg: LoopConfig,
     /// Bytes per FIFO step of the ring connections (NCCL: 512 KiB). ferroccl's default,
     /// 256 KiB: with direct operations, on two and on four H200s (2026-11-28,
-    /// `bench/results/session27.md`), the ring's reduce_scatter took 0.90-0.95 of its time
-    /// with 1 MiB steps at 512 MiB - 1 GiB, its all_reduce and all_gather the same time
-    /// within 1 % at 16 MiB - 1 GiB.
+    /// `bench/results/session27.md`), the ring's reduce_scatter took 0.90-0.96 of its time
+    /// with 1 MiB steps at 512 MiB - 1 GiB, its all_reduce and all_gather within 1 % at
+    /// 256 MiB - 1 GiB; at 16-128 MiB 0.91-1.03.
     pub ring_step_bytes: u64,
     /// Bytes per FIFO step of the point-to-point connections.
     pub p2p_step_bytes: u64,
