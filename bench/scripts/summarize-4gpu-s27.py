@@ -2,34 +2,29 @@
 """Rewrites bench/results/gpus-4.json, issue 19's summary for four GPUs, from the
 twenty-seventh session's raw results (bench/results/raw/session27/); the twenty-third
 session's summary moves under `previous`. Run from the repository root."""
+import importlib.util
 import json
+import os
 
 RAW = "bench/results/raw/session27/"
 OUT = "bench/results/gpus-4.json"
 DEVICE_LINE = "4 NVIDIA H200 GPUs of one host, 64 CPU cores, 512 GiB memory, 235 GiB disk; nothing outside it can be reached from it"
 
 
+def sibling(name):
+    """The module of script `name` beside this one."""
+    spec = importlib.util.spec_from_file_location(name.replace("-", "_"), os.path.join(os.path.dirname(__file__), name + ".py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+first = sibling("summarize-4gpu")
+rows = first.rows
+
+
 def load(name):
-    with open(RAW + name) as f:
-        return json.load(f)
-
-
-def rows(doc, timing):
-    out = []
-    for r in doc["rows"]:
-        if r["timing"] != timing:
-            continue
-        o, b = r["oop"], r["baseline_oop"]
-        out.append({
-            "function": r["function"], "bytes": r["size"],
-            "time_us": round((o["time_us"] + r["ip"]["time_us"]) / 2, 2),
-            "nccl_time_us": round((b["time_us"] + r["baseline_ip"]["time_us"]) / 2, 2),
-            "busbw_vs_nccl": round(min(o["busbw"] / b["busbw"], r["ip"]["busbw"] / r["baseline_ip"]["busbw"]), 3) if b["busbw"] else None,
-            "wrong": (o["wrong"] or 0) + (r["ip"]["wrong"] or 0),
-        })
-    for row in out:
-        row["time_vs_nccl"] = round(row["time_us"] / row["nccl_time_us"], 3)
-    return out
+    return first.load(name, RAW)
 
 
 with open(OUT) as f:
