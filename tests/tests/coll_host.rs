@@ -378,12 +378,14 @@ fn matrix_weak_memory_two_ranks() {
 }
 
 /// The reduced matrix in a weak-memory world, with direct operations and paired channels
-/// on 3 ranks × 4 channels, every rank's output mapped for its peers; then rank 1's not
-/// (rank 0 sends to it through the FIFO, rank 1 receives there and sends direct on).
+/// on 3 ranks × 4 channels, every rank's output mapped for its peers (two seeds); then
+/// rank 1's not (rank 0 sends to it through the FIFO, rank 1 receives there and sends
+/// direct on; one seed, for CI's time: `coll_host` took 701 s of a 42.7-minute CI run with
+/// two, 2026-11-28).
 #[test]
 fn matrix_weak_memory_three_ranks_direct_paired() {
     WeakMemory::every_seed_passes(0..2, |memory| try_matrix(Shape { paired: true, ..shape(3, 4, true) }, Some(memory.clone()), &[], reduced));
-    WeakMemory::every_seed_passes(0..2, |memory| try_matrix(Shape { paired: true, ..shape(3, 4, true) }, Some(memory.clone()), &[1], reduced));
+    WeakMemory::every_seed_passes(0..1, |memory| try_matrix(Shape { paired: true, ..shape(3, 4, true) }, Some(memory.clone()), &[1], reduced));
 }
 
 /// Negative control at the collectives' level: a ring all-reduce whose senders post
