@@ -191,9 +191,10 @@ pub struct StagingConns {
     /// Per peer `p < nranks` (not this rank: 0): the flag this rank raises for `p`, entry
     /// `rank` of `p`'s `flags` for this channel (in `p`'s memory).
     pub signal: [u64; MAX_STAGED_RANKS],
-    /// This rank's flags for this channel, `[u64; 3 × nranks]` in its own memory: entry
+    /// This rank's flags for this channel, `[u64; 5 × nranks]` in its own memory: entry
     /// `p` is raised by rank `p` alone; entries `nranks × (1 + q) + p` are rank `p`'s call
-    /// descriptors of epochs of parity `q`, written by `p` alone.
+    /// descriptors of epochs of parity `q`, entries `nranks × (3 + q) + p` the outputs it
+    /// published in them (`algo::staged`'s direct outputs), written by `p` alone.
     pub flags: u64,
     /// Staged collectives this channel has run (device only; starts at 0).
     pub epoch: u64,

@@ -200,6 +200,8 @@ fn burst_without_host_synchronisation(mut g: TwinGroup, shape: Shape) {
 /// CTA, on all three (600 floats: 300 lines of 128 threads), with two lines a thread (1000
 /// floats) and with sixteen (12,000 floats, the most a CTA's slot holds), on 2, 3 and 5
 /// ranks; a larger all-reduce (more lines than the guests' slots hold) moves no packets.
+/// The communicator allows direct writes, as the default one does, so every call is
+/// marked `ITEM_OUTPUT_PEER_MAPPED` as the default communicator's calls are.
 #[test]
 fn small_stream_collectives_take_the_lean_path() {
     let lean = [
@@ -214,7 +216,7 @@ fn small_stream_collectives_take_the_lean_path() {
         (DataType::F32, RedOpKind::Sum, 12_000),
     ];
     for nranks in [2, 3, 5] {
-        let shape = shape(nranks, AlgorithmChoice::Auto);
+        let shape = Shape { direct: true, ..shape(nranks, AlgorithmChoice::Auto) };
         let mut g = TwinGroup::start_with_guests(shape, RESIDENT, THREADS, Duration::from_secs(60), None).unwrap();
         g.set_path(SubmitPath::Stream).unwrap();
         let functions = [CollFunction::AllReduce, CollFunction::AllGather, CollFunction::ReduceScatter];

@@ -47,15 +47,17 @@ fn shape(nranks: u32, algorithm: AlgorithmChoice, staging_bytes: u64) -> Shape {
 /// Runs `cases` on a communicator of `shape`, one at a time: every result exact on every
 /// rank, every case run as the device's plan says.
 fn run_cases(shape: Shape, cases: &[CollCase]) {
-    if let Err(why) = try_cases(shape, None, cases) {
+    if let Err(why) = try_cases(shape, None, &[], cases) {
         panic!("{why}");
     }
 }
 
-/// As [`run_cases`], in `memory`'s weak-memory world if given; `Err` says what went
-/// wrong.
-fn try_cases(shape: Shape, memory: Option<WeakMemory>, cases: &[CollCase]) -> Result<(), String> {
-    let g = TwinGroup::start_in(shape, 128, Duration::from_secs(60), memory).map_err(|e| e.to_string())?;
+/// As [`run_cases`], in `memory`'s weak-memory world if given, the outputs of `unmapped`
+/// ranks not mapped for their peers (the others' are where the shape is direct); `Err`
+/// says what went wrong.
+fn try_cases(shape: Shape, memory: Option<WeakMemory>, unmapped: &[u32], cases: &[CollCase]) -> Result<(), String> {
+    let mut g = TwinGroup::start_in(shape, 128, Duration::from_secs(60), memory).map_err(|e| e.to_string())?;
+    g.set_unmapped_outputs(unmapped);
     run_planned(g, cases, TIMEOUT, |case| {
         let plan = plan_of(case, shape.staging(), shape.algorithm).expect("the matrix holds runnable cases only");
         let paired_reduce_scatter = shape.paired && shape.nranks == 2 && case.function == CollFunction::ReduceScatter;
@@ -88,6 +90,25 @@ fn one_shot_matrix_on_2_to_8_ranks() {
 #[test]
 fn two_shot_matrix_on_2_to_8_ranks() {
     run_matrix(AlgorithmChoice::TwoShot, 1 << 20, 1 << 20);
+}
+
+/// Two-shot on communicators that allow direct writes: each rank pushes its reduced
+/// block straight into the output of every peer that published its output, through the
+/// peer's staging to the others, and copies out of its staging only where it published
+/// none. All outputs published on 2 and 5 ranks; on 3 ranks all but rank 2's; on 4 ranks
+/// those of ranks 0 and 3 only (so every pair of ranks meets both ways, one way, or not
+/// at all). The two-shot matrix, spread over the four, every case exact on every rank.
+#[test]
+fn two_shot_pushes_into_the_outputs_peers_may_write() {
+    let forms: [(u32, &[u32]); 4] = [(2, &[]), (3, &[2]), (4, &[1, 2]), (5, &[])];
+    for (k, &(nranks, unmapped)) in forms.iter().enumerate() {
+        let shape = Shape { direct: true, ..shape(nranks, AlgorithmChoice::TwoShot, 1 << 20) };
+        let mut cases = matrix(shape.staging(), AlgorithmChoice::TwoShot, (k, forms.len()));
+        cases.retain(|c| c.extents(nranks).0.max(c.extents(nranks).1) * c.dtype.size() <= 1 << 20);
+        if let Err(why) = try_cases(shape, None, unmapped, &cases) {
+            panic!("{nranks} ranks, outputs of {unmapped:?} unmapped: {why}");
+        }
+    }
 }
 
 #[test]
@@ -302,7 +323,7 @@ fn staged_in_weak_memory(memory: &WeakMemory, c: WaitCase) -> Result<(), String>
         1021 => vec![case(DataType::F32, 1021, false), case(DataType::F16, 7, true), case(DataType::U8, 4099, false)],
         count => vec![case(DataType::F32, count, false)],
     };
-    try_cases(wait_shape(c.nranks, c.choice), Some(memory.clone()), &cases)
+    try_cases(wait_shape(c.nranks, c.choice), Some(memory.clone()), &[], &cases)
 }
 
 /// Every staged algorithm and function of [`staged_waits`], pushed and pulled, in a
@@ -312,6 +333,17 @@ fn staged_in_weak_memory(memory: &WeakMemory, c: WaitCase) -> Result<(), String>
 fn staged_collectives_pass_in_weak_memory() {
     let forms = staged_waits();
     WeakMemory::every_seed_passes(0..2, |memory| forms.iter().try_for_each(|&c| staged_in_weak_memory(memory, c)));
+}
+
+/// Two-shot pushing into the peers' outputs in a weak-memory world: 3 ranks, 1021
+/// floats, 7 halves and 4099 bytes, in place and not, every output published and then
+/// all but rank 1's; every seed must pass.
+#[test]
+fn direct_two_shot_passes_in_weak_memory() {
+    let case = |dtype, count, in_place| CollCase { function: CollFunction::AllReduce, dtype, op: RedOpKind::Sum, count, root: 0, in_place, inputs: Inputs::OrderSensitive };
+    let cases = [case(DataType::F32, 1021, false), case(DataType::F16, 7, true), case(DataType::U8, 4099, false), case(DataType::F32, 1021, true)];
+    let shape = Shape { direct: true, ..wait_shape(3, AlgorithmChoice::TwoShot) };
+    WeakMemory::every_seed_passes(0..2, |memory| [&[][..], &[1]].iter().try_for_each(|unmapped| try_cases(shape, Some(memory.clone()), unmapped, &cases)));
 }
 
 /// Negative control: a rank that raises its flag without the fence before it may let a

@@ -254,8 +254,14 @@ pub enum Unfit {
 /// 159.3 at 32 MiB against 168.0 (where the default staging is too small for the push
 /// form, which was measured: the row stops at 16 MiB); all_gather one-shot 57.6 at 16
 /// MiB against the ring's 68.3, a tie at 32 MiB (106.5 / 106.6); reduce_scatter one-shot
-/// 66.7 at 16 MiB against the ring's 71.8, the ring's 110.5 at 32 MiB against 115.1. The
-/// rows for 5 to 8
+/// 66.7 at 16 MiB against the ring's 71.8, the ring's 110.5 at 32 MiB against 115.1.
+/// Two-shot pushing its reduced blocks straight into the peers' outputs (`staged`'s
+/// direct outputs; four H200s, 2026-11-28, `bench/results/session28.md`, every row
+/// checked, NCCL in the same process) took 59.1 µs at 8 MiB against 66.9 through the
+/// staging (NCCL 59.8-62.0), and with 64 MiB of staging 171.8 at 32 MiB against the
+/// ring's 182.0 (NCCL 175.8): the 3- and 4-rank rows take two-shot to 32 MiB, which the
+/// default staging, 48 MiB, holds in the push form (two halves of three quarters of a
+/// share a channel on 4 ranks, of two thirds on 3). The rows for 5 to 8
 /// ranks are provisional, after seed 003 (vLLM's custom all-reduce: one stage up to
 /// 256 KiB on up to 8 GPUs, two stages above, NCCL beyond 8 MiB), to be replaced by
 /// figures measured the same way.
@@ -297,7 +303,7 @@ pub struct Thresholds {
 /// provisional: see [`Thresholds`]).
 pub const THRESHOLDS: Thresholds = Thresholds {
     all_reduce_one_shot_max: [16 << 20, 2 << 20, 1 << 20, 256 << 10, 256 << 10, 256 << 10, 256 << 10],
-    all_reduce_two_shot_max: [32 << 20, 16 << 20, 16 << 20, 8 << 20, 8 << 20, 8 << 20, 8 << 20],
+    all_reduce_two_shot_max: [32 << 20, 32 << 20, 32 << 20, 8 << 20, 8 << 20, 8 << 20, 8 << 20],
     all_gather_one_shot_max: [64 << 20, 16 << 20, 32 << 20, 1 << 20, 1 << 20, 1 << 20, 1 << 20],
     reduce_scatter_one_shot_max: [32 << 20, 16 << 20, 32 << 20, 1 << 20, 1 << 20, 1 << 20, 1 << 20],
     rooted_one_shot_max: [256 << 10; MAX_STAGED_RANKS - 1],
@@ -484,6 +490,16 @@ mod tests {
         // all_reduce: one-shot to 16 MiB, two-shot to 32 MiB, the ring above.
         let all_reduce = |bytes: u64| plan(CollFunction::AllReduce, F32, bytes / F32, two, AlgorithmChoice::Auto).unwrap().algorithm;
         assert_eq!([16 << 20, (16 << 20) + 16, 32 << 20, (32 << 20) + 16].map(all_reduce), [Algorithm::OneShot, Algorithm::TwoShot, Algorithm::TwoShot, Algorithm::Ring]);
+        // On 3 and 4 ranks with the default staging (48 MiB over 63 channels) a 32 MiB
+        // all_reduce is two-shot, in the push form.
+        let default = |nranks| staging(nranks, 64, (48u64 << 20).div_ceil(63).next_multiple_of(4096));
+        for nranks in [3, 4] {
+            let p = plan(CollFunction::AllReduce, F32, (32 << 20) / F32, default(nranks), AlgorithmChoice::Auto).unwrap();
+            assert_eq!(p.algorithm, Algorithm::TwoShot, "{nranks} ranks");
+            assert!(push_fits(CollFunction::AllReduce, Algorithm::TwoShot, F32, p.share, nranks, default(nranks).slot_bytes), "{nranks} ranks: {p:?}");
+            let over = plan(CollFunction::AllReduce, F32, (32 << 20) / F32 + 4, default(nranks), AlgorithmChoice::Auto).unwrap();
+            assert_eq!(over.algorithm, Algorithm::Ring, "{nranks} ranks");
+        }
         let rooted = THRESHOLDS.rooted_one_shot_max[2];
         for function in [CollFunction::Broadcast, CollFunction::Reduce] {
             assert_eq!(at(function, rooted), Algorithm::OneShot);

@@ -64,8 +64,9 @@
 //! rank reduces its own block the same way into its output and pushes the result into
 //! every peer's buffer (in its slot after the first `nranks − 1`: the two halves never
 //! overlap, since a peer may push a reduced block while this rank still reads what was
-//! pushed in), raises the second flag, and once it has every peer's copies the peers'
-//! reduced blocks from its own buffer. Stores into a peer's memory go out without waiting
+//! pushed in) or, where the peer allows it, straight into its output (see the direct
+//! outputs below), raises the second flag, and once it has every peer's copies the
+//! peers' reduced blocks from its own buffer (unless they came straight to its output). Stores into a peer's memory go out without waiting
 //! for a reply, where the pull form's loads of the peers' staging each wait for a round
 //! trip over the link, and the own share is neither staged nor read back. On two H200s
 //! (2026-11-27, `bench/results/session18.md`, two ranks) it took 0.80-0.92 of the pull
@@ -87,6 +88,23 @@
 //! channel takes (a later call may pull on the same channel), every write of a buffer in
 //! epoch `e` follows every read of it in epoch `e − 2` by this rule or by the writer's own
 //! program order, as above.
+//!
+//! # Direct outputs
+//!
+//! With its first flag of each call a rank also stores, in each peer's output slot of
+//! the epoch's parity, its output where the call says peers may write it
+//! (`Coll::output_peer_mapped`), else `NOT_DIRECT`. A pushing two-shot rank then writes
+//! its reduced block straight into the output of every peer that published one (at the
+//! block's place there) instead of into that peer's staging, and a rank that published
+//! its output copies nothing out after the second flag: the peers' blocks are already in
+//! place. Each side decides from what the receiver published, so each pair of ranks
+//! agrees. Order: rank `r` writes peer `q`'s output only after it has acquired `q`'s
+//! first flag, which `q` raises after it has pushed (read) every block of its input but
+//! its own; `r` writes block `r` only, which `q` neither reads nor writes itself, so an
+//! in-place call is safe too. `r`'s stores precede its fence and second flag, which `q`
+//! acquires before it completes the call: no write reaches `q`'s output after `q`'s
+//! call. A slot of parity `e % 2` is written again in epoch `e + 2` only, as the
+//! descriptors.
 //!
 //! # Inputs in the symmetric heap (zero copy)
 //!
@@ -123,7 +141,7 @@ use crate::arch::{self, Site};
 use crate::conn::{MAX_STAGED_RANKS, StagingConns};
 use crate::dtype::DataType;
 use crate::redop::RedOpKind;
-use crate::prims::{DataOp, Movers, decode_stop, reduce, transform};
+use crate::prims::{DataOp, Movers, NOT_DIRECT, decode_stop, reduce, transform};
 use crate::spin::{Interrupted, SpinGuard};
 
 /// One channel's part of one staged collective.
@@ -141,6 +159,10 @@ struct Stage<'a> {
     heap_input: Option<(u64, *const [u64; MAX_PES])>,
     /// The digest of this call every rank compares (see the module's call descriptors).
     descriptor: u64,
+    /// What this rank publishes with its first flag as the output its peers may write
+    /// into (see the module's direct outputs): its output where the call says it is
+    /// mapped for them, else [`NOT_DIRECT`].
+    published_output: u64,
 }
 
 /// Runs `c` on this channel by `plan` (a staged algorithm in which this channel takes
@@ -174,6 +196,7 @@ pub unsafe fn run(cx: &CollCtx, c: &Coll, data: DataOp, plan: Plan) -> Result<()
         w: Movers { tid: cx.group.tid, nthreads: cx.group.nthreads },
         heap_input,
         descriptor: descriptor(c, data, heap_input.map(|(offset, _)| offset)),
+        published_output: if c.output_peer_mapped { c.output } else { NOT_DIRECT },
     };
     let (begin, len) = plan.range(cx.channel_index, c.count);
     // SAFETY: every thread of the CTA calls this with the same arguments; `[begin, begin +
@@ -294,18 +317,20 @@ impl Stage<'_> {
         if peer < self.cx.nranks && peer != self.cx.rank {
             let first = value % 2 == 1;
             // Descriptor slots of this epoch's parity, after the `nranks` flags.
-            let slots = u64::from(self.cx.nranks) * (1 + self.epoch % 2);
+            let slots = self.descriptor_slots();
             // SAFETY: `conns` is this channel's `StagingConns` (`run`'s contract); `peer <
             // nranks <= MAX_STAGED_RANKS` is another rank, whose `signal` entry the host wrote:
             // the aligned `u64` flag this rank raises in `peer`'s memory, written only by this
             // thread of this channel, through `arch`; `slots` words on lies the peer's
-            // descriptor slot for this rank (its flags hold `3 × nranks` words).
+            // descriptor slot for this rank, and `2 × nranks` words further its output slot
+            // (its flags hold `5 × nranks` words).
             unsafe {
                 let signal = (&raw const (*self.conns).signal[peer as usize]).read() as *mut u64;
                 if first {
                     // `signal` is entry `rank` of the peer's flags: entry `rank` of its descriptor
-                    // slots lies `slots` words on.
+                    // slots lies `slots` words on, of its output slots `2 × nranks` further.
                     arch::st_relaxed_sys_global(signal.wrapping_add(slots as usize), self.descriptor);
+                    arch::st_relaxed_sys_global(signal.wrapping_add(self.output_slots() as usize), self.published_output);
                 }
                 arch::site(Site::StagedSignalFence);
                 arch::fence_acq_rel_sys();
@@ -330,7 +355,7 @@ impl Stage<'_> {
                 }
             }
             // SAFETY: the peer's descriptor slot of this parity in this rank's flags (`flags`
-            // holds `3 × nranks` words), written only by the peer before the fence that
+            // holds `5 × nranks` words), written only by the peer before the fence that
             // precedes the flag just acquired.
             if first && self.stopped() == 0 && unsafe { arch::ld_volatile_global(flag.wrapping_add(slots as usize)) } != self.descriptor {
                 self.stop(LoopError::BadItem.status(RANKS_DISAGREE));
@@ -364,6 +389,36 @@ impl Stage<'_> {
             // SAFETY: as in `stopped`.
             unsafe { (&raw mut (*self.cx.group.shared).stopped).write_volatile(status) };
         }
+    }
+
+    /// Words from this channel's flags to the call descriptors of this epoch's parity
+    /// (entry `p`: rank `p`'s).
+    fn descriptor_slots(&self) -> u64 {
+        u64::from(self.cx.nranks) * (1 + self.epoch % 2)
+    }
+
+    /// Words from this channel's flags to the published outputs of this epoch's parity
+    /// (entry `p`: rank `p`'s).
+    fn output_slots(&self) -> u64 {
+        u64::from(self.cx.nranks) * (3 + self.epoch % 2)
+    }
+
+    /// The output peer `p` published with its first flag of this epoch, where it may be
+    /// written by its peers; `None` where it published [`NOT_DIRECT`].
+    ///
+    /// # Safety
+    /// After this epoch's first exchange (which ended with the CTA barrier that follows
+    /// the acquire of `p`'s flag), `p < nranks`, not this rank.
+    unsafe fn peer_output(&self, p: u32) -> Option<u64> {
+        // SAFETY: `flags` is this channel's `[u64; 5 × nranks]` in this rank's memory; entry
+        // `output_slots() + p` is written only by `p`, before the fence that precedes the
+        // flag this epoch's exchange acquired (this function's contract), and not again
+        // before this rank's flag of the next epoch.
+        let published = unsafe {
+            let flags = (&raw const (*self.conns).flags).read() as *const u64;
+            arch::ld_volatile_global(flags.wrapping_add((self.output_slots() + u64::from(p)) as usize))
+        };
+        (published != NOT_DIRECT).then_some(published)
     }
 
     /// Copies `n` elements from `src` into `owner`'s staging buffer of this epoch at
@@ -427,6 +482,17 @@ impl Stage<'_> {
     unsafe fn copy(&self, src: u64, dst: u64, n: u64) {
         // SAFETY: this function's contract is `transform`'s for a plain copy.
         unsafe { transform(self.w, self.data, false, false, src, [dst, dst], 1, n as usize) }
+    }
+
+    /// Copies `n` elements from `src` to both `dsts` as they are, in one pass.
+    ///
+    /// # Safety
+    /// Every thread of the CTA calls it with the same arguments; `src` and both `dsts`
+    /// hold `n` elements, the destinations disjoint from the source.
+    unsafe fn copy_to_both(&self, src: u64, dsts: [u64; 2], n: u64) {
+        // SAFETY: this function's contract is `transform`'s for a plain copy to two
+        // destinations.
+        unsafe { transform(self.w, self.data, false, false, src, dsts, 2, n as usize) }
     }
 
     /// Reduces `n` elements at `srcs` (every rank's, in rank order) into `dsts` (the first
@@ -522,10 +588,12 @@ impl Stage<'_> {
 
     /// Two-shot all-reduce of elements `[begin, begin + n)` in the push form: rank `r`
     /// pushes block `q` of its input into peer `q`'s staging (in `r`'s slot), reduces its
-    /// own block from its input and what the peers pushed into its output, pushes that
-    /// into every peer's staging (in `r`'s slot after the first `nranks − 1`), and, once
-    /// every peer has done the same, copies every peer's reduced block from its own
-    /// staging into its output.
+    /// own block from its input and what the peers pushed into its output, and pushes
+    /// that to every peer: straight into the peer's output where the peer published one
+    /// (see the module's direct outputs), else into its staging (in `r`'s slot after the
+    /// first `nranks − 1`), two peers a pass after the first; once every peer has done the
+    /// same, a rank that published no output copies every peer's reduced block from its
+    /// own staging into its output.
     ///
     /// # Safety
     /// As [`run`], for this channel's share, where [`Stage::pushes`] holds for it
@@ -538,7 +606,9 @@ impl Stage<'_> {
         // SAFETY: the caller's contract: every block lies inside the share, in the user
         // buffers, and every slot inside the staging buffers (`pushes`); the output overlaps
         // the input only exactly (in place), and block `r` of the output is written only
-        // after block `r` of the input was read, other blocks only after the second flag.
+        // after block `r` of the input was read, other blocks only after the first flag
+        // (by the peers, into an output they published) or the second (by this rank). A
+        // peer's published output holds the same count (the ranks' descriptors agree).
         unsafe {
             for q in self.peers() {
                 let (from, len) = at(q);
@@ -547,20 +617,26 @@ impl Stage<'_> {
             self.exchange(self.staged_flag())?;
             let (from, len) = at(rank);
             let out = c.output + (begin + from) * elt;
+            let to = |q: u32| self.peer_output(q).map_or_else(|| self.staged(q, reduced + Self::slot(rank, q) * block), |output| output + (begin + from) * elt);
             let mut peers = self.peers();
-            let first = peers.next().map_or(out, |q| self.staged(q, reduced + Self::slot(rank, q) * block));
+            let first = peers.next().map_or(out, to);
             self.reduce(self.own_and_pushed(c.input + (begin + from) * elt, 0, block), [out, first], 2, len);
             if self.cx.nranks > 2 {
                 // Every thread's stores to `out` before any thread's loads of it.
                 arch::barrier_sync_all();
-                for q in peers {
-                    self.copy(out, self.staged(q, reduced + Self::slot(rank, q) * block), len);
+                while let Some(q) = peers.next() {
+                    match peers.next() {
+                        Some(q2) => self.copy_to_both(out, [to(q), to(q2)], len),
+                        None => self.copy(out, to(q), len),
+                    }
                 }
             }
             self.exchange(2 * self.epoch)?;
-            for p in self.peers() {
-                let (from, len) = at(p);
-                self.copy(self.staged(rank, reduced + Self::slot(p, rank) * block), c.output + (begin + from) * elt, len);
+            if self.published_output == NOT_DIRECT {
+                for p in self.peers() {
+                    let (from, len) = at(p);
+                    self.copy(self.staged(rank, reduced + Self::slot(p, rank) * block), c.output + (begin + from) * elt, len);
+                }
             }
         }
         Ok(())

@@ -101,9 +101,11 @@ pub struct WorkItem {
 }
 
 /// `WorkItem::flags` of a Collective: the output buffer is mapped for every peer of the
-/// communicator, so ring senders may write into it directly (NCCL's direct operations,
-/// where the communicator's connections allow them). The host sets it per call from what
-/// the driver says of the buffer; without it, peers send into this rank's FIFO only.
+/// communicator and peers may write into it directly: ring senders (NCCL's direct
+/// operations, where the communicator's connections allow them) and pushing two-shot
+/// ranks (`algo::staged`'s direct outputs). The host sets it per call from what the
+/// driver says of the buffer, where the communicator allows direct writes; without it,
+/// peers send into this rank's FIFO or staging only.
 pub const ITEM_OUTPUT_PEER_MAPPED: u8 = 1;
 
 static_assertions::const_assert_eq!(core::mem::size_of::<WorkItem>(), 64);

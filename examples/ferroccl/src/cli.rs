@@ -136,7 +136,7 @@ pub struct CommArgs {
     #[arg(long, value_name = "ALGO", value_parser = algorithm_parser())]
     pub algo: Option<AlgorithmChoice>,
     /// Staging bytes per rank for the staged algorithms (the largest call they take),
-    /// K/M/G suffixes allowed [default: 32M on GPUs, 1M on the host twin]
+    /// K/M/G suffixes allowed [default: 48M on GPUs, 1M on the host twin]
     #[arg(long, value_name = "BYTES", value_parser = parse_size_u64)]
     pub staging: Option<u64>,
     /// How long an idle loop of one resident channel polls before it leaves the GPU

@@ -122,10 +122,10 @@ pub struct CommConfig {
     pub ring_step_bytes: u64,
     /// Bytes per FIFO step of the point-to-point connections.
     pub p2p_step_bytes: u64,
-    /// Ring senders write straight into the next rank's output where the algorithm
-    /// allows (NCCL's direct operations) and that rank's call found its output mapped for
-    /// the peers (`cuMemAlloc` memory: [`BufferInfo::peer_mapped`]); elsewhere, and
-    /// everywhere when false, sends go through the FIFO. On by default.
+    /// Peers write straight into a rank's output where its call found the output mapped
+    /// for them ([`BufferInfo::peer_mapped`]): ring senders where the algorithm allows
+    /// (NCCL's direct operations), and two-shot all-reduce's reduced blocks; elsewhere,
+    /// and everywhere when false, through the FIFO or the staging. On by default.
     pub direct: bool,
     /// Every channel keeps statistics of where its time goes ([`Comm::channel_stats`]).
     pub stats: bool,
@@ -203,7 +203,7 @@ impl Default for CommConfig {
             direct: true,
             stats: false,
             paired: false,
-            staging_bytes: 32 << 20,
+            staging_bytes: 48 << 20,
             algorithm: AlgorithmChoice::Auto,
             fit_guests: true,
         }
@@ -311,6 +311,9 @@ pub struct Comm {
     /// The other devices of the communicator's ranks: those a buffer must be mapped for
     /// before peers write into it.
     peer_devices: Vec<usize>,
+    /// Peers may write into this rank's outputs where they are mapped for them
+    /// ([`CommConfig::direct`]).
+    direct: bool,
 }
 
 impl Comm {
@@ -468,7 +471,7 @@ impl Comm {
             }
             let stats = cfg.stats.then(|| bases[rank] + layout.stats);
             let peer_devices = contexts.keys().copied().filter(|&d| d != stream.context().ordinal()).collect();
-            comms.push(Comm { rank: rank as u32, nranks, stream, lp, aborts: aborts.clone(), stats, staging: layout.staging(), algorithm: cfg.algorithm, peer_devices });
+            comms.push(Comm { rank: rank as u32, nranks, stream, lp, aborts: aborts.clone(), stats, staging: layout.staging(), algorithm: cfg.algorithm, peer_devices, direct: cfg.direct });
         }
         Ok(comms)
     }
@@ -558,14 +561,15 @@ impl Comm {
     /// Checks `item` (alone, against the communicator and its algorithm as planned on
     /// `staging`, and its buffers against the rank's device) without enqueueing it, and
     /// returns it as it is enqueued: a collective's `ITEM_OUTPUT_PEER_MAPPED` says what
-    /// the driver says of its output, whatever the caller set.
+    /// the driver says of its output (never set where the communicator allows no direct
+    /// writes), whatever the caller set.
     fn check(&self, item: WorkItem, staging: Staging) -> Result<WorkItem> {
         item.validate().map_err(|reason| Error::BadWorkItem { reason, seq: 0 })?;
         item.validate_in_comm(self.rank, self.nranks).map_err(|reason| Error::BadWorkItem { reason, seq: 0 })?;
         check_algorithm(&item, staging, self.algorithm)?;
         let ctx = self.stream.context();
         let mapped = on_device(&item, ctx.ordinal(), |addr| buffer_info(addr, ctx.cu_ctx(), &self.peer_devices))?;
-        let flag = if mapped && item.kind == WorkKind::Collective as u8 { ITEM_OUTPUT_PEER_MAPPED } else { 0 };
+        let flag = if self.direct && mapped && item.kind == WorkKind::Collective as u8 { ITEM_OUTPUT_PEER_MAPPED } else { 0 };
         Ok(WorkItem { flags: (item.flags & !ITEM_OUTPUT_PEER_MAPPED) | flag, ..item })
     }
 

@@ -126,8 +126,8 @@ pub struct Layout {
     /// `[StagingConns; collective channels]`.
     staging_conns: u64,
     counters: u64,
-    /// Per collective channel, a line-rounded `[u64; 3 × nranks]` of staging flags and call
-    /// descriptors.
+    /// Per collective channel, a line-rounded `[u64; 5 × nranks]` of staging flags, call
+    /// descriptors and published outputs.
     staging_flags: u64,
     /// The channels' statistics, `[ChannelStats; nchannels]`.
     pub stats: u64,
@@ -164,10 +164,10 @@ fn counters_per_channel(nranks: u64) -> u64 {
     3 + 3 * nranks
 }
 
-/// Bytes of one channel's staging flags and call descriptors (`StagingConns::flags`):
-/// `[u64; 3 × nranks]` on lines of their own.
+/// Bytes of one channel's staging flags, call descriptors and published outputs
+/// (`StagingConns::flags`): `[u64; 5 × nranks]` on lines of their own.
 fn flags_bytes(nranks: u64) -> u64 {
-    (24 * nranks).next_multiple_of(LINE)
+    (40 * nranks).next_multiple_of(LINE)
 }
 
 impl Layout {
@@ -608,9 +608,9 @@ mod tests {
             assert_eq!((comm(r).staging_slot_bytes, comm(r).algorithm), (8192, AlgorithmChoice::Auto as u32));
             for c in 0..2 {
                 let mine = conns(r, c);
-                assert!(mine.flags >= bases[r] + layout.staging_flags && mine.flags + 3 * 24 <= bases[r] + layout.stats, "flags and both parities' descriptors");
+                assert!(mine.flags >= bases[r] + layout.staging_flags && mine.flags + 3 * 40 <= bases[r] + layout.stats, "flags, both parities' descriptors and outputs");
                 if c == 1 {
-                    assert!(conns(r, 0).flags + 3 * 24 <= mine.flags, "channel 0's descriptors end before channel 1's flags");
+                    assert!(conns(r, 0).flags + 3 * 40 <= mine.flags, "channel 0's outputs end before channel 1's flags");
                 }
                 for (p, base) in bases.iter().enumerate() {
                     let theirs = conns(p, c);

@@ -155,17 +155,18 @@ impl TwinGroup {
 
     /// Makes the collectives of `ranks` say their outputs are not mapped for the peers
     /// (as host-shim's communicator says of memory other than `cuMemAlloc`'s): with direct
-    /// connections, their previous ranks then send to them through the FIFO. Every other
-    /// rank's collectives say theirs are (the twin's buffers are host memory every rank
-    /// reaches).
+    /// connections, their previous ranks then send to them through the FIFO, and pushing
+    /// two-shot peers through the staging. Every other rank's collectives say theirs are
+    /// where the shape is direct (the twin's buffers are host memory every rank reaches),
+    /// as the communicator's calls do only when direct.
     pub fn set_unmapped_outputs(&mut self, ranks: &[u32]) {
         self.unmapped = ranks.iter().fold(0, |m, &r| m | 1u64 << r);
     }
 
-    /// `item` as rank `rank` hands it over: a collective says whether its output is
-    /// mapped for the peers, as host-shim's communicator's calls do.
+    /// `item` as rank `rank` hands it over: a collective says whether peers may write
+    /// its output, as host-shim's communicator's calls do.
     fn as_handed_over(&self, rank: u32, item: WorkItem) -> WorkItem {
-        let mapped = item.kind == WorkKind::Collective as u8 && self.unmapped & 1u64 << rank == 0;
+        let mapped = self.shape.direct && item.kind == WorkKind::Collective as u8 && self.unmapped & 1u64 << rank == 0;
         WorkItem { flags: (item.flags & !ITEM_OUTPUT_PEER_MAPPED) | if mapped { ITEM_OUTPUT_PEER_MAPPED } else { 0 }, ..item }
     }
 
