@@ -301,13 +301,13 @@ fn calls_a_forced_algorithm_cannot_run_are_refused_before_enqueue() {
 }
 
 /// The automatic choice's last threshold, two-shot to the ring, on both sides (the
-/// matrix above stops at 2 MiB: this one is 16 MiB on 3 ranks, with staging to match).
+/// matrix above stops at 2 MiB: this one is 32 MiB on 3 ranks, with staging to match).
 #[test]
 fn automatic_choice_gives_way_to_the_ring_past_two_shot() {
-    let shape = Shape { ring_step_bytes: 1 << 20, ..shape(3, AlgorithmChoice::Auto, 17 << 20) };
+    let shape = Shape { ring_step_bytes: 1 << 20, ..shape(3, AlgorithmChoice::Auto, 33 << 20) };
     let cases: Vec<CollCase> = matrix(shape.staging(), AlgorithmChoice::Auto, (0, usize::MAX))
         .into_iter()
-        .filter(|c| c.function == CollFunction::AllReduce && (c.count as u64 * 4) >> 20 == 16)
+        .filter(|c| c.function == CollFunction::AllReduce && (c.count as u64 * 4) >> 20 == 32)
         .collect();
     let algorithms: Vec<Algorithm> = cases.iter().map(|c| plan_of(c, shape.staging(), shape.algorithm).unwrap().algorithm).collect();
     assert_eq!(algorithms, [Algorithm::TwoShot, Algorithm::Ring], "{cases:?}");

@@ -233,9 +233,13 @@ pub enum Unfit {
 /// H200s, 2026-11-27, `bench/results/session23.md` §6, both forced in one call, back to
 /// back) it still lost at 1-8 MiB (23.8 against 15.9 at 1 MiB, 44.1 against 41.6 at 8 MiB),
 /// tied at 16 MiB (72.2 against 73.3) and won at 32 MiB (122.1 against 138.0; the ring
-/// took 139.7 there in the twenty-first session), so all_reduce goes one-shot to 16 MiB
+/// took 139.7 there in the twenty-first session), so all_reduce went one-shot to 16 MiB
 /// and two-shot to 32 MiB (which the default staging holds in the push form: two blocks
-/// of half the share a channel).
+/// of half the share a channel). With its direct outputs (two H200s, 2026-11-28,
+/// `bench/results/session28.md` §5, every row checked, both forced, twice in alternation)
+/// two-shot took 69.5 / 67.8 and 70.9 / 66.4 µs at 16 MiB against one-shot's 74.6 / 72.5
+/// and 73.3 / 72.7, and tied at 8 MiB (43.9 / 43.0 and 44.0 / 41.1 against 43.6 / 40.3
+/// and 43.3 / 43.8): one-shot now goes to 8 MiB on 2 ranks.
 ///
 /// The 3- and 4-rank rows are measured on four H200s (2026-11-27, one rank per GPU, the
 /// default communicator of 64 channels, staged collectives in the push form, every row
@@ -302,7 +306,7 @@ pub struct Thresholds {
 /// The thresholds the device uses (the 2- to 4-rank rows measured, the others
 /// provisional: see [`Thresholds`]).
 pub const THRESHOLDS: Thresholds = Thresholds {
-    all_reduce_one_shot_max: [16 << 20, 2 << 20, 1 << 20, 256 << 10, 256 << 10, 256 << 10, 256 << 10],
+    all_reduce_one_shot_max: [8 << 20, 2 << 20, 1 << 20, 256 << 10, 256 << 10, 256 << 10, 256 << 10],
     all_reduce_two_shot_max: [32 << 20, 32 << 20, 32 << 20, 8 << 20, 8 << 20, 8 << 20, 8 << 20],
     all_gather_one_shot_max: [64 << 20, 16 << 20, 32 << 20, 1 << 20, 1 << 20, 1 << 20, 1 << 20],
     reduce_scatter_one_shot_max: [32 << 20, 16 << 20, 32 << 20, 1 << 20, 1 << 20, 1 << 20, 1 << 20],
@@ -478,18 +482,18 @@ mod tests {
             assert_eq!(at(function, most / 4), Algorithm::OneShot, "{function:?}");
             assert_eq!(at(function, most / 4 + 16), Algorithm::Ring, "{function:?}");
         }
-        // On 2 ranks with the default communicator's staging (64 collective channels, 32 MiB
+        // On 2 ranks with the default communicator's staging (64 collective channels, 48 MiB
         // over the 63 a staged call takes), all_gather stays one-shot to 64 MiB (its input
         // is half of it) and reduce_scatter to 32 MiB.
-        let two = staging(2, 64, (32u64 << 20).div_ceil(63).next_multiple_of(4096));
+        let two = staging(2, 64, (48u64 << 20).div_ceil(63).next_multiple_of(4096));
         let on_two = |function, bytes: u64| plan(function, F32, bytes / 2 / F32, two, AlgorithmChoice::Auto).unwrap().algorithm;
         assert_eq!(on_two(CollFunction::AllGather, 64 << 20), Algorithm::OneShot);
         assert_eq!(on_two(CollFunction::AllGather, 128 << 20), Algorithm::Ring);
         assert_eq!(on_two(CollFunction::ReduceScatter, 32 << 20), Algorithm::OneShot);
         assert_eq!(on_two(CollFunction::ReduceScatter, 64 << 20), Algorithm::Ring);
-        // all_reduce: one-shot to 16 MiB, two-shot to 32 MiB, the ring above.
+        // all_reduce: one-shot to 8 MiB, two-shot to 32 MiB, the ring above.
         let all_reduce = |bytes: u64| plan(CollFunction::AllReduce, F32, bytes / F32, two, AlgorithmChoice::Auto).unwrap().algorithm;
-        assert_eq!([16 << 20, (16 << 20) + 16, 32 << 20, (32 << 20) + 16].map(all_reduce), [Algorithm::OneShot, Algorithm::TwoShot, Algorithm::TwoShot, Algorithm::Ring]);
+        assert_eq!([8 << 20, (8 << 20) + 16, 32 << 20, (32 << 20) + 16].map(all_reduce), [Algorithm::OneShot, Algorithm::TwoShot, Algorithm::TwoShot, Algorithm::Ring]);
         // On 3 and 4 ranks with the default staging (48 MiB over 63 channels) a 32 MiB
         // all_reduce is two-shot, in the push form.
         let default = |nranks| staging(nranks, 64, (48u64 << 20).div_ceil(63).next_multiple_of(4096));
