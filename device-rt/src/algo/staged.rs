@@ -66,7 +66,8 @@
 //! overlap, since a peer may push a reduced block while this rank still reads what was
 //! pushed in) or, where the peer allows it, straight into its output (see the direct
 //! outputs below), raises the second flag, and once it has every peer's copies the
-//! peers' reduced blocks from its own buffer (unless they came straight to its output). Stores into a peer's memory go out without waiting
+//! peers' reduced blocks from its own buffer (unless they came straight to its output).
+//! Stores into a peer's memory go out without waiting
 //! for a reply, where the pull form's loads of the peers' staging each wait for a round
 //! trip over the link, and the own share is neither staged nor read back. On two H200s
 //! (2026-11-27, `bench/results/session18.md`, two ranks) it took 0.80-0.92 of the pull
