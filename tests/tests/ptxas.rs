@@ -55,7 +55,10 @@ const PROTOCOL_SPILL_BOUND: u32 = 64;
 /// collectives' push form on every rank count (2026-11-27, twenty-third session) took
 /// `exec::collective` to 76 / 72 at caps 168 to 128, and its two-shot
 /// (`all_reduce_two_shot_pushed`) spills 52 / 136 at cap 128 (within the default bound at
-/// every other cap; uncapped, nothing spills).
+/// every other cap; uncapped, nothing spills). Its direct outputs (2026-11-28, twenty-eighth
+/// session) first took it to 68 / 184 at cap 128; with the reduced block's sending and the
+/// copy out apart (`send_reduced_block` 24 / 60, `copy_reduced_blocks_out` 0 / 24) it
+/// spills 32 / 40 there and 8 / 0 at cap 152.
 const CAPPED_SPILL_BOUNDS: [(&str, u32, u32); 9] = [
     ("ferroccl_work_loop", 400, 560),
     ("4algo4ring3run", 628, 1576),

@@ -602,45 +602,89 @@ impl Stage<'_> {
     #[inline(never)]
     unsafe fn all_reduce_two_shot_pushed(&self, c: &Coll, begin: u64, n: u64, block: u64) -> Result<(), (LoopError, u32)> {
         let (elt, rank) = (self.elt(), self.cx.rank);
-        let at = |p: u32| block_range(p, block, n);
-        let reduced = u64::from(self.cx.nranks - 1) * block;
         // SAFETY: the caller's contract: every block lies inside the share, in the user
         // buffers, and every slot inside the staging buffers (`pushes`); the output overlaps
         // the input only exactly (in place), and block `r` of the output is written only
         // after block `r` of the input was read, other blocks only after the first flag
-        // (by the peers, into an output they published) or the second (by this rank). A
-        // peer's published output holds the same count (the ranks' descriptors agree).
+        // (by the peers, into an output they published) or the second (by this rank).
         unsafe {
             for q in self.peers() {
-                let (from, len) = at(q);
+                let (from, len) = block_range(q, block, n);
                 self.stage_in(c.input + (begin + from) * elt, q, Self::slot(rank, q) * block, None, len);
             }
             self.exchange(self.staged_flag())?;
-            let (from, len) = at(rank);
-            let out = c.output + (begin + from) * elt;
-            let to = |q: u32| self.peer_output(q).map_or_else(|| self.staged(q, reduced + Self::slot(rank, q) * block), |output| output + (begin + from) * elt);
+            self.send_reduced_block(c, begin, n, block);
+            self.exchange(2 * self.epoch)?;
+            if self.published_output == NOT_DIRECT {
+                self.copy_reduced_blocks_out(c, begin, n, block);
+            }
+        }
+        Ok(())
+    }
+
+    /// Pushed two-shot, after the first flag: reduces this rank's block from its input and
+    /// what the peers pushed into its output and into the first peer's destination
+    /// ([`Stage::reduced_destination`]), then copies it to the other peers', two a pass.
+    ///
+    /// # Safety
+    /// As [`Stage::all_reduce_two_shot_pushed`], after its first exchange.
+    #[inline(never)]
+    unsafe fn send_reduced_block(&self, c: &Coll, begin: u64, n: u64, block: u64) {
+        let (elt, rank) = (self.elt(), self.cx.rank);
+        let (from, len) = block_range(rank, block, n);
+        let out = c.output + (begin + from) * elt;
+        // SAFETY: the caller's contract: after the first exchange, so every peer's published
+        // output is read as `reduced_destination` needs; the block lies inside the share,
+        // and every destination holds it (a peer's output at the same elements, or this
+        // rank's slot of the peer's staging).
+        unsafe {
             let mut peers = self.peers();
-            let first = peers.next().map_or(out, to);
+            let first = peers.next().map_or(out, |q| self.reduced_destination(q, begin + from, block));
             self.reduce(self.own_and_pushed(c.input + (begin + from) * elt, 0, block), [out, first], 2, len);
             if self.cx.nranks > 2 {
                 // Every thread's stores to `out` before any thread's loads of it.
                 arch::barrier_sync_all();
                 while let Some(q) = peers.next() {
+                    let to = self.reduced_destination(q, begin + from, block);
                     match peers.next() {
-                        Some(q2) => self.copy_to_both(out, [to(q), to(q2)], len),
-                        None => self.copy(out, to(q), len),
+                        Some(q2) => self.copy_to_both(out, [to, self.reduced_destination(q2, begin + from, block)], len),
+                        None => self.copy(out, to, len),
                     }
                 }
             }
-            self.exchange(2 * self.epoch)?;
-            if self.published_output == NOT_DIRECT {
-                for p in self.peers() {
-                    let (from, len) = at(p);
-                    self.copy(self.staged(rank, reduced + Self::slot(p, rank) * block), c.output + (begin + from) * elt, len);
-                }
-            }
         }
-        Ok(())
+    }
+
+    /// Where peer `q` takes this rank's reduced block, whose first element is `ix` of the
+    /// count: straight in its output where it published one (see the module's direct
+    /// outputs), else this rank's slot of its staging after the first `nranks − 1`.
+    ///
+    /// # Safety
+    /// As [`Stage::peer_output`].
+    unsafe fn reduced_destination(&self, q: u32, ix: u64, block: u64) -> u64 {
+        let reduced = u64::from(self.cx.nranks - 1) * block;
+        // SAFETY: this function's contract is `peer_output`'s.
+        match unsafe { self.peer_output(q) } {
+            Some(output) => output + ix * self.elt(),
+            None => self.staged(q, reduced + Self::slot(self.cx.rank, q) * block),
+        }
+    }
+
+    /// Pushed two-shot, after the second flag, on a rank that published no output: copies
+    /// every peer's reduced block from its slot of this rank's staging into the output.
+    ///
+    /// # Safety
+    /// As [`Stage::all_reduce_two_shot_pushed`], after its second exchange.
+    #[inline(never)]
+    unsafe fn copy_reduced_blocks_out(&self, c: &Coll, begin: u64, n: u64, block: u64) {
+        let (elt, rank) = (self.elt(), self.cx.rank);
+        let reduced = u64::from(self.cx.nranks - 1) * block;
+        for p in self.peers() {
+            let (from, len) = block_range(p, block, n);
+            // SAFETY: the caller's contract: every peer's reduced block lies in its slot of
+            // this rank's staging, and at the same elements of the output.
+            unsafe { self.copy(self.staged(rank, reduced + Self::slot(p, rank) * block), c.output + (begin + from) * elt, len) };
+        }
     }
 
     /// Two-shot's second step: copies every peer's reduced block (block `p`: elements `[p
