@@ -7,6 +7,8 @@
 //      same GPU (the idle footprint), alternated with runs without one.
 // Build: nvcc -O2 -arch=sm_90 dispatch_costs.cu -lcuda -lcublas -o dispatch_costs
 #include <algorithm>
+#include <atomic>
+#include <cstring>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -127,6 +129,136 @@ __global__ void trigger_pdl(unsigned* doorbell, unsigned* done, unsigned k) {
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
   asm volatile("griddepcontrol.wait;" ::: "memory");
   ring_and_wait(doorbell, done, k);
+}
+
+// The ring route's stand-in (twenty-ninth session): one thread reads the next slot of a
+// host-mapped ring until its first word is the next ticket; `gated`: then waits until the
+// 32-bit doorbell in device memory (a stream's cuStreamWriteValue32) reaches the ticket;
+// then stores done = ticket into host-mapped memory (release, system scope).
+__global__ void ring_echo(const unsigned long long* host_slots, const unsigned* doorbell, unsigned* done_host,
+                          const unsigned* stop, int gated) {
+  if (threadIdx.x != 0) return;
+  unsigned next = 1;
+  for (;;) {
+    unsigned long long w;
+    unsigned s;
+    asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(s) : "l"(stop) : "memory");
+    if (s) return;
+    asm volatile("ld.relaxed.sys.global.u64 %0, [%1];" : "=l"(w) : "l"(host_slots + (next % 128) * 8) : "memory");
+    if ((unsigned)w != next) continue;
+    if (gated) {
+      unsigned d;
+      do {
+        asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(d) : "l"(doorbell) : "memory");
+        asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(s) : "l"(stop) : "memory");
+      } while ((int)(d - next) < 0 && !s);
+      if (s) return;
+    }
+    asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(done_host), "r"(next) : "memory");
+    next++;
+  }
+}
+
+// The ring route's polling, as ferroccl's loop does it and variants (twenty-ninth
+// session). A warp polls slot `next % 128` (16 words, each the ticket in its high half)
+// of a host-mapped ring; found whole, it may read the host's abort word (`mode` 3, at
+// most every 20 µs, before the item, as the loop did), then lane 0 stores done = ticket
+// (relaxed, system scope; the loop's no-op completion). Modes:
+//   0: lane 0 reads the slot's first word (relaxed 8 bytes), one read at a time;
+//   1: lanes 0-7 read the slot (16 bytes each, ld.acquire.sys), one read at a time;
+//   2: two halves (lanes 0-7, 8-15) each read the whole slot, half a round trip apart
+//      (ferroccl's poll_next_slot), ld.acquire.sys;
+//   3: as 2, plus the blocking abort read before the item (ferroccl before this session);
+//   4: as 2 with relaxed loads, then fence.acq_rel.sys once the slot is whole;
+//   5: as 1 with relaxed loads, then fence.acq_rel.sys once the slot is whole.
+__device__ __forceinline__ void ld_piece(const unsigned long long* p, bool acquire, unsigned long long& a, unsigned long long& b) {
+  if (acquire)
+    asm volatile("ld.acquire.sys.global.v2.b64 {%0, %1}, [%2];" : "=l"(a), "=l"(b) : "l"(p) : "memory");
+  else
+    asm volatile("ld.relaxed.sys.global.v2.b64 {%0, %1}, [%2];" : "=l"(a), "=l"(b) : "l"(p) : "memory");
+}
+
+__device__ __forceinline__ unsigned long long globaltimer() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+struct Piece {
+  unsigned long long a, b;
+};
+
+// Lanes 8*half .. 8*half+7 read their piece of the slot.
+__device__ __forceinline__ Piece read_half(const unsigned long long* slot, int half, bool acquire) {
+  Piece p = {0, 0};
+  int lane = threadIdx.x;
+  if (lane / 8 == half) ld_piece(slot + 2 * (lane % 8), acquire, p.a, p.b);
+  return p;
+}
+
+__device__ __forceinline__ bool whole_half(Piece p, int half, unsigned next) {
+  int lane = threadIdx.x;
+  bool mine = lane / 8 == half;
+  bool ok = !mine || ((unsigned)(p.a >> 32) == next && (unsigned)(p.b >> 32) == next);
+  return __ballot_sync(0xffffffffu, ok) == 0xffffffffu;
+}
+
+__global__ void ring_poll(const unsigned long long* slots, unsigned* done_host, const unsigned* stop,
+                          const unsigned long long* abort_host, int mode) {
+  unsigned next = 1;
+  unsigned long long abort_checked = 0;
+  const bool acquire = mode == 1 || mode == 2 || mode == 3;
+  for (;;) {
+    const unsigned long long* slot = slots + (next % 128) * 16;
+    bool found = false;
+    while (!found) {
+      unsigned st;
+      asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(st) : "l"(stop) : "memory");
+      if (__shfl_sync(0xffffffffu, st, 0)) return;
+      if (mode == 0) {
+        unsigned long long w = 0;
+        if (threadIdx.x == 0) asm volatile("ld.relaxed.sys.global.u64 %0, [%1];" : "=l"(w) : "l"(slot) : "memory");
+        found = __shfl_sync(0xffffffffu, (unsigned)(w >> 32), 0) == next;
+      } else if (mode == 1 || mode == 5) {
+        found = whole_half(read_half(slot, 0, acquire), 0, next);
+      } else {
+        unsigned long long t0 = globaltimer();
+        Piece r[2];
+        r[0] = read_half(slot, 0, acquire);
+        if (whole_half(r[0], 0, next)) break;
+        unsigned long long rtt = globaltimer() - t0;
+        r[1] = read_half(slot, 1, acquire);
+        unsigned long long issued = globaltimer();
+        while (globaltimer() - issued < rtt / 2) {
+        }
+        r[0] = read_half(slot, 0, acquire);
+        int turn = 1;
+        for (;;) {
+          if (whole_half(r[turn], turn, next)) {
+            found = true;
+            break;
+          }
+          r[turn] = read_half(slot, turn, acquire);
+          turn ^= 1;
+          asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(st) : "l"(stop) : "memory");
+          if (__shfl_sync(0xffffffffu, st, 0)) return;
+        }
+      }
+    }
+    if (!acquire && mode != 0) asm volatile("fence.acq_rel.sys;" ::: "memory");
+    if (mode == 3 && threadIdx.x == 0) {
+      unsigned long long now = globaltimer();
+      if (now - abort_checked >= 20000) {
+        abort_checked = now;
+        unsigned long long ab;
+        asm volatile("ld.volatile.global.u64 %0, [%1];" : "=l"(ab) : "l"(abort_host) : "memory");
+        if (ab) return;
+      }
+    }
+    __syncwarp();
+    if (threadIdx.x == 0) asm volatile("st.relaxed.sys.global.u32 [%0], %1;" ::"l"(done_host), "r"(next) : "memory");
+    next++;
+  }
 }
 
 static double now_us() {
@@ -369,6 +501,134 @@ static void memop_route() {
   CK(cudaFree(mem));
 }
 
+// ---- the ring route with and without a stream doorbell (twenty-ninth session) ----
+// Per op the host writes ticket k into ring slot k % 128 (host-mapped), then either asks
+// cuStreamQuery first (the ring route as built: the stream must be idle) or rings a
+// doorbell with one cuStreamWriteValue32 (the stream orders the item: no query), then
+// spins until the kernel's done word (host-mapped) is k. Same run: an empty launch.
+static void ring_routes() {
+  cudaStream_t loop, s;
+  CK(cudaStreamCreateWithFlags(&loop, cudaStreamNonBlocking));
+  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  char* mem;
+  CK(cudaMalloc(&mem, 4096));
+  CK(cudaMemset(mem, 0, 4096));
+  unsigned* doorbell = (unsigned*)mem;
+  unsigned* stop = (unsigned*)(mem + 256);
+  unsigned long long *slots_host, *slots_dev;
+  CK(cudaHostAlloc((void**)&slots_host, 128 * 64 + 64, cudaHostAllocMapped | cudaHostAllocPortable));
+  memset(slots_host, 0, 128 * 64 + 64);
+  CK(cudaHostGetDevicePointer((void**)&slots_dev, slots_host, 0));
+  volatile unsigned* done_host = (volatile unsigned*)(slots_host + 128 * 8);
+  unsigned* done_dev = (unsigned*)(slots_dev + 128 * 8);
+  auto sync = [&] { CK(cudaStreamSynchronize(s)); };
+  for (int gated = 0; gated < 2; gated++) {
+    CK(cudaDeviceSynchronize());
+    memset(slots_host, 0, 128 * 64 + 64);
+    CK(cudaMemset(mem, 0, 4096));
+    CK(cudaDeviceSynchronize());
+    ring_echo<<<1, 32, 0, loop>>>(slots_dev, doorbell, done_dev, stop, gated);
+    unsigned k = 0;
+    long long late = 0;
+    auto post = [&](int) {
+      unsigned t = ++k;
+      if (!gated) CK(cuStreamQuery((CUstream)s));
+      volatile unsigned long long* slot = slots_host + (t % 128) * 8;
+      for (int i = 1; i < 8; i++) slot[i] = t;
+      std::atomic_thread_fence(std::memory_order_release);
+      slot[0] = t;
+      if (gated) CK(cuStreamWriteValue32((CUstream)s, (CUdeviceptr)doorbell, t, 0));
+      double t0 = now_us();
+      while (*done_host != t) {
+        if (now_us() - t0 > 1e6) {
+          fprintf(stderr, "ring_echo: ticket %u not done in 1 s\n", t);
+          exit(1);
+        }
+      }
+      late += now_us() - t0 > 10.0;
+    };
+    const char* name = gated ? "ring_doorbell" : "ring_query";
+    for (int i = 0; i < 500; i++) post(i);
+    sync();
+    printf("%s host_plus_answer_us_per_op %.3f\n", name, per_call([&] { post(0); }, sync));
+    double t0 = now_us();
+    for (int i = 0; i < 2000; i++) post(i);
+    sync();
+    printf("%s back_to_back_us_per_op %.3f\n", name, (now_us() - t0) / 2000);
+    for (int r = 0; r < 3; r++) {
+      printf("%s call_sync_us %.3f\n", name, call_sync_us(post, sync));
+      printf("empty_launch call_sync_us %.3f\n", call_sync_us([&](int) { empty0<<<1, 32, 0, s>>>(); }, sync));
+    }
+    printf("%s answers_over_10us %lld of %u\n", name, late, k);
+    unsigned one = 1;
+    CK(cudaMemcpyAsync(stop, &one, 4, cudaMemcpyHostToDevice, s));
+    CK(cudaStreamSynchronize(loop));
+    CK(cudaMemsetAsync(stop, 0, 4, s));
+    sync();
+  }
+  unsigned seq = 1u << 30;
+  printf("host_us cuStreamWriteValue32 %.3f\n", per_call([&] { CK(cuStreamWriteValue32((CUstream)s, (CUdeviceptr)doorbell, ++seq, 0)); }, sync));
+  printf("host_us cuStreamQuery_idle %.3f\n", per_call([&] { CK(cuStreamQuery((CUstream)s)); }, sync));
+  CK(cudaFree(mem));
+  CK(cudaFreeHost(slots_host));
+}
+
+// ---- ferroccl's ring polling and variants, on the ring route (twenty-ninth session) ----
+// Per op: cuStreamQuery (the stream is idle), the host writes the 16-word slot (the
+// ticket in every word's high half; x86 keeps the stores in order), spins until done is
+// the ticket. Back to back, and + synchronize, against an empty
+// launch + synchronize in the same run.
+static void ring_polls() {
+  cudaStream_t loop, s;
+  CK(cudaStreamCreateWithFlags(&loop, cudaStreamNonBlocking));
+  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  char* mem;
+  CK(cudaMalloc(&mem, 4096));
+  unsigned* stop = (unsigned*)mem;
+  const size_t bytes = 128 * 128 + 128;
+  unsigned long long *slots_host, *slots_dev;
+  CK(cudaHostAlloc((void**)&slots_host, bytes, cudaHostAllocMapped | cudaHostAllocPortable));
+  CK(cudaHostGetDevicePointer((void**)&slots_dev, slots_host, 0));
+  volatile unsigned* done_host = (volatile unsigned*)(slots_host + 128 * 16);
+  unsigned* done_dev = (unsigned*)(slots_dev + 128 * 16);
+  unsigned long long* abort_dev = slots_dev + 128 * 16 + 8;
+  auto sync = [&] { CK(cudaStreamSynchronize(s)); };
+  for (int mode = 0; mode < 6; mode++) {
+    CK(cudaDeviceSynchronize());
+    memset(slots_host, 0, bytes);
+    CK(cudaMemset(mem, 0, 4096));
+    CK(cudaDeviceSynchronize());
+    ring_poll<<<1, 32, 0, loop>>>(slots_dev, done_dev, stop, abort_dev, mode);
+    unsigned k = 0;
+    auto post = [&](int) {
+      unsigned t = ++k;
+      CK(cuStreamQuery((CUstream)s));
+      volatile unsigned long long* slot = slots_host + (t % 128) * 16;
+      for (int i = 0; i < 16; i++) slot[i] = (unsigned long long)t << 32 | i;
+      double t0 = now_us();
+      while (*done_host != t) {
+        if (now_us() - t0 > 1e6) {
+          fprintf(stderr, "ring_poll mode %d: ticket %u not done in 1 s\n", mode, t);
+          exit(1);
+        }
+      }
+    };
+    for (int i = 0; i < 500; i++) post(i);
+    double t0 = now_us();
+    for (int i = 0; i < 2000; i++) post(i);
+    printf("poll_mode %d back_to_back_us_per_op %.3f\n", mode, (now_us() - t0) / 2000);
+    for (int r = 0; r < 2; r++) {
+      printf("poll_mode %d call_sync_us %.3f\n", mode, call_sync_us(post, sync));
+      printf("poll_mode %d empty_launch_call_sync_us %.3f\n", mode, call_sync_us([&](int) { empty0<<<1, 32, 0, s>>>(); }, sync));
+    }
+    unsigned one = 1;
+    CK(cudaMemcpyAsync(stop, &one, 4, cudaMemcpyHostToDevice, s));
+    CK(cudaStreamSynchronize(loop));
+  }
+  CK(cudaFree(mem));
+  CK(cudaFreeHost(slots_host));
+}
+
 // ---- footprint ----
 struct Resident {
   const char* name;
@@ -484,6 +744,11 @@ int main(int argc, char** argv) {
   CK(cudaFree(0));
   if (getenv("ONLY_FOOTPRINT")) {
     footprint(argc > 1 ? atoi(argv[1]) : 5);
+    return 0;
+  }
+  if (getenv("ONLY_RING")) {
+    ring_polls();
+    ring_routes();
     return 0;
   }
   if (getenv("ONLY_MEMOP")) {

@@ -412,8 +412,8 @@ fn an_abort_handle_keeps_the_header_alive_after_its_loop() {
 
 #[test]
 fn an_idle_loop_leaves_on_abort_and_records_it() {
-    // Nothing queued: every channel is polling its next slot (two reads in flight), a
-    // wait without a budget that only the abort flag can end.
+    // Nothing queued: every channel is polling its next slot, a wait without a budget
+    // that only the abort flag can end.
     let mut lp = TwinLoop::start(3, 32, 4, Duration::from_secs(3600));
     std::thread::sleep(Duration::from_millis(50));
     lp.queue.abort_handle().abort();

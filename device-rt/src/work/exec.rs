@@ -531,10 +531,15 @@ unsafe fn fetch(a: &Channel, next_seq: u64, want: &mut usize, mailbox: MailboxVi
 /// into shared memory and returns true), a mailbox item or another channel's error turns
 /// up, or the abort flag is set (verdict recorded, false).
 ///
-/// Two reads are in flight, half a round trip apart: lanes 0-7 and lanes 8-15 each read
-/// the whole slot (one 16-byte piece per lane), and each half reissues its read when it
-/// comes back, so the slot is seen a quarter of a round trip sooner on average than with
-/// one read at a time. The first read measures the round trip.
+/// One read at a time: lanes 0-7 read the whole slot (one 16-byte piece each), and the
+/// next read leaves as soon as the last is back and the mailbox has been looked at. Two
+/// reads in flight, half a round trip apart (two halves of the warp each reading the
+/// slot, a busy wait of half the first read's round trip between them), made the slot
+/// seen later, not sooner, on an H200 (2026-11-29, `bench/results/session29.md` §1): a
+/// one-warp echo of a host-mapped ring answered a host that queries its stream, writes
+/// the slot and spins for the answer in 3.3 µs a round back to back with one read at a
+/// time and 7.5 µs with the two; in the loop, a stream-ordered no-op on the ring route +
+/// synchronize took 6.3-7.8 µs against 8.3-10.7 (§2).
 ///
 /// Ordering: the reads are acquire loads (`ld.acquire.sys`, no fence): each lane's later
 /// accesses, and the CTA's after the caller's barrier, see everything the host wrote
@@ -562,41 +567,19 @@ unsafe fn poll_next_slot(a: &Channel, next_seq: u64, mailbox: MailboxView, share
             break;
         }
     }
-    let started = arch::globaltimer_ns();
-    // SAFETY: `a` is this CTA's channel, and every lane of warp 0 runs this with the same
-    // `next_seq`.
-    let mut reads = [unsafe { read_half(a, next_seq, lane, 0) }, [0; 2]];
-    // SAFETY: `a` is this CTA's channel, `shared` its `LoopShared`, and every lane of warp 0
-    // runs this (it votes).
-    if unsafe { take_half(a, reads[0], next_seq, lane, 0, shared) } {
-        return true;
-    }
-    let round_trip = arch::globaltimer_ns().wrapping_sub(started);
-    // SAFETY: as for the first look.
-    if unsafe { look_and_take(a, mailbox_done, &mut guard, lane, shared) } {
-        return false;
-    }
-    // SAFETY: as for the first read.
-    reads[1] = unsafe { read_half(a, next_seq, lane, 1) };
-    let second_issued = arch::globaltimer_ns();
-    while arch::globaltimer_ns().wrapping_sub(second_issued) < round_trip / 2 {
-        arch::spin_pause();
-    }
-    // SAFETY: as for the first read.
-    reads[0] = unsafe { read_half(a, next_seq, lane, 0) };
-    let mut turn = 1;
     // Lane 0: when the idle loop tries to sleep next (never: u64::MAX).
     // SAFETY: `a` is this CTA's channel; lane 0 alone asks.
-    let mut sleep_at = if lane == 0 { unsafe { sleep_deadline(a, started) } } else { u64::MAX };
+    let mut sleep_at = if lane == 0 { unsafe { sleep_deadline(a, arch::globaltimer_ns()) } } else { u64::MAX };
     loop {
-        // SAFETY: as for the first take.
-        if unsafe { take_half(a, reads[turn], next_seq, lane, turn, shared) } {
+        // SAFETY: `a` is this CTA's channel, and every lane of warp 0 runs this with the same
+        // `next_seq`.
+        let piece = unsafe { read_slot_piece(a, next_seq, lane) };
+        // SAFETY: `a` is this CTA's channel, `shared` its `LoopShared`, and every lane of warp 0
+        // runs this (it votes).
+        if unsafe { take_slot(a, piece, next_seq, lane, shared) } {
             return true;
         }
-        // SAFETY: as for the first read.
-        reads[turn] = unsafe { read_half(a, next_seq, lane, turn) };
-        turn ^= 1;
-        // SAFETY: as for the first look.
+        // SAFETY: as for the look above.
         if unsafe { look_and_take(a, mailbox_done, &mut guard, lane, shared) } {
             return false;
         }
@@ -788,44 +771,44 @@ unsafe fn note_seen(a: &Channel, last: u64) {
     unsafe { u64::atomic_max_relaxed_gpu(&raw mut (*a.state).seen_seq, last) };
 }
 
-/// Lanes `8 × half ..= 8 × half + 7` of warp 0 read their piece of slot `next_seq` with an
-/// acquire load (the other lanes get zeros).
+/// Lanes 0-7 of warp 0 read their piece of slot `next_seq` with an acquire load (the
+/// other lanes get zeros).
 ///
 /// # Safety
 /// `a` is this CTA's [`Channel`]; `lane` is this thread's lane of warp 0.
-unsafe fn read_half(a: &Channel, next_seq: u64, lane: usize, half: usize) -> [u64; 2] {
-    if lane / SLOT_PIECES != half {
+unsafe fn read_slot_piece(a: &Channel, next_seq: u64, lane: usize) -> [u64; 2] {
+    if lane >= SLOT_PIECES {
         return [0; 2];
     }
     // SAFETY: `(next_seq - 1) % capacity < capacity`, the ring's slot count (`Channel`); only
     // the address is computed.
     let slot = unsafe { a.ring.add(((next_seq - 1) % a.capacity) as usize) };
     arch::site(Site::RingPoll);
-    // SAFETY: `slot` is a host-mapped `RingSlot` (128 bytes, 128-byte aligned) and `lane %
-    // SLOT_PIECES < 8`, so this is an aligned 16-byte piece of it, which the host writes only
+    // SAFETY: `slot` is a host-mapped `RingSlot` (128 bytes, 128-byte aligned) and `lane <
+    // SLOT_PIECES`, so this is an aligned 16-byte piece of it, which the host writes only
     // with atomic word stores.
-    unsafe { arch::ld_acquire_sys_global_v2b64(arch::cvta_to_global(slot) + 16 * (lane % SLOT_PIECES) as u64) }
+    unsafe { arch::ld_acquire_sys_global_v2b64(arch::cvta_to_global(slot) + 16 * lane as u64) }
 }
 
-/// When the read of `half` (see [`read_half`]) found slot `next_seq` whole: its lanes copy
-/// the item into shared memory, lane 0 records the verdict and notes the slot seen, and
-/// every lane gets true.
+/// When the read (see [`read_slot_piece`]) found slot `next_seq` whole: lanes 0-7 copy the
+/// item into shared memory, lane 0 records the verdict and notes the slot seen, and every
+/// lane gets true.
 ///
 /// # Safety
 /// `a` is this CTA's [`Channel`] and `shared` is this CTA's `LoopShared`; every lane of
 /// warp 0 calls this (it votes), `lane` being its lane.
-unsafe fn take_half(a: &Channel, piece: [u64; 2], next_seq: u64, lane: usize, half: usize, shared: *mut LoopShared) -> bool {
-    let mine = lane / SLOT_PIECES == half;
+unsafe fn take_slot(a: &Channel, piece: [u64; 2], next_seq: u64, lane: usize, shared: *mut LoopShared) -> bool {
+    let mine = lane < SLOT_PIECES;
     let bytes = RingSlot::unflag_pair(piece, next_seq);
     let whole = arch::vote_ballot(FULL_WARP, !mine || bytes.is_some()) == FULL_WARP;
     if !whole {
         return false;
     }
     if let (true, Some(bytes)) = (mine, bytes) {
-        // SAFETY: `lane % SLOT_PIECES < 8`: a `u64` of the first cached item, inside
-        // `shared.items` (this function's contract); each lane of the half writes its own word,
-        // and the CTA reads them after the caller's barrier.
-        unsafe { (&raw mut (*shared).items).cast::<u64>().add(lane % SLOT_PIECES).write_volatile(bytes) };
+        // SAFETY: `lane < SLOT_PIECES`: a `u64` of the first cached item, inside
+        // `shared.items` (this function's contract); each lane writes its own word, and the
+        // CTA reads them after the caller's barrier.
+        unsafe { (&raw mut (*shared).items).cast::<u64>().add(lane).write_volatile(bytes) };
     }
     if lane == 0 {
         // SAFETY: `shared` is this CTA's `LoopShared`, and lane 0 alone writes the verdict.
