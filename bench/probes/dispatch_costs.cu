@@ -389,24 +389,48 @@ static void host_costs() {
 }
 
 
+// What an echo probe runs with: the echo kernel's stream and the caller's (both
+// non-blocking), 4 KiB of zeroed device memory, and `host_bytes` of zeroed host-mapped
+// memory with its device address.
+struct EchoSetup {
+  cudaStream_t loop, s;
+  char* mem;
+  unsigned long long *host, *dev;
+};
+
+static EchoSetup echo_setup(size_t host_bytes) {
+  EchoSetup e;
+  CK(cudaStreamCreateWithFlags(&e.loop, cudaStreamNonBlocking));
+  CK(cudaStreamCreateWithFlags(&e.s, cudaStreamNonBlocking));
+  CK(cudaMalloc(&e.mem, 4096));
+  CK(cudaMemset(e.mem, 0, 4096));
+  CK(cudaHostAlloc((void**)&e.host, host_bytes, cudaHostAllocMapped | cudaHostAllocPortable));
+  memset(e.host, 0, host_bytes);
+  CK(cudaHostGetDevicePointer((void**)&e.dev, e.host, 0));
+  CK(cudaDeviceSynchronize());
+  return e;
+}
+
+// Sets the 32-bit stop word (device memory) on the caller's stream and waits for the
+// echo kernel's end.
+static void stop_echo(const EchoSetup& e, unsigned* stop) {
+  unsigned one = 1;
+  CK(cudaMemcpyAsync(stop, &one, 4, cudaMemcpyHostToDevice, e.s));
+  CK(cudaStreamSynchronize(e.loop));
+}
+
 // ---- the stream-memory-operation route against a running echo kernel ----
 static void memop_route() {
-  cudaStream_t loop, s;
-  CK(cudaStreamCreateWithFlags(&loop, cudaStreamNonBlocking));
-  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  char* mem;
-  CK(cudaMalloc(&mem, 4096));
-  CK(cudaMemset(mem, 0, 4096));
+  EchoSetup e = echo_setup(128 * 64);
+  cudaStream_t loop = e.loop, s = e.s;
+  char* mem = e.mem;
   unsigned long long* item = (unsigned long long*)mem;
   unsigned* doorbell = (unsigned*)(mem + 256);
   unsigned* done = (unsigned*)(mem + 512);
   unsigned* stop = (unsigned*)(mem + 768);
   unsigned long long* stats = (unsigned long long*)(mem + 1024);
-  unsigned long long *slots_host, *slots_dev;
-  CK(cudaHostAlloc((void**)&slots_host, 128 * 64, cudaHostAllocMapped | cudaHostAllocPortable));
-  CK(cudaHostGetDevicePointer((void**)&slots_dev, slots_host, 0));
+  unsigned long long *slots_host = e.host, *slots_dev = e.dev;
   const bool host_item = getenv("HOST_ITEM") != nullptr;
-  CK(cudaDeviceSynchronize());
   echo<<<1, 32, 0, loop>>>(item, host_item ? slots_dev : nullptr, doorbell, done, stop, stats);
   unsigned k = 0;
   // The item written by the stream (8 writes) or by the host into its slot, then the
@@ -492,9 +516,7 @@ static void memop_route() {
   // the trigger kernel and an empty launch, each followed by a synchronize
   printf("trigger_kernel call_sync_us %.3f\n", call_sync_us([&](int i) { trigger<<<1, 32, 0, s>>>(doorbell, done, 0x70000000u + i); }, sync));
   printf("empty_launch call_sync_us %.3f\n", call_sync_us([&](int) { empty0<<<1, 32, 0, s>>>(); }, sync));
-  unsigned one = 1;
-  CK(cudaMemcpyAsync(stop, &one, 4, cudaMemcpyHostToDevice, s));
-  CK(cudaStreamSynchronize(loop));
+  stop_echo(e, stop);
   unsigned long long st[2];
   CK(cudaMemcpy(st, stats, 16, cudaMemcpyDeviceToHost));
   printf("echo items_seen %llu item_words_not_yet_written %llu\n", st[1], st[0]);
@@ -507,18 +529,12 @@ static void memop_route() {
 // doorbell with one cuStreamWriteValue32 (the stream orders the item: no query), then
 // spins until the kernel's done word (host-mapped) is k. Same run: an empty launch.
 static void ring_routes() {
-  cudaStream_t loop, s;
-  CK(cudaStreamCreateWithFlags(&loop, cudaStreamNonBlocking));
-  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  char* mem;
-  CK(cudaMalloc(&mem, 4096));
-  CK(cudaMemset(mem, 0, 4096));
+  EchoSetup e = echo_setup(128 * 64 + 64);
+  cudaStream_t loop = e.loop, s = e.s;
+  char* mem = e.mem;
   unsigned* doorbell = (unsigned*)mem;
   unsigned* stop = (unsigned*)(mem + 256);
-  unsigned long long *slots_host, *slots_dev;
-  CK(cudaHostAlloc((void**)&slots_host, 128 * 64 + 64, cudaHostAllocMapped | cudaHostAllocPortable));
-  memset(slots_host, 0, 128 * 64 + 64);
-  CK(cudaHostGetDevicePointer((void**)&slots_dev, slots_host, 0));
+  unsigned long long *slots_host = e.host, *slots_dev = e.dev;
   volatile unsigned* done_host = (volatile unsigned*)(slots_host + 128 * 8);
   unsigned* done_dev = (unsigned*)(slots_dev + 128 * 8);
   auto sync = [&] { CK(cudaStreamSynchronize(s)); };
@@ -560,9 +576,7 @@ static void ring_routes() {
       printf("empty_launch call_sync_us %.3f\n", call_sync_us([&](int) { empty0<<<1, 32, 0, s>>>(); }, sync));
     }
     printf("%s answers_over_10us %lld of %u\n", name, late, k);
-    unsigned one = 1;
-    CK(cudaMemcpyAsync(stop, &one, 4, cudaMemcpyHostToDevice, s));
-    CK(cudaStreamSynchronize(loop));
+    stop_echo(e, stop);
     CK(cudaMemsetAsync(stop, 0, 4, s));
     sync();
   }
@@ -579,16 +593,12 @@ static void ring_routes() {
 // the ticket. Back to back, and + synchronize, against an empty
 // launch + synchronize in the same run.
 static void ring_polls() {
-  cudaStream_t loop, s;
-  CK(cudaStreamCreateWithFlags(&loop, cudaStreamNonBlocking));
-  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  char* mem;
-  CK(cudaMalloc(&mem, 4096));
-  unsigned* stop = (unsigned*)mem;
   const size_t bytes = 128 * 128 + 128;
-  unsigned long long *slots_host, *slots_dev;
-  CK(cudaHostAlloc((void**)&slots_host, bytes, cudaHostAllocMapped | cudaHostAllocPortable));
-  CK(cudaHostGetDevicePointer((void**)&slots_dev, slots_host, 0));
+  EchoSetup e = echo_setup(bytes);
+  cudaStream_t loop = e.loop, s = e.s;
+  char* mem = e.mem;
+  unsigned* stop = (unsigned*)mem;
+  unsigned long long *slots_host = e.host, *slots_dev = e.dev;
   volatile unsigned* done_host = (volatile unsigned*)(slots_host + 128 * 16);
   unsigned* done_dev = (unsigned*)(slots_dev + 128 * 16);
   unsigned long long* abort_dev = slots_dev + 128 * 16 + 8;
@@ -621,9 +631,7 @@ static void ring_polls() {
       printf("poll_mode %d call_sync_us %.3f\n", mode, call_sync_us(post, sync));
       printf("poll_mode %d empty_launch_call_sync_us %.3f\n", mode, call_sync_us([&](int) { empty0<<<1, 32, 0, s>>>(); }, sync));
     }
-    unsigned one = 1;
-    CK(cudaMemcpyAsync(stop, &one, 4, cudaMemcpyHostToDevice, s));
-    CK(cudaStreamSynchronize(loop));
+    stop_echo(e, stop);
   }
   CK(cudaFree(mem));
   CK(cudaFreeHost(slots_host));
