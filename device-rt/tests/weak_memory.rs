@@ -234,3 +234,22 @@ fn a_site_names_an_operation_of_its_kind() {
     });
     assert!(unused.is_err(), "a site whose operation never ran must be noticed");
 }
+
+/// A store through a null pointer plus an offset (what a negative control's stale load of
+/// a pointer not yet published leads to) is a device trap at the store, which the launch
+/// resumes: the model must not buffer it and crash the process when it drains it.
+#[test]
+fn a_store_through_a_null_pointer_traps_at_the_store() {
+    let trapped = std::panic::catch_unwind(|| {
+        arch::launch_in(Some(&WeakMemory::new(0)), 1, 32, 0, || {
+            if arch::thread_idx() != 0 {
+                return;
+            }
+            // SAFETY: none: the store must trap before it touches memory.
+            unsafe { arch::st_volatile_global(0xac0 as *mut u64, 1) };
+        })
+    });
+    let message = trapped.expect_err("a store through a null pointer must trap");
+    let message = message.downcast_ref::<String>().cloned().unwrap_or_default();
+    assert!(message.contains("0xac0") && message.contains("illegal address"), "{message}");
+}

@@ -328,19 +328,34 @@ pub(super) fn take_mark(kind: SiteKind) -> bool {
         })
 }
 
+/// Addresses below this one are no memory a process maps (Linux's `vm.mmap_min_addr`):
+/// an access there is through a null pointer plus an offset.
+const NULL_NEIGHBOURHOOD: usize = 1 << 16;
+
+/// Traps (a panic: the twin's device trap) on an access through a null pointer, as a GPU
+/// stops a kernel at an illegal address. A negative control's stale load may hand device
+/// code a pointer not yet published (0): the model would buffer a store through it and
+/// crash the whole test process when it drains it, far from the access.
+fn check_address(addr: usize, access: &str) {
+    assert!(addr >= NULL_NEIGHBOURHOOD, "arch: {access} of address {addr:#x}: an illegal address (a null pointer plus an offset)");
+}
+
 /// A load of `size` bytes at `addr`, inside one aligned 8-byte word.
 pub(super) fn load(addr: usize, size: usize, how: Load) -> u64 {
+    check_address(addr, "load");
     with(|t| t.load(addr, size, how))
 }
 
 /// A store of `size` bytes at `addr`, inside one aligned 8-byte word.
 pub(super) fn store(addr: usize, size: usize, v: u64, release: bool) {
+    check_address(addr, "store");
     with(|t| t.store(addr, size, v, release))
 }
 
 /// A read-modify-write of the word of `size` bytes at `addr`; `op` performs it on memory
 /// (its result is returned).
 pub(super) fn rmw<R>(addr: usize, size: usize, acq_rel: bool, op: impl FnOnce() -> R) -> R {
+    check_address(addr, "read-modify-write");
     with(|t| t.rmw(addr, size, acq_rel, op))
 }
 
