@@ -43,11 +43,12 @@ echo "== tests/run.sh: step 4 $(date -u +%T)"
 #    matrix (FERROCCL_FULL_MATRIX=1) about 7: with every cap CI took 42.9 of its 45
 #    minutes (2026-11-27, a clean clone of 1b97944), so CI runs neither; both by hand after
 #    a change to device code.
-#    A test binary that dies of a signal (seen once, in the project's CI run of the
-#    twenty-third session's commits: guest_host, SIGSEGV; not reproduced since, see
-#    bench/NOTES.md) leaves a core where the kernel's core_pattern writes one into the
-#    working directory: the faulting thread's address and backtrace are printed (with gdb,
-#    where the machine has it) before the script fails.
+#    A test binary that dies of a signal (guest_host, SIGSEGV, in the runs of the
+#    twenty-third and twenty-ninth sessions' commits, not reproduced; staged_host, a
+#    weak-memory store through a null pointer, fixed in the thirtieth: see bench/NOTES.md)
+#    leaves a core where the kernel's core_pattern writes one into the working directory:
+#    the faulting thread's address and backtrace are printed (with gdb, where the machine
+#    has it) before the script fails.
 ulimit -c unlimited 2>/dev/null || true
 started=$(mktemp)
 if ! cargo test --workspace --all-features; then

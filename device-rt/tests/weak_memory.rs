@@ -253,3 +253,28 @@ fn a_store_through_a_null_pointer_traps_at_the_store() {
     let message = message.downcast_ref::<String>().cloned().unwrap_or_default();
     assert!(message.contains("0xac0") && message.contains("illegal address"), "{message}");
 }
+
+/// Stores still in a thread's own buffer count as held (`WeakMemory::forget`): a buffer
+/// the host released under them would be written after it was freed. Once the launch
+/// ended, nothing is held and memory has every value.
+#[test]
+fn stores_in_a_threads_buffer_count_as_held() {
+    let memory = WeakMemory::new(0);
+    let words: Vec<AtomicU64> = (0..8).map(|_| AtomicU64::new(0)).collect();
+    let (start, len) = (words.as_ptr() as usize, words.len() * 8);
+    let held_while_running = AtomicU64::new(0);
+    arch::launch_in(Some(&memory), 1, 32, 0, || {
+        if arch::thread_idx() != 0 {
+            return;
+        }
+        for (i, word) in words.iter().enumerate() {
+            // SAFETY: a live, aligned word, accessed only through `arch` while the launch runs.
+            unsafe { arch::st_volatile_global(word.as_ptr(), i as u64 + 1) };
+        }
+        held_while_running.store(memory.forget(start as *const u8, len) as u64, Relaxed);
+    });
+    assert!(held_while_running.load(Relaxed) > 0, "the thread's buffered stores were not counted as held");
+    assert_eq!(memory.forget(start as *const u8, len), 0, "stores held after the launch ended");
+    let values: Vec<u64> = words.iter().map(|w| w.load(Relaxed)).collect();
+    assert_eq!(values, (1..=8).collect::<Vec<u64>>());
+}

@@ -76,8 +76,8 @@ pub struct TwinGroup {
     memory: Option<WeakMemory>,
     /// In a weak-memory world, buffers released while the loops run whose stores may land
     /// as late as the launch's end (every buffer where the world weakens a site, else those
-    /// a CTA still holds stores for: a failure, see `release`), so they are freed only after
-    /// it.
+    /// a thread or CTA still holds stores for: a failure, see `release`), so they are freed
+    /// only after it.
     retired: Vec<Block>,
     /// Each rank's resident channels (the rest of `shape.nchannels` are guests).
     resident: u32,
@@ -584,7 +584,7 @@ impl RankGroup for TwinGroup {
         // store of their items: a store still held would land in memory already freed.
         assert!(
             late == 0 || memory.weakens_any(),
-            "{memory}: a CTA still holds stores to {late} words of buffers released after their items completed: a completion did not publish them"
+            "{memory}: a thread or CTA still holds stores to {late} words of buffers released after their items completed: a completion did not publish them"
         );
     }
 

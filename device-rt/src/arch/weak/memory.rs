@@ -150,7 +150,7 @@ impl World {
         for word in (start & !7..start + len).step_by(8) {
             let mut shard = self.shard(word);
             match shard.get(&word) {
-                Some(state) if state.ctas.iter().any(|c| c.pending_mask != 0) => held += 1,
+                Some(state) if state.in_thread_buffers > 0 || state.ctas.iter().any(|c| c.pending_mask != 0) => held += 1,
                 Some(_) => drop(shard.remove(&word)),
                 None => {}
             }
@@ -185,6 +185,8 @@ pub(super) struct WordState {
     len: usize,
     /// Per CTA that touched the word: its floor and the store its buffer holds.
     ctas: Vec<CtaWord>,
+    /// How many threads' own store buffers hold a store to the word.
+    pub(super) in_thread_buffers: u32,
 }
 
 /// One CTA's part of a word.

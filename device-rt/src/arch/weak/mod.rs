@@ -198,10 +198,10 @@ impl WeakMemory {
     }
 
     /// Drops what the model knows of the `len` bytes from `start` (a buffer the host
-    /// released), except stores a CTA still holds for them, which land later: the
-    /// allocation must then stay alive until the launches end. Returns how many of its
-    /// 8-byte words a CTA still holds stores for: none where every ordering is kept and
-    /// the host released the buffer after the completions of the items that wrote it.
+    /// released), except stores a thread's or a CTA's buffer still holds for them, which
+    /// land later: the allocation must then stay alive until the launches end. Returns how
+    /// many of its 8-byte words such stores are held for: none where every ordering is kept
+    /// and the host released the buffer after the completions of the items that wrote it.
     /// Keeps a long run's records to the buffers in use.
     pub fn forget(&self, start: *const u8, len: usize) -> usize {
         self.world.forget(start as usize, len)

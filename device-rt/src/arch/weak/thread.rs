@@ -142,7 +142,7 @@ impl ThreadWeak {
         let value = (v & value_mask(size)) << shift;
         if release {
             self.release();
-            self.write(word, value, mask);
+            self.write(word, value, mask, false);
             return;
         }
         self.world.count_buffered_store();
@@ -151,7 +151,10 @@ impl ThreadWeak {
                 p.value = merge(p.value, value, mask);
                 p.mask |= mask;
             }
-            None => self.buffer.push(Pending { word, value, mask }),
+            None => {
+                self.world.shard(word).entry(word).or_default().in_thread_buffers += 1;
+                self.buffer.push(Pending { word, value, mask });
+            }
         }
         if self.buffer.len() > BUFFER_WORDS || chance(&mut self.rng, DRAIN_ONE_EVERY_STORE) {
             let at = below(&mut self.rng, self.buffer.len());
@@ -160,11 +163,12 @@ impl ThreadWeak {
     }
 
     /// Writes bytes `mask` of `value` to `word` in memory, after its CTA's older store to
-    /// it; the CTA's floor follows.
-    fn write(&self, word: usize, value: u64, mask: u8) {
+    /// it; the CTA's floor follows. `from_buffer`: the store leaves the thread's buffer.
+    fn write(&self, word: usize, value: u64, mask: u8, from_buffer: bool) {
         let (world, cta) = (&*self.world, self.cta.id);
         let mut shard = world.shard(word);
         let state = shard.entry(word).or_default();
+        state.in_thread_buffers -= u32::from(from_buffer);
         write_cta_pending(world, word, state, cta);
         let t = write_masked(world, word, state, value, mask);
         let part = state.cta(cta);
@@ -241,7 +245,7 @@ impl ThreadWeak {
     /// Writes buffered word `at` to memory.
     fn drain_one(&mut self, at: usize) {
         let p = self.buffer.swap_remove(at);
-        self.write(p.word, p.value, p.mask);
+        self.write(p.word, p.value, p.mask, true);
     }
 
     /// Moves the thread's buffer to its CTA's (a barrier, `fence.cta`).
@@ -252,7 +256,9 @@ impl ThreadWeak {
         let mut words = lock(&self.cta.words);
         for p in self.buffer.drain(..) {
             let mut shard = self.world.shard(p.word);
-            let part = shard.entry(p.word).or_default().cta(self.cta.id);
+            let state = shard.entry(p.word).or_default();
+            state.in_thread_buffers -= 1;
+            let part = state.cta(self.cta.id);
             if part.pending_mask == 0 {
                 words.push(p.word);
             }
@@ -269,6 +275,18 @@ impl ThreadWeak {
         }
         if chance(&mut self.rng, DRAIN_CTA_EVERY_SPIN) {
             self.cta.drain(&self.world, &mut self.rng);
+        }
+    }
+}
+
+impl Drop for ThreadWeak {
+    /// A thread that trapped leaves its buffered stores unwritten, as a GPU may: they no
+    /// longer count as held (`World::forget`).
+    fn drop(&mut self) {
+        for p in self.buffer.drain(..) {
+            if let Some(state) = self.world.shard(p.word).get_mut(&p.word) {
+                state.in_thread_buffers -= 1;
+            }
         }
     }
 }
