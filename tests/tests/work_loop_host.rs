@@ -335,6 +335,27 @@ fn a_half_written_slot_is_not_taken_until_every_word_has_arrived() {
 }
 
 #[test]
+fn a_poll_takes_a_whole_slot_and_leaves_the_torn_one_after_it() {
+    // Slot 1 whole and slot 2 short of one word, both written before the loop's next poll
+    // can see them: a poll reads several slots at once, and must take only the first.
+    let mut lp = TwinLoop::start(1, 32, 8, LONG);
+    let counter = AtomicU64::new(0);
+    let first = WorkItem { seq: 1, ..WorkItem::call(DeviceFunction::Increment, word(&counter), 0) };
+    let second = WorkItem { seq: 2, ..first };
+    lp.write_words(2, second, 0..5);
+    lp.write_words(2, second, 6..16);
+    lp.write_words(1, first, 0..16);
+    wait_until("the whole slot ran", || lp.completed() >= 1);
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!((lp.completed(), counter.load(Ordering::Relaxed)), (1, 1), "a torn slot after a whole one must never run");
+    lp.write_words(2, second, 5..6);
+    wait_until("the second slot ran once whole", || lp.completed() >= 2);
+    assert_eq!(counter.load(Ordering::Relaxed), 2);
+    lp.queue.abort_handle().abort();
+    lp.join();
+}
+
+#[test]
 fn abort_ends_a_spinning_wait_with_aborted() {
     let mut lp = TwinLoop::start(2, 32, 4, Duration::from_secs(3600));
     let flag = AtomicU64::new(0);
@@ -647,13 +668,16 @@ fn posts_after_the_loop_closed_return_at_once_and_run_nothing() {
 fn a_loop_that_closes_while_a_post_waits_releases_it() {
     let mut lp = TwinLoop::start(1, 32, 4, LONG);
     let (flag, counter) = (AtomicU64::new(0), AtomicU64::new(0));
-    // The loop is busy; the post publishes and waits; the ring's next item is Shutdown,
-    // found at once when the wait ends, so the loop leaves without looking at the mailbox.
-    lp.queue.enqueue(WorkItem::call(DeviceFunction::WaitAtLeast, word(&flag), 1), LONG).unwrap();
-    wait_slot_taken(&lp, 1);
+    // The loop is busy with item 1, taken with Shutdown behind it (slot 2 written first,
+    // so the poll that finds slot 1 whole takes both); the post publishes and waits; when
+    // the wait ends the loop runs Shutdown from its cache and leaves without looking at
+    // the mailbox.
+    let busy = WorkItem { seq: 1, ..WorkItem::call(DeviceFunction::WaitAtLeast, word(&flag), 1) };
+    lp.write_words(2, WorkItem { seq: 2, ..WorkItem::shutdown() }, 0..16);
+    lp.write_words(1, busy, 0..16);
+    wait_slot_taken(&lp, 2);
     let poster = lp.post_in_background(WorkItem::call(DeviceFunction::Increment, word(&counter), 0), LONG);
     wait_pending(&lp);
-    lp.queue.enqueue(WorkItem::shutdown(), LONG).unwrap();
     flag.store(1, Ordering::Release);
     assert_eq!(poster.join().unwrap(), PostOutcome::Closed);
     lp.join();
@@ -766,6 +790,38 @@ fn ring_round_trips(memory: &WeakMemory) -> Result<(), String> {
     })
 }
 
+/// Items per batch in [`ring_batch_round_trips`]: fewer than one poll reads, so that a
+/// poll (not a backlog read) may take several at once.
+const WEAK_BATCH: usize = 3;
+
+/// Round trips of [`WEAK_BATCH`] copies written into the ring at once, each from a source
+/// the host wrote before the batch, waited for by the last ticket.
+fn ring_batch_round_trips(memory: &WeakMemory) -> Result<(), String> {
+    let src = vec![vec![0u32; WEAK_WORDS]; WEAK_BATCH];
+    let dst = vec![vec![0u32; WEAK_WORDS]; WEAK_BATCH];
+    let mut lp = TwinLoop::start_placed(1, ChannelPlacement::default(), 64, 8, Duration::from_secs(10), Some(memory.clone()));
+    for round in 1..=WEAK_ROUNDS {
+        let values: Vec<Vec<u32>> = (0..WEAK_BATCH as u32).map(|k| round_values(round * WEAK_BATCH as u32 + k)).collect();
+        for (buffer, values) in src.iter().zip(&values) {
+            let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+            // SAFETY: `buffer` holds `WEAK_WORDS` words, which no kernel thread writes.
+            unsafe { memory.host_write(buffer.as_ptr().cast_mut().cast(), &bytes) };
+        }
+        let items: Vec<WorkItem> = src.iter().zip(&dst).map(|(s, d)| WorkItem::copy(DataType::U32, s.as_ptr() as u64, d.as_ptr() as u64, WEAK_WORDS as u64)).collect();
+        let last = lp.queue.enqueue_batch(&items, LONG).map_err(|e| e.to_string())?;
+        lp.queue.wait(last, LONG).map_err(|e| e.to_string())?;
+        memory.host_acquired();
+        for (k, (buffer, values)) in dst.iter().zip(&values).enumerate() {
+            if &read_words(buffer) != values {
+                return Err(format!("round {round}: copy {k} of the batch does not hold the round's values"));
+            }
+        }
+    }
+    lp.queue.shutdown(LONG).map_err(|e| e.to_string())?;
+    lp.join();
+    Ok(())
+}
+
 /// Round trips through the mailbox (a post kernel, which returns once the loop is done).
 fn mailbox_round_trips(memory: &WeakMemory) -> Result<(), String> {
     weak_round_trips(memory, 2, |lp, item| match lp.post(item, Duration::from_secs(10)) {
@@ -814,6 +870,19 @@ fn weak_ring_round_trips_pass_every_seed() {
 fn weak_ring_slots_taken_without_acquire_fail() {
     let (runs, why) = WeakMemory::first_failure(0..12, &[Site::RingPoll, Site::RingBacklogFence], ring_round_trips);
     eprintln!("ring slots taken without acquire failed after {runs} run(s): {why}");
+}
+
+#[test]
+fn weak_ring_batches_pass_every_seed() {
+    WeakMemory::every_seed_passes(0..3, ring_batch_round_trips);
+}
+
+/// Negative control: a poll that takes several slots at once without acquiring them may
+/// read the buffers the host wrote before them as they were.
+#[test]
+fn weak_ring_batches_taken_without_acquire_fail() {
+    let (runs, why) = WeakMemory::first_failure(0..12, &[Site::RingPoll, Site::RingBacklogFence], ring_batch_round_trips);
+    eprintln!("ring batches taken without acquire failed after {runs} run(s): {why}");
 }
 
 /// Negative control: a completion published without release may reach the host before

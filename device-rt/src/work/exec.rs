@@ -454,6 +454,9 @@ const FETCH_BARRIER: u32 = 1;
 /// 16-byte pieces of one ring slot.
 const SLOT_PIECES: usize = size_of::<RingSlot>() / 16;
 
+/// Slots one poll reads: one 16-byte piece a lane of warp 0.
+const POLL_SLOTS: usize = WARP_SIZE as usize / SLOT_PIECES;
+
 /// Pieces of `ITEM_CACHE` slots each lane of warp 0 reads.
 const PIECES_PER_LANE: usize = ITEM_CACHE * SLOT_PIECES / WARP_SIZE as usize;
 
@@ -462,9 +465,10 @@ const FULL_WARP: u32 = u32::MAX;
 
 /// Warp 0 waits for work and copies it into shared memory: up to `ITEM_CACHE` ring items
 /// (see the `queue` module), or the mailbox item. Lane 0 records the verdict, the item
-/// count and the mailbox generation. `want` is how many slots the backlog read takes: it
-/// doubles while every slot read was whole and falls back to what was found; with nothing
-/// found the warp polls the next slot (see [`poll_next_slot`]). A channel other than the
+/// count and the mailbox generation. `want` is how many slots the next read takes: up to
+/// [`poll_slots`] the warp polls (see [`poll_next_slot`]: one acquire read of that many
+/// slots, no fence); above, a backlog read takes them first. `want` doubles while every
+/// slot read was whole and falls back to what was found. A channel other than the
 /// [`POLLING_CHANNEL`] first waits until a channel has found the slot whole, then reads
 /// every slot found so far.
 ///
@@ -487,7 +491,7 @@ unsafe fn fetch(a: &Channel, next_seq: u64, want: &mut usize, mailbox: MailboxVi
             None => return,
         }
     }
-    if *want > 1 {
+    if *want > poll_slots(a) {
         // SAFETY: `a` is this CTA's channel (its ring has `capacity` slots), and every lane of
         // warp 0 calls this.
         let pieces = unsafe { read_slots(a, next_seq, *want, lane) };
@@ -524,15 +528,18 @@ unsafe fn fetch(a: &Channel, next_seq: u64, want: &mut usize, mailbox: MailboxVi
     }
     // SAFETY: `fetch`'s contract: `a` is this CTA's channel, `shared` its `LoopShared`, and the
     // whole warp 0 runs this.
-    *want = if unsafe { poll_next_slot(a, next_seq, mailbox, shared) } { 2 } else { 1 };
+    *want = if unsafe { poll_next_slot(a, next_seq, mailbox, shared) } == POLL_SLOTS { 2 * POLL_SLOTS } else { 1 };
 }
 
-/// Warp 0, with nothing queued: polls slot `next_seq` until it is whole (then copies it
-/// into shared memory and returns true), a mailbox item or another channel's error turns
-/// up, or the abort flag is set (verdict recorded, false).
+/// Warp 0, with nothing queued: polls the [`poll_slots`] slots from `next_seq` on until
+/// slot `next_seq` is whole (then copies it and the whole slots after
+/// it into shared memory and returns how many), a mailbox item or another channel's error
+/// turns up, or the abort flag is set (verdict recorded, 0).
 ///
-/// One read at a time: lanes 0-7 read the whole slot (one 16-byte piece each), and the
-/// next read leaves as soon as the last is back and the mailbox has been looked at. Two
+/// One read at a time: each lane reads one 16-byte piece (lanes 0-7 slot `next_seq`, 8-15
+/// the next, …), and the next read leaves as soon as the last is back and the mailbox has
+/// been looked at. The read after a slot found is such a poll, not a backlog read (volatile
+/// loads, then a fence of about 1 µs when it finds something). Two
 /// reads in flight, half a round trip apart (two halves of the warp each reading the
 /// slot, a busy wait of half the first read's round trip between them), made the slot
 /// seen later, not sooner, on an H200 (2026-11-29, `bench/results/session29.md` §1): a
@@ -548,7 +555,7 @@ unsafe fn fetch(a: &Channel, next_seq: u64, want: &mut usize, mailbox: MailboxVi
 ///
 /// # Safety
 /// As [`fetch`].
-unsafe fn poll_next_slot(a: &Channel, next_seq: u64, mailbox: MailboxView, shared: *mut LoopShared) -> bool {
+unsafe fn poll_next_slot(a: &Channel, next_seq: u64, mailbox: MailboxView, shared: *mut LoopShared) -> usize {
     let mailbox_done = mailbox.done;
     let lane = arch::lane_id() as usize;
     // SAFETY: `a.header` is the host-mapped header, valid for the launch (`Channel`), so its
@@ -561,7 +568,7 @@ unsafe fn poll_next_slot(a: &Channel, next_seq: u64, mailbox: MailboxView, share
         // SAFETY: `a` is this CTA's channel, `shared` its `LoopShared`, and every lane of warp
         // 0 runs this (`fetch`'s contract).
         if unsafe { look_and_take(a, mailbox_done, &mut guard, lane, shared) } {
-            return false;
+            return 0;
         }
         if broadcast_lane0(u64::from(arch::globaltimer_ns() >= mailbox.focus_until_ns)) != 0 {
             break;
@@ -576,12 +583,13 @@ unsafe fn poll_next_slot(a: &Channel, next_seq: u64, mailbox: MailboxView, share
         let piece = unsafe { read_slot_piece(a, next_seq, lane) };
         // SAFETY: `a` is this CTA's channel, `shared` its `LoopShared`, and every lane of warp 0
         // runs this (it votes).
-        if unsafe { take_slot(a, piece, next_seq, lane, shared) } {
-            return true;
+        let taken = unsafe { take_slots(a, piece, next_seq, lane, shared) };
+        if taken > 0 {
+            return taken;
         }
         // SAFETY: as for the look above.
         if unsafe { look_and_take(a, mailbox_done, &mut guard, lane, shared) } {
-            return false;
+            return 0;
         }
         let asleep = lane == 0 && arch::globaltimer_ns() >= sleep_at && {
             // SAFETY: `a` is this CTA's channel, lane 0 of its warp 0 (the polling channel
@@ -597,7 +605,7 @@ unsafe fn poll_next_slot(a: &Channel, next_seq: u64, mailbox: MailboxView, share
                 // SAFETY: `shared` is this CTA's `LoopShared`, lane 0 alone writes the verdict.
                 unsafe { set_verdict(shared, VERDICT_SLEEP, 0, 0) };
             }
-            return false;
+            return 0;
         }
     }
 }
@@ -771,52 +779,61 @@ unsafe fn note_seen(a: &Channel, last: u64) {
     unsafe { u64::atomic_max_relaxed_gpu(&raw mut (*a.state).seen_seq, last) };
 }
 
-/// Lanes 0-7 of warp 0 read their piece of slot `next_seq` with an acquire load (the
-/// other lanes get zeros).
+/// How many slots a poll of channel `a` reads: [`POLL_SLOTS`] on the [`POLLING_CHANNEL`],
+/// whose poll may find a burst the host wrote at once; one on another, which polls only
+/// for the slot it knows whole (its reads of four slots made a four-channel loop's round
+/// trip about 0.8 µs slower on an H200, `bench/results/session31.md`).
+fn poll_slots(a: &Channel) -> usize {
+    if a.index == POLLING_CHANNEL { POLL_SLOTS } else { 1 }
+}
+
+/// The lanes of warp 0 read their pieces of the [`poll_slots`] slots from `next_seq` on
+/// with an acquire load: lane `l` piece `l % 8` of slot `next_seq + l / 8`. On a channel
+/// that polls one slot every lane reads slot `next_seq` (one line for the warp), so that
+/// lanes 8-31 find their pieces carry another sequence number's flags: never whole.
 ///
 /// # Safety
 /// `a` is this CTA's [`Channel`]; `lane` is this thread's lane of warp 0.
 unsafe fn read_slot_piece(a: &Channel, next_seq: u64, lane: usize) -> [u64; 2] {
-    if lane >= SLOT_PIECES {
-        return [0; 2];
-    }
-    // SAFETY: `(next_seq - 1) % capacity < capacity`, the ring's slot count (`Channel`); only
-    // the address is computed.
-    let slot = unsafe { a.ring.add(((next_seq - 1) % a.capacity) as usize) };
+    let ahead = if poll_slots(a) == 1 { 0 } else { lane / SLOT_PIECES };
+    // SAFETY: the index is below `capacity`, the ring's slot count (`Channel`); only the
+    // address is computed.
+    let slot = unsafe { a.ring.add(((next_seq - 1 + ahead as u64) % a.capacity) as usize) };
     arch::site(Site::RingPoll);
-    // SAFETY: `slot` is a host-mapped `RingSlot` (128 bytes, 128-byte aligned) and `lane <
-    // SLOT_PIECES`, so this is an aligned 16-byte piece of it, which the host writes only
-    // with atomic word stores.
-    unsafe { arch::ld_acquire_sys_global_v2b64(arch::cvta_to_global(slot) + 16 * lane as u64) }
+    // SAFETY: `slot` is a host-mapped `RingSlot` (128 bytes, 128-byte aligned) and `lane %
+    // SLOT_PIECES < 8`, so this is an aligned 16-byte piece of it, which the host writes
+    // only with atomic word stores.
+    unsafe { arch::ld_acquire_sys_global_v2b64(arch::cvta_to_global(slot) + 16 * (lane % SLOT_PIECES) as u64) }
 }
 
-/// When the read (see [`read_slot_piece`]) found slot `next_seq` whole: lanes 0-7 copy the
-/// item into shared memory, lane 0 records the verdict and notes the slot seen, and every
-/// lane gets true.
+/// When the read (see [`read_slot_piece`]) found slot `next_seq` whole:
+/// the lanes of the whole slots from it on copy their items into shared memory, lane 0
+/// records the verdict and notes the slots seen, and every lane gets how many (0: slot
+/// `next_seq` not whole).
 ///
 /// # Safety
 /// `a` is this CTA's [`Channel`] and `shared` is this CTA's `LoopShared`; every lane of
 /// warp 0 calls this (it votes), `lane` being its lane.
-unsafe fn take_slot(a: &Channel, piece: [u64; 2], next_seq: u64, lane: usize, shared: *mut LoopShared) -> bool {
-    let mine = lane < SLOT_PIECES;
-    let bytes = RingSlot::unflag_pair(piece, next_seq);
-    let whole = arch::vote_ballot(FULL_WARP, !mine || bytes.is_some()) == FULL_WARP;
-    if !whole {
-        return false;
+unsafe fn take_slots(a: &Channel, piece: [u64; 2], next_seq: u64, lane: usize, shared: *mut LoopShared) -> usize {
+    let bytes = RingSlot::unflag_pair(piece, next_seq + (lane / SLOT_PIECES) as u64);
+    let taken = leading_whole_slots(arch::vote_ballot(FULL_WARP, bytes.is_some()));
+    if taken == 0 {
+        return 0;
     }
-    if let (true, Some(bytes)) = (mine, bytes) {
-        // SAFETY: `lane < SLOT_PIECES`: a `u64` of the first cached item, inside
-        // `shared.items` (this function's contract); each lane writes its own word, and the
-        // CTA reads them after the caller's barrier.
+    if let (true, Some(bytes)) = (lane < taken * SLOT_PIECES, bytes) {
+        // SAFETY: `lane < 32`: a `u64` of the first `POLL_SLOTS` cached items (piece `lane` of
+        // the run is the run's `lane`-th item word), inside `shared.items` (this function's
+        // contract); each lane writes its own word, and the CTA reads them after the
+        // caller's barrier.
         unsafe { (&raw mut (*shared).items).cast::<u64>().add(lane).write_volatile(bytes) };
     }
     if lane == 0 {
         // SAFETY: `shared` is this CTA's `LoopShared`, and lane 0 alone writes the verdict.
-        unsafe { set_verdict(shared, VERDICT_RING, 1, 0) };
+        unsafe { set_verdict(shared, VERDICT_RING, taken as u64, 0) };
         // SAFETY: `a` is this CTA's channel; lane 0 alone notes.
-        unsafe { note_seen(a, next_seq) };
+        unsafe { note_seen(a, next_seq + taken as u64 - 1) };
     }
-    true
+    taken
 }
 
 /// Every lane of warp 0 reads its pieces of the `want` ring slots from `next_seq` on
@@ -844,8 +861,6 @@ unsafe fn read_slots(a: &Channel, next_seq: u64, want: usize, lane: usize) -> [[
 /// How many of the `read` slots from `next_seq` on are whole, counting from the first
 /// (the same in every lane: one ballot per piece row).
 fn whole_slots(pieces: &[[u64; 2]; PIECES_PER_LANE], next_seq: u64, lane: usize, read: usize) -> usize {
-    const SLOTS_PER_ROW: usize = WARP_SIZE as usize / SLOT_PIECES;
-    const SLOT_MASK: u32 = (1 << SLOT_PIECES) - 1;
     let mut whole = 0;
     for (k, piece) in pieces.iter().enumerate() {
         if whole >= read {
@@ -853,15 +868,20 @@ fn whole_slots(pieces: &[[u64; 2]; PIECES_PER_LANE], next_seq: u64, lane: usize,
         }
         let p = lane + k * WARP_SIZE as usize;
         let seq = next_seq + (p / SLOT_PIECES) as u64;
-        let ok = arch::vote_ballot(FULL_WARP, RingSlot::unflag_pair(*piece, seq).is_some());
-        for s in 0..SLOTS_PER_ROW {
-            if whole == read || (ok >> (s * SLOT_PIECES)) & SLOT_MASK != SLOT_MASK {
-                return whole;
-            }
-            whole += 1;
+        let row = leading_whole_slots(arch::vote_ballot(FULL_WARP, RingSlot::unflag_pair(*piece, seq).is_some()));
+        whole += row.min(read - whole);
+        if row < POLL_SLOTS {
+            break;
         }
     }
     whole
+}
+
+/// How many of the [`POLL_SLOTS`] slots of one warp-wide row of pieces (`ok`: one ballot
+/// bit per lane, the piece whole) are whole, counting from the first.
+fn leading_whole_slots(ok: u32) -> usize {
+    const SLOT_MASK: u32 = (1 << SLOT_PIECES) - 1;
+    (0..POLL_SLOTS).take_while(|s| (ok >> (s * SLOT_PIECES)) & SLOT_MASK == SLOT_MASK).count()
 }
 
 /// Lane 0's `v` in every lane of the warp.
