@@ -254,6 +254,10 @@ pub struct WorkLoopReport {
     pub dispatch_us_per_item: f64,
     /// The same with 4 channels (a barrier before the last timestamp).
     pub dispatch_4ch_us_per_item: f64,
+    /// The same, 1 channel, with every item in the ring before the loop reads the first
+    /// (a `WaitAtLeast` holds the loop until the host has written them): the loop's own
+    /// rate, whatever the host's writing costs.
+    pub dispatch_queued_us_per_item: f64,
     /// µs per stream-ordered no-op in a replayed CUDA graph of 100.
     pub stream_ordered_us_per_op: f64,
     /// µs per empty-kernel launch in a replayed CUDA graph of 100.
@@ -355,24 +359,36 @@ pub fn work_loop(fx: &Fixture) -> Result<WorkLoopReport> {
         fx.stream.synchronize().map_err(Error::cuda("cuStreamSynchronize"))
     })?;
 
-    let stamps = fx.stream.alloc_zeros::<u64>(2).map_err(Error::cuda("cuMemAlloc"))?;
-    let (t0, t1) = (stamps.device_ptr(&fx.stream).0, stamps.device_ptr(&fx.stream).0 + 8);
-    let dispatch = |channels: u32| -> Result<f64> {
+    // Two timestamps and the word a held loop waits for.
+    let mut stamps = fx.stream.alloc_zeros::<u64>(3).map_err(Error::cuda("cuMemAlloc"))?;
+    let base = stamps.device_ptr(&fx.stream).0;
+    let (t0, t1, gate) = (base, base + 8, base + 16);
+    let mut dispatch = |channels: u32, held: bool| -> Result<f64> {
+        fx.stream.memset_zeros(&mut stamps).map_err(Error::cuda("cuMemsetD8"))?;
+        fx.stream.synchronize().map_err(Error::cuda("cuStreamSynchronize"))?;
         let mut lp = WorkLoop::launch(&fx.ctx, &fx.module, config(channels, DISPATCH_ITEMS as u32 + 8))?;
-        let mut items = vec![WorkItem::call(DeviceFunction::Timestamp, t0, 0)];
+        let mut items = if held { vec![WorkItem::call(DeviceFunction::WaitAtLeast, gate, 1)] } else { Vec::new() };
+        items.push(WorkItem::call(DeviceFunction::Timestamp, t0, 0));
         items.extend(std::iter::repeat_n(WorkItem::noop(), DISPATCH_ITEMS));
         if channels > 1 {
             items.push(WorkItem::barrier());
         }
         items.push(WorkItem::call(DeviceFunction::Timestamp, t1, 0));
         let t = lp.enqueue_batch(&items, timeout)?;
+        if held {
+            let mut gate_word = stamps.slice_mut(2..3);
+            fx.stream.memcpy_htod(&[1u64], &mut gate_word).map_err(Error::cuda("cuMemcpyHtoD"))?;
+        }
         lp.wait(t, timeout)?;
         lp.shutdown(timeout)?;
         let v = fx.stream.clone_dtoh(&stamps).map_err(Error::cuda("cuMemcpyDtoH"))?;
-        Ok(v[1].saturating_sub(v[0]) as f64 / 1e3 / (items.len() - 1) as f64)
+        // The intervals between the two timestamps: every no-op, the barrier, the last stamp.
+        let intervals = DISPATCH_ITEMS + 1 + usize::from(channels > 1);
+        Ok(v[1].saturating_sub(v[0]) as f64 / 1e3 / intervals as f64)
     };
-    report.dispatch_us_per_item = dispatch(1)?;
-    report.dispatch_4ch_us_per_item = dispatch(4)?;
+    report.dispatch_us_per_item = dispatch(1, false)?;
+    report.dispatch_4ch_us_per_item = dispatch(4, false)?;
+    report.dispatch_queued_us_per_item = dispatch(1, true)?;
 
     let user = fx.ctx.new_stream().map_err(Error::cuda("cuStreamCreate"))?;
     let mut lp = WorkLoop::launch(&fx.ctx, &fx.module, config(1, 64))?;
@@ -572,6 +588,7 @@ pub fn work_loop_json(r: &WorkLoopReport, gpu: &str, date_utc: &str) -> String {
         noop_roundtrip_4ch_us: rounded(r.noop_roundtrip_4ch_us, 3),
         empty_launch_sync_us: rounded(r.empty_launch_sync_us, 3),
         dispatch_4ch_us_per_item: rounded(r.dispatch_4ch_us_per_item, 4),
+        dispatch_queued_us_per_item: rounded(r.dispatch_queued_us_per_item, 4),
         stream_ordered_us_per_op: rounded(r.stream_ordered_us_per_op, 3),
         graph_launch_us_per_op: rounded(r.graph_launch_us_per_op, 3),
         stream_back_to_back_us_per_op: rounded(r.stream_back_to_back_us_per_op, 3),
@@ -603,6 +620,7 @@ struct WorkLoopJson<'a> {
     noop_roundtrip_4ch_us: f64,
     empty_launch_sync_us: f64,
     dispatch_4ch_us_per_item: f64,
+    dispatch_queued_us_per_item: f64,
     stream_ordered_us_per_op: f64,
     graph_launch_us_per_op: f64,
     stream_back_to_back_us_per_op: f64,
@@ -679,6 +697,7 @@ mod tests {
             empty_launch_sync_us: 10.114,
             dispatch_us_per_item: 0.69771,
             dispatch_4ch_us_per_item: 0.7209,
+            dispatch_queued_us_per_item: 0.25,
             stream_ordered_us_per_op: 22.591,
             graph_launch_us_per_op: 0.0,
             stream_back_to_back_us_per_op: 3.5,
@@ -700,6 +719,7 @@ mod tests {
             "noop_roundtrip_4ch_us",
             "empty_launch_sync_us",
             "dispatch_4ch_us_per_item",
+            "dispatch_queued_us_per_item",
             "stream_ordered_us_per_op",
             "graph_launch_us_per_op",
             "stream_back_to_back_us_per_op",

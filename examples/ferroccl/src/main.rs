@@ -348,6 +348,7 @@ fn bench_work_loop(args: &WorkLoopArgs) -> Result<ExitCode, Error> {
     println!("    noop_roundtrip_vs_launch        {:>9.3}", r.noop_roundtrip_vs_launch());
     println!("(b) device dispatch, 1 channel      {:>9.3} us/item", r.dispatch_us_per_item);
     println!("    device dispatch, 4 channels     {:>9.3} us/item", r.dispatch_4ch_us_per_item);
+    println!("    the same, 1 channel, all queued {:>9.3} us/item", r.dispatch_queued_us_per_item);
     println!("(c) stream-ordered no-op in a graph {:>9.2} us/op", r.stream_ordered_us_per_op);
     println!("    empty kernel launch in a graph  {:>9.2} us/op", r.graph_launch_us_per_op);
     println!("    stream_ordered_vs_graph_launch  {:>9.3}", r.stream_ordered_vs_graph_launch());
