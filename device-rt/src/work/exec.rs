@@ -532,9 +532,9 @@ unsafe fn fetch(a: &Channel, next_seq: u64, want: &mut usize, mailbox: MailboxVi
 }
 
 /// Warp 0, with nothing queued: polls the [`poll_slots`] slots from `next_seq` on until
-/// slot `next_seq` is whole (then copies it and the whole slots after
-/// it into shared memory and returns how many), a mailbox item or another channel's error
-/// turns up, or the abort flag is set (verdict recorded, 0).
+/// slot `next_seq` is whole (then copies it and the whole slots after it into shared
+/// memory and returns how many), a mailbox item or another channel's error turns up, or
+/// the abort flag is set (verdict recorded, 0).
 ///
 /// One read at a time: each lane reads one 16-byte piece (lanes 0-7 slot `next_seq`, 8-15
 /// the next, …), and the next read leaves as soon as the last is back and the mailbox has
@@ -806,10 +806,9 @@ unsafe fn read_slot_piece(a: &Channel, next_seq: u64, lane: usize) -> [u64; 2] {
     unsafe { arch::ld_acquire_sys_global_v2b64(arch::cvta_to_global(slot) + 16 * (lane % SLOT_PIECES) as u64) }
 }
 
-/// When the read (see [`read_slot_piece`]) found slot `next_seq` whole:
-/// the lanes of the whole slots from it on copy their items into shared memory, lane 0
-/// records the verdict and notes the slots seen, and every lane gets how many (0: slot
-/// `next_seq` not whole).
+/// When the read (see [`read_slot_piece`]) found slot `next_seq` whole: the lanes of the
+/// whole slots from it on copy their items into shared memory, lane 0 records the verdict
+/// and notes the slots seen, and every lane gets how many (0: slot `next_seq` not whole).
 ///
 /// # Safety
 /// `a` is this CTA's [`Channel`] and `shared` is this CTA's `LoopShared`; every lane of
