@@ -454,6 +454,58 @@ pub fn work_loop(fx: &Fixture) -> Result<WorkLoopReport> {
     Ok(report)
 }
 
+/// One held batch of [`dispatch_timeline`]: a timestamp every `spacing` items, the
+/// gaps between consecutive stamps in ns.
+#[derive(Clone, Debug, Serialize)]
+pub struct TimelineRun {
+    /// Threads of the loop's CTA.
+    pub threads: u32,
+    /// Items from one stamp to the next (the stamp itself and `spacing - 1` no-ops).
+    pub spacing: usize,
+    /// Nanoseconds between consecutive stamps, in queue order.
+    pub gaps_ns: Vec<u64>,
+}
+
+/// Stamps in each batch of [`dispatch_timeline`].
+const TIMELINE_STAMPS: usize = 512;
+
+/// Diagnosis of the loop's per-item rate (`bench work_loop --timeline`): for each
+/// shape (threads, spacing), a one-channel loop held by a `WaitAtLeast` until the host has written the
+/// whole batch, then `TIMELINE_STAMPS` timestamps, each followed by `spacing - 1` no-ops;
+/// the gaps show where the loop spends its time (reads of the ring, items, completions).
+pub fn dispatch_timeline(fx: &Fixture, shapes: &[(u32, usize)]) -> Result<Vec<TimelineRun>> {
+    use std::time::Duration;
+
+    use device_rt::work::{DeviceFunction, WorkItem};
+
+    use host_shim::work::{LoopConfig, Placement, WorkLoop};
+    let timeout = Duration::from_secs(20);
+    let mut runs = Vec::new();
+    for &(threads, spacing) in shapes {
+        let items_total = TIMELINE_STAMPS * spacing + 1;
+        let cfg = LoopConfig { channels: 1, guests: 0, threads, resident_threads: 0, capacity: items_total as u32 + 8, spin_budget: timeout, placement: Placement::Hardware, sleep_after: None };
+        let mut stamps = fx.stream.alloc_zeros::<u64>(TIMELINE_STAMPS + 1).map_err(Error::cuda("cuMemAlloc"))?;
+        fx.stream.synchronize().map_err(Error::cuda("cuStreamSynchronize"))?;
+        let base = stamps.device_ptr(&fx.stream).0;
+        let gate = base + 8 * TIMELINE_STAMPS as u64;
+        let mut lp = WorkLoop::launch(&fx.ctx, &fx.module, cfg)?;
+        let mut items = vec![WorkItem::call(DeviceFunction::WaitAtLeast, gate, 1)];
+        for k in 0..TIMELINE_STAMPS {
+            items.push(WorkItem::call(DeviceFunction::Timestamp, base + 8 * k as u64, 0));
+            items.extend(std::iter::repeat_n(WorkItem::noop(), spacing - 1));
+        }
+        let t = lp.enqueue_batch(&items, timeout)?;
+        let mut gate_word = stamps.slice_mut(TIMELINE_STAMPS..TIMELINE_STAMPS + 1);
+        fx.stream.memcpy_htod(&[1u64], &mut gate_word).map_err(Error::cuda("cuMemcpyHtoD"))?;
+        lp.wait(t, timeout)?;
+        lp.shutdown(timeout)?;
+        let v = fx.stream.clone_dtoh(&stamps).map_err(Error::cuda("cuMemcpyDtoH"))?;
+        let gaps_ns = v[..TIMELINE_STAMPS].windows(2).map(|w| w[1].saturating_sub(w[0])).collect();
+        runs.push(TimelineRun { threads, spacing, gaps_ns });
+    }
+    Ok(runs)
+}
+
 /// Runs before the timed ones in [`median_host_us`].
 const WARM_UP: usize = 100;
 

@@ -363,6 +363,10 @@ pub struct WorkLoopArgs {
     /// Write the results as JSON to PATH
     #[arg(long, value_name = "PATH")]
     pub json: Option<PathBuf>,
+    /// Diagnosis instead: the gaps between timestamps among queued items (256 threads, a
+    /// stamp every 1-64 items; 32-128 threads, every 8) as JSON to PATH
+    #[arg(long, value_name = "PATH")]
+    pub timeline: Option<PathBuf>,
 }
 
 /// A byte count: digits, optionally followed by K, M or G (powers of 2¹⁰, either case).

@@ -340,6 +340,20 @@ fn bench_work_loop(args: &WorkLoopArgs) -> Result<ExitCode, Error> {
     let devices = device::list()?;
     let info = devices.get(ordinal).ok_or(Error::NoSuchDevice { ordinal, count: devices.len() })?;
     let fixture = selftest::Fixture::new(ordinal)?;
+    if let Some(path) = &args.timeline {
+        println!("work loop timeline on device {ordinal} ({})", info.name);
+        let shapes: Vec<(u32, usize)> = [1, 2, 4, 8, 16, 32, 64].map(|s| (256, s)).into_iter().chain([32, 64, 128].map(|t| (t, 8))).collect();
+        let runs = bench::dispatch_timeline(&fixture, &shapes)?;
+        for run in &runs {
+            let mut gaps = run.gaps_ns.clone();
+            gaps.sort_unstable();
+            let at = |q: f64| gaps[((gaps.len() - 1) as f64 * q) as usize];
+            println!("{:>4} threads, stamp every {:>2} items: gap p10 {:>6} p50 {:>6} p90 {:>6} max {:>6} ns", run.threads, run.spacing, at(0.1), at(0.5), at(0.9), at(1.0));
+        }
+        let body = serde_json::json!({ "device": info.name, "date_utc": utc_now(), "runs": runs });
+        write_json(path, serde_json::to_string_pretty(&body).map_err(|e| Error::InvalidArgument(e.to_string()))?)?;
+        return Ok(ExitCode::SUCCESS);
+    }
     println!("work loop benchmark on device {ordinal} ({})", info.name);
     let r = bench::work_loop(&fixture)?;
     println!("(a) no-op round trip, 1 channel     {:>9.2} us", r.noop_roundtrip_us);
