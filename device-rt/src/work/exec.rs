@@ -169,10 +169,11 @@ unsafe fn loop_body<const SHMEM: bool>(args: LoopArgs) {
     let mut mailbox_item = None;
     // Thread 0: completions not yet published.
     let mut unpublished = Unpublished::default();
-    // Thread 0: when it last read the abort flag between items, and a stop it found after
-    // a mailbox item, for the next verdict (0: none).
-    let mut abort_checked_ns = 0u64;
-    let mut stop_found = 0u64;
+    // Thread 0: when it last looked for a stop between items (the low half of its clock,
+    // enough for intervals of 20 µs), and the word of a look it started and has not judged
+    // yet (0: none, or nothing found; see `look_for_stop`).
+    let mut abort_checked_ns = 0u32;
+    let mut stop_word = 0u64;
     // Thread 0: this channel's statistics, when the communicator keeps them (null: not).
     // SAFETY: `a` was built from this function's arguments (valid for the launch) and an
     // elected channel.
@@ -185,6 +186,12 @@ unsafe fn loop_body<const SHMEM: bool>(args: LoopArgs) {
                 // publishes completions.
                 unsafe { unpublished.publish(&a) };
             }
+            if tid == 0 && stop_word == 0 {
+                // The look between items, started before the fetch so that its read overlaps
+                // the fetch's.
+                // SAFETY: `a` is this CTA's channel (as above); thread 0 alone looks.
+                stop_word = unsafe { look_for_stop(&a, &mut abort_checked_ns) };
+            }
             if tid < WARP_SIZE {
                 // SAFETY: `a` is this CTA's channel (as above), `shared` its `LoopShared`, and
                 // every lane of warp 0 calls `fetch` with the same `next_seq`, `want` and
@@ -194,7 +201,7 @@ unsafe fn loop_body<const SHMEM: bool>(args: LoopArgs) {
             if tid == 0 {
                 // SAFETY: thread 0, after warp 0's fetch and before the barrier below; `a`
                 // and `shared` are this CTA's.
-                unsafe { abort_between_items(&a, &mut abort_checked_ns, &mut stop_found, shared) };
+                unsafe { abort_between_items(&a, &mut stop_word, shared) };
             }
             arch::barrier_sync_all();
             // SAFETY: `shared` is this CTA's `LoopShared`; warp 0's lane 0 wrote the verdict
@@ -320,7 +327,7 @@ unsafe fn loop_body<const SHMEM: bool>(args: LoopArgs) {
                     // item, once per generation, with the item's spread.
                     unsafe { complete_mailbox(&a, writes_memory(kind), arrivals) };
                     // SAFETY: `a` is this CTA's channel; thread 0 alone looks.
-                    stop_found = unsafe { look_for_stop(&a, &mut abort_checked_ns) };
+                    stop_word = unsafe { look_for_stop(&a, &mut abort_checked_ns) };
                 }
                 mailbox_done = generation;
                 mailbox_focus_until_ns = arch::globaltimer_ns().wrapping_add(MAILBOX_FOCUS_NS);
@@ -338,45 +345,45 @@ unsafe fn loop_body<const SHMEM: bool>(args: LoopArgs) {
     }
 }
 
-/// Thread 0, after warp 0's fetch found work: turns the verdict into a stop when
-/// [`look_for_stop`] finds one, or found one after the last mailbox item (`found`, then
-/// cleared). Items found at once wait for nothing, so no spin guard reads the flag while
-/// a burst of them runs: without this an aborted loop would run every item of a burst.
+/// Thread 0, after warp 0's fetch found work: turns the verdict into a stop when the
+/// word of the last look (`word`, started before the fetch or after the last mailbox item,
+/// see [`look_for_stop`]; then cleared) calls for one. Items found at once wait for
+/// nothing, so no spin guard reads the flag while a burst of them runs: without this an
+/// aborted loop would run every item of a burst.
 ///
 /// Ordering: as [`look_for_stop`]'s; the verdict is lane 0's own store, read back by the
 /// same thread.
 ///
 /// # Safety
 /// Thread 0 of the CTA only, after warp 0's fetch and before the CTA barrier that
-/// publishes the verdict; `a` is this CTA's channel (its queue header live for the
-/// launch) and `shared` this CTA's `LoopShared`.
-unsafe fn abort_between_items(a: &Channel, checked_ns: &mut u64, found: &mut u64, shared: *mut LoopShared) {
+/// publishes the verdict; `shared` is this CTA's `LoopShared`.
+unsafe fn abort_between_items(a: &Channel, word: &mut u64, shared: *mut LoopShared) {
     // SAFETY: `shared` is the CTA's loop shared memory; thread 0 wrote the verdict.
     let verdict = unsafe { (&raw const (*shared).verdict).read_volatile() };
     if verdict != VERDICT_RING && verdict != VERDICT_MAILBOX {
         return;
     }
-    let stop = match core::mem::take(found) {
-        // SAFETY: `a` is this CTA's channel (this function's contract).
-        0 => unsafe { look_for_stop(a, checked_ns) },
-        stop => stop,
-    };
+    let stop = stop_verdict(a, core::mem::take(word));
     if stop != 0 {
         // SAFETY: as above; thread 0 is lane 0 of warp 0, the verdict's writer.
         unsafe { set_verdict(shared, stop, 0, 0) };
     }
 }
 
-/// Thread 0, between items: at most every `ABORT_CHECK_NS`, looks for an abort and
-/// returns the verdict that stops the loop (`VERDICT_ABORT`, `VERDICT_PEER_FAILED`), or 0.
+/// Thread 0, between items: at most every `ABORT_CHECK_NS`, starts a look for a stop and
+/// returns the word it reads, loaded but not yet used, for [`stop_verdict`] to judge later
+/// (0, no stop, when no look is due): the caller's work until then overlaps the read.
 /// Only the [`POLLING_CHANNEL`] reads the host's flag (host memory, across PCIe); the
 /// others read the loop's error claim in device memory, which that channel sets when it
 /// sees the flag (recording `Aborted`). All channels reading the host's flag at once, as
 /// they did when an item reached them together, made each wait for the others' reads:
 /// with 24 channels a stream-ordered item was taken 15.5-15.9 µs after its post; with
 /// this rule 2.2 µs (H200, same run, 2026-11-23: `bench/results/issue14.md`). The loop
-/// also looks right after completing a mailbox item, so the read across PCIe overlaps
-/// the poster's wake-up and the next post's launch instead of delaying the next item.
+/// looks right after completing a mailbox item, so the read across PCIe overlaps the
+/// poster's wake-up and the next post's launch, and before warp 0's fetch (unless a look
+/// after a mailbox item is still to be judged), so that it overlaps the fetch's own read:
+/// judged right away after the fetch, as it was, it put 1.4 µs in front of the items
+/// found whenever it was due (H200, 2026-12-01: `bench/results/session32.md`).
 ///
 /// Ordering: volatile loads of the flag or the claim (each sees its writer's store
 /// eventually, orders nothing).
@@ -384,21 +391,30 @@ unsafe fn abort_between_items(a: &Channel, checked_ns: &mut u64, found: &mut u64
 /// # Safety
 /// Thread 0 of the CTA only; `a` is this CTA's channel (its queue header and loop state
 /// live for the launch).
-unsafe fn look_for_stop(a: &Channel, checked_ns: &mut u64) -> u64 {
-    let now = arch::globaltimer_ns();
-    if now.wrapping_sub(*checked_ns) < ABORT_CHECK_NS {
+unsafe fn look_for_stop(a: &Channel, checked_ns: &mut u32) -> u64 {
+    // The clock's low half: a look is due every `ABORT_CHECK_NS`, far below its 4.3 s wrap.
+    let now = arch::globaltimer_ns() as u32;
+    if now.wrapping_sub(*checked_ns) < ABORT_CHECK_NS as u32 {
         return 0;
     }
     *checked_ns = now;
     if a.index == POLLING_CHANNEL {
         // SAFETY: the header is valid for the launch (this function's contract).
-        let aborted = unsafe { arch::ld_volatile_global(&raw const (*a.header).abort) } != 0;
-        if aborted { VERDICT_ABORT } else { 0 }
+        unsafe { arch::ld_volatile_global(&raw const (*a.header).abort) }
     } else {
         // SAFETY: `error_claimed` is an aligned `u64` of the loop state (valid for the launch),
         // changed only by `arch` atomics.
-        let failed = unsafe { arch::ld_volatile_global(&raw const (*a.state).error_claimed) } != 0;
-        if failed { VERDICT_PEER_FAILED } else { 0 }
+        unsafe { arch::ld_volatile_global(&raw const (*a.state).error_claimed) }
+    }
+}
+
+/// The stop a word [`look_for_stop`] read of channel `a` calls for: the host's
+/// abort flag on the [`POLLING_CHANNEL`], the loop's error claim on another; 0: none.
+fn stop_verdict(a: &Channel, word: u64) -> u64 {
+    match (word, a.index == POLLING_CHANNEL) {
+        (0, _) => 0,
+        (_, true) => VERDICT_ABORT,
+        (_, false) => VERDICT_PEER_FAILED,
     }
 }
 

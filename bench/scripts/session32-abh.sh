@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Thirty-second session, one H200: the committed device code (build h: the stop look
+# between items started before the fetch, so that its read across PCIe overlaps the
+# fetch's) against the session's starting device code (build t: 6e3c7b3, the thirty-first
+# session's device code with the timeline diagnosis): `bench work_loop --timeline` once
+# each, then `bench work_loop` eight rounds each, alternated; then h's self-tests and the
+# matrix with 2 ranks on the one GPU on the ring route (one resident channel, no guests)
+# and the stream path's default.
+set -uo pipefail
+source bench/scripts/device-env.sh
+export CUDA_MODULE_LOADING=EAGER
+res=$out/res; mkdir -p $res
+log=$res/abh.txt
+nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader | tee "$log"
+step() { echo "## $1 ($(date -u +%FT%TZ))" | tee -a "$log"; }
+for b in t h; do gunzip -c .carry/ferroccl-$b.gz > /tmp/ferroccl-$b && chmod +x /tmp/ferroccl-$b; done
+for b in t h; do
+  step "$b timeline"
+  timeout 60 /tmp/ferroccl-$b bench work_loop --timeline "$res/tl-$b.json" >> "$log" 2>&1
+done
+for round in $(seq 1 8); do
+  for b in t h; do
+    step "$b bench work_loop, round $round"
+    timeout 60 /tmp/ferroccl-$b bench work_loop --json "$res/wl-$b-$round.json" >> "$log" 2>&1
+  done
+done
+step "h test"
+timeout 150 /tmp/ferroccl-h test >> "$log" 2>&1; echo "rc $?" | tee -a "$log"
+step "h coll, 2 ranks on device 0, 1 resident channel, no guests, stream path"
+timeout 100 /tmp/ferroccl-h coll --devices 0 --ranks 2 --channels 1 --resident 1 --path stream > $res/coll-2-1ch.txt 2>&1; echo "rc $?" | tee -a "$log"; tail -n 1 $res/coll-2-1ch.txt | tee -a "$log"
+step "h coll, 2 ranks on device 0, stream path, default"
+timeout 100 /tmp/ferroccl-h coll --devices 0 --ranks 2 --path stream > $res/coll-2-default.txt 2>&1; echo "rc $?" | tee -a "$log"; tail -n 1 $res/coll-2-default.txt | tee -a "$log"
+step end
+cd $out && tar czf res.tgz res && rm -rf res
