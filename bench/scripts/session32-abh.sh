@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Thirty-second session, one H200: the committed device code (build h: the stop look
+# Thirty-second session, one H200: the committed device code (build h, 7a1e7fc: the stop look
 # between items started before the fetch, so that its read across PCIe overlaps the
 # fetch's) against the session's starting device code (build t: 6e3c7b3, the thirty-first
 # session's device code with the timeline diagnosis): `bench work_loop --timeline` once
