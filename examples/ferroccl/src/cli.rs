@@ -552,7 +552,11 @@ mod tests {
         );
         assert_eq!(
             bench("ferroccl bench work_loop --json out/work_loop.json").single,
-            Some(SingleGpuBench::WorkLoop(WorkLoopArgs { device: 0, json: Some("out/work_loop.json".into()) }))
+            Some(SingleGpuBench::WorkLoop(WorkLoopArgs { device: 0, json: Some("out/work_loop.json".into()), timeline: None }))
+        );
+        assert_eq!(
+            bench("ferroccl bench work_loop -d 1 --timeline out/timeline.json").single,
+            Some(SingleGpuBench::WorkLoop(WorkLoopArgs { device: 1, json: None, timeline: Some("out/timeline.json".into()) }))
         );
         assert_eq!(
             bench("ferroccl bench footprint").single,
