@@ -469,10 +469,11 @@ pub struct TimelineRun {
 /// Stamps in each batch of [`dispatch_timeline`].
 const TIMELINE_STAMPS: usize = 512;
 
-/// Diagnosis of the loop's per-item rate (`bench work_loop --timeline`): for each
-/// shape (threads, spacing), a one-channel loop held by a `WaitAtLeast` until the host has written the
-/// whole batch, then `TIMELINE_STAMPS` timestamps, each followed by `spacing - 1` no-ops;
-/// the gaps show where the loop spends its time (reads of the ring, items, completions).
+/// Diagnosis of the loop's per-item rate (`bench work_loop --timeline`): for each shape
+/// (threads, spacing), a one-channel loop held by a `WaitAtLeast` until the host has
+/// written the whole batch, then `TIMELINE_STAMPS` timestamps, each followed by
+/// `spacing - 1` no-ops; the gaps show where the loop spends its time (reads of the ring,
+/// items, completions).
 pub fn dispatch_timeline(fx: &Fixture, shapes: &[(u32, usize)]) -> Result<Vec<TimelineRun>> {
     use std::time::Duration;
 

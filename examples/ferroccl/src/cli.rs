@@ -365,7 +365,7 @@ pub struct WorkLoopArgs {
     pub json: Option<PathBuf>,
     /// Diagnosis instead: the gaps between timestamps among queued items (256 threads, a
     /// stamp every 1-64 items; 32-128 threads, every 8) as JSON to PATH
-    #[arg(long, value_name = "PATH")]
+    #[arg(long, value_name = "PATH", conflicts_with = "json")]
     pub timeline: Option<PathBuf>,
 }
 
@@ -558,6 +558,7 @@ mod tests {
             bench("ferroccl bench work_loop -d 1 --timeline out/timeline.json").single,
             Some(SingleGpuBench::WorkLoop(WorkLoopArgs { device: 1, json: None, timeline: Some("out/timeline.json".into()) }))
         );
+        assert!(Cli::try_parse_from("ferroccl bench work_loop --json a.json --timeline b.json".split_whitespace()).is_err(), "--timeline with --json was accepted");
         assert_eq!(
             bench("ferroccl bench footprint").single,
             Some(SingleGpuBench::Footprint(FootprintArgs { device: 0, ranks: 2, channels: None, resident: None, sleep_after: None, resident_threads: None, threads: None, busy_bytes: 256 << 20, iters: 20, json: None }))
