@@ -49,7 +49,20 @@ pub struct LoopConfig {
     /// [`WorkLoop::start`]). `None`, and any loop of more resident channels (which would
     /// have to leave together): it runs until shut down.
     pub sleep_after: Option<Duration>,
+    /// A stream-ordered call that comes less than this long after the previous one on the
+    /// loop returned takes the post route without asking whether its stream is idle (see
+    /// [`WorkLoop::enqueue_on_stream`]); `Duration::ZERO`: every call of a one-channel
+    /// loop on an idle stream takes the ring route. Default [`BURST_GAP`].
+    pub burst_gap: Duration,
 }
+
+/// [`LoopConfig::burst_gap`]'s default. Calls back to back come a few tens of ns apart;
+/// between a call and a `cuStreamSynchronize` or `cuStreamQuery` of its stream the gap is
+/// that driver call, 1.3-1.7 µs on H200 hosts (bench/results/session25.md, session26.md).
+/// A burst on the ring route costs each call a `cuStreamQuery` plus the loop's answer
+/// (4.9 µs back to back), where posts pipeline on the stream (3.3 µs a call in a CUDA
+/// graph): bench/results/session33.md.
+pub const BURST_GAP: Duration = Duration::from_nanos(500);
 
 impl Default for LoopConfig {
     fn default() -> Self {
@@ -62,6 +75,7 @@ impl Default for LoopConfig {
             spin_budget: Duration::from_secs(10),
             placement: Placement::Hardware,
             sleep_after: None,
+            burst_gap: BURST_GAP,
         }
     }
 }
@@ -431,6 +445,10 @@ pub struct WorkLoop {
     /// the stream had to wait for (it had not completed within [`RING_ROUTE_SPIN`]).
     ring_routed: AtomicU64,
     ring_waits: AtomicU64,
+    /// When the last stream-ordered call returned, in ns since `epoch` (0: none yet): what
+    /// [`LoopConfig::burst_gap`] is measured from.
+    epoch: Instant,
+    last_return_ns: AtomicU64,
     /// The communicator's `CommDevice` address, 0 for none.
     comm: u64,
     /// CTAs launched: the channels, or one per SM when the loop chooses their SMs.
@@ -474,6 +492,12 @@ pub unsafe fn launch_post(stream: &CudaStream, function: &CudaFunction, cfg: Lau
     unsafe { sys::cuLaunchKernelEx(&config, function.cu_function(), params.as_mut_ptr(), std::ptr::null_mut()) }
         .result()
         .map_err(Error::cuda("cuLaunchKernelEx (mailbox post)"))
+}
+
+/// Whether a stream-ordered call made at `now_ns` belongs to a burst: the call before it
+/// returned at `last_return_ns` (0: there was none), less than `gap` before.
+fn in_burst(last_return_ns: u64, now_ns: u64, gap: Duration) -> bool {
+    last_return_ns != 0 && u128::from(now_ns.saturating_sub(last_return_ns)) < gap.as_nanos()
 }
 
 /// Whether every operation queued on `stream` has completed (`cuStreamQuery`), asked in
@@ -677,6 +701,8 @@ impl WorkLoop {
             mailbox_stream: Mutex::new(None),
             ring_routed: AtomicU64::new(0),
             ring_waits: AtomicU64::new(0),
+            epoch: Instant::now(),
+            last_return_ns: AtomicU64::new(0),
             comm: 0,
             overlap_posts: cfg.guests == 0,
         })
@@ -774,7 +800,10 @@ impl WorkLoop {
     /// after waits for the item; the call can be captured in a CUDA graph and replayed.
     /// Two routes, which run the item on the same channels:
     /// - the ring route, where the loop has one resident channel, runs (not asleep) and
-    ///   has a free ring slot, `stream` is a non-blocking stream, not capturing, with
+    ///   has a free ring slot, the call is not part of a burst (it comes at least
+    ///   [`LoopConfig::burst_gap`] after the loop's previous stream-ordered call
+    ///   returned: calls back to back pipeline better as posts), `stream` is a
+    ///   non-blocking stream, not capturing, with
     ///   every earlier operation done (`cuStreamQuery`), and the item spreads over the
     ///   resident channel alone (any item of a loop without guests; else any but a
     ///   collective): the item goes into the ring as on the direct path, no kernel
@@ -804,6 +833,7 @@ impl WorkLoop {
     /// has run the call: the post kernel and the stream's wait read the loop's memory,
     /// which a dropped loop frees once its own kernel has ended.
     pub fn enqueue_on_stream(&self, stream: &CudaStream, item: WorkItem) -> Result<()> {
+        let burst = in_burst(self.last_return_ns.load(Ordering::Relaxed), self.now_ns(), self.cfg.burst_gap);
         let kind = item.validate().map_err(|reason| Error::BadWorkItem { reason, seq: 0 })?;
         self.queue.health()?;
         let Some(memory) = &self.memory else { return Err(Error::LoopClosed) };
@@ -813,8 +843,9 @@ impl WorkLoop {
         let captured = capture != sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
         let non_blocking = self.serve(stream, captured)?;
         let one_channel = self.cfg.channels == 1 && (self.cfg.guests == 0 || kind != WorkKind::Collective);
-        if one_channel && non_blocking && !captured && self.ring_route(stream, item, &memory.state)? {
+        if one_channel && non_blocking && !captured && !burst && self.ring_route(stream, item, &memory.state)? {
             self.ring_routed.fetch_add(1, Ordering::Relaxed);
+            self.last_return_ns.store(self.now_ns(), Ordering::Relaxed);
             return Ok(());
         }
         // Whether the post was counted for the loop's sleep handshake (outside a capture).
@@ -861,7 +892,14 @@ impl WorkLoop {
             if counted {
                 self.queue.retract_post();
             }
-        })
+        })?;
+        self.last_return_ns.store(self.now_ns(), Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Nanoseconds since the loop was made (at least 1: 0 stands for no call yet).
+    fn now_ns(&self) -> u64 {
+        u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX).max(1)
     }
 
     /// Makes `stream` the one the loop's stream-ordered path serves, or refuses another
@@ -1094,6 +1132,19 @@ mod tests {
         assert!(b_freed.load(Relaxed), "loop 3 runs in another context");
         assert_eq!(yard.running.len(), 1);
         assert!(yard.graves.is_empty());
+    }
+
+    /// A call is in a burst only when one returned before it, less than the gap before;
+    /// a zero gap makes no bursts.
+    #[test]
+    fn a_call_is_in_a_burst_only_right_behind_a_returned_one() {
+        let gap = Duration::from_nanos(500);
+        assert!(!in_burst(0, 100, gap), "no call before it");
+        assert!(in_burst(1_000, 1_499, gap));
+        assert!(!in_burst(1_000, 1_500, gap), "exactly the gap after it");
+        assert!(!in_burst(1_000, 9_000, gap));
+        assert!(in_burst(1_000, 900, gap), "another thread's call returned after this one's clock read");
+        assert!(!in_burst(1_000, 1_001, Duration::ZERO));
     }
 
     /// Only a loop of one resident channel sleeps, and never with a zero time.

@@ -265,6 +265,12 @@ pub struct WorkLoopReport {
     /// µs per stream-ordered no-op, 2 000 posted back to back on one stream then waited
     /// for with `cuStreamSynchronize` (host clock, first post to the end of the wait).
     pub stream_back_to_back_us_per_op: f64,
+    /// The share of those calls that took the ring route (the others: posts; calls in a
+    /// burst post, `LoopConfig::burst_gap`).
+    pub stream_back_to_back_ring_share: f64,
+    /// The same back-to-back no-ops on a loop without bursts (`burst_gap` 0: every call
+    /// that finds the stream idle takes the ring route), same run.
+    pub stream_back_to_back_no_burst_us_per_op: f64,
     /// Median µs of one stream-ordered no-op posted and waited for
     /// (`cuStreamSynchronize`), host clock.
     pub stream_roundtrip_us: f64,
@@ -304,6 +310,16 @@ pub struct CommCallReport {
     pub host_enqueue_us_per_call: f64,
     /// The same with cudarc's event tracking turned off for the context.
     pub host_enqueue_untracked_us_per_call: f64,
+    /// Its baseline, measured the same way on the same stream: host µs per launch of an
+    /// empty kernel (1 CTA of 32 threads, `cuLaunchKernel`).
+    pub empty_launch_host_us_per_call: f64,
+}
+
+impl CommCallReport {
+    /// Host time of a call without event tracking over an empty kernel launch's.
+    pub fn host_enqueue_untracked_vs_empty_launch(&self) -> f64 {
+        self.host_enqueue_untracked_us_per_call / self.empty_launch_host_us_per_call
+    }
 }
 
 impl WorkLoopReport {
@@ -336,7 +352,7 @@ pub fn work_loop(fx: &Fixture) -> Result<WorkLoopReport> {
 
     use host_shim::work::{LoopConfig, Placement, WorkLoop};
     let timeout = Duration::from_secs(20);
-    let config = |channels, capacity| LoopConfig { channels, guests: 0, threads: 256, resident_threads: 0, capacity, spin_budget: timeout, placement: Placement::Hardware, sleep_after: None };
+    let config = |channels, capacity| LoopConfig { channels, guests: 0, threads: 256, resident_threads: 0, capacity, spin_budget: timeout, placement: Placement::Hardware, sleep_after: None, burst_gap: host_shim::work::BURST_GAP };
     let mut report = WorkLoopReport::default();
 
     let roundtrip = |channels| -> Result<f64> {
@@ -415,12 +431,17 @@ pub fn work_loop(fx: &Fixture) -> Result<WorkLoopReport> {
         lp.enqueue_on_stream(&user, WorkItem::noop())?;
     }
     sync_user()?;
-    let start = Instant::now();
-    for _ in 0..BACK_TO_BACK {
-        lp.enqueue_on_stream(&user, WorkItem::noop())?;
-    }
-    sync_user()?;
-    report.stream_back_to_back_us_per_op = start.elapsed().as_secs_f64() * 1e6 / BACK_TO_BACK as f64;
+    let back_to_back = |lp: &WorkLoop| -> Result<(f64, f64)> {
+        let routed_before = lp.ring_routed();
+        let start = Instant::now();
+        for _ in 0..BACK_TO_BACK {
+            lp.enqueue_on_stream(&user, WorkItem::noop())?;
+        }
+        sync_user()?;
+        let us = start.elapsed().as_secs_f64() * 1e6 / BACK_TO_BACK as f64;
+        Ok((us, (lp.ring_routed() - routed_before) as f64 / BACK_TO_BACK as f64))
+    };
+    (report.stream_back_to_back_us_per_op, report.stream_back_to_back_ring_share) = back_to_back(&lp)?;
     let (routed_before, waits_before) = (lp.ring_routed(), lp.ring_waits());
     report.stream_roundtrip_us = median_host_us(&mut || {
         lp.enqueue_on_stream(&user, WorkItem::noop())?;
@@ -437,6 +458,9 @@ pub fn work_loop(fx: &Fixture) -> Result<WorkLoopReport> {
         return Err(e);
     }
     lp.shutdown(timeout)?;
+    let mut no_burst = WorkLoop::launch(&fx.ctx, &fx.module, LoopConfig { burst_gap: Duration::ZERO, ..config(1, 64) })?;
+    report.stream_back_to_back_no_burst_us_per_op = back_to_back(&no_burst)?.0;
+    no_burst.shutdown(timeout)?;
     // The post route's round trip in the same run: a loop of its own serving the legacy
     // default stream, which is not a non-blocking stream, so every call posts.
     let post_lp = WorkLoop::launch(&fx.ctx, &fx.module, config(1, 64))?;
@@ -484,7 +508,7 @@ pub fn dispatch_timeline(fx: &Fixture, shapes: &[(u32, usize)]) -> Result<Vec<Ti
     let mut runs = Vec::new();
     for &(threads, spacing) in shapes {
         let items_total = TIMELINE_STAMPS * spacing + 1;
-        let cfg = LoopConfig { channels: 1, guests: 0, threads, resident_threads: 0, capacity: items_total as u32 + 8, spin_budget: timeout, placement: Placement::Hardware, sleep_after: None };
+        let cfg = LoopConfig { channels: 1, guests: 0, threads, resident_threads: 0, capacity: items_total as u32 + 8, spin_budget: timeout, placement: Placement::Hardware, sleep_after: None, burst_gap: host_shim::work::BURST_GAP };
         let mut stamps = fx.stream.alloc_zeros::<u64>(TIMELINE_STAMPS + 1).map_err(Error::cuda("cuMemAlloc"))?;
         fx.stream.synchronize().map_err(Error::cuda("cuStreamSynchronize"))?;
         let base = stamps.device_ptr(&fx.stream).0;
@@ -576,6 +600,17 @@ fn comm_calls(fx: &Fixture) -> Result<CommCallReport> {
     // Before the capture below, which keeps the loop awake for good.
     let empty = fx.module.kernel("ferroccl_empty")?;
     let one = LaunchConfig { grid_dim: (1, 1, 1), block_dim: (32, 1, 1), shared_mem_bytes: 0 };
+    let mut per_launch = Vec::with_capacity(ENQUEUE_BATCHES);
+    for _ in 0..ENQUEUE_BATCHES {
+        let start = std::time::Instant::now();
+        for _ in 0..ENQUEUE_BATCH {
+            // SAFETY: `ferroccl_empty` takes no arguments.
+            unsafe { stream.launch_builder(&empty).launch(one) }.map_err(Error::cuda("cuLaunchKernel"))?;
+        }
+        per_launch.push(start.elapsed().as_secs_f64() * 1e6 / ENQUEUE_BATCH as f64);
+        sync()?;
+    }
+    report.empty_launch_host_us_per_call = median(per_launch);
     let (mut after_sleep, mut empty_after_sleep) = (Vec::with_capacity(WAKES), Vec::with_capacity(WAKES));
     for _ in 0..WAKES {
         let idle = std::time::Instant::now();
@@ -645,6 +680,8 @@ pub fn work_loop_json(r: &WorkLoopReport, gpu: &str, date_utc: &str) -> String {
         stream_ordered_us_per_op: rounded(r.stream_ordered_us_per_op, 3),
         graph_launch_us_per_op: rounded(r.graph_launch_us_per_op, 3),
         stream_back_to_back_us_per_op: rounded(r.stream_back_to_back_us_per_op, 3),
+        stream_back_to_back_ring_share: rounded(r.stream_back_to_back_ring_share, 4),
+        stream_back_to_back_no_burst_us_per_op: rounded(r.stream_back_to_back_no_burst_us_per_op, 3),
         stream_roundtrip_us: rounded(r.stream_roundtrip_us, 3),
         stream_roundtrip_vs_launch_sync: rounded(r.stream_roundtrip_vs_launch_sync(), 4),
         stream_roundtrip_ring_share: rounded(r.stream_roundtrip_ring_share, 4),
@@ -653,6 +690,8 @@ pub fn work_loop_json(r: &WorkLoopReport, gpu: &str, date_utc: &str) -> String {
         stream_roundtrip_post_us: rounded(r.stream_roundtrip_post_us, 3),
         host_enqueue_us_per_call: rounded(r.comm.host_enqueue_us_per_call, 3),
         host_enqueue_untracked_us_per_call: rounded(r.comm.host_enqueue_untracked_us_per_call, 3),
+        empty_launch_host_us_per_call: rounded(r.comm.empty_launch_host_us_per_call, 3),
+        host_enqueue_untracked_vs_empty_launch: rounded(r.comm.host_enqueue_untracked_vs_empty_launch(), 4),
         all_reduce_8b_call_sync_us: rounded(r.comm.call_sync_us, 3),
         all_reduce_8b_call_sync_after_sleep_us: rounded(r.comm.call_sync_after_sleep_us, 3),
         empty_launch_sync_after_sleep_us: rounded(r.comm.empty_launch_sync_after_sleep_us, 3),
@@ -677,6 +716,8 @@ struct WorkLoopJson<'a> {
     stream_ordered_us_per_op: f64,
     graph_launch_us_per_op: f64,
     stream_back_to_back_us_per_op: f64,
+    stream_back_to_back_ring_share: f64,
+    stream_back_to_back_no_burst_us_per_op: f64,
     stream_roundtrip_us: f64,
     stream_roundtrip_vs_launch_sync: f64,
     stream_roundtrip_ring_share: f64,
@@ -685,6 +726,8 @@ struct WorkLoopJson<'a> {
     stream_roundtrip_post_us: f64,
     host_enqueue_us_per_call: f64,
     host_enqueue_untracked_us_per_call: f64,
+    empty_launch_host_us_per_call: f64,
+    host_enqueue_untracked_vs_empty_launch: f64,
     all_reduce_8b_call_sync_us: f64,
     all_reduce_8b_call_sync_after_sleep_us: f64,
     empty_launch_sync_after_sleep_us: f64,
@@ -754,12 +797,14 @@ mod tests {
             stream_ordered_us_per_op: 22.591,
             graph_launch_us_per_op: 0.0,
             stream_back_to_back_us_per_op: 3.5,
+            stream_back_to_back_ring_share: 0.02,
+            stream_back_to_back_no_burst_us_per_op: 4.9,
             stream_roundtrip_us: 7.25,
             stream_roundtrip_ring_share: 0.99,
             stream_roundtrip_wait_share: 0.01,
             stream_roundtrip_polled_us: 6.0,
             stream_roundtrip_post_us: 12.0,
-            comm: CommCallReport { call_sync_us: 9.0, call_sync_after_sleep_us: 12.0, empty_launch_sync_after_sleep_us: 10.0, graph_us_per_call: 4.0, host_enqueue_us_per_call: 4.5, host_enqueue_untracked_us_per_call: 2.5 },
+            comm: CommCallReport { call_sync_us: 9.0, call_sync_after_sleep_us: 12.0, empty_launch_sync_after_sleep_us: 10.0, graph_us_per_call: 4.0, host_enqueue_us_per_call: 4.5, host_enqueue_untracked_us_per_call: 2.5, empty_launch_host_us_per_call: 2.0 },
         };
         let v: Value = serde_json::from_str(&work_loop_json(&r, "NVIDIA H100", "2026-01-01T00:00:00Z")).unwrap();
         let mut expected = [
@@ -776,6 +821,8 @@ mod tests {
             "stream_ordered_us_per_op",
             "graph_launch_us_per_op",
             "stream_back_to_back_us_per_op",
+            "stream_back_to_back_ring_share",
+            "stream_back_to_back_no_burst_us_per_op",
             "stream_roundtrip_us",
             "stream_roundtrip_vs_launch_sync",
             "stream_roundtrip_ring_share",
@@ -784,6 +831,8 @@ mod tests {
             "stream_roundtrip_post_us",
             "host_enqueue_us_per_call",
             "host_enqueue_untracked_us_per_call",
+            "empty_launch_host_us_per_call",
+            "host_enqueue_untracked_vs_empty_launch",
             "all_reduce_8b_call_sync_us",
             "all_reduce_8b_call_sync_after_sleep_us",
             "empty_launch_sync_after_sleep_us",
@@ -796,5 +845,6 @@ mod tests {
         assert!(v["stream_ordered_vs_graph_launch"].is_null(), "a division by 0 is null");
         assert_eq!(v["stream_roundtrip_vs_launch_sync"], rounded(7.25 / 10.114, 4));
         assert_eq!(v["host_enqueue_us_per_call"], json!(4.5));
+        assert_eq!(v["host_enqueue_untracked_vs_empty_launch"], json!(1.25));
     }
 }

@@ -367,6 +367,8 @@ fn bench_work_loop(args: &WorkLoopArgs) -> Result<ExitCode, Error> {
     println!("    empty kernel launch in a graph  {:>9.2} us/op", r.graph_launch_us_per_op);
     println!("    stream_ordered_vs_graph_launch  {:>9.3}", r.stream_ordered_vs_graph_launch());
     println!("(d) stream-ordered no-op, back to back {:>6.2} us/op", r.stream_back_to_back_us_per_op);
+    println!("    of those on the ring route      {:>9.3}", r.stream_back_to_back_ring_share);
+    println!("    the same without bursts         {:>9.2} us/op", r.stream_back_to_back_no_burst_us_per_op);
     println!("    stream-ordered no-op + sync     {:>9.2} us", r.stream_roundtrip_us);
     println!("    stream_roundtrip_vs_launch_sync {:>9.3}", r.stream_roundtrip_vs_launch_sync());
     println!("    of those on the ring route      {:>9.3}", r.stream_roundtrip_ring_share);
@@ -379,6 +381,8 @@ fn bench_work_loop(args: &WorkLoopArgs) -> Result<ExitCode, Error> {
     println!("    in a graph of {} calls        {:>9.2} us/call", 20, r.comm.graph_us_per_call);
     println!("    host time per call            {:>9.2} us", r.comm.host_enqueue_us_per_call);
     println!("    same, no cudarc event tracking {:>8.2} us", r.comm.host_enqueue_untracked_us_per_call);
+    println!("    host time per empty launch    {:>9.2} us", r.comm.empty_launch_host_us_per_call);
+    println!("    host_enqueue_untracked_vs_empty_launch {:>5.3}", r.comm.host_enqueue_untracked_vs_empty_launch());
     if let Some(path) = &args.json {
         write_json(path, bench::work_loop_json(&r, &info.name, &utc_now()))?;
     }

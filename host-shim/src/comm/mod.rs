@@ -197,6 +197,7 @@ impl Default for CommConfig {
                 spin_budget: Duration::from_secs(10),
                 placement: Placement::Tpcs,
                 sleep_after: Some(SLEEP_AFTER),
+                burst_gap: crate::work::BURST_GAP,
             },
             ring_step_bytes: 256 << 10,
             p2p_step_bytes: 128 << 10,

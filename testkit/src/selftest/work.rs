@@ -8,7 +8,7 @@ use host_shim::memory::HostMapped;
 const LOOP_WAIT: Duration = Duration::from_secs(20);
 
 fn loop_config(channels: u32, capacity: u32, spin_budget: Duration) -> host_shim::work::LoopConfig {
-    host_shim::work::LoopConfig { channels, guests: 0, threads: 256, resident_threads: 0, capacity, spin_budget, placement: host_shim::work::Placement::Hardware, sleep_after: None }
+    host_shim::work::LoopConfig { channels, guests: 0, threads: 256, resident_threads: 0, capacity, spin_budget, placement: host_shim::work::Placement::Hardware, sleep_after: None, burst_gap: host_shim::work::BURST_GAP }
 }
 
 /// Thousands of items through the direct path, with barriers between channels: each
@@ -174,9 +174,10 @@ pub(super) fn work_loop_stream_graph(fx: &Fixture) -> Outcome {
 /// nothing queued): rounds of a memset on the user's stream, a synchronize (so the call
 /// finds the stream idle), a 64 MiB copy through the loop and a copy back right after
 /// it, which must see the loop's copy; every synchronized round must take the ring route,
-/// and rounds without the synchronize (the post route) interleave. Then a ring-routed item
-/// that never finishes: an abort, and a spin budget running out, each release the stream
-/// (work queued after the item runs) and leave the loop's error.
+/// and rounds without the synchronize (the post route) interleave; calls back to back
+/// mostly post. Then a ring-routed item that never finishes: an abort, and a spin budget
+/// running out, each release the stream (work queued after the item runs) and leave the
+/// loop's error.
 pub(super) fn work_loop_stream_ring_route(fx: &Fixture) -> Outcome {
     use cudarc::driver::sys;
     use device_rt::abi::WaitSite;
@@ -209,6 +210,16 @@ pub(super) fn work_loop_stream_ring_route(fx: &Fixture) -> Outcome {
         ensure(got.iter().all(|&v| v == value), || format!("round {round}: the copy back ran before the loop's copy ({:#x}, not {value:#x})", got[N - 1]))?;
     }
     ensure_eq_slices("ring-routed calls", &[lp.ring_routed()], &[u64::from(synced)])?;
+    // A burst: calls right behind one another post (`LoopConfig::burst_gap`), though each
+    // one but the first may find the stream idle.
+    const BURST: u64 = 100;
+    let before = lp.ring_routed();
+    for _ in 0..BURST {
+        lp.enqueue_on_stream(&user, WorkItem::noop())?;
+    }
+    stream::wait(&user, LOOP_WAIT, "a burst of no-ops")?;
+    let burst_routed = lp.ring_routed() - before;
+    ensure(burst_routed <= BURST / 2, || format!("{burst_routed} of {BURST} calls back to back took the ring route"))?;
     if let Some(e) = lp.async_error() {
         return Err(Failure(format!("loop error: {e}")));
     }
@@ -236,7 +247,7 @@ pub(super) fn work_loop_stream_ring_route(fx: &Fixture) -> Outcome {
         };
         ensure(expected, || format!("budget {budget:?}: the loop's error is {error:?}"))?;
     }
-    println!("  {synced} of {ROUNDS} calls on the ring route, {} on the post route", ROUNDS - synced);
+    println!("  {synced} of {ROUNDS} calls on the ring route, {} on the post route; {burst_routed} of {BURST} back to back on the ring route", ROUNDS - synced);
     Ok(())
 }
 
