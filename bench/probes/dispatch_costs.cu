@@ -136,7 +136,7 @@ __global__ void trigger_pdl(unsigned* doorbell, unsigned* done, unsigned k) {
 // 32-bit doorbell in device memory (a stream's cuStreamWriteValue32) reaches the ticket;
 // then stores done = ticket into host-mapped memory (release, system scope).
 __global__ void ring_echo(const unsigned long long* host_slots, const unsigned* doorbell, unsigned* done_host,
-                          const unsigned* stop, int gated) {
+                          const unsigned* stop, int gated, unsigned* done_dev) {
   if (threadIdx.x != 0) return;
   unsigned next = 1;
   for (;;) {
@@ -155,6 +155,7 @@ __global__ void ring_echo(const unsigned long long* host_slots, const unsigned* 
       if (s) return;
     }
     asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(done_host), "r"(next) : "memory");
+    if (done_dev) asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(done_dev), "r"(next) : "memory");
     next++;
   }
 }
@@ -547,7 +548,7 @@ static void ring_routes() {
     memset(slots_host, 0, 128 * 64 + 64);
     CK(cudaMemset(mem, 0, 4096));
     CK(cudaDeviceSynchronize());
-    ring_echo<<<1, 32, 0, loop>>>(slots_dev, doorbell, done_dev, stop, gated);
+    ring_echo<<<1, 32, 0, loop>>>(slots_dev, doorbell, done_dev, stop, gated, nullptr);
     unsigned k = 0;
     long long late = 0;
     auto post = [&](int) {
@@ -587,6 +588,67 @@ static void ring_routes() {
   unsigned seq = 1u << 30;
   printf("host_us cuStreamWriteValue32 %.3f\n", per_call([&] { CK(cuStreamWriteValue32((CUstream)s, (CUdeviceptr)doorbell, ++seq, 0)); }, sync));
   printf("host_us cuStreamQuery_idle %.3f\n", per_call([&] { CK(cuStreamQuery((CUstream)s)); }, sync));
+  CK(cudaFree(mem));
+  CK(cudaFreeHost(slots_host));
+}
+
+// ---- a stream-ordered route with neither a launch nor a query (thirty-third session) ----
+// Per op the host writes ticket k into ring slot k % 128 (host-mapped; it first waits
+// until the echo is less than 100 tickets behind) and makes one cuStreamBatchMemOp: the
+// doorbell (device memory) = k, then a wait until done (device memory) >= k. The echo
+// reads the slot ahead, answers it once the doorbell has reached it, and stores done. The
+// host does not spin for the answer: the stream's wait orders what comes after. Back to
+// back and + synchronize, against an empty launch's host time, back to back and +
+// synchronize in the same run.
+static void stream_doorbell() {
+  EchoSetup e = echo_setup(128 * 64 + 64);
+  cudaStream_t loop = e.loop, s = e.s;
+  char* mem = e.mem;
+  unsigned* doorbell = (unsigned*)mem;
+  unsigned* stop = (unsigned*)(mem + 256);
+  unsigned* done_dev = (unsigned*)(mem + 512);
+  unsigned long long *slots_host = e.host, *slots_dev = e.dev;
+  volatile unsigned* done_host = (volatile unsigned*)(slots_host + 128 * 8);
+  unsigned* done_host_dev = (unsigned*)(slots_dev + 128 * 8);
+  auto sync = [&] { CK(cudaStreamSynchronize(s)); };
+  ring_echo<<<1, 32, 0, loop>>>(slots_dev, doorbell, done_host_dev, stop, 1, done_dev);
+  unsigned k = 0;
+  auto post = [&](int) {
+    unsigned t = ++k;
+    while ((int)(t - *done_host) > 100) {
+    }
+    volatile unsigned long long* slot = slots_host + (t % 128) * 8;
+    for (int i = 1; i < 8; i++) slot[i] = t;
+    std::atomic_thread_fence(std::memory_order_release);
+    slot[0] = t;
+    CUstreamBatchMemOpParams ops[2] = {};
+    ops[0].writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_32;
+    ops[0].writeValue.address = (CUdeviceptr)doorbell;
+    ops[0].writeValue.value = t;
+    ops[1].waitValue.operation = CU_STREAM_MEM_OP_WAIT_VALUE_32;
+    ops[1].waitValue.address = (CUdeviceptr)done_dev;
+    ops[1].waitValue.value = t;
+    ops[1].waitValue.flags = CU_STREAM_WAIT_VALUE_GEQ;
+    CK(cuStreamBatchMemOp((CUstream)s, 2, ops, 0));
+  };
+  auto empty = [&](int) { empty0<<<1, 32, 0, s>>>(); };
+  for (int i = 0; i < 500; i++) post(i);
+  sync();
+  for (int r = 0; r < 3; r++) {
+    printf("stream_doorbell host_us_per_call %.3f\n", per_call([&] { post(0); }, sync));
+    printf("empty_launch host_us_per_call %.3f\n", per_call([&] { empty(0); }, sync));
+    double t0 = now_us();
+    for (int i = 0; i < 2000; i++) post(i);
+    sync();
+    printf("stream_doorbell back_to_back_us_per_op %.3f\n", (now_us() - t0) / 2000);
+    t0 = now_us();
+    for (int i = 0; i < 2000; i++) empty(i);
+    sync();
+    printf("empty_launch back_to_back_us_per_op %.3f\n", (now_us() - t0) / 2000);
+    printf("stream_doorbell call_sync_us %.3f\n", call_sync_us(post, sync));
+    printf("empty_launch call_sync_us %.3f\n", call_sync_us(empty, sync));
+  }
+  stop_echo(e, stop);
   CK(cudaFree(mem));
   CK(cudaFreeHost(slots_host));
 }
@@ -761,6 +823,10 @@ int main(int argc, char** argv) {
   if (getenv("ONLY_RING")) {
     ring_polls();
     ring_routes();
+    return 0;
+  }
+  if (getenv("ONLY_STREAM_DOORBELL")) {
+    stream_doorbell();
     return 0;
   }
   if (getenv("ONLY_MEMOP")) {
