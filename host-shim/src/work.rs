@@ -803,16 +803,15 @@ impl WorkLoop {
     ///   has a free ring slot, the call is not part of a burst (it comes at least
     ///   [`LoopConfig::burst_gap`] after the loop's previous stream-ordered call
     ///   returned: calls back to back pipeline better as posts), `stream` is a
-    ///   non-blocking stream, not capturing, with
-    ///   every earlier operation done (`cuStreamQuery`), and the item spreads over the
-    ///   resident channel alone (any item of a loop without guests; else any but a
-    ///   collective): the item goes into the ring as on the direct path, no kernel
-    ///   launch; the call watches for its completion for up to [`RING_ROUTE_SPIN`] (a
-    ///   small item is done before the call returns) and otherwise queues one
-    ///   `cuStreamWaitValue32` on the loop's `stream_done` word (see `device_rt::work`'s
-    ///   `queue` module). A loop that slept between the look and the write and cannot be
-    ///   launched again is stopped (aborted) and the call fails; the stream waits for
-    ///   nothing.
+    ///   non-blocking stream, not capturing, with every earlier operation done
+    ///   (`cuStreamQuery`), and the item spreads over the resident channel alone (any
+    ///   item of a loop without guests; else any but a collective): the item goes into
+    ///   the ring as on the direct path, no kernel launch; the call watches for its
+    ///   completion for up to [`RING_ROUTE_SPIN`] (a small item is done before the call
+    ///   returns) and otherwise queues one `cuStreamWaitValue32` on the loop's
+    ///   `stream_done` word (see `device_rt::work`'s `queue` module). A loop that slept
+    ///   between the look and the write and cannot be launched again is stopped
+    ///   (aborted) and the call fails; the stream waits for nothing.
     /// - otherwise the post route: launches on `stream` the post kernel, whose first CTA's
     ///   one working thread writes `item` into the loop's mailbox, marks it pending, and
     ///   waits until the loop has run it (or has left, or the host aborts); with guest
