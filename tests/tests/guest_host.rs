@@ -87,6 +87,36 @@ fn cases(shape: Shape, choice: AlgorithmChoice, part: (usize, usize)) -> Vec<Col
     cases
 }
 
+/// A one-rank communicator with guests: every collective is a local copy on one channel
+/// per 64 KiB (`device_rt::algo::LOCAL_BYTES_PER_CHANNEL`); one that fits the guests runs
+/// on the post grid alone, on that many guest channels from the first (each counts one
+/// part), a larger one through the mailbox. Every fourth case of the one-rank matrix and
+/// every large one (70 000 elements: up to 547 KiB, more than the three guests' 192 KiB
+/// for the wider types), every result exact.
+#[test]
+fn one_rank_collectives_run_on_the_channels_their_bytes_need() {
+    let shape = shape(1, AlgorithmChoice::Auto);
+    let mut g = TwinGroup::start_with_guests(shape, RESIDENT, THREADS, Duration::from_secs(60), None).unwrap();
+    g.set_path(SubmitPath::Stream).unwrap();
+    let guests = CHANNELS - RESIDENT;
+    let cases = ferroccl_testkit::coll::check::matrix(1, 70_000);
+    let (mut post_only, mut mailbox) = (0, 0);
+    for (k, case) in cases.iter().enumerate().filter(|(k, c)| k % 4 == 0 || c.count == 70_000) {
+        let plan = plan_of(case, Staging { channels: CHANNELS, ..shape.staging() }, AlgorithmChoice::Auto).unwrap();
+        let before = all_stats(&mut g).unwrap().unwrap();
+        assert_eq!(run_case(&mut g, case, k as u64, TIMEOUT).unwrap(), None, "{}", case.describe());
+        let after = all_stats(&mut g).unwrap().unwrap();
+        let on_guests = plan.channels <= guests;
+        for (channel, (a, b)) in after.iter().zip(&before).enumerate() {
+            let want = u64::from(on_guests && (RESIDENT..RESIDENT + plan.channels).contains(&(channel as u32)));
+            assert_eq!(a.post_parts - b.post_parts, want, "channel {channel}: {} ({plan:?})", case.describe());
+        }
+        if on_guests { post_only += 1 } else { mailbox += 1 }
+    }
+    assert!(post_only > 50 && mailbox > 0, "{post_only} cases on the post grid alone, {mailbox} through the mailbox");
+    g.shutdown(TIMEOUT).unwrap();
+}
+
 /// Every algorithm choice on 2 ranks; the automatic choice and two-shot on 3; the
 /// automatic choice on 4 (CI's time: each rank count adds a few hundred post grids of
 /// CPU threads).

@@ -13,8 +13,8 @@
 //! item's completion like one (the last of the item's channels completes it).
 //!
 //! A small stream-ordered collective does not need the loop at all: a staged algorithm
-//! (one-shot, two-shot and their kin) planned on no more channels than the guests runs
-//! on the post grid alone (`post_only_plan`), its part `i` on guest channel
+//! (one-shot, two-shot and their kin), or a one-rank collective (a local copy), planned
+//! on no more channels than the guests runs on the post grid alone (`post_only_plan`), its part `i` on guest channel
 //! `resident + i` (CTA `i + 1`), and CTA 0 posts nothing. The grid's end is the item's
 //! completion: the work that follows on the stream waits for it, and sees its writes, as
 //! after any kernel. This saves the mailbox's round trip (the post, the loop's poll, the
@@ -308,8 +308,9 @@ pub unsafe fn serve_post(p: PostArgs) {
     let outcome = if let Some(plan) = post_only {
         // SAFETY: `a` holds the running loop's memory (this function's contract) and a guest
         // channel below the communicator's count, which its connections cover; the item is a
-        // collective valid against the communicator, `plan` is its plan, a staged algorithm of
-        // which `part` is a part (`post_only_plan`); `shared` is this CTA's `LoopShared`, and
+        // collective valid against the communicator, `plan` is its plan (a staged algorithm, or
+        // one rank's local copy) of which `part` is a part (`post_only_plan`); `shared` is this
+        // CTA's `LoopShared`, and
         // every thread of the CTA runs it with the same arguments.
         unsafe { planned_collective(&a, &p.item, shared, part, plan) }
     } else {

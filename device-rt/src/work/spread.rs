@@ -19,7 +19,8 @@ pub(super) struct Spread {
 /// The [`Spread`] of a mailbox item of `kind` on a loop of `resident` channels. Only a
 /// collective of a communicator with more channels than the loop holds (and unpaired)
 /// reaches guests: it spreads over all of them, and takes part on those its plan uses
-/// (the ring and point-to-point: every channel; a staged algorithm: its channels).
+/// (the ring and point-to-point: every channel; a staged algorithm, and any collective
+/// of one rank: its plan's channels).
 /// Anything else, and a collective the communicator cannot plan (its channels then refuse
 /// it), takes part on the resident channels alone. Pure arithmetic over the item and the
 /// communicator, so every channel of the rank gets the same answer.
@@ -41,9 +42,9 @@ pub(super) unsafe fn mailbox_spread(comm: *const CommDevice, resident: u32, item
         return own;
     }
     let total = comm.nchannels;
-    let taking_part = match staged_or_ring(comm, item) {
-        Some(Taking::Staged(plan)) => plan.channels,
-        Some(Taking::Ring) => total,
+    let taking_part = match planned_channels(comm, item) {
+        Some(Taking::OnPlan(plan)) => plan.channels,
+        Some(Taking::Every) => total,
         None => resident,
     };
     Spread { channels: total, arrivals: taking_part.max(resident) }
@@ -53,25 +54,26 @@ pub(super) unsafe fn mailbox_spread(comm: *const CommDevice, resident: u32, item
 /// plan over all of the communicator's channels.
 #[derive(Clone, Copy)]
 enum Taking {
-    /// A staged algorithm, on its plan's channels.
-    Staged(Plan),
-    /// The ring, NVLS (or point-to-point), on every channel.
-    Ring,
+    /// A staged algorithm, or any collective of one rank (a local copy), on its plan's
+    /// channels.
+    OnPlan(Plan),
+    /// The ring of several ranks, NVLS (or point-to-point), on every channel.
+    Every,
 }
 
 /// The plan of `item` over every channel of `comm` (what the channels' `CollCtx::staging`
 /// gives for an unpaired communicator), as [`Taking`]; `None` where it cannot be planned,
 /// or its function or type is unknown (the resident channels then refuse it).
 #[inline(always)]
-fn staged_or_ring(comm: &CommDevice, item: &WorkItem) -> Option<Taking> {
+fn planned_channels(comm: &CommDevice, item: &WorkItem) -> Option<Taking> {
     let (Some(function), Some(dtype)) = (CollFunction::from_u32(item.function), DataType::from_u8(item.dtype)) else {
         return None;
     };
     let staging = Staging { nranks: comm.nranks, channels: comm.nchannels, slot_bytes: if comm.staging == 0 { 0 } else { comm.staging_slot_bytes } };
     let choice = AlgorithmChoice::from_u32(comm.algorithm).unwrap_or_default();
     match plan(function, dtype.size() as u64, item.count, staging, choice) {
-        Ok(p) if p.algorithm.is_staged() => Some(Taking::Staged(p)),
-        Ok(_) => Some(Taking::Ring),
+        Ok(p) if p.algorithm.is_staged() || (comm.nranks == 1 && function != CollFunction::SendRecv) => Some(Taking::OnPlan(p)),
+        Ok(_) => Some(Taking::Every),
         Err(_) => None,
     }
 }
@@ -79,8 +81,8 @@ fn staged_or_ring(comm: &CommDevice, item: &WorkItem) -> Option<Taking> {
 /// The plan of a stream-ordered item that runs on the post grid alone, in as many parts as
 /// the plan has channels, its part `i` on guest channel `resident + i`, without the loop
 /// (see `guest`): a collective of an unpaired communicator with guest channels, valid
-/// against the communicator, whose plan is a staged algorithm on no more channels than
-/// the guests. `None`: the item goes through the mailbox. Every CTA of the post grid, on
+/// against the communicator, whose plan is a staged algorithm, or a one-rank collective
+/// (a local copy), on no more channels than the guests. `None`: the item goes through the mailbox. Every CTA of the post grid, on
 /// every rank, gets the same answer: it is arithmetic over the item and the communicator,
 /// which are the same on every rank for the same call. The plan is the one every channel
 /// of the communicator makes of the item (`plan_collective`), so the parts run it as
@@ -98,8 +100,8 @@ pub(super) unsafe fn post_only_plan(comm: *const CommDevice, resident: u32, item
     if comm.nchannels <= resident || comm.pairs != 0 || item.validate_in_comm(comm.rank, comm.nranks).is_err() {
         return None;
     }
-    match staged_or_ring(comm, item) {
-        Some(Taking::Staged(plan)) if plan.channels <= comm.nchannels - resident => Some(plan),
+    match planned_channels(comm, item) {
+        Some(Taking::OnPlan(plan)) if plan.channels <= comm.nchannels - resident => Some(plan),
         _ => None,
     }
 }
