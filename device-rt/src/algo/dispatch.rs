@@ -71,7 +71,7 @@ pub unsafe fn run_collective(cx: &CollCtx, c: &Coll, dtype: DataType, kind: RedO
             _ if cx.channel_index >= cx.nchannels => Ok(()),
             _ if c.function == CollFunction::SendRecv => p2p::run(cx, c, data),
             _ if cx.nranks == 1 => {
-                local(cx, c, data, plan.channels);
+                local(cx, c, data);
                 Ok(())
             }
             _ => ring::run(cx, c, data),
@@ -90,19 +90,23 @@ pub unsafe fn run_collective(cx: &CollCtx, c: &Coll, dtype: DataType, kind: RedO
 }
 
 /// A one-rank communicator: every function is `output = post(pre(input))` (nothing to
-/// do in place for functions without an operator), split over channels `0..channels`
-/// (the plan's); a channel past them has nothing to do.
+/// do in place for functions without an operator), split over the channels
+/// [`select::local_channels`] gives of the context's; a channel past them has nothing to do.
+///
+/// Not inlined: it would take registers of `exec::collective`, which spills under a
+/// register cap.
 ///
 /// # Safety
 /// As [`run_collective`], on a one-rank communicator (input and output each hold
-/// `c.count` elements, the same buffer or disjoint); `channels >= 1`.
-unsafe fn local(cx: &CollCtx, c: &Coll, data: DataOp, channels: u32) {
+/// `c.count` elements, the same buffer or disjoint).
+#[inline(never)]
+unsafe fn local(cx: &CollCtx, c: &Coll, data: DataOp) {
     if c.input == c.output && !c.function.reduces() {
         return;
     }
     let elt = data.elt();
     let n = c.count;
-    let nch = u64::from(channels);
+    let nch = u64::from(select::local_channels(elt, n, cx.nchannels));
     let quantum = 16 / elt;
     let per = n.div_ceil(nch).div_ceil(quantum) * quantum;
     let begin = (u64::from(cx.channel_index) * per).min(n);

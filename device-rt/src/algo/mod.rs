@@ -27,7 +27,7 @@ mod ring;
 mod staged;
 
 pub use function::{CollFunction, NO_PEER};
-pub use select::{Algorithm, AlgorithmChoice, NVLS_MIN_THREADS, Plan, RANKS_DISAGREE, Staging, THRESHOLDS, Thresholds, Unfit, pack_elements, plan, push_fits, staged_channels, two_shot_block};
+pub use select::{Algorithm, AlgorithmChoice, LOCAL_BYTES_PER_CHANNEL, NVLS_MIN_THREADS, Plan, RANKS_DISAGREE, Staging, THRESHOLDS, Thresholds, Unfit, local_channels, pack_elements, plan, push_fits, staged_channels, two_shot_block};
 
 #[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
 pub use coll::{CHUNK_ALIGN_BYTES, Coll, CollCtx};

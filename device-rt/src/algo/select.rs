@@ -139,9 +139,8 @@ pub struct Plan {
     pub algorithm: Algorithm,
     /// A staged algorithm: channels `0..channels` take part, channel `c` with elements
     /// `[c × share, (c + 1) × share)` of the count (clipped at the count; every one of
-    /// them holds some), and the others skip the collective. The ring: every channel; on
-    /// one rank (a local copy, [`LOCAL_BYTES_PER_CHANNEL`]) channels `0..channels`, the
-    /// count split evenly in whole packs.
+    /// them holds some), and the others skip the collective. The ring: every channel (on
+    /// one rank, a local copy, those of [`local_channels`] take part).
     pub channels: u32,
     /// A staged algorithm: elements of the count per channel, a multiple of 16 bytes.
     pub share: u64,
@@ -360,29 +359,33 @@ fn size_bytes(function: CollFunction, elt: u64, count: u64, nranks: u32) -> u64 
     }
 }
 
-/// A one-rank collective (a local copy: `output = post(pre(input))`) takes
-/// `ceil(bytes / this)` channels, at least one and at most the communicator's, so that a
-/// small call on a communicator with guest channels runs on the post grid alone instead of
-/// bringing every channel to the loop's mailbox: on an H200 (2026-12-01,
-/// `bench/results/session33.md`) an 8-byte all_reduce on one rank of the default
-/// communicator took 11.1 µs a call in a CUDA graph and 26.4 call + synchronize on all 64
-/// channels.
+/// A one-rank collective (a local copy: `output = post(pre(input))`) takes one channel
+/// per this many bytes ([`local_channels`]), so that a small call on a communicator with
+/// guest channels runs on the post grid alone instead of bringing every channel to the
+/// loop's mailbox: on an H200 (2026-12-01, `bench/results/session33.md` §5) an 8-byte
+/// all_reduce on one rank of the default communicator took 11.1 µs a call in a CUDA graph
+/// and 25.9 call + synchronize on all 64 channels, 4.3 and 17.5 on one.
 pub const LOCAL_BYTES_PER_CHANNEL: u64 = 64 << 10;
+
+/// The channels `0..n` a one-rank collective of `count` elements of `elt` bytes takes
+/// part on, of the `channels` it may spread over: `ceil(bytes / LOCAL_BYTES_PER_CHANNEL)`,
+/// at least one, at most `channels` (at least one). Its plan stays the ring's (every
+/// channel): the channels past these have nothing to copy.
+pub const fn local_channels(elt: u64, count: u64, channels: u32) -> u32 {
+    let needed = div_ceil_pow2(count.saturating_mul(elt), LOCAL_BYTES_PER_CHANNEL);
+    let most = if channels > 1 { channels as u64 } else { 1 };
+    if needed == 0 { 1 } else if needed < most { needed as u32 } else { most as u32 }
+}
 
 /// The plan of `function` over `count` elements of `elt` bytes on a communicator with
 /// `staging`, asked for `choice`. With [`AlgorithmChoice::Auto`] always a plan (the ring
 /// where no staged algorithm fits); with a forced algorithm, `Err` where it cannot run
 /// the call. Point-to-point and one-rank communicators: the ring's plan whatever the
-/// choice (they have one way only, which dispatch takes before asking), for one rank on
-/// as many channels as its bytes need ([`LOCAL_BYTES_PER_CHANNEL`]).
+/// choice (they have one way only, which dispatch takes before asking).
 pub fn plan(function: CollFunction, elt: u64, count: u64, staging: Staging, choice: AlgorithmChoice) -> Result<Plan, Unfit> {
     let ring = Plan { algorithm: Algorithm::Ring, channels: staging.channels, share: 0 };
-    if function == CollFunction::SendRecv {
+    if function == CollFunction::SendRecv || staging.nranks == 1 {
         return Ok(ring);
-    }
-    if staging.nranks == 1 {
-        let needed = div_ceil_pow2(count.saturating_mul(elt), LOCAL_BYTES_PER_CHANNEL);
-        return Ok(Plan { channels: needed.clamp(1, u64::from(staging.channels.max(1))) as u32, ..ring });
     }
     let algorithm = match choice.forced() {
         Some(forced) => forced,
@@ -672,30 +675,25 @@ mod tests {
         assert_eq!(plan(CollFunction::SendRecv, F32, 1 << 40, s, one).unwrap().algorithm, Algorithm::Ring, "point-to-point has one way");
         assert_eq!(plan(CollFunction::Broadcast, F32, 8, staging(1, 2, 0), one).unwrap().algorithm, Algorithm::Ring, "one rank: a local copy");
         assert_eq!(plan(CollFunction::AllReduce, F32, 1 << 40, s, AlgorithmChoice::Ring).unwrap().algorithm, Algorithm::Ring);
-        assert_eq!(plan(CollFunction::SendRecv, F32, 8, staging(1, 5, 0), one).unwrap().channels, 5, "point-to-point: every channel");
         for c in AlgorithmChoice::ALL {
             assert_eq!(AlgorithmChoice::from_u32(c as u32), Some(c));
         }
     }
 
-    /// A one-rank collective is a local copy on one channel per 64 KiB of its largest
-    /// buffer, at least one, at most the communicator's, whatever the choice.
+    /// A one-rank collective copies on one channel per 64 KiB, at least one, at most the
+    /// communicator's.
     #[test]
     fn one_rank_copies_on_the_channels_its_bytes_need() {
-        let channels = |function, elt, count, total| {
-            let p = plan(function, elt, count, staging(1, total, 0), AlgorithmChoice::Auto).unwrap();
-            assert_eq!(p, plan(function, elt, count, staging(1, total, 1 << 20), AlgorithmChoice::OneShot).unwrap(), "the choice does not matter");
-            assert_eq!((p.algorithm, p.share), (Algorithm::Ring, 0));
-            p.channels
-        };
-        assert_eq!(channels(CollFunction::AllReduce, F32, 0, 64), 1);
-        assert_eq!(channels(CollFunction::AllReduce, F32, 2, 64), 1);
-        assert_eq!(channels(CollFunction::AllReduce, F32, 16 << 10, 64), 1, "64 KiB");
-        assert_eq!(channels(CollFunction::AllReduce, F32, (16 << 10) + 1, 64), 2);
-        assert_eq!(channels(CollFunction::AllGather, 2, 1 << 20, 64), 32, "2 MiB: one rank's all_gather output is its input");
-        assert_eq!(channels(CollFunction::ReduceScatter, 8, 1 << 30, 64), 64);
-        assert_eq!(channels(CollFunction::Broadcast, 1, 1 << 20, 4), 4);
-        assert_eq!(channels(CollFunction::AllReduce, F32, u64::MAX, 3), 3, "no overflow");
+        assert_eq!(local_channels(F32, 0, 64), 1);
+        assert_eq!(local_channels(F32, 2, 64), 1);
+        assert_eq!(local_channels(F32, 16 << 10, 64), 1, "64 KiB");
+        assert_eq!(local_channels(F32, (16 << 10) + 1, 64), 2);
+        assert_eq!(local_channels(2, 1 << 20, 64), 32, "2 MiB");
+        assert_eq!(local_channels(8, 1 << 30, 64), 64);
+        assert_eq!(local_channels(1, 1 << 20, 4), 4);
+        assert_eq!(local_channels(F32, u64::MAX, 3), 3, "no overflow");
+        assert_eq!(local_channels(F32, 1 << 20, 0), 1);
+        assert_eq!(plan(CollFunction::AllReduce, F32, 8, staging(1, 64, 0), AlgorithmChoice::Auto).unwrap().channels, 64, "the plan stays the ring's");
     }
 
     /// NVLS runs only when forced, for all_reduce, reduce_scatter and all_gather on 2 to 8

@@ -3,7 +3,7 @@
 //! the loop's channels and the post grid's guests, which must agree.
 
 use super::item::{WorkItem, WorkKind};
-use crate::algo::{AlgorithmChoice, CollFunction, Plan, Staging, plan};
+use crate::algo::{AlgorithmChoice, CollFunction, Plan, Staging, local_channels, plan};
 use crate::conn::CommDevice;
 use crate::dtype::DataType;
 
@@ -54,8 +54,8 @@ pub(super) unsafe fn mailbox_spread(comm: *const CommDevice, resident: u32, item
 /// plan over all of the communicator's channels.
 #[derive(Clone, Copy)]
 enum Taking {
-    /// A staged algorithm, or any collective of one rank (a local copy), on its plan's
-    /// channels.
+    /// A staged algorithm on its plan's channels, or a collective of one rank (a local
+    /// copy) on those of `local_channels` (the plan carries them).
     OnPlan(Plan),
     /// The ring of several ranks, NVLS (or point-to-point), on every channel.
     Every,
@@ -71,8 +71,10 @@ fn planned_channels(comm: &CommDevice, item: &WorkItem) -> Option<Taking> {
     };
     let staging = Staging { nranks: comm.nranks, channels: comm.nchannels, slot_bytes: if comm.staging == 0 { 0 } else { comm.staging_slot_bytes } };
     let choice = AlgorithmChoice::from_u32(comm.algorithm).unwrap_or_default();
-    match plan(function, dtype.size() as u64, item.count, staging, choice) {
-        Ok(p) if p.algorithm.is_staged() || (comm.nranks == 1 && function != CollFunction::SendRecv) => Some(Taking::OnPlan(p)),
+    let elt = dtype.size() as u64;
+    match plan(function, elt, item.count, staging, choice) {
+        Ok(p) if p.algorithm.is_staged() => Some(Taking::OnPlan(p)),
+        Ok(p) if comm.nranks == 1 && function != CollFunction::SendRecv => Some(Taking::OnPlan(Plan { channels: local_channels(elt, item.count, comm.nchannels), ..p })),
         Ok(_) => Some(Taking::Every),
         Err(_) => None,
     }
