@@ -14,13 +14,13 @@
 //!
 //! A small stream-ordered collective does not need the loop at all: a staged algorithm
 //! (one-shot, two-shot and their kin), or a one-rank collective (a local copy), planned
-//! on no more channels than the guests runs on the post grid alone (`post_only_plan`), its part `i` on guest channel
-//! `resident + i` (CTA `i + 1`), and CTA 0 posts nothing. The grid's end is the item's
-//! completion: the work that follows on the stream waits for it, and sees its writes, as
-//! after any kernel. This saves the mailbox's round trip (the post, the loop's poll, the
-//! completion's system-scope fence and arrival, the poster's acquire) on exactly the
-//! calls where it costs most. The loop never sees such an item; an error in it is recorded
-//! and closes the mailbox, as a guest's does. All ranks choose alike (the choice is
+//! on no more channels than the guests runs on the post grid alone (`post_only_plan`),
+//! its part `i` on guest channel `resident + i` (CTA `i + 1`), and CTA 0 posts nothing.
+//! The grid's end is the item's completion: the work that follows on the stream waits for
+//! it, and sees its writes, as after any kernel. This saves the mailbox's round trip (the
+//! post, the loop's poll, the completion's system-scope fence and arrival, the poster's
+//! acquire) on exactly the calls where it costs most. The loop never sees such an item;
+//! an error in it is recorded and closes the mailbox, as a guest's does. All ranks choose alike (the choice is
 //! arithmetic over the item and the communicator), so the same guest channels, with the
 //! same staging epochs, meet. Both paths of one communicator must be the same on every
 //! rank for one call (the stream on every rank, or the direct path on every rank), as the
@@ -310,8 +310,7 @@ pub unsafe fn serve_post(p: PostArgs) {
         // channel below the communicator's count, which its connections cover; the item is a
         // collective valid against the communicator, `plan` is its plan (a staged algorithm, or
         // one rank's local copy) of which `part` is a part (`post_only_plan`); `shared` is this
-        // CTA's `LoopShared`, and
-        // every thread of the CTA runs it with the same arguments.
+        // CTA's `LoopShared`, and every thread of the CTA runs it with the same arguments.
         unsafe { planned_collective(&a, &p.item, shared, part, plan) }
     } else {
         // SAFETY: as above, with the item's validated kind and the mailbox spread.

@@ -19,8 +19,8 @@ pub(super) struct Spread {
 /// The [`Spread`] of a mailbox item of `kind` on a loop of `resident` channels. Only a
 /// collective of a communicator with more channels than the loop holds (and unpaired)
 /// reaches guests: it spreads over all of them, and takes part on those its plan uses
-/// (the ring and point-to-point: every channel; a staged algorithm, and any collective
-/// of one rank: its plan's channels).
+/// (the ring and point-to-point: every channel; a staged algorithm: its plan's channels;
+/// a collective of one rank: those of `local_channels`).
 /// Anything else, and a collective the communicator cannot plan (its channels then refuse
 /// it), takes part on the resident channels alone. Pure arithmetic over the item and the
 /// communicator, so every channel of the rank gets the same answer.
