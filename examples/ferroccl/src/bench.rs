@@ -578,18 +578,21 @@ fn comm_calls(fx: &Fixture) -> Result<CommCallReport> {
         }
         Ok(())
     };
-    let enqueue_us = |comm: &Comm, recv: &mut CudaSlice<f32>| -> Result<f64> {
+    // Median over ENQUEUE_BATCHES batches of host µs per `call`, ENQUEUE_BATCH calls back
+    // to back a batch, the stream waited for between batches (outside the timing).
+    let host_us_per_call = |call: &mut dyn FnMut() -> Result<()>| -> Result<f64> {
         let mut per_call = Vec::with_capacity(ENQUEUE_BATCHES);
         for _ in 0..ENQUEUE_BATCHES {
             let start = std::time::Instant::now();
             for _ in 0..ENQUEUE_BATCH {
-                comm.all_reduce(&send, recv, ReduceOp::Sum)?;
+                call()?;
             }
             per_call.push(start.elapsed().as_secs_f64() * 1e6 / ENQUEUE_BATCH as f64);
             sync()?;
         }
         Ok(median(per_call))
     };
+    let enqueue_us = |comm: &Comm, recv: &mut CudaSlice<f32>| host_us_per_call(&mut || comm.all_reduce(&send, recv, ReduceOp::Sum));
     let host = [0f32; 2];
     let refused = comm.enqueue(WorkItem::copy(DataType::F32, host.as_ptr() as u64, recv.device_ptr(&stream).0, 2));
     if !matches!(refused, Err(Error::InvalidArgument(_))) {
@@ -600,17 +603,8 @@ fn comm_calls(fx: &Fixture) -> Result<CommCallReport> {
     // Before the capture below, which keeps the loop awake for good.
     let empty = fx.module.kernel("ferroccl_empty")?;
     let one = LaunchConfig { grid_dim: (1, 1, 1), block_dim: (32, 1, 1), shared_mem_bytes: 0 };
-    let mut per_launch = Vec::with_capacity(ENQUEUE_BATCHES);
-    for _ in 0..ENQUEUE_BATCHES {
-        let start = std::time::Instant::now();
-        for _ in 0..ENQUEUE_BATCH {
-            // SAFETY: `ferroccl_empty` takes no arguments.
-            unsafe { stream.launch_builder(&empty).launch(one) }.map_err(Error::cuda("cuLaunchKernel"))?;
-        }
-        per_launch.push(start.elapsed().as_secs_f64() * 1e6 / ENQUEUE_BATCH as f64);
-        sync()?;
-    }
-    report.empty_launch_host_us_per_call = median(per_launch);
+    // SAFETY: `ferroccl_empty` takes no arguments.
+    report.empty_launch_host_us_per_call = host_us_per_call(&mut || unsafe { stream.launch_builder(&empty).launch(one) }.map(drop).map_err(Error::cuda("cuLaunchKernel")))?;
     let (mut after_sleep, mut empty_after_sleep) = (Vec::with_capacity(WAKES), Vec::with_capacity(WAKES));
     for _ in 0..WAKES {
         let idle = std::time::Instant::now();
