@@ -173,9 +173,11 @@ pub(super) fn work_loop_stream_graph(fx: &Fixture) -> Outcome {
 /// The ring route of stream-ordered calls (a one-channel loop, a non-blocking stream with
 /// nothing queued): rounds of a memset on the user's stream, a synchronize (so the call
 /// finds the stream idle), a 64 MiB copy through the loop and a copy back right after
-/// it, which must see the loop's copy; every synchronized round must take the ring route,
-/// and rounds without the synchronize (the post route) interleave; calls back to back
-/// mostly post. Then a ring-routed item that never finishes: an abort, and a spin budget
+/// it, which must see the loop's copy; every synchronized round must take the ring route.
+/// Rounds that must post interleave: their memset is followed by a wait on a host-mapped
+/// gate that the host opens only after the call (so the call always finds work queued,
+/// however late the host thread gets to it; a 64 MiB memset alone could end first, and
+/// once did, on an H200 on 2026-12-02). Calls back to back mostly post. Then a ring-routed item that never finishes: an abort, and a spin budget
 /// running out, each release the stream (work queued after the item runs) and leave the
 /// loop's error.
 pub(super) fn work_loop_stream_ring_route(fx: &Fixture) -> Outcome {
@@ -189,6 +191,8 @@ pub(super) fn work_loop_stream_ring_route(fx: &Fixture) -> Outcome {
     let src = user.alloc_zeros::<u32>(N).map_err(Error::cuda("cuMemAlloc"))?;
     let dst = user.alloc_zeros::<u32>(N).map_err(Error::cuda("cuMemAlloc"))?;
     let flag = HostMapped::<u64>::zeroed(&fx.ctx, 1)?;
+    let gate = HostMapped::<u32>::zeroed(&fx.ctx, 1)?;
+    let geq = sys::CUstreamWaitValue_flags::CU_STREAM_WAIT_VALUE_GEQ as u32;
     stream::wait(&user, LOOP_WAIT, "allocations")?;
     let (ps, pd) = (src.device_ptr(&user).0, dst.device_ptr(&user).0);
     let mut lp = host_shim::work::WorkLoop::launch(&fx.ctx, &fx.module, loop_config(1, 64, LOOP_WAIT))?;
@@ -200,10 +204,20 @@ pub(super) fn work_loop_stream_ring_route(fx: &Fixture) -> Outcome {
         if round % 4 != 3 {
             stream::wait(&user, LOOP_WAIT, "the memset")?;
             synced += 1;
+        } else {
+            // SAFETY: `gate` is one host-mapped u32, alive until the stream has run (the
+            // copy back below waits for it).
+            unsafe { sys::cuStreamWaitValue32_v2(user.cu_stream(), gate.device_ptr(), round, geq) }.result().map_err(Error::cuda("cuStreamWaitValue32"))?;
         }
         let before = lp.ring_routed();
         lp.enqueue_on_stream(&user, WorkItem::copy(DataType::U32, ps, pd, N as u64))?;
         let routed = lp.ring_routed() - before;
+        if round % 4 == 3 {
+            // Ordering: a volatile store to host-mapped memory, which the stream's wait
+            // polls; nothing else is published with it.
+            // SAFETY: `gate.host_ptr()` is the gate's one live, aligned u32.
+            unsafe { gate.host_ptr().write_volatile(round) };
+        }
         ensure(round % 4 == 3 || routed == 1, || format!("round {round}: a call on an idle stream took the post route"))?;
         ensure(round % 4 != 3 || routed == 0, || format!("round {round}: a call behind a queued memset took the ring route"))?;
         let got = user.clone_dtoh(&dst).map_err(Error::cuda("cuMemcpyDtoH"))?;
