@@ -19,7 +19,7 @@ fn main() {
     let manifest_dir = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
     let out_dir = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
     let kernel_dir = manifest_dir.join("../ptx/kernels");
-    let build = PtxBuild::new(&kernel_dir, out_dir.join("kernels-target"));
+    let build = PtxBuild::new(&kernel_dir, shared_dir(&out_dir, "ferroccl-kernels-target"));
     let ptx = out_dir.join("ferroccl.ptx");
     let embed = out_dir.join("sass.rs");
     println!("cargo::rerun-if-env-changed={}", sass::PTXAS_ENV);
@@ -39,16 +39,19 @@ fn main() {
 /// Compiles the PTX at `ptx` to cubins in `out_dir` and writes `embed`, the source that
 /// `src/module.rs` includes to embed them; without ptxas, writes an `embed` with none and
 /// warns.
-/// The cubin cache that the builds of this tree share (`build_cubins` says why it is
-/// safe), found from `OUT_DIR` (`<target dir>/[<triple>/]<profile>/build/host-shim-<hash>/out`):
-/// `<target dir>/ferroccl-sass-cache` where the target dir holds cargo's `CACHEDIR.TAG`
-/// (every profile shares it), else `<profile dir>/ferroccl-sass-cache` (a fresh clone's
-/// target dir has no tag: clippy's and the tests' builds, which get their own `OUT_DIR`s,
-/// still share it), else `OUT_DIR`.
-fn sass_cache(out_dir: &Path) -> PathBuf {
+/// Folder `name` that the builds of this tree share, found from `OUT_DIR`
+/// (`<target dir>/[<triple>/]<profile>/build/host-shim-<hash>/out`): `<target dir>/<name>`
+/// where the target dir holds cargo's `CACHEDIR.TAG` (every profile shares it), else
+/// `<profile dir>/<name>` (a fresh clone's target dir has no tag: clippy's and the tests'
+/// builds, which get their own `OUT_DIR`s, still share it), else `OUT_DIR/<name>`. The
+/// cubin cache (`build_cubins` says why sharing it is safe) and the nested nvptx build's
+/// target dir (always a release build of the same crate, whatever this build's profile,
+/// features or lints; `PtxBuild::build` holds a lock on it), so that clippy's build and
+/// the tests' compile the kernel crate once between them, not once each.
+fn shared_dir(out_dir: &Path, name: &str) -> PathBuf {
     let tagged = out_dir.ancestors().find(|dir| dir.join("CACHEDIR.TAG").is_file());
     let profile = || out_dir.ancestors().find(|dir| dir.file_name().is_some_and(|n| n == "build")).and_then(Path::parent);
-    tagged.or_else(profile).unwrap_or(out_dir).join("ferroccl-sass-cache")
+    tagged.or_else(profile).unwrap_or(out_dir).join(name)
 }
 
 fn build_sass(ptx: &Path, out_dir: &Path, embed: &Path) -> Result<(), BuildError> {
@@ -64,7 +67,7 @@ fn build_sass(ptx: &Path, out_dir: &Path, embed: &Path) -> Result<(), BuildError
             println!("cargo::rerun-if-changed={}", path.display());
             let text = std::fs::read_to_string(ptx).map_err(|source| BuildError::Io { path: ptx.into(), source })?;
             let start = Instant::now();
-            let cubins = sass::build_cubins(&path, &text, &caps, &out_dir.join("sass-scratch"), &sass_cache(out_dir), out_dir)?;
+            let cubins = sass::build_cubins(&path, &text, &caps, &out_dir.join("sass-scratch"), &shared_dir(out_dir, "ferroccl-sass-cache"), out_dir)?;
             // Seen in the build script's `output` file (and with `cargo build -vv`).
             println!("ferroccl: ptxas {} (found through {source:?}): {} cubins in {:.1} s", path.display(), cubins.len(), start.elapsed().as_secs_f64());
             for cubin in &cubins {

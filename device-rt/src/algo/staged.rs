@@ -116,12 +116,16 @@
 //! rank reduces its block straight from every rank's input, in place at the same offset
 //! of each heap, and its second flag, which every rank waits for before it completes,
 //! follows those reads: no rank's caller overwrites an input a peer still reads. The
-//! same rank-order reduction: the same bits as the staged path. One-shot keeps staging:
-//! reading in place it would need a second flag round trip (its reads must end before
-//! the call completes), which cost more than the copy at every size one-shot runs on
-//! four H200s (2026-11-26, `bench/results/session12-x4.md`: 2 ranks 1-4 MiB 1.00-1.09 of
-//! the staged time in CUDA graphs, 4 ranks 8 B-1 MiB 1.01-1.17), while two-shot read in
-//! place took 0.90-0.95 of its staged time at 2-8 MiB on 4 ranks.
+//! same rank-order reduction: the same bits as the staged path. One-shot reads nothing
+//! in place: where it pushes (the push form above, on any buffers) it makes no staging
+//! copy either, since each rank's input goes once from the caller's buffer into the
+//! peers' staging and no rank reads a peer's caller buffer. Reading in place would need a
+//! second flag round trip (its reads must end before the call completes), which cost more
+//! than the pull form's local staging copy at every size one-shot runs on four H200s
+//! (2026-11-26, `bench/results/session12-x4.md`: 2 ranks 1-4 MiB 1.00-1.09 of the staged
+//! time in CUDA graphs, 4 ranks 8 B-1 MiB 1.01-1.17), and the push form took 0.80-0.92 of
+//! that pull form's time; two-shot read in place took 0.90-0.95 of its staged time at
+//! 2-8 MiB on 4 ranks.
 //!
 //! # Call descriptors
 //!

@@ -171,7 +171,11 @@ impl PtxBuild {
 
     /// Checks the toolchain, builds, and writes the PTX to `out`. `out` is removed first,
     /// so a failed build never leaves an older PTX in place; the new file appears only
-    /// once it is complete.
+    /// once it is complete. Builds that share the target dir (several host builds of one
+    /// tree) take turns: each holds an exclusive lock on a file beside it
+    /// (`<target dir>.lock`, outside it, as a rebuild from scratch removes the target dir)
+    /// from the nested build until its PTX is written, so none reads a PTX that another is
+    /// writing.
     pub fn build(&self, out: &Path) -> Result<(), BuildError> {
         remove_if_present(out)?;
         let manifest = self.kernel_dir.join("Cargo.toml");
@@ -179,6 +183,14 @@ impl PtxBuild {
             return Err(BuildError::MissingKernelCrate { manifest });
         }
         self.check_toolchain()?;
+        let mut lock_path = self.target_dir.clone().into_os_string();
+        lock_path.push(".lock");
+        let lock_path = PathBuf::from(lock_path);
+        if let Some(parent) = lock_path.parent() {
+            std::fs::create_dir_all(parent).map_err(|source| BuildError::Io { path: parent.into(), source })?;
+        }
+        let lock = std::fs::File::create(&lock_path).map_err(|source| BuildError::Io { path: lock_path.clone(), source })?;
+        lock.lock().map_err(|source| BuildError::Io { path: lock_path.clone(), source })?;
         // rustc writes the PTX only when cargo actually recompiles, so it goes to a
         // stable place in the nested target dir (current whenever cargo calls the crate
         // fresh) and is copied to `out` from there.
