@@ -9,10 +9,13 @@ use std::time::Instant;
 
 use ferroccl_ptx_builder::{BuildError, PtxBuild, PtxasLookup, remove_if_present, sass};
 
-/// Work loop widths whose register-capped module gets SASS: 512 threads, the widest loop
-/// a communicator is commonly given. The unpatched module, for loops of up to 256 threads
-/// (the default communicator's; a unit test of `module.rs` checks that it has SASS) and
-/// everything else, always gets SASS too. Other widths JIT the PTX at load time.
+/// Work loop widths whose register-capped module gets SASS in a release build: 512
+/// threads, the widest loop a communicator is commonly given. The unpatched module, for
+/// loops of up to 256 threads (the default communicator's; a unit test of `module.rs`
+/// checks that it has SASS) and everything else, gets SASS in every build (CI's ptxas
+/// checks read its report). Other widths, and every capped width in a debug build
+/// (clippy's and the tests', which CI runs on CPUs: a capped module is a whole second
+/// ptxas run there), JIT the PTX at load time.
 const SASS_THREADS: &[u32] = &[512];
 
 fn main() {
@@ -56,7 +59,9 @@ fn shared_dir(out_dir: &Path, name: &str) -> PathBuf {
 
 fn build_sass(ptx: &Path, out_dir: &Path, embed: &Path) -> Result<(), BuildError> {
     let mut caps = vec![None];
-    caps.extend(SASS_THREADS.iter().map(|&threads| sass::work_loop_max_registers(threads)));
+    if std::env::var("PROFILE").is_ok_and(|profile| profile == "release") {
+        caps.extend(SASS_THREADS.iter().map(|&threads| sass::work_loop_max_registers(threads)));
+    }
     caps.dedup();
     for cap in &caps {
         remove_if_present(&out_dir.join(sass::cubin_name(*cap)))?;

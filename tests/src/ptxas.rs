@@ -1,4 +1,4 @@
-//! Finds `ptxas`, runs it on a PTX text with `-arch=sm_90a -v`, and parses the
+//! Finds `ptxas`, runs it on a PTX text with the build's options (`-arch=sm_90a -v`), and parses the
 //! per-kernel resource report (registers, stack, spills).
 
 use std::collections::BTreeMap;
@@ -8,6 +8,7 @@ use std::process::Command;
 /// The architecture the checks assemble for (`sm_90a`): the one the build's SASS is made
 /// for, so the checks see the code that runs.
 pub use ferroccl_ptx_builder::sass::SASS_ARCH as ARCH;
+use ferroccl_ptx_builder::sass::PTXAS_OPTIONS;
 
 /// What ptxas reported for one kernel entry point.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -41,15 +42,15 @@ pub fn find() -> Result<PathBuf, String> {
         .into())
 }
 
-/// Assembles `ptx` with `ptxas -arch=sm_90a -v` and returns each kernel's report: every
-/// entry point, or with `only` that entry and the functions it calls (`ptxas -e`).
+/// Assembles `ptx` with the build's ptxas options (`PTXAS_OPTIONS`: `-arch=sm_90a -v`,
+/// `--split-compile=0`) and returns each kernel's report: every entry point, or with
+/// `only` that entry and the functions it calls (`ptxas -e`).
 pub fn assemble(ptxas: &Path, ptx: &str, only: Option<&str>, scratch: &Path) -> Result<BTreeMap<String, KernelReport>, String> {
     std::fs::create_dir_all(scratch).map_err(|e| format!("{}: {e}", scratch.display()))?;
     let input = scratch.join("ferroccl.ptx");
     std::fs::write(&input, ptx).map_err(|e| format!("{}: {e}", input.display()))?;
     let out = Command::new(ptxas)
-        .arg(format!("-arch={ARCH}"))
-        .arg("-v")
+        .args(PTXAS_OPTIONS)
         .args(only.map(|entry| format!("--entry={entry}")))
         .arg(&input)
         .arg("-o")

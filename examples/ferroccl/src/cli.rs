@@ -127,7 +127,7 @@ pub struct CommArgs {
     pub direct: Option<bool>,
     /// Every rank's buffers in a symmetric heap of the ranks (one allocation each, the
     /// same offsets on every rank), the communicator on it (`Comm::from_heap`): out-of-place
-    /// all_reduces read their inputs in place, staging nothing (GPUs only)
+    /// two-shot all_reduces read their inputs in place, staging nothing (GPUs only)
     #[arg(long)]
     pub heap: bool,
     /// The algorithm of every collective: the device's choice by size (auto), or one
