@@ -84,8 +84,8 @@ fn launch_shapes() -> Vec<Option<u32>> {
 /// `FERROCCL_PTXAS_EVERY_CAP=1`. Spills need not grow monotonically as a cap tightens,
 /// but a growth has so far shown at several caps at once (2026-11-26: `plan_collective`
 /// and `exec::collective` past their bounds at 168, 152 and 128). Each capped shape costs
-/// about a CPU minute of ptxas: a plain `cargo test` runs these four, CI (`tests/run.sh`)
-/// every one (336 s for all of them on 2 cores, 2026-11-27).
+/// about a CPU minute of ptxas: a plain `cargo test` runs these four (111 s on 2 cores,
+/// 2026-12-02), CI (`tests/run.sh`) every one (341 s).
 fn checked_shapes(every: &[Option<u32>]) -> Vec<Option<u32>> {
     if std::env::var_os("FERROCCL_PTXAS_EVERY_CAP").is_some_and(|v| v == "1") {
         return every.to_vec();
