@@ -177,9 +177,9 @@ pub(super) fn work_loop_stream_graph(fx: &Fixture) -> Outcome {
 /// Rounds that must post interleave: their memset is followed by a wait on a host-mapped
 /// gate that the host opens only after the call (so the call always finds work queued,
 /// however late the host thread gets to it; a 64 MiB memset alone could end first, and
-/// once did, on an H200 on 2026-12-02). Calls back to back mostly post. Then a ring-routed item that never finishes: an abort, and a spin budget
-/// running out, each release the stream (work queued after the item runs) and leave the
-/// loop's error.
+/// once did, on an H200 on 2026-12-02). Calls back to back mostly post. Then a
+/// ring-routed item that never finishes: an abort, and a spin budget running out, each
+/// release the stream (work queued after the item runs) and leave the loop's error.
 pub(super) fn work_loop_stream_ring_route(fx: &Fixture) -> Outcome {
     use cudarc::driver::sys;
     use device_rt::abi::WaitSite;
@@ -219,7 +219,7 @@ pub(super) fn work_loop_stream_ring_route(fx: &Fixture) -> Outcome {
             unsafe { gate.host_ptr().write_volatile(round) };
         }
         ensure(round % 4 == 3 || routed == 1, || format!("round {round}: a call on an idle stream took the post route"))?;
-        ensure(round % 4 != 3 || routed == 0, || format!("round {round}: a call behind a queued memset took the ring route"))?;
+        ensure(round % 4 != 3 || routed == 0, || format!("round {round}: a call behind queued work took the ring route"))?;
         let got = user.clone_dtoh(&dst).map_err(Error::cuda("cuMemcpyDtoH"))?;
         ensure(got.iter().all(|&v| v == value), || format!("round {round}: the copy back ran before the loop's copy ({:#x}, not {value:#x})", got[N - 1]))?;
     }
