@@ -2,8 +2,10 @@
 # Thirty-sixth session, one H200: Nsight Compute's warp stall reasons for the post grid's
 # general path. One rank (a one-rank all_reduce runs the local copy on the post grid alone,
 # through the general path's check, plan, part context and copy; its idle loop sleeps after
-# 1 ms, so ncu's serialization of kernels never waits on it), main's build (m) and h2;
-# `--kernel-name ferroccl_mailbox_post`, a few launches, clocks left alone.
+# 1 ms, which was meant to keep ncu's serialization of kernels from waiting on it), main's
+# build (m) and h2; `--kernel-name ferroccl_mailbox_post`, a few launches, clocks left
+# alone. It did not work: ncu could not prepare the kernel and the program hung to the
+# timeout (results/session36.md §3). Kept as the record of what ran.
 set -uo pipefail
 source bench/scripts/device-env.sh
 export CUDA_MODULE_LOADING=EAGER

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Thirty-sixth session, one H200: the post grid's general path in a function of its own
 # with each post-only part's context made before the wait (build h2), and on top of it the
-# staged channel's addresses and epoch loaded at once (h3), against main's device code (m).
+# staged channel's addresses and epoch loaded at once (h3), against main's device code (m);
+# BUILDS names the builds (.carry/ferroccl-BUILD.gz), h4-h6 in later calls.
 # Three rounds, builds alternated, every row checked: `bench work_loop`; two ranks on
 # device 0 with 32 channels (two post grids of each rank fit, so posts overlap): all_reduce
 # automatic and forced one-shot 8 B - 2 MiB, back to back and in CUDA graphs; two ranks
