@@ -2,7 +2,9 @@
 """Thirty-sixth session: A/B table of `ferroccl bench` text output of several builds
 measured in one device call (files NAME-BUILD-ROUND.txt). Each row: function, timing,
 size; per build the median over rounds of the mean of out-of-place and in-place times
-(µs); every build's ratio to the first; the wrong-result count over all runs.
+(µs); every build's ratio to the first; the wrong-result count over all runs. Not
+`ab-summary.py`, which reads `--json` files of two builds and takes minima: these runs
+kept only the text tables, of up to four builds, and their rounds are summarised by medians.
 
 Usage: session36-compare.py DIR NAME BUILD [BUILD...]
 """
