@@ -169,6 +169,10 @@ fn launch_with(memory: Option<&WeakMemory>, prior: Option<Arc<GridDependency>>, 
     });
     let mut spawn_error = None;
     std::thread::scope(|scope| {
+        // Every thread is joined, none detached: a detached thread frees its own stack as it
+        // exits, and the twin's runs of guest_host died in `pthread_detach` on a thread just
+        // started whose stack was already unmapped (see bench/NOTES.md, 39th session).
+        let mut threads = Vec::with_capacity((grid * block) as usize);
         'spawn: for block_idx in 0..grid {
             for thread_idx in 0..block {
                 let context = ThreadContext { thread_idx, block_idx, block_dim: block, grid_dim: grid, grid: Arc::clone(&state), released: Cell::new(false) };
@@ -177,13 +181,18 @@ fn launch_with(memory: Option<&WeakMemory>, prior: Option<Arc<GridDependency>>, 
                     .name(format!("cta{block_idx}.t{thread_idx}"))
                     .stack_size(THREAD_STACK_BYTES)
                     .spawn_scoped(scope, move || run_thread(context, kernel));
-                if let Err(e) = spawned {
-                    spawn_error = Some(format!("arch::launch: could not start thread {thread_idx} of CTA {block_idx}: {e}"));
-                    state.release_all();
-                    break 'spawn;
+                match spawned {
+                    Ok(thread) => threads.push(thread),
+                    Err(e) => {
+                        spawn_error = Some(format!("arch::launch: could not start thread {thread_idx} of CTA {block_idx}: {e}"));
+                        state.release_all();
+                        break 'spawn;
+                    }
                 }
             }
         }
+        // A thread's panic is caught in `run_thread` and kept in `first_panic`.
+        threads.into_iter().for_each(|thread| drop(thread.join()));
     });
     if let Some(memory) = memory {
         state.ctas.iter().for_each(|cta| memory.drain_cta(&cta.weak));
