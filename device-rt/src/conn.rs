@@ -210,11 +210,12 @@ static_assertions::const_assert_eq!(core::mem::offset_of!(StagingConns, packets)
 /// Most bytes of one rank's block that one channel of a lean collective carries as
 /// packets (NCCL's LL protocol: every 8-byte store carries 4 bytes of data and a 4-byte
 /// flag, so a reader that sees the flag has the data, with no fence and no separate
-/// flag): the lines of one CTA's run (`algo::lean`), a few 8-byte lines a thread. 16 KiB:
-/// a 512 KiB all-reduce (`LEAN_MAX_BYTES`) takes 10 KiB a CTA over 63 guests of 256
-/// threads. A channel's packet region then holds `2 × nranks × 32 KiB` of each rank's
-/// memory: 4 MiB × nranks over 64 channels.
-pub const PACKET_SHARE_BYTES: u64 = 16 << 10;
+/// flag): the lines of one CTA's run (`algo::lean`), a few 8-byte lines a thread. 20 KiB:
+/// a 1 MiB all-reduce on two ranks (`LEAN_MAX_BYTES`) takes 18 KiB a CTA over 57 of 63
+/// guests of 256 threads, as does a 2 MiB all-gather's 1 MiB block. A channel's
+/// packet region then holds `2 × nranks × 40 KiB` of each rank's memory: 5 MiB × nranks
+/// over 64 channels.
+pub const PACKET_SHARE_BYTES: u64 = 20 << 10;
 
 /// Bytes one sender has in a receiver's packet region for one epoch parity: a line of 16
 /// bytes for the call's descriptor, then a line (two packets) per 8 bytes of a share of up

@@ -228,8 +228,11 @@ fn burst_without_host_synchronisation(mut g: TwinGroup, shape: Shape) {
 /// channel of its spread as a one-shot moved as packets, nowhere else; exact, in and out
 /// of place, for every element size, with and without a pre- or post-op, on one guest
 /// CTA, on all three (600 floats: 300 lines of 128 threads), with two lines a thread (1000
-/// floats) and with sixteen (12,000 floats, the most a CTA's slot holds), on 2, 3 and 5
-/// ranks; a larger all-reduce (more lines than the guests' slots hold) moves no packets.
+/// floats) and with sixteen (12,000 floats, the most a CTA's slot holds), with lines past
+/// a thread's first (`send_rest`, `receive_rest`: batches of four, the last one short)
+/// through a pre-op, a post-op and a last line cut short (3001 halves: two lines a thread,
+/// 12,003 bytes: four, 2001 doubles: six), on 2, 3 and 5 ranks; a larger all-reduce (more
+/// lines than the guests' slots hold) moves no packets.
 /// The communicator allows direct writes, as the default one does, so every call is
 /// marked `ITEM_OUTPUT_PEER_MAPPED` as the default communicator's calls are.
 #[test]
@@ -244,6 +247,9 @@ fn small_stream_collectives_take_the_lean_path() {
         (DataType::F32, RedOpKind::Sum, 600),
         (DataType::F32, RedOpKind::Sum, 1000),
         (DataType::F32, RedOpKind::Sum, 12_000),
+        (DataType::F16, RedOpKind::PreMulSum, 3001),
+        (DataType::U8, RedOpKind::Max, 12_003),
+        (DataType::F64, RedOpKind::SumPostDiv, 2001),
     ];
     for nranks in [2, 3, 5] {
         let shape = Shape { direct: true, ..shape(nranks, AlgorithmChoice::Auto) };

@@ -10,17 +10,18 @@
 //! runs ([`LeanPlan`], [`lean_spread`]); CTA `g` of the run, from the post grid's first
 //! guest, takes run `g` on its own channel (the guest channel it is), and each of its
 //! threads the lines `t, t + nthreads, …` of the run: one where the guests hold one line
-//! a thread, a few more up to [`lean_max_bytes`]. A thread first sends each of its lines:
+//! a thread, a few more up to [`lean_max_bytes`]. A thread first sends each of its lines
+//! (its first alone, the others in batches whose loads are in flight together):
 //! it loads the line of the input (through the operator's pre-op) and writes it as one
 //! 16-byte line of two packets into its rank's slot of every peer's packet region (see
 //! `conn::PACKET_SLOT_BYTES`), each 8-byte packet 4 data bytes and the epoch's flag in one
-//! single-copy atomic store. Then, line after line, it waits for the same line of every
-//! peer in its own region, reduces the ranks' lines in rank order `((x0 ⊕ x1) ⊕ x2) ⊕ …`
-//! (the staged one-shot's order, so the same bits), applies the post-op and stores its
-//! line of the output (its own rank's word of its first line it keeps from the sending
-//! pass, of the others it loads again). A reader that sees a line whose two flags
-//! are the epoch's has its 8 bytes: no fence, no separate flag, and every wait polls local
-//! memory.
+//! single-copy atomic store. Then, its first line and then batch after batch, it waits
+//! for the same line of every peer in its own region, reduces the ranks' lines in rank
+//! order `((x0 ⊕ x1) ⊕ x2) ⊕ …` (the staged one-shot's order, so the same bits),
+//! applies the post-op and stores its line of the output (its own rank's word of its
+//! first line it keeps from the sending pass, of the others it loads again). A reader
+//! that sees a line whose two flags are the epoch's has its 8 bytes: no fence, no
+//! separate flag, and every wait polls local memory.
 //!
 //! The device takes it for calls of up to [`lean_max_bytes`] when it chooses the
 //! algorithm ([`AlgorithmChoice::Auto`](super::AlgorithmChoice::Auto)); a communicator
@@ -73,11 +74,16 @@ use crate::spin::{Interrupted, SpinGuard};
 /// KiB all_reduce 24.7 against 24.6 on 4 ranks (a draw: five lines a thread) and 12.3
 /// against 19.0 on 2, all_gather 10.2 against 19.0 and 8.2 against 16.0, reduce_scatter
 /// 11.9 against 21.8 and 10.2 against 18.2; at 256 KiB all_reduce 16.4 against 22.7 and
-/// 9.1 against 18.2. Above it a 256-thread default communicator's 63 guests would need
-/// more lines a CTA than its slot holds. All-gather and reduce-scatter go further: see
-/// [`LEAN_GATHER_SCATTER_MAX_BYTES`]; an all-reduce on more than two ranks stops sooner:
-/// see [`LEAN_ALL_REDUCE_MAX_BYTES_OVER_TWO`].
-pub const LEAN_MAX_BYTES: u64 = 512 << 10;
+/// 9.1 against 18.2. Raised from 512 KiB to 1 MiB (2026-12-03) once a thread's lines past
+/// its first went in batches ([`send_rest`], [`receive_rest`]): two ranks on one H200
+/// (`bench/results/session39.md`, seven rounds against the build before, every row
+/// checked), all_reduce 1 MiB 10.8 µs in CUDA graphs against the staged path's 18.0, 13.3
+/// back to back against 20.4; 512 KiB 8.8 against 11.2. At 1 MiB a 256-thread default
+/// communicator's 63 guests take 57 CTAs of 2304 lines (nine a thread), which 20 KiB
+/// packet shares hold (`PACKET_SHARE_BYTES`). Not yet measured across two GPUs. All-gather
+/// and reduce-scatter go further: see [`LEAN_GATHER_SCATTER_MAX_BYTES`]; an all-reduce on
+/// more than two ranks stops sooner: see [`LEAN_ALL_REDUCE_MAX_BYTES_OVER_TWO`].
+pub const LEAN_MAX_BYTES: u64 = 1 << 20;
 
 /// The most bytes a lean all-reduce takes on more than two ranks, where the staged
 /// one-shot pushes (since 2026-11-27). On four H200s (2026-11-27,
@@ -89,22 +95,26 @@ pub const LEAN_MAX_BYTES: u64 = 512 << 10;
 /// keeps. On 2 ranks lean stays ahead at 512 KiB (9.2 / 10.9 against 12.1 / 13.9).
 pub const LEAN_ALL_REDUCE_MAX_BYTES_OVER_TWO: u64 = 256 << 10;
 
-/// The most bytes a lean all-gather or reduce-scatter takes, counted as
-/// [`LEAN_MAX_BYTES`]: a rank's block is that divided by the ranks, which the packet
-/// slots of a default communicator's 63 guests hold up to 1008 KiB. On two H200s
+/// The most bytes a lean all-gather or reduce-scatter takes on more than two ranks,
+/// counted as [`LEAN_MAX_BYTES`]; on two, twice that ([`lean_max_bytes`]). On two H200s
 /// (2026-11-27, `bench/results/session17.md`, builds alternated, NCCL 2.28.9 in the same
 /// process), at 1 MiB the lean path took 10.1 µs per all_gather in CUDA graphs against
 /// the staged one-shot's 15.4 (NCCL 9.7) and 11.3 per reduce_scatter against 18.1 (NCCL
-/// 9.3); back to back 11.9 against 17.2 and 13.0 against 19.7 (NCCL 15.4 and 15.0). An
-/// all-reduce of more than 1008 KiB does not fit those slots on 2 ranks, and between
-/// 512 KiB and that a thread would carry 5-8 lines (a draw with the staged one-shot at
-/// five on 4 ranks).
+/// 9.3); back to back 11.9 against 17.2 and 13.0 against 19.7 (NCCL 15.4 and 15.0). At 2
+/// MiB on two ranks on one H200 (2026-12-03, `bench/results/session39.md`, lines past a
+/// thread's first in batches), in CUDA graphs, all_gather 9.7 µs against the staged
+/// path's 15.6 and reduce_scatter 10.9 against 18.3; a rank's block of 1 MiB is then
+/// spread as a 1 MiB all-reduce is (57 CTAs of 2304 lines, which 20 KiB shares hold). Between 512 KiB and
+/// 1 MiB on 4 ranks a thread carries 5-8 lines (a draw with the staged one-shot at five,
+/// measured before the batches).
 pub const LEAN_GATHER_SCATTER_MAX_BYTES: u64 = 1 << 20;
 
 /// The most bytes (as [`LEAN_MAX_BYTES`] counts them) a lean `function` takes on
-/// `nranks` ranks.
+/// `nranks` ranks: all-gather and reduce-scatter 2 MiB on two ranks and 1 MiB on more,
+/// all-reduce 1 MiB on two ranks and 256 KiB on more.
 pub const fn lean_max_bytes(function: CollFunction, nranks: u32) -> u64 {
     match function {
+        CollFunction::AllGather | CollFunction::ReduceScatter if nranks == 2 => 2 * LEAN_GATHER_SCATTER_MAX_BYTES,
         CollFunction::AllGather | CollFunction::ReduceScatter => LEAN_GATHER_SCATTER_MAX_BYTES,
         _ if nranks > 2 => LEAN_ALL_REDUCE_MAX_BYTES_OVER_TWO,
         _ => LEAN_MAX_BYTES,
@@ -292,12 +302,9 @@ pub unsafe fn lean_collective(
     let epoch = unsafe { (&raw const (*conns).epoch).read_volatile() } + 1;
     let flag = u64::from(packet_flag(epoch)) << 32;
     let parity = (epoch & 1) * u64::from(nranks) * PACKET_SLOT_BYTES;
-    // Rank `p`'s packet region of this parity.
-    // SAFETY: as above; `p < nranks <= MAX_STAGED_RANKS`, an entry the host wrote.
-    let region = |p: u32| unsafe { (&raw const (*conns).packets[p as usize % MAX_STAGED_RANKS]).read() } + parity;
-    // A rank sends to its peers in the order `rank + 1, rank + 2, …` (modulo `nranks`), so
-    // the ranks do not all start with the same peer; `peer(i)` is the `i`-th.
-    let peer = |i: u32| if rank + i < nranks { rank + i } else { rank + i - nranks };
+    // SAFETY: as above.
+    let region = |p: u32| unsafe { packet_region(conns, parity, p) };
+    let peer = |i: u32| peer_of(rank, nranks, i);
     // Its own region (every wait polls it) and its first peer's, loaded before the barrier.
     let (own_region, next_region) = (region(rank), region(peer(1)));
     let slot = |p: u32, sender: u32| {
@@ -346,7 +353,7 @@ pub unsafe fn lean_collective(
     }
     let first = pre_op(first_loaded);
     let first_to_next = if scatter { pre_op(next_loaded) } else { first };
-    let packets = |word: u64| [(word & 0xffff_ffff) | flag, (word >> 32) | flag];
+    let packets = |word: u64| packets(word, flag);
     if tid == 0 {
         for p in (1..nranks).map(peer) {
             // SAFETY: line 0 of this rank's slot of this parity in `p`'s packet region,
@@ -355,32 +362,35 @@ pub unsafe fn lean_collective(
         }
     }
     // The thread's lines are `lines.start + j` for `j = tid, tid + nthreads, …` below
-    // `run`, line `j + 1` of a slot (after the descriptor's); its first one it loaded above.
-    let mut j = u64::from(tid);
-    while j < run {
-        let (line, at) = (lines.start + j, (j + 1) * 16);
-        let is_first = j == u64::from(tid);
-        let own = if is_first { first } else { send(rank, line) };
+    // `run`, line `j + 1` of a slot (after the descriptor's): its first one (loaded above)
+    // here, the others, where it has more, in batches ([`send_rest`], [`receive_rest`]:
+    // functions of their own, so that this path compiles alone).
+    let at = slot_line(u64::from(tid));
+    if has_first {
         for i in 1..nranks {
             let p = peer(i);
-            let word = match (scatter, is_first && i == 1) {
-                (true, true) => first_to_next,
-                (true, false) => send(p, line),
-                (false, _) => own,
+            let word = match (scatter, i) {
+                (true, 1) => first_to_next,
+                (true, _) => send(p, lines.start + u64::from(tid)),
+                (false, _) => first,
             };
             // SAFETY: as above, line `j + 1 <= PACKET_SHARE_BYTES / 8` of the slot (`lean_spread`:
             // at most that many lines a CTA), inside its `PACKET_SLOT_BYTES`.
             unsafe { arch::st_volatile_global_v2b64(slot(p, rank) + at, packets(word)) };
         }
-        j += nthreads;
     }
-    // SAFETY: `abort` is readable for the call (this function's contract); the guards live
-    // only in this call.
-    let wait = |at: u64| unsafe { wait_lines([at], flag, stopped, abort, spin_budget_ns) }.map(|[word]| word);
+    let more = u64::from(tid) + nthreads < run;
+    if more {
+        // SAFETY: `conns` is the channel's staged memory, `lines` CTA `g`'s and `call`'s
+        // buffers hold its blocks (this function's contract), `parity` and `flag` this
+        // epoch's.
+        unsafe { send_rest(call, conns, parity, rank, nranks, flag, lines.start, run) };
+    }
     // With its first line, a thread waits for the peer's descriptor (line 0 of the slot at
     // `from`) too, in the same poll, and stores nothing where one differs from its own.
-    // SAFETY: as for `wait`, both lines of the peer's slot in this rank's region.
-    let checked = |from: u64, at: u64| match unsafe { wait_lines([from, from + at], flag, stopped, abort, spin_budget_ns) } {
+    // SAFETY: `abort` is readable for the call (this function's contract), the guards live
+    // only in this call; both lines of the peer's slot in this rank's region.
+    let checked = |from: u64| match unsafe { wait_lines([from, from + at], flag, stopped, abort, spin_budget_ns) } {
         Some([descriptor, word]) if descriptor == call.descriptor() => Some(word),
         Some(_) => {
             stop(stopped, LoopError::BadItem.status(RANKS_DISAGREE));
@@ -388,17 +398,11 @@ pub unsafe fn lean_collective(
         }
         None => None,
     };
-    let mut j = u64::from(tid);
-    while j < run && is_running(stopped) {
-        let (line, at) = (lines.start + j, (j + 1) * 16);
+    if has_first && is_running(stopped) {
+        let line = lines.start + u64::from(tid);
         let mut acc = 0;
         for p in 0..nranks {
-            let word = match p == rank {
-                true if j == u64::from(tid) => Some(first),
-                true => Some(send(rank, line)),
-                false if j == u64::from(tid) => checked(slot(rank, p), at),
-                false => wait(slot(rank, p) + at),
-            };
+            let word = if p == rank { Some(first) } else { checked(slot(rank, p)) };
             let Some(word) = word else { break };
             if call.function == CollFunction::AllGather {
                 // SAFETY: as for the input, in rank `p`'s block of the output.
@@ -411,7 +415,11 @@ pub unsafe fn lean_collective(
             // SAFETY: as for the input, in the output's `count` elements.
             unsafe { store_line(call, call.output, line, post_op_word(call, acc)) };
         }
-        j += nthreads;
+    }
+    if more && is_running(stopped) {
+        // SAFETY: as for `send_rest`; `stopped` and `abort` as for `checked`; the
+        // descriptors matched (this thread's first line's wait).
+        unsafe { receive_rest(call, own_region, rank, nranks, lines.start, run, flag, stopped, abort, spin_budget_ns) };
     }
     arch::barrier_sync_all();
     // SAFETY: as for `stopped`'s write above; the barrier orders every thread's writes.
@@ -433,6 +441,129 @@ pub unsafe fn lean_collective(
         }
     }
     Ok(LeanRun::Done)
+}
+
+/// Rank `p`'s packet region of the epoch parity at offset `parity` (see
+/// [`lean_collective`]).
+///
+/// # Safety
+/// `conns` is a live channel's staged memory, `p` a rank of its communicator
+/// (`p < nranks <= MAX_STAGED_RANKS`, an entry the host wrote).
+unsafe fn packet_region(conns: *const StagingConns, parity: u64, p: u32) -> u64 {
+    // SAFETY: the caller's contract.
+    unsafe { (&raw const (*conns).packets[p as usize % MAX_STAGED_RANKS]).read() + parity }
+}
+
+/// Rank `rank`'s `i`-th peer of `nranks`: a rank sends to its peers in the order `rank + 1,
+/// rank + 2, …` (modulo `nranks`), so the ranks do not all start with the same peer.
+fn peer_of(rank: u32, nranks: u32, i: u32) -> u32 {
+    if rank + i < nranks { rank + i } else { rank + i - nranks }
+}
+
+/// The two packets of a line that carries `word` in the epoch whose flag (shifted into
+/// the high half) is `flag`.
+fn packets(word: u64, flag: u64) -> [u64; 2] {
+    [(word & 0xffff_ffff) | flag, (word >> 32) | flag]
+}
+
+/// Byte offset in a slot of the line of run index `j` (line 0 holds the descriptor).
+fn slot_line(j: u64) -> u64 {
+    (j + 1) * 16
+}
+
+/// The sending pass of [`lean_collective`] over the thread's lines past its first (run
+/// indices `tid + nthreads, tid + 2 nthreads, …` below `run`, lines `start + j` of every
+/// block): in [`Batch`]es whose loads are in flight together, each line sent as in the
+/// first line's pass to every peer. A function of its own, entered only by threads with
+/// more than one line.
+///
+/// # Safety
+/// `conns` is the channel's staged memory of a lean run of `call` on a communicator of
+/// `nranks` ranks whose rank is `rank`, `parity` and `flag` its epoch's; lines `start..start +
+/// run` lie in each of `call`'s input blocks, element-aligned (`lean_plan`), and fit a
+/// slot (`lean_spread`).
+#[inline(never)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn send_rest(call: &LeanCall, conns: *const StagingConns, parity: u64, rank: u32, nranks: u32, flag: u64, start: u64, run: u64) {
+    let nthreads = u64::from(arch::block_dim());
+    let scatter = call.function == CollFunction::ReduceScatter;
+    let input_of = |p: u32| if scatter { call.input + u64::from(p) * call.bytes() } else { call.input };
+    let mut batch = Batch::starting_at(u64::from(arch::thread_idx()) + nthreads, nthreads, run);
+    while let Some(b) = batch {
+        // SAFETY: a batch's lines lie in the run (`Batch`), in each input block (this
+        // function's contract).
+        let own = if scatter { [0; LEAN_BATCH] } else { unsafe { load_batch(call, input_of(rank), start, &b) } };
+        for i in 1..nranks {
+            let p = peer_of(rank, nranks, i);
+            // SAFETY: as for `own`; `p` a rank of the communicator.
+            let (words, to) = unsafe {
+                let words = if scatter { load_batch(call, input_of(p), start, &b) } else { own };
+                (words, packet_region(conns, parity, p) + u64::from(rank) * PACKET_SLOT_BYTES)
+            };
+            each(words, |k, word| {
+                if k < b.len {
+                    // SAFETY: line `j + 1` of this rank's slot in `p`'s region for a `j < run`,
+                    // inside the slot (this function's contract), written only by this rank.
+                    unsafe { arch::st_volatile_global_v2b64(to + slot_line(b.j[k]), packets(word, flag)) };
+                }
+            });
+        }
+        batch = b.next(nthreads, run);
+    }
+}
+
+/// The receiving pass of [`lean_collective`] over the thread's lines past its first (as
+/// [`send_rest`] takes them): in [`Batch`]es whose polls are in flight together, each
+/// line's ranks reduced in rank order (one switch over the type and operator a batch) and
+/// stored, or of an all-gather stored in each rank's block. Stops at the first batch that
+/// finds the call stopped.
+///
+/// # Safety
+/// As [`send_rest`], with `own_region` this rank's packet region of the epoch's parity;
+/// `stopped`, `abort` and `spin_budget_ns` as in [`lean_collective`]; the output holds what
+/// the call's function addresses; the thread's first line found every peer's descriptor
+/// equal to its own.
+#[inline(never)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn receive_rest(call: &LeanCall, own_region: u64, rank: u32, nranks: u32, start: u64, run: u64, flag: u64, stopped: *mut u64, abort: *const u64, spin_budget_ns: u64) {
+    let nthreads = u64::from(arch::block_dim());
+    let gather = call.function == CollFunction::AllGather;
+    let block = call.bytes();
+    let own_input = if call.function == CollFunction::ReduceScatter { call.input + u64::from(rank) * block } else { call.input };
+    let mut batch = Batch::starting_at(u64::from(arch::thread_idx()) + nthreads, nthreads, run);
+    while let Some(b) = batch.filter(|_| is_running(stopped)) {
+        // SAFETY: as in `send_rest`.
+        let own = unsafe { load_batch(call, own_input, start, &b) };
+        let mut acc = [0; LEAN_BATCH];
+        for p in 0..nranks {
+            let from = own_region + u64::from(p) * PACKET_SLOT_BYTES;
+            // SAFETY: the batch's lines of `p`'s slot in this rank's region (entries past
+            // `len` repeat one); `abort` readable (this function's contract).
+            let words = if p == rank { Some(own) } else { unsafe { wait_lines(b.j.map(|j| from + slot_line(j)), flag, stopped, abort, spin_budget_ns) } };
+            let Some(words) = words else { break };
+            if gather {
+                each(words, |k, word| {
+                    if k < b.len {
+                        // SAFETY: a line of the run in rank `p`'s block of the output.
+                        unsafe { store_line(call, call.output + u64::from(p) * block, start + b.j[k], word) };
+                    }
+                });
+            } else {
+                // The entries past `len` repeat a line: reduced, never stored.
+                acc = if p == 0 { words } else { with_op(call, Words { step: Step::Reduce, a: acc, b: words }) };
+            }
+        }
+        if !gather && is_running(stopped) {
+            let out = with_op(call, Words { step: Step::PostOp, a: acc, b: [0; LEAN_BATCH] });
+            each(out, |k, word| {
+                if k < b.len {
+                    // SAFETY: a line of the run in the output's `count` elements.
+                    unsafe { store_line(call, call.output, start + b.j[k], word) };
+                }
+            });
+        }
+        batch = b.next(nthreads, run);
+    }
 }
 
 /// True while no thread has stopped the call.
@@ -511,6 +642,80 @@ unsafe fn load_line(call: &LeanCall, buffer: u64, line: u64) -> u64 {
     word
 }
 
+/// Lines a thread's loads and polls take at once past its first line ([`send_rest`],
+/// [`receive_rest`]): four lines of a 512 KiB all-reduce on two ranks' 63 guests take one
+/// batch.
+const LEAN_BATCH: usize = 4;
+
+/// `[f(0, a[0]), …, f(3, a[3])]`, written out: a loop over the entries, which the compiler
+/// keeps rolled where `f` is large, would index the arrays at run time and put them in
+/// local memory.
+#[inline(always)]
+fn each<T: Copy, U>(a: [T; LEAN_BATCH], mut f: impl FnMut(usize, T) -> U) -> [U; LEAN_BATCH] {
+    [f(0, a[0]), f(1, a[1]), f(2, a[2]), f(3, a[3])]
+}
+
+/// Up to [`LEAN_BATCH`] of one thread's lines of a lean run: run indices `j[0]`, `j[0] +
+/// nthreads`, … below the run's end, `len` (at least 1) of them; the entries past `len`
+/// repeat `j[0]`, so that a poll of every entry reads only the batch's lines.
+#[derive(Clone, Copy)]
+struct Batch {
+    j: [u64; LEAN_BATCH],
+    len: usize,
+}
+
+impl Batch {
+    /// The batch whose first line is run index `first`, of a thread of `nthreads` in a run
+    /// of `run` lines, or `None` at or past its end.
+    #[inline(always)]
+    fn starting_at(first: u64, nthreads: u64, run: u64) -> Option<Self> {
+        if first >= run {
+            return None;
+        }
+        // Every index a constant one, so that the batch lives in registers.
+        let j = each([0; LEAN_BATCH], |k, _| first + k as u64 * nthreads);
+        let len = j.iter().filter(|&&j| j < run).count();
+        Some(Self { j: each(j, |_, j| if j < run { j } else { first }), len })
+    }
+
+    /// The thread's next batch.
+    #[inline(always)]
+    fn next(&self, nthreads: u64, run: u64) -> Option<Self> {
+        Self::starting_at(self.j[0] + LEAN_BATCH as u64 * nthreads, nthreads, run)
+    }
+}
+
+/// Lines `start + b.j[..b.len]` of `buffer` ([`load_lines`]) through the call's pre-op
+/// where its function reduces (the entries past `b.len` 0, or their pre-op).
+///
+/// # Safety
+/// As [`load_lines`].
+#[inline(always)]
+unsafe fn load_batch(call: &LeanCall, buffer: u64, start: u64, b: &Batch) -> [u64; LEAN_BATCH] {
+    // SAFETY: the caller's contract.
+    let words = unsafe { load_lines(call, buffer, each(b.j, |_, j| start + j), b.len) };
+    if call.function == CollFunction::AllGather { words } else { with_op(call, Words { step: Step::PreOp, a: words, b: [0; LEAN_BATCH] }) }
+}
+
+/// Lines `lines[..len]` of `buffer` as [`load_line`] loads each, every load issued before
+/// any is used (one 8-byte load each where the lines are whole and aligned); the entries
+/// from `len` on are 0.
+///
+/// # Safety
+/// As [`load_line`] for each of `lines[..len]`, which increase, `1 <= len <= LEAN_BATCH`.
+#[inline(always)]
+unsafe fn load_lines(call: &LeanCall, buffer: u64, lines: [u64; LEAN_BATCH], len: usize) -> [u64; LEAN_BATCH] {
+    // The last line is the largest (the entries past `len` repeat the first).
+    let last = lines.iter().fold(0, |m, &line| m.max(line));
+    if buffer.is_multiple_of(8) && last * 8 + 8 <= call.bytes() {
+        // SAFETY: 8 aligned bytes inside the buffer each (the last line whole, the others
+        // before it; the caller's contract).
+        return each(lines, |k, line| if k < len { unsafe { arch::ld_volatile_global_b64(buffer + line * 8) } } else { 0 });
+    }
+    // SAFETY: the caller's contract.
+    each(lines, |k, line| if k < len { unsafe { load_line(call, buffer, line) } } else { 0 })
+}
+
 /// Stores `word` as line `line` of `buffer`, only the bytes inside the call's.
 ///
 /// # Safety
@@ -547,58 +752,107 @@ enum Step {
 
 /// `a ⊕ b` of the elements packed in two 8-byte words, by the call's type and operator.
 fn reduce_word(call: &LeanCall, a: u64, b: u64) -> u64 {
-    by_type(call, Step::Reduce, a, b)
+    let [word] = with_op(call, Words { step: Step::Reduce, a: [a], b: [b] });
+    word
 }
 
 /// The call's pre-op of every element in `word` (PreMulSum's; the others leave it).
 fn pre_op_word(call: &LeanCall, word: u64) -> u64 {
-    by_type(call, Step::PreOp, word, 0)
+    let [word] = with_op(call, Words { step: Step::PreOp, a: [word], b: [0] });
+    word
 }
 
 /// The call's post-op of every element in `word` (SumPostDiv's; the others leave it).
 fn post_op_word(call: &LeanCall, word: u64) -> u64 {
-    by_type(call, Step::PostOp, word, 0)
+    let [word] = with_op(call, Words { step: Step::PostOp, a: [word], b: [0] });
+    word
 }
 
-/// `step` of the call's operator on words of its element type.
-fn by_type(call: &LeanCall, step: Step, a: u64, b: u64) -> u64 {
+/// Work on 8-byte words of a call's elements that [`with_op`] runs with the call's
+/// operator.
+trait OnOp {
+    type Out;
+    /// The work with `op`, the call's operator on its element type.
+    fn run<Op: RedOp>(self, op: Op) -> Self::Out;
+}
+
+/// `task` run with the call's operator on its element type: one switch over both, so that
+/// each arm holds the whole of `task`.
+#[inline(always)]
+fn with_op<T: OnOp>(call: &LeanCall, task: T) -> T::Out {
     match call.dtype {
-        DataType::I8 => by_op::<i8>(call, step, a, b),
-        DataType::U8 => by_op::<u8>(call, step, a, b),
-        DataType::I32 => by_op::<i32>(call, step, a, b),
-        DataType::U32 => by_op::<u32>(call, step, a, b),
-        DataType::I64 => by_op::<i64>(call, step, a, b),
-        DataType::U64 => by_op::<u64>(call, step, a, b),
-        DataType::F16 => by_op::<F16>(call, step, a, b),
-        DataType::F32 => by_op::<f32>(call, step, a, b),
-        DataType::F64 => by_op::<f64>(call, step, a, b),
-        DataType::Bf16 => by_op::<Bf16>(call, step, a, b),
+        DataType::I8 => with_op_on::<i8, T>(call, task),
+        DataType::U8 => with_op_on::<u8, T>(call, task),
+        DataType::I32 => with_op_on::<i32, T>(call, task),
+        DataType::U32 => with_op_on::<u32, T>(call, task),
+        DataType::I64 => with_op_on::<i64, T>(call, task),
+        DataType::U64 => with_op_on::<u64, T>(call, task),
+        DataType::F16 => with_op_on::<F16, T>(call, task),
+        DataType::F32 => with_op_on::<f32, T>(call, task),
+        DataType::F64 => with_op_on::<f64, T>(call, task),
+        DataType::Bf16 => with_op_on::<Bf16, T>(call, task),
     }
 }
 
-/// [`by_type`] with the element type `T`.
-fn by_op<T: Elem>(call: &LeanCall, step: Step, a: u64, b: u64) -> u64 {
+/// [`with_op`] with the element type `E`.
+#[inline(always)]
+fn with_op_on<E: Elem, T: OnOp>(call: &LeanCall, task: T) -> T::Out {
     match call.op {
-        RedOpKind::Sum => on_word::<Sum<T>>(call.arg, step, a, b),
-        RedOpKind::Prod => on_word::<Prod<T>>(call.arg, step, a, b),
-        RedOpKind::Max => on_word::<Max<T>>(call.arg, step, a, b),
-        RedOpKind::Min => on_word::<Min<T>>(call.arg, step, a, b),
-        RedOpKind::PreMulSum => on_word::<PreMulSum<T>>(call.arg, step, a, b),
-        RedOpKind::SumPostDiv => on_word::<SumPostDiv<T>>(call.arg, step, a, b),
+        RedOpKind::Sum => task.run(Sum::<E>::new(call.arg)),
+        RedOpKind::Prod => task.run(Prod::<E>::new(call.arg)),
+        RedOpKind::Max => task.run(Max::<E>::new(call.arg)),
+        RedOpKind::Min => task.run(Min::<E>::new(call.arg)),
+        RedOpKind::PreMulSum => task.run(PreMulSum::<E>::new(call.arg)),
+        RedOpKind::SumPostDiv => task.run(SumPostDiv::<E>::new(call.arg)),
     }
 }
 
-/// `step` of `Op` (with argument `arg`) on 8-byte packs.
-fn on_word<Op: RedOp>(arg: u64, step: Step, a: u64, b: u64) -> u64 {
-    let op = Op::new(arg);
-    let (a, b) = (BytePack::<8>::from_value(a), BytePack::<8>::from_value(b));
-    match step {
-        Step::PreOp if Op::HAS_PRE_OP => op.pre_op_pack(a),
-        Step::Reduce => op.reduce_pack(a, b),
-        Step::PostOp if Op::HAS_POST_OP => op.post_op_pack(a),
-        _ => a,
+/// `step` of the call's operator on each word of `a` (with the same word of `b` where it
+/// reduces): of one word, or of a batch's ([`LEAN_BATCH`]).
+struct Words<W: WordLanes> {
+    step: Step,
+    a: W,
+    b: W,
+}
+
+impl<W: WordLanes> OnOp for Words<W> {
+    type Out = W;
+
+    #[inline(always)]
+    fn run<Op: RedOp>(self, op: Op) -> W {
+        self.a.zip_map(self.b, |a, b| {
+            let (a, b) = (BytePack::<8>::from_value(a), BytePack::<8>::from_value(b));
+            match self.step {
+                Step::PreOp if Op::HAS_PRE_OP => op.pre_op_pack(a),
+                Step::Reduce => op.reduce_pack(a, b),
+                Step::PostOp if Op::HAS_POST_OP => op.post_op_pack(a),
+                _ => a,
+            }
+            .to_value()
+        })
     }
-    .to_value()
+}
+
+/// Words that [`Words`] takes at once: one, or a batch's.
+trait WordLanes: Copy {
+    /// `f` of each word and the same word of `b`, written out one call a word: a loop over
+    /// them, which the compiler keeps rolled where `f` is large (a division per element),
+    /// would index the arrays at run time and put them in local memory.
+    fn zip_map(self, b: Self, f: impl FnMut(u64, u64) -> u64) -> Self;
+}
+
+impl WordLanes for [u64; 1] {
+    #[inline(always)]
+    fn zip_map(self, b: Self, mut f: impl FnMut(u64, u64) -> u64) -> Self {
+        [f(self[0], b[0])]
+    }
+}
+
+impl WordLanes for [u64; LEAN_BATCH] {
+    #[inline(always)]
+    fn zip_map(self, b: Self, mut f: impl FnMut(u64, u64) -> u64) -> Self {
+        each(self, |k, a| f(a, b[k]))
+    }
 }
 
 #[cfg(test)]
