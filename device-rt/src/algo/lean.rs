@@ -859,17 +859,24 @@ impl WordLanes for [u64; LEAN_BATCH] {
 mod tests {
     use super::*;
 
-    /// An all-reduce goes lean up to 512 KiB on two ranks and 256 KiB on more; an
-    /// all-gather or reduce-scatter up to 1 MiB on any (a default communicator's 63
-    /// guests of 256 threads).
+    /// An all-reduce goes lean up to 1 MiB on two ranks and 256 KiB on more; an
+    /// all-gather or reduce-scatter up to 2 MiB on two ranks and 1 MiB on more (a default
+    /// communicator's 63 guests of 256 threads). At each 2-rank edge a rank's 1 MiB block
+    /// takes 57 CTAs of 2304 lines (nine a thread), inside a 20 KiB packet share.
     #[test]
     fn the_lean_edges_follow_the_rank_count() {
         let spread = |function, nranks: u32, bytes: u64| {
             let per_rank = if function == CollFunction::AllReduce { bytes } else { bytes / u64::from(nranks) };
             lean_spread(function, 4, per_rank / 4, nranks, 63, 256)
         };
-        assert!(spread(CollFunction::AllReduce, 2, 512 << 10).is_some());
-        assert!(spread(CollFunction::AllReduce, 2, (512 << 10) + 16).is_none());
+        let edge = LeanPlan { ctas: 57, lines_per_cta: 2304 };
+        assert_eq!(spread(CollFunction::AllReduce, 2, 1 << 20), Some(edge));
+        assert!(spread(CollFunction::AllReduce, 2, (1 << 20) + 16).is_none());
+        assert!(edge.lines_per_cta * 8 <= PACKET_SHARE_BYTES);
+        for function in [CollFunction::AllGather, CollFunction::ReduceScatter] {
+            assert_eq!(spread(function, 2, 2 << 20), Some(edge), "{function:?}");
+            assert!(spread(function, 2, (2 << 20) + 32).is_none(), "{function:?}");
+        }
         for nranks in [3, 4, 8] {
             assert!(spread(CollFunction::AllReduce, nranks, 256 << 10).is_some(), "{nranks}");
             assert!(spread(CollFunction::AllReduce, nranks, (256 << 10) + 16).is_none(), "{nranks}");
