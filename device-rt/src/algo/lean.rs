@@ -374,7 +374,7 @@ pub unsafe fn lean_collective(
                 (true, _) => send(p, lines.start + u64::from(tid)),
                 (false, _) => first,
             };
-            // SAFETY: as above, line `j + 1 <= PACKET_SHARE_BYTES / 8` of the slot (`lean_spread`:
+            // SAFETY: as above, line `tid + 1 <= PACKET_SHARE_BYTES / 8` of the slot (`lean_spread`:
             // at most that many lines a CTA), inside its `PACKET_SLOT_BYTES`.
             unsafe { arch::st_volatile_global_v2b64(slot(p, rank) + at, packets(word)) };
         }
