@@ -6,7 +6,7 @@
 # 256 MiB) that t5 does not route differently, to see whether its larger work loop costs
 # them. BUILDS names the builds (.carry/ferroccl-BUILD.gz). Four rounds, the builds'
 # order rotated each round, every row checked, the public Comm calls on streams, two
-# ranks on GPU 0 with the default 64 channels.
+# ranks on GPU 0 with the default 64 channels. ROUNDS: how many rounds (default 4).
 set -uo pipefail
 source bench/scripts/device-env.sh
 export CUDA_MODULE_LOADING=EAGER
@@ -23,7 +23,7 @@ bench() {
 }
 rotate() { local first=$1; shift; echo "$@" $first; }
 order=$builds
-for round in 1 2 3 4; do
+for round in $(seq 1 ${ROUNDS:-4}); do
   for b in $order; do
     step "$b round $round"
     bench edge all_reduce all_gather reduce_scatter -b 64K -e 4M -f 2 -c 1 -n 100 -w 10 --devices 0 --ranks 2 --timing back-to-back,graph --latency-maxbytes 4M
