@@ -228,7 +228,7 @@ fn burst_without_host_synchronisation(mut g: TwinGroup, shape: Shape) {
 /// channel of its spread as a one-shot moved as packets, nowhere else; exact, in and out
 /// of place, for every element size, with and without a pre- or post-op, on one guest
 /// CTA, on all three (600 floats: 300 lines of 128 threads), with two lines a thread (1000
-/// floats) and with sixteen (12,000 floats, the most a CTA's slot holds), with lines past
+/// floats) and with sixteen (12,000 floats; a CTA's slot holds twenty), with lines past
 /// a thread's first (`send_rest`, `receive_rest`: batches of four, the last one short)
 /// through a pre-op, a post-op and a last line cut short (3001 halves: two lines a thread,
 /// 12,003 bytes: four, 2001 doubles: six), on 2, 3 and 5 ranks; a larger all-reduce (more
