@@ -14,3 +14,15 @@ warm_jit() {
   done
   wait
 }
+# Starts a session script's results: $res under $out, and $log in it, opened with the GPUs'
+# nvidia-smi line; module loading eager (a persistent loop must not wait on a lazy load).
+open_results() {
+  export CUDA_MODULE_LOADING=EAGER
+  res=$out/res; mkdir -p "$res"
+  log=$res/${1:-log.txt}
+  nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader | tee "$log"
+}
+# Unpacks each named build B (.carry/ferroccl-B.gz) to /tmp/ferroccl-B.
+unpack_builds() {
+  for b in "$@"; do gunzip -c .carry/ferroccl-$b.gz > /tmp/ferroccl-$b && chmod +x /tmp/ferroccl-$b; done
+}

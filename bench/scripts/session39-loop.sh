@@ -5,11 +5,8 @@
 # idle loop's footprint.
 set -uo pipefail
 source bench/scripts/device-env.sh
-export CUDA_MODULE_LOADING=EAGER
-res=$out/res; mkdir -p $res
-log=$res/log.txt
-nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader | tee "$log"
-for b in m t5; do gunzip -c .carry/ferroccl-$b.gz > /tmp/ferroccl-$b && chmod +x /tmp/ferroccl-$b; done
+open_results log.txt
+unpack_builds m t5
 for round in 1 2; do
   for b in m t5; do
     echo "## $b round $round ($(date -u +%FT%TZ))" | tee -a "$log"

@@ -9,13 +9,10 @@
 # ranks on GPU 0 with the default 64 channels. ROUNDS: how many rounds (default 4).
 set -uo pipefail
 source bench/scripts/device-env.sh
-export CUDA_MODULE_LOADING=EAGER
-res=$out/res; mkdir -p $res
-log=$res/log.txt
-nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader | tee "$log"
+open_results log.txt
 step() { echo "## $1 ($(date -u +%FT%TZ))" | tee -a "$log"; }
 builds=${BUILDS:-m t5}
-for b in $builds; do gunzip -c .carry/ferroccl-$b.gz > /tmp/ferroccl-$b && chmod +x /tmp/ferroccl-$b; done
+unpack_builds $builds
 bench() {
   local name=$1; shift
   timeout 150 /tmp/ferroccl-$b bench "$@" > "$res/$name-$b-$round.txt" 2>&1
