@@ -68,7 +68,7 @@ pub enum WaitSite {
     /// A stream-ordered post's wait for the loop to run its item (`post_to_mailbox`).
     MailboxPost = 5,
     /// A staged collective's (one-shot, two-shot) wait for a peer's flag: its staged
-    /// data, or its reduced block; or a lean collective's wait for a peer's packets.
+    /// data, or its reduced block; or an LL collective's wait for a peer's packets.
     StagedFlag = 6,
     /// A symmetric-heap barrier the loop runs (`ShmemBarrierAll`, `ShmemSumReduce`):
     /// waiting for the other PEs' arrivals.

@@ -207,11 +207,11 @@ static_assertions::const_assert_eq!(core::mem::size_of::<StagingConns>(), 24 * M
 static_assertions::const_assert_eq!(core::mem::offset_of!(StagingConns, flags), 16 * MAX_STAGED_RANKS);
 static_assertions::const_assert_eq!(core::mem::offset_of!(StagingConns, packets), 16 * MAX_STAGED_RANKS + 16);
 
-/// Most bytes of one rank's block that one channel of a lean collective carries as
+/// Most bytes of one rank's block that one channel of an LL collective carries as
 /// packets (NCCL's LL protocol: every 8-byte store carries 4 bytes of data and a 4-byte
 /// flag, so a reader that sees the flag has the data, with no fence and no separate
-/// flag): the lines of one CTA's run (`algo::lean`), a few 8-byte lines a thread. 20 KiB:
-/// a 1 MiB all-reduce on two ranks (`LEAN_MAX_BYTES`) takes 18 KiB a CTA over 57 of 63
+/// flag): the lines of one CTA's run (`algo::ll`), a few 8-byte lines a thread. 20 KiB:
+/// a 1 MiB all-reduce on two ranks (`LL_MAX_BYTES`) takes 18 KiB a CTA over 57 of 63
 /// guests of 256 threads, as does a 2 MiB all-gather's 1 MiB block. A channel's
 /// packet region then holds `2 × nranks × 40 KiB` of each rank's memory: 5 MiB × nranks
 /// over 64 channels.

@@ -19,7 +19,7 @@ use device_rt::work::WorkItem;
 use ferroccl_testkit::coll::check::{Prepared, run_case};
 use ferroccl_testkit::coll::expect::{CollCase, Inputs};
 use ferroccl_testkit::coll::group::{RankGroup, SubmitPath, Submitted, all_stats};
-use ferroccl_testkit::coll::staged::{Expected, lean_plan_of, matrix, plan_of, run_planned};
+use ferroccl_testkit::coll::staged::{Expected, ll_plan_of, matrix, plan_of, run_planned};
 use ferroccl_testkit::coll::twin::TwinGroup;
 use host_shim::Error;
 use host_shim::comm::wiring::Shape;
@@ -61,10 +61,10 @@ fn try_cases(shape: Shape, resident: u32, path: SubmitPath, memory: Option<WeakM
     let guests = CHANNELS - resident;
     let spread = if path == SubmitPath::Stream { CHANNELS } else { resident };
     let staging = Staging { channels: spread, ..shape.staging() };
-    let lean = path == SubmitPath::Stream && shape.algorithm == AlgorithmChoice::Auto && guests > 0;
+    let ll = path == SubmitPath::Stream && shape.algorithm == AlgorithmChoice::Auto && guests > 0;
     run_planned(g, cases, TIMEOUT, |case| {
         let plan = plan_of(case, staging, shape.algorithm)?;
-        let plan = lean.then(|| lean_plan_of(case, shape.nranks, guests, THREADS)).flatten().unwrap_or(plan);
+        let plan = ll.then(|| ll_plan_of(case, shape.nranks, guests, THREADS)).flatten().unwrap_or(plan);
         // A staged plan that fits the guests runs on the post grid alone, from the first guest.
         let post_only = path == SubmitPath::Stream && plan.algorithm != Algorithm::Ring && plan.channels <= guests;
         Some(Expected { plan, ring_channels: spread, staged_from: if post_only { resident } else { 0 } })
@@ -223,8 +223,8 @@ fn burst_without_host_synchronisation(mut g: TwinGroup, shape: Shape) {
     g.shutdown(TIMEOUT).unwrap();
 }
 
-/// Small stream-ordered all-reduces, all-gathers and reduce-scatters take the lean path
-/// (`device_rt::algo::lean`) when the device chooses: counted once per rank on each guest
+/// Small stream-ordered all-reduces, all-gathers and reduce-scatters take the LL path
+/// (`device_rt::algo::ll`) when the device chooses: counted once per rank on each guest
 /// channel of its spread as a one-shot moved as packets, nowhere else; exact, in and out
 /// of place, for every element size, with and without a pre- or post-op, on one guest
 /// CTA, on all three (600 floats: 300 lines of 128 threads), with two lines a thread (1000
@@ -236,8 +236,8 @@ fn burst_without_host_synchronisation(mut g: TwinGroup, shape: Shape) {
 /// The communicator allows direct writes, as the default one does, so every call is
 /// marked `ITEM_OUTPUT_PEER_MAPPED` as the default communicator's calls are.
 #[test]
-fn small_stream_collectives_take_the_lean_path() {
-    let lean = [
+fn small_stream_collectives_take_the_ll_path() {
+    let ll = [
         (DataType::F32, RedOpKind::Sum, 1),
         (DataType::F16, RedOpKind::PreMulSum, 7),
         (DataType::U8, RedOpKind::Max, 13),
@@ -257,15 +257,15 @@ fn small_stream_collectives_take_the_lean_path() {
         g.set_path(SubmitPath::Stream).unwrap();
         let functions = [CollFunction::AllReduce, CollFunction::AllGather, CollFunction::ReduceScatter];
         let cases = functions.into_iter().flat_map(|function| {
-            lean.iter().enumerate().map(move |(k, &(dtype, op, count))| {
+            ll.iter().enumerate().map(move |(k, &(dtype, op, count))| {
                 let op = if function == CollFunction::AllGather { RedOpKind::Sum } else { op };
                 CollCase { function, dtype, op, count, root: 0, in_place: k % 2 == 1, inputs: Inputs::OrderSensitive }
             })
         });
         let larger = CollCase { function: CollFunction::AllReduce, dtype: DataType::F32, op: RedOpKind::Sum, count: 20_000, root: 0, in_place: false, inputs: Inputs::OrderSensitive };
         for case in cases.chain([larger]) {
-            let spread = lean_plan_of(&case, nranks, CHANNELS - RESIDENT, THREADS).map_or(0, |p| p.channels);
-            assert_eq!(spread == 0, case.count == 20_000, "{nranks} ranks: {} takes the lean path: {}", case.describe(), spread > 0);
+            let spread = ll_plan_of(&case, nranks, CHANNELS - RESIDENT, THREADS).map_or(0, |p| p.channels);
+            assert_eq!(spread == 0, case.count == 20_000, "{nranks} ranks: {} takes the LL path: {}", case.describe(), spread > 0);
             let before = all_stats(&mut g).unwrap().unwrap();
             assert_eq!(run_case(&mut g, &case, 3, TIMEOUT).unwrap(), None, "{nranks} ranks: {}", case.describe());
             let after = all_stats(&mut g).unwrap().unwrap();
@@ -278,10 +278,10 @@ fn small_stream_collectives_take_the_lean_path() {
     }
 }
 
-/// Ranks whose small all-reduces disagree (another count on one rank) stop the lean
+/// Ranks whose small all-reduces disagree (another count on one rank) stop the LL
 /// path on every rank with `RanksDisagree` before any output is written.
 #[test]
-fn lean_calls_whose_ranks_disagree_stop_before_writing() {
+fn ll_calls_whose_ranks_disagree_stop_before_writing() {
     let mut g = TwinGroup::start_with_guests(shape(2, AlgorithmChoice::Auto), RESIDENT, THREADS, Duration::from_secs(60), None).unwrap();
     let mut outputs = Vec::new();
     for (rank, count) in [(0u32, 100u64), (1, 101)] {
@@ -312,7 +312,7 @@ fn post_on(ranks: &[u32], algorithm: AlgorithmChoice, count: u64, budget: Durati
 }
 
 /// The three kinds of stream-ordered call a peer can leave waiting: a ring all-reduce
-/// through the loop's mailbox, a small one-shot on the post grid alone, and a lean one.
+/// through the loop's mailbox, a small one-shot on the post grid alone, and an LL one.
 const WAITING_CALLS: [(AlgorithmChoice, u64); 3] = [(AlgorithmChoice::Ring, 1 << 20), (AlgorithmChoice::OneShot, 1000), (AlgorithmChoice::Auto, 100)];
 
 /// A peer that never posts, for a call through the mailbox and for one on the post grid

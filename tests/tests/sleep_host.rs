@@ -44,7 +44,7 @@ fn case(function: CollFunction, count: usize, in_place: bool) -> CollCase {
     CollCase { function, dtype: DataType::F32, op: RedOpKind::Sum, count, root: 1, in_place, inputs: Inputs::OrderSensitive }
 }
 
-/// Calls of every path through the loop: lean (small), staged on the post grid, the ring
+/// Calls of every path through the loop: LL (small), staged on the post grid, the ring
 /// over the guests (through the mailbox), a rooted one.
 fn mixed() -> Vec<CollCase> {
     vec![

@@ -16,7 +16,7 @@ mod coll;
 #[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
 mod dispatch;
 #[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
-pub mod lean;
+pub mod ll;
 #[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
 pub mod nvls;
 #[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]

@@ -258,7 +258,7 @@ fn descriptor(c: &Coll, data: DataOp, heap_offset: Option<u64>) -> u64 {
 
 /// The digest of a call's function, type, operator, root, count and heap offset (`None`:
 /// staged), mixed so that calls differing in any of them differ: what ranks compare
-/// before they read each other's data (here and in `lean`).
+/// before they read each other's data (here and in `ll`).
 pub(super) fn call_digest(function: CollFunction, dtype: DataType, op: RedOpKind, root: u32, count: u64, heap_offset: Option<u64>) -> u64 {
     let shape = (function as u64) | (dtype as u64) << 8 | (op as u64) << 16 | u64::from(root) << 24;
     let inputs = heap_offset.map_or(0, |offset| offset.wrapping_add(1));

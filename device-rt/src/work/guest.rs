@@ -47,7 +47,7 @@ use super::mailbox::{count_post, post_to_mailbox};
 use super::queue::{LoopShared, LoopState, MAILBOX_CLOSED, QueueHeader};
 use super::spread::{mailbox_spread, post_only_plan};
 use super::LoopArgs;
-use crate::algo::lean::{LeanCall, LeanComm, LeanPlan, LeanRun, lean_collective, lean_plan};
+use crate::algo::ll::{LlCall, LlComm, LlPlan, LlRun, ll_collective, ll_plan};
 use crate::algo::{AlgorithmChoice, CollFunction};
 use crate::arch;
 use crate::conn::{CommDevice, StagingConns};
@@ -100,17 +100,17 @@ impl LoopGate {
     }
 }
 
-/// A stream-ordered item that runs as a lean collective: what [`lean_item`] read and chose.
-struct LeanItem {
-    comm: LeanComm,
-    call: LeanCall,
-    plan: LeanPlan,
+/// A stream-ordered item that runs as an LL collective: what [`ll_item`] read and chose.
+struct LlItem {
+    comm: LlComm,
+    call: LlCall,
+    plan: LlPlan,
 }
 
-/// The lean collective (`algo::lean`) that `p.item` is, and its plan from guest channel
+/// The LL collective (`algo::ll`) that `p.item` is, and its plan from guest channel
 /// `resident` on, when it is one: an all-reduce, all-gather or reduce-scatter of a
 /// communicator with guest channels that leaves the algorithm to the device, of a known
-/// type and operator, that [`lean_plan`] takes (the device prefers it to every staged
+/// type and operator, that [`ll_plan`] takes (the device prefers it to every staged
 /// algorithm wherever it runs: measured on 2 and 4 ranks, provisional on more). `None`:
 /// the item goes the general way. Arithmetic over the item and the communicator: every
 /// CTA of the grid, on every rank, gets the same answer, and the same guest channels'
@@ -118,24 +118,24 @@ struct LeanItem {
 ///
 /// # Safety
 /// `p.comm` is null or the rank's valid `CommDevice`, with its staged memory.
-unsafe fn lean_item(p: &PostArgs) -> Option<LeanItem> {
+unsafe fn ll_item(p: &PostArgs) -> Option<LlItem> {
     let item = &p.item;
     if p.comm.is_null() || item.kind != WorkKind::Collective as u8 || item.flags & !ITEM_OUTPUT_PEER_MAPPED != 0 {
         return None;
     }
     // SAFETY: a non-null `p.comm` is the rank's `CommDevice` (this function's contract),
     // which the host wrote before it started the loop.
-    let comm = unsafe { LeanComm::load(p.comm) };
+    let comm = unsafe { LlComm::load(p.comm) };
     if comm.nchannels <= p.resident || AlgorithmChoice::from_u32(comm.algorithm) != Some(AlgorithmChoice::Auto) {
         return None;
     }
     let function = CollFunction::from_u32(item.function)?;
-    let call = LeanCall { function, dtype: DataType::from_u8(item.dtype)?, op: RedOpKind::from_u8(item.op)?, arg: item.op_arg, input: item.src, output: item.dst, count: item.count };
-    let plan = lean_plan(&comm, p.resident, arch::block_dim(), &call)?;
-    Some(LeanItem { comm, call, plan })
+    let call = LlCall { function, dtype: DataType::from_u8(item.dtype)?, op: RedOpKind::from_u8(item.op)?, arg: item.op_arg, input: item.src, output: item.dst, count: item.count };
+    let plan = ll_plan(&comm, p.resident, arch::block_dim(), &call)?;
+    Some(LlItem { comm, call, plan })
 }
 
-/// Runs CTA `g`'s run of the lean collective `lean` on this CTA, guest channel
+/// Runs CTA `g`'s run of the LL collective `ll` on this CTA, guest channel
 /// `p.resident + g`, unless `gate` says the loop had closed its mailbox or recorded an
 /// error (then, as a guest, it leaves); thread 0 of each CTA counts its run on its
 /// channel as a part of a one-shot run on the post grid alone (`post_parts` and the
@@ -144,26 +144,26 @@ unsafe fn lean_item(p: &PostArgs) -> Option<LeanItem> {
 /// guest does.
 ///
 /// # Safety
-/// As [`serve_post`]; `lean` is what [`lean_item`] gave for `p`, `g < lean.plan.ctas`;
+/// As [`serve_post`]; `ll` is what [`ll_item`] gave for `p`, `g < ll.plan.ctas`;
 /// `shared` is this CTA's `LoopShared`; every thread of the CTA calls it.
-unsafe fn serve_lean(p: &PostArgs, lean: &LeanItem, g: u32, shared: *mut LoopShared, entered: u64, gate: LoopGate) {
-    let LeanItem { comm, call, plan } = lean;
+unsafe fn serve_ll(p: &PostArgs, ll: &LlItem, g: u32, shared: *mut LoopShared, entered: u64, gate: LoopGate) {
+    let LlItem { comm, call, plan } = ll;
     let args = LoopArgs { header: p.header, ring: core::ptr::null(), capacity: 0, state: p.state, spin_budget_ns: p.spin_budget_ns, comm: p.comm };
     let channel = p.resident + g;
     let a = Channel { args, index: channel, count: channel + 1 };
-    // `comm.staging` is the rank's `[StagingConns; nchannels]` (`lean_plan`), which covers
+    // `comm.staging` is the rank's `[StagingConns; nchannels]` (`ll_plan`), which covers
     // `channel < nchannels`.
     let conns = (comm.staging as *mut StagingConns).wrapping_add(channel as usize);
     let stats = stats_entry(comm.stats, channel);
-    // SAFETY: `conns` and the lines are CTA `g`'s of `lean_item`'s plan; `wait_result` is a
+    // SAFETY: `conns` and the lines are CTA `g`'s of `ll_item`'s plan; `wait_result` is a
     // word of this CTA's shared memory that nothing else uses during the call; the header's
     // abort flag is readable while the loop lives; `stats` is the channel's (or null).
-    let outcome = unsafe { lean_collective(comm, conns, call, plan.lines(g, call), &raw mut (*shared).wait_result, &raw const (*p.header).abort, p.spin_budget_ns, stats, || gate.is_open()) };
+    let outcome = unsafe { ll_collective(comm, conns, call, plan.lines(g, call), &raw mut (*shared).wait_result, &raw const (*p.header).abort, p.spin_budget_ns, stats, || gate.is_open()) };
     if arch::thread_idx() == 0 {
         match outcome {
             // SAFETY: `stats` is this guest's channel's; thread 0 alone counts its part.
-            Ok(LeanRun::Done) => unsafe { count_post_part(stats, entered) },
-            Ok(LeanRun::Left) => {}
+            Ok(LlRun::Done) => unsafe { count_post_part(stats, entered) },
+            Ok(LlRun::Left) => {}
             // SAFETY: `a` holds the loop's live state and header; thread 0 alone records.
             Err((error, detail)) => unsafe {
                 record_error(&a, error, detail, 0);
@@ -236,21 +236,21 @@ pub unsafe fn serve_post(p: PostArgs) {
     // nothing changes: the plan overlaps the work before this grid on its stream.
     // SAFETY: `p` holds the running loop's memory and the rank's communicator (this
     // function's contract).
-    if let Some(lean) = unsafe { lean_item(&p) } {
+    if let Some(ll) = unsafe { ll_item(&p) } {
         if arch::block_idx() == 0 && tid == 0 {
             // SAFETY: `p.state` is the loop's live state (this function's contract).
             unsafe { count_post(p.state) };
         }
         let g = arch::block_idx().wrapping_sub(1);
-        if g < lean.plan.ctas {
+        if g < ll.plan.ctas {
             after_previous_grid();
             // The part's start, for the statistics of a part run on the post grid alone.
             let entered = arch::globaltimer_ns();
             // SAFETY: `p.state` is the running loop's state (this function's contract).
             let gate = unsafe { LoopGate::load(p.state) };
             // SAFETY: as above; CTA `g + 1` is guest channel `resident + g`, below the
-            // communicator's channels (`lean_plan`).
-            unsafe { serve_lean(&p, &lean, g, shared, entered, gate) };
+            // communicator's channels (`ll_plan`).
+            unsafe { serve_ll(&p, &ll, g, shared, entered, gate) };
         }
         return;
     }

@@ -1,6 +1,6 @@
 //! Where every connection of a communicator lives: one block of device memory per rank
 //! holding its `CommDevice`, its connection ends, its step counters, the FIFOs it
-//! receives into, its staging buffers, flags and packet regions (the staged and lean
+//! receives into, its staging buffers, flags and packet regions (the staged and LL
 //! algorithms'; a packet region is `2 × nranks` slots of 8 KiB per channel), and on a
 //! communicator that forces NVLS its NVLS regions and their software multicast tables;
 //! and the wiring of each end to the peer's memory. Pure arithmetic over the blocks' base

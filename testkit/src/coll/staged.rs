@@ -7,7 +7,7 @@
 //! the ring's where it is the ring), so a call that ran another algorithm than planned
 //! shows in the bits as well as in the statistics.
 
-use device_rt::algo::lean::{lean_max_bytes, lean_spread};
+use device_rt::algo::ll::{ll_max_bytes, ll_runs};
 use device_rt::algo::{Algorithm, AlgorithmChoice, CollFunction, Plan, Staging, THRESHOLDS, plan, push_fits};
 use device_rt::conn::{ChannelStats, MAX_STAGED_RANKS};
 use device_rt::dtype::DataType;
@@ -26,14 +26,14 @@ pub fn plan_of(case: &CollCase, staging: Staging, choice: AlgorithmChoice) -> Op
     plan(case.function, case.dtype.size() as u64, case.count as u64, staging, choice).ok()
 }
 
-/// The plan of `case` where a stream-ordered call takes the lean path
-/// (`device_rt::algo::lean`) on a communicator of `nranks` ranks that leaves the
-/// algorithm to the device: a one-shot over the lean spread's CTAs of `nthreads` threads
+/// The plan of `case` where a stream-ordered call takes the LL path
+/// (`device_rt::algo::ll`) on a communicator of `nranks` ranks that leaves the
+/// algorithm to the device: a one-shot over the LL spread's CTAs of `nthreads` threads
 /// from the first of `guests` guest channels (each counts its run). `None`: the call goes
 /// the general way.
-pub fn lean_plan_of(case: &CollCase, nranks: u32, guests: u32, nthreads: u32) -> Option<Plan> {
+pub fn ll_plan_of(case: &CollCase, nranks: u32, guests: u32, nthreads: u32) -> Option<Plan> {
     let elt = case.dtype.size() as u64;
-    let spread = lean_spread(case.function, elt, case.count as u64, nranks, guests, nthreads)?;
+    let spread = ll_runs(case.function, elt, case.count as u64, nranks, guests, nthreads)?;
     Some(Plan { algorithm: Algorithm::OneShot, channels: spread.ctas, share: spread.lines_per_cta * 8 / elt })
 }
 
@@ -105,7 +105,7 @@ pub fn matrix(staging: Staging, choice: AlgorithmChoice, part: (usize, usize)) -
 /// The sizes (bytes of the largest buffer, as [`THRESHOLDS`] counts them) where the plan
 /// of `function` on `staging` changes: the table's rows for its rank count and the bytes
 /// per channel (none above the staging's capacity, past which every staged plan gives
-/// way to the ring), the capacity, the lean path's most (all_reduce, all_gather,
+/// way to the ring), the capacity, the LL path's most (all_reduce, all_gather,
 /// reduce_scatter), and where a staged plan stops pushing ([`push_edge`]).
 fn thresholds(function: CollFunction, staging: Staging) -> Vec<u64> {
     if !staging.available() {
@@ -127,7 +127,7 @@ fn thresholds(function: CollFunction, staging: Staging) -> Vec<u64> {
     sizes.retain(|&bytes| bytes <= capacity);
     sizes.push(capacity);
     if matches!(function, CollFunction::AllReduce | CollFunction::AllGather | CollFunction::ReduceScatter) {
-        sizes.push(lean_max_bytes(function, staging.nranks));
+        sizes.push(ll_max_bytes(function, staging.nranks));
     }
     let algorithms: &[Algorithm] = if function == CollFunction::AllReduce { &[Algorithm::OneShot, Algorithm::TwoShot] } else { &[Algorithm::OneShot] };
     sizes.extend(algorithms.iter().filter_map(|&algorithm| push_edge(function, algorithm, staging)));

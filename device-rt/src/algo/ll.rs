@@ -1,4 +1,4 @@
-//! The lean one-shot collectives: a small stream-ordered all-reduce, all-gather or
+//! The LL one-shot collectives: a small stream-ordered all-reduce, all-gather or
 //! reduce-scatter run by CTAs of the post grid with nothing before them but a few checks
 //! (no item validation pass, no plan, no channel context), its data travelling as NCCL's
 //! LL packets. The all-reduce is described below; the all-gather sends the same line of
@@ -7,10 +7,10 @@
 //! and reduces the lines of its own block, in rank order, into its output.
 //!
 //! The call's lines (line `l`: bytes `[8l, 8l + 8)` of every rank's block) are cut into
-//! runs ([`LeanPlan`], [`lean_spread`]); CTA `g` of the run, from the post grid's first
+//! runs ([`LlPlan`], [`ll_runs`]); CTA `g` of the run, from the post grid's first
 //! guest, takes run `g` on its own channel (the guest channel it is), and each of its
 //! threads the lines `t, t + nthreads, …` of the run: one where the guests hold one line
-//! a thread, a few more up to [`lean_max_bytes`]. A thread first sends each of its lines
+//! a thread, a few more up to [`ll_max_bytes`]. A thread first sends each of its lines
 //! (its first alone, the others in batches whose loads are in flight together):
 //! it loads the line of the input (through the operator's pre-op) and writes it as one
 //! 16-byte line of two packets into its rank's slot of every peer's packet region (see
@@ -23,7 +23,7 @@
 //! that sees a line whose two flags are the epoch's has its 8 bytes: no fence, no
 //! separate flag, and every wait polls local memory.
 //!
-//! The device takes it for calls of up to [`lean_max_bytes`] when it chooses the
+//! The device takes it for calls of up to [`ll_max_bytes`] when it chooses the
 //! algorithm ([`AlgorithmChoice::Auto`](super::AlgorithmChoice::Auto)); a communicator
 //! that forces one-shot runs the staged one-shot at every size (the same bits). Measured
 //! in its first form (all-reduce, one CTA) on four
@@ -50,7 +50,7 @@
 //! `e − 2` at the latest; `q` read those lines in epoch `e − 2` and used what it read
 //! (reduced and stored it) before the CTA barrier that ends that epoch, so those loads had
 //! returned before anything `q` wrote in epoch `e − 1`, which `r` saw before entering
-//! epoch `e` (`q`'s packets of a lean epoch, or its flag of a staged one, raised after its
+//! epoch `e` (`q`'s packets of an LL epoch, or its flag of a staged one, raised after its
 //! reads of epoch `e − 2`). A stale line holds the flag of an earlier epoch of its parity,
 //! never this epoch's ([`packet_flag`]), so it is never taken for this epoch's.
 //!
@@ -67,9 +67,9 @@ use crate::pack::BytePack;
 use crate::redop::{Elem, Max, Min, PreMulSum, Prod, RedOp, RedOpKind, Sum, SumPostDiv};
 use crate::spin::{Interrupted, SpinGuard};
 
-/// The most bytes a lean collective takes, counted as the staged plans count size (the
+/// The most bytes an LL collective takes, counted as the staged plans count size (the
 /// largest buffer of one rank: all-gather's output, reduce-scatter's input). Measured on
-/// four H100s (2026-11-26, `bench/results/session14.md`, one build, `--algo auto` = lean
+/// four H100s (2026-11-26, `bench/results/session14.md`, one build, `--algo auto` = LL
 /// against `--algo one-shot` = the staged one-shot), in CUDA graphs, µs per call: at 512
 /// KiB all_reduce 24.7 against 24.6 on 4 ranks (a draw: five lines a thread) and 12.3
 /// against 19.0 on 2, all_gather 10.2 against 19.0 and 8.2 against 16.0, reduce_scatter
@@ -81,24 +81,24 @@ use crate::spin::{Interrupted, SpinGuard};
 /// back to back against 20.4; 512 KiB 8.8 against 11.2. At 1 MiB a 256-thread default
 /// communicator's 63 guests take 57 CTAs of 2304 lines (nine a thread), which 20 KiB
 /// packet shares hold (`PACKET_SHARE_BYTES`). Not yet measured across two GPUs. All-gather
-/// and reduce-scatter go further: see [`LEAN_GATHER_SCATTER_MAX_BYTES`]; an all-reduce on
-/// more than two ranks stops sooner: see [`LEAN_ALL_REDUCE_MAX_BYTES_OVER_TWO`].
-pub const LEAN_MAX_BYTES: u64 = 1 << 20;
+/// and reduce-scatter go further: see [`LL_GATHER_SCATTER_MAX_BYTES`]; an all-reduce on
+/// more than two ranks stops sooner: see [`LL_ALL_REDUCE_MAX_BYTES_OVER_TWO`].
+pub const LL_MAX_BYTES: u64 = 1 << 20;
 
-/// The most bytes a lean all-reduce takes on more than two ranks, where the staged
+/// The most bytes an LL all-reduce takes on more than two ranks, where the staged
 /// one-shot pushes (since 2026-11-27). On four H200s (2026-11-27,
-/// `bench/results/session23.md` §4, one build, `--algo auto` = lean against `--algo
+/// `bench/results/session23.md` §4, one build, `--algo auto` = LL against `--algo
 /// one-shot` = the staged one-shot, every row checked), µs per all-reduce in CUDA graphs /
-/// back to back: at 512 KiB the staged one-shot took 17.3 / 21.1 against lean's 22.4 /
+/// back to back: at 512 KiB the staged one-shot took 17.3 / 21.1 against LL's 22.4 /
 /// 26.7 on 4 ranks and 14.7 / 17.3 against 17.7 / 20.0 on 3; at 256 KiB a draw (15.0 /
-/// 20.6 against 15.6 / 18.6 on 4 ranks, 13.4 / 16.9 against 11.6 / 17.1 on 3), which lean
-/// keeps. On 2 ranks lean stays ahead at 512 KiB (9.2 / 10.9 against 12.1 / 13.9).
-pub const LEAN_ALL_REDUCE_MAX_BYTES_OVER_TWO: u64 = 256 << 10;
+/// 20.6 against 15.6 / 18.6 on 4 ranks, 13.4 / 16.9 against 11.6 / 17.1 on 3), which LL
+/// keeps. On 2 ranks LL stays ahead at 512 KiB (9.2 / 10.9 against 12.1 / 13.9).
+pub const LL_ALL_REDUCE_MAX_BYTES_OVER_TWO: u64 = 256 << 10;
 
-/// The most bytes a lean all-gather or reduce-scatter takes on more than two ranks,
-/// counted as [`LEAN_MAX_BYTES`]; on two, twice that ([`lean_max_bytes`]). On two H200s
+/// The most bytes an LL all-gather or reduce-scatter takes on more than two ranks,
+/// counted as [`LL_MAX_BYTES`]; on two, twice that ([`ll_max_bytes`]). On two H200s
 /// (2026-11-27, `bench/results/session17.md`, builds alternated, NCCL 2.28.9 in the same
-/// process), at 1 MiB the lean path took 10.1 µs per all_gather in CUDA graphs against
+/// process), at 1 MiB the LL path took 10.1 µs per all_gather in CUDA graphs against
 /// the staged one-shot's 15.4 (NCCL 9.7) and 11.3 per reduce_scatter against 18.1 (NCCL
 /// 9.3); back to back 11.9 against 17.2 and 13.0 against 19.7 (NCCL 15.4 and 15.0). At 2
 /// MiB on two ranks on one H200 (2026-12-03, `bench/results/session39.md`, lines past a
@@ -107,66 +107,66 @@ pub const LEAN_ALL_REDUCE_MAX_BYTES_OVER_TWO: u64 = 256 << 10;
 /// spread as a 1 MiB all-reduce is (57 CTAs of 2304 lines, which 20 KiB shares hold). Between 512 KiB and
 /// 1 MiB on 4 ranks a thread carries 5-8 lines (a draw with the staged one-shot at five,
 /// measured before the batches).
-pub const LEAN_GATHER_SCATTER_MAX_BYTES: u64 = 1 << 20;
+pub const LL_GATHER_SCATTER_MAX_BYTES: u64 = 1 << 20;
 
-/// The most bytes (as [`LEAN_MAX_BYTES`] counts them) a lean `function` takes on
+/// The most bytes (as [`LL_MAX_BYTES`] counts them) an LL `function` takes on
 /// `nranks` ranks: all-gather and reduce-scatter 2 MiB on two ranks and 1 MiB on more,
 /// all-reduce 1 MiB on two ranks and 256 KiB on more.
-pub const fn lean_max_bytes(function: CollFunction, nranks: u32) -> u64 {
+pub const fn ll_max_bytes(function: CollFunction, nranks: u32) -> u64 {
     match function {
-        CollFunction::AllGather | CollFunction::ReduceScatter if nranks == 2 => 2 * LEAN_GATHER_SCATTER_MAX_BYTES,
-        CollFunction::AllGather | CollFunction::ReduceScatter => LEAN_GATHER_SCATTER_MAX_BYTES,
-        _ if nranks > 2 => LEAN_ALL_REDUCE_MAX_BYTES_OVER_TWO,
-        _ => LEAN_MAX_BYTES,
+        CollFunction::AllGather | CollFunction::ReduceScatter if nranks == 2 => 2 * LL_GATHER_SCATTER_MAX_BYTES,
+        CollFunction::AllGather | CollFunction::ReduceScatter => LL_GATHER_SCATTER_MAX_BYTES,
+        _ if nranks > 2 => LL_ALL_REDUCE_MAX_BYTES_OVER_TWO,
+        _ => LL_MAX_BYTES,
     }
 }
 
-/// How a lean collective spreads: `ctas` CTAs of the post grid from its first guest, CTA
+/// How an LL collective spreads: `ctas` CTAs of the post grid from its first guest, CTA
 /// `g` owning lines `[g × lines_per_cta, (g + 1) × lines_per_cta)` of every block, its
 /// thread `t` lines `t, t + nthreads, …` of that run, on channel `first + g` with that
 /// channel's epoch and packet region.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct LeanPlan {
+pub struct LlPlan {
     pub ctas: u32,
     pub lines_per_cta: u64,
 }
 
-impl LeanPlan {
+impl LlPlan {
     /// CTA `g`'s lines of every block of `call` (the last CTA's run may be shorter).
-    pub fn lines(&self, g: u32, call: &LeanCall) -> core::ops::Range<u64> {
+    pub fn lines(&self, g: u32, call: &LlCall) -> core::ops::Range<u64> {
         let start = u64::from(g) * self.lines_per_cta;
         start..(start + self.lines_per_cta).min(call.bytes().div_ceil(8))
     }
 }
 
-/// How a lean `function` of `count` elements of `elt` bytes spreads on a communicator of
+/// How an LL `function` of `count` elements of `elt` bytes spreads on a communicator of
 /// `nranks` ranks over at most `channels` channels of CTAs of `nthreads` threads, where
-/// it may: an all-reduce, all-gather or reduce-scatter of 1 to [`lean_max_bytes`] (as the
+/// it may: an all-reduce, all-gather or reduce-scatter of 1 to [`ll_max_bytes`] (as the
 /// staged plans count size) whose lines fit. Each thread takes as few lines as the
 /// channels allow (one where they hold one line a thread), each CTA at most what its
 /// slot of a packet region holds (`PACKET_SHARE_BYTES`). 32-bit arithmetic over the
 /// call's shape: the same answer on every rank of a call, and the test kit's
 /// expectation.
-pub fn lean_spread(function: CollFunction, elt: u64, count: u64, nranks: u32, channels: u32, nthreads: u32) -> Option<LeanPlan> {
+pub fn ll_runs(function: CollFunction, elt: u64, count: u64, nranks: u32, channels: u32, nthreads: u32) -> Option<LlPlan> {
     let block = count.checked_mul(elt)?;
     let largest = match function {
         CollFunction::AllReduce => Some(block),
         CollFunction::AllGather | CollFunction::ReduceScatter => block.checked_mul(u64::from(nranks)),
         _ => None,
     }?;
-    if count == 0 || largest > lean_max_bytes(function, nranks) || channels == 0 || nthreads == 0 {
+    if count == 0 || largest > ll_max_bytes(function, nranks) || channels == 0 || nthreads == 0 {
         return None;
     }
     let lines = block.div_ceil(8);
     let per_thread = div_ceil_narrow(lines, u64::from(channels) * u64::from(nthreads));
     let lines_per_cta = (per_thread * u64::from(nthreads)).min(PACKET_SHARE_BYTES / 8);
     let ctas = div_ceil_narrow(lines, lines_per_cta);
-    (ctas <= u64::from(channels)).then_some(LeanPlan { ctas: ctas as u32, lines_per_cta })
+    (ctas <= u64::from(channels)).then_some(LlPlan { ctas: ctas as u32, lines_per_cta })
 }
 
-/// A small collective the lean path runs.
+/// A small collective the LL path runs.
 #[derive(Clone, Copy, Debug)]
-pub struct LeanCall {
+pub struct LlCall {
     /// All-reduce, all-gather or reduce-scatter.
     pub function: CollFunction,
     pub dtype: DataType,
@@ -179,7 +179,7 @@ pub struct LeanCall {
     pub count: u64,
 }
 
-impl LeanCall {
+impl LlCall {
     /// Bytes of one rank's block: the line range every rank exchanges.
     fn bytes(&self) -> u64 {
         self.count * self.dtype.size() as u64
@@ -200,9 +200,9 @@ pub fn packet_flag(epoch: u64) -> u32 {
     }
 }
 
-/// What the lean path reads of the rank's communicator, loaded at once.
+/// What the LL path reads of the rank's communicator, loaded at once.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct LeanComm {
+pub struct LlComm {
     pub rank: u32,
     pub nranks: u32,
     pub nchannels: u32,
@@ -212,12 +212,12 @@ pub struct LeanComm {
     pub stats: u64,
 }
 
-impl LeanComm {
+impl LlComm {
     /// Loads the fields of `comm` with volatile loads, issued back to back before any of
     /// them is tested, so that they cost one memory latency: plain loads of them behind
     /// the choice's early returns went out one after another (the post kernel's SASS).
     /// Measured with `DataType::size` off its table in memory (since put back), 1-14 %
-    /// off lean calls in CUDA graphs (2026-11-26, `bench/results/session15.md`).
+    /// off LL calls in CUDA graphs (2026-11-26, `bench/results/session15.md`).
     ///
     /// # Safety
     /// `comm` is a valid `CommDevice` that nothing writes while the kernel runs.
@@ -237,23 +237,23 @@ impl LeanComm {
     }
 }
 
-/// How `call` runs as a lean collective from channel `first` on with CTAs of `nthreads`
+/// How `call` runs as an LL collective from channel `first` on with CTAs of `nthreads`
 /// threads, when it can: the communicator has 2 to `MAX_STAGED_RANKS` ranks with staging
 /// (every staged channel has a packet region) and unpaired channels, its buffers are
-/// element-aligned, and [`lean_spread`] spreads it over the channels from `first` on.
-pub fn lean_plan(comm: &LeanComm, first: u32, nthreads: u32, call: &LeanCall) -> Option<LeanPlan> {
+/// element-aligned, and [`ll_runs`] spreads it over the channels from `first` on.
+pub fn ll_plan(comm: &LlComm, first: u32, nthreads: u32, call: &LlCall) -> Option<LlPlan> {
     let elt = call.dtype.size() as u64;
     let aligned = (call.input | call.output) & (elt - 1) == 0 && call.input != 0 && call.output != 0;
     let shape = comm.staging != 0 && comm.pairs == 0 && (2..=MAX_STAGED_RANKS as u32).contains(&comm.nranks);
     if !shape || !aligned {
         return None;
     }
-    lean_spread(call.function, elt, call.count, comm.nranks, comm.nchannels.checked_sub(first)?, nthreads)
+    ll_runs(call.function, elt, call.count, comm.nranks, comm.nchannels.checked_sub(first)?, nthreads)
 }
 
-/// What a CTA's [`lean_collective`] did without an error.
+/// What a CTA's [`ll_collective`] did without an error.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum LeanRun {
+pub enum LlRun {
     /// It ran its lines and advanced its channel's epoch.
     Done,
     /// Its `open` said no: it left before any effect (nothing sent or stored, the epoch
@@ -265,7 +265,7 @@ pub enum LeanRun {
 /// `LoopError`).
 const LEFT: u64 = u64::MAX;
 
-/// Runs lines `lines` of every block of `call` as a lean collective on this CTA (see the
+/// Runs lines `lines` of every block of `call` as an LL collective on this CTA (see the
 /// module doc), spread over its threads, every thread of the CTA calling it with the same
 /// arguments; `stopped` is a `u64` of the CTA's shared memory that this function owns
 /// for the call. Counts the run in the channel's statistics (`stats`, or null) as a
@@ -273,28 +273,28 @@ const LEFT: u64 = u64::MAX;
 ///
 /// Thread 0 calls `open` once, before the CTA's first barrier and after every thread has
 /// issued its loads of the epoch and of its first input line, and the whole CTA leaves
-/// ([`LeanRun::Left`]) where it says no: a caller that loads what `open` tests first hands
+/// ([`LlRun::Left`]) where it says no: a caller that loads what `open` tests first hands
 /// over its latency to those loads.
 ///
 /// # Safety
-/// `conns` is the staged memory of this CTA's channel (`first + g` of a [`lean_plan`] for
+/// `conns` is the staged memory of this CTA's channel (`first + g` of a [`ll_plan`] for
 /// this CTA's thread count and `call`, `lines` its CTA `g`'s lines), on the rank's live
-/// communicator whose fields `comm` holds ([`LeanComm::load`]); `call`'s buffers hold what its function addresses
+/// communicator whose fields `comm` holds ([`LlComm::load`]); `call`'s buffers hold what its function addresses
 /// (`count` elements a rank's block); `abort` is
 /// the host's abort flag, readable for the call; one CTA at a time runs the channel (the
 /// post grids of one stream run one after another).
 #[allow(clippy::too_many_arguments)]
-pub unsafe fn lean_collective(
-    comm: &LeanComm,
+pub unsafe fn ll_collective(
+    comm: &LlComm,
     conns: *mut StagingConns,
-    call: &LeanCall,
+    call: &LlCall,
     lines: core::ops::Range<u64>,
     stopped: *mut u64,
     abort: *const u64,
     spin_budget_ns: u64,
     stats: *mut ChannelStats,
     open: impl FnOnce() -> bool,
-) -> Result<LeanRun, (LoopError, u32)> {
+) -> Result<LlRun, (LoopError, u32)> {
     let tid = arch::thread_idx();
     let (rank, nranks) = (comm.rank, comm.nranks);
     // SAFETY: `conns` is the channel's live staged memory (this function's contract); every
@@ -325,7 +325,7 @@ pub unsafe fn lean_collective(
     let input_line = |p: u32, line: u64| {
         let from = if scatter { call.input + u64::from(p) * block } else { call.input };
         // SAFETY: a line of `lines` lies in the input's block of `count` elements (this
-        // function's contract), element-aligned (`lean_plan`).
+        // function's contract), element-aligned (`ll_plan`).
         unsafe { load_line(call, from, line) }
     };
     // What this rank sends: the input's line through the pre-op where the function reduces.
@@ -349,7 +349,7 @@ pub unsafe fn lean_collective(
     // call with an error, which is not `LEFT`: every thread answers alike.
     // SAFETY: as for `stopped`'s write above.
     if unsafe { stopped.read_volatile() } == LEFT {
-        return Ok(LeanRun::Left);
+        return Ok(LlRun::Left);
     }
     let first = pre_op(first_loaded);
     let first_to_next = if scatter { pre_op(next_loaded) } else { first };
@@ -374,7 +374,7 @@ pub unsafe fn lean_collective(
                 (true, _) => send(p, lines.start + u64::from(tid)),
                 (false, _) => first,
             };
-            // SAFETY: as above, line `tid + 1 <= PACKET_SHARE_BYTES / 8` of the slot (`lean_spread`:
+            // SAFETY: as above, line `tid + 1 <= PACKET_SHARE_BYTES / 8` of the slot (`ll_runs`:
             // at most that many lines a CTA), inside its `PACKET_SLOT_BYTES`.
             unsafe { arch::st_volatile_global_v2b64(slot(p, rank) + at, packets(word)) };
         }
@@ -440,11 +440,11 @@ pub unsafe fn lean_collective(
             }
         }
     }
-    Ok(LeanRun::Done)
+    Ok(LlRun::Done)
 }
 
 /// Rank `p`'s packet region of the epoch parity at offset `parity` (see
-/// [`lean_collective`]).
+/// [`ll_collective`]).
 ///
 /// # Safety
 /// `conns` is a live channel's staged memory, `p` a rank of its communicator
@@ -471,20 +471,20 @@ fn slot_line(j: u64) -> u64 {
     (j + 1) * 16
 }
 
-/// The sending pass of [`lean_collective`] over the thread's lines past its first (run
+/// The sending pass of [`ll_collective`] over the thread's lines past its first (run
 /// indices `tid + nthreads, tid + 2 nthreads, …` below `run`, lines `start + j` of every
 /// block): in [`Batch`]es whose loads are in flight together, each line sent as in the
 /// first line's pass to every peer. A function of its own, entered only by threads with
 /// more than one line.
 ///
 /// # Safety
-/// `conns` is the channel's staged memory of a lean run of `call` on a communicator of
+/// `conns` is the channel's staged memory of an LL run of `call` on a communicator of
 /// `nranks` ranks whose rank is `rank`, `parity` and `flag` its epoch's; lines `start..start +
-/// run` lie in each of `call`'s input blocks, element-aligned (`lean_plan`), and fit a
-/// slot (`lean_spread`).
+/// run` lie in each of `call`'s input blocks, element-aligned (`ll_plan`), and fit a
+/// slot (`ll_runs`).
 #[inline(never)]
 #[allow(clippy::too_many_arguments)]
-unsafe fn send_rest(call: &LeanCall, conns: *const StagingConns, parity: u64, rank: u32, nranks: u32, flag: u64, start: u64, run: u64) {
+unsafe fn send_rest(call: &LlCall, conns: *const StagingConns, parity: u64, rank: u32, nranks: u32, flag: u64, start: u64, run: u64) {
     let nthreads = u64::from(arch::block_dim());
     let scatter = call.function == CollFunction::ReduceScatter;
     let input_of = |p: u32| if scatter { call.input + u64::from(p) * call.bytes() } else { call.input };
@@ -492,7 +492,7 @@ unsafe fn send_rest(call: &LeanCall, conns: *const StagingConns, parity: u64, ra
     while let Some(b) = batch {
         // SAFETY: a batch's lines lie in the run (`Batch`), in each input block (this
         // function's contract).
-        let own = if scatter { [0; LEAN_BATCH] } else { unsafe { load_batch(call, input_of(rank), start, &b) } };
+        let own = if scatter { [0; LL_BATCH] } else { unsafe { load_batch(call, input_of(rank), start, &b) } };
         for i in 1..nranks {
             let p = peer_of(rank, nranks, i);
             // SAFETY: as for `own`; `p` a rank of the communicator.
@@ -512,7 +512,7 @@ unsafe fn send_rest(call: &LeanCall, conns: *const StagingConns, parity: u64, ra
     }
 }
 
-/// The receiving pass of [`lean_collective`] over the thread's lines past its first (as
+/// The receiving pass of [`ll_collective`] over the thread's lines past its first (as
 /// [`send_rest`] takes them): in [`Batch`]es whose polls are in flight together, each
 /// line's ranks reduced in rank order (one switch over the type and operator a batch) and
 /// stored, or of an all-gather stored in each rank's block. Stops at the first batch that
@@ -520,12 +520,12 @@ unsafe fn send_rest(call: &LeanCall, conns: *const StagingConns, parity: u64, ra
 ///
 /// # Safety
 /// As [`send_rest`], with `own_region` this rank's packet region of the epoch's parity;
-/// `stopped`, `abort` and `spin_budget_ns` as in [`lean_collective`]; the output holds what
+/// `stopped`, `abort` and `spin_budget_ns` as in [`ll_collective`]; the output holds what
 /// the call's function addresses; the thread's first line found every peer's descriptor
 /// equal to its own.
 #[inline(never)]
 #[allow(clippy::too_many_arguments)]
-unsafe fn receive_rest(call: &LeanCall, own_region: u64, rank: u32, nranks: u32, start: u64, run: u64, flag: u64, stopped: *mut u64, abort: *const u64, spin_budget_ns: u64) {
+unsafe fn receive_rest(call: &LlCall, own_region: u64, rank: u32, nranks: u32, start: u64, run: u64, flag: u64, stopped: *mut u64, abort: *const u64, spin_budget_ns: u64) {
     let nthreads = u64::from(arch::block_dim());
     let gather = call.function == CollFunction::AllGather;
     let block = call.bytes();
@@ -534,7 +534,7 @@ unsafe fn receive_rest(call: &LeanCall, own_region: u64, rank: u32, nranks: u32,
     while let Some(b) = batch.filter(|_| is_running(stopped)) {
         // SAFETY: as in `send_rest`.
         let own = unsafe { load_batch(call, own_input, start, &b) };
-        let mut acc = [0; LEAN_BATCH];
+        let mut acc = [0; LL_BATCH];
         for p in 0..nranks {
             let from = own_region + u64::from(p) * PACKET_SLOT_BYTES;
             // SAFETY: the batch's lines of `p`'s slot in this rank's region (entries past
@@ -554,7 +554,7 @@ unsafe fn receive_rest(call: &LeanCall, own_region: u64, rank: u32, nranks: u32,
             }
         }
         if !gather && is_running(stopped) {
-            let out = with_op(call, Words { step: Step::PostOp, a: acc, b: [0; LEAN_BATCH] });
+            let out = with_op(call, Words { step: Step::PostOp, a: acc, b: [0; LL_BATCH] });
             each(out, |k, word| {
                 if k < b.len {
                     // SAFETY: a line of the run in the output's `count` elements.
@@ -568,7 +568,7 @@ unsafe fn receive_rest(call: &LeanCall, own_region: u64, rank: u32, nranks: u32,
 
 /// True while no thread has stopped the call.
 fn is_running(stopped: *mut u64) -> bool {
-    // SAFETY: `stopped` is the CTA's shared word (`lean_collective`'s contract), read and
+    // SAFETY: `stopped` is the CTA's shared word (`ll_collective`'s contract), read and
     // written with single volatile accesses.
     unsafe { stopped.read_volatile() == 0 }
 }
@@ -591,7 +591,7 @@ fn stop(stopped: *mut u64, status: u64) {
 ///
 /// # Safety
 /// Every `at` is a 16-byte aligned line of this rank's packet region; `stopped` and
-/// `abort` as in [`lean_collective`].
+/// `abort` as in [`ll_collective`].
 unsafe fn wait_lines<const N: usize>(at: [u64; N], flag: u64, stopped: *mut u64, abort: *const u64, spin_budget_ns: u64) -> Option<[u64; N]> {
     // SAFETY: the caller keeps `abort` readable for the wait.
     let mut guard = unsafe { SpinGuard::new(abort, spin_budget_ns) };
@@ -618,7 +618,7 @@ unsafe fn wait_lines<const N: usize>(at: [u64; N], flag: u64, stopped: *mut u64,
 ///
 /// # Safety
 /// `buffer` holds the call's `count` elements, element-aligned.
-unsafe fn load_line(call: &LeanCall, buffer: u64, line: u64) -> u64 {
+unsafe fn load_line(call: &LlCall, buffer: u64, line: u64) -> u64 {
     let (elt, bytes, at) = (call.dtype.size() as u64, call.bytes(), buffer + line * 8);
     if at % 8 == 0 && line * 8 + 8 <= bytes {
         // SAFETY: 8 aligned bytes inside the buffer (the caller's contract).
@@ -645,22 +645,22 @@ unsafe fn load_line(call: &LeanCall, buffer: u64, line: u64) -> u64 {
 /// Lines a thread's loads and polls take at once past its first line ([`send_rest`],
 /// [`receive_rest`]): four lines of a 512 KiB all-reduce on two ranks' 63 guests take one
 /// batch.
-const LEAN_BATCH: usize = 4;
+const LL_BATCH: usize = 4;
 
 /// `[f(0, a[0]), …, f(3, a[3])]`, written out: a loop over the entries, which the compiler
 /// keeps rolled where `f` is large, would index the arrays at run time and put them in
 /// local memory.
 #[inline(always)]
-fn each<T: Copy, U>(a: [T; LEAN_BATCH], mut f: impl FnMut(usize, T) -> U) -> [U; LEAN_BATCH] {
+fn each<T: Copy, U>(a: [T; LL_BATCH], mut f: impl FnMut(usize, T) -> U) -> [U; LL_BATCH] {
     [f(0, a[0]), f(1, a[1]), f(2, a[2]), f(3, a[3])]
 }
 
-/// Up to [`LEAN_BATCH`] of one thread's lines of a lean run: run indices `j[0]`, `j[0] +
+/// Up to [`LL_BATCH`] of one thread's lines of an LL run: run indices `j[0]`, `j[0] +
 /// nthreads`, … below the run's end, `len` (at least 1) of them; the entries past `len`
 /// repeat `j[0]`, so that a poll of every entry reads only the batch's lines.
 #[derive(Clone, Copy)]
 struct Batch {
-    j: [u64; LEAN_BATCH],
+    j: [u64; LL_BATCH],
     len: usize,
 }
 
@@ -673,7 +673,7 @@ impl Batch {
             return None;
         }
         // Every index a constant one, so that the batch lives in registers.
-        let j = each([0; LEAN_BATCH], |k, _| first + k as u64 * nthreads);
+        let j = each([0; LL_BATCH], |k, _| first + k as u64 * nthreads);
         let len = j.iter().filter(|&&j| j < run).count();
         Some(Self { j: each(j, |_, j| if j < run { j } else { first }), len })
     }
@@ -681,7 +681,7 @@ impl Batch {
     /// The thread's next batch.
     #[inline(always)]
     fn next(&self, nthreads: u64, run: u64) -> Option<Self> {
-        Self::starting_at(self.j[0] + LEAN_BATCH as u64 * nthreads, nthreads, run)
+        Self::starting_at(self.j[0] + LL_BATCH as u64 * nthreads, nthreads, run)
     }
 }
 
@@ -691,10 +691,10 @@ impl Batch {
 /// # Safety
 /// As [`load_lines`].
 #[inline(always)]
-unsafe fn load_batch(call: &LeanCall, buffer: u64, start: u64, b: &Batch) -> [u64; LEAN_BATCH] {
+unsafe fn load_batch(call: &LlCall, buffer: u64, start: u64, b: &Batch) -> [u64; LL_BATCH] {
     // SAFETY: the caller's contract.
     let words = unsafe { load_lines(call, buffer, each(b.j, |_, j| start + j), b.len) };
-    if call.function == CollFunction::AllGather { words } else { with_op(call, Words { step: Step::PreOp, a: words, b: [0; LEAN_BATCH] }) }
+    if call.function == CollFunction::AllGather { words } else { with_op(call, Words { step: Step::PreOp, a: words, b: [0; LL_BATCH] }) }
 }
 
 /// Lines `lines[..len]` of `buffer` as [`load_line`] loads each, every load issued before
@@ -702,9 +702,9 @@ unsafe fn load_batch(call: &LeanCall, buffer: u64, start: u64, b: &Batch) -> [u6
 /// from `len` on are 0.
 ///
 /// # Safety
-/// As [`load_line`] for each of `lines[..len]`, which increase, `1 <= len <= LEAN_BATCH`.
+/// As [`load_line`] for each of `lines[..len]`, which increase, `1 <= len <= LL_BATCH`.
 #[inline(always)]
-unsafe fn load_lines(call: &LeanCall, buffer: u64, lines: [u64; LEAN_BATCH], len: usize) -> [u64; LEAN_BATCH] {
+unsafe fn load_lines(call: &LlCall, buffer: u64, lines: [u64; LL_BATCH], len: usize) -> [u64; LL_BATCH] {
     // The last line is the largest (the entries past `len` repeat the first).
     let last = lines.iter().fold(0, |m, &line| m.max(line));
     if buffer.is_multiple_of(8) && last * 8 + 8 <= call.bytes() {
@@ -720,7 +720,7 @@ unsafe fn load_lines(call: &LeanCall, buffer: u64, lines: [u64; LEAN_BATCH], len
 ///
 /// # Safety
 /// As [`load_line`], and the buffer is writable.
-unsafe fn store_line(call: &LeanCall, buffer: u64, line: u64, word: u64) {
+unsafe fn store_line(call: &LlCall, buffer: u64, line: u64, word: u64) {
     let (elt, bytes, at) = (call.dtype.size() as u64, call.bytes(), buffer + line * 8);
     if at % 8 == 0 && line * 8 + 8 <= bytes {
         // SAFETY: 8 aligned bytes inside the buffer (the caller's contract).
@@ -751,19 +751,19 @@ enum Step {
 }
 
 /// `a ⊕ b` of the elements packed in two 8-byte words, by the call's type and operator.
-fn reduce_word(call: &LeanCall, a: u64, b: u64) -> u64 {
+fn reduce_word(call: &LlCall, a: u64, b: u64) -> u64 {
     let [word] = with_op(call, Words { step: Step::Reduce, a: [a], b: [b] });
     word
 }
 
 /// The call's pre-op of every element in `word` (PreMulSum's; the others leave it).
-fn pre_op_word(call: &LeanCall, word: u64) -> u64 {
+fn pre_op_word(call: &LlCall, word: u64) -> u64 {
     let [word] = with_op(call, Words { step: Step::PreOp, a: [word], b: [0] });
     word
 }
 
 /// The call's post-op of every element in `word` (SumPostDiv's; the others leave it).
-fn post_op_word(call: &LeanCall, word: u64) -> u64 {
+fn post_op_word(call: &LlCall, word: u64) -> u64 {
     let [word] = with_op(call, Words { step: Step::PostOp, a: [word], b: [0] });
     word
 }
@@ -779,7 +779,7 @@ trait OnOp {
 /// `task` run with the call's operator on its element type: one switch over both, so that
 /// each arm holds the whole of `task`.
 #[inline(always)]
-fn with_op<T: OnOp>(call: &LeanCall, task: T) -> T::Out {
+fn with_op<T: OnOp>(call: &LlCall, task: T) -> T::Out {
     match call.dtype {
         DataType::I8 => with_op_on::<i8, T>(call, task),
         DataType::U8 => with_op_on::<u8, T>(call, task),
@@ -796,7 +796,7 @@ fn with_op<T: OnOp>(call: &LeanCall, task: T) -> T::Out {
 
 /// [`with_op`] with the element type `E`.
 #[inline(always)]
-fn with_op_on<E: Elem, T: OnOp>(call: &LeanCall, task: T) -> T::Out {
+fn with_op_on<E: Elem, T: OnOp>(call: &LlCall, task: T) -> T::Out {
     match call.op {
         RedOpKind::Sum => task.run(Sum::<E>::new(call.arg)),
         RedOpKind::Prod => task.run(Prod::<E>::new(call.arg)),
@@ -808,7 +808,7 @@ fn with_op_on<E: Elem, T: OnOp>(call: &LeanCall, task: T) -> T::Out {
 }
 
 /// `step` of the call's operator on each word of `a` (with the same word of `b` where it
-/// reduces): of one word, or of a batch's ([`LEAN_BATCH`]).
+/// reduces): of one word, or of a batch's ([`LL_BATCH`]).
 struct Words<W: WordLanes> {
     step: Step,
     a: W,
@@ -848,7 +848,7 @@ impl WordLanes for [u64; 1] {
     }
 }
 
-impl WordLanes for [u64; LEAN_BATCH] {
+impl WordLanes for [u64; LL_BATCH] {
     #[inline(always)]
     fn zip_map(self, b: Self, mut f: impl FnMut(u64, u64) -> u64) -> Self {
         each(self, |k, a| f(a, b[k]))
@@ -859,17 +859,17 @@ impl WordLanes for [u64; LEAN_BATCH] {
 mod tests {
     use super::*;
 
-    /// An all-reduce goes lean up to 1 MiB on two ranks and 256 KiB on more; an
+    /// An all-reduce goes LL up to 1 MiB on two ranks and 256 KiB on more; an
     /// all-gather or reduce-scatter up to 2 MiB on two ranks and 1 MiB on more (a default
     /// communicator's 63 guests of 256 threads). At each 2-rank edge a rank's 1 MiB block
     /// takes 57 CTAs of 2304 lines (nine a thread), inside a 20 KiB packet share.
     #[test]
-    fn the_lean_edges_follow_the_rank_count() {
+    fn the_ll_edges_follow_the_rank_count() {
         let spread = |function, nranks: u32, bytes: u64| {
             let per_rank = if function == CollFunction::AllReduce { bytes } else { bytes / u64::from(nranks) };
-            lean_spread(function, 4, per_rank / 4, nranks, 63, 256)
+            ll_runs(function, 4, per_rank / 4, nranks, 63, 256)
         };
-        let edge = LeanPlan { ctas: 57, lines_per_cta: 2304 };
+        let edge = LlPlan { ctas: 57, lines_per_cta: 2304 };
         assert_eq!(spread(CollFunction::AllReduce, 2, 1 << 20), Some(edge));
         assert!(spread(CollFunction::AllReduce, 2, (1 << 20) + 16).is_none());
         assert!(edge.lines_per_cta * 8 <= PACKET_SHARE_BYTES);
