@@ -1,4 +1,4 @@
-// Issue 14's cost model, measured apart from ferroccl (bench/probes/README.md):
+// The stream-ordered hand-over's cost model, measured apart from ferroccl (bench/probes/README.md):
 //   1. host CPU time of each driver call a collective call makes (and of the
 //      alternatives: one packed kernel parameter, stream memory operations);
 //   2. the stream-memory-operation route: one cuStreamBatchMemOp writes an 8-word item
@@ -111,7 +111,7 @@ __device__ void ring_and_wait(unsigned* doorbell, unsigned* done, unsigned k) {
   } while (d != k);
 }
 
-// The post kernel's stand-in.
+// The call kernel's stand-in.
 __global__ void trigger(unsigned* doorbell, unsigned* done, unsigned k) { ring_and_wait(doorbell, done, k); }
 
 
@@ -131,7 +131,7 @@ __global__ void trigger_pdl(unsigned* doorbell, unsigned* done, unsigned k) {
   ring_and_wait(doorbell, done, k);
 }
 
-// The ring route's stand-in (twenty-ninth session): one thread reads the next slot of a
+// The ring route's stand-in (2026-11-29): one thread reads the next slot of a
 // host-mapped ring until its first word is the next ticket; `gated`: then waits until the
 // 32-bit doorbell in device memory (a stream's cuStreamWriteValue32) reaches the ticket;
 // then stores done = ticket into host-mapped memory (release, system scope).
@@ -160,8 +160,7 @@ __global__ void ring_echo(const unsigned long long* host_slots, const unsigned* 
   }
 }
 
-// The ring route's polling, as ferroccl's loop does it and variants (twenty-ninth
-// session). A warp polls slot `next % 128` (16 words, each the ticket in its high half)
+// The ring route's polling, as ferroccl's loop did it on 2026-11-29 and variants. A warp polls slot `next % 128` (16 words, each the ticket in its high half)
 // of a host-mapped ring; found whole, it may read the host's abort word (`mode` 3, at
 // most every 20 µs, before the item, as the loop did), then lane 0 stores done = ticket
 // (relaxed, system scope; the loop's no-op completion). Modes:
@@ -169,7 +168,7 @@ __global__ void ring_echo(const unsigned long long* host_slots, const unsigned* 
 //   1: lanes 0-7 read the slot (16 bytes each, ld.acquire.sys), one read at a time;
 //   2: two halves (lanes 0-7, 8-15) each read the whole slot, half a round trip apart
 //      (ferroccl's poll_next_slot), ld.acquire.sys;
-//   3: as 2, plus the blocking abort read before the item (ferroccl before this session);
+//   3: as 2, plus the blocking abort read before the item (ferroccl before 2026-11-29);
 //   4: as 2 with relaxed loads, then fence.acq_rel.sys once the slot is whole;
 //   5: as 1 with relaxed loads, then fence.acq_rel.sys once the slot is whole.
 //   6: as 1, the stop word (device memory, which every mode reads and waits for before
@@ -484,7 +483,7 @@ static void memop_route() {
     // the echo's last value after the graph's replays is the graph's last: start past it
     k = 0x50000000u;
   }
-  // the trigger kernel (the post kernel's floor), in a graph of 100
+  // the trigger kernel (the call kernel's floor), in a graph of 100
   printf("trigger_kernel graph_us_per_op %.3f\n", graph_us_per_op(s, [&](unsigned i) { trigger<<<1, 32, 0, s>>>(doorbell, done, 0x60000000u + i); }));
   // the trigger kernel launched plainly and with programmatic stream serialization
   for (int pdl = 0; pdl < 2; pdl++) {
@@ -528,7 +527,7 @@ static void memop_route() {
   CK(cudaFree(mem));
 }
 
-// ---- the ring route with and without a stream doorbell (twenty-ninth session) ----
+// ---- the ring route with and without a stream doorbell (2026-11-29) ----
 // Per op the host writes ticket k into ring slot k % 128 (host-mapped), then either asks
 // cuStreamQuery first (the ring route as built: the stream must be idle) or rings a
 // doorbell with one cuStreamWriteValue32 (the stream orders the item: no query), then
@@ -592,7 +591,7 @@ static void ring_routes() {
   CK(cudaFreeHost(slots_host));
 }
 
-// ---- a stream-ordered route with neither a launch nor a query (thirty-third session) ----
+// ---- a stream-ordered route with neither a launch nor a query (2026-12-01) ----
 // Per op the host writes ticket k into ring slot k % 128 (host-mapped; it first waits
 // until the echo is less than 100 tickets behind) and makes one cuStreamBatchMemOp: the
 // doorbell (device memory) = k, then a wait until done (device memory) >= k. The echo
@@ -653,7 +652,7 @@ static void stream_doorbell() {
   CK(cudaFreeHost(slots_host));
 }
 
-// ---- ferroccl's ring polling and variants, on the ring route (twenty-ninth session) ----
+// ---- ferroccl's ring polling and variants, on the ring route (2026-11-29) ----
 // Per op: cuStreamQuery (the stream is idle), the host writes the 16-word slot (the
 // ticket in every word's high half; x86 keeps the stores in order), spins until done is
 // the ticket. Back to back, and + synchronize, against an empty

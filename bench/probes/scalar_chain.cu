@@ -1,5 +1,5 @@
 // What one thread's dependent scalar work costs on the GPU (bench/probes/README.md): the
-// cost model behind the post grid's fixed time (bench/results/session34.md). One CTA of 32
+// cost model behind the call kernel's fixed time (bench/NOTES.md, call kernel). One CTA of 32
 // threads, thread 0 timed with %globaltimer and clock64 around chains of N dependent
 // operations, each chain repeated and the median taken:
 //   1. 32-bit integer add/xor/shift steps (the plans' arithmetic),
