@@ -67,16 +67,16 @@ pub enum WaitSite {
     SendCredit = 4,
     /// A stream-ordered post's wait for the loop to run its item (`post_to_mailbox`).
     MailboxPost = 5,
-    /// A staged collective's (one-shot, two-shot) wait for a peer's flag: its staged
+    /// A one-shot/two-shot collective's wait for a peer's flag: its staged
     /// data, or its reduced block; or an LL collective's wait for a peer's packets.
-    StagedFlag = 6,
+    ShotFlag = 6,
     /// A symmetric-heap barrier the loop runs (`ShmemBarrierAll`, `ShmemSumReduce`):
     /// waiting for the other PEs' arrivals.
     ShmemBarrier = 7,
 }
 
 numbering!(LoopError, u32, from_u32, [BadItem, Aborted, Timeout, PeerMismatch]);
-numbering!(WaitSite, u32, from_u32, [Barrier, Flag, RecvData, SendCredit, MailboxPost, StagedFlag, ShmemBarrier]);
+numbering!(WaitSite, u32, from_u32, [Barrier, Flag, RecvData, SendCredit, MailboxPost, ShotFlag, ShmemBarrier]);
 
 impl LoopError {
     /// `status` for this error with `detail`.

@@ -18,9 +18,9 @@ pub const NCCL_STEPS: u64 = 8;
 /// Most ranks a communicator may have.
 pub const MAX_RANKS: usize = 32;
 
-/// Most ranks the staged algorithms (one-shot, two-shot) run on: every rank reads every
+/// Most ranks the one-shot/two-shot algorithms run on: every rank reads every
 /// rank's staging buffer, one source of one reduction per rank.
-pub const MAX_STAGED_RANKS: usize = 8;
+pub const MAX_SHOT_RANKS: usize = 8;
 
 /// `ConnInfo::flags`: `head` and `tail` are multicast handles (NCCL's NVLS `recv[0]` and
 /// `send[0]`): the word this end polls is read as the smallest value over every device
@@ -122,8 +122,9 @@ pub struct CommDevice {
     /// device chooses by size; otherwise one forced for every collective that has it).
     pub algorithm: u32,
     /// 0, or `[StagingConns; collective channels]` (the first `pairs` channels when they
-    /// work in pairs, else all): the staged algorithms' memory. 0 when the communicator
-    /// has none (one rank, more than [`MAX_STAGED_RANKS`], or no staging asked for).
+    /// work in pairs, else all): the one-shot/two-shot algorithms' memory. 0 when the
+    /// communicator has none (one rank, more than [`MAX_SHOT_RANKS`], or no staging asked
+    /// for).
     pub staging: u64,
     /// Bytes of one of a channel's two staging buffers (a multiple of [`STEP_ALIGN`]); 0
     /// with no staging.
@@ -132,8 +133,8 @@ pub struct CommDevice {
     /// communicator that forces NVLS, of 2 to [`MAX_NVLS_ARITY`] ranks).
     pub nvls: u64,
     /// 0, or the address of this rank's `ShmemHandle` (a symmetric heap whose PE `p` is
-    /// rank `p`): a staged all-reduce whose input lies in the heap reads every rank's input
-    /// there, at the same offset, instead of staging it (zero copy).
+    /// rank `p`): a two-shot all-reduce whose input lies in the heap reads every rank's
+    /// input there, at the same offset, instead of staging it (zero copy).
     pub heap: u64,
 }
 
@@ -167,14 +168,14 @@ impl CommDevice {
     }
 }
 
-/// One channel's part of the staged algorithms' memory (one-shot and two-shot, seed
-/// 003), in the memory of the rank that uses it: where every rank's staging buffers for
-/// this channel are, which flags this rank raises on its peers, and which it polls.
+/// One channel's part of the one-shot/two-shot algorithms' memory (one-shot and two-shot,
+/// seed 003), in the memory of the rank that uses it: where every rank's staging buffers
+/// for this channel are, which flags this rank raises on its peers, and which it polls.
 ///
-/// Protocol: a channel's `epoch`-th staged collective (counted from 1, the same call on
-/// every rank because every rank runs the same collectives in the same order and the
-/// same channels take part in each) stages into buffer `epoch % 2` and raises flag value
-/// `2 × epoch − 1` on every peer once its staged data is written, `2 × epoch` once a
+/// Protocol: a channel's `epoch`-th one-shot/two-shot collective (counted from 1, the same
+/// call on every rank because every rank runs the same collectives in the same order and
+/// the same channels take part in each) stages into buffer `epoch % 2` and raises flag
+/// value `2 × epoch − 1` on every peer once its staged data is written, `2 × epoch` once a
 /// two-shot's reduced block is (flags only grow, and a waiter waits for "at least").
 /// Flags are written by the peer (remote stores) and polled in local memory, as a ring
 /// connection's head and tail. With the first flag of each collective a rank also
@@ -187,25 +188,25 @@ pub struct StagingConns {
     /// Per rank `p < nranks`, this one included: this channel's staging in rank `p`'s
     /// memory, two buffers of `CommDevice::staging_slot_bytes` (for even epochs, then for
     /// odd ones), 4096-byte aligned.
-    pub staging: [u64; MAX_STAGED_RANKS],
+    pub staging: [u64; MAX_SHOT_RANKS],
     /// Per peer `p < nranks` (not this rank: 0): the flag this rank raises for `p`, entry
     /// `rank` of `p`'s `flags` for this channel (in `p`'s memory).
-    pub signal: [u64; MAX_STAGED_RANKS],
+    pub signal: [u64; MAX_SHOT_RANKS],
     /// This rank's flags for this channel, `[u64; 5 × nranks]` in its own memory: entry
     /// `p` is raised by rank `p` alone; entries `nranks × (1 + q) + p` are rank `p`'s call
     /// descriptors of epochs of parity `q`, entries `nranks × (3 + q) + p` the outputs it
-    /// published in them (`algo::staged`'s direct outputs), written by `p` alone.
+    /// published in them (`algo::shot`'s direct outputs), written by `p` alone.
     pub flags: u64,
-    /// Staged collectives this channel has run (device only; starts at 0).
+    /// One-shot/two-shot collectives this channel has run (device only; starts at 0).
     pub epoch: u64,
     /// Per rank `p < nranks`, this one included: this channel's packet region in rank
     /// `p`'s memory (see [`PACKET_SLOT_BYTES`]), zeroed when the communicator is made.
-    pub packets: [u64; MAX_STAGED_RANKS],
+    pub packets: [u64; MAX_SHOT_RANKS],
 }
 
-static_assertions::const_assert_eq!(core::mem::size_of::<StagingConns>(), 24 * MAX_STAGED_RANKS + 16);
-static_assertions::const_assert_eq!(core::mem::offset_of!(StagingConns, flags), 16 * MAX_STAGED_RANKS);
-static_assertions::const_assert_eq!(core::mem::offset_of!(StagingConns, packets), 16 * MAX_STAGED_RANKS + 16);
+static_assertions::const_assert_eq!(core::mem::size_of::<StagingConns>(), 24 * MAX_SHOT_RANKS + 16);
+static_assertions::const_assert_eq!(core::mem::offset_of!(StagingConns, flags), 16 * MAX_SHOT_RANKS);
+static_assertions::const_assert_eq!(core::mem::offset_of!(StagingConns, packets), 16 * MAX_SHOT_RANKS + 16);
 
 /// Most bytes of one rank's block that one channel of an LL collective carries as
 /// packets (NCCL's LL protocol: every 8-byte store carries 4 bytes of data and a 4-byte
@@ -306,12 +307,12 @@ pub struct ChannelStats {
     /// the stream-ordered path's dispatch latency.
     pub dispatch_ns: u64,
     /// Collectives the channel took part in, by the algorithm that ran them (an
-    /// `Algorithm` number: ring, one-shot, two-shot, NVLS); a staged collective counts on
-    /// the channels it used only.
+    /// `Algorithm` number: ring, one-shot, two-shot, NVLS); a one-shot/two-shot collective
+    /// counts on the channels it used only.
     pub algorithm_items: [u64; 4],
-    /// Nanoseconds the staged collectives spent in their flag exchanges, from the CTA
-    /// barrier that starts one to the barrier that ends it (thread 0's clock): the part of
-    /// `busy_ns` spent publishing staged data and waiting for the peers'.
+    /// Nanoseconds the one-shot/two-shot collectives spent in their flag exchanges, from
+    /// the CTA barrier that starts one to the barrier that ends it (thread 0's clock): the
+    /// part of `busy_ns` spent publishing staged data and waiting for the peers'.
     pub exchange_ns: u64,
     /// Stream-ordered collectives this (guest) channel ran a part of on the post grid
     /// alone (see `work::guest`).
@@ -321,7 +322,7 @@ pub struct ChannelStats {
     /// 0 saw them, summed: with `busy_ns` (the collective itself) it splits a post grid's
     /// time into its preamble and the collective.
     pub post_ns: u64,
-    /// One-shot all-reduce shares the channel moved as packets (see `algo::staged`); their
+    /// One-shot all-reduce shares the channel moved as packets (see `algo::shot`); their
     /// waits count in `exchange_ns`.
     pub packet_items: u64,
     /// Padding to whole 64-byte lines (channels' counters never share a line); always 0.

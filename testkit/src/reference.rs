@@ -203,11 +203,11 @@ pub fn normal_elements(dtype: DataType, n: usize, rng: &mut Rng) -> Vec<u8> {
 }
 
 /// The element-wise reduction of `inputs` (`n` elements each) in their order, as the
-/// staged algorithms form it: `post(((pre(x0) ⊕ pre(x1)) ⊕ pre(x2)) ⊕ …)`, rounded after
-/// every operation, with `op`'s pre-op (PreMulSum: times the scalar `arg`) and post-op
-/// (SumPostDiv: divided by `arg`). Given the ranks' inputs in rank order, what one-shot
-/// and two-shot produce bit for bit; for inputs exact in any order, what every algorithm
-/// produces.
+/// one-shot/two-shot algorithms form it: `post(((pre(x0) ⊕ pre(x1)) ⊕ pre(x2)) ⊕ …)`,
+/// rounded after every operation, with `op`'s pre-op (PreMulSum: times the scalar `arg`)
+/// and post-op (SumPostDiv: divided by `arg`). Given the ranks' inputs in rank order, what
+/// one-shot and two-shot produce bit for bit; for inputs exact in any order, what every
+/// algorithm produces.
 pub fn reduce_in_rank_order(dtype: DataType, op: RedOpKind, arg: u64, inputs: &[&[u8]], n: usize) -> Vec<u8> {
     let mut case = Case::new(dtype, op, n, inputs.len(), 1);
     case.pre_op_args = [arg; REDUCE_COPY_MAX_BUFFERS];

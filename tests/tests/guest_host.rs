@@ -19,7 +19,7 @@ use device_rt::work::WorkItem;
 use ferroccl_testkit::coll::check::{Prepared, run_case};
 use ferroccl_testkit::coll::expect::{CollCase, Inputs};
 use ferroccl_testkit::coll::group::{RankGroup, SubmitPath, Submitted, all_stats};
-use ferroccl_testkit::coll::staged::{Expected, ll_plan_of, matrix, plan_of, run_planned};
+use ferroccl_testkit::coll::shot::{Expected, ll_plan_of, matrix, plan_of, run_planned};
 use ferroccl_testkit::coll::twin::TwinGroup;
 use host_shim::Error;
 use host_shim::comm::wiring::Shape;
@@ -65,14 +65,15 @@ fn try_cases(shape: Shape, resident: u32, path: SubmitPath, memory: Option<WeakM
     run_planned(g, cases, TIMEOUT, |case| {
         let plan = plan_of(case, staging, shape.algorithm)?;
         let plan = ll.then(|| ll_plan_of(case, shape.nranks, guests, THREADS)).flatten().unwrap_or(plan);
-        // A staged plan that fits the guests runs on the post grid alone, from the first guest.
+        // A one-shot/two-shot plan that fits the guests runs on the post grid alone, from
+        // the first guest.
         let post_only = path == SubmitPath::Stream && plan.algorithm != Algorithm::Ring && plan.channels <= guests;
-        Some(Expected { plan, ring_channels: spread, staged_from: if post_only { resident } else { 0 } })
+        Some(Expected { plan, ring_channels: spread, shot_from: if post_only { resident } else { 0 } })
     })
 }
 
-/// The staged matrix of `choice` (spread over the rank counts by `part`), its cases up to
-/// 512 KiB, plus a ring case large enough to fill every channel.
+/// The one-shot/two-shot matrix of `choice` (spread over the rank counts by `part`), its
+/// cases up to 512 KiB, plus a ring case large enough to fill every channel.
 fn cases(shape: Shape, choice: AlgorithmChoice, part: (usize, usize)) -> Vec<CollCase> {
     let mut cases = matrix(shape.staging(), choice, part);
     cases.retain(|c| {
@@ -172,8 +173,8 @@ fn guests_in_a_weak_memory_world() {
 
 /// A burst of stream-ordered calls on every rank with no host synchronisation between
 /// them (each rank's whole burst is posted before the next rank's): ring calls over every
-/// guest and staged calls on the resident channel or a few guests, interleaved; every
-/// result exact.
+/// guest and one-shot/two-shot calls on the resident channel or a few guests, interleaved;
+/// every result exact.
 #[test]
 fn back_to_back_stream_calls_need_no_host_synchronisation() {
     let shape = shape(3, AlgorithmChoice::Auto);

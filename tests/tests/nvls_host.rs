@@ -19,7 +19,7 @@ use device_rt::work::WorkItem;
 use ferroccl_testkit::coll::check::{Prepared, run_back_to_back, run_case};
 use ferroccl_testkit::coll::expect::{CollCase, Inputs};
 use ferroccl_testkit::coll::group::RankGroup;
-use ferroccl_testkit::coll::staged::{Expected, plan_of, run_planned};
+use ferroccl_testkit::coll::shot::{Expected, plan_of, run_planned};
 use ferroccl_testkit::coll::twin::TwinGroup;
 use host_shim::Error;
 use host_shim::comm::wiring::Shape;
@@ -60,7 +60,7 @@ fn try_cases(shape: Shape, memory: Option<WeakMemory>, budget: Duration, cases: 
     let g = TwinGroup::start_in(shape, THREADS, budget, memory).map_err(|e| e.to_string())?;
     run_planned(g, cases, TIMEOUT, |case| {
         let plan = plan_of(case, shape.staging(), shape.algorithm).expect("NVLS runs every case of its functions");
-        Some(Expected { plan, ring_channels: shape.collective_channels(), staged_from: 0 })
+        Some(Expected { plan, ring_channels: shape.collective_channels(), shot_from: 0 })
     })
 }
 

@@ -28,18 +28,18 @@ const PROTOCOL_SPILL_BOUND: u32 = 64;
 /// ptxas 13.0 on 2026-11-23 (cap 128: work loop 384 / 536, `ring::run` 628 / 1560,
 /// `reduce_scatter_paired` 116 / 160, `exec::collective` 44 / 52, primitives ≤ 24 / 28;
 /// issue 16 took `exec::collective` to 52 / 60 at caps 128 and 144 by handing the item's
-/// plan to the algorithm, and the staged algorithms spill at most 24 / 24, under the
-/// default bound). On a GPU they cost 4-8 us per small collective (an H200, 24 x 512
+/// plan to the algorithm, and the one-shot/two-shot algorithms spill at most 24 / 24, under
+/// the default bound). On a GPU they cost 4-8 us per small collective (an H200, 24 x 512
 /// against 24 x 256 in one run: bench/results/issue15-spills.md), so the default loop is
 /// 256 threads, uncapped, where nothing spills. The check fails if they grow. Guest
 /// channels (2026-11-25) took the work loop to 400 / 556 at caps 152 to 128 (ptxas 13.0:
-/// the mailbox item's spread, computed out of line, and its completion count); staged
-/// calls on the post grid alone (the same day, eighth session) to 400 / 560 (the
-/// collective's part, passed apart from its channel; every other function unchanged).
-/// NVLS (2026-11-26, tenth session; forced only, so never the default loop's path) spills
-/// under caps: `nvls::run` 432 / 488, all-reduce's `direct_recv_direct_send` 68 / 212; the
-/// same merge (a third primitives group, the NVLS connections in `CollCtx`) took
-/// `plan_collective` to 112 / 48, `exec::collective` to 56 / 64 and
+/// the mailbox item's spread, computed out of line, and its completion count);
+/// one-shot/two-shot calls on the post grid alone (the same day, eighth session) to 400 /
+/// 560 (the collective's part, passed apart from its channel; every other function
+/// unchanged). NVLS (2026-11-26, tenth session; forced only, so never the default loop's
+/// path) spills under caps: `nvls::run` 432 / 488, all-reduce's `direct_recv_direct_send`
+/// 68 / 212; the same merge (a third primitives group, the NVLS connections in `CollCtx`)
+/// took `plan_collective` to 112 / 48, `exec::collective` to 56 / 64 and
 /// `reduce_scatter_paired` to 120 / 164 (the largest over caps 224 to 128, ptxas 13.0).
 /// `DataType::size` from a packed constant rather than a table in global memory
 /// (2026-11-26, sixteenth session: 0.84-0.94 of the time of every small stream-ordered
@@ -51,7 +51,7 @@ const PROTOCOL_SPILL_BOUND: u32 = 64;
 /// twenty-first session: the loop's sleep handshake, out of line, and every post grid
 /// counting itself for it) took, at cap 128, `ring::run` to 612 / 1576,
 /// `reduce_scatter_paired` to 108 / 184 and `direct_recv_direct_send` to 84 / 252 (caps
-/// 224 and 152 within the bounds before; uncapped, nothing spills). The staged
+/// 224 and 152 within the bounds before; uncapped, nothing spills). The one-shot/two-shot
 /// collectives' push form on every rank count (2026-11-27, twenty-third session) took
 /// `exec::collective` to 76 / 72 at caps 168 to 128, and its two-shot
 /// (`all_reduce_two_shot_pushed`) spills 52 / 136 at cap 128 (within the default bound at

@@ -44,8 +44,8 @@ fn case(function: CollFunction, count: usize, in_place: bool) -> CollCase {
     CollCase { function, dtype: DataType::F32, op: RedOpKind::Sum, count, root: 1, in_place, inputs: Inputs::OrderSensitive }
 }
 
-/// Calls of every path through the loop: LL (small), staged on the post grid, the ring
-/// over the guests (through the mailbox), a rooted one.
+/// Calls of every path through the loop: LL (small), one-shot/two-shot on the post grid,
+/// the ring over the guests (through the mailbox), a rooted one.
 fn mixed() -> Vec<CollCase> {
     vec![
         case(CollFunction::AllReduce, 100, false),

@@ -58,8 +58,8 @@ pub struct CollCtx {
     pub step_bytes: u64,
     /// The whole CTA as one group.
     pub group: GroupCtx,
-    /// This channel's part of the staged algorithms' memory, or null: the communicator
-    /// has none, or this channel is not one a collective spreads over.
+    /// This channel's part of the one-shot/two-shot algorithms' memory, or null: the
+    /// communicator has none, or this channel is not one a collective spreads over.
     pub staging: *mut StagingConns,
     /// [`CommDevice::staging_slot_bytes`]: 0 when the communicator has no staging (the
     /// same on every channel).
@@ -70,7 +70,7 @@ pub struct CollCtx {
     /// channel is not one a collective spreads over.
     pub nvls: *mut NvlsConns,
     /// This rank's `ShmemHandle` when the communicator is on a symmetric heap (PE `p` is
-    /// rank `p`), else null: the staged all-reduce reads inputs in the heap in place.
+    /// rank `p`), else null: the two-shot all-reduce reads inputs in the heap in place.
     pub heap: *const ShmemHandle,
 }
 
@@ -81,7 +81,7 @@ impl CollCtx {
         unsafe { self.ring_ranks.add(j as usize % MAX_RANKS).read() }
     }
 
-    /// What the communicator has for the staged algorithms.
+    /// What the communicator has for the one-shot/two-shot algorithms.
     pub fn staging(&self) -> Staging {
         Staging { nranks: self.nranks, channels: self.nchannels, slot_bytes: self.staging_slot_bytes }
     }

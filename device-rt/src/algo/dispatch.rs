@@ -1,7 +1,8 @@
 //! Running one collective on one channel: plans it ([`plan_collective`]: ring, one-shot
-//! or two-shot, and the channels a staged one takes) and runs the plan with the
-//! algorithm for the function and the communicator (ring, staged, point-to-point, or a
-//! local copy for one rank), counting the channel's busy time and what ran.
+//! or two-shot, and the channels either takes) and runs the plan with the
+//! algorithm for the function and the communicator (ring, one-shot/two-shot,
+//! point-to-point, or a local copy for one rank), counting the channel's busy time and what
+//! ran.
 //!
 //! Device code (compiled for nvptx64 or the host twin), above the algorithms it picks
 //! from. It must never read a work item itself or import from `work`: the loop decodes
@@ -10,7 +11,7 @@
 use super::coll::{Coll, CollCtx};
 use super::function::CollFunction;
 use super::select::{self, Algorithm, Plan, Unfit};
-use super::{nvls, p2p, ring, staged};
+use super::{nvls, p2p, ring, shot};
 use crate::abi::LoopError;
 use crate::dtype::DataType;
 use crate::multicast::SwMulticast;
@@ -53,17 +54,18 @@ pub unsafe fn run_collective(cx: &CollCtx, c: &Coll, dtype: DataType, kind: RedO
     let runs = match plan.algorithm {
         Algorithm::Ring if c.function == CollFunction::SendRecv || cx.nranks == 1 => None,
         Algorithm::Ring => (paired_reduce_scatter || cx.channel_index < cx.nchannels).then_some(Algorithm::Ring),
-        staged => (cx.channel_index < plan.channels).then_some(staged),
+        shot => (cx.channel_index < plan.channels).then_some(shot),
     };
     // SAFETY: every thread of the CTA calls this with the same arguments, `cx` was built by
     // `CollCtx::new` for this rank's communicator and channel, `c` was validated against it and
-    // `plan` is its plan (this function's contract): the contracts of `staged::run` (a staged
-    // plan on one of its channels), `ring::run`, `p2p::run` and `local`; the paired
-    // reduce-scatter runs only on two ranks with `pairs` set, as it requires; an NVLS plan
-    // passed `plan_collective`'s check (this channel's NVLS connections, enough threads).
+    // `plan` is its plan (this function's contract): the contracts of `shot::run` (a
+    // one-shot/two-shot plan on one of its channels), `ring::run`, `p2p::run` and `local`;
+    // the paired reduce-scatter runs only on two ranks with `pairs` set, as it requires; an
+    // NVLS plan passed `plan_collective`'s check (this channel's NVLS connections, enough
+    // threads).
     let outcome = unsafe {
         match runs {
-            Some(Algorithm::OneShot | Algorithm::TwoShot) => staged::run(cx, c, data, plan),
+            Some(Algorithm::OneShot | Algorithm::TwoShot) => shot::run(cx, c, data, plan),
             Some(Algorithm::Nvls) => nvls::run::<SwMulticast>(cx, c, data),
             _ if plan.algorithm != Algorithm::Ring => Ok(()),
             _ if paired_reduce_scatter => ring::reduce_scatter_paired(cx, c, data),

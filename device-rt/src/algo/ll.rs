@@ -17,7 +17,7 @@
 //! `conn::PACKET_SLOT_BYTES`), each 8-byte packet 4 data bytes and the epoch's flag in one
 //! single-copy atomic store. Then, its first line and then batch after batch, it waits
 //! for the same line of every peer in its own region, reduces the ranks' lines in rank
-//! order `((x0 ⊕ x1) ⊕ x2) ⊕ …` (the staged one-shot's order, so the same bits),
+//! order `((x0 ⊕ x1) ⊕ x2) ⊕ …` (the one-shot's order, so the same bits),
 //! applies the post-op and stores its line of the output (its own rank's word of its
 //! first line it keeps from the sending pass, of the others it loads again). A reader
 //! that sees a line whose two flags are the epoch's has its 8 bytes: no fence, no
@@ -25,59 +25,59 @@
 //!
 //! The device takes it for calls of up to [`ll_max_bytes`] when it chooses the
 //! algorithm ([`AlgorithmChoice::Auto`](super::AlgorithmChoice::Auto)); a communicator
-//! that forces one-shot runs the staged one-shot at every size (the same bits). Measured
+//! that forces one-shot runs the one-shot at every size (the same bits). Measured
 //! in its first form (all-reduce, one CTA) on four
 //! H200s (2026-11-26, `bench/results/session13-x4.md`), per all-reduce of 8 B - 2 KiB in
-//! CUDA graphs: 6.7-7.0 µs on 4 ranks against the staged one-shot's 15.8-16.4 (NCCL
+//! CUDA graphs: 6.7-7.0 µs on 4 ranks against the one-shot's 15.8-16.4 (NCCL
 //! 7.7-9.1), 5.7-5.9 µs on 2 ranks against 13.5-14.0 (NCCL 5.6-6.0). A form with up to 16
 //! lines a thread, every line's and every peer's word held at once in arrays, took
-//! 10.7-10.9 µs at 8 B - 2 KiB on 4 ranks and lost to the staged one-shot from 8 KiB (36
+//! 10.7-10.9 µs at 8 B - 2 KiB on 4 ranks and lost to the one-shot from 8 KiB (36
 //! µs at 32 KiB against 17): a thread keeps one line's state at a time.
 //!
-//! Line 0 of each CTA's slot carries the call's descriptor (the staged collectives' digest
-//! of count, function, type and operator): each thread waits for every peer's descriptor
-//! in the same poll as the peer's first line of its own (no separate round trip, no
-//! barrier), compares it with its own before it stores any output, and stops the call
-//! with `BadItem::RanksDisagree` where one differs. Every thread that stores reads the
-//! same descriptors, so none stores where they differ.
+//! Line 0 of each CTA's slot carries the call's descriptor (the one-shot/two-shot
+//! collectives' digest of count, function, type and operator): each thread waits for every
+//! peer's descriptor in the same poll as the peer's first line of its own (no separate
+//! round trip, no barrier), compares it with its own before it stores any output, and stops
+//! the call with `BadItem::RanksDisagree` where one differs. Every thread that stores reads
+//! the same descriptors, so none stores where they differ.
 //!
 //! # Epochs and reuse
 //!
-//! Each CTA's run is an epoch of the staged collectives of its channel: it reads the
-//! channel's epoch, writes parity
+//! Each CTA's run is an epoch of the one-shot/two-shot collectives of its channel: it reads
+//! the channel's epoch, writes parity
 //! `e % 2` of the packet regions, and stores `e` after its last barrier. Rank `r` writes
 //! its slot of parity `e % 2` in peer `q`'s memory in epoch `e`, and before that in epoch
 //! `e − 2` at the latest; `q` read those lines in epoch `e − 2` and used what it read
 //! (reduced and stored it) before the CTA barrier that ends that epoch, so those loads had
 //! returned before anything `q` wrote in epoch `e − 1`, which `r` saw before entering
-//! epoch `e` (`q`'s packets of an LL epoch, or its flag of a staged one, raised after its
-//! reads of epoch `e − 2`). A stale line holds the flag of an earlier epoch of its parity,
-//! never this epoch's ([`packet_flag`]), so it is never taken for this epoch's.
+//! epoch `e` (`q`'s packets of an LL epoch, or its flag of a one-shot/two-shot one, raised
+//! after its reads of epoch `e − 2`). A stale line holds the flag of an earlier epoch of
+//! its parity, never this epoch's ([`packet_flag`]), so it is never taken for this epoch's.
 //!
 //! Every wait is bounded by the abort flag and the spin budget (a timeout is reported at
-//! `WaitSite::StagedFlag`).
+//! `WaitSite::ShotFlag`).
 
 use super::function::CollFunction;
 use super::select::{RANKS_DISAGREE, div_ceil_narrow};
 use crate::abi::{LoopError, WaitSite};
 use crate::arch::{self, AtomicWord};
-use crate::conn::{ChannelStats, CommDevice, MAX_STAGED_RANKS, PACKET_SHARE_BYTES, PACKET_SLOT_BYTES, StagingConns};
+use crate::conn::{ChannelStats, CommDevice, MAX_SHOT_RANKS, PACKET_SHARE_BYTES, PACKET_SLOT_BYTES, StagingConns};
 use crate::dtype::{Bf16, DataType, F16};
 use crate::pack::BytePack;
 use crate::redop::{Elem, Max, Min, PreMulSum, Prod, RedOp, RedOpKind, Sum, SumPostDiv};
 use crate::spin::{Interrupted, SpinGuard};
 
-/// The most bytes an LL collective takes, counted as the staged plans count size (the
-/// largest buffer of one rank: all-gather's output, reduce-scatter's input). Measured on
-/// four H100s (2026-11-26, `bench/results/session14.md`, one build, `--algo auto` = LL
-/// against `--algo one-shot` = the staged one-shot), in CUDA graphs, µs per call: at 512
+/// The most bytes an LL collective takes, counted as the one-shot/two-shot plans count size
+/// (the largest buffer of one rank: all-gather's output, reduce-scatter's input). Measured
+/// on four H100s (2026-11-26, `bench/results/session14.md`, one build, `--algo auto` = LL
+/// against `--algo one-shot` = the one-shot), in CUDA graphs, µs per call: at 512
 /// KiB all_reduce 24.7 against 24.6 on 4 ranks (a draw: five lines a thread) and 12.3
 /// against 19.0 on 2, all_gather 10.2 against 19.0 and 8.2 against 16.0, reduce_scatter
 /// 11.9 against 21.8 and 10.2 against 18.2; at 256 KiB all_reduce 16.4 against 22.7 and
 /// 9.1 against 18.2. Raised from 512 KiB to 1 MiB (2026-12-03) once a thread's lines past
 /// its first went in batches ([`send_rest`], [`receive_rest`]): two ranks on one H200
 /// (`bench/results/session39.md`, seven rounds against the build before, every row
-/// checked), all_reduce 1 MiB 10.8 µs in CUDA graphs against the staged path's 18.0, 13.3
+/// checked), all_reduce 1 MiB 10.8 µs in CUDA graphs against the one-shot path's 18.0, 13.3
 /// back to back against 20.4; 512 KiB 8.8 against 11.2. At 1 MiB a 256-thread default
 /// communicator's 63 guests take 57 CTAs of 2304 lines (nine a thread), which 20 KiB
 /// packet shares hold (`PACKET_SHARE_BYTES`). Not yet measured across two GPUs. All-gather
@@ -85,11 +85,11 @@ use crate::spin::{Interrupted, SpinGuard};
 /// more than two ranks stops sooner: see [`LL_ALL_REDUCE_MAX_BYTES_OVER_TWO`].
 pub const LL_MAX_BYTES: u64 = 1 << 20;
 
-/// The most bytes an LL all-reduce takes on more than two ranks, where the staged
+/// The most bytes an LL all-reduce takes on more than two ranks, where the
 /// one-shot pushes (since 2026-11-27). On four H200s (2026-11-27,
 /// `bench/results/session23.md` §4, one build, `--algo auto` = LL against `--algo
-/// one-shot` = the staged one-shot, every row checked), µs per all-reduce in CUDA graphs /
-/// back to back: at 512 KiB the staged one-shot took 17.3 / 21.1 against LL's 22.4 /
+/// one-shot` = the one-shot, every row checked), µs per all-reduce in CUDA graphs /
+/// back to back: at 512 KiB the one-shot took 17.3 / 21.1 against LL's 22.4 /
 /// 26.7 on 4 ranks and 14.7 / 17.3 against 17.7 / 20.0 on 3; at 256 KiB a draw (15.0 /
 /// 20.6 against 15.6 / 18.6 on 4 ranks, 13.4 / 16.9 against 11.6 / 17.1 on 3), which LL
 /// keeps. On 2 ranks LL stays ahead at 512 KiB (9.2 / 10.9 against 12.1 / 13.9).
@@ -99,13 +99,13 @@ pub const LL_ALL_REDUCE_MAX_BYTES_OVER_TWO: u64 = 256 << 10;
 /// counted as [`LL_MAX_BYTES`]; on two, twice that ([`ll_max_bytes`]). On two H200s
 /// (2026-11-27, `bench/results/session17.md`, builds alternated, NCCL 2.28.9 in the same
 /// process), at 1 MiB the LL path took 10.1 µs per all_gather in CUDA graphs against
-/// the staged one-shot's 15.4 (NCCL 9.7) and 11.3 per reduce_scatter against 18.1 (NCCL
+/// the one-shot's 15.4 (NCCL 9.7) and 11.3 per reduce_scatter against 18.1 (NCCL
 /// 9.3); back to back 11.9 against 17.2 and 13.0 against 19.7 (NCCL 15.4 and 15.0). At 2
 /// MiB on two ranks on one H200 (2026-12-03, `bench/results/session39.md`, lines past a
-/// thread's first in batches), in CUDA graphs, all_gather 9.7 µs against the staged
+/// thread's first in batches), in CUDA graphs, all_gather 9.7 µs against the one-shot
 /// path's 15.6 and reduce_scatter 10.9 against 18.3; a rank's block of 1 MiB is then
 /// spread as a 1 MiB all-reduce is (57 CTAs of 2304 lines, which 20 KiB shares hold). Between 512 KiB and
-/// 1 MiB on 4 ranks a thread carries 5-8 lines (a draw with the staged one-shot at five,
+/// 1 MiB on 4 ranks a thread carries 5-8 lines (a draw with the one-shot at five,
 /// measured before the batches).
 pub const LL_GATHER_SCATTER_MAX_BYTES: u64 = 1 << 20;
 
@@ -142,8 +142,8 @@ impl LlPlan {
 /// How an LL `function` of `count` elements of `elt` bytes spreads on a communicator of
 /// `nranks` ranks over at most `channels` channels of CTAs of `nthreads` threads, where
 /// it may: an all-reduce, all-gather or reduce-scatter of 1 to [`ll_max_bytes`] (as the
-/// staged plans count size) whose lines fit. Each thread takes as few lines as the
-/// channels allow (one where they hold one line a thread), each CTA at most what its
+/// one-shot/two-shot plans count size) whose lines fit. Each thread takes as few lines as
+/// the channels allow (one where they hold one line a thread), each CTA at most what its
 /// slot of a packet region holds (`PACKET_SHARE_BYTES`). 32-bit arithmetic over the
 /// call's shape: the same answer on every rank of a call, and the test kit's
 /// expectation.
@@ -185,9 +185,9 @@ impl LlCall {
         self.count * self.dtype.size() as u64
     }
 
-    /// The staged collectives' call descriptor of this call (see `staged`).
+    /// The one-shot/two-shot collectives' call descriptor of this call (see `shot`).
     fn descriptor(&self) -> u64 {
-        super::staged::call_digest(self.function, self.dtype, self.op, 0, self.count, None)
+        super::shot::call_digest(self.function, self.dtype, self.op, 0, self.count, None)
     }
 }
 
@@ -238,13 +238,13 @@ impl LlComm {
 }
 
 /// How `call` runs as an LL collective from channel `first` on with CTAs of `nthreads`
-/// threads, when it can: the communicator has 2 to `MAX_STAGED_RANKS` ranks with staging
-/// (every staged channel has a packet region) and unpaired channels, its buffers are
+/// threads, when it can: the communicator has 2 to `MAX_SHOT_RANKS` ranks with staging
+/// (every channel with staging has a packet region) and unpaired channels, its buffers are
 /// element-aligned, and [`ll_runs`] spreads it over the channels from `first` on.
 pub fn ll_plan(comm: &LlComm, first: u32, nthreads: u32, call: &LlCall) -> Option<LlPlan> {
     let elt = call.dtype.size() as u64;
     let aligned = (call.input | call.output) & (elt - 1) == 0 && call.input != 0 && call.output != 0;
-    let shape = comm.staging != 0 && comm.pairs == 0 && (2..=MAX_STAGED_RANKS as u32).contains(&comm.nranks);
+    let shape = comm.staging != 0 && comm.pairs == 0 && (2..=MAX_SHOT_RANKS as u32).contains(&comm.nranks);
     if !shape || !aligned {
         return None;
     }
@@ -277,7 +277,7 @@ const LEFT: u64 = u64::MAX;
 /// over its latency to those loads.
 ///
 /// # Safety
-/// `conns` is the staged memory of this CTA's channel (`first + g` of a [`ll_plan`] for
+/// `conns` is the staging memory of this CTA's channel (`first + g` of a [`ll_plan`] for
 /// this CTA's thread count and `call`, `lines` its CTA `g`'s lines), on the rank's live
 /// communicator whose fields `comm` holds ([`LlComm::load`]); `call`'s buffers hold what its function addresses
 /// (`count` elements a rank's block); `abort` is
@@ -297,8 +297,9 @@ pub unsafe fn ll_collective(
 ) -> Result<LlRun, (LoopError, u32)> {
     let tid = arch::thread_idx();
     let (rank, nranks) = (comm.rank, comm.nranks);
-    // SAFETY: `conns` is the channel's live staged memory (this function's contract); every
-    // thread reads the epoch before the first barrier, thread 0 writes it after the last.
+    // SAFETY: `conns` is the channel's live staging memory (this function's contract);
+    // every thread reads the epoch before the first barrier, thread 0 writes it after the
+    // last.
     let epoch = unsafe { (&raw const (*conns).epoch).read_volatile() } + 1;
     let flag = u64::from(packet_flag(epoch)) << 32;
     let parity = (epoch & 1) * u64::from(nranks) * PACKET_SLOT_BYTES;
@@ -381,7 +382,7 @@ pub unsafe fn ll_collective(
     }
     let more = u64::from(tid) + nthreads < run;
     if more {
-        // SAFETY: `conns` is the channel's staged memory, `lines` CTA `g`'s and `call`'s
+        // SAFETY: `conns` is the channel's staging memory, `lines` CTA `g`'s and `call`'s
         // buffers hold its blocks (this function's contract), `parity` and `flag` this
         // epoch's.
         unsafe { send_rest(call, conns, parity, rank, nranks, flag, lines.start, run) };
@@ -447,11 +448,11 @@ pub unsafe fn ll_collective(
 /// [`ll_collective`]).
 ///
 /// # Safety
-/// `conns` is a live channel's staged memory, `p` a rank of its communicator
-/// (`p < nranks <= MAX_STAGED_RANKS`, an entry the host wrote).
+/// `conns` is a live channel's staging memory, `p` a rank of its communicator
+/// (`p < nranks <= MAX_SHOT_RANKS`, an entry the host wrote).
 unsafe fn packet_region(conns: *const StagingConns, parity: u64, p: u32) -> u64 {
     // SAFETY: the caller's contract.
-    unsafe { (&raw const (*conns).packets[p as usize % MAX_STAGED_RANKS]).read() + parity }
+    unsafe { (&raw const (*conns).packets[p as usize % MAX_SHOT_RANKS]).read() + parity }
 }
 
 /// Rank `rank`'s `i`-th peer of `nranks`: a rank sends to its peers in the order `rank + 1,
@@ -478,7 +479,7 @@ fn slot_line(j: u64) -> u64 {
 /// more than one line.
 ///
 /// # Safety
-/// `conns` is the channel's staged memory of an LL run of `call` on a communicator of
+/// `conns` is the channel's staging memory of an LL run of `call` on a communicator of
 /// `nranks` ranks whose rank is `rank`, `parity` and `flag` its epoch's; lines `start..start +
 /// run` lie in each of `call`'s input blocks, element-aligned (`ll_plan`), and fit a
 /// slot (`ll_runs`).
@@ -607,7 +608,7 @@ unsafe fn wait_lines<const N: usize>(at: [u64; N], flag: u64, stopped: *mut u64,
         match guard.tick() {
             Ok(()) => {}
             Err(Interrupted::Aborted) => stop(stopped, LoopError::Aborted.status(0)),
-            Err(Interrupted::TimedOut) => stop(stopped, LoopError::Timeout.status(WaitSite::StagedFlag as u32)),
+            Err(Interrupted::TimedOut) => stop(stopped, LoopError::Timeout.status(WaitSite::ShotFlag as u32)),
         }
     }
 }

@@ -24,10 +24,10 @@ mod p2p;
 #[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
 mod ring;
 #[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
-mod staged;
+mod shot;
 
 pub use function::{CollFunction, NO_PEER};
-pub use select::{Algorithm, AlgorithmChoice, LOCAL_BYTES_PER_CHANNEL, NVLS_MIN_THREADS, Plan, RANKS_DISAGREE, Staging, THRESHOLDS, Thresholds, Unfit, local_channels, pack_elements, plan, push_fits, staged_channels, two_shot_block};
+pub use select::{Algorithm, AlgorithmChoice, LOCAL_BYTES_PER_CHANNEL, NVLS_MIN_THREADS, Plan, RANKS_DISAGREE, Staging, THRESHOLDS, Thresholds, Unfit, local_channels, pack_elements, plan, push_fits, shot_channels, two_shot_block};
 
 #[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
 pub use coll::{CHUNK_ALIGN_BYTES, Coll, CollCtx};

@@ -1,5 +1,5 @@
 //! Which algorithm runs a collective, and on how many channels: the ring, one of the
-//! staged algorithms of seed 003 (one-shot, two-shot), or NVLS (seed 000; forced only).
+//! one-shot/two-shot algorithms of seed 003, or NVLS (seed 000; forced only).
 //! The size thresholds are one table, [`THRESHOLDS`]; [`plan`] applies it.
 //!
 //! Always compiled (also without `arch`): the device's dispatch chooses with [`plan`], and
@@ -10,7 +10,7 @@
 //! here moves data, and nothing imports from above `algo`.
 
 use super::function::CollFunction;
-use crate::conn::{MAX_NVLS_ARITY, MAX_STAGED_RANKS};
+use crate::conn::{MAX_NVLS_ARITY, MAX_SHOT_RANKS};
 
 /// An algorithm that runs collectives.
 #[repr(u32)]
@@ -33,7 +33,8 @@ pub enum Algorithm {
     /// stores the result to every rank through multicast, and a gather group copies every
     /// head's result out. On our GPUs the multicast is the software twin (loops over the
     /// peers' memory), which moves every byte through such loops and is slower than the
-    /// ring and the staged algorithms: the device never picks it by size, only when forced.
+    /// ring and the one-shot/two-shot algorithms: the device never picks it by size, only
+    /// when forced.
     Nvls = 3,
 }
 
@@ -50,9 +51,9 @@ impl Algorithm {
         }
     }
 
-    /// True for the staged algorithms (one-shot, two-shot): those that take
+    /// True for the one-shot/two-shot algorithms: those that take
     /// [`Plan::channels`] channels and exchange staging flags.
-    pub const fn is_staged(self) -> bool {
+    pub const fn is_shot(self) -> bool {
         matches!(self, Self::OneShot | Self::TwoShot)
     }
 }
@@ -101,7 +102,7 @@ impl AlgorithmChoice {
     }
 }
 
-/// What a communicator has for the staged algorithms.
+/// What a communicator has for the one-shot/two-shot algorithms.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Staging {
     /// Ranks in the communicator.
@@ -113,42 +114,43 @@ pub struct Staging {
 }
 
 impl Staging {
-    /// True when the staged algorithms can run: staging buffers, and 2 to
-    /// [`MAX_STAGED_RANKS`] ranks.
+    /// True when the one-shot/two-shot algorithms can run: staging buffers, and 2 to
+    /// [`MAX_SHOT_RANKS`] ranks.
     pub const fn available(&self) -> bool {
-        self.slot_bytes > 0 && self.nranks >= 2 && self.nranks as usize <= MAX_STAGED_RANKS
+        self.slot_bytes > 0 && self.nranks >= 2 && self.nranks as usize <= MAX_SHOT_RANKS
     }
 
-    /// The most channels a staged plan takes: `channels`, at most
-    /// [`Thresholds::staged_channels_max`].
-    pub const fn staged_channels(&self) -> u32 {
-        staged_channels(self.channels)
+    /// The most channels a one-shot/two-shot plan takes: `channels`, at most
+    /// [`Thresholds::shot_channels_max`].
+    pub const fn shot_channels(&self) -> u32 {
+        shot_channels(self.channels)
     }
 }
 
-/// Of `channels` a collective may spread over, the most a staged plan takes (see
-/// [`Thresholds::staged_channels_max`]): what a communicator sizes its staging buffers
+/// Of `channels` a collective may spread over, the most a one-shot/two-shot plan takes (see
+/// [`Thresholds::shot_channels_max`]): what a communicator sizes its staging buffers
 /// for, so that they hold its staging bytes.
-pub const fn staged_channels(channels: u32) -> u32 {
-    if channels < THRESHOLDS.staged_channels_max { channels } else { THRESHOLDS.staged_channels_max }
+pub const fn shot_channels(channels: u32) -> u32 {
+    if channels < THRESHOLDS.shot_channels_max { channels } else { THRESHOLDS.shot_channels_max }
 }
 
 /// How a collective runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Plan {
     pub algorithm: Algorithm,
-    /// A staged algorithm: channels `0..channels` take part, channel `c` with elements
-    /// `[c × share, (c + 1) × share)` of the count (clipped at the count; every one of
-    /// them holds some), and the others skip the collective. The ring: every channel (on
-    /// one rank, a local copy, those of [`local_channels`] take part).
+    /// A one-shot/two-shot algorithm: channels `0..channels` take part, channel `c` with
+    /// elements `[c × share, (c + 1) × share)` of the count (clipped at the count; every
+    /// one of them holds some), and the others skip the collective. The ring: every channel
+    /// (on one rank, a local copy, those of [`local_channels`] take part).
     pub channels: u32,
-    /// A staged algorithm: elements of the count per channel, a multiple of 16 bytes.
+    /// A one-shot/two-shot algorithm: elements of the count per channel, a multiple of 16
+    /// bytes.
     pub share: u64,
 }
 
 impl Plan {
-    /// A staged plan's first element and element count on `channel` (`< channels`) of a
-    /// collective of `count`.
+    /// A one-shot/two-shot plan's first element and element count on `channel`
+    /// (`< channels`) of a collective of `count`.
     pub const fn range(&self, channel: u32, count: u64) -> (u64, u64) {
         let begin = channel as u64 * self.share;
         let end = if begin + self.share < count { begin + self.share } else { count };
@@ -163,14 +165,14 @@ pub const fn two_shot_block(n: u64, nranks: u32, elt: u64) -> u64 {
     round_up_pow2(div_ceil_narrow(n, nranks as u64), pack_elements(elt))
 }
 
-/// True when a staged collective's channel whose share is `n` elements of `elt` bytes, on
-/// `nranks` ranks, has staging room to push (`algo::staged`'s push form): its staging
-/// buffer of `slot_bytes` holds what every peer pushes into it. One-shot all-reduce,
-/// all-gather and reduce-scatter: a share from each of the `nranks - 1` peers; two-shot
-/// all-reduce: a block from each on the way in and a reduced block from each on the way
-/// out. Broadcast and reduce never push. Pure arithmetic over what every rank shares, so
-/// every rank decides alike for the same channel of the same call; on two ranks every
-/// one-shot plan has the room (a share fits a buffer).
+/// True when a one-shot/two-shot collective's channel whose share is `n` elements of `elt`
+/// bytes, on `nranks` ranks, has staging room to push (`algo::shot`'s push form): its
+/// staging buffer of `slot_bytes` holds what every peer pushes into it. One-shot
+/// all-reduce, all-gather and reduce-scatter: a share from each of the `nranks - 1` peers;
+/// two-shot all-reduce: a block from each on the way in and a reduced block from each on
+/// the way out. Broadcast and reduce never push. Pure arithmetic over what every rank
+/// shares, so every rank decides alike for the same channel of the same call; on two ranks
+/// every one-shot plan has the room (a share fits a buffer).
 pub const fn push_fits(function: CollFunction, algorithm: Algorithm, elt: u64, n: u64, nranks: u32, slot_bytes: u64) -> bool {
     let peers = (nranks as u64).saturating_sub(1);
     let elements = match (function, algorithm) {
@@ -181,15 +183,16 @@ pub const fn push_fits(function: CollFunction, algorithm: Algorithm, elt: u64, n
     elements * elt <= slot_bytes
 }
 
-/// The detail of the `LoopError::BadItem` stop of a staged collective whose ranks' calls
-/// differ (their call descriptors, see `staged`): `work::BadItem::RanksDisagree`, which
-/// the `work` layer checks equals it (this layer cannot name that enum).
+/// The detail of the `LoopError::BadItem` stop of a one-shot/two-shot collective whose
+/// ranks' calls differ (their call descriptors, see `shot`):
+/// `work::BadItem::RanksDisagree`, which the `work` layer checks equals it (this layer
+/// cannot name that enum).
 pub const RANKS_DISAGREE: u32 = 19;
 
 /// Why a forced algorithm cannot run a call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Unfit {
-    /// The communicator has no staging buffers: more than [`MAX_STAGED_RANKS`] ranks, or
+    /// The communicator has no staging buffers: more than [`MAX_SHOT_RANKS`] ranks, or
     /// none were asked for.
     NoStaging,
     /// Not an algorithm of this function: two-shot is all_reduce's alone; NVLS is
@@ -202,15 +205,15 @@ pub enum Unfit {
     TooLarge { bytes: u64, capacity: u64 },
 }
 
-/// Where the device switches algorithms, and how many channels a staged collective
-/// takes. One row per rank count, 2 to [`MAX_STAGED_RANKS`] (entry `nranks - 2`); sizes
-/// are the bytes of the largest buffer of one rank (all_reduce's, broadcast's and
+/// Where the device switches algorithms, and how many channels a one-shot/two-shot
+/// collective takes. One row per rank count, 2 to [`MAX_SHOT_RANKS`] (entry `nranks - 2`);
+/// sizes are the bytes of the largest buffer of one rank (all_reduce's, broadcast's and
 /// reduce's input, all_gather's output, reduce_scatter's input), as nccl-tests counts
 /// them.
 ///
 /// The 2-rank row is measured: on two H100s (2026-11-27, the default communicator of 1
-/// resident and 63 guest channels, staged plans of 16 KiB a channel on up to 63, 32 MiB
-/// staging, every row checked, NCCL 2.28.9 in the same process,
+/// resident and 63 guest channels, one-shot/two-shot plans of 16 KiB a channel on up to 63,
+/// 32 MiB staging, every row checked, NCCL 2.28.9 in the same process,
 /// `bench/results/session17.md`, µs per call back to back / in CUDA graphs) one-shot
 /// forced against the ring (the automatic choice above the earlier thresholds) and
 /// NCCL: all_reduce 49.5 / 44.8 at 8 MiB against the ring's 66.0 / 61.5 (NCCL 47.9 /
@@ -243,10 +246,10 @@ pub enum Unfit {
 /// and 43.3 / 43.8): one-shot now goes to 8 MiB on 2 ranks.
 ///
 /// The 3- and 4-rank rows are measured on four H200s (2026-11-27, one rank per GPU, the
-/// default communicator of 64 channels, staged collectives in the push form, every row
-/// checked, µs per call back to back, `bench/results/session23.md`), every algorithm
-/// forced (one-shot and two-shot with 64 MiB of staging; the plans are those of the
-/// default 32 MiB, which holds every call the rows send them), NCCL 2.28.9 in the same
+/// default communicator of 64 channels, one-shot/two-shot collectives in the push form,
+/// every row checked, µs per call back to back, `bench/results/session23.md`), every
+/// algorithm forced (one-shot and two-shot with 64 MiB of staging; the plans are those of
+/// the default 32 MiB, which holds every call the rows send them), NCCL 2.28.9 in the same
 /// process. 4 ranks: all_reduce one-shot 24.9 at 1 MiB against two-shot's 27.5; at 2 MiB
 /// two-shot 31.8 against one-shot's 37.1; at 8 MiB two-shot 64.7 against the ring's 87.8
 /// (NCCL 60.1), at 16 MiB 104.3 against 126.0 (NCCL 97.3), at 32 MiB 186.8 against
@@ -260,7 +263,7 @@ pub enum Unfit {
 /// form, which was measured: the row stops at 16 MiB); all_gather one-shot 57.6 at 16
 /// MiB against the ring's 68.3, a tie at 32 MiB (106.5 / 106.6); reduce_scatter one-shot
 /// 66.7 at 16 MiB against the ring's 71.8, the ring's 110.5 at 32 MiB against 115.1.
-/// Two-shot pushing its reduced blocks straight into the peers' outputs (`staged`'s
+/// Two-shot pushing its reduced blocks straight into the peers' outputs (`shot`'s
 /// direct outputs; four H200s, 2026-11-28, `bench/results/session28.md`, every row
 /// checked, NCCL in the same process) took 59.1 µs at 8 MiB against 66.9 through the
 /// staging (NCCL 59.8-62.0), and with 64 MiB of staging 171.8 at 32 MiB against the
@@ -273,15 +276,15 @@ pub enum Unfit {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Thresholds {
     /// all_reduce: one-shot up to these bytes.
-    pub all_reduce_one_shot_max: [u64; MAX_STAGED_RANKS - 1],
+    pub all_reduce_one_shot_max: [u64; MAX_SHOT_RANKS - 1],
     /// all_reduce: two-shot above the one-shot rows and up to these bytes; the ring above.
-    pub all_reduce_two_shot_max: [u64; MAX_STAGED_RANKS - 1],
+    pub all_reduce_two_shot_max: [u64; MAX_SHOT_RANKS - 1],
     /// all_gather: one-shot up to these bytes (of its output); the ring above.
-    pub all_gather_one_shot_max: [u64; MAX_STAGED_RANKS - 1],
+    pub all_gather_one_shot_max: [u64; MAX_SHOT_RANKS - 1],
     /// reduce_scatter: one-shot up to these bytes (of its input); the ring above.
-    pub reduce_scatter_one_shot_max: [u64; MAX_STAGED_RANKS - 1],
+    pub reduce_scatter_one_shot_max: [u64; MAX_SHOT_RANKS - 1],
     /// broadcast and reduce: one-shot up to these bytes; the ring above.
-    pub rooted_one_shot_max: [u64; MAX_STAGED_RANKS - 1],
+    pub rooted_one_shot_max: [u64; MAX_SHOT_RANKS - 1],
     /// A one-shot collective of `b` bytes takes `ceil(b / this)` channels (at least one,
     /// and more where its share would not fit a channel's staging buffer). 16 KiB a
     /// channel on up to 63 (on two H100s, 2026-11-27, `bench/results/session17.md`)
@@ -294,14 +297,14 @@ pub struct Thresholds {
     /// 26 µs at 64 KiB on one (2026-11-26, `bench/results/session11-x4.md`): a channel
     /// moves about 10 GB/s.
     pub two_shot_bytes_per_channel: u64,
-    /// The most channels a staged collective takes (fewer where the communicator has
-    /// fewer), and those a communicator sizes its staging buffers for. On a default
-    /// communicator (1 resident and 63 guest channels) every staged call then fits the
-    /// guests and runs on the post grid alone; one on all 48 channels
+    /// The most channels a one-shot/two-shot collective takes (fewer where the communicator
+    /// has fewer), and those a communicator sizes its staging buffers for. On a default
+    /// communicator (1 resident and 63 guest channels) every one-shot/two-shot call then
+    /// fits the guests and runs on the post grid alone; one on all 48 channels
     /// of the earlier default went through the loop's mailbox: on two H200s a 4 MiB
     /// one-shot all_reduce on 48 channels took 41-44 µs per call against 23-25 µs at
     /// 2 MiB on 32 (`bench/results/session9-x2.md`).
-    pub staged_channels_max: u32,
+    pub shot_channels_max: u32,
 }
 
 /// The thresholds the device uses (the 2- to 4-rank rows measured, the others
@@ -311,10 +314,10 @@ pub const THRESHOLDS: Thresholds = Thresholds {
     all_reduce_two_shot_max: [32 << 20, 32 << 20, 32 << 20, 8 << 20, 8 << 20, 8 << 20, 8 << 20],
     all_gather_one_shot_max: [64 << 20, 16 << 20, 32 << 20, 1 << 20, 1 << 20, 1 << 20, 1 << 20],
     reduce_scatter_one_shot_max: [32 << 20, 16 << 20, 32 << 20, 1 << 20, 1 << 20, 1 << 20, 1 << 20],
-    rooted_one_shot_max: [256 << 10; MAX_STAGED_RANKS - 1],
+    rooted_one_shot_max: [256 << 10; MAX_SHOT_RANKS - 1],
     one_shot_bytes_per_channel: 16 << 10,
     two_shot_bytes_per_channel: 16 << 10,
-    staged_channels_max: 63,
+    shot_channels_max: 63,
 };
 
 /// Elements of `elt` bytes (a power of two, as every element size) in 16 bytes (a pack):
@@ -379,9 +382,9 @@ pub const fn local_channels(elt: u64, count: u64, channels: u32) -> u32 {
 
 /// The plan of `function` over `count` elements of `elt` bytes on a communicator with
 /// `staging`, asked for `choice`. With [`AlgorithmChoice::Auto`] always a plan (the ring
-/// where no staged algorithm fits); with a forced algorithm, `Err` where it cannot run
-/// the call. Point-to-point and one-rank communicators: the ring's plan whatever the
-/// choice (they have one way only, which dispatch takes before asking).
+/// where no one-shot/two-shot algorithm fits); with a forced algorithm, `Err` where it
+/// cannot run the call. Point-to-point and one-rank communicators: the ring's plan whatever
+/// the choice (they have one way only, which dispatch takes before asking).
 pub fn plan(function: CollFunction, elt: u64, count: u64, staging: Staging, choice: AlgorithmChoice) -> Result<Plan, Unfit> {
     let ring = Plan { algorithm: Algorithm::Ring, channels: staging.channels, share: 0 };
     if function == CollFunction::SendRecv || staging.nranks == 1 {
@@ -397,7 +400,7 @@ pub fn plan(function: CollFunction, elt: u64, count: u64, staging: Staging, choi
     if algorithm == Algorithm::Nvls {
         return nvls(function, staging);
     }
-    match staged(function, elt, count, staging, algorithm) {
+    match shot_plan(function, elt, count, staging, algorithm) {
         Err(_) if choice == AlgorithmChoice::Auto => Ok(ring),
         outcome => outcome,
     }
@@ -405,7 +408,7 @@ pub fn plan(function: CollFunction, elt: u64, count: u64, staging: Staging, choi
 
 /// [`THRESHOLDS`]' algorithm for `bytes` of `function` on `nranks`.
 fn by_size(function: CollFunction, bytes: u64, nranks: u32) -> Algorithm {
-    if nranks < 2 || nranks as usize > MAX_STAGED_RANKS {
+    if nranks < 2 || nranks as usize > MAX_SHOT_RANKS {
         return Algorithm::Ring;
     }
     let row = nranks as usize - 2;
@@ -438,8 +441,8 @@ fn nvls(function: CollFunction, staging: Staging) -> Result<Plan, Unfit> {
     Ok(Plan { algorithm: Algorithm::Nvls, channels: staging.channels, share: 0 })
 }
 
-/// The plan of a staged `algorithm`, or why it cannot run the call.
-fn staged(function: CollFunction, elt: u64, count: u64, staging: Staging, algorithm: Algorithm) -> Result<Plan, Unfit> {
+/// The plan of a one-shot/two-shot `algorithm`, or why it cannot run the call.
+fn shot_plan(function: CollFunction, elt: u64, count: u64, staging: Staging, algorithm: Algorithm) -> Result<Plan, Unfit> {
     let runs = match algorithm {
         Algorithm::OneShot => function != CollFunction::SendRecv,
         Algorithm::TwoShot => function == CollFunction::AllReduce,
@@ -456,7 +459,7 @@ fn staged(function: CollFunction, elt: u64, count: u64, staging: Staging, algori
     let copies = if function == CollFunction::ReduceScatter { u64::from(staging.nranks) } else { 1 };
     let align = pack_elements(elt);
     let per_channel = div_narrow(staging.slot_bytes >> elt.trailing_zeros(), copies) & !(align - 1);
-    let capacity = per_channel.saturating_mul(u64::from(staging.staged_channels()));
+    let capacity = per_channel.saturating_mul(u64::from(staging.shot_channels()));
     if count > capacity {
         let staged = |n: u64| n.saturating_mul(elt).saturating_mul(copies);
         return Err(Unfit::TooLarge { bytes: staged(count), capacity: staged(capacity) });
@@ -465,13 +468,13 @@ fn staged(function: CollFunction, elt: u64, count: u64, staging: Staging, algori
         return Ok(Plan { algorithm, channels: 0, share: 0 });
     }
     // From here `0 < count <= capacity`, so `per_channel > 0`, and the channels that hold
-    // it are no more than the staged channels.
+    // it are no more than `staging.shot_channels()`.
     let needed = div_ceil_narrow(count, per_channel);
     let bytes_per_channel = match algorithm {
         Algorithm::TwoShot => THRESHOLDS.two_shot_bytes_per_channel,
         _ => THRESHOLDS.one_shot_bytes_per_channel,
     };
-    let wanted = div_ceil_pow2(size_bytes(function, elt, count, staging.nranks), bytes_per_channel).clamp(1, staging.staged_channels() as u64);
+    let wanted = div_ceil_pow2(size_bytes(function, elt, count, staging.nranks), bytes_per_channel).clamp(1, staging.shot_channels() as u64);
     let share = round_up_pow2(div_ceil_narrow(count, wanted.max(needed)), align);
     Ok(Plan { algorithm, channels: div_ceil_narrow(count, share) as u32, share })
 }
@@ -503,8 +506,8 @@ mod tests {
             assert_eq!(at(function, most / 4 + 16), Algorithm::Ring, "{function:?}");
         }
         // On 2 ranks with the default communicator's staging (64 collective channels, 48 MiB
-        // over the 63 a staged call takes), all_gather stays one-shot to 64 MiB (its input
-        // is half of it) and reduce_scatter to 32 MiB.
+        // over the 63 a one-shot/two-shot call takes), all_gather stays one-shot to 64 MiB
+        // (its input is half of it) and reduce_scatter to 32 MiB.
         let two = staging(2, 64, (48u64 << 20).div_ceil(63).next_multiple_of(4096));
         let on_two = |function, bytes: u64| plan(function, F32, bytes / 2 / F32, two, AlgorithmChoice::Auto).unwrap().algorithm;
         assert_eq!(on_two(CollFunction::AllGather, 64 << 20), Algorithm::OneShot);
@@ -533,14 +536,14 @@ mod tests {
         assert_eq!(plan(CollFunction::AllReduce, F32, 2, nine, AlgorithmChoice::Auto).unwrap().algorithm, Algorithm::Ring, "over 8 ranks: the ring");
     }
 
-    /// A staged plan takes at most `staged_channels_max` channels, and its buffers still
-    /// hold the call a communicator's staging bytes were sized for.
+    /// A one-shot/two-shot plan takes at most `shot_channels_max` channels, and its buffers
+    /// still hold the call a communicator's staging bytes were sized for.
     #[test]
-    fn staged_plans_keep_to_the_most_channels() {
-        let max = THRESHOLDS.staged_channels_max;
+    fn shot_plans_keep_to_the_most_channels() {
+        let max = THRESHOLDS.shot_channels_max;
         let s = staging(2, 80, 256 << 10);
-        assert_eq!(s.staged_channels(), max);
-        assert_eq!(staging(2, 5, 256 << 10).staged_channels(), 5, "fewer channels: all of them");
+        assert_eq!(s.shot_channels(), max);
+        assert_eq!(staging(2, 5, 256 << 10).shot_channels(), 5, "fewer channels: all of them");
         let big = plan(CollFunction::AllReduce, F32, (4 << 20) / F32, s, AlgorithmChoice::OneShot).unwrap();
         assert_eq!(big.channels, max, "4 MiB wants 256 channels of 16 KiB: {big:?}");
         let full = u64::from(max) * (256 << 10) / F32;
@@ -602,16 +605,16 @@ mod tests {
     }
 
     /// A forced algorithm is refused where it cannot run; Auto falls back to the ring.
-    /// The staged plan with plain 64-bit arithmetic, as `staged` computed it before it
-    /// shifted, masked and divided in 32 bits.
-    fn staged_plain(function: CollFunction, elt: u64, count: u64, staging: Staging, algorithm: Algorithm) -> Result<Plan, Unfit> {
+    /// The one-shot/two-shot plan with plain 64-bit arithmetic, as `shot_plan` computed it
+    /// before it shifted, masked and divided in 32 bits.
+    fn shot_plan_plain(function: CollFunction, elt: u64, count: u64, staging: Staging, algorithm: Algorithm) -> Result<Plan, Unfit> {
         if !staging.available() {
             return Err(Unfit::NoStaging);
         }
         let copies = if function == CollFunction::ReduceScatter { u64::from(staging.nranks) } else { 1 };
         let align = 16 / elt;
         let per_channel = staging.slot_bytes / elt / copies / align * align;
-        let channels = u64::from(staging.staged_channels());
+        let channels = u64::from(staging.shot_channels());
         let needed = match (count, per_channel) {
             (0, _) => 0,
             (_, 0) => u64::MAX,
@@ -646,8 +649,8 @@ mod tests {
                         }
                         for elt in [1, 2, 4, 8] {
                             for count in counts {
-                                let got = staged(function, elt, count, s, algorithm);
-                                assert_eq!(got, staged_plain(function, elt, count, s, algorithm), "{function:?} {algorithm:?} elt {elt} count {count} {s:?}");
+                                let got = shot_plan(function, elt, count, s, algorithm);
+                                assert_eq!(got, shot_plan_plain(function, elt, count, s, algorithm), "{function:?} {algorithm:?} elt {elt} count {count} {s:?}");
                                 planned += u32::from(got.is_ok());
                             }
                         }

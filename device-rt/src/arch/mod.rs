@@ -560,12 +560,12 @@ pub enum Site {
     MailboxDone,
     /// work: a leaving channel's acq_rel CAS that marks the mailbox CLOSED.
     MailboxClose,
-    /// algo (staged collectives): a rank's `fence.acq_rel.sys` before it raises its flag
-    /// on a peer, which publishes what the CTA wrote into its staging.
-    StagedSignalFence,
-    /// algo (staged collectives): the acquire poll of a peer's flag, which orders the
-    /// CTA's reads of that peer's staging after the peer's publication.
-    StagedFlagPoll,
+    /// algo (one-shot/two-shot collectives): a rank's `fence.acq_rel.sys` before it raises
+    /// its flag on a peer, which publishes what the CTA wrote into its staging.
+    ShotSignalFence,
+    /// algo (one-shot/two-shot collectives): the acquire poll of a peer's flag, which
+    /// orders the CTA's reads of that peer's staging after the peer's publication.
+    ShotFlagPoll,
     /// shmem: `put_signal`'s `fence.acq_rel.sys` between the data and the signal, which
     /// delivers the data before the signal.
     ShmemSignalFence,
@@ -597,8 +597,8 @@ impl Site {
         Site::MailboxArrive,
         Site::MailboxDone,
         Site::MailboxClose,
-        Site::StagedSignalFence,
-        Site::StagedFlagPoll,
+        Site::ShotSignalFence,
+        Site::ShotFlagPoll,
         Site::ShmemSignalFence,
         Site::ShmemFence,
         Site::ShmemQuiet,
@@ -615,12 +615,12 @@ impl Site {
             | Site::RingBacklogFence
             | Site::RingComplete
             | Site::MailboxDoneFence
-            | Site::StagedSignalFence
+            | Site::ShotSignalFence
             | Site::ShmemSignalFence
             | Site::ShmemFence
             | Site::ShmemQuiet
             | Site::ShmemBarrierFence => SiteKind::Fence,
-            Site::PrimsRecvPoll | Site::RingPoll | Site::MailboxTake | Site::StagedFlagPoll | Site::ShmemWaitPoll | Site::ShmemBarrierPoll => {
+            Site::PrimsRecvPoll | Site::RingPoll | Site::MailboxTake | Site::ShotFlagPoll | Site::ShmemWaitPoll | Site::ShmemBarrierPoll => {
                 SiteKind::AcquireLoad
             }
             Site::MailboxPublish | Site::MailboxArrive | Site::MailboxDone | Site::MailboxClose => SiteKind::AcqRelRmw,

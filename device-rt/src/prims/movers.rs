@@ -1,16 +1,16 @@
-//! The data movers behind the primitives and the staged algorithms: the only code
-//! instantiated per type and operator. The protocol code above them (waits, posts,
+//! The data movers behind the primitives and the one-shot/two-shot algorithms: the only
+//! code instantiated per type and operator. The protocol code above them (waits, posts,
 //! chunking) is written once; each slice picks its mover at run time (one `match` per
 //! slice), so the module holds one reducing mover per type × operator for each of the two
-//! source shapes (the ring's two sources, the staged algorithms' up to eight), one
-//! pre/post-op copy per type of the operators that have them, and one plain copy per
+//! source shapes (the ring's two sources, the one-shot/two-shot algorithms' up to eight),
+//! one pre/post-op copy per type of the operators that have them, and one plain copy per
 //! element size. NVLS's multicast moves ([`MulticastMovers`]) reuse them in the software
 //! twin; the hardware flavour has movers of its own (a `multimem` load-reduce per type ×
 //! operator of its table, a `multimem` store per element size), on the GPU only.
 
 use crate::copy::{Operands, reduce_copy};
 use crate::dtype::{Bf16, DataType, F16};
-use crate::conn::MAX_STAGED_RANKS;
+use crate::conn::MAX_SHOT_RANKS;
 use crate::multicast::{MAX_MULTICAST_PEERS, Multicast, SwMulticast, SwMulticastTable};
 use crate::redop::{Elem, Max, Min, PreMulSum, Prod, RedOp, RedOpKind, Sum, SumPostDiv};
 
@@ -93,8 +93,8 @@ unsafe fn copy_typed<T: Elem>(w: Movers, src: u64, dsts: [u64; 2], ndsts: usize,
 /// (1 or 2) of `dsts`. The first `PRE_OP_SRCS` sources get the operator's pre-op, the
 /// result its post-op when `post_op`. One instance per type × operator of each of the two
 /// shapes used: the ring reduces the user input (pre-op) with one received source
-/// (`<2, 1>`), the staged algorithms every rank's staged data, whose pre-op was applied
-/// when it was staged (`<MAX_STAGED_RANKS, 0>`).
+/// (`<2, 1>`), the one-shot/two-shot algorithms every rank's staged data, whose pre-op was
+/// applied when it was staged (`<MAX_SHOT_RANKS, 0>`).
 ///
 /// # Safety
 /// As [`copy`], with `2 <= nsrcs <= MAX_SRCS` sources each holding `n` elements of
@@ -241,7 +241,7 @@ pub trait MulticastMovers: Multicast {
     unsafe fn multimem(w: Movers, d: DataOp, mc_src: bool, mc_dst: bool, post_op: bool, src: u64, dst: u64, n: usize);
 }
 
-static_assertions::const_assert_eq!(MAX_MULTICAST_PEERS, MAX_STAGED_RANKS);
+static_assertions::const_assert_eq!(MAX_MULTICAST_PEERS, MAX_SHOT_RANKS);
 
 /// The software twin moves through the unicast movers above (no code of its own): a
 /// multicast source is [`reduce`]'s sources (every peer, in peer order: the bits of
@@ -269,10 +269,10 @@ impl MulticastMovers for SwMulticast {
             // two peers' copies (or the one unicast destination), each holding `n` elements of
             // `d.dtype`, element-aligned, disjoint from the sources, and every worker calls this
             // with the same arguments (this function's contract): `reduce`'s contract with
-            // `2 <= npeers <= MAX_STAGED_RANKS` sources, and `copy`'s.
+            // `2 <= npeers <= MAX_SHOT_RANKS` sources, and `copy`'s.
             unsafe {
                 if mc_src {
-                    reduce::<MAX_STAGED_RANKS, 0>(w, d, post_op, sources.peers, sources.npeers as usize, pair, ndsts, n);
+                    reduce::<MAX_SHOT_RANKS, 0>(w, d, post_op, sources.peers, sources.npeers as usize, pair, ndsts, n);
                 } else {
                     copy(w, d.elt(), sources.peers[0], pair, ndsts, n);
                 }

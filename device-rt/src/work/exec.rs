@@ -1021,7 +1021,7 @@ pub(super) unsafe fn collective(a: &Channel, item: &WorkItem, shared: *mut LoopS
 ///
 /// # Safety
 /// As [`execute`], for a Collective item valid against the communicator (non-null);
-/// `plan` is its plan, a staged algorithm of which `part` is a part.
+/// `plan` is its plan, a one-shot/two-shot algorithm of which `part` is a part.
 #[inline(never)]
 pub(super) unsafe fn planned_collective(a: &Channel, item: &WorkItem, shared: *mut LoopShared, part: u32, plan: Plan) -> Result<(), Stop> {
     // SAFETY: this function's contract is `part_context`'s.

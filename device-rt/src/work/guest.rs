@@ -12,19 +12,19 @@
 //! its channel's share exactly as a resident channel would, then arrives at the mailbox
 //! item's completion like one (the last of the item's channels completes it).
 //!
-//! A small stream-ordered collective does not need the loop at all: a staged algorithm
-//! (one-shot, two-shot and their kin), or a one-rank collective (a local copy), planned
-//! on no more channels than the guests runs on the post grid alone (`post_only_plan`),
-//! its part `i` on guest channel `resident + i` (CTA `i + 1`), and CTA 0 posts nothing.
-//! The grid's end is the item's completion: the work that follows on the stream waits for
-//! it, and sees its writes, as after any kernel. This saves the mailbox's round trip (the
-//! post, the loop's poll, the completion's system-scope fence and arrival, the poster's
-//! acquire) on exactly the calls where it costs most. The loop never sees such an item;
-//! an error in it is recorded and closes the mailbox, as a guest's does. All ranks choose alike (the choice is
-//! arithmetic over the item and the communicator), so the same guest channels, with the
-//! same staging epochs, meet. Both paths of one communicator must be the same on every
-//! rank for one call (the stream on every rank, or the direct path on every rank), as the
-//! channels an item spreads over differ between them.
+//! A small stream-ordered collective does not need the loop at all: a one-shot/two-shot
+//! algorithm (of any function), or a one-rank collective (a local copy),
+//! planned on no more channels than the guests runs on the post grid alone
+//! (`post_only_plan`), its part `i` on guest channel `resident + i` (CTA `i + 1`), and CTA
+//! 0 posts nothing. The grid's end is the item's completion: the work that follows on the
+//! stream waits for it, and sees its writes, as after any kernel. This saves the mailbox's
+//! round trip (the post, the loop's poll, the completion's system-scope fence and arrival,
+//! the poster's acquire) on exactly the calls where it costs most. The loop never sees such
+//! an item; an error in it is recorded and closes the mailbox, as a guest's does. All ranks
+//! choose alike (the choice is arithmetic over the item and the communicator), so the same
+//! guest channels, with the same staging epochs, meet. Both paths of one communicator must
+//! be the same on every rank for one call (the stream on every rank, or the direct path on
+//! every rank), as the channels an item spreads over differ between them.
 //!
 //! Why guests never race: a guest channel is used by post grids only, and the user's
 //! stream runs them one after another (the loop serves one stream), each only after the
@@ -110,14 +110,14 @@ struct LlItem {
 /// The LL collective (`algo::ll`) that `p.item` is, and its plan from guest channel
 /// `resident` on, when it is one: an all-reduce, all-gather or reduce-scatter of a
 /// communicator with guest channels that leaves the algorithm to the device, of a known
-/// type and operator, that [`ll_plan`] takes (the device prefers it to every staged
-/// algorithm wherever it runs: measured on 2 and 4 ranks, provisional on more). `None`:
+/// type and operator, that [`ll_plan`] takes (the device prefers it to one-shot and
+/// two-shot wherever it runs: measured on 2 and 4 ranks, provisional on more). `None`:
 /// the item goes the general way. Arithmetic over the item and the communicator: every
 /// CTA of the grid, on every rank, gets the same answer, and the same guest channels'
 /// epochs advance on every rank.
 ///
 /// # Safety
-/// `p.comm` is null or the rank's valid `CommDevice`, with its staged memory.
+/// `p.comm` is null or the rank's valid `CommDevice`, with its staging memory.
 unsafe fn ll_item(p: &PostArgs) -> Option<LlItem> {
     let item = &p.item;
     if p.comm.is_null() || item.kind != WorkKind::Collective as u8 || item.flags & !ITEM_OUTPUT_PEER_MAPPED != 0 {
@@ -139,7 +139,7 @@ unsafe fn ll_item(p: &PostArgs) -> Option<LlItem> {
 /// `p.resident + g`, unless `gate` says the loop had closed its mailbox or recorded an
 /// error (then, as a guest, it leaves); thread 0 of each CTA counts its run on its
 /// channel as a part of a one-shot run on the post grid alone (`post_parts` and the
-/// collective's counters, as a staged one-shot over the same channels counts), and
+/// collective's counters, as a one-shot over the same channels counts), and
 /// thread 0 of any CTA whose run fails records the error and closes the mailbox, as a
 /// guest does.
 ///
@@ -308,9 +308,10 @@ pub unsafe fn serve_post(p: PostArgs) {
     let outcome = if let Some(plan) = post_only {
         // SAFETY: `a` holds the running loop's memory (this function's contract) and a guest
         // channel below the communicator's count, which its connections cover; the item is a
-        // collective valid against the communicator, `plan` is its plan (a staged algorithm, or
-        // one rank's local copy) of which `part` is a part (`post_only_plan`); `shared` is this
-        // CTA's `LoopShared`, and every thread of the CTA runs it with the same arguments.
+        // collective valid against the communicator, `plan` is its plan (a
+        // one-shot/two-shot algorithm, or one rank's local copy) of which `part` is a part
+        // (`post_only_plan`); `shared` is this CTA's `LoopShared`, and every thread of the
+        // CTA runs it with the same arguments.
         unsafe { planned_collective(&a, &p.item, shared, part, plan) }
     } else {
         // SAFETY: as above, with the item's validated kind and the mailbox spread.

@@ -103,7 +103,7 @@ pub struct WorkItem {
 /// `WorkItem::flags` of a Collective: the output buffer is mapped for every peer of the
 /// communicator and peers may write into it directly: ring senders (NCCL's direct
 /// operations, where the communicator's connections allow them) and pushing two-shot
-/// ranks (`algo::staged`'s direct outputs). The host sets it per call from what the
+/// ranks (`algo::shot`'s direct outputs). The host sets it per call from what the
 /// driver says of the buffer, where the communicator allows direct writes; without it,
 /// peers send into this rank's FIFO or staging only.
 pub const ITEM_OUTPUT_PEER_MAPPED: u8 = 1;
@@ -158,15 +158,15 @@ pub enum BadItem {
     /// A symmetric-heap function reached a loop that does not run them (the collectives'
     /// loop: the heap's loops are `shmem_work_loop`).
     NotHeapLoop = 18,
-    /// The ranks' calls of one staged collective differ: in count, function, type,
-    /// operator or root, or one rank's input is in the symmetric heap (read in place) and
-    /// another's is not, or not at the same offset. Found by every rank before any reads
-    /// another's data.
+    /// The ranks' calls of a one-shot/two-shot collective differ: in count, function,
+    /// type, operator or root, or one rank's input is in the symmetric heap (read in place)
+    /// and another's is not, or not at the same offset. Found by every rank before any
+    /// reads another's data.
     RanksDisagree = 19,
 }
 
-// The staged collectives report disagreeing ranks with this detail (`algo` sits below
-// this layer and cannot name the enum).
+// The one-shot/two-shot collectives report disagreeing ranks with this detail (`algo` sits
+// below this layer and cannot name the enum).
 const _: () = assert!(BadItem::RanksDisagree as u32 == crate::algo::RANKS_DISAGREE);
 
 numbering!(

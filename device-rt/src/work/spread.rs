@@ -19,8 +19,8 @@ pub(super) struct Spread {
 /// The [`Spread`] of a mailbox item of `kind` on a loop of `resident` channels. Only a
 /// collective of a communicator with more channels than the loop holds (and unpaired)
 /// reaches guests: it spreads over all of them, and takes part on those its plan uses
-/// (the ring and point-to-point: every channel; a staged algorithm: its plan's channels;
-/// a collective of one rank: those of `local_channels`).
+/// (the ring and point-to-point: every channel; a one-shot/two-shot algorithm: its plan's
+/// channels; a collective of one rank: those of `local_channels`).
 /// Anything else, and a collective the communicator cannot plan (its channels then refuse
 /// it), takes part on the resident channels alone. Pure arithmetic over the item and the
 /// communicator, so every channel of the rank gets the same answer.
@@ -54,8 +54,8 @@ pub(super) unsafe fn mailbox_spread(comm: *const CommDevice, resident: u32, item
 /// plan over all of the communicator's channels.
 #[derive(Clone, Copy)]
 enum Taking {
-    /// A staged algorithm on its plan's channels, or a collective of one rank (a local
-    /// copy) on those of `local_channels` (the plan carries them).
+    /// A one-shot/two-shot algorithm on its plan's channels, or a collective of one rank (a
+    /// local copy) on those of `local_channels` (the plan carries them).
     OnPlan(Plan),
     /// The ring of several ranks, NVLS (or point-to-point), on every channel.
     Every,
@@ -73,7 +73,7 @@ fn planned_channels(comm: &CommDevice, item: &WorkItem) -> Option<Taking> {
     let choice = AlgorithmChoice::from_u32(comm.algorithm).unwrap_or_default();
     let elt = dtype.size() as u64;
     match plan(function, elt, item.count, staging, choice) {
-        Ok(p) if p.algorithm.is_staged() => Some(Taking::OnPlan(p)),
+        Ok(p) if p.algorithm.is_shot() => Some(Taking::OnPlan(p)),
         Ok(p) if comm.nranks == 1 && function != CollFunction::SendRecv => Some(Taking::OnPlan(Plan { channels: local_channels(elt, item.count, comm.nchannels), ..p })),
         Ok(_) => Some(Taking::Every),
         Err(_) => None,
@@ -83,12 +83,12 @@ fn planned_channels(comm: &CommDevice, item: &WorkItem) -> Option<Taking> {
 /// The plan of a stream-ordered item that runs on the post grid alone, in as many parts as
 /// the plan has channels, its part `i` on guest channel `resident + i`, without the loop
 /// (see `guest`): a collective of an unpaired communicator with guest channels, valid
-/// against the communicator, whose plan is a staged algorithm, or a one-rank collective
-/// (a local copy), on no more channels than the guests. `None`: the item goes through the mailbox. Every CTA of the post grid, on
-/// every rank, gets the same answer: it is arithmetic over the item and the communicator,
-/// which are the same on every rank for the same call. The plan is the one every channel
-/// of the communicator makes of the item (`plan_collective`), so the parts run it as
-/// planned here, without planning again.
+/// against the communicator, whose plan is a one-shot/two-shot algorithm, or a one-rank
+/// collective (a local copy), on no more channels than the guests. `None`: the item goes
+/// through the mailbox. Every CTA of the post grid, on every rank, gets the same answer: it
+/// is arithmetic over the item and the communicator, which are the same on every rank for
+/// the same call. The plan is the one every channel of the communicator makes of the item
+/// (`plan_collective`), so the parts run it as planned here, without planning again.
 ///
 /// # Safety
 /// `comm` is null or a valid `CommDevice` that the kernel only reads.

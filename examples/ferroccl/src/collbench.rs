@@ -511,7 +511,7 @@ fn stats_line(s: &ChannelStats) -> String {
         s.algorithm_items[Algorithm::TwoShot as usize],
         s.algorithm_items[Algorithm::Nvls as usize]
     ) + &busy_per_collective(s).map_or(String::new(), |us| format!("; {us:.2} us busy per collective per channel")) + &if s.exchange_ns > 0 {
-        format!(" ({:.2} us of it in staged flag exchanges)", s.exchange_ns as f64 / s.algorithm_items.iter().sum::<u64>().max(1) as f64 / 1e3)
+        format!(" ({:.2} us of it in one-shot/two-shot flag exchanges)", s.exchange_ns as f64 / s.algorithm_items.iter().sum::<u64>().max(1) as f64 / 1e3)
     } else {
         String::new()
     } + &if s.mailbox_items > 0 {
@@ -526,8 +526,9 @@ fn stats_line(s: &ChannelStats) -> String {
 }
 
 /// The channels' busy time over the collectives they took part in (µs), when they took
-/// part in any: about how long one channel runs one collective (channels outside a staged
-/// plan add their near-zero busy time), the part of a call's time the algorithm takes.
+/// part in any: about how long one channel runs one collective (channels outside a
+/// one-shot/two-shot plan add their near-zero busy time), the part of a call's time the
+/// algorithm takes.
 fn busy_per_collective(s: &ChannelStats) -> Option<f64> {
     let items: u64 = s.algorithm_items.iter().sum();
     (items > 0).then(|| s.busy_ns as f64 / items as f64 / 1e3)
@@ -1210,8 +1211,8 @@ mod tests {
         assert_eq!(json["rows"][0]["ip"]["time_us"], 1.0);
     }
 
-    /// Under a forced staged algorithm, the sizes its staging cannot take are left out of
-    /// the table with a line saying why; the others are checked and timed.
+    /// Under a forced one-shot/two-shot algorithm, the sizes its staging cannot take are
+    /// left out of the table with a line saying why; the others are checked and timed.
     #[test]
     fn sizes_a_forced_algorithm_cannot_run_are_left_out() {
         use device_rt::algo::AlgorithmChoice;

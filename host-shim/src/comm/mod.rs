@@ -133,7 +133,7 @@ pub struct CommConfig {
     /// first half of `loop_cfg.channels`; a reduce-scatter on two ranks sends on the first
     /// half and receives and reduces on the second, each on its own SMs.
     pub paired: bool,
-    /// Bytes of staging per rank for the staged algorithms (one-shot, two-shot; twice
+    /// Bytes of staging per rank for the one-shot/two-shot algorithms (twice
     /// this is allocated: calls alternate between two buffers): the largest call they
     /// run (all_reduce and all_gather: the input's bytes; reduce_scatter: the whole
     /// input's). 0: none, every collective runs on the ring.
@@ -305,8 +305,8 @@ pub struct Comm {
     aborts: CommAbortHandle,
     /// Device address of this rank's `[ChannelStats; nchannels]`, when kept.
     stats: Option<u64>,
-    /// What the communicator has for the staged algorithms, and the algorithm it asks
-    /// for: what [`check_algorithm`] checks calls against.
+    /// What the communicator has for the one-shot/two-shot algorithms, and the algorithm it
+    /// asks for: what [`check_algorithm`] checks calls against.
     staging: Staging,
     algorithm: AlgorithmChoice,
     /// The other devices of the communicator's ranks: those a buffer must be mapped for

@@ -1,15 +1,15 @@
 //! Where every connection of a communicator lives: one block of device memory per rank
 //! holding its `CommDevice`, its connection ends, its step counters, the FIFOs it
-//! receives into, its staging buffers, flags and packet regions (the staged and LL
-//! algorithms'; a packet region is `2 × nranks` slots of 8 KiB per channel), and on a
+//! receives into, its staging buffers, flags and packet regions (the one-shot/two-shot and
+//! LL algorithms'; a packet region is `2 × nranks` slots of 8 KiB per channel), and on a
 //! communicator that forces NVLS its NVLS regions and their software multicast tables;
 //! and the wiring of each end to the peer's memory. Pure arithmetic over the blocks' base
 //! addresses, so the same code wires GPU ranks and host-twin ranks.
 
 use device_rt::abi::MAX_CHANNELS;
-use device_rt::algo::{AlgorithmChoice, Staging, staged_channels};
+use device_rt::algo::{AlgorithmChoice, Staging, shot_channels};
 use device_rt::conn::{
-    CONN_DIRECT, CONN_NVLS_MIN_POLL, ChannelConns, ChannelStats, CommDevice, ConnInfo, MAX_NVLS_ARITY, MAX_RANKS, MAX_STAGED_RANKS, NCCL_STEPS, NvlsConns, STEP_ALIGN,
+    CONN_DIRECT, CONN_NVLS_MIN_POLL, ChannelConns, ChannelStats, CommDevice, ConnInfo, MAX_NVLS_ARITY, MAX_RANKS, MAX_SHOT_RANKS, NCCL_STEPS, NvlsConns, STEP_ALIGN,
     StagingConns, packet_region_bytes,
 };
 use device_rt::multicast::SwMulticastTable;
@@ -39,12 +39,12 @@ pub struct Shape {
     /// half, and a reduce-scatter on two ranks sends on the first half while the second
     /// half receives and reduces. Needs an even channel count.
     pub paired: bool,
-    /// Bytes of staging per rank for the staged algorithms (one-shot, two-shot): the
-    /// largest call they take, split over the channels a staged collective takes (those a
-    /// collective spreads over, at most `THRESHOLDS.staged_channels_max`; each channel's
-    /// part rounded up to 4 KiB), twice (calls alternate between two buffers), for every
-    /// channel a collective spreads over.
-    /// 0: none (as with one rank, or more than `MAX_STAGED_RANKS`: they never stage).
+    /// Bytes of staging per rank for the one-shot/two-shot algorithms: the
+    /// largest call they take, split over the channels a one-shot/two-shot collective takes
+    /// (those a collective spreads over, at most `THRESHOLDS.shot_channels_max`; each
+    /// channel's part rounded up to 4 KiB), twice (calls alternate between two buffers),
+    /// for every channel a collective spreads over.
+    /// 0: none (as with one rank, or more than `MAX_SHOT_RANKS`: they never stage).
     pub staging_bytes: u64,
     /// The algorithm the device runs collectives with: its choice by size, or one forced.
     pub algorithm: AlgorithmChoice,
@@ -63,14 +63,14 @@ impl Shape {
 
     /// Bytes of one of a channel's two staging buffers; 0 when the communicator has none.
     fn staging_slot_bytes(&self) -> u64 {
-        let staged = (2..=MAX_STAGED_RANKS as u32).contains(&self.nranks) && self.staging_bytes > 0;
-        if !staged {
+        let has_staging = (2..=MAX_SHOT_RANKS as u32).contains(&self.nranks) && self.staging_bytes > 0;
+        if !has_staging {
             return 0;
         }
-        self.staging_bytes.div_ceil(u64::from(staged_channels(self.collective_channels()))).next_multiple_of(STEP_ALIGN)
+        self.staging_bytes.div_ceil(u64::from(shot_channels(self.collective_channels()))).next_multiple_of(STEP_ALIGN)
     }
 
-    /// What the communicator has for the staged algorithms.
+    /// What the communicator has for the one-shot/two-shot algorithms.
     pub fn staging(&self) -> Staging {
         Staging { nranks: self.nranks, channels: self.collective_channels(), slot_bytes: self.staging_slot_bytes() }
     }
@@ -192,10 +192,10 @@ impl Layout {
             return bad(format!("staging is at most 1 GiB per rank, not {} bytes", shape.staging_bytes));
         }
         let slot_bytes = shape.staging_slot_bytes();
-        let staged_forced = matches!(shape.algorithm, AlgorithmChoice::OneShot | AlgorithmChoice::TwoShot);
-        if staged_forced && shape.nranks > 1 && slot_bytes == 0 {
+        let shot_forced = matches!(shape.algorithm, AlgorithmChoice::OneShot | AlgorithmChoice::TwoShot);
+        if shot_forced && shape.nranks > 1 && slot_bytes == 0 {
             return bad(format!(
-                "a communicator that forces {} needs staging buffers: 2..={MAX_STAGED_RANKS} ranks (not {}) and staging bytes (not {})",
+                "a communicator that forces {} needs staging buffers: 2..={MAX_SHOT_RANKS} ranks (not {}) and staging bytes (not {})",
                 shape.algorithm.name(),
                 shape.nranks,
                 shape.staging_bytes
@@ -208,14 +208,14 @@ impl Layout {
             return bad(format!("NVLS regions in multicast memory need NVLS forced on 2..={MAX_NVLS_ARITY} ranks, not {} on {}", shape.algorithm.name(), shape.nranks));
         }
         let (nr, nch) = (u64::from(shape.nranks), u64::from(shape.nchannels));
-        let staged_channels = if slot_bytes == 0 { 0 } else { u64::from(shape.collective_channels()) };
+        let shot_channels = if slot_bytes == 0 { 0 } else { u64::from(shape.collective_channels()) };
         let conn = size_of::<ChannelConns>() as u64;
         let channels = size_of::<CommDevice>().next_multiple_of(LINE as usize) as u64;
         let p2p = channels + nch * conn;
         let staging_conns = p2p + nch * nr * conn;
-        let counters = (staging_conns + staged_channels * size_of::<StagingConns>() as u64).next_multiple_of(LINE);
+        let counters = (staging_conns + shot_channels * size_of::<StagingConns>() as u64).next_multiple_of(LINE);
         let staging_flags = counters + nch * counters_per_channel(nr) * LINE;
-        let stats = staging_flags + staged_channels * flags_bytes(nr);
+        let stats = staging_flags + shot_channels * flags_bytes(nr);
         let nvls_channels = if shape.nvls() { u64::from(shape.collective_channels()) } else { 0 };
         // Software multicast keeps its tables, counters and FIFOs in the block; hardware
         // multicast keeps none of them there.
@@ -229,8 +229,8 @@ impl Layout {
         let ring_fifos = meta_bytes.next_multiple_of(STEP_ALIGN);
         let p2p_fifos = ring_fifos + nch * NCCL_STEPS * shape.ring_step_bytes;
         let staging = p2p_fifos + nch * nr * NCCL_STEPS * shape.p2p_step_bytes;
-        let packets = staging + staged_channels * 2 * slot_bytes;
-        let block_fifos = packets + staged_channels * packet_region_bytes(shape.nranks);
+        let packets = staging + shot_channels * 2 * slot_bytes;
+        let block_fifos = packets + shot_channels * packet_region_bytes(shape.nranks);
         let (nvls_counters, nvls_fifos, block_bytes, nvls_multicast_bytes) = if shape.nvls_multicast {
             let fifos = nvls_counter_bytes.next_multiple_of(STEP_ALIGN);
             (0, fifos, block_fifos, fifos + nvls_fifo_bytes)
@@ -358,7 +358,7 @@ impl Layout {
         }
     }
 
-    /// What the communicator has for the staged algorithms.
+    /// What the communicator has for the one-shot/two-shot algorithms.
     pub fn staging(&self) -> Staging {
         self.shape.staging()
     }
@@ -586,15 +586,16 @@ mod tests {
 
     /// Every rank finds every rank's staging buffers where their owner has them, raises
     /// its flags where each peer polls them, and the staging lies in the block, apart
-    /// from everything else; none is laid out where the staged algorithms cannot run.
+    /// from everything else; none is laid out where the one-shot/two-shot algorithms cannot
+    /// run.
     #[test]
     fn staging_flags_meet_their_peers_and_buffers_fit_the_block() {
         let paired = Shape { paired: true, ..shape(3, 4) };
         let layout = Layout::new(paired).unwrap();
         assert_eq!(layout.staging(), Staging { nranks: 3, channels: 2, slot_bytes: 8192 }, "10 000 bytes over 2 channels, 4 KiB rounded");
         let wide = Layout::new(Shape { nchannels: 64, staging_bytes: 8 << 20, ..shape(2, 4) }).unwrap().staging();
-        assert_eq!((wide.channels, wide.staged_channels()), (64, 63), "staged plans keep to 63 of 64 channels");
-        let held = wide.slot_bytes * u64::from(wide.staged_channels());
+        assert_eq!((wide.channels, wide.shot_channels()), (64, 63), "one-shot/two-shot plans keep to 63 of 64 channels");
+        let held = wide.slot_bytes * u64::from(wide.shot_channels());
         assert!((8 << 20..(8 << 20) + 63 * STEP_ALIGN).contains(&held), "whose buffers hold the staging bytes, each rounded up: {held}");
         let bases: Vec<u64> = (0..3).map(|r| 0x1_0000_0000 * (r + 1)).collect();
         let images: Vec<Vec<u8>> = (0..3).map(|r| layout.image_on_heap(r, &bases, 0x7000 + r as u64).unwrap()).collect();

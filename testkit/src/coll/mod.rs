@@ -6,5 +6,5 @@ pub mod check;
 pub mod expect;
 pub mod gpu;
 pub mod group;
-pub mod staged;
+pub mod shot;
 pub mod twin;

@@ -1,15 +1,15 @@
-//! The correctness matrix of the staged algorithms (one-shot, two-shot) and of the
+//! The correctness matrix of the one-shot/two-shot algorithms and of the
 //! device's choice between them and the ring: the cases, the plan the device must make of
 //! each, and the check, from the channels' statistics, that it ran that plan.
 //!
 //! The inputs are random floats whose sums depend on the order: the reference reduces
-//! in the order of the algorithm the device plans (rank order where the plan is staged,
-//! the ring's where it is the ring), so a call that ran another algorithm than planned
-//! shows in the bits as well as in the statistics.
+//! in the order of the algorithm the device plans (rank order where the plan is one-shot or
+//! two-shot, the ring's where it is the ring), so a call that ran another algorithm than
+//! planned shows in the bits as well as in the statistics.
 
 use device_rt::algo::ll::{ll_max_bytes, ll_runs};
 use device_rt::algo::{Algorithm, AlgorithmChoice, CollFunction, Plan, Staging, THRESHOLDS, plan, push_fits};
-use device_rt::conn::{ChannelStats, MAX_STAGED_RANKS};
+use device_rt::conn::{ChannelStats, MAX_SHOT_RANKS};
 use device_rt::dtype::DataType;
 use device_rt::redop::RedOpKind;
 
@@ -37,9 +37,9 @@ pub fn ll_plan_of(case: &CollCase, nranks: u32, guests: u32, nthreads: u32) -> O
     Some(Plan { algorithm: Algorithm::OneShot, channels: spread.ctas, share: spread.lines_per_cta * 8 / elt })
 }
 
-/// The functions `choice` runs with a staged algorithm (every collective but
+/// The functions `choice` runs with a one-shot/two-shot algorithm (every collective but
 /// point-to-point; two-shot: all_reduce alone).
-fn staged_functions(choice: AlgorithmChoice) -> &'static [CollFunction] {
+fn shot_functions(choice: AlgorithmChoice) -> &'static [CollFunction] {
     match choice {
         AlgorithmChoice::TwoShot => &[CollFunction::AllReduce],
         _ => &[CollFunction::AllReduce, CollFunction::ReduceScatter, CollFunction::AllGather, CollFunction::Broadcast, CollFunction::Reduce],
@@ -47,16 +47,16 @@ fn staged_functions(choice: AlgorithmChoice) -> &'static [CollFunction] {
 }
 
 /// Counts of the grid. all_reduce, reduce_scatter and all_gather take every one for every
-/// type × operator; broadcast and reduce (the same staged code with a root) one per
+/// type × operator; broadcast and reduce (the same one-shot code with a root) one per
 /// type × operator, by turns.
 const GRID_COUNTS: [usize; 4] = [0, 1, 7, 1021];
 
 /// The matrix on a communicator with `staging` that asks for `choice` (`OneShot`,
-/// `TwoShot` or `Auto`): every function the choice runs staged × every type × operator
-/// (operators only where the function reduces) × the [`GRID_COUNTS`], in and out of
-/// place by turns, roots by turns; then f32 sums on both sides of every threshold of the plan on this
-/// communicator: the table's sizes for its rank count, each algorithm's bytes per
-/// channel, and the staging's capacity (a forced algorithm's refused side left out).
+/// `TwoShot` or `Auto`): every function the choice runs one-shot or two-shot × every type ×
+/// operator (operators only where the function reduces) × the [`GRID_COUNTS`], in and out
+/// of place by turns, roots by turns; then f32 sums on both sides of every threshold of the
+/// plan on this communicator: the table's sizes for its rank count, each algorithm's bytes
+/// per channel, and the staging's capacity (a forced algorithm's refused side left out).
 /// With `part = (k, m)` only every `m`-th case of the grid from the `k`-th is kept (to
 /// spread the grid over several communicators); the threshold cases always are.
 pub fn matrix(staging: Staging, choice: AlgorithmChoice, part: (usize, usize)) -> Vec<CollCase> {
@@ -69,7 +69,7 @@ pub fn matrix(staging: Staging, choice: AlgorithmChoice, part: (usize, usize)) -
         }
     };
     let mut k = 0usize;
-    for &function in staged_functions(choice) {
+    for &function in shot_functions(choice) {
         for dtype in DataType::ALL {
             let ops: &[RedOpKind] = if function.reduces() { &RedOpKind::ALL } else { &[RedOpKind::Sum] };
             for &op in ops {
@@ -86,7 +86,7 @@ pub fn matrix(staging: Staging, choice: AlgorithmChoice, part: (usize, usize)) -
         }
     }
     let mut edges: Vec<(CollFunction, usize)> = Vec::new();
-    for &function in staged_functions(choice) {
+    for &function in shot_functions(choice) {
         for bytes in thresholds(function, staging) {
             // The size column counts every rank's block of all_gather and reduce_scatter.
             let per_count = 4 * if function == CollFunction::AllReduce { 1 } else { u64::from(staging.nranks) };
@@ -104,17 +104,17 @@ pub fn matrix(staging: Staging, choice: AlgorithmChoice, part: (usize, usize)) -
 
 /// The sizes (bytes of the largest buffer, as [`THRESHOLDS`] counts them) where the plan
 /// of `function` on `staging` changes: the table's rows for its rank count and the bytes
-/// per channel (none above the staging's capacity, past which every staged plan gives
-/// way to the ring), the capacity, the LL path's most (all_reduce, all_gather,
-/// reduce_scatter), and where a staged plan stops pushing ([`push_edge`]).
+/// per channel (none above the staging's capacity, past which every one-shot/two-shot plan
+/// gives way to the ring), the capacity, the LL path's most (all_reduce, all_gather,
+/// reduce_scatter), and where a one-shot/two-shot plan stops pushing ([`push_edge`]).
 fn thresholds(function: CollFunction, staging: Staging) -> Vec<u64> {
     if !staging.available() {
         return Vec::new();
     }
     let row = staging.nranks as usize - 2;
-    debug_assert!(row < MAX_STAGED_RANKS - 1);
+    debug_assert!(row < MAX_SHOT_RANKS - 1);
     let t = &THRESHOLDS;
-    let capacity = u64::from(staging.staged_channels()) * staging.slot_bytes;
+    let capacity = u64::from(staging.shot_channels()) * staging.slot_bytes;
     let (mut sizes, capacity) = match function {
         CollFunction::AllReduce => (vec![t.all_reduce_one_shot_max[row], t.all_reduce_two_shot_max[row], t.one_shot_bytes_per_channel, t.two_shot_bytes_per_channel], capacity),
         // all_gather stages its input, one rank's block of the output.
@@ -150,7 +150,7 @@ fn push_edge(function: CollFunction, algorithm: Algorithm, staging: Staging) -> 
         }
         from
     };
-    let most = last(&|count| planned(count).is_some(), 1, u64::from(staging.staged_channels()) * staging.slot_bytes / 4 + 1);
+    let most = last(&|count| planned(count).is_some(), 1, u64::from(staging.shot_channels()) * staging.slot_bytes / 4 + 1);
     if !pushes(1) || pushes(most) {
         return None;
     }
@@ -161,14 +161,14 @@ fn push_edge(function: CollFunction, algorithm: Algorithm, staging: Staging) -> 
 
 /// Where a case is expected to run: its plan, the channels a ring plan runs on
 /// (`ring_channels`: every collective channel; every channel for a two-rank
-/// reduce-scatter on paired channels), and the first channel of a staged plan
-/// (`staged_from`: 0, or the first guest channel for a stream-ordered item that runs on
+/// reduce-scatter on paired channels), and the first channel of a one-shot/two-shot plan
+/// (`shot_from`: 0, or the first guest channel for a stream-ordered item that runs on
 /// the post grid alone, as `device_rt::work::serve_post` places it).
 #[derive(Clone, Copy, Debug)]
 pub struct Expected {
     pub plan: Plan,
     pub ring_channels: u32,
-    pub staged_from: u32,
+    pub shot_from: u32,
 }
 
 impl Expected {
@@ -176,17 +176,18 @@ impl Expected {
     fn channels(&self) -> (u32, u32) {
         match self.plan.algorithm {
             Algorithm::Ring => (0, self.ring_channels),
-            _ => (self.staged_from, self.staged_from + self.plan.channels),
+            _ => (self.shot_from, self.shot_from + self.plan.channels),
         }
     }
 }
 
 /// Checks, from every channel of every rank's statistics before and after one case
 /// (`all_stats`), that the case ran as `expected` says on each of `nranks` ranks: its
-/// algorithm on exactly the channels it names, nothing else anywhere; that staged
-/// flag exchanges were timed (`exchange_ns`) on exactly the channels that ran a staged
-/// one; and that a part run on the post grid alone (a staged plan from a guest channel)
-/// was counted (`post_parts`) on exactly those channels, once.
+/// algorithm on exactly the channels it names, nothing else anywhere; that
+/// one-shot/two-shot flag exchanges were timed (`exchange_ns`) on exactly the channels that
+/// ran a one-shot or two-shot; and that a part run on the post grid alone (a
+/// one-shot/two-shot plan from a guest channel) was counted (`post_parts`) on exactly those
+/// channels, once.
 pub fn check_ran(before: &[ChannelStats], after: &[ChannelStats], expected: Expected, nranks: u32) -> Result<(), String> {
     let channels = before.len() / nranks as usize;
     let plan = expected.plan;
@@ -207,16 +208,16 @@ pub fn check_ran(before: &[ChannelStats], after: &[ChannelStats], expected: Expe
             }
             let at = rank * channels + channel;
             let exchanged = after[at].exchange_ns != before[at].exchange_ns;
-            let staged_here = plan.algorithm.is_staged() && took_part;
-            if exchanged != staged_here {
-                return Err(format!("rank {rank} channel {channel}: flag exchanges timed: {exchanged} ({} -> {} ns), a staged collective ran: {staged_here} ({expected:?})", before[at].exchange_ns, after[at].exchange_ns));
+            let shot_here = plan.algorithm.is_shot() && took_part;
+            if exchanged != shot_here {
+                return Err(format!("rank {rank} channel {channel}: flag exchanges timed: {exchanged} ({} -> {} ns), a one-shot/two-shot collective ran: {shot_here} ({expected:?})", before[at].exchange_ns, after[at].exchange_ns));
             }
             let packets = after[at].packet_items - before[at].packet_items;
-            if packets > u64::from(staged_here && plan.algorithm == Algorithm::OneShot) {
+            if packets > u64::from(shot_here && plan.algorithm == Algorithm::OneShot) {
                 return Err(format!("rank {rank} channel {channel}: {packets} share(s) moved as packets, where no one-shot ran ({expected:?})"));
             }
             let parts = after[at].post_parts - before[at].post_parts;
-            let post_only_here = u64::from(staged_here && expected.staged_from > 0);
+            let post_only_here = u64::from(shot_here && expected.shot_from > 0);
             if parts != post_only_here {
                 return Err(format!("rank {rank} channel {channel}: {parts} part(s) counted on the post grid alone, expected {post_only_here} ({expected:?})"));
             }
@@ -255,7 +256,8 @@ mod tests {
     use super::*;
 
     /// The grid covers every type × operator × count of every function the choice runs
-    /// staged, in and out of place, and the edges sit on both sides of each threshold.
+    /// one-shot or two-shot, in and out of place, and the edges sit on both sides of each
+    /// threshold.
     #[test]
     fn the_matrix_covers_the_grid_and_both_sides_of_every_threshold() {
         let staging = Staging { nranks: 4, channels: 2, slot_bytes: 512 << 10 };

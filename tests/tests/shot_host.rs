@@ -1,11 +1,11 @@
-//! The staged collectives (one-shot and two-shot all-reduce; one-shot all-gather,
-//! reduce-scatter, broadcast and reduce) and the device's choice between them and the
-//! ring, on the host twin:
+//! The one-shot/two-shot collectives (one-shot and two-shot all-reduce; one-shot
+//! all-gather, reduce-scatter, broadcast and reduce) and the device's choice between them
+//! and the ring, on the host twin:
 //! the real device code on CPU threads, 2 to 8 ranks, every result compared bit for bit
 //! with a reference that reduces in rank order (random floats wherever the plan is
-//! staged), which algorithm ran on how many channels checked from the channels'
-//! statistics; back-to-back calls with no host synchronisation; a missing rank, an abort,
-//! and calls a forced algorithm cannot run.
+//! one-shot or two-shot), which algorithm ran on how many channels checked from the
+//! channels' statistics; back-to-back calls with no host synchronisation; a missing rank,
+//! an abort, and calls a forced algorithm cannot run.
 
 use std::time::{Duration, Instant};
 
@@ -18,7 +18,7 @@ use device_rt::work::WorkItem;
 use ferroccl_testkit::coll::check::{Prepared, run_back_to_back, run_case};
 use ferroccl_testkit::coll::expect::{CollCase, Inputs};
 use ferroccl_testkit::coll::group::{RankGroup, all_stats};
-use ferroccl_testkit::coll::staged::{Expected, matrix, plan_of, run_planned};
+use ferroccl_testkit::coll::shot::{Expected, matrix, plan_of, run_planned};
 use ferroccl_testkit::coll::twin::TwinGroup;
 use host_shim::Error;
 use host_shim::comm::scalar_arg;
@@ -62,7 +62,7 @@ fn try_cases(shape: Shape, memory: Option<WeakMemory>, unmapped: &[u32], cases: 
         let plan = plan_of(case, shape.staging(), shape.algorithm).expect("the matrix holds runnable cases only");
         let paired_reduce_scatter = shape.paired && shape.nranks == 2 && case.function == CollFunction::ReduceScatter;
         let ring_channels = if paired_reduce_scatter { shape.nchannels } else { shape.collective_channels() };
-        Some(Expected { plan, ring_channels, staged_from: 0 })
+        Some(Expected { plan, ring_channels, shot_from: 0 })
     })
 }
 
@@ -150,8 +150,8 @@ fn back_to_back_calls_need_no_host_synchronisation() {
     }
     assert!(plans.iter().any(|p| p.algorithm == Algorithm::OneShot && p.channels == 2), "and one-shot on two channels");
     let pushes = |(c, p): &(&CollCase, &Plan)| push_fits(c.function, p.algorithm, c.dtype.size() as u64, p.share, shape.nranks, shape.staging().slot_bytes);
-    let staged_all_reduces: Vec<_> = cases.iter().zip(&plans).filter(|(c, p)| c.function == CollFunction::AllReduce && p.algorithm.is_staged() && c.count > 0).collect();
-    assert!(staged_all_reduces.iter().any(pushes) && !staged_all_reduces.iter().all(pushes), "the burst pushes and pulls all_reduces: {staged_all_reduces:?}");
+    let shot_all_reduces: Vec<_> = cases.iter().zip(&plans).filter(|(c, p)| c.function == CollFunction::AllReduce && p.algorithm.is_shot() && c.count > 0).collect();
+    assert!(shot_all_reduces.iter().any(pushes) && !shot_all_reduces.iter().all(pushes), "the burst pushes and pulls all_reduces: {shot_all_reduces:?}");
     let prepared: Vec<Prepared> = cases.iter().enumerate().map(|(i, c)| Prepared::new(&mut g, c, 1000 + i as u64).unwrap()).collect();
     let before = all_stats(&mut g).unwrap().unwrap();
     let wrong = run_back_to_back(&mut g, &prepared, TIMEOUT).unwrap();
@@ -165,8 +165,8 @@ fn back_to_back_calls_need_no_host_synchronisation() {
     g.shutdown(TIMEOUT).unwrap();
 }
 
-/// Each staged algorithm with its functions, as forced.
-const STAGED: [(AlgorithmChoice, CollFunction); 6] = [
+/// Each one-shot/two-shot algorithm with its functions, as forced.
+const SHOTS: [(AlgorithmChoice, CollFunction); 6] = [
     (AlgorithmChoice::OneShot, CollFunction::AllReduce),
     (AlgorithmChoice::TwoShot, CollFunction::AllReduce),
     (AlgorithmChoice::OneShot, CollFunction::AllGather),
@@ -175,8 +175,8 @@ const STAGED: [(AlgorithmChoice, CollFunction); 6] = [
     (AlgorithmChoice::OneShot, CollFunction::Reduce),
 ];
 
-/// One staged call of the tests of waits: on `nranks` ranks forcing `choice`, `count`
-/// floats of `function` with `op`.
+/// A one-shot/two-shot call of the tests of waits: on `nranks` ranks forcing `choice`,
+/// `count` floats of `function` with `op`.
 #[derive(Clone, Copy, Debug)]
 struct WaitCase {
     nranks: u32,
@@ -186,20 +186,20 @@ struct WaitCase {
     count: usize,
 }
 
-/// Every staged algorithm and function in both forms (`algo::staged`'s push form and the
-/// pull form), each checked to take the form it is listed for on [`enqueue_on`]'s
-/// communicator: each of [`STAGED`] on 3 ranks with 1021 floats (one-shot all-reduce,
+/// Every one-shot/two-shot algorithm and function in both forms (`algo::shot`'s push form
+/// and the pull form), each checked to take the form it is listed for on [`enqueue_on`]'s
+/// communicator: each of [`SHOTS`] on 3 ranks with 1021 floats (one-shot all-reduce,
 /// all-gather and reduce-scatter and two-shot push, broadcast and reduce pull); those
 /// that push also on 2 ranks, and pulling on 3: 16 000 floats (more than the staging
 /// holds pushed), or an operator with a pre-op (reduce-scatter pushes whenever it fits).
-fn staged_waits() -> Vec<WaitCase> {
+fn shot_waits() -> Vec<WaitCase> {
     let sum = |nranks, (choice, function): (AlgorithmChoice, CollFunction), count| WaitCase { nranks, choice, function, op: RedOpKind::Sum, count };
-    let mut cases: Vec<WaitCase> = STAGED.into_iter().map(|staged| sum(3, staged, 1021)).collect();
-    let pushed = STAGED.into_iter().filter(|&(_, f)| !matches!(f, CollFunction::Broadcast | CollFunction::Reduce));
-    cases.extend(pushed.clone().map(|staged| sum(2, staged, 1021)));
-    cases.extend(pushed.map(|staged| match staged.1 {
-        CollFunction::ReduceScatter => WaitCase { op: RedOpKind::PreMulSum, ..sum(3, staged, 1021) },
-        _ => sum(3, staged, 16_000),
+    let mut cases: Vec<WaitCase> = SHOTS.into_iter().map(|shot| sum(3, shot, 1021)).collect();
+    let pushed = SHOTS.into_iter().filter(|&(_, f)| !matches!(f, CollFunction::Broadcast | CollFunction::Reduce));
+    cases.extend(pushed.clone().map(|shot| sum(2, shot, 1021)));
+    cases.extend(pushed.map(|shot| match shot.1 {
+        CollFunction::ReduceScatter => WaitCase { op: RedOpKind::PreMulSum, ..sum(3, shot, 1021) },
+        _ => sum(3, shot, 16_000),
     }));
     for c in &cases {
         let staging = wait_shape(c.nranks, c.choice).staging();
@@ -233,27 +233,28 @@ fn enqueue_on(c: WaitCase, budget: Duration, ranks: &[u32]) -> (TwinGroup, Vec<h
     (g, tickets)
 }
 
-/// A rank that never joins the collective: its peers end with a timeout at the staged
-/// flag within the spin budget, not a hang, in every staged algorithm, pushed and pulled;
+/// A rank that never joins the collective: its peers end with a timeout at the
+/// one-shot/two-shot flag within the spin budget, not a hang, in every one-shot/two-shot
+/// algorithm, pushed and pulled;
 /// the absent rank's loop is unaffected.
 #[test]
-fn a_rank_that_never_arrives_is_a_timeout_in_every_staged_algorithm() {
-    for c in staged_waits() {
+fn a_rank_that_never_arrives_is_a_timeout_in_every_shot_algorithm() {
+    for c in shot_waits() {
         let present: Vec<u32> = (0..c.nranks - 1).collect();
         let (mut g, tickets) = enqueue_on(c, Duration::from_secs(1), &present);
         for (rank, ticket) in tickets.into_iter().enumerate() {
             let err = g.wait(rank as u32, ticket, TIMEOUT);
-            assert!(matches!(err, Err(Error::DeviceTimeout { site: Some(WaitSite::StagedFlag), seq: 1 })), "{c:?}: {err:?}");
+            assert!(matches!(err, Err(Error::DeviceTimeout { site: Some(WaitSite::ShotFlag), seq: 1 })), "{c:?}: {err:?}");
         }
         assert!(g.health(c.nranks - 1).is_ok(), "{c:?}");
     }
 }
 
-/// An abort ends a staged wait at once (well within its spin budget), in every staged
-/// algorithm, pushed and pulled.
+/// An abort ends a one-shot/two-shot wait at once (well within its spin budget), in every
+/// one-shot/two-shot algorithm, pushed and pulled.
 #[test]
-fn an_abort_ends_a_staged_wait() {
-    for c in staged_waits() {
+fn an_abort_ends_a_shot_wait() {
+    for c in shot_waits() {
         let (mut g, tickets) = enqueue_on(c, Duration::from_secs(60), &[0]);
         std::thread::sleep(Duration::from_millis(50));
         let aborted = Instant::now();
@@ -267,7 +268,7 @@ fn an_abort_ends_a_staged_wait() {
 /// A call the forced algorithm cannot run (larger than the staging, or a function
 /// without that algorithm) is refused on the host, before anything is enqueued: the
 /// next call runs as the first item. A communicator that cannot stage is refused when
-/// it would force a staged algorithm.
+/// it would force a one-shot/two-shot algorithm.
 #[test]
 fn calls_a_forced_algorithm_cannot_run_are_refused_before_enqueue() {
     let mut g = TwinGroup::start(shape(3, AlgorithmChoice::OneShot, 64 << 10), 128, Duration::from_secs(60)).unwrap();
@@ -315,9 +316,9 @@ fn automatic_choice_gives_way_to_the_ring_past_two_shot() {
 }
 
 /// Runs `c`'s function, algorithm and operator on its ranks in `memory`'s weak-memory
-/// world, in the form [`staged_waits`] lists it for: random values, at 1021 floats also 7
+/// world, in the form [`shot_waits`] lists it for: random values, at 1021 floats also 7
 /// halves and 4099 bytes, in place and not; at 16 000 floats that count alone.
-fn staged_in_weak_memory(memory: &WeakMemory, c: WaitCase) -> Result<(), String> {
+fn shot_in_weak_memory(memory: &WeakMemory, c: WaitCase) -> Result<(), String> {
     let case = |dtype, count, in_place| CollCase { function: c.function, dtype, op: c.op, count, root: 0, in_place, inputs: Inputs::OrderSensitive };
     let cases = match c.count {
         1021 => vec![case(DataType::F32, 1021, false), case(DataType::F16, 7, true), case(DataType::U8, 4099, false)],
@@ -326,13 +327,13 @@ fn staged_in_weak_memory(memory: &WeakMemory, c: WaitCase) -> Result<(), String>
     try_cases(wait_shape(c.nranks, c.choice), Some(memory.clone()), &[], &cases)
 }
 
-/// Every staged algorithm and function of [`staged_waits`], pushed and pulled, in a
-/// weak-memory world (`arch/weak/`): stores late and out of order, loads stale where PTX
+/// Every one-shot/two-shot algorithm and function of [`shot_waits`], pushed and pulled, in
+/// a weak-memory world (`arch/weak/`): stores late and out of order, loads stale where PTX
 /// allows it; every seed must pass.
 #[test]
-fn staged_collectives_pass_in_weak_memory() {
-    let forms = staged_waits();
-    WeakMemory::every_seed_passes(0..2, |memory| forms.iter().try_for_each(|&c| staged_in_weak_memory(memory, c)));
+fn shot_collectives_pass_in_weak_memory() {
+    let forms = shot_waits();
+    WeakMemory::every_seed_passes(0..2, |memory| forms.iter().try_for_each(|&c| shot_in_weak_memory(memory, c)));
 }
 
 /// Two-shot pushing into the peers' outputs in a weak-memory world: 3 ranks, 1021
@@ -350,10 +351,10 @@ fn direct_two_shot_passes_in_weak_memory() {
 /// peer read its staging before the data arrived (the pull form: an operator with a
 /// pre-op).
 #[test]
-fn staged_flags_without_their_fence_fail() {
-    let run = |memory: &WeakMemory| staged_in_weak_memory(memory, WaitCase { nranks: 3, choice: AlgorithmChoice::OneShot, function: CollFunction::AllReduce, op: RedOpKind::PreMulSum, count: 1021 });
-    let (runs, why) = WeakMemory::first_failure(0..8, &[Site::StagedSignalFence], run);
-    eprintln!("staged flags without their fence failed after {runs} run(s): {why}");
+fn shot_flags_without_their_fence_fail() {
+    let run = |memory: &WeakMemory| shot_in_weak_memory(memory, WaitCase { nranks: 3, choice: AlgorithmChoice::OneShot, function: CollFunction::AllReduce, op: RedOpKind::PreMulSum, count: 1021 });
+    let (runs, why) = WeakMemory::first_failure(0..8, &[Site::ShotSignalFence], run);
+    eprintln!("one-shot/two-shot flags without their fence failed after {runs} run(s): {why}");
 }
 
 /// Negative control: a rank that pushes its share into its peers' memory and raises its
@@ -361,18 +362,18 @@ fn staged_flags_without_their_fence_fail() {
 /// pushed data arrived.
 #[test]
 fn pushed_flags_without_their_fence_fail() {
-    let run = |memory: &WeakMemory| staged_in_weak_memory(memory, WaitCase { nranks: 3, choice: AlgorithmChoice::OneShot, function: CollFunction::AllReduce, op: RedOpKind::Sum, count: 1021 });
-    let (runs, why) = WeakMemory::first_failure(0..8, &[Site::StagedSignalFence], run);
+    let run = |memory: &WeakMemory| shot_in_weak_memory(memory, WaitCase { nranks: 3, choice: AlgorithmChoice::OneShot, function: CollFunction::AllReduce, op: RedOpKind::Sum, count: 1021 });
+    let (runs, why) = WeakMemory::first_failure(0..8, &[Site::ShotSignalFence], run);
     eprintln!("pushed flags without their fence failed after {runs} run(s): {why}");
 }
 
 /// Negative control: a rank that polls its peers' flags with relaxed loads may read their
 /// staging as it was.
 #[test]
-fn staged_flags_polled_without_acquire_fail() {
-    let run = |memory: &WeakMemory| staged_in_weak_memory(memory, WaitCase { nranks: 3, choice: AlgorithmChoice::TwoShot, function: CollFunction::AllReduce, op: RedOpKind::Sum, count: 1021 });
-    let (runs, why) = WeakMemory::first_failure(0..8, &[Site::StagedFlagPoll], run);
-    eprintln!("staged flags polled without acquire failed after {runs} run(s): {why}");
+fn shot_flags_polled_without_acquire_fail() {
+    let run = |memory: &WeakMemory| shot_in_weak_memory(memory, WaitCase { nranks: 3, choice: AlgorithmChoice::TwoShot, function: CollFunction::AllReduce, op: RedOpKind::Sum, count: 1021 });
+    let (runs, why) = WeakMemory::first_failure(0..8, &[Site::ShotFlagPoll], run);
+    eprintln!("one-shot/two-shot flags polled without acquire failed after {runs} run(s): {why}");
 }
 
 /// Random normal `f32`s for rank `rank` of call `call`.

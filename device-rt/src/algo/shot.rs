@@ -1,6 +1,6 @@
-//! The staged collectives (seed 003's custom all-reduce): every rank copies its share of
-//! the input into its own staging buffer, which every peer can read, raises a flag on
-//! every peer, waits for the same channel's flag of every peer, then reads the peers'
+//! The one-shot/two-shot collectives (seed 003's custom all-reduce): every rank copies its
+//! share of the input into its own staging buffer, which every peer can read, raises a flag
+//! on every peer, waits for the same channel's flag of every peer, then reads the peers'
 //! staged data straight from their memory. One-shot all-reduce reduces all of it;
 //! two-shot reduces its block of it into its own staging, raises a second flag, and
 //! copies every peer's reduced block; all-gather copies it; reduce-scatter reduces its
@@ -15,13 +15,13 @@
 //!
 //! # Epochs, buffers and flags
 //!
-//! Each channel keeps, in its [`StagingConns`], the number of staged collectives it has
-//! run: its epoch. Channel `c`'s `e`-th staged collective (from 1) stages into its buffer
-//! `e % 2` and raises flag value `2e − 1` on every peer once its staged data is written
-//! (`2e` once a two-shot's reduced block is); it waits until every peer's flag for
-//! channel `c`, in its own memory, is at least the value it waits for. Every rank makes
-//! the same plan of the same call (`select::plan`), so the same channels take part in the
-//! same calls everywhere and a channel's epochs agree on every rank. Nothing is ever
+//! Each channel keeps, in its [`StagingConns`], the number of one-shot/two-shot collectives
+//! it has run: its epoch. Channel `c`'s `e`-th one-shot/two-shot collective (from 1) stages
+//! into its buffer `e % 2` and raises flag value `2e − 1` on every peer once its staged
+//! data is written (`2e` once a two-shot's reduced block is); it waits until every peer's
+//! flag for channel `c`, in its own memory, is at least the value it waits for. Every rank
+//! makes the same plan of the same call (`select::plan`), so the same channels take part in
+//! the same calls everywhere and a channel's epochs agree on every rank. Nothing is ever
 //! reset: back-to-back calls and CUDA-graph replays are just further epochs.
 //!
 //! # Ordering
@@ -44,7 +44,7 @@
 //! the second flag.
 //!
 //! Every wait is bounded by the abort flag and the spin budget; one that ends early stops
-//! the collective with `Aborted` or `Timeout` at [`WaitSite::StagedFlag`], and no data is
+//! the collective with `Aborted` or `Timeout` at [`WaitSite::ShotFlag`], and no data is
 //! read after it.
 //!
 //! # Push form
@@ -116,7 +116,7 @@
 //! rank reduces its block straight from every rank's input, in place at the same offset
 //! of each heap, and its second flag, which every rank waits for before it completes,
 //! follows those reads: no rank's caller overwrites an input a peer still reads. The
-//! same rank-order reduction: the same bits as the staged path. One-shot reads nothing
+//! same rank-order reduction: the same bits as the staging path. One-shot reads nothing
 //! in place: where it pushes (the push form above, on any buffers) it makes no staging
 //! copy either, since each rank's input goes once from the caller's buffer into the
 //! peers' staging and no rank reads a peer's caller buffer. Reading in place would need a
@@ -143,14 +143,14 @@ use super::function::CollFunction;
 use super::select::{Algorithm, Plan, RANKS_DISAGREE, push_fits, two_shot_block};
 use crate::abi::{LoopError, MAX_PES, WaitSite};
 use crate::arch::{self, Site};
-use crate::conn::{MAX_STAGED_RANKS, StagingConns};
+use crate::conn::{MAX_SHOT_RANKS, StagingConns};
 use crate::dtype::DataType;
 use crate::redop::RedOpKind;
 use crate::prims::{DataOp, Movers, NOT_DIRECT, decode_stop, reduce, transform};
 use crate::spin::{Interrupted, SpinGuard};
 
-/// One channel's part of one staged collective.
-struct Stage<'a> {
+/// One channel's part of a one-shot/two-shot collective.
+struct Shot<'a> {
     cx: &'a CollCtx,
     conns: *mut StagingConns,
     epoch: u64,
@@ -170,11 +170,11 @@ struct Stage<'a> {
     published_output: u64,
 }
 
-/// Runs `c` on this channel by `plan` (a staged algorithm in which this channel takes
-/// part).
+/// Runs `c` on this channel by `plan` (a one-shot/two-shot algorithm in which this channel
+/// takes part).
 ///
 /// # Safety
-/// As `ring::run`; `plan` is the plan of `c` on this communicator, with a staged
+/// As `ring::run`; `plan` is the plan of `c` on this communicator, with a one-shot/two-shot
 /// algorithm, and `cx.channel_index < plan.channels`, so `cx.staging` is this channel's
 /// `StagingConns` (non-null: the plan needs staging).
 #[inline(never)]
@@ -192,7 +192,7 @@ pub unsafe fn run(cx: &CollCtx, c: &Coll, data: DataOp, plan: Plan) -> Result<()
     }
     // SAFETY: `cx.heap` is null or this rank's `ShmemHandle` (`CollCtx::new`'s contract).
     let heap_input = unsafe { heap_input(cx, c, data, plan.algorithm) };
-    let stage = Stage {
+    let shot = Shot {
         cx,
         conns,
         epoch,
@@ -210,12 +210,12 @@ pub unsafe fn run(cx: &CollCtx, c: &Coll, data: DataOp, plan: Plan) -> Result<()
     // user buffers hold what `c` addresses (this function's contract).
     let outcome = unsafe {
         match (c.function, plan.algorithm) {
-            (CollFunction::AllReduce, Algorithm::OneShot) => stage.reduce_one_shot(c, begin, len, None),
-            (CollFunction::AllReduce, Algorithm::TwoShot) => stage.all_reduce_two_shot(c, begin, len),
-            (CollFunction::ReduceScatter, _) => stage.reduce_scatter(c, begin, len, plan.share),
-            (CollFunction::AllGather, _) => stage.all_gather(c, begin, len),
-            (CollFunction::Broadcast, _) => stage.broadcast(c, begin, len),
-            (CollFunction::Reduce, _) => stage.reduce_one_shot(c, begin, len, Some(c.root)),
+            (CollFunction::AllReduce, Algorithm::OneShot) => shot.reduce_one_shot(c, begin, len, None),
+            (CollFunction::AllReduce, Algorithm::TwoShot) => shot.all_reduce_two_shot(c, begin, len),
+            (CollFunction::ReduceScatter, _) => shot.reduce_scatter(c, begin, len, plan.share),
+            (CollFunction::AllGather, _) => shot.all_gather(c, begin, len),
+            (CollFunction::Broadcast, _) => shot.broadcast(c, begin, len),
+            (CollFunction::Reduce, _) => shot.reduce_one_shot(c, begin, len, Some(c.root)),
             _ => arch::trap(),
         }
     };
@@ -241,7 +241,7 @@ unsafe fn heap_input(cx: &CollCtx, c: &Coll, data: DataOp, algorithm: Algorithm)
     }
     // SAFETY: a non-null `cx.heap` is this rank's handle (this function's contract).
     let (bases, heap_bytes) = unsafe { (&raw const (*cx.heap).bases, (&raw const (*cx.heap).heap_bytes).read()) };
-    // SAFETY: as above; `rank < nranks <= MAX_STAGED_RANKS <= MAX_PES`.
+    // SAFETY: as above; `rank < nranks <= MAX_SHOT_RANKS <= MAX_PES`.
     let base = |p: u32| unsafe { (*bases)[p as usize % MAX_PES] };
     let mine = base(cx.rank);
     let end = c.input.checked_add(c.count.checked_mul(data.elt())?)?;
@@ -249,7 +249,7 @@ unsafe fn heap_input(cx: &CollCtx, c: &Coll, data: DataOp, algorithm: Algorithm)
     (reachable && c.input >= mine && end <= mine + heap_bytes).then(|| (c.input - mine, bases))
 }
 
-/// The digest of a call that every rank of a staged collective compares: count,
+/// The digest of a call that every rank of a one-shot/two-shot collective compares: count,
 /// function, type, operator, root and the heap offset of its input (`None`: staged),
 /// mixed so that calls differing in any of them differ.
 fn descriptor(c: &Coll, data: DataOp, heap_offset: Option<u64>) -> u64 {
@@ -272,7 +272,7 @@ fn block_range(p: u32, block: u64, n: u64) -> (u64, u64) {
     (from, (from + block).min(n) - from)
 }
 
-impl Stage<'_> {
+impl Shot<'_> {
     /// Bytes per element.
     fn elt(&self) -> u64 {
         self.data.elt()
@@ -281,14 +281,14 @@ impl Stage<'_> {
     /// Rank `p`'s staging buffer of this epoch for this channel, at element `ix`.
     fn staged(&self, p: u32, ix: u64) -> u64 {
         // SAFETY: `conns` is this channel's `StagingConns` (`run`'s contract), written by the
-        // host before the launch; `p < nranks <= MAX_STAGED_RANKS` (the plan needs staging).
-        let base = unsafe { (&raw const (*self.conns).staging[p as usize % MAX_STAGED_RANKS]).read() };
+        // host before the launch; `p < nranks <= MAX_SHOT_RANKS` (the plan needs staging).
+        let base = unsafe { (&raw const (*self.conns).staging[p as usize % MAX_SHOT_RANKS]).read() };
         base + self.buffer + ix * self.elt()
     }
 
     /// Every rank's input at element `ix` in its heap, in rank order (`heap`: the input's
     /// offset and the bases, as [`heap_input`] gave them).
-    fn in_heaps(&self, heap: (u64, *const [u64; MAX_PES]), ix: u64) -> [u64; MAX_STAGED_RANKS] {
+    fn in_heaps(&self, heap: (u64, *const [u64; MAX_PES]), ix: u64) -> [u64; MAX_SHOT_RANKS] {
         let (offset, bases) = heap;
         // SAFETY: `bases` is this rank's handle's table (`heap_input`), and `p < nranks <=
         // MAX_PES`.
@@ -296,7 +296,7 @@ impl Stage<'_> {
     }
 
     /// Every rank's staging buffer of this epoch at element `ix`, in rank order.
-    fn every_rank(&self, ix: u64) -> [u64; MAX_STAGED_RANKS] {
+    fn every_rank(&self, ix: u64) -> [u64; MAX_SHOT_RANKS] {
         core::array::from_fn(|p| if p < self.cx.nranks as usize { self.staged(p as u32, ix) } else { 0 })
     }
 
@@ -324,11 +324,11 @@ impl Stage<'_> {
             // Descriptor slots of this epoch's parity, after the `nranks` flags.
             let slots = self.descriptor_slots();
             // SAFETY: `conns` is this channel's `StagingConns` (`run`'s contract); `peer <
-            // nranks <= MAX_STAGED_RANKS` is another rank, whose `signal` entry the host wrote:
-            // the aligned `u64` flag this rank raises in `peer`'s memory, written only by this
-            // thread of this channel, through `arch`; `slots` words on lies the peer's
-            // descriptor slot for this rank, and `2 × nranks` words further its output slot
-            // (its flags hold `5 × nranks` words).
+            // nranks <= MAX_SHOT_RANKS` is another rank, whose `signal` entry the host
+            // wrote: the aligned `u64` flag this rank raises in `peer`'s memory, written
+            // only by this thread of this channel, through `arch`; `slots` words on lies
+            // the peer's descriptor slot for this rank, and `2 × nranks` words further its
+            // output slot (its flags hold `5 × nranks` words).
             unsafe {
                 let signal = (&raw const (*self.conns).signal[peer as usize]).read() as *mut u64;
                 if first {
@@ -337,7 +337,7 @@ impl Stage<'_> {
                     arch::st_relaxed_sys_global(signal.wrapping_add(slots as usize), self.descriptor);
                     arch::st_relaxed_sys_global(signal.wrapping_add(self.output_slots() as usize), self.published_output);
                 }
-                arch::site(Site::StagedSignalFence);
+                arch::site(Site::ShotSignalFence);
                 arch::fence_acq_rel_sys();
                 arch::st_relaxed_sys_global(signal, value);
             }
@@ -348,7 +348,7 @@ impl Stage<'_> {
             // (`CollCtx::new`'s contract), and the guard lives only in this call.
             let mut guard = unsafe { SpinGuard::new(g.abort, g.spin_budget_ns) };
             loop {
-                arch::site(Site::StagedFlagPoll);
+                arch::site(Site::ShotFlagPoll);
                 // SAFETY: as above, for `flag`.
                 if unsafe { arch::ld_acquire_sys_global(flag) } >= value || self.stopped() != 0 {
                     break;
@@ -356,7 +356,7 @@ impl Stage<'_> {
                 match guard.tick() {
                     Ok(()) => {}
                     Err(Interrupted::Aborted) => self.stop(LoopError::Aborted.status(0)),
-                    Err(Interrupted::TimedOut) => self.stop(LoopError::Timeout.status(WaitSite::StagedFlag as u32)),
+                    Err(Interrupted::TimedOut) => self.stop(LoopError::Timeout.status(WaitSite::ShotFlag as u32)),
                 }
             }
             // SAFETY: the peer's descriptor slot of this parity in this rank's flags (`flags`
@@ -470,7 +470,7 @@ impl Stage<'_> {
     /// A pushed call's sources in rank order: this rank's `own` (its input, where it lies)
     /// and what every peer pushed into this rank's staging buffer of this epoch, `unit`
     /// elements each, from element `at`.
-    fn own_and_pushed(&self, own: u64, at: u64, unit: u64) -> [u64; MAX_STAGED_RANKS] {
+    fn own_and_pushed(&self, own: u64, at: u64, unit: u64) -> [u64; MAX_SHOT_RANKS] {
         let (rank, nranks) = (self.cx.rank, self.cx.nranks);
         core::array::from_fn(|p| match p as u32 {
             p if p >= nranks => 0,
@@ -507,14 +507,15 @@ impl Stage<'_> {
     /// Every thread of the CTA calls it with the same arguments; the first `nranks` of
     /// `srcs` and the first `ndsts` of `dsts` hold `n` elements, destinations overlapping
     /// sources only exactly.
-    unsafe fn reduce(&self, srcs: [u64; MAX_STAGED_RANKS], dsts: [u64; 2], ndsts: usize, n: u64) {
+    unsafe fn reduce(&self, srcs: [u64; MAX_SHOT_RANKS], dsts: [u64; 2], ndsts: usize, n: u64) {
         // SAFETY: this function's contract is `reduce`'s for `2 <= nranks <=
-        // MAX_STAGED_RANKS` sources (a staged plan runs on such communicators only).
-        unsafe { reduce::<MAX_STAGED_RANKS, 0>(self.w, self.data, true, srcs, self.cx.nranks as usize, dsts, ndsts, n as usize) }
+        // MAX_SHOT_RANKS` sources (a one-shot/two-shot plan runs on such communicators
+        // only).
+        unsafe { reduce::<MAX_SHOT_RANKS, 0>(self.w, self.data, true, srcs, self.cx.nranks as usize, dsts, ndsts, n as usize) }
     }
 
     /// The flag value of this epoch's staged data.
-    fn staged_flag(&self) -> u64 {
+    fn shot_flag(&self) -> u64 {
         2 * self.epoch - 1
     }
 
@@ -536,7 +537,7 @@ impl Stage<'_> {
                 for q in self.peers() {
                     self.stage_in(own, q, Self::slot(self.cx.rank, q) * n, None, n);
                 }
-                self.exchange(self.staged_flag())?;
+                self.exchange(self.shot_flag())?;
                 self.reduce(self.own_and_pushed(own, 0, n), [out, out], 1, n);
             }
             return Ok(());
@@ -545,7 +546,7 @@ impl Stage<'_> {
         // every rank that writes it) and the staging.
         unsafe {
             self.stage_in(c.input + begin * elt, self.cx.rank, 0, None, n);
-            self.exchange(self.staged_flag())?;
+            self.exchange(self.shot_flag())?;
             if root.is_none_or(|r| r == self.cx.rank) {
                 let out = c.output + begin * elt;
                 self.reduce(self.every_rank(0), [out, out], 1, n);
@@ -579,7 +580,7 @@ impl Stage<'_> {
             if self.heap_input.is_none() {
                 self.stage_in(c.input + begin * elt, self.cx.rank, 0, None, n);
             }
-            self.exchange(self.staged_flag())?;
+            self.exchange(self.shot_flag())?;
             let srcs = match self.heap_input {
                 Some(heap) => self.in_heaps(heap, begin + from),
                 None => self.every_rank(from),
@@ -601,7 +602,7 @@ impl Stage<'_> {
     /// own staging into its output.
     ///
     /// # Safety
-    /// As [`run`], for this channel's share, where [`Stage::pushes`] holds for it
+    /// As [`run`], for this channel's share, where [`Shot::pushes`] holds for it
     /// (`block`: its [`two_shot_block`]).
     #[inline(never)]
     unsafe fn all_reduce_two_shot_pushed(&self, c: &Coll, begin: u64, n: u64, block: u64) -> Result<(), (LoopError, u32)> {
@@ -616,7 +617,7 @@ impl Stage<'_> {
                 let (from, len) = block_range(q, block, n);
                 self.stage_in(c.input + (begin + from) * elt, q, Self::slot(rank, q) * block, None, len);
             }
-            self.exchange(self.staged_flag())?;
+            self.exchange(self.shot_flag())?;
             self.send_reduced_block(c, begin, n, block);
             self.exchange(2 * self.epoch)?;
             if self.published_output == NOT_DIRECT {
@@ -628,10 +629,10 @@ impl Stage<'_> {
 
     /// Pushed two-shot, after the first flag: reduces this rank's block from its input and
     /// what the peers pushed into its output and into the first peer's destination
-    /// ([`Stage::reduced_destination`]), then copies it to the other peers', two a pass.
+    /// ([`Shot::reduced_destination`]), then copies it to the other peers', two a pass.
     ///
     /// # Safety
-    /// As [`Stage::all_reduce_two_shot_pushed`], after its first exchange.
+    /// As [`Shot::all_reduce_two_shot_pushed`], after its first exchange.
     #[inline(never)]
     unsafe fn send_reduced_block(&self, c: &Coll, begin: u64, n: u64, block: u64) {
         let (elt, rank) = (self.elt(), self.cx.rank);
@@ -664,7 +665,7 @@ impl Stage<'_> {
     /// outputs), else this rank's slot of its staging after the first `nranks − 1`.
     ///
     /// # Safety
-    /// As [`Stage::peer_output`].
+    /// As [`Shot::peer_output`].
     unsafe fn reduced_destination(&self, q: u32, ix: u64, block: u64) -> u64 {
         let reduced = u64::from(self.cx.nranks - 1) * block;
         // SAFETY: this function's contract is `peer_output`'s.
@@ -678,7 +679,7 @@ impl Stage<'_> {
     /// every peer's reduced block from its slot of this rank's staging into the output.
     ///
     /// # Safety
-    /// As [`Stage::all_reduce_two_shot_pushed`], after its second exchange.
+    /// As [`Shot::all_reduce_two_shot_pushed`], after its second exchange.
     #[inline(never)]
     unsafe fn copy_reduced_blocks_out(&self, c: &Coll, begin: u64, n: u64, block: u64) {
         let (elt, rank) = (self.elt(), self.cx.rank);
@@ -729,7 +730,7 @@ impl Stage<'_> {
                 for q in self.peers() {
                     self.stage_in(block(q), q, Self::slot(self.cx.rank, q) * n, None, n);
                 }
-                self.exchange(self.staged_flag())?;
+                self.exchange(self.shot_flag())?;
                 self.reduce(self.own_and_pushed(block(self.cx.rank), 0, n), [out, out], 1, n);
             }
             return Ok(());
@@ -740,7 +741,7 @@ impl Stage<'_> {
             for p in 0..self.cx.nranks {
                 self.stage_in(block(p), self.cx.rank, u64::from(p) * share, None, n);
             }
-            self.exchange(self.staged_flag())?;
+            self.exchange(self.shot_flag())?;
             let out = c.output + begin * elt;
             self.reduce(self.every_rank(u64::from(self.cx.rank) * share), [out, out], 1, n);
         }
@@ -768,7 +769,7 @@ impl Stage<'_> {
                 for q in self.peers() {
                     self.stage_in(c.input + begin * elt, q, Self::slot(rank, q) * n, own_block.take(), n);
                 }
-                self.exchange(self.staged_flag())?;
+                self.exchange(self.shot_flag())?;
                 for p in self.peers() {
                     self.copy(self.staged(rank, Self::slot(p, rank) * n), block(p), n);
                 }
@@ -779,7 +780,7 @@ impl Stage<'_> {
         // block of the output; in place, the own block is the input itself.
         unsafe {
             self.stage_in(c.input + begin * elt, self.cx.rank, 0, (!in_place).then(|| block(self.cx.rank)), n);
-            self.exchange(self.staged_flag())?;
+            self.exchange(self.shot_flag())?;
             for p in (0..self.cx.nranks).filter(|&p| p != self.cx.rank) {
                 self.copy(self.staged(p, 0), block(p), n);
             }
@@ -803,7 +804,7 @@ impl Stage<'_> {
             if self.cx.rank == c.root {
                 self.stage_in(c.input + begin * elt, self.cx.rank, 0, (c.input != c.output).then_some(out), n);
             }
-            self.exchange(self.staged_flag())?;
+            self.exchange(self.shot_flag())?;
             if self.cx.rank != c.root {
                 self.copy(self.staged(c.root, 0), out, n);
             }
