@@ -140,7 +140,7 @@ def nvls(nvls_raw, ring_raw, auto_raw, out, *pairs):
         **meta(pairs),
         "date": runs["nvls"]["date"],
         "communicator": runs["nvls"]["device"],
-        "commands": [d["command"] for d in runs.values()],
+        "command": "; ".join(d["command"] for d in runs.values()),
         "nvls_allreduce_vs_ring_ge64M": ge64("all_reduce", "nvls_vs_ring"),
         "nvls_allreduce_vs_nccl_ge64M": ge64("all_reduce", "nvls_vs_nccl"),
         "nvls_reducescatter_vs_nccl_ge64M": ge64("reduce_scatter", "nvls_vs_nccl"),
