@@ -1,13 +1,14 @@
 //! Builds `ptx/kernels` into one `.ptx` (through `ferroccl-ptx-builder`) and leaves it in
-//! `OUT_DIR` for `src/module.rs` to embed, with sm_90a SASS of it (cubins made by ptxas,
-//! where one is found) so that loading the module on a Hopper GPU needs no JIT. Reruns
-//! only when the kernel crate or a crate it depends on changes, when `$FERROCCL_PTXAS`
-//! changes, or when the ptxas it used changes.
+//! `OUT_DIR` for `src/module.rs` to embed, with sm_90a SASS of it (cubins made by ptxas)
+//! so that loading the module on a Hopper GPU needs no JIT. Without a ptxas the build
+//! fails, saying how to install one (`bash tests/install-ptxas.sh`), unless
+//! `FERROCCL_PTXAS=none` turns SASS off. Reruns only when the kernel crate or a crate it
+//! depends on changes, when `$FERROCCL_PTXAS` changes, or when the ptxas it used changes.
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use ferroccl_ptx_builder::{BuildError, PtxBuild, PtxasLookup, remove_if_present, sass};
+use ferroccl_ptx_builder::{BuildError, PtxBuild, PtxasLookup, PtxasSource, remove_if_present, sass};
 
 /// Work loop widths whose register-capped module gets SASS in a release build: 512
 /// threads, the widest loop a communicator is commonly given. The unpatched module, for
@@ -21,17 +22,25 @@ const SASS_THREADS: &[u32] = &[512];
 fn main() {
     let manifest_dir = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
     let out_dir = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
-    let kernel_dir = manifest_dir.join("../ptx/kernels");
+    let workspace = manifest_dir.parent().expect("host-shim lies in the workspace");
+    let kernel_dir = workspace.join("ptx/kernels");
     let build = PtxBuild::new(&kernel_dir, shared_dir(&out_dir, "ferroccl-kernels-target"));
     let ptx = out_dir.join("ferroccl.ptx");
     let embed = out_dir.join("sass.rs");
     println!("cargo::rerun-if-env-changed={}", sass::PTXAS_ENV);
-    let result = remove_if_present(&embed).and_then(|()| build.watched_paths()).and_then(|paths| {
-        for path in paths {
+    // ptxas is looked for first, so that a build without one fails before the minutes
+    // of the kernel crate's build.
+    let result = remove_if_present(&embed).and_then(|()| sass::find_ptxas_from_env(workspace)).and_then(|ptxas| {
+        let ptxas = match ptxas {
+            PtxasLookup::Found { path, source } => Some((path, source)),
+            PtxasLookup::Disabled => None,
+            PtxasLookup::NotFound => return Err(BuildError::NoPtxas { workspace: workspace.into() }),
+        };
+        for path in build.watched_paths()? {
             println!("cargo::rerun-if-changed={}", path.display());
         }
         build.build(&ptx)?;
-        build_sass(&ptx, &out_dir, &embed)
+        build_sass(&ptx, &out_dir, &embed, ptxas)
     });
     if let Err(e) = result {
         eprintln!("error: building ferroccl's PTX module: {e}");
@@ -39,9 +48,6 @@ fn main() {
     }
 }
 
-/// Compiles the PTX at `ptx` to cubins in `out_dir` and writes `embed`, the source that
-/// `src/module.rs` includes to embed them; without ptxas, writes an `embed` with none and
-/// warns.
 /// Folder `name` that the builds of this tree share, found from `OUT_DIR`
 /// (`<target dir>/[<triple>/]<profile>/build/host-shim-<hash>/out`): `<target dir>/<name>`
 /// where the target dir holds cargo's `CACHEDIR.TAG` (every profile shares it), else
@@ -57,7 +63,10 @@ fn shared_dir(out_dir: &Path, name: &str) -> PathBuf {
     tagged.or_else(profile).unwrap_or(out_dir).join(name)
 }
 
-fn build_sass(ptx: &Path, out_dir: &Path, embed: &Path) -> Result<(), BuildError> {
+/// Compiles the PTX at `ptx` to cubins in `out_dir` with `ptxas` (its path and where it
+/// was found) and writes `embed`, the source that `src/module.rs` includes to embed them;
+/// without one (`FERROCCL_PTXAS=none`), an `embed` with none, and a warning.
+fn build_sass(ptx: &Path, out_dir: &Path, embed: &Path, ptxas: Option<(PathBuf, PtxasSource)>) -> Result<(), BuildError> {
     let mut caps = vec![None];
     if std::env::var("PROFILE").is_ok_and(|profile| profile == "release") {
         caps.extend(SASS_THREADS.iter().map(|&threads| sass::work_loop_max_registers(threads)));
@@ -67,8 +76,8 @@ fn build_sass(ptx: &Path, out_dir: &Path, embed: &Path) -> Result<(), BuildError
         remove_if_present(&out_dir.join(sass::cubin_name(*cap)))?;
     }
     let given = std::env::var_os(sass::PTXAS_ENV).is_some_and(|v| !v.is_empty() && v != "none");
-    let (cubins, missing) = match sass::find_ptxas_from_env()? {
-        PtxasLookup::Found { path, source } => {
+    let (cubins, missing) = match ptxas {
+        Some((path, source)) => {
             println!("cargo::rerun-if-changed={}", path.display());
             let text = std::fs::read_to_string(ptx).map_err(|source| BuildError::Io { path: ptx.into(), source })?;
             let start = Instant::now();
@@ -81,17 +90,12 @@ fn build_sass(ptx: &Path, out_dir: &Path, embed: &Path) -> Result<(), BuildError
             }
             (cubins, None)
         }
-        lookup => {
-            let why = match lookup {
-                PtxasLookup::Disabled => format!("{}=none", sass::PTXAS_ENV),
-                _ => format!("no ptxas (${} unset, none on PATH, no PyPI nvidia-cuda-nvcc for python3)", sass::PTXAS_ENV),
-            };
+        None => {
+            let why = format!("{}=none", sass::PTXAS_ENV);
             println!(
                 "cargo::warning=ferroccl: {why}: no {} SASS built, so loading the module JIT-compiles the PTX \
-                 (about 40 s on a fresh H200). To build it, set {}=/path/to/ptxas (changing it reruns this \
-                 build; `python3 -m pip install nvidia-cuda-nvcc` ships one, tests/run.sh installs it).",
-                sass::SASS_ARCH,
-                sass::PTXAS_ENV
+                 (about 40 s on a fresh H200)",
+                sass::SASS_ARCH
             );
             (Vec::new(), Some(why))
         }

@@ -15,15 +15,11 @@ else
 fi
 
 echo "== tests/run.sh: step 2 $(date -u +%T)"
-# 2. ptxas 13.0, from PyPI's nvidia-cuda-nvcc, unless FERROCCL_PTXAS names one. 13.0 is the
-#    CUDA version of the GPU machines' driver (580): the build embeds SASS made by this
-#    ptxas, and a newer ptxas may make SASS that driver refuses.
+# 2. ptxas 13.0, from PyPI's nvidia-cuda-nvcc (tests/install-ptxas.sh, which says why 13.0),
+#    unless FERROCCL_PTXAS names one.
 if [ -z "${FERROCCL_PTXAS:-}" ]; then
-  tools="$root/target/tools/nvcc-13.0"
-  if [ ! -x "$tools/nvidia/cu13/bin/ptxas" ]; then
-    python3 -m pip install --quiet --disable-pip-version-check --target "$tools" 'nvidia-cuda-nvcc==13.0.*'
-  fi
-  export FERROCCL_PTXAS="$tools/nvidia/cu13/bin/ptxas"
+  FERROCCL_PTXAS=$(bash "$root/tests/install-ptxas.sh")
+  export FERROCCL_PTXAS
 fi
 "$FERROCCL_PTXAS" --version | tail -n 1
 

@@ -8,7 +8,8 @@ use std::process::Command;
 /// The architecture the checks assemble for (`sm_90a`): the one the build's SASS is made
 /// for, so the checks see the code that runs.
 pub use ferroccl_ptx_builder::sass::SASS_ARCH as ARCH;
-use ferroccl_ptx_builder::sass::PTXAS_OPTIONS;
+use ferroccl_ptx_builder::BuildError;
+use ferroccl_ptx_builder::sass::{PTXAS_OPTIONS, PtxasLookup, find_ptxas_from_env};
 
 /// What ptxas reported for one kernel entry point.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -19,27 +20,16 @@ pub struct KernelReport {
     pub spill_loads: u32,
 }
 
-/// Locates ptxas: `$FERROCCL_PTXAS`, then `ptxas` on `PATH`, then the copy that
-/// `pip install nvidia-cuda-nvcc` puts under `site-packages/nvidia/cu13/bin`.
+/// Locates ptxas as host-shim's build does (`ferroccl_ptx_builder::sass::find_ptxas`):
+/// `$FERROCCL_PTXAS`, then the copy `tests/install-ptxas.sh` installs in this workspace,
+/// then `ptxas` on `PATH`, then python3's `nvidia-cuda-nvcc` wheel.
 pub fn find() -> Result<PathBuf, String> {
-    if let Some(p) = std::env::var_os("FERROCCL_PTXAS") {
-        return Ok(p.into());
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).parent().ok_or("the tests crate lies in the workspace")?;
+    match find_ptxas_from_env(workspace).map_err(|e| e.to_string())? {
+        PtxasLookup::Found { path, .. } => Ok(path),
+        PtxasLookup::Disabled => Err("FERROCCL_PTXAS=none: the ptxas checks need a ptxas".into()),
+        PtxasLookup::NotFound => Err(BuildError::NoPtxas { workspace: workspace.into() }.to_string()),
     }
-    if Command::new("ptxas").arg("--version").output().is_ok_and(|o| o.status.success()) {
-        return Ok("ptxas".into());
-    }
-    let out = Command::new("python3")
-        .args(["-c", "import nvidia, os; print(os.path.join(list(nvidia.__path__)[0], 'cu13', 'bin', 'ptxas'))"])
-        .output();
-    if let Ok(out) = out {
-        let p = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
-        if out.status.success() && p.is_file() {
-            return Ok(p);
-        }
-    }
-    Err("ptxas not found: set FERROCCL_PTXAS, put ptxas on PATH, or `pip install nvidia-cuda-nvcc` \
-         (tests/run.sh does this)"
-        .into())
 }
 
 /// Assembles `ptx` with the build's ptxas options (`PTXAS_OPTIONS`: `-arch=sm_90a -v`,

@@ -14,13 +14,14 @@
 //! in the kernel crate's own folder and target dir, with the parent build's flag and
 //! target-dir variables removed from its environment.
 //!
-//! [`sass`] then compiles that PTX to sm_90 cubins with ptxas, where one is found.
+//! [`sass`] then compiles that PTX to sm_90a cubins with ptxas (unless `FERROCCL_PTXAS=none`
+//! turns SASS off; no ptxas found is [`BuildError::NoPtxas`]).
 
 pub mod sass;
 
 pub use sass::{
-    PtxasLookup, PtxasSource, SASS_ARCH, WORK_LOOP_ENTRY, build_cubins, check_cubin, cubin_name, embed_source,
-    find_ptxas, find_ptxas_from_env, with_maxnreg, work_loop_max_registers,
+    INSTALL_PTXAS, PtxasLookup, PtxasSource, SASS_ARCH, WORK_LOOP_ENTRY, WORKSPACE_PTXAS, build_cubins, check_cubin,
+    cubin_name, embed_source, find_ptxas, find_ptxas_from_env, with_maxnreg, work_loop_max_registers,
 };
 
 use std::fmt;
@@ -71,6 +72,9 @@ pub enum BuildError {
     Io { path: PathBuf, source: std::io::Error },
     /// `$FERROCCL_PTXAS` names no file.
     PtxasMissing { path: PathBuf },
+    /// No ptxas anywhere the lookup looks ([`sass::find_ptxas`]) for the workspace at
+    /// `workspace`, and SASS not turned off.
+    NoPtxas { workspace: PathBuf },
     /// ptxas ran and failed; `log` is what it printed.
     Ptxas { command: String, status: std::process::ExitStatus, log: String },
     /// ptxas succeeded but its output is not the cubin expected.
@@ -113,6 +117,21 @@ impl fmt::Display for BuildError {
                 "{}={} is not a file; point it at ptxas, or set it to `none` to build no SASS",
                 sass::PTXAS_ENV,
                 path.display()
+            ),
+            Self::NoPtxas { workspace } => write!(
+                f,
+                "no ptxas found, so no {arch} SASS can be built (without it, every process that \
+                 loads the module on a GPU JIT-compiles its PTX, about 40 s). Install ptxas 13.0 \
+                 with `{install}` (run in {root}; it needs python3 with pip, and puts ptxas at {installed}, \
+                 where the build looks first after ${env}), then build again. Or set \
+                 {env}=/path/to/ptxas (13.0: the GPU machines' driver may refuse SASS of a newer one), \
+                 or {env}=none to build without SASS. Looked in: ${env} (unset), {installed}, $PATH, \
+                 python3's nvidia-cuda-nvcc wheel.",
+                arch = sass::SASS_ARCH,
+                install = sass::INSTALL_PTXAS,
+                root = workspace.display(),
+                installed = workspace.join(sass::WORKSPACE_PTXAS).display(),
+                env = sass::PTXAS_ENV,
             ),
             Self::Ptxas { command, status, log } => write!(f, "ptxas failed ({status}): {command}\n{log}"),
             Self::BadCubin { path, reason } => write!(f, "ptxas left no usable cubin at {}: {reason}", path.display()),

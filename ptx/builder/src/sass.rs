@@ -38,6 +38,16 @@ pub const PTXAS_OPTIONS: [&str; 3] = ["-arch=sm_90a", "-v", "--split-compile=0"]
 /// The environment variable that names ptxas (`none` builds no SASS).
 pub const PTXAS_ENV: &str = "FERROCCL_PTXAS";
 
+/// Where [`INSTALL_PTXAS`] puts ptxas, relative to the workspace root: PyPI's
+/// `nvidia-cuda-nvcc==13.0.*` installed with `pip install --target target/tools/nvcc-13.0`.
+/// 13.0 is the CUDA version of the GPU machines' driver, which must load the SASS the
+/// build embeds (a newer ptxas may make SASS that driver refuses).
+pub const WORKSPACE_PTXAS: &str = "target/tools/nvcc-13.0/nvidia/cu13/bin/ptxas";
+
+/// The command, run from the workspace root, that installs ptxas at [`WORKSPACE_PTXAS`]
+/// (and prints its path); `tests/run.sh` runs it too.
+pub const INSTALL_PTXAS: &str = "bash tests/install-ptxas.sh";
+
 /// The `.entry` of the persistent work loop kernel.
 pub const WORK_LOOP_ENTRY: &str = "ferroccl_work_loop";
 
@@ -103,9 +113,11 @@ pub fn cubin_name(cap: Option<u32>) -> String {
 pub enum PtxasSource {
     /// `$FERROCCL_PTXAS`.
     Env,
+    /// [`WORKSPACE_PTXAS`] of the workspace being built (put there by [`INSTALL_PTXAS`]).
+    Workspace,
     /// `ptxas` in a folder of `$PATH`.
     Path,
-    /// The PyPI wheel `nvidia-cuda-nvcc` (`site-packages/nvidia/cu13/bin/ptxas`).
+    /// The PyPI wheel `nvidia-cuda-nvcc` of python3 (`site-packages/nvidia/cu13/bin/ptxas`).
     Wheel,
 }
 
@@ -115,16 +127,19 @@ pub enum PtxasLookup {
     Found { path: PathBuf, source: PtxasSource },
     /// `FERROCCL_PTXAS=none`: no SASS wanted.
     Disabled,
-    /// Nowhere: the build embeds no SASS.
+    /// Nowhere: the build fails with [`BuildError::NoPtxas`].
     NotFound,
 }
 
 /// Finds ptxas: `ferroccl_ptxas` (the value of `$FERROCCL_PTXAS`; `none` turns SASS off;
-/// a path that is not a file is an error, since it was asked for), then `ptxas` in a
-/// folder of `path_var` (`$PATH`), then `cu13/bin/ptxas` under the `nvidia` package
-/// folders that `wheel_roots` gives (called only if the first two find nothing).
+/// a path that is not a file is an error, since it was asked for), then
+/// [`WORKSPACE_PTXAS`] under `workspace` (the pinned 13.0 installed for this tree, ahead
+/// of whatever version `$PATH` holds), then `ptxas` in a folder of `path_var` (`$PATH`),
+/// then `cu13/bin/ptxas` under the `nvidia` package folders that `wheel_roots` gives
+/// (called only if nothing before finds one).
 pub fn find_ptxas(
     ferroccl_ptxas: Option<&OsStr>,
+    workspace: &Path,
     path_var: Option<&OsStr>,
     wheel_roots: impl FnOnce() -> Vec<PathBuf>,
 ) -> Result<PtxasLookup, BuildError> {
@@ -134,6 +149,10 @@ pub fn find_ptxas(
         Some(v) => return Err(BuildError::PtxasMissing { path: v.into() }),
         None => {}
     }
+    let installed = workspace.join(WORKSPACE_PTXAS);
+    if installed.is_file() {
+        return Ok(PtxasLookup::Found { path: installed, source: PtxasSource::Workspace });
+    }
     let on_path = path_var.into_iter().flat_map(std::env::split_paths).map(|dir| dir.join("ptxas")).find(|p| p.is_file());
     if let Some(path) = on_path {
         return Ok(PtxasLookup::Found { path, source: PtxasSource::Path });
@@ -142,10 +161,11 @@ pub fn find_ptxas(
     Ok(in_wheel.map_or(PtxasLookup::NotFound, |path| PtxasLookup::Found { path, source: PtxasSource::Wheel }))
 }
 
-/// [`find_ptxas`] with this process's `$FERROCCL_PTXAS` and `$PATH`, and the `nvidia`
-/// package folders of `python3` (none where python3 or the package is missing).
-pub fn find_ptxas_from_env() -> Result<PtxasLookup, BuildError> {
-    find_ptxas(std::env::var_os(PTXAS_ENV).as_deref(), std::env::var_os("PATH").as_deref(), nvidia_wheel_roots)
+/// [`find_ptxas`] for the workspace at `workspace`, with this process's `$FERROCCL_PTXAS`
+/// and `$PATH`, and the `nvidia` package folders of `python3` (none where python3 or the
+/// package is missing).
+pub fn find_ptxas_from_env(workspace: &Path) -> Result<PtxasLookup, BuildError> {
+    find_ptxas(std::env::var_os(PTXAS_ENV).as_deref(), workspace, std::env::var_os("PATH").as_deref(), nvidia_wheel_roots)
 }
 
 /// The folders of python3's `nvidia` namespace package (where PyPI's CUDA wheels go).
@@ -420,7 +440,7 @@ mod tests {
     }
 
     #[test]
-    fn ptxas_is_looked_up_in_env_then_path_then_wheel() {
+    fn ptxas_is_looked_up_in_env_then_workspace_then_path_then_wheel() {
         let dir = scratch("lookup");
         let file = |rel: &str| {
             let path = dir.join(rel);
@@ -429,6 +449,9 @@ mod tests {
             path
         };
         let (env, on_path, in_wheel) = (file("env/my-ptxas"), file("bin2/ptxas"), file("wheel/cu13/bin/ptxas"));
+        let workspace = dir.join("tree");
+        let installed = file(&format!("tree/{WORKSPACE_PTXAS}"));
+        let bare = dir.join("fresh-clone");
         std::fs::create_dir_all(dir.join("bin1")).unwrap();
         let path_var = std::env::join_paths([dir.join("bin1"), dir.join("bin2")]).unwrap();
         let empty_path = std::env::join_paths([dir.join("bin1")]).unwrap();
@@ -436,18 +459,40 @@ mod tests {
         let unused = || -> Vec<PathBuf> { panic!("the wheel is looked at only when nothing else has ptxas") };
         let found = |path: &Path, source| PtxasLookup::Found { path: path.into(), source };
 
-        assert_eq!(find_ptxas(Some(env.as_os_str()), Some(&path_var), unused).unwrap(), found(&env, PtxasSource::Env));
-        assert_eq!(find_ptxas(Some("none".as_ref()), Some(&path_var), unused).unwrap(), PtxasLookup::Disabled);
+        // $FERROCCL_PTXAS first, even over the workspace's own.
+        assert_eq!(find_ptxas(Some(env.as_os_str()), &workspace, Some(&path_var), unused).unwrap(), found(&env, PtxasSource::Env));
+        assert_eq!(find_ptxas(Some("none".as_ref()), &workspace, Some(&path_var), unused).unwrap(), PtxasLookup::Disabled);
         let missing = dir.join("env/nothing");
-        assert!(matches!(find_ptxas(Some(missing.as_os_str()), Some(&path_var), unused), Err(BuildError::PtxasMissing { .. })));
+        assert!(matches!(find_ptxas(Some(missing.as_os_str()), &workspace, Some(&path_var), unused), Err(BuildError::PtxasMissing { .. })));
         // Unset and empty are the same.
         for var in [None, Some("".as_ref())] {
-            assert_eq!(find_ptxas(var, Some(&path_var), unused).unwrap(), found(&on_path, PtxasSource::Path));
-            assert_eq!(find_ptxas(var, Some(&empty_path), wheel).unwrap(), found(&in_wheel, PtxasSource::Wheel));
-            assert_eq!(find_ptxas(var, None, wheel).unwrap(), found(&in_wheel, PtxasSource::Wheel));
-            assert_eq!(find_ptxas(var, Some(&empty_path), Vec::new).unwrap(), PtxasLookup::NotFound);
+            // The workspace's installed ptxas before $PATH's.
+            assert_eq!(find_ptxas(var, &workspace, Some(&path_var), unused).unwrap(), found(&installed, PtxasSource::Workspace));
+            assert_eq!(find_ptxas(var, &workspace, None, unused).unwrap(), found(&installed, PtxasSource::Workspace));
+            // A workspace without it: $PATH, then the wheel.
+            assert_eq!(find_ptxas(var, &bare, Some(&path_var), unused).unwrap(), found(&on_path, PtxasSource::Path));
+            assert_eq!(find_ptxas(var, &bare, Some(&empty_path), wheel).unwrap(), found(&in_wheel, PtxasSource::Wheel));
+            assert_eq!(find_ptxas(var, &bare, None, wheel).unwrap(), found(&in_wheel, PtxasSource::Wheel));
+            assert_eq!(find_ptxas(var, &bare, Some(&empty_path), Vec::new).unwrap(), PtxasLookup::NotFound);
         }
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// The install script puts ptxas where the lookup looks, and the error of a build that
+    /// finds none names the script and the ways around it.
+    #[test]
+    fn the_install_script_and_the_missing_ptxas_error_agree_with_the_lookup() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let script_path = INSTALL_PTXAS.strip_prefix("bash ").unwrap();
+        let script = std::fs::read_to_string(root.join(script_path)).unwrap();
+        let (tools, bin) = WORKSPACE_PTXAS.split_once("/nvidia/").unwrap();
+        assert!(script.contains(&format!("\"$root/{tools}\"")), "{script_path} installs elsewhere than {tools}");
+        assert!(script.contains(&format!("/nvidia/{bin}\"")), "{script_path} names another ptxas than nvidia/{bin}");
+        assert!(script.contains("'nvidia-cuda-nvcc==13.0.*'"), "{script_path} installs another version");
+        let error = BuildError::NoPtxas { workspace: PathBuf::from("/w") }.to_string();
+        for needed in [INSTALL_PTXAS, "/w/target/tools/nvcc-13.0/nvidia/cu13/bin/ptxas", "FERROCCL_PTXAS=/path/to/ptxas", "FERROCCL_PTXAS=none", "JIT"] {
+            assert!(error.contains(needed), "{needed:?} missing from: {error}");
+        }
     }
 
     #[test]
