@@ -65,8 +65,9 @@ pub enum WaitSite {
     RecvData = 3,
     /// A primitive's wait for a peer's credits (room in its FIFO).
     SendCredit = 4,
-    /// A stream-ordered post's wait for the loop to run its item (`post_to_mailbox`).
-    MailboxPost = 5,
+    /// A stream-ordered submission's wait for the loop to run its item
+    /// (`submit_to_mailbox`).
+    MailboxSubmit = 5,
     /// A one-shot/two-shot collective's wait for a peer's flag: its staged
     /// data, or its reduced block; or an LL collective's wait for a peer's packets.
     ShotFlag = 6,
@@ -76,7 +77,7 @@ pub enum WaitSite {
 }
 
 numbering!(LoopError, u32, from_u32, [BadItem, Aborted, Timeout, PeerMismatch]);
-numbering!(WaitSite, u32, from_u32, [Barrier, Flag, RecvData, SendCredit, MailboxPost, ShotFlag, ShmemBarrier]);
+numbering!(WaitSite, u32, from_u32, [Barrier, Flag, RecvData, SendCredit, MailboxSubmit, ShotFlag, ShmemBarrier]);
 
 impl LoopError {
     /// `status` for this error with `detail`.

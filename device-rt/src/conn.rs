@@ -302,7 +302,7 @@ pub struct ChannelStats {
     pub sm: u64,
     /// Stream-ordered items the channel took from the mailbox.
     pub mailbox_items: u64,
-    /// Nanoseconds from each of those items' publication (the poster's clock) to the
+    /// Nanoseconds from each of those items' publication (the submitter's clock) to the
     /// channel taking it (its clock after the CTA barrier that hands the item on), summed:
     /// the stream-ordered path's dispatch latency.
     pub dispatch_ns: u64,
@@ -314,14 +314,14 @@ pub struct ChannelStats {
     /// the CTA barrier that starts one to the barrier that ends it (thread 0's clock): the
     /// part of `busy_ns` spent publishing staged data and waiting for the peers'.
     pub exchange_ns: u64,
-    /// Stream-ordered collectives this (guest) channel ran a part of on the post grid
+    /// Stream-ordered collectives this (guest) channel ran a part of on the call kernel
     /// alone (see `work::guest`).
-    pub post_parts: u64,
+    pub call_kernel_parts: u64,
     /// Nanoseconds from each of those parts' CTA start (before the item is validated and
     /// planned) to its end (after the CTA barrier that follows the collective), as thread
-    /// 0 saw them, summed: with `busy_ns` (the collective itself) it splits a post grid's
+    /// 0 saw them, summed: with `busy_ns` (the collective itself) it splits a call kernel's
     /// time into its preamble and the collective.
-    pub post_ns: u64,
+    pub call_kernel_ns: u64,
     /// One-shot all-reduce shares the channel moved as packets (see `algo::shot`); their
     /// waits count in `exchange_ns`.
     pub packet_items: u64,
@@ -346,8 +346,8 @@ impl ChannelStats {
             dispatch_ns: self.dispatch_ns + other.dispatch_ns,
             algorithm_items: core::array::from_fn(|a| self.algorithm_items[a] + other.algorithm_items[a]),
             exchange_ns: self.exchange_ns + other.exchange_ns,
-            post_parts: self.post_parts + other.post_parts,
-            post_ns: self.post_ns + other.post_ns,
+            call_kernel_parts: self.call_kernel_parts + other.call_kernel_parts,
+            call_kernel_ns: self.call_kernel_ns + other.call_kernel_ns,
             packet_items: self.packet_items + other.packet_items,
             padding: [0; 7],
         }
@@ -367,8 +367,8 @@ impl ChannelStats {
             dispatch_ns: self.dispatch_ns.wrapping_sub(earlier.dispatch_ns),
             algorithm_items: core::array::from_fn(|a| self.algorithm_items[a].wrapping_sub(earlier.algorithm_items[a])),
             exchange_ns: self.exchange_ns.wrapping_sub(earlier.exchange_ns),
-            post_parts: self.post_parts.wrapping_sub(earlier.post_parts),
-            post_ns: self.post_ns.wrapping_sub(earlier.post_ns),
+            call_kernel_parts: self.call_kernel_parts.wrapping_sub(earlier.call_kernel_parts),
+            call_kernel_ns: self.call_kernel_ns.wrapping_sub(earlier.call_kernel_ns),
             packet_items: self.packet_items.wrapping_sub(earlier.packet_items),
             padding: [0; 7],
         }

@@ -130,7 +130,7 @@ impl fmt::Display for Error {
                     Some(WaitSite::Flag) => "waiting for a flag",
                     Some(WaitSite::RecvData) => "waiting for a peer's data",
                     Some(WaitSite::SendCredit) => "waiting for room in a peer's buffer",
-                    Some(WaitSite::MailboxPost) => "a stream-ordered item waiting for the loop to run it",
+                    Some(WaitSite::MailboxSubmit) => "a stream-ordered item waiting for the loop to run it",
                     Some(WaitSite::ShotFlag) => "a one-shot/two-shot collective waiting for a peer's flag",
                     Some(WaitSite::ShmemBarrier) => "a symmetric-heap barrier waiting for the other PEs",
                     None => "unknown wait",

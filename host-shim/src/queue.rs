@@ -74,7 +74,7 @@ pub struct Queue {
 // the relaunch hook is `Send`.
 unsafe impl Send for Queue {}
 // SAFETY: the methods that take `&self` only load the header, change it with atomic
-// read-modify-writes (`announce_post`), call the `Sync` relaunch hook, or write the ring
+// read-modify-writes (`announce_submit`), call the `Sync` relaunch hook, or write the ring
 // under the `next_seq` lock (`try_enqueue`).
 unsafe impl Sync for Queue {}
 
@@ -110,37 +110,37 @@ impl Queue {
         unsafe { AtomicU64::from_ptr(field) }
     }
 
-    /// The stream-ordered path, before a post is launched: counts the post (outside a
-    /// graph capture) or, for a post captured in a CUDA graph (`captured`), pins the loop
-    /// awake for good (the graph's replays post without the host); then makes sure the
-    /// loop runs or will (see [`Queue::wake`]).
+    /// The stream-ordered path, before a call kernel is launched: counts the submission
+    /// (outside a graph capture) or, for a call kernel captured in a CUDA graph
+    /// (`captured`), pins the loop awake for good (the graph's replays submit without the
+    /// host); then makes sure the loop runs or will (see [`Queue::wake`]).
     ///
     /// Ordering: the count or the pin is a sequentially consistent read-modify-write (a
     /// full fence on the host) before `wake`'s load: the store half of the host's side of
     /// the sleep handshake (`device_rt::work`'s `queue` module).
-    pub fn announce_post(&self, captured: bool) -> Result<()> {
+    pub fn announce_submit(&self, captured: bool) -> Result<()> {
         // SAFETY: fields of the live header.
-        let (posts, pinned) = unsafe { (&raw mut (*self.header).posts, &raw mut (*self.header).pinned) };
+        let (submits, pinned) = unsafe { (&raw mut (*self.header).submits, &raw mut (*self.header).pinned) };
         if captured {
             self.word(pinned).swap(1, Ordering::SeqCst);
             return self.wake();
         }
-        self.word(posts).fetch_add(1, Ordering::SeqCst);
-        self.wake().inspect_err(|_| self.retract_post())
+        self.word(submits).fetch_add(1, Ordering::SeqCst);
+        self.wake().inspect_err(|_| self.retract_submit())
     }
 
-    /// Takes back a post counted by [`Queue::announce_post`] that was not launched after
-    /// all (the loop would otherwise wait for it and never sleep again).
-    pub fn retract_post(&self) {
+    /// Takes back a submission counted by [`Queue::announce_submit`] that was not launched
+    /// after all (the loop would otherwise wait for it and never sleep again).
+    pub fn retract_submit(&self) {
         // SAFETY: a field of the live header.
-        self.word(unsafe { &raw mut (*self.header).posts }).fetch_sub(1, Ordering::SeqCst);
+        self.word(unsafe { &raw mut (*self.header).submits }).fetch_sub(1, Ordering::SeqCst);
     }
 
-    /// After the host published work (a post announced, ring slots written, each followed
-    /// by a sequentially consistent fence): reads the loop's `awake` word. Awake: the loop
-    /// sees the work. Deciding whether to sleep: waits (up to a second) for its answer.
-    /// Asleep: swaps in AWAKE and launches the loop again (one caller wins the swap and
-    /// launches; the others find it awake).
+    /// After the host published work (a submission announced, ring slots written, each
+    /// followed by a sequentially consistent fence): reads the loop's `awake` word. Awake:
+    /// the loop sees the work. Deciding whether to sleep: waits (up to a second) for its
+    /// answer. Asleep: swaps in AWAKE and launches the loop again (one caller wins the swap
+    /// and launches; the others find it awake).
     pub fn wake(&self) -> Result<()> {
         // SAFETY: a field of the live header.
         let awake = self.word(unsafe { &raw mut (*self.header).awake });
@@ -415,7 +415,7 @@ mod tests {
     /// The host's half of the sleep handshake, with no loop: work that finds the loop
     /// awake launches nothing; asleep, the queue launches it once and marks it awake;
     /// leaving, it waits for the loop's answer; a failed launch leaves it asleep, and
-    /// without a hook the work is refused. A post outside a capture is counted; one
+    /// without a hook the work is refused. A submission outside a capture is counted; one
     /// inside pins the loop.
     #[test]
     fn work_wakes_a_sleeping_loop_once() {
@@ -429,9 +429,9 @@ mod tests {
         // SAFETY: a field of the live header.
         let awake = unsafe { AtomicU64::from_ptr(&raw mut (*header_ptr).awake) };
         let set = |v| awake.store(v, Ordering::SeqCst);
-        queue.announce_post(false).unwrap();
+        queue.announce_submit(false).unwrap();
         set(LOOP_ASLEEP);
-        assert!(matches!(queue.announce_post(false), Err(Error::InvalidState(_))), "no hook: refused");
+        assert!(matches!(queue.announce_submit(false), Err(Error::InvalidState(_))), "no hook: refused");
         let launched = Arc::new(AtomicUsize::new(0));
         let fail = Arc::new(std::sync::atomic::AtomicBool::new(true));
         let (l, f) = (launched.clone(), fail.clone());
@@ -439,23 +439,23 @@ mod tests {
             l.fetch_add(1, Ordering::SeqCst);
             if f.load(Ordering::SeqCst) { Err(Error::InvalidState("launch failed")) } else { Ok(()) }
         }));
-        assert!(queue.announce_post(false).is_err());
+        assert!(queue.announce_submit(false).is_err());
         assert_eq!((awake.load(Ordering::SeqCst), launched.load(Ordering::SeqCst)), (LOOP_ASLEEP, 1), "a failed launch leaves it asleep");
         fail.store(false, Ordering::SeqCst);
         queue.enqueue(WorkItem::noop(), Duration::from_secs(1)).unwrap();
         assert_eq!((awake.load(Ordering::SeqCst), launched.load(Ordering::SeqCst)), (LOOP_AWAKE, 2));
-        queue.announce_post(true).unwrap();
+        queue.announce_submit(true).unwrap();
         assert_eq!(launched.load(Ordering::SeqCst), 2, "awake: nothing launched");
         set(LOOP_LEAVING);
         let resolve = std::thread::spawn(move || {
             std::thread::sleep(Duration::from_millis(20));
             awake.store(LOOP_AWAKE, Ordering::SeqCst);
         });
-        queue.announce_post(false).unwrap();
+        queue.announce_submit(false).unwrap();
         resolve.join().unwrap();
         assert_eq!(launched.load(Ordering::SeqCst), 2, "the loop answered AWAKE: nothing launched");
         // SAFETY: fields of the live header.
-        let (posts, pinned) = unsafe { ((*header_ptr).posts, (*header_ptr).pinned) };
-        assert_eq!((posts, pinned), (2, 1), "posts counted outside captures (the refused ones taken back), the capture pinned");
+        let (submits, pinned) = unsafe { ((*header_ptr).submits, (*header_ptr).pinned) };
+        assert_eq!((submits, pinned), (2, 1), "submissions counted outside captures (the refused ones taken back), the capture pinned");
     }
 }

@@ -1,5 +1,5 @@
 //! A rank's persistent work loop on a GPU: launched once, fed through its queue (direct
-//! host path: no kernel launch per operation) or through a post kernel on the user's
+//! host path: no kernel launch per operation) or through a call kernel on the user's
 //! stream (stream-ordered path, capturable in a CUDA graph), whose grid also carries the
 //! communicator's guest channels.
 
@@ -27,8 +27,8 @@ pub struct LoopConfig {
     pub channels: u32,
     /// Guest channels of a communicator's loop: channels beyond the resident ones, which
     /// hold no SM while the loop idles; each stream-ordered call brings them up in its
-    /// post grid when its item spreads over them, and they leave with it (see
-    /// `device_rt::work::serve_post`). `channels + guests` is at most 64; 0 for a loop
+    /// call kernel when its item spreads over them, and they leave with it (see
+    /// `device_rt::work::serve_call`). `channels + guests` is at most 64; 0 for a loop
     /// without a communicator.
     pub guests: u32,
     /// Threads per channel, a multiple of 32 up to 512 (and up to what the kernel's
@@ -50,8 +50,8 @@ pub struct LoopConfig {
     /// have to leave together): it runs until shut down.
     pub sleep_after: Option<Duration>,
     /// A stream-ordered call that comes less than this long after the previous one on the
-    /// loop returned takes the post route without asking whether its stream is idle (see
-    /// [`WorkLoop::enqueue_on_stream`]); `Duration::ZERO`: every call of a one-channel
+    /// loop returned takes the call-kernel route without asking whether its stream is idle
+    /// (see [`WorkLoop::enqueue_on_stream`]); `Duration::ZERO`: every call of a one-channel
     /// loop on an idle stream takes the ring route. Default [`BURST_GAP`].
     pub burst_gap: Duration,
 }
@@ -60,8 +60,8 @@ pub struct LoopConfig {
 /// between a call and a `cuStreamSynchronize` or `cuStreamQuery` of its stream the gap is
 /// that driver call, 1.3-1.7 µs on H200 hosts (bench/results/session25.md, session26.md).
 /// A burst on the ring route costs each call a `cuStreamQuery` plus the loop's answer
-/// (4.9 µs back to back), where posts pipeline on the stream (3.3 µs a call in a CUDA
-/// graph): bench/results/session33.md.
+/// (4.9 µs back to back), where call kernels pipeline on the stream (3.3 µs a call in a
+/// CUDA graph): bench/results/session33.md.
 pub const BURST_GAP: Duration = Duration::from_nanos(500);
 
 impl Default for LoopConfig {
@@ -430,10 +430,10 @@ pub struct WorkLoop {
     queue: Queue,
     header: Arc<SharedHeader>,
     kernel: CudaFunction,
-    /// The stream-ordered path's post kernel, loaded before the loop starts (loading a
-    /// function while a persistent kernel runs can wait for it): `ferroccl_mailbox_post`
-    /// with guest channels, else `ferroccl_mailbox_post_alone`.
-    post: CudaFunction,
+    /// The stream-ordered path's call kernel, loaded before the loop starts (loading a
+    /// function while a persistent kernel runs can wait for it): `ferroccl_call_kernel`
+    /// with guest channels, else `ferroccl_call_kernel_alone`.
+    call_kernel: CudaFunction,
     cfg: LoopConfig,
     started: bool,
     /// The one stream the mailbox serves (its operations wait for each other, so one
@@ -453,23 +453,23 @@ pub struct WorkLoop {
     comm: u64,
     /// CTAs launched: the channels, or one per SM when the loop chooses their SMs.
     grid: u32,
-    /// Whether posts are launched to overlap the one before them
-    /// ([`WorkLoop::allow_overlapping_posts`]).
-    overlap_posts: bool,
+    /// Whether call kernels are launched to overlap the one before them
+    /// ([`WorkLoop::allow_overlapping_call_kernels`]).
+    overlap_call_kernels: bool,
 }
 
-/// Launches the post kernel `function` on `stream` with `cfg` and the parameters
+/// Launches the call kernel `function` on `stream` with `cfg` and the parameters
 /// `params` (after binding the stream's context); with `overlap`, with programmatic
-/// stream serialization (`cuLaunchKernelEx`): the post may start while the kernel before
-/// it on the stream still runs, once that one lets it (`griddepcontrol.launch_dependents`,
-/// or its end). Public so that `ferroccl bench dispatch` times the calls' own launch path
-/// with other kernels.
+/// stream serialization (`cuLaunchKernelEx`): the call kernel may start while the kernel
+/// before it on the stream still runs, once that one lets it
+/// (`griddepcontrol.launch_dependents`, or its end). Public so that `ferroccl bench
+/// dispatch` times the calls' own launch path with other kernels.
 ///
 /// # Safety
 /// `params` point to `function`'s parameters, in order and of their types, valid for the
 /// call; with `overlap`, `function` waits for the kernel before it
 /// (`griddepcontrol.wait`) before any access that must follow it.
-pub unsafe fn launch_post(stream: &CudaStream, function: &CudaFunction, cfg: LaunchConfig, params: &mut [*mut c_void], overlap: bool) -> Result<()> {
+pub unsafe fn launch_call_kernel(stream: &CudaStream, function: &CudaFunction, cfg: LaunchConfig, params: &mut [*mut c_void], overlap: bool) -> Result<()> {
     stream.context().bind_to_thread().map_err(Error::cuda("cuCtxSetCurrent"))?;
     // SAFETY: an all-zero `CUlaunchAttribute` is a valid value of the C struct.
     let mut attribute: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
@@ -491,7 +491,7 @@ pub unsafe fn launch_post(stream: &CudaStream, function: &CudaFunction, cfg: Lau
     // contract says; the driver copies the parameters before it returns.
     unsafe { sys::cuLaunchKernelEx(&config, function.cu_function(), params.as_mut_ptr(), std::ptr::null_mut()) }
         .result()
-        .map_err(Error::cuda("cuLaunchKernelEx (mailbox post)"))
+        .map_err(Error::cuda("cuLaunchKernelEx (call kernel)"))
 }
 
 /// Whether a stream-ordered call made at `now_ns` belongs to a burst: the call before it
@@ -603,16 +603,16 @@ fn place_channels(ctx: &Arc<CudaContext>, state: &DeviceAlloc, cfg: &LoopConfig)
 }
 
 /// How many channels (CTAs of `threads` threads) of the loop `kernel` one SM holds at
-/// once, and with `post` (a loop with guests) also of its post grid: the smaller of the
-/// two.
-pub(crate) fn channels_per_sm(kernel: &CudaFunction, post: Option<&CudaFunction>, threads: u32) -> Result<u32> {
+/// once, and with `call_kernel` (a loop with guests) also of its call kernel: the smaller
+/// of the two.
+pub(crate) fn channels_per_sm(kernel: &CudaFunction, call_kernel: Option<&CudaFunction>, threads: u32) -> Result<u32> {
     let per_sm = |f: &CudaFunction| {
         f.occupancy_max_active_blocks_per_multiprocessor(threads, LOOP_SMEM_BYTES as usize, None)
             .map_err(Error::cuda("cuOccupancyMaxActiveBlocksPerMultiprocessor"))
     };
     let resident = per_sm(kernel)?;
-    match post {
-        Some(post) => Ok(resident.min(per_sm(post)?)),
+    match call_kernel {
+        Some(call_kernel) => Ok(resident.min(per_sm(call_kernel)?)),
         None => Ok(resident),
     }
 }
@@ -674,12 +674,12 @@ impl WorkLoop {
         };
         let kernel = module.kernel(entry)?;
         fits_threads(&kernel, cfg.threads, "the work loop kernel")?;
-        let post = if cfg.guests > 0 {
-            let post = module.kernel("ferroccl_mailbox_post")?;
-            fits_threads(&post, cfg.threads, "the post kernel, which runs the guest channels,")?;
-            post
+        let call_kernel = if cfg.guests > 0 {
+            let call_kernel = module.kernel("ferroccl_call_kernel")?;
+            fits_threads(&call_kernel, cfg.threads, "the call kernel, which runs the guest channels,")?;
+            call_kernel
         } else {
-            module.kernel("ferroccl_mailbox_post_alone")?
+            module.kernel("ferroccl_call_kernel_alone")?
         };
         let grid = place_channels(ctx, &state, &cfg)?;
         let sleep_after_ns = cfg.sleep_after_ns();
@@ -694,7 +694,7 @@ impl WorkLoop {
             queue,
             header,
             kernel,
-            post,
+            call_kernel,
             cfg,
             grid,
             started: false,
@@ -704,7 +704,7 @@ impl WorkLoop {
             epoch: Instant::now(),
             last_return_ns: AtomicU64::new(0),
             comm: 0,
-            overlap_posts: cfg.guests == 0,
+            overlap_call_kernels: cfg.guests == 0,
         })
     }
 
@@ -728,9 +728,9 @@ impl WorkLoop {
     }
 
     /// How many channels (CTAs) of this loop one SM holds at once: resident ones, and
-    /// with guests also the post grid's (the smaller of the two).
+    /// with guests also the call kernel's (the smaller of the two).
     pub(crate) fn channels_per_sm(&self) -> Result<u32> {
-        channels_per_sm(&self.kernel, (self.cfg.guests > 0).then_some(&self.post), self.cfg.threads)
+        channels_per_sm(&self.kernel, (self.cfg.guests > 0).then_some(&self.call_kernel), self.cfg.threads)
     }
 
     /// Launches the loop kernel on the loop's own stream. Items enqueued before wait in
@@ -802,8 +802,8 @@ impl WorkLoop {
     /// - the ring route, where the loop has one resident channel, runs (not asleep) and
     ///   has a free ring slot, the call is not part of a burst (it comes at least
     ///   [`LoopConfig::burst_gap`] after the loop's previous stream-ordered call
-    ///   returned: calls back to back pipeline better as posts), `stream` is a
-    ///   non-blocking stream, not capturing, with every earlier operation done
+    ///   returned: calls back to back pipeline better through the call kernel), `stream` is
+    ///   a non-blocking stream, not capturing, with every earlier operation done
     ///   (`cuStreamQuery`), and the item spreads over the resident channel alone (any
     ///   item of a loop without guests; else any but a collective): the item goes into
     ///   the ring as on the direct path, no kernel launch; the call watches for its
@@ -812,25 +812,25 @@ impl WorkLoop {
     ///   `stream_done` word (see `device_rt::work`'s `queue` module). A loop that slept
     ///   between the look and the write and cannot be launched again is stopped
     ///   (aborted) and the call fails; the stream waits for nothing.
-    /// - otherwise the post route: launches on `stream` the post kernel, whose first CTA's
-    ///   one working thread writes `item` into the loop's mailbox, marks it pending, and
-    ///   waits until the loop has run it (or has left, or the host aborts); with guest
+    /// - otherwise the call-kernel route: launches on `stream` the call kernel, whose first
+    ///   CTA's one working thread writes `item` into the loop's mailbox, marks it pending,
+    ///   and waits until the loop has run it (or has left, or the host aborts); with guest
     ///   channels, one more CTA per guest, each of which runs its channel's share of the
     ///   item where the item spreads over it and otherwise leaves at once (1 CTA of 32
     ///   threads without guests).
     ///
     /// Items of the direct path ([`WorkLoop::enqueue`]) and of the stream are not ordered
-    /// with each other: the loop may run a posted item before ring items enqueued
+    /// with each other: the loop may run a submitted item before ring items enqueued
     /// earlier. A failure inside the loop does not stall `stream` (the loop releases the
-    /// stream's wait as it leaves, the post returns): check [`WorkLoop::async_error`]; a
-    /// post that waits past the loop's spin budget stops the loop with
-    /// [`Error::DeviceTimeout`]. The loop serves one such stream: the first one used;
-    /// others are refused ([`Error::StreamInUse`]). Calls on that stream from several
-    /// threads at once are ordered as they reach the driver, except that a call that
-    /// takes the ring route may run beside an operation another thread queued between
-    /// its look at the stream and its wait. Keep the loop (do not drop it) until `stream`
-    /// has run the call: the post kernel and the stream's wait read the loop's memory,
-    /// which a dropped loop frees once its own kernel has ended.
+    /// stream's wait as it leaves, the call kernel returns): check
+    /// [`WorkLoop::async_error`]; a call kernel that waits past the loop's spin budget
+    /// stops the loop with [`Error::DeviceTimeout`]. The loop serves one such stream: the
+    /// first one used; others are refused ([`Error::StreamInUse`]). Calls on that stream
+    /// from several threads at once are ordered as they reach the driver, except that a
+    /// call that takes the ring route may run beside an operation another thread queued
+    /// between its look at the stream and its wait. Keep the loop (do not drop it) until
+    /// `stream` has run the call: the call kernel and the stream's wait read the loop's
+    /// memory, which a dropped loop frees once its own kernel has ended.
     pub fn enqueue_on_stream(&self, stream: &CudaStream, item: WorkItem) -> Result<()> {
         let burst = in_burst(self.last_return_ns.load(Ordering::Relaxed), self.now_ns(), self.cfg.burst_gap);
         let kind = item.validate().map_err(|reason| Error::BadWorkItem { reason, seq: 0 })?;
@@ -847,13 +847,14 @@ impl WorkLoop {
             self.last_return_ns.store(self.now_ns(), Ordering::Relaxed);
             return Ok(());
         }
-        // Whether the post was counted for the loop's sleep handshake (outside a capture).
+        // Whether the submission was counted for the loop's sleep handshake (outside a
+        // capture).
         let mut counted = false;
         if self.cfg.sleep_after_ns() != 0 {
-            self.queue.announce_post(captured)?;
+            self.queue.announce_submit(captured)?;
             counted = !captured;
         }
-        // The post kernel's parameters, each where `params` points.
+        // The call kernel's parameters, each where `params` points.
         let (mut state, mut header, mut comm, mut resident) = (memory.state.ptr, header.device_ptr(), self.comm, self.cfg.channels);
         let mut words: [u64; 8] = zerocopy::transmute!(item);
         let mut budget_ns = u64::try_from(self.cfg.spin_budget.as_nanos()).unwrap_or(u64::MAX);
@@ -875,21 +876,22 @@ impl WorkLoop {
         }
         params[head_len + 8] = (&raw mut budget_ns).cast();
         let params = &mut params[..head_len + 9];
-        // SAFETY: `params` point to the arguments of the post kernel `WorkLoop::new` chose
-        // for the guests, in order and of their types: `ferroccl_mailbox_post` (state,
+        // SAFETY: `params` point to the arguments of the call kernel `WorkLoop::new` chose
+        // for the guests, in order and of their types: `ferroccl_call_kernel` (state,
         // header, communicator, resident channels, item, budget) or, without guests,
-        // `ferroccl_mailbox_post_alone` (the same less the communicator and the channels):
+        // `ferroccl_call_kernel_alone` (the same less the communicator and the channels):
         // the loop's live state, header and communicator (whose connections cover the
         // resident and guest channels: the communicator's shape counts both), which stay
         // allocated while the loop lives and, after a drop, until its kernel has ended (the
-        // graveyard); the caller keeps the loop until `stream` has run the post (this
-        // method's doc). One stream posts (checked above), and its posts run one after
-        // another: a post launched to overlap the one before it waits for that one's end
-        // (`device_rt::work::after_previous_grid`) before it touches the mailbox or a guest
-        // channel, so one post grid at a time writes the mailbox and serves the guests.
-        unsafe { launch_post(stream, &self.post, launch, params, self.overlap_posts) }.inspect_err(|_| {
+        // graveyard); the caller keeps the loop until `stream` has run the call kernel
+        // (this method's doc). One stream submits (checked above), and its call kernels run
+        // one after another: a call kernel launched to overlap the one before it waits for
+        // that one's end (`device_rt::work::after_previous_grid`) before it touches the
+        // mailbox or a guest channel, so one call kernel at a time writes the mailbox and
+        // serves the guests.
+        unsafe { launch_call_kernel(stream, &self.call_kernel, launch, params, self.overlap_call_kernels) }.inspect_err(|_| {
             if counted {
-                self.queue.retract_post();
+                self.queue.retract_submit();
             }
         })?;
         self.last_return_ns.store(self.now_ns(), Ordering::Relaxed);
@@ -984,19 +986,21 @@ impl WorkLoop {
         self.ring_waits.load(Ordering::Relaxed)
     }
 
-    /// Lets this loop's posts overlap: each may start (and plan its item) while the post
-    /// before it on the stream still runs. For a loop whose device holds two post grids
-    /// per rank beside every loop's resident channels (the communicator checks; a loop
-    /// without guests posts one CTA of 32 threads, which always fits): at most two post
-    /// grids of a stream are on the GPU at once (`device_rt::work::after_previous_grid`),
-    /// so a waiting one never keeps a peer's grid from an SM.
-    pub(crate) fn allow_overlapping_posts(&mut self) {
-        self.overlap_posts = true;
+    /// Lets this loop's call kernels overlap: each may start (and plan its item) while the
+    /// one before it on the stream still runs. For a loop whose device holds two call
+    /// kernels per rank beside every loop's resident channels (the communicator checks; a
+    /// loop without guests launches one CTA of 32 threads, which always fits): at most two
+    /// call kernels of a stream are on the GPU at once
+    /// (`device_rt::work::after_previous_grid`), so a waiting one never keeps a peer's grid
+    /// from an SM.
+    pub(crate) fn allow_overlapping_call_kernels(&mut self) {
+        self.overlap_call_kernels = true;
     }
 
-    /// Whether posts overlap the kernel before them ([`WorkLoop::allow_overlapping_posts`]).
-    pub fn posts_overlap(&self) -> bool {
-        self.overlap_posts
+    /// Whether call kernels overlap the kernel before them
+    /// ([`WorkLoop::allow_overlapping_call_kernels`]).
+    pub fn call_kernels_overlap(&self) -> bool {
+        self.overlap_call_kernels
     }
 
     /// The stream the loop kernel runs on (it ends when the loop leaves).

@@ -1,13 +1,13 @@
 //! Guest channels on the host twin: a communicator whose loop keeps one resident channel
-//! and brings its other channels up in each stream-ordered call's post grid
-//! (`device_rt::work::serve_post`). The real device code on CPU threads: the matrix
+//! and brings its other channels up in each stream-ordered call's call kernel
+//! (`device_rt::work::serve_call`). The real device code on CPU threads: the matrix
 //! (ring, one-shot, two-shot, every function) through the stream twin on 2 to 4 ranks,
 //! compared bit for bit with the reference, with the channels that ran each case checked
 //! from their statistics (guests exactly where the plan spreads); the direct path of the
 //! same communicator on the resident channel alone; back-to-back calls with no host
 //! synchronisation; in a weak-memory world; a rank whose guests never come (a timeout on
 //! every waiting rank, not a hang) and an abort while guests wait; and a loop with no
-//! guests at all, whose stream-ordered calls are the post alone.
+//! guests at all, whose stream-ordered calls only submit to the mailbox.
 
 use std::time::{Duration, Instant};
 
@@ -65,10 +65,10 @@ fn try_cases(shape: Shape, resident: u32, path: SubmitPath, memory: Option<WeakM
     run_planned(g, cases, TIMEOUT, |case| {
         let plan = plan_of(case, staging, shape.algorithm)?;
         let plan = ll.then(|| ll_plan_of(case, shape.nranks, guests, THREADS)).flatten().unwrap_or(plan);
-        // A one-shot/two-shot plan that fits the guests runs on the post grid alone, from
+        // A one-shot/two-shot plan that fits the guests runs on the call kernel alone, from
         // the first guest.
-        let post_only = path == SubmitPath::Stream && plan.algorithm != Algorithm::Ring && plan.channels <= guests;
-        Some(Expected { plan, ring_channels: spread, shot_from: if post_only { resident } else { 0 } })
+        let call_kernel_only = path == SubmitPath::Stream && plan.algorithm != Algorithm::Ring && plan.channels <= guests;
+        Some(Expected { plan, ring_channels: spread, shot_from: if call_kernel_only { resident } else { 0 } })
     })
 }
 
@@ -90,7 +90,7 @@ fn cases(shape: Shape, choice: AlgorithmChoice, part: (usize, usize)) -> Vec<Col
 
 /// A one-rank communicator with guests: every collective is a local copy on one channel
 /// per 64 KiB (`device_rt::algo::local_channels`); one that fits the guests runs
-/// on the post grid alone, on that many guest channels from the first (each counts one
+/// on the call kernel alone, on that many guest channels from the first (each counts one
 /// part), a larger one through the mailbox. Every fourth case of the one-rank matrix and
 /// every large one (70 000 elements: up to 547 KiB, more than the three guests' 192 KiB
 /// for the wider types), every result exact.
@@ -101,7 +101,7 @@ fn one_rank_collectives_run_on_the_channels_their_bytes_need() {
     g.set_path(SubmitPath::Stream).unwrap();
     let guests = CHANNELS - RESIDENT;
     let cases = ferroccl_testkit::coll::check::matrix(1, 70_000);
-    let (mut post_only, mut mailbox) = (0, 0);
+    let (mut call_kernel_only, mut mailbox) = (0, 0);
     for (k, case) in cases.iter().enumerate().filter(|(k, c)| k % 4 == 0 || c.count == 70_000) {
         let channels = local_channels(case.dtype.size() as u64, case.count as u64, CHANNELS);
         let before = all_stats(&mut g).unwrap().unwrap();
@@ -110,16 +110,16 @@ fn one_rank_collectives_run_on_the_channels_their_bytes_need() {
         let on_guests = channels <= guests;
         for (channel, (a, b)) in after.iter().zip(&before).enumerate() {
             let want = u64::from(on_guests && (RESIDENT..RESIDENT + channels).contains(&(channel as u32)));
-            assert_eq!(a.post_parts - b.post_parts, want, "channel {channel}: {} on {channels} channel(s)", case.describe());
+            assert_eq!(a.call_kernel_parts - b.call_kernel_parts, want, "channel {channel}: {} on {channels} channel(s)", case.describe());
         }
-        if on_guests { post_only += 1 } else { mailbox += 1 }
+        if on_guests { call_kernel_only += 1 } else { mailbox += 1 }
     }
-    assert!(post_only > 50 && mailbox > 0, "{post_only} cases on the post grid alone, {mailbox} through the mailbox");
+    assert!(call_kernel_only > 50 && mailbox > 0, "{call_kernel_only} cases on the call kernel alone, {mailbox} through the mailbox");
     g.shutdown(TIMEOUT).unwrap();
 }
 
 /// Every algorithm choice on 2 ranks; the automatic choice and two-shot on 3; the
-/// automatic choice on 4 (CI's time: each rank count adds a few hundred post grids of
+/// automatic choice on 4 (CI's time: each rank count adds a few hundred call kernels of
 /// CPU threads).
 #[test]
 fn stream_path_with_guests_is_exact_and_spreads_as_planned_on_2_to_4_ranks() {
@@ -137,11 +137,11 @@ fn stream_path_with_guests_is_exact_and_spreads_as_planned_on_2_to_4_ranks() {
     }
 }
 
-/// A loop without guest channels: each stream-ordered call is the post alone (on GPUs
-/// `ferroccl_mailbox_post_alone`: one CTA whose thread 0 posts), and the loop's own
+/// A loop without guest channels: each stream-ordered call only submits to the mailbox (on
+/// GPUs `ferroccl_call_kernel_alone`: one CTA whose thread 0 submits), and the loop's own
 /// channels run every case; 2 and 3 ranks, the automatic choice.
 #[test]
-fn stream_path_without_guests_posts_alone_and_is_exact() {
+fn stream_path_without_guests_submits_alone_and_is_exact() {
     for nranks in [2, 3] {
         let shape = shape(nranks, AlgorithmChoice::Auto);
         let cases = cases(shape, AlgorithmChoice::Auto, (nranks as usize + 4, 12));
@@ -172,22 +172,22 @@ fn guests_in_a_weak_memory_world() {
 }
 
 /// A burst of stream-ordered calls on every rank with no host synchronisation between
-/// them (each rank's whole burst is posted before the next rank's): ring calls over every
-/// guest and one-shot/two-shot calls on the resident channel or a few guests, interleaved;
-/// every result exact.
+/// them (each rank's whole burst is submitted before the next rank's): ring calls over
+/// every guest and one-shot/two-shot calls on the resident channel or a few guests,
+/// interleaved; every result exact.
 #[test]
 fn back_to_back_stream_calls_need_no_host_synchronisation() {
     let shape = shape(3, AlgorithmChoice::Auto);
     burst_without_host_synchronisation(TwinGroup::start_with_guests(shape, RESIDENT, THREADS, Duration::from_secs(60), None).unwrap(), shape);
 }
 
-/// The same burst with posts that overlap the one before them, as on a GPU that holds two
-/// post grids per rank: each post grid starts while the one before it runs and plans its
-/// item, then waits for it (`after_previous_grid`); every result exact.
+/// The same burst with call kernels that overlap the one before them, as on a GPU that
+/// holds two call kernels per rank: each call kernel starts while the one before it runs
+/// and plans its item, then waits for it (`after_previous_grid`); every result exact.
 #[test]
-fn overlapping_posts_need_no_host_synchronisation() {
+fn overlapping_call_kernels_need_no_host_synchronisation() {
     let shape = shape(3, AlgorithmChoice::Auto);
-    burst_without_host_synchronisation(TwinGroup::start_with_overlapping_posts(shape, RESIDENT, THREADS, Duration::from_secs(60), None).unwrap(), shape);
+    burst_without_host_synchronisation(TwinGroup::start_with_overlapping_call_kernels(shape, RESIDENT, THREADS, Duration::from_secs(60), None).unwrap(), shape);
 }
 
 /// The burst of [`back_to_back_stream_calls_need_no_host_synchronisation`] on `g`, a
@@ -299,10 +299,10 @@ fn ll_calls_whose_ranks_disagree_stop_before_writing() {
     }
 }
 
-/// An all-reduce of `count` floats by `algorithm` posted on `ranks` of 2 only, with spin
+/// An all-reduce of `count` floats by `algorithm` submitted on `ranks` of 2 only, with spin
 /// budget `budget`: the ring over every guest channel (through the mailbox), or a
-/// one-shot that runs on the post grid alone.
-fn post_on(ranks: &[u32], algorithm: AlgorithmChoice, count: u64, budget: Duration) -> TwinGroup {
+/// one-shot that runs on the call kernel alone.
+fn submit_on(ranks: &[u32], algorithm: AlgorithmChoice, count: u64, budget: Duration) -> TwinGroup {
     let mut g = TwinGroup::start_with_guests(shape(2, algorithm), RESIDENT, THREADS, budget, None).unwrap();
     for &rank in ranks {
         let (src, dst) = (g.alloc(rank, 4 * count as usize).unwrap(), g.alloc(rank, 4 * count as usize).unwrap());
@@ -313,16 +313,17 @@ fn post_on(ranks: &[u32], algorithm: AlgorithmChoice, count: u64, budget: Durati
 }
 
 /// The three kinds of stream-ordered call a peer can leave waiting: a ring all-reduce
-/// through the loop's mailbox, a small one-shot on the post grid alone, and an LL one.
+/// through the loop's mailbox, a small one-shot on the call kernel alone, and an LL one.
 const WAITING_CALLS: [(AlgorithmChoice, u64); 3] = [(AlgorithmChoice::Ring, 1 << 20), (AlgorithmChoice::OneShot, 1000), (AlgorithmChoice::Auto, 100)];
 
-/// A peer that never posts, for a call through the mailbox and for one on the post grid
-/// alone: the waiting rank's channels end with a timeout within the spin budget (the post
-/// grid returns, the rank's stream drains), never a hang; the absent rank is unaffected.
+/// A peer that never makes the call, for a call through the mailbox and for one on the call
+/// kernel alone: the waiting rank's channels end with a timeout within the spin budget (the
+/// call kernel returns, the rank's stream drains), never a hang; the absent rank is
+/// unaffected.
 #[test]
 fn a_peer_whose_guests_never_come_is_a_timeout_not_a_hang() {
     for (algorithm, count) in WAITING_CALLS {
-        let mut g = post_on(&[0], algorithm, count, Duration::from_millis(500));
+        let mut g = submit_on(&[0], algorithm, count, Duration::from_millis(500));
         let started = Instant::now();
         let err = g.wait_submitted(0, Submitted::Stream, TIMEOUT);
         assert!(matches!(err, Err(Error::DeviceTimeout { .. })), "{algorithm:?}: {err:?}");
@@ -331,12 +332,12 @@ fn a_peer_whose_guests_never_come_is_a_timeout_not_a_hang() {
     }
 }
 
-/// An abort while guests wait for a peer ends the post grid at once, well within its
-/// spin budget, for a call through the mailbox and for one on the post grid alone.
+/// An abort while guests wait for a peer ends the call kernel at once, well within its
+/// spin budget, for a call through the mailbox and for one on the call kernel alone.
 #[test]
 fn an_abort_ends_guests_that_wait() {
     for (algorithm, count) in WAITING_CALLS {
-        let mut g = post_on(&[0], algorithm, count, Duration::from_secs(60));
+        let mut g = submit_on(&[0], algorithm, count, Duration::from_secs(60));
         std::thread::sleep(Duration::from_millis(100));
         let aborted = Instant::now();
         g.abort_all();

@@ -34,7 +34,7 @@ const PROTOCOL_SPILL_BOUND: u32 = 64;
 /// 256 threads, uncapped, where nothing spills. The check fails if they grow. Guest
 /// channels (2026-11-25) took the work loop to 400 / 556 at caps 152 to 128 (ptxas 13.0:
 /// the mailbox item's spread, computed out of line, and its completion count);
-/// one-shot/two-shot calls on the post grid alone (the same day, eighth session) to 400 /
+/// one-shot/two-shot calls on the call kernel alone (the same day, eighth session) to 400 /
 /// 560 (the collective's part, passed apart from its channel; every other function
 /// unchanged). NVLS (2026-11-26, tenth session; forced only, so never the default loop's
 /// path) spills under caps: `nvls::run` 432 / 488, all-reduce's `direct_recv_direct_send`
@@ -48,7 +48,7 @@ const PROTOCOL_SPILL_BOUND: u32 = 64;
 /// `reduce_scatter_paired` to 104 / 180, all-reduce's `direct_recv_direct_send` to 76 /
 /// 244 and the software-multicast `scatter` to 16 / 32 (cap 224 unchanged; caps 200, 184,
 /// 168, 144 and 136 not assembled with it). Loops that sleep when idle (2026-11-27,
-/// twenty-first session: the loop's sleep handshake, out of line, and every post grid
+/// twenty-first session: the loop's sleep handshake, out of line, and every call kernel
 /// counting itself for it) took, at cap 128, `ring::run` to 612 / 1576,
 /// `reduce_scatter_paired` to 108 / 184 and `direct_recv_direct_send` to 84 / 252 (caps
 /// 224 and 152 within the bounds before; uncapped, nothing spills). The one-shot/two-shot

@@ -2,8 +2,8 @@
 //! channel leaves after polling for its sleep time with nothing to do, and the next call
 //! launches it again (`device_rt::work`'s sleep handshake with host-shim's
 //! `Queue::wake`). The real device code on CPU threads: results exact across sleeps on
-//! the stream path (with and without overlapping posts) and on the direct path; calls
-//! racing the loop's decision to sleep (pauses around the sleep time) never lost; a
+//! the stream path (with and without overlapping call kernels) and on the direct path;
+//! calls racing the loop's decision to sleep (pauses around the sleep time) never lost; a
 //! pinned loop (as after a CUDA graph capture) never sleeps; a sleeping loop shuts down,
 //! and an aborted one is not launched again.
 
@@ -44,7 +44,7 @@ fn case(function: CollFunction, count: usize, in_place: bool) -> CollCase {
     CollCase { function, dtype: DataType::F32, op: RedOpKind::Sum, count, root: 1, in_place, inputs: Inputs::OrderSensitive }
 }
 
-/// Calls of every path through the loop: LL (small), one-shot/two-shot on the post grid,
+/// Calls of every path through the loop: LL (small), one-shot/two-shot on the call kernel,
 /// the ring over the guests (through the mailbox), a rooted one.
 fn mixed() -> Vec<CollCase> {
     vec![
@@ -95,13 +95,13 @@ fn rounds(g: &mut TwinGroup, cases: &[CollCase], what: &str) {
 }
 
 /// Rounds of calls with the loops asleep between them, on the stream path with plain and
-/// with overlapping posts.
+/// with overlapping call kernels.
 #[test]
 fn an_idle_loop_sleeps_and_the_next_call_launches_it_again() {
     for overlapping in [false, true] {
         let mut g = TwinGroup::start_sleeping(shape(2), THREADS, Duration::from_secs(60), Duration::from_millis(2), overlapping).unwrap();
         assert_eq!(launches(&g), [1, 1]);
-        rounds(&mut g, &mixed(), if overlapping { "overlapping posts" } else { "plain posts" });
+        rounds(&mut g, &mixed(), if overlapping { "overlapping call kernels" } else { "plain call kernels" });
         g.shutdown(TIMEOUT).unwrap();
     }
 }
@@ -147,7 +147,7 @@ fn calls_racing_the_loops_sleep_are_never_lost() {
     g.shutdown(TIMEOUT).unwrap();
 }
 
-/// A loop pinned awake (as a post captured in a CUDA graph pins it) never sleeps; a
+/// A loop pinned awake (as a call kernel captured in a CUDA graph pins it) never sleeps; a
 /// pinned loop that slept is launched again at once.
 #[test]
 fn a_pinned_loop_never_sleeps() {

@@ -1,8 +1,8 @@
 //! The persistent work loop (`device_rt::work::work_loop`) on CPU threads through the host
 //! twin, fed by host-shim's real producer (`host_shim::queue::Queue`): ordering over
 //! thousands of items, backpressure, malformed items, abort, spin budgets, shutdown with
-//! work outstanding, and the stream mailbox: `post_to_mailbox` (the post kernel's body) run
-//! from a host thread against the loop.
+//! work outstanding, and the stream mailbox: `submit_to_mailbox` (the call kernel's body)
+//! run from a host thread against the loop.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
@@ -15,7 +15,7 @@ use device_rt::dtype::DataType;
 use device_rt::redop::RedOpKind;
 use device_rt::abi::WaitSite;
 use device_rt::algo::CollFunction;
-use device_rt::work::{BadItem, ChannelPlacement, DeviceFunction, LOOP_SMEM_BYTES, LoopArgs, LoopState, MAILBOX_CLOSED, MAILBOX_GENERATION_ONE, MAILBOX_PENDING, PostOutcome, QueueHeader, RingSlot, WorkItem, post_to_mailbox, shmem_work_loop, work_loop};
+use device_rt::work::{BadItem, ChannelPlacement, DeviceFunction, LOOP_SMEM_BYTES, LoopArgs, LoopState, MAILBOX_CLOSED, MAILBOX_GENERATION_ONE, MAILBOX_PENDING, QueueHeader, RingSlot, SubmitOutcome, WorkItem, shmem_work_loop, submit_to_mailbox, work_loop};
 use host_shim::Error;
 use host_shim::queue::{Queue, Ticket};
 
@@ -25,13 +25,14 @@ const LONG: Duration = Duration::from_secs(30);
 struct TwinLoop {
     #[expect(clippy::redundant_allocation, reason = "the loop's raw header pointer is taken from the Box before it is shared: a stable, uniquely derived address")]
     header: Arc<Box<QueueHeader>>,
-    /// The header's address, taken from the Box before it was shared (posts write it).
+    /// The header's address, taken from the Box before it was shared (submissions write
+    /// it).
     header_addr: usize,
     ring: Vec<RingSlot>,
     state: Box<LoopState>,
     queue: Queue,
     thread: Option<JoinHandle<std::thread::Result<()>>>,
-    /// The weak-memory world the loop and its posts run in, if any.
+    /// The weak-memory world the loop and its submissions run in, if any.
     memory: Option<WeakMemory>,
 }
 
@@ -531,20 +532,21 @@ fn a_leaving_one_channel_loop_releases_every_waiting_stream() {
     }
 }
 
-/// Runs `post_to_mailbox` as the post kernel does (thread 0 of a 32-thread CTA on the
+/// Runs `submit_to_mailbox` as the call kernel does (thread 0 of a 32-thread CTA on the
 /// host twin, in `memory`'s weak-memory world if given) against `state` and `header`, and
 /// returns how it ended.
-fn post_raw(memory: Option<&WeakMemory>, state: *mut LoopState, header: *mut QueueHeader, item: WorkItem, budget: Duration) -> PostOutcome {
+fn submit_raw(memory: Option<&WeakMemory>, state: *mut LoopState, header: *mut QueueHeader, item: WorkItem, budget: Duration) -> SubmitOutcome {
     let (s, h) = (state as usize, header as usize);
     let outcome = std::sync::Mutex::new(None);
     arch::launch_in(memory, 1, 32, 0, || {
         if arch::thread_idx() == 0 {
-            // SAFETY: the caller's loop state and header outlive this launch; one poster at a time (each test posts from one thread).
-            let got = unsafe { post_to_mailbox(s as *mut LoopState, h as *mut QueueHeader, item, budget.as_nanos() as u64) };
+            // SAFETY: the caller's loop state and header outlive this launch; one submitter
+            // at a time (each test submits from one thread).
+            let got = unsafe { submit_to_mailbox(s as *mut LoopState, h as *mut QueueHeader, item, budget.as_nanos() as u64) };
             *outcome.lock().unwrap() = Some(got);
         }
     });
-    outcome.into_inner().unwrap().expect("thread 0 posted")
+    outcome.into_inner().unwrap().expect("thread 0 submitted")
 }
 
 impl TwinLoop {
@@ -556,15 +558,15 @@ impl TwinLoop {
         self.header_addr as *mut QueueHeader
     }
 
-    /// Posts `item` from a host thread, as the post kernel does.
-    fn post(&mut self, item: WorkItem, budget: Duration) -> PostOutcome {
-        post_raw(self.memory.clone().as_ref(), self.state_ptr(), self.header_ptr(), item, budget)
+    /// Submits `item` from a host thread, as the call kernel does.
+    fn submit(&mut self, item: WorkItem, budget: Duration) -> SubmitOutcome {
+        submit_raw(self.memory.clone().as_ref(), self.state_ptr(), self.header_ptr(), item, budget)
     }
 
-    /// Posts `item` from another thread; join the handle for the outcome.
-    fn post_in_background(&mut self, item: WorkItem, budget: Duration) -> JoinHandle<PostOutcome> {
+    /// Submits `item` from another thread; join the handle for the outcome.
+    fn submit_in_background(&mut self, item: WorkItem, budget: Duration) -> JoinHandle<SubmitOutcome> {
         let (s, h, memory) = (self.state_ptr() as usize, self.header_ptr() as usize, self.memory.clone());
-        std::thread::spawn(move || post_raw(memory.as_ref(), s as *mut LoopState, h as *mut QueueHeader, item, budget))
+        std::thread::spawn(move || submit_raw(memory.as_ref(), s as *mut LoopState, h as *mut QueueHeader, item, budget))
     }
 }
 
@@ -576,9 +578,9 @@ fn wait_slot_taken(lp: &TwinLoop, seq: u64) {
     wait_until(&format!("the loop taking slot {seq}"), || seen.load(Ordering::Acquire) >= seq);
 }
 
-/// Waits until the mailbox state has PENDING set (the post has published its item).
+/// Waits until the mailbox state has PENDING set (the submission has published its item).
 fn wait_pending(lp: &TwinLoop) {
-    wait_until("the post publishing its item", || lp.mailbox_state().load(Ordering::Acquire) & MAILBOX_PENDING != 0);
+    wait_until("the submission publishing its item", || lp.mailbox_state().load(Ordering::Acquire) & MAILBOX_PENDING != 0);
 }
 
 /// Yields until `done()` holds; panics naming `what` if it does not within `LONG`.
@@ -590,23 +592,23 @@ fn wait_until(what: &str, done: impl Fn() -> bool) {
     }
 }
 
-/// Posts `posts` increments of `counter`, each checked to run exactly once before its
-/// post returns.
-fn post_increments(lp: &mut TwinLoop, counter: &AtomicU64, posts: u64) {
+/// Submits `count` increments of `counter`, each checked to run exactly once before its
+/// submission returns.
+fn submit_increments(lp: &mut TwinLoop, counter: &AtomicU64, count: u64) {
     let item = WorkItem::call(DeviceFunction::Increment, word(counter), 0);
     let before = counter.load(Ordering::Relaxed);
-    for i in 1..=posts {
-        assert_eq!(lp.post(item, LONG), PostOutcome::Done);
-        assert_eq!(counter.load(Ordering::Relaxed), before + i, "each post runs exactly once, before the post returns");
+    for i in 1..=count {
+        assert_eq!(lp.submit(item, LONG), SubmitOutcome::Done);
+        assert_eq!(counter.load(Ordering::Relaxed), before + i, "each submission runs exactly once, before it returns");
     }
 }
 
 #[test]
-fn mailbox_items_run_once_per_post() {
+fn mailbox_items_run_once_per_submission() {
     let mut lp = TwinLoop::start(3, 32, 4, LONG);
     let counter = AtomicU64::new(0);
-    post_increments(&mut lp, &counter, 50);
-    assert_eq!(lp.mailbox_state().load(Ordering::Relaxed), 50 * MAILBOX_GENERATION_ONE, "one generation per post, none pending");
+    submit_increments(&mut lp, &counter, 50);
+    assert_eq!(lp.mailbox_state().load(Ordering::Relaxed), 50 * MAILBOX_GENERATION_ONE, "one generation per submission, none pending");
     lp.queue.shutdown(LONG).unwrap();
     lp.join();
     assert_eq!(lp.mailbox_state().load(Ordering::Relaxed), (50 * MAILBOX_GENERATION_ONE) | MAILBOX_CLOSED, "leaving keeps the generation and adds CLOSED");
@@ -614,10 +616,10 @@ fn mailbox_items_run_once_per_post() {
 }
 
 #[test]
-fn a_one_channel_loop_completes_posts_without_counting_arrivals() {
+fn a_one_channel_loop_completes_submissions_without_counting_arrivals() {
     let mut lp = TwinLoop::start(1, 32, 4, LONG);
     let counter = AtomicU64::new(0);
-    post_increments(&mut lp, &counter, 20);
+    submit_increments(&mut lp, &counter, 20);
     // SAFETY: an aligned word of the live loop state, which the loop changes only atomically.
     let arrived = unsafe { AtomicU64::from_ptr((&raw const lp.state.mailbox.arrived).cast_mut()) }.load(Ordering::Relaxed);
     assert_eq!(arrived, 0, "one channel has no one to count");
@@ -625,108 +627,109 @@ fn a_one_channel_loop_completes_posts_without_counting_arrivals() {
     lp.join();
 }
 
-/// After a post, the polling channel watches only the mailbox for a while; ring items
-/// enqueued then (and interleaved with more posts) still all run, in order.
+/// After a submission, the polling channel watches only the mailbox for a while; ring items
+/// enqueued then (and interleaved with more submissions) still all run, in order.
 #[test]
-fn ring_items_between_posts_all_run() {
+fn ring_items_between_submissions_all_run() {
     let mut lp = TwinLoop::start(2, 32, 8, LONG);
-    let (posted, queued) = (AtomicU64::new(0), AtomicU64::new(0));
-    let post_item = WorkItem::call(DeviceFunction::Increment, word(&posted), 0);
+    let (submitted, queued) = (AtomicU64::new(0), AtomicU64::new(0));
+    let submit_item = WorkItem::call(DeviceFunction::Increment, word(&submitted), 0);
     let ring_item = WorkItem::call(DeviceFunction::Increment, word(&queued), 0);
     let mut last = None;
     for round in 0..30u64 {
-        assert_eq!(lp.post(post_item, LONG), PostOutcome::Done);
+        assert_eq!(lp.submit(submit_item, LONG), SubmitOutcome::Done);
         last = Some(lp.queue.enqueue(ring_item, LONG).unwrap());
         if round % 3 == 0 {
             lp.queue.wait(last.unwrap(), LONG).unwrap();
-            assert_eq!(queued.load(Ordering::Relaxed), round + 1, "a ring item right after a post runs");
+            assert_eq!(queued.load(Ordering::Relaxed), round + 1, "a ring item right after a submission runs");
         }
     }
     lp.queue.wait(last.unwrap(), LONG).unwrap();
-    assert_eq!((posted.load(Ordering::Relaxed), queued.load(Ordering::Relaxed)), (30, 30));
+    assert_eq!((submitted.load(Ordering::Relaxed), queued.load(Ordering::Relaxed)), (30, 30));
     lp.queue.shutdown(LONG).unwrap();
     lp.join();
 }
 
 #[test]
-fn posts_after_the_loop_closed_return_at_once_and_run_nothing() {
+fn submissions_after_the_loop_closed_return_at_once_and_run_nothing() {
     let mut lp = TwinLoop::start(2, 32, 4, LONG);
     lp.queue.shutdown(LONG).unwrap();
     lp.join();
     let counter = AtomicU64::new(0);
     let start = Instant::now();
-    // More posts than the flag byte could absorb if a closed post left its PENDING behind.
+    // More submissions than the flag byte could absorb if a closed submission left its
+    // PENDING behind.
     for _ in 0..300 {
-        assert_eq!(lp.post(WorkItem::call(DeviceFunction::Increment, word(&counter), 0), LONG), PostOutcome::Closed);
+        assert_eq!(lp.submit(WorkItem::call(DeviceFunction::Increment, word(&counter), 0), LONG), SubmitOutcome::Closed);
     }
-    assert!(start.elapsed() < Duration::from_secs(5), "a post to a closed loop must not wait");
+    assert!(start.elapsed() < Duration::from_secs(5), "a submission to a closed loop must not wait");
     assert_eq!(lp.mailbox_state().load(Ordering::Relaxed), MAILBOX_CLOSED, "CLOSED kept, every PENDING taken back");
     assert_eq!(counter.load(Ordering::Relaxed), 0);
 }
 
 #[test]
-fn a_loop_that_closes_while_a_post_waits_releases_it() {
+fn a_loop_that_closes_while_a_submission_waits_releases_it() {
     let mut lp = TwinLoop::start(1, 32, 4, LONG);
     let (flag, counter) = (AtomicU64::new(0), AtomicU64::new(0));
     // The loop is busy with item 1, taken with Shutdown behind it (slot 2 written first,
-    // so the poll that finds slot 1 whole takes both); the post publishes and waits; when
-    // the wait ends the loop runs Shutdown from its cache and leaves without looking at
-    // the mailbox.
+    // so the poll that finds slot 1 whole takes both); the submission publishes and waits;
+    // when the wait ends the loop runs Shutdown from its cache and leaves without looking
+    // at the mailbox.
     let busy = WorkItem { seq: 1, ..WorkItem::call(DeviceFunction::WaitAtLeast, word(&flag), 1) };
     lp.write_words(2, WorkItem { seq: 2, ..WorkItem::shutdown() }, 0..16);
     lp.write_words(1, busy, 0..16);
     wait_slot_taken(&lp, 2);
-    let poster = lp.post_in_background(WorkItem::call(DeviceFunction::Increment, word(&counter), 0), LONG);
+    let submitter = lp.submit_in_background(WorkItem::call(DeviceFunction::Increment, word(&counter), 0), LONG);
     wait_pending(&lp);
     flag.store(1, Ordering::Release);
-    assert_eq!(poster.join().unwrap(), PostOutcome::Closed);
+    assert_eq!(submitter.join().unwrap(), SubmitOutcome::Closed);
     lp.join();
     assert_eq!(counter.load(Ordering::Relaxed), 0, "the item never ran");
     assert_eq!(lp.mailbox_state().load(Ordering::Relaxed), MAILBOX_PENDING | MAILBOX_CLOSED, "CLOSED added, PENDING kept");
 }
 
 #[test]
-fn abort_releases_a_waiting_post() {
-    // No loop at all: only the abort flag can end the post's wait.
+fn abort_releases_a_waiting_submission() {
+    // No loop at all: only the abort flag can end the submission's wait.
     let mut state = Box::new(LoopState::default());
     let mut header = Box::new(QueueHeader::new());
     let (s, h) = (&raw mut *state as usize, &raw mut *header as usize);
-    let poster = std::thread::spawn(move || post_raw(None, s as *mut LoopState, h as *mut QueueHeader, WorkItem::noop(), LONG));
+    let submitter = std::thread::spawn(move || submit_raw(None, s as *mut LoopState, h as *mut QueueHeader, WorkItem::noop(), LONG));
     std::thread::sleep(Duration::from_millis(50));
-    // SAFETY: the header's aligned abort word, which the poster reads atomically.
+    // SAFETY: the header's aligned abort word, which the submitter reads atomically.
     unsafe { AtomicU64::from_ptr(&raw mut header.abort) }.store(1, Ordering::Release);
-    assert_eq!(poster.join().unwrap(), PostOutcome::Aborted);
+    assert_eq!(submitter.join().unwrap(), SubmitOutcome::Aborted);
     assert_eq!(state.mailbox.state, MAILBOX_PENDING);
-    assert_eq!(header.status, 0, "an abort is the host's, not an error the poster records");
+    assert_eq!(header.status, 0, "an abort is the host's, not an error the submitter records");
 
     // A running loop, busy in a wait: the abort ends both.
     let mut lp = TwinLoop::start(2, 32, 4, Duration::from_secs(3600));
     let flag = AtomicU64::new(0);
     lp.queue.enqueue(WorkItem::call(DeviceFunction::WaitAtLeast, word(&flag), 1), LONG).unwrap();
     wait_slot_taken(&lp, 1);
-    let poster = lp.post_in_background(WorkItem::noop(), LONG);
+    let submitter = lp.submit_in_background(WorkItem::noop(), LONG);
     wait_pending(&lp);
     lp.queue.abort_handle().abort();
-    let outcome = poster.join().unwrap();
-    assert!(matches!(outcome, PostOutcome::Aborted | PostOutcome::Closed), "{outcome:?}");
+    let outcome = submitter.join().unwrap();
+    assert!(matches!(outcome, SubmitOutcome::Aborted | SubmitOutcome::Closed), "{outcome:?}");
     lp.join();
     assert!(matches!(lp.queue.health(), Err(Error::Aborted)), "{:?}", lp.queue.health());
 }
 
 #[test]
-fn a_post_the_loop_never_answers_ends_at_its_budget_and_stops_the_loop() {
+fn a_submission_the_loop_never_answers_ends_at_its_budget_and_stops_the_loop() {
     let mut lp = TwinLoop::start(2, 32, 4, Duration::from_secs(3600));
     let flag = AtomicU64::new(0);
     lp.queue.enqueue(WorkItem::call(DeviceFunction::WaitAtLeast, word(&flag), 1), LONG).unwrap();
     wait_slot_taken(&lp, 1);
     let start = Instant::now();
-    assert_eq!(lp.post(WorkItem::noop(), Duration::from_millis(200)), PostOutcome::TimedOut);
+    assert_eq!(lp.submit(WorkItem::noop(), Duration::from_millis(200)), SubmitOutcome::TimedOut);
     assert!(start.elapsed() >= Duration::from_millis(200));
     assert_ne!(lp.header.abort, 0, "the timeout set the abort flag");
     // The loop leaves (its wait sees the abort flag) and the host's next call fails.
     lp.join();
     let err = lp.queue.health();
-    assert!(matches!(err, Err(Error::DeviceTimeout { site: Some(WaitSite::MailboxPost), seq: 0 })), "{err:?}");
+    assert!(matches!(err, Err(Error::DeviceTimeout { site: Some(WaitSite::MailboxSubmit), seq: 0 })), "{err:?}");
     assert_eq!(lp.mailbox_state().load(Ordering::Relaxed), MAILBOX_PENDING | MAILBOX_CLOSED);
 }
 
@@ -822,11 +825,11 @@ fn ring_batch_round_trips(memory: &WeakMemory) -> Result<(), String> {
     Ok(())
 }
 
-/// Round trips through the mailbox (a post kernel, which returns once the loop is done).
+/// Round trips through the mailbox (a call kernel, which returns once the loop is done).
 fn mailbox_round_trips(memory: &WeakMemory) -> Result<(), String> {
-    weak_round_trips(memory, 2, |lp, item| match lp.post(item, Duration::from_secs(10)) {
-        PostOutcome::Done => Ok(()),
-        other => Err(format!("the post ended {other:?}")),
+    weak_round_trips(memory, 2, |lp, item| match lp.submit(item, Duration::from_secs(10)) {
+        SubmitOutcome::Done => Ok(()),
+        other => Err(format!("the submission ended {other:?}")),
     })
 }
 
@@ -898,8 +901,8 @@ fn weak_mailbox_round_trips_pass_every_seed() {
     WeakMemory::every_seed_passes(0..3, mailbox_round_trips);
 }
 
-/// Negative control: a post that publishes PENDING without release may be taken before
-/// its item's words arrived.
+/// Negative control: a submission that publishes PENDING without release may be taken
+/// before its item's words arrived.
 #[test]
 fn weak_mailbox_published_without_release_fails() {
     let (runs, why) = WeakMemory::first_failure(0..12, &[Site::MailboxPublish], mailbox_round_trips);
@@ -915,7 +918,7 @@ fn weak_mailbox_taken_without_acquire_fails() {
 }
 
 /// Negative control: channels that count themselves done and store DONE without release
-/// (and no fence before) may let DONE reach the poster before their writes.
+/// (and no fence before) may let DONE reach the submitter before their writes.
 #[test]
 fn weak_mailbox_done_without_release_fails() {
     let sites = [Site::MailboxDoneFence, Site::MailboxArrive, Site::MailboxDone];

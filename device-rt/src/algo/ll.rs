@@ -1,5 +1,5 @@
 //! The LL one-shot collectives: a small stream-ordered all-reduce, all-gather or
-//! reduce-scatter run by CTAs of the post grid with nothing before them but a few checks
+//! reduce-scatter run by CTAs of the call kernel with nothing before them but a few checks
 //! (no item validation pass, no plan, no channel context), its data travelling as NCCL's
 //! LL packets. The all-reduce is described below; the all-gather sends the same line of
 //! its input to every peer and stores every rank's line in that rank's block of the
@@ -7,7 +7,7 @@
 //! and reduces the lines of its own block, in rank order, into its output.
 //!
 //! The call's lines (line `l`: bytes `[8l, 8l + 8)` of every rank's block) are cut into
-//! runs ([`LlPlan`], [`ll_runs`]); CTA `g` of the run, from the post grid's first
+//! runs ([`LlPlan`], [`ll_runs`]); CTA `g` of the run, from the call kernel's first
 //! guest, takes run `g` on its own channel (the guest channel it is), and each of its
 //! threads the lines `t, t + nthreads, …` of the run: one where the guests hold one line
 //! a thread, a few more up to [`ll_max_bytes`]. A thread first sends each of its lines
@@ -121,7 +121,7 @@ pub const fn ll_max_bytes(function: CollFunction, nranks: u32) -> u64 {
     }
 }
 
-/// How an LL collective spreads: `ctas` CTAs of the post grid from its first guest, CTA
+/// How an LL collective spreads: `ctas` CTAs of the call kernel from its first guest, CTA
 /// `g` owning lines `[g × lines_per_cta, (g + 1) × lines_per_cta)` of every block, its
 /// thread `t` lines `t, t + nthreads, …` of that run, on channel `first + g` with that
 /// channel's epoch and packet region.
@@ -215,7 +215,7 @@ pub struct LlComm {
 impl LlComm {
     /// Loads the fields of `comm` with volatile loads, issued back to back before any of
     /// them is tested, so that they cost one memory latency: plain loads of them behind
-    /// the choice's early returns went out one after another (the post kernel's SASS).
+    /// the choice's early returns went out one after another (the call kernel's SASS).
     /// Measured with `DataType::size` off its table in memory (since put back), 1-14 %
     /// off LL calls in CUDA graphs (2026-11-26, `bench/results/session15.md`).
     ///
@@ -282,7 +282,7 @@ const LEFT: u64 = u64::MAX;
 /// communicator whose fields `comm` holds ([`LlComm::load`]); `call`'s buffers hold what its function addresses
 /// (`count` elements a rank's block); `abort` is
 /// the host's abort flag, readable for the call; one CTA at a time runs the channel (the
-/// post grids of one stream run one after another).
+/// call kernels of one stream run one after another).
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn ll_collective(
     comm: &LlComm,

@@ -300,7 +300,7 @@ pub struct Thresholds {
     /// The most channels a one-shot/two-shot collective takes (fewer where the communicator
     /// has fewer), and those a communicator sizes its staging buffers for. On a default
     /// communicator (1 resident and 63 guest channels) every one-shot/two-shot call then
-    /// fits the guests and runs on the post grid alone; one on all 48 channels
+    /// fits the guests and runs on the call kernel alone; one on all 48 channels
     /// of the earlier default went through the loop's mailbox: on two H200s a 4 MiB
     /// one-shot all_reduce on 48 channels took 41-44 µs per call against 23-25 µs at
     /// 2 MiB on 32 (`bench/results/session9-x2.md`).
@@ -332,8 +332,8 @@ const _: () = assert!(LOCAL_BYTES_PER_CHANNEL.is_power_of_two());
 
 /// `a / b` (`b > 0`) in 32-bit arithmetic where both fit. The GPU divides 64-bit integers
 /// in a long subroutine, and every small call is planned on its path: on an H200
-/// (2026-11-26), checking and planning a one-shot call on the post grid took about 2 µs
-/// each time, warm, and the post grid did it twice.
+/// (2026-11-26), checking and planning a one-shot call on the call kernel took about 2 µs
+/// each time, warm, and the call kernel did it twice.
 const fn div_narrow(a: u64, b: u64) -> u64 {
     if a <= u32::MAX as u64 && b <= u32::MAX as u64 { (a as u32 / b as u32) as u64 } else { a / b }
 }
@@ -364,7 +364,7 @@ fn size_bytes(function: CollFunction, elt: u64, count: u64, nranks: u32) -> u64 
 
 /// A one-rank collective (a local copy: `output = post(pre(input))`) takes one channel
 /// per this many bytes ([`local_channels`]), so that a small call on a communicator with
-/// guest channels runs on the post grid alone instead of bringing every channel to the
+/// guest channels runs on the call kernel alone instead of bringing every channel to the
 /// loop's mailbox: on an H200 (2026-12-01, `bench/results/session33.md` §5) an 8-byte
 /// all_reduce on one rank of the default communicator took 11.1 µs a call in a CUDA graph
 /// and 25.9 call + synchronize on all 64 channels, 4.3 and 17.5 on one.

@@ -544,11 +544,11 @@ pub enum Site {
     /// work: a channel's fence before it stores its ring completion (and `stream_done`),
     /// which publishes the items' writes to the host and to the stream.
     RingComplete,
-    /// work: the poster's acq_rel add that marks the mailbox PENDING, which publishes the
-    /// item's words.
+    /// work: the submitter's acq_rel add that marks the mailbox PENDING, which publishes
+    /// the item's words.
     MailboxPublish,
     /// work: a channel's acquire load of the mailbox state, which orders its reads of
-    /// the item after the poster's publication.
+    /// the item after the submitter's publication.
     MailboxTake,
     /// work: a channel's fence after a mailbox item that wrote memory.
     MailboxDoneFence,
@@ -556,7 +556,8 @@ pub enum Site {
     /// hands its writes on to the last channel.
     MailboxArrive,
     /// work: the last channel's acq_rel add that completes the mailbox item (the next
-    /// generation, PENDING cleared), which publishes every channel's writes to the poster.
+    /// generation, PENDING cleared), which publishes every channel's writes to the
+    /// submitter.
     MailboxDone,
     /// work: a leaving channel's acq_rel CAS that marks the mailbox CLOSED.
     MailboxClose,

@@ -1,6 +1,6 @@
 //! The persistent work loop: one launch per rank for the rank's lifetime; each CTA is a
 //! resident channel (or, launched with a placement, leaves at once unless it claims one;
-//! see `placement`). A communicator's guest channels run in post grids instead (see
+//! see `placement`). A communicator's guest channels run in call kernels instead (see
 //! `guest`); a mailbox collective's completion counts them. Warp 0 of each channel polls
 //! the ring and the mailbox, copies the next items into shared memory, and a barrier
 //! hands it to every thread; the item is validated, dispatched through a `match` into
@@ -377,12 +377,12 @@ unsafe fn abort_between_items(a: &Channel, word: &mut u64, shared: *mut LoopShar
 /// others read the loop's error claim in device memory, which that channel sets when it
 /// sees the flag (recording `Aborted`). All channels reading the host's flag at once, as
 /// they did when an item reached them together, made each wait for the others' reads:
-/// with 24 channels a stream-ordered item was taken 15.5-15.9 µs after its post; with
+/// with 24 channels a stream-ordered item was taken 15.5-15.9 µs after its submission; with
 /// this rule 2.2 µs (H200, same run, 2026-11-23: `bench/results/issue14.md`). The loop
 /// looks right after completing a mailbox item, so the read across PCIe overlaps the
-/// poster's wake-up and the next post's launch, and before warp 0's fetch (unless a look
-/// after a mailbox item is still to be judged), so that it overlaps the fetch's own read:
-/// judged right away after the fetch, as it was, it put 1.4 µs in front of the items
+/// submitter's wake-up and the next call kernel's launch, and before warp 0's fetch (unless
+/// a look after a mailbox item is still to be judged), so that it overlaps the fetch's own
+/// read: judged right away after the fetch, as it was, it put 1.4 µs in front of the items
 /// found whenever it was due (H200, 2026-12-01: `bench/results/session32.md`).
 ///
 /// Ordering: volatile loads of the flag or the claim (each sees its writer's store
@@ -578,8 +578,8 @@ unsafe fn poll_next_slot(a: &Channel, next_seq: u64, mailbox: MailboxView, share
     // `abort` flag stays readable while the guard lives (this call).
     let mut guard = unsafe { SpinGuard::new(&raw const (*a.header).abort, u64::MAX) };
     // While the stream-ordered path is busy (until lane 0's `focus_until_ns`), look only at
-    // the mailbox: device memory, no round trip to the host that the next post would wait
-    // behind. Then at least once.
+    // the mailbox: device memory, no round trip to the host that the next call kernel would
+    // wait behind. Then at least once.
     loop {
         // SAFETY: `a` is this CTA's channel, `shared` its `LoopShared`, and every lane of warp
         // 0 runs this (`fetch`'s contract).
@@ -650,9 +650,9 @@ unsafe fn sleep_deadline(a: &Channel, since: u64) -> u64 {
 /// stored ASLEEP and must end its kernel; false when work came (AWAKE stored again).
 ///
 /// Ordering: LEAVING is a relaxed store at system scope, then `fence.sc.sys`, then
-/// relaxed loads of the host's `posts` and `pinned` and of the next ring slot's first
-/// word, an acquire load of `posts_seen`, then a relaxed load of the mailbox state:
-/// against the host's store (its post count or ring slot),
+/// relaxed loads of the host's `submits` and `pinned` and of the next ring slot's first
+/// word, an acquire load of `submits_seen`, then a relaxed load of the mailbox state:
+/// against the host's store (its submission count or ring slot),
 /// full fence and load of `awake`, one side sees the other. The answer is a release
 /// store (ASLEEP after this channel's published completions).
 ///
@@ -669,19 +669,19 @@ unsafe fn try_sleep(a: &Channel, next_seq: u64) -> bool {
     arch::fence_sc_sys();
     // SAFETY: aligned words of the live header, the ring (slot `(next_seq - 1) % capacity`
     // of its `capacity`) and the loop state, all valid for the launch (`Channel`).
-    let (posts, pinned, word, seen) = unsafe {
+    let (submits, pinned, word, seen) = unsafe {
         (
-            arch::ld_relaxed_sys_global(&raw const (*a.header).posts),
+            arch::ld_relaxed_sys_global(&raw const (*a.header).submits),
             arch::ld_relaxed_sys_global(&raw const (*a.header).pinned),
             arch::ld_relaxed_sys_global((&raw const (*a.ring.add(((next_seq - 1) % a.capacity) as usize)).words).cast::<u64>()),
-            arch::ld_acquire_gpu_global(&raw const (*a.state).posts_seen),
+            arch::ld_acquire_gpu_global(&raw const (*a.state).submits_seen),
         )
     };
-    // SAFETY: as above; after the acquire of the count (a post counted itself after its
-    // PENDING add).
+    // SAFETY: as above; after the acquire of the count (a submission counted itself after
+    // its PENDING add).
     let mailbox = unsafe { arch::ld_relaxed_gpu_global(&raw const (*a.state).mailbox.state) };
     let idle = pinned == 0
-        && posts == seen
+        && submits == seen
         && mailbox & MAILBOX_PENDING == 0
         && (word >> 32) as u32 != RingSlot::flag(next_seq);
     // SAFETY: as for LEAVING.
@@ -984,7 +984,7 @@ pub(super) unsafe fn execute<const SHMEM: bool>(a: &Channel, kind: WorkKind, ite
 /// Runs part `part` of a collective item with the rank's communicator on channel
 /// `a.index` (its connections and staging), after checking it against the communicator
 /// (the host has checked it too) and planning it. The part is the channel itself, but
-/// for an item that runs on the post grid alone: see [`planned_collective`].
+/// for an item that runs on the call kernel alone: see [`planned_collective`].
 ///
 /// # Safety
 /// As [`execute`], for a Collective item; `part` is `a.index`.
@@ -1012,9 +1012,9 @@ pub(super) unsafe fn collective(a: &Channel, item: &WorkItem, shared: *mut LoopS
     unsafe { run_part(&cx, c, plan) }
 }
 
-/// Runs part `part` of an item that runs on the post grid alone (`guest`), on guest
-/// channel `a.index = resident + part`, by `plan`: the plan `post_only_plan` made after
-/// checking the item against the communicator, handed over so that a small call is
+/// Runs part `part` of an item that runs on the call kernel alone (`guest`), on guest
+/// channel `a.index = resident + part`, by `plan`: the plan `call_kernel_only_plan` made
+/// after checking the item against the communicator, handed over so that a small call is
 /// checked and planned once (on a GPU each is a few hundred dependent scalar
 /// instructions on the call's path). Apart from the loop's [`collective`], whose registers
 /// a capped loop has none to spare for the plan.
@@ -1026,7 +1026,8 @@ pub(super) unsafe fn collective(a: &Channel, item: &WorkItem, shared: *mut LoopS
 pub(super) unsafe fn planned_collective(a: &Channel, item: &WorkItem, shared: *mut LoopShared, part: u32, plan: Plan) -> Result<(), Stop> {
     // SAFETY: this function's contract is `part_context`'s.
     let (c, cx) = unsafe { part_context(a, item, shared, part) };
-    // SAFETY: as in `collective`, with the plan `post_only_plan` made of the checked item.
+    // SAFETY: as in `collective`, with the plan `call_kernel_only_plan` made of the checked
+    // item.
     unsafe { run_part(&cx, c, plan) }
 }
 
@@ -1354,21 +1355,21 @@ pub(super) fn stats_entry(stats: u64, index: u32) -> *mut ChannelStats {
 }
 
 /// Counts the mailbox item just taken in this channel's statistics `mine`, with its
-/// dispatch latency (now minus the poster's publication time; both `globaltimer`, one
+/// dispatch latency (now minus the submitter's publication time; both `globaltimer`, one
 /// clock for the whole GPU).
 ///
-/// Ordering: `posted_ns` is a volatile load ordered after the poster's release by lane
-/// 0's acquire of the pending state and the CTA barrier since; the counters are relaxed
-/// GPU-scope adds (read by the host between operations).
+/// Ordering: `submitted_ns` is a volatile load ordered after the submitter's release by
+/// lane 0's acquire of the pending state and the CTA barrier since; the counters are
+/// relaxed GPU-scope adds (read by the host between operations).
 ///
 /// # Safety
 /// `a` is this CTA's [`Channel`] and `mine` its live `ChannelStats`; thread 0 alone calls
 /// this, once per mailbox item taken.
 unsafe fn count_dispatch(a: &Channel, mine: *mut ChannelStats) {
-    // SAFETY: `a.state` is the loop's `LoopState` (`Channel`); `posted_ns` is an aligned word
-    // of its mailbox.
-    let posted = unsafe { arch::ld_volatile_global(&raw const (*a.state).mailbox.posted_ns) };
-    let waited = arch::globaltimer_ns().saturating_sub(posted);
+    // SAFETY: `a.state` is the loop's `LoopState` (`Channel`); `submitted_ns` is an aligned
+    // word of its mailbox.
+    let submitted = unsafe { arch::ld_volatile_global(&raw const (*a.state).mailbox.submitted_ns) };
+    let waited = arch::globaltimer_ns().saturating_sub(submitted);
     // SAFETY: `mine` is this channel's live counters (the caller's contract), changed only by
     // atomic adds.
     unsafe {
@@ -1378,7 +1379,7 @@ unsafe fn count_dispatch(a: &Channel, mine: *mut ChannelStats) {
 }
 
 /// Counts in this channel's statistics (when kept) a part of a stream-ordered collective
-/// that it ran on the post grid alone, from `entered_ns` (the CTA's start, `globaltimer`)
+/// that it ran on the call kernel alone, from `entered_ns` (the CTA's start, `globaltimer`)
 /// to now.
 ///
 /// Ordering: relaxed GPU-scope adds (read by the host between operations).
@@ -1386,15 +1387,15 @@ unsafe fn count_dispatch(a: &Channel, mine: *mut ChannelStats) {
 /// # Safety
 /// `mine` is this CTA's channel's `ChannelStats` (`channel_stats`), or null; thread 0
 /// alone calls this, once per part.
-pub(super) unsafe fn count_post_part(mine: *mut ChannelStats, entered_ns: u64) {
+pub(super) unsafe fn count_call_kernel_part(mine: *mut ChannelStats, entered_ns: u64) {
     if mine.is_null() {
         return;
     }
     let spent = arch::globaltimer_ns().saturating_sub(entered_ns);
     // SAFETY: a non-null `mine` is this channel's live counters, changed only by atomic adds.
     unsafe {
-        u64::atomic_add_relaxed_gpu(&raw mut (*mine).post_parts, 1);
-        u64::atomic_add_relaxed_gpu(&raw mut (*mine).post_ns, spent);
+        u64::atomic_add_relaxed_gpu(&raw mut (*mine).call_kernel_parts, 1);
+        u64::atomic_add_relaxed_gpu(&raw mut (*mine).call_kernel_ns, spent);
     }
 }
 
@@ -1403,7 +1404,7 @@ pub(super) unsafe fn count_post_part(mine: *mut ChannelStats, entered_ns: u64) {
 /// generation, PENDING cleared).
 ///
 /// Ordering: when the item `wrote` memory, a `fence.acq_rel.sys` first (its writes may be
-/// in host-mapped memory that the host reads once the poster's stream is done); then,
+/// in host-mapped memory that the host reads once the submitter's stream is done); then,
 /// at GPU scope (the mailbox is device memory that only this GPU's threads use), an
 /// acq_rel arrival count (with more than one channel) and the completion by one acq_rel
 /// atomic add, which keeps CLOSED.
@@ -1443,7 +1444,8 @@ pub(super) unsafe fn complete_mailbox(a: &Channel, wrote: bool, arrivals: u32) {
 }
 
 /// Sets the mailbox's CLOSED, keeping the rest of its state (an atomic OR by a 64-bit
-/// acq_rel CAS loop): a poster waiting on it continues, later posts return at once.
+/// acq_rel CAS loop): a submitter waiting on it continues, later submissions return at
+/// once.
 ///
 /// # Safety
 /// `state` is the loop's live `LoopState`.

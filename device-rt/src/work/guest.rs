@@ -3,8 +3,8 @@
 //! idle communicator holds almost none of the SMs that other work could use; the rest of
 //! the communicator's channels come with the stream-ordered calls that need them.
 //!
-//! A stream-ordered call launches the post grid on the user's stream: CTA 0 posts the
-//! item to the loop's mailbox and waits for it (`post_to_mailbox`); CTA `g ≥ 1` is guest
+//! A stream-ordered call launches the call kernel on the user's stream: CTA 0 submits the
+//! item to the loop's mailbox and waits for it (`submit_to_mailbox`); CTA `g ≥ 1` is guest
 //! channel `resident + g - 1`. From the item alone (its kernel arguments) every CTA of the
 //! grid and every resident channel computes the same spread (`spread`): the channels the item's
 //! plan spreads over, and which of them take part. A guest that takes no part leaves at
@@ -14,38 +14,39 @@
 //!
 //! A small stream-ordered collective does not need the loop at all: a one-shot/two-shot
 //! algorithm (of any function), or a one-rank collective (a local copy),
-//! planned on no more channels than the guests runs on the post grid alone
-//! (`post_only_plan`), its part `i` on guest channel `resident + i` (CTA `i + 1`), and CTA
-//! 0 posts nothing. The grid's end is the item's completion: the work that follows on the
-//! stream waits for it, and sees its writes, as after any kernel. This saves the mailbox's
-//! round trip (the post, the loop's poll, the completion's system-scope fence and arrival,
-//! the poster's acquire) on exactly the calls where it costs most. The loop never sees such
-//! an item; an error in it is recorded and closes the mailbox, as a guest's does. All ranks
-//! choose alike (the choice is arithmetic over the item and the communicator), so the same
-//! guest channels, with the same staging epochs, meet. Both paths of one communicator must
-//! be the same on every rank for one call (the stream on every rank, or the direct path on
-//! every rank), as the channels an item spreads over differ between them.
+//! planned on no more channels than the guests runs on the call kernel alone
+//! (`call_kernel_only_plan`), its part `i` on guest channel `resident + i` (CTA `i + 1`),
+//! and CTA 0 submits nothing. The grid's end is the item's completion: the work that
+//! follows on the stream waits for it, and sees its writes, as after any kernel. This saves
+//! the mailbox's round trip (the submission, the loop's poll, the completion's system-scope
+//! fence and arrival, the submitter's acquire) on exactly the calls where it costs most.
+//! The loop never sees such an item; an error in it is recorded and closes the mailbox, as
+//! a guest's does. All ranks choose alike (the choice is arithmetic over the item and the
+//! communicator), so the same guest channels, with the same staging epochs, meet. Both
+//! paths of one communicator must be the same on every rank for one call (the stream on
+//! every rank, or the direct path on every rank), as the channels an item spreads over
+//! differ between them.
 //!
-//! Why guests never race: a guest channel is used by post grids only, and the user's
+//! Why guests never race: a guest channel is used by call kernels only, and the user's
 //! stream runs them one after another (the loop serves one stream), each only after the
 //! previous item completed; its connections' steps and its staging epoch live in device
 //! memory between items, as every channel's do. The direct path (ring items) spreads
 //! over the resident channels only.
 //!
-//! Residency: a guest waits for its peers' same channel, which comes with their own post
-//! grids. The host launches a post grid only where every rank of the device can hold its
-//! resident channels and a whole post grid at once (host-shim's residency check), so a
-//! guest never waits for an SM that a waiting guest holds; a peer that never posts ends
-//! in the spin budget, as in any wait. Posts launched to overlap the one before them
-//! (where the device holds two post grids per rank: `after_previous_grid`) keep that
-//! true: a stream has at most two post grids on the GPU, the second waiting for the
-//! first's end without holding anything a grid of another rank needs beyond its room.
+//! Residency: a guest waits for its peers' same channel, which comes with their own call
+//! kernels. The host launches a call kernel only where every rank of the device can hold
+//! its resident channels and a whole call kernel at once (host-shim's residency check), so
+//! a guest never waits for an SM that a waiting guest holds; a peer that never makes the
+//! call ends in the spin budget, as in any wait. Call kernels launched to overlap the one
+//! before them (where the device holds two call kernels per rank: `after_previous_grid`)
+//! keep that true: a stream has at most two call kernels on the GPU, the second waiting for
+//! the first's end without holding anything a grid of another rank needs beyond its room.
 
-use super::exec::{Channel, Stop, channel_stats, close_mailbox, complete_mailbox, count_post_part, execute, planned_collective, record_error, stats_entry};
+use super::exec::{Channel, Stop, channel_stats, close_mailbox, complete_mailbox, count_call_kernel_part, execute, planned_collective, record_error, stats_entry};
 use super::item::{ITEM_OUTPUT_PEER_MAPPED, WorkItem, WorkKind};
-use super::mailbox::{count_post, post_to_mailbox};
+use super::mailbox::{count_submit, submit_to_mailbox};
 use super::queue::{LoopShared, LoopState, MAILBOX_CLOSED, QueueHeader};
-use super::spread::{mailbox_spread, post_only_plan};
+use super::spread::{call_kernel_only_plan, mailbox_spread};
 use super::LoopArgs;
 use crate::algo::ll::{LlCall, LlComm, LlPlan, LlRun, ll_collective, ll_plan};
 use crate::algo::{AlgorithmChoice, CollFunction};
@@ -54,9 +55,9 @@ use crate::conn::{CommDevice, StagingConns};
 use crate::dtype::DataType;
 use crate::redop::RedOpKind;
 
-/// What the post grid is launched with.
+/// What the call kernel is launched with.
 #[derive(Clone, Copy, Debug)]
-pub struct PostArgs {
+pub struct CallArgs {
     /// The loop's device-memory state (its mailbox).
     pub state: *mut LoopState,
     /// The loop's host-mapped queue header (its abort flag and error status).
@@ -72,7 +73,7 @@ pub struct PostArgs {
 }
 
 /// What a guest tests before it runs any part of an item: the loop's mailbox state and
-/// its error claim, as the post grid found them when it started.
+/// its error claim, as the call kernel found them when it started.
 #[derive(Clone, Copy)]
 struct LoopGate {
     mailbox: u64,
@@ -118,7 +119,7 @@ struct LlItem {
 ///
 /// # Safety
 /// `p.comm` is null or the rank's valid `CommDevice`, with its staging memory.
-unsafe fn ll_item(p: &PostArgs) -> Option<LlItem> {
+unsafe fn ll_item(p: &CallArgs) -> Option<LlItem> {
     let item = &p.item;
     if p.comm.is_null() || item.kind != WorkKind::Collective as u8 || item.flags & !ITEM_OUTPUT_PEER_MAPPED != 0 {
         return None;
@@ -138,15 +139,15 @@ unsafe fn ll_item(p: &PostArgs) -> Option<LlItem> {
 /// Runs CTA `g`'s run of the LL collective `ll` on this CTA, guest channel
 /// `p.resident + g`, unless `gate` says the loop had closed its mailbox or recorded an
 /// error (then, as a guest, it leaves); thread 0 of each CTA counts its run on its
-/// channel as a part of a one-shot run on the post grid alone (`post_parts` and the
-/// collective's counters, as a one-shot over the same channels counts), and
+/// channel as a part of a one-shot run on the call kernel alone (`call_kernel_parts` and
+/// the collective's counters, as a one-shot over the same channels counts), and
 /// thread 0 of any CTA whose run fails records the error and closes the mailbox, as a
 /// guest does.
 ///
 /// # Safety
-/// As [`serve_post`]; `ll` is what [`ll_item`] gave for `p`, `g < ll.plan.ctas`;
+/// As [`serve_call`]; `ll` is what [`ll_item`] gave for `p`, `g < ll.plan.ctas`;
 /// `shared` is this CTA's `LoopShared`; every thread of the CTA calls it.
-unsafe fn serve_ll(p: &PostArgs, ll: &LlItem, g: u32, shared: *mut LoopShared, entered: u64, gate: LoopGate) {
+unsafe fn serve_ll(p: &CallArgs, ll: &LlItem, g: u32, shared: *mut LoopShared, entered: u64, gate: LoopGate) {
     let LlItem { comm, call, plan } = ll;
     let args = LoopArgs { header: p.header, ring: core::ptr::null(), capacity: 0, state: p.state, spin_budget_ns: p.spin_budget_ns, comm: p.comm };
     let channel = p.resident + g;
@@ -162,7 +163,7 @@ unsafe fn serve_ll(p: &PostArgs, ll: &LlItem, g: u32, shared: *mut LoopShared, e
     if arch::thread_idx() == 0 {
         match outcome {
             // SAFETY: `stats` is this guest's channel's; thread 0 alone counts its part.
-            Ok(LlRun::Done) => unsafe { count_post_part(stats, entered) },
+            Ok(LlRun::Done) => unsafe { count_call_kernel_part(stats, entered) },
             Ok(LlRun::Left) => {}
             // SAFETY: `a` holds the loop's live state and header; thread 0 alone records.
             Err((error, detail)) => unsafe {
@@ -176,10 +177,11 @@ unsafe fn serve_ll(p: &PostArgs, ll: &LlItem, g: u32, shared: *mut LoopShared, e
 /// Waits until the kernel before this grid on its stream has ended and its writes are
 /// visible (`grid_dependency_wait`; at once for a grid launched without programmatic
 /// stream serialization), then lets the next kernel of the stream start (each thread of a
-/// CTA that takes part calls this; the others leave). Only then may the next post start,
-/// so a stream has at most two post grids on the GPU at once: the one that runs and the
-/// next, planning its item, then waiting here (the host allows the overlap only where the
-/// device holds two post grids per rank beside the loops: see `host_shim::comm`).
+/// CTA that takes part calls this; the others leave). Only then may the next call kernel
+/// start, so a stream has at most two call kernels on the GPU at once: the one that runs
+/// and the next, planning its item, then waiting here (the host allows the overlap only
+/// where the device holds two call kernels per rank beside the loops: see
+/// `host_shim::comm`).
 ///
 /// Ordering: as a kernel boundary of the stream, for this thread.
 pub fn after_previous_grid() {
@@ -187,48 +189,48 @@ pub fn after_previous_grid() {
     arch::launch_dependents();
 }
 
-/// The post of a loop without guest channels (`ferroccl_mailbox_post_alone`: one CTA of
-/// 32 threads): thread 0 waits for the kernel before it (`after_previous_grid`), then
-/// posts `item` and waits for it (`post_to_mailbox`); the other threads leave.
+/// The call kernel of a loop without guest channels (`ferroccl_call_kernel_alone`: one CTA
+/// of 32 threads): thread 0 waits for the kernel before it (`after_previous_grid`), then
+/// submits `item` and waits for it (`submit_to_mailbox`); the other threads leave.
 ///
 /// # Safety
-/// As `post_to_mailbox`, for `state` and `header` of one running loop (one post at a time:
-/// the host's one-stream rule).
-pub unsafe fn post_alone(state: *mut LoopState, header: *mut QueueHeader, item: WorkItem, spin_budget_ns: u64) {
+/// As `submit_to_mailbox`, for `state` and `header` of one running loop (one submission at
+/// a time: the host's one-stream rule).
+pub unsafe fn serve_call_alone(state: *mut LoopState, header: *mut QueueHeader, item: WorkItem, spin_budget_ns: u64) {
     if arch::thread_idx() == 0 {
         after_previous_grid();
-        // SAFETY: this function's contract is `post_to_mailbox`'s, for the one poster.
-        let _ = unsafe { post_to_mailbox(state, header, item, spin_budget_ns) };
+        // SAFETY: this function's contract is `submit_to_mailbox`'s, for the one submitter.
+        let _ = unsafe { submit_to_mailbox(state, header, item, spin_budget_ns) };
     }
 }
 
-/// The post grid's body (see the module doc): an item that runs on the post grid alone
+/// The call kernel's body (see the module doc): an item that runs on the call kernel alone
 /// runs its part `g - 1` on CTA `g ≥ 1` (guest channel `resident + g - 1`) where it has
-/// one; otherwise CTA 0's thread 0 posts the item and waits for it, and CTA `g ≥ 1`
+/// one; otherwise CTA 0's thread 0 submits the item and waits for it, and CTA `g ≥ 1`
 /// serves guest channel `resident + g - 1` if the item takes part there, else leaves.
 ///
 /// Ordering: every thread that touches memory other than the item and the communicator's
 /// fixed fields first runs [`after_previous_grid`]: the grid may start while the kernel
-/// before it on its stream still runs (the host may launch posts with programmatic stream
-/// serialization), and the wait puts that kernel's end and writes, the previous item's
-/// included, before what follows. The post as `post_to_mailbox`. A guest reads the
-/// mailbox state and the error claim (`LoopGate`, relaxed, after the wait) only to leave
-/// at once when the loop has closed it or recorded an error; it runs its share with the
-/// primitives' own ordering, then arrives as a resident channel
+/// before it on its stream still runs (the host may launch call kernels with programmatic
+/// stream serialization), and the wait puts that kernel's end and writes, the previous
+/// item's included, before what follows. The submission as `submit_to_mailbox`. A guest
+/// reads the mailbox state and the error claim (`LoopGate`, relaxed, after the wait) only
+/// to leave at once when the loop has closed it or recorded an error; it runs its share
+/// with the primitives' own ordering, then arrives as a resident channel
 /// does (`complete_mailbox`: `fence.acq_rel.sys`, acq_rel arrival count, the last
-/// arrival's acq_rel completion), so the poster, which acquires the completion, sees the
-/// guest's writes. A part of an item on the post grid alone arrives nowhere: the grid's
+/// arrival's acq_rel completion), so the submitter, which acquires the completion, sees the
+/// guest's writes. A part of an item on the call kernel alone arrives nowhere: the grid's
 /// end orders its writes before the stream's next work. A guest that fails records the
-/// loop's error (a claim, then a release store) and closes the mailbox, so the poster and
-/// the loop stop too.
+/// loop's error (a claim, then a release store) and closes the mailbox, so the submitter
+/// and the loop stop too.
 ///
 /// # Safety
 /// `p.state`, `p.header` and `p.comm` are one running loop's (its communicator's
 /// connections cover `p.comm.nchannels` channels, and `p.resident` is the loop's channel
 /// count); the CTA has `LOOP_SMEM_BYTES` of dynamic shared memory and a multiple of 32
-/// threads (CTA 0: at least 1); one post grid of the loop runs at a time (one stream);
+/// threads (CTA 0: at least 1); one call kernel of the loop runs at a time (one stream);
 /// `p.item` passed the host's validation.
-pub unsafe fn serve_post(p: PostArgs) {
+pub unsafe fn serve_call(p: CallArgs) {
     let tid = arch::thread_idx();
     let shared = arch::dyn_smem().cast::<LoopShared>();
     // Until `after_previous_grid`, a thread reads only the item (kernel parameters) and
@@ -239,12 +241,12 @@ pub unsafe fn serve_post(p: PostArgs) {
     if let Some(ll) = unsafe { ll_item(&p) } {
         if arch::block_idx() == 0 && tid == 0 {
             // SAFETY: `p.state` is the loop's live state (this function's contract).
-            unsafe { count_post(p.state) };
+            unsafe { count_submit(p.state) };
         }
         let g = arch::block_idx().wrapping_sub(1);
         if g < ll.plan.ctas {
             after_previous_grid();
-            // The part's start, for the statistics of a part run on the post grid alone.
+            // The part's start, for the statistics of a part run on the call kernel alone.
             let entered = arch::globaltimer_ns();
             // SAFETY: `p.state` is the running loop's state (this function's contract).
             let gate = unsafe { LoopGate::load(p.state) };
@@ -255,19 +257,20 @@ pub unsafe fn serve_post(p: PostArgs) {
         return;
     }
     let kind = p.item.validate();
-    let post_only = match kind {
+    let call_kernel_only = match kind {
         // SAFETY: `p.comm` is null or the rank's valid `CommDevice` (this function's contract).
-        Ok(kind) => unsafe { post_only_plan(p.comm, p.resident, &p.item, kind) },
+        Ok(kind) => unsafe { call_kernel_only_plan(p.comm, p.resident, &p.item, kind) },
         Err(_) => None,
     };
     if arch::block_idx() == 0 {
-        if tid == 0 && post_only.is_none() {
+        if tid == 0 && call_kernel_only.is_none() {
             after_previous_grid();
-            // SAFETY: this function's contract is `post_to_mailbox`'s, for the one poster.
-            let _ = unsafe { post_to_mailbox(p.state, p.header, p.item, p.spin_budget_ns) };
+            // SAFETY: this function's contract is `submit_to_mailbox`'s, for the one
+            // submitter.
+            let _ = unsafe { submit_to_mailbox(p.state, p.header, p.item, p.spin_budget_ns) };
         } else if tid == 0 {
             // SAFETY: `p.state` is the loop's live state (this function's contract).
-            unsafe { count_post(p.state) };
+            unsafe { count_submit(p.state) };
         }
         return;
     }
@@ -276,11 +279,11 @@ pub unsafe fn serve_post(p: PostArgs) {
     let channel = p.resident + g;
     // The channels the item spreads over, the part this CTA runs, and how many channels
     // arrive at the mailbox's completion (unused without the mailbox).
-    let (count, part, arrivals) = match post_only {
+    let (count, part, arrivals) = match call_kernel_only {
         Some(plan) if g < plan.channels => (p.resident + plan.channels, g, plan.channels),
         Some(_) => return,
         None => {
-            // SAFETY: as for `post_only_plan`.
+            // SAFETY: as for `call_kernel_only_plan`.
             let spread = unsafe { mailbox_spread(p.comm, p.resident, &p.item, kind) };
             if channel >= spread.arrivals {
                 return;
@@ -289,7 +292,7 @@ pub unsafe fn serve_post(p: PostArgs) {
         }
     };
     after_previous_grid();
-    // The part's start, for the statistics of a part run on the post grid alone.
+    // The part's start, for the statistics of a part run on the call kernel alone.
     let entered = arch::globaltimer_ns();
     if tid == 0 {
         // SAFETY: `p.state` is the running loop's state (this function's contract); a guest
@@ -305,13 +308,13 @@ pub unsafe fn serve_post(p: PostArgs) {
     }
     let args = LoopArgs { header: p.header, ring: core::ptr::null(), capacity: 0, state: p.state, spin_budget_ns: p.spin_budget_ns, comm: p.comm };
     let a = Channel { args, index: channel, count };
-    let outcome = if let Some(plan) = post_only {
+    let outcome = if let Some(plan) = call_kernel_only {
         // SAFETY: `a` holds the running loop's memory (this function's contract) and a guest
         // channel below the communicator's count, which its connections cover; the item is a
         // collective valid against the communicator, `plan` is its plan (a
         // one-shot/two-shot algorithm, or one rank's local copy) of which `part` is a part
-        // (`post_only_plan`); `shared` is this CTA's `LoopShared`, and every thread of the
-        // CTA runs it with the same arguments.
+        // (`call_kernel_only_plan`); `shared` is this CTA's `LoopShared`, and every thread
+        // of the CTA runs it with the same arguments.
         unsafe { planned_collective(&a, &p.item, shared, part, plan) }
     } else {
         // SAFETY: as above, with the item's validated kind and the mailbox spread.
@@ -322,9 +325,9 @@ pub unsafe fn serve_post(p: PostArgs) {
         match outcome {
             // SAFETY: `a` is this guest's channel; thread 0 alone arrives, once, with the
             // item's spread.
-            Ok(()) if post_only.is_none() => unsafe { complete_mailbox(&a, true, arrivals) },
+            Ok(()) if call_kernel_only.is_none() => unsafe { complete_mailbox(&a, true, arrivals) },
             // SAFETY: `a` is this guest's channel; thread 0 alone counts the part, once.
-            Ok(()) => unsafe { count_post_part(channel_stats(&a), entered) },
+            Ok(()) => unsafe { count_call_kernel_part(channel_stats(&a), entered) },
             Err(Stop::Error(error, detail)) => {
                 // SAFETY: `a` holds the loop's live state and header; thread 0 alone records.
                 unsafe {

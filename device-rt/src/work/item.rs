@@ -231,7 +231,7 @@ const fn aligned_to(addr: u64, size: u64) -> bool {
 }
 
 impl WorkItem {
-    /// The item's eight 64-bit words, as the mailbox holds them (and the post kernel's
+    /// The item's eight 64-bit words, as the mailbox holds them (and the call kernel's
     /// parameters carry them).
     pub fn to_words(self) -> [u64; 8] {
         zerocopy::transmute!(self)

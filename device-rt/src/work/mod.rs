@@ -24,6 +24,6 @@ pub use queue::{LOOP_ASLEEP, LOOP_AWAKE, LOOP_LEAVING, LOOP_SMEM_BYTES, LoopStat
 #[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
 pub use exec::{LoopArgs, shmem_work_loop, work_loop};
 #[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
-pub use guest::{PostArgs, after_previous_grid, post_alone, serve_post};
+pub use guest::{CallArgs, after_previous_grid, serve_call, serve_call_alone};
 #[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
-pub use mailbox::{PostOutcome, post_to_mailbox};
+pub use mailbox::{SubmitOutcome, submit_to_mailbox};

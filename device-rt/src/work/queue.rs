@@ -31,36 +31,36 @@
 //! so one load tells a channel both whether an item waits and whose it is, and one
 //! atomic add changes either. Every PTX access to the word is a 64-bit access (mixed-size
 //! accesses do not synchronize in the PTX memory model). The mailbox is device memory
-//! that only the GPU's own threads (the loop's channels and the poster) access, so every
-//! access below is at GPU scope. The host launches a one-thread post kernel on its stream
-//! (`post_to_mailbox`); the accesses, in order:
-//! - poster: the item's eight words into `mailbox.item`, relaxed 64-bit (volatile) stores
-//!   (harmless when the loop has left: nobody reads them then).
-//! - poster: PENDING by one 64-bit `atom.acq_rel.gpu.add` of [`MAILBOX_PENDING`]; its
+//! that only the GPU's own threads (the loop's channels and the submitter) access, so every
+//! access below is at GPU scope. The host launches a one-thread call kernel on its stream
+//! (`submit_to_mailbox`); the accesses, in order:
+//! - submitter: the item's eight words into `mailbox.item`, relaxed 64-bit (volatile)
+//!   stores (harmless when the loop has left: nobody reads them then).
+//! - submitter: PENDING by one 64-bit `atom.acq_rel.gpu.add` of [`MAILBOX_PENDING`]; its
 //!   release half orders the item's stores before PENDING. The value it returns names
-//!   the generation the item gets; CLOSED in it: the poster subtracts its PENDING again
+//!   the generation the item gets; CLOSED in it: the submitter subtracts its PENDING again
 //!   (nothing takes an item from a closed word, see below) and returns.
 //! - channel (lane 0 of warp 0): one 64-bit acquire load of `state`; PENDING set, CLOSED
 //!   clear and a generation other than the one this channel completed last: the item is
 //!   this generation's. The acquire orders the item's reads (then the warp's barrier
-//!   hands it on) after the poster's release.
+//!   hands it on) after the submitter's release.
 //! - channel: runs the item once per generation; `fence.acq_rel.sys` if the item may have
 //!   written memory (host-mapped memory included), then an acq_rel arrival count (the
 //!   item's channels: the resident ones and, for a collective that spreads over them, the
-//!   post grid's guest channels, which arrive the same way; see `guest`); the
+//!   call kernel's guest channels, which arrive the same way; see `guest`); the
 //!   last channel to arrive (the only one, in a one-channel item) completes the item by
 //!   one 64-bit acq_rel atomic add of [`MAILBOX_COMPLETE`]: the generation goes up by
 //!   one and PENDING is cleared in the same access (CLOSED, a bit the add leaves alone, is
 //!   kept), releasing every channel's work.
-//! - poster: spins on 64-bit acquire loads of `state` until the generation has moved past
-//!   its item's or CLOSED is set (acquire: the item's writes are visible to the poster,
-//!   so to what follows its kernel on the stream), checking the host's abort flag and a
-//!   spin budget ([`SpinGuard`]); past the budget it records a `Timeout` at
-//!   `WaitSite::MailboxPost` and sets the abort flag (release), so the loop leaves and
+//! - submitter: spins on 64-bit acquire loads of `state` until the generation has moved
+//!   past its item's or CLOSED is set (acquire: the item's writes are visible to the
+//!   submitter, so to what follows its kernel on the stream), checking the host's abort
+//!   flag and a spin budget ([`SpinGuard`]); past the budget it records a `Timeout` at
+//!   `WaitSite::MailboxSubmit` and sets the abort flag (release), so the loop leaves and
 //!   the host's next call fails: a timeout is never silent.
 //! - a channel that leaves the loop for any reason sets CLOSED by a 64-bit acq_rel CAS
-//!   loop (an atomic OR), so a waiting poster is released and later posts return at once;
-//!   no channel takes an item from a closed word.
+//!   loop (an atomic OR), so a waiting submitter is released and later submissions return
+//!   at once; no channel takes an item from a closed word.
 //!
 //! Protocol (sleep): a loop of one channel whose `sleep_after_ns` is non-zero leaves the
 //! GPU after polling that long with nothing to do, so that an idle communicator holds
@@ -68,26 +68,26 @@
 //! the handshake (Dekker's: each side stores, fences, then reads the other's word, so at
 //! least one sees the other):
 //! - loop (lane 0 of the polling channel): stores LEAVING (relaxed, system scope),
-//!   `fence.sc.sys`, then reads `posts`, `pinned`, the next ring slot's first word,
-//!   `posts_seen` (acquire) and then the mailbox state. A post announced that no longer
-//!   needing the loop has not counted (`posts` above `posts_seen`: every post grid counts
-//!   itself once its item is PENDING, or at once when it runs its item alone), a pinned
-//!   loop, a ring slot or a pending mailbox item: it stores AWAKE (release) and polls
-//!   on. (A post counted after its PENDING add: the acquire of the count orders the
-//!   mailbox read after that add, so its item is seen pending or completed.) Otherwise it stores ASLEEP (release: its ring
-//!   completions, published before, come first) and its kernel ends, keeping its state
-//!   (a relaunched loop resumes after the ring items its channel completed; no mailbox
-//!   item is pending).
-//! - host, for a post: adds one to `posts` (a locked read-modify-write, a full fence on
-//!   the host) before the launch; for a ring item: its slot's release stores then a
-//!   sequentially consistent fence. Then it reads `awake`: AWAKE, the loop will see the
+//!   `fence.sc.sys`, then reads `submits`, `pinned`, the next ring slot's first word,
+//!   `submits_seen` (acquire) and then the mailbox state. A submission announced that no
+//!   longer needing the loop has not counted (`submits` above `submits_seen`: every call
+//!   kernel counts itself once its item is PENDING, or at once when it runs its item
+//!   alone), a pinned loop, a ring slot or a pending mailbox item: it stores AWAKE
+//!   (release) and polls on. (A submission counted after its PENDING add: the acquire of
+//!   the count orders the mailbox read after that add, so its item is seen pending or
+//!   completed.) Otherwise it stores ASLEEP (release: its ring completions, published
+//!   before, come first) and its kernel ends, keeping its state (a relaunched loop resumes
+//!   after the ring items its channel completed; no mailbox item is pending).
+//! - host, for a submission: adds one to `submits` (a locked read-modify-write, a full
+//!   fence on the host) before the launch; for a ring item: its slot's release stores then
+//!   a sequentially consistent fence. Then it reads `awake`: AWAKE, the loop will see the
 //!   work; LEAVING, it waits for the loop's answer; ASLEEP, it swaps ASLEEP for AWAKE
 //!   (compare-and-swap: one host thread wins) and the winner launches the loop again on
-//!   the loop's stream (after the old kernel's end) before the post is launched.
-//! - a post captured in a CUDA graph sets `pinned` first (its replays do not pass through
-//!   the host), so such a loop never sleeps again.
+//!   the loop's stream (after the old kernel's end) before the call kernel is launched.
+//! - a call kernel captured in a CUDA graph sets `pinned` first (its replays do not pass
+//!   through the host), so such a loop never sleeps again.
 //!
-//! The poster runs while the loop's CTAs hold their SMs: the communicator leaves room
+//! The submitter runs while the loop's CTAs hold their SMs: the communicator leaves room
 //! for its one CTA (see host-shim's residency check).
 //!
 //! [`SpinGuard`]: crate::spin::SpinGuard
@@ -173,7 +173,7 @@ pub const LOOP_LEAVING: u64 = 1;
 /// `QueueHeader::awake`: the loop has left to sleep; the host relaunches it.
 pub const LOOP_ASLEEP: u64 = 2;
 
-/// Host-mapped: written by the host (`abort`, `posts`, `pinned`) and by the device (the
+/// Host-mapped: written by the host (`abort`, `submits`, `pinned`) and by the device (the
 /// rest; `awake` by both, see the module doc).
 #[repr(C, align(64))]
 #[derive(Clone, Copy, Debug, FromBytes, IntoBytes, Immutable, KnownLayout)]
@@ -181,10 +181,11 @@ pub struct QueueHeader {
     /// Non-zero: every channel leaves the loop with `LoopError::Aborted` (host, any
     /// thread, any time).
     pub abort: u64,
-    /// Stream-ordered posts the host has launched outside CUDA graph captures (host).
-    pub posts: u64,
-    /// Non-zero: the loop never sleeps (host; set once a post is captured in a graph,
-    /// whose replays post without the host).
+    /// Stream-ordered submissions (call kernels) the host has launched outside CUDA graph
+    /// captures (host).
+    pub submits: u64,
+    /// Non-zero: the loop never sleeps (host; set once a call kernel is captured in a
+    /// graph, whose replays submit without the host).
     pub pinned: u64,
     host_pad: [u64; 5],
     /// 0 while healthy, else `LoopError as u64 | detail << 32` (device; the first error).
@@ -210,7 +211,7 @@ impl QueueHeader {
     pub const fn new() -> Self {
         Self {
             abort: 0,
-            posts: 0,
+            submits: 0,
             pinned: 0,
             host_pad: [0; 5],
             status: 0,
@@ -242,9 +243,9 @@ pub struct Mailbox {
     pub pad: u64,
     /// Channels done with the current item.
     pub arrived: u64,
-    /// The poster's clock (`globaltimer`, ns) when it published the current item, for the
-    /// channels' dispatch statistics.
-    pub posted_ns: u64,
+    /// The submitter's clock (`globaltimer`, ns) when it published the current item, for
+    /// the channels' dispatch statistics.
+    pub submitted_ns: u64,
 }
 
 static_assertions::const_assert_eq!(core::mem::size_of::<Mailbox>(), 96);
@@ -272,10 +273,10 @@ pub struct LoopState {
     /// How long a one-channel loop polls with nothing to do before it leaves to sleep
     /// (host, before the launch; 0: it never sleeps).
     pub sleep_after_ns: u64,
-    /// Post grids that no longer need the loop: counted by each post grid's first thread
-    /// once its item is pending in the mailbox (or, for an item the post grid runs
+    /// Call kernels that no longer need the loop: counted by each call kernel's first
+    /// thread once its item is pending in the mailbox (or, for an item the call kernel runs
     /// alone, at once), with a GPU-scope acq_rel add (see the sleep protocol).
-    pub posts_seen: u64,
+    pub submits_seen: u64,
     /// A loop of one channel: the last ring item it completed, stored with its
     /// `cta_completed` entry; once it has left (not to sleep), that plus
     /// [`STREAM_DONE_RELEASE`]. What a stream's `cuStreamWaitValue32` waits for (its low

@@ -1,6 +1,6 @@
 //! Which channels a mailbox item spreads over: the loop's resident channels, and for a
 //! collective of a communicator with guest channels (see `guest`), all of them. Shared by
-//! the loop's channels and the post grid's guests, which must agree.
+//! the loop's channels and the call kernel's guests, which must agree.
 
 use super::item::{WorkItem, WorkKind};
 use crate::algo::{AlgorithmChoice, CollFunction, Plan, Staging, local_channels, plan};
@@ -80,20 +80,20 @@ fn planned_channels(comm: &CommDevice, item: &WorkItem) -> Option<Taking> {
     }
 }
 
-/// The plan of a stream-ordered item that runs on the post grid alone, in as many parts as
-/// the plan has channels, its part `i` on guest channel `resident + i`, without the loop
+/// The plan of a stream-ordered item that runs on the call kernel alone, in as many parts
+/// as the plan has channels, its part `i` on guest channel `resident + i`, without the loop
 /// (see `guest`): a collective of an unpaired communicator with guest channels, valid
 /// against the communicator, whose plan is a one-shot/two-shot algorithm, or a one-rank
 /// collective (a local copy), on no more channels than the guests. `None`: the item goes
-/// through the mailbox. Every CTA of the post grid, on every rank, gets the same answer: it
-/// is arithmetic over the item and the communicator, which are the same on every rank for
-/// the same call. The plan is the one every channel of the communicator makes of the item
-/// (`plan_collective`), so the parts run it as planned here, without planning again.
+/// through the mailbox. Every CTA of the call kernel, on every rank, gets the same answer:
+/// it is arithmetic over the item and the communicator, which are the same on every rank
+/// for the same call. The plan is the one every channel of the communicator makes of the
+/// item (`plan_collective`), so the parts run it as planned here, without planning again.
 ///
 /// # Safety
 /// `comm` is null or a valid `CommDevice` that the kernel only reads.
 #[inline(never)]
-pub(super) unsafe fn post_only_plan(comm: *const CommDevice, resident: u32, item: &WorkItem, kind: WorkKind) -> Option<Plan> {
+pub(super) unsafe fn call_kernel_only_plan(comm: *const CommDevice, resident: u32, item: &WorkItem, kind: WorkKind) -> Option<Plan> {
     if comm.is_null() || kind != WorkKind::Collective {
         return None;
     }

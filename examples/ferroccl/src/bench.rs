@@ -262,16 +262,17 @@ pub struct WorkLoopReport {
     pub stream_ordered_us_per_op: f64,
     /// µs per empty-kernel launch in a replayed CUDA graph of 100.
     pub graph_launch_us_per_op: f64,
-    /// µs per stream-ordered no-op, 2 000 posted back to back on one stream then waited
-    /// for with `cuStreamSynchronize` (host clock, first post to the end of the wait).
+    /// µs per stream-ordered no-op, 2 000 submitted back to back on one stream then waited
+    /// for with `cuStreamSynchronize` (host clock, first submission to the end of the
+    /// wait).
     pub stream_back_to_back_us_per_op: f64,
-    /// The share of those calls that took the ring route (the others: posts; calls in a
-    /// burst post, `LoopConfig::burst_gap`).
+    /// The share of those calls that took the ring route (the others: the call-kernel
+    /// route; calls in a burst take it, `LoopConfig::burst_gap`).
     pub stream_back_to_back_ring_share: f64,
     /// The same back-to-back no-ops on a loop without bursts (`burst_gap` 0: every call
     /// that finds the stream idle takes the ring route), same run.
     pub stream_back_to_back_no_burst_us_per_op: f64,
-    /// Median µs of one stream-ordered no-op posted and waited for
+    /// Median µs of one stream-ordered no-op submitted and waited for
     /// (`cuStreamSynchronize`), host clock.
     pub stream_roundtrip_us: f64,
     /// The share of those calls (warm-up included) that took the ring route (the stream
@@ -283,8 +284,8 @@ pub struct WorkLoopReport {
     /// The same round trip waited for by polling `cuStreamQuery` instead of
     /// `cuStreamSynchronize`.
     pub stream_roundtrip_polled_us: f64,
-    /// The same round trip on the post route (the legacy default stream), same run.
-    pub stream_roundtrip_post_us: f64,
+    /// The same round trip on the call-kernel route (the legacy default stream), same run.
+    pub stream_roundtrip_call_kernel_us: f64,
     /// The public call path: `Comm::all_reduce` on a one-rank communicator.
     pub comm: CommCallReport,
 }
@@ -333,7 +334,7 @@ impl WorkLoopReport {
         self.stream_ordered_us_per_op / self.graph_launch_us_per_op
     }
 
-    /// (d): a stream-ordered no-op posted and waited for, over an empty launch + sync.
+    /// (d): a stream-ordered no-op submitted and waited for, over an empty launch + sync.
     pub fn stream_roundtrip_vs_launch_sync(&self) -> f64 {
         self.stream_roundtrip_us / self.empty_launch_sync_us
     }
@@ -461,19 +462,20 @@ pub fn work_loop(fx: &Fixture) -> Result<WorkLoopReport> {
     let mut no_burst = WorkLoop::launch(&fx.ctx, &fx.module, LoopConfig { burst_gap: Duration::ZERO, ..config(1, 64) })?;
     report.stream_back_to_back_no_burst_us_per_op = back_to_back(&no_burst)?.0;
     no_burst.shutdown(timeout)?;
-    // The post route's round trip in the same run: a loop of its own serving the legacy
-    // default stream, which is not a non-blocking stream, so every call posts.
-    let post_lp = WorkLoop::launch(&fx.ctx, &fx.module, config(1, 64))?;
+    // The call-kernel route's round trip in the same run: a loop of its own serving the
+    // legacy default stream, which is not a non-blocking stream, so every call takes the
+    // call-kernel route.
+    let call_kernel_lp = WorkLoop::launch(&fx.ctx, &fx.module, config(1, 64))?;
     let legacy = fx.ctx.default_stream();
-    report.stream_roundtrip_post_us = median_host_us(&mut || {
-        post_lp.enqueue_on_stream(&legacy, WorkItem::noop())?;
+    report.stream_roundtrip_call_kernel_us = median_host_us(&mut || {
+        call_kernel_lp.enqueue_on_stream(&legacy, WorkItem::noop())?;
         legacy.synchronize().map_err(Error::cuda("cuStreamSynchronize"))
     })?;
-    if post_lp.ring_routed() != 0 {
+    if call_kernel_lp.ring_routed() != 0 {
         return Err(Error::InvalidState("a call on the legacy default stream took the ring route"));
     }
-    let mut post_lp = post_lp;
-    post_lp.shutdown(timeout)?;
+    let mut call_kernel_lp = call_kernel_lp;
+    call_kernel_lp.shutdown(timeout)?;
     report.comm = comm_calls(fx)?;
     Ok(report)
 }
@@ -681,7 +683,7 @@ pub fn work_loop_json(r: &WorkLoopReport, gpu: &str, date_utc: &str) -> String {
         stream_roundtrip_ring_share: rounded(r.stream_roundtrip_ring_share, 4),
         stream_roundtrip_wait_share: rounded(r.stream_roundtrip_wait_share, 4),
         stream_roundtrip_polled_us: rounded(r.stream_roundtrip_polled_us, 3),
-        stream_roundtrip_post_us: rounded(r.stream_roundtrip_post_us, 3),
+        stream_roundtrip_call_kernel_us: rounded(r.stream_roundtrip_call_kernel_us, 3),
         host_enqueue_us_per_call: rounded(r.comm.host_enqueue_us_per_call, 3),
         host_enqueue_untracked_us_per_call: rounded(r.comm.host_enqueue_untracked_us_per_call, 3),
         empty_launch_host_us_per_call: rounded(r.comm.empty_launch_host_us_per_call, 3),
@@ -717,7 +719,7 @@ struct WorkLoopJson<'a> {
     stream_roundtrip_ring_share: f64,
     stream_roundtrip_wait_share: f64,
     stream_roundtrip_polled_us: f64,
-    stream_roundtrip_post_us: f64,
+    stream_roundtrip_call_kernel_us: f64,
     host_enqueue_us_per_call: f64,
     host_enqueue_untracked_us_per_call: f64,
     empty_launch_host_us_per_call: f64,
@@ -797,7 +799,7 @@ mod tests {
             stream_roundtrip_ring_share: 0.99,
             stream_roundtrip_wait_share: 0.01,
             stream_roundtrip_polled_us: 6.0,
-            stream_roundtrip_post_us: 12.0,
+            stream_roundtrip_call_kernel_us: 12.0,
             comm: CommCallReport { call_sync_us: 9.0, call_sync_after_sleep_us: 12.0, empty_launch_sync_after_sleep_us: 10.0, graph_us_per_call: 4.0, host_enqueue_us_per_call: 4.5, host_enqueue_untracked_us_per_call: 2.5, empty_launch_host_us_per_call: 2.0 },
         };
         let v: Value = serde_json::from_str(&work_loop_json(&r, "NVIDIA H100", "2026-01-01T00:00:00Z")).unwrap();
@@ -822,7 +824,7 @@ mod tests {
             "stream_roundtrip_ring_share",
             "stream_roundtrip_wait_share",
             "stream_roundtrip_polled_us",
-            "stream_roundtrip_post_us",
+            "stream_roundtrip_call_kernel_us",
             "host_enqueue_us_per_call",
             "host_enqueue_untracked_us_per_call",
             "empty_launch_host_us_per_call",

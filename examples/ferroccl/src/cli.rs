@@ -143,7 +143,7 @@ pub struct CommArgs {
     /// until the next call (a duration, e.g. 1ms, or `never`) [default: 1ms]
     #[arg(long, value_name = "DURATION|never", value_parser = parse_sleep_after)]
     pub sleep_after: Option<SleepAfter>,
-    /// How items reach the ranks' loops: `stream` (a post kernel on each rank's stream, as
+    /// How items reach the ranks' loops: `stream` (a call kernel on each rank's stream, as
     /// the communicator's public calls do; GPUs only) or `direct` (the host queue)
     /// [coll: direct; bench: stream on GPUs, direct on the host twin]
     #[arg(long, value_name = "stream|direct", value_parser = parse_path)]

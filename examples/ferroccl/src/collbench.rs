@@ -515,11 +515,11 @@ fn stats_line(s: &ChannelStats) -> String {
     } else {
         String::new()
     } + &if s.mailbox_items > 0 {
-        format!("; stream-ordered items taken {:.2} us after their post on average", s.dispatch_ns as f64 / s.mailbox_items as f64 / 1e3)
+        format!("; stream-ordered items taken {:.2} us after their submission on average", s.dispatch_ns as f64 / s.mailbox_items as f64 / 1e3)
     } else {
         String::new()
-    } + &if s.post_parts > 0 {
-        format!("; parts run on the post grid alone: {}, {:.2} us each from the CTA's start to its end", s.post_parts, s.post_ns as f64 / s.post_parts as f64 / 1e3)
+    } + &if s.call_kernel_parts > 0 {
+        format!("; parts run on the call kernel alone: {}, {:.2} us each from the CTA's start to its end", s.call_kernel_parts, s.call_kernel_ns as f64 / s.call_kernel_parts as f64 / 1e3)
     } else {
         String::new()
     }
@@ -563,8 +563,8 @@ fn spread_line(channels: &[ChannelStats], nranks: u32) -> String {
     )
 }
 
-/// Every channel's mean wait from a stream-ordered item's post to taking it during one
-/// row, rank by rank, as a comment line (µs), when any channel took one.
+/// Every channel's mean wait from a stream-ordered item's submission to taking it during
+/// one row, rank by rank, as a comment line (µs), when any channel took one.
 fn dispatch_line(channels: &[ChannelStats], nranks: u32) -> Option<String> {
     let per_rank = (channels.len() / nranks.max(1) as usize).max(1);
     if channels.iter().all(|s| s.mailbox_items == 0) {
@@ -576,7 +576,7 @@ fn dispatch_line(channels: &[ChannelStats], nranks: u32) -> Option<String> {
         .enumerate()
         .map(|(rank, chans)| format!("rank {rank}: {}", chans.iter().map(mean).collect::<Vec<_>>().join(" ")))
         .collect();
-    Some(format!("#   taken after the post (us, by channel) | {}", ranks.join(" | ")))
+    Some(format!("#   taken after submission (us, by channel) | {}", ranks.join(" | ")))
 }
 
 /// Every channel's SM and copy rate during one row, rank by rank, as a comment line
@@ -948,9 +948,9 @@ mod tests {
         s.algorithm_items = [1, 1, 0, 0];
         assert_eq!(busy_per_collective(&s), Some(1.5));
         assert!(stats_line(&s).contains("1.50 us busy per collective"), "{}", stats_line(&s));
-        assert!(!stats_line(&s).contains("post grid alone"), "{}", stats_line(&s));
-        (s.post_parts, s.post_ns) = (4, 10_000);
-        assert!(stats_line(&s).contains("parts run on the post grid alone: 4, 2.50 us each"), "{}", stats_line(&s));
+        assert!(!stats_line(&s).contains("call kernel alone"), "{}", stats_line(&s));
+        (s.call_kernel_parts, s.call_kernel_ns) = (4, 10_000);
+        assert!(stats_line(&s).contains("parts run on the call kernel alone: 4, 2.50 us each"), "{}", stats_line(&s));
     }
 
     #[test]
@@ -1145,7 +1145,7 @@ mod tests {
         };
         assert_eq!(dispatch_line(&[ChannelStats::default(); 4], 2), None, "no stream-ordered item: no line");
         let line = dispatch_line(&[took(2, 3_000), took(0, 0), took(4, 60_000), took(1, 2_500)], 2).unwrap();
-        assert_eq!(line, "#   taken after the post (us, by channel) | rank 0: 1.5 ? | rank 1: 15.0 2.5");
+        assert_eq!(line, "#   taken after submission (us, by channel) | rank 0: 1.5 ? | rank 1: 15.0 2.5");
     }
 
     #[test]

@@ -26,7 +26,7 @@ use device_rt::work::WorkItem;
 use host_shim::comm::Comm;
 use host_shim::memory::buffer_info;
 use host_shim::module::Module;
-use host_shim::work::{DeviceAlloc, launch_post};
+use host_shim::work::{DeviceAlloc, launch_call_kernel};
 use host_shim::{Error, Result};
 
 use crate::bench::{median, rounded};
@@ -53,8 +53,8 @@ struct Rank {
 #[derive(Debug, Serialize)]
 pub struct DispatchReport {
     pub devices: Vec<usize>,
-    /// Post grid of every call: CTAs × threads.
-    pub post_grid: (u32, u32),
+    /// Call kernel of every call: CTAs × threads.
+    pub call_kernel_grid: (u32, u32),
     pub measures: Vec<(&'static str, f64)>,
     /// Microseconds per round of each round measure, in the order run.
     pub rounds: Vec<(&'static str, f64)>,
@@ -67,8 +67,8 @@ pub const MEANINGS: [(&str, &str); 8] = [
     ("context_bind", "cuCtxSetCurrent of the rank's context (cudarc's bind_to_thread)"),
     ("is_capturing", "context bind + cuStreamIsCapturing"),
     ("stream_query", "context bind + cuStreamQuery"),
-    ("launch_empty", "context bind + cuLaunchKernelEx of an empty kernel, 1 × 32, no attribute (the post's launch path)"),
-    ("launch_empty_post_grid", "the same in the post grid, programmatic serialization on"),
+    ("launch_empty", "context bind + cuLaunchKernelEx of an empty kernel, 1 × 32, no attribute (the call kernel's launch path)"),
+    ("launch_empty_call_kernel", "the same in the call kernel, programmatic serialization on"),
     ("batch_write_wait", "context bind + cuStreamBatchMemOp: write k, wait until ≥ k (met)"),
 ];
 
@@ -77,7 +77,7 @@ pub const MEANINGS: [(&str, &str); 8] = [
 pub const ROUND_MEANINGS: [(&str, &str); 3] = [
     ("call_round", "Comm::enqueue_on_stream of an 8 B all_reduce on every rank, then every stream waited for"),
     ("launch_empty_round", "an empty kernel, 1 × 32, launched on every rank, then every stream waited for"),
-    ("launch_empty_post_grid_round", "an empty kernel in the post grid launched on every rank, then every stream waited for"),
+    ("launch_empty_call_kernel_round", "an empty kernel in the call kernel launched on every rank, then every stream waited for"),
 ];
 
 /// Runs every measure with one rank on each of `devices`.
@@ -119,7 +119,7 @@ fn measure_all(ranks: &[Rank], comms: &[Comm]) -> Result<DispatchReport> {
             WorkItem::collective(CollFunction::AllReduce, DataType::F32, RedOpKind::Sum, 0, src, dst, 2, 0)
         })
         .collect();
-    let post_grid = (comms[0].channels(), host_shim::comm::CommConfig::default().loop_cfg.threads);
+    let call_kernel_grid = (comms[0].channels(), host_shim::comm::CommConfig::default().loop_cfg.threads);
     let empties: Vec<_> = ranks.iter().map(|r| r.module.kernel("ferroccl_empty")).collect::<Result<_>>()?;
     let mut measures = Vec::new();
     let mut counter = 0u32;
@@ -138,7 +138,7 @@ fn measure_all(ranks: &[Rank], comms: &[Comm]) -> Result<DispatchReport> {
                     let _ = unsafe { sys::cuStreamQuery(r.stream.cu_stream()) };
                 }),
                 "launch_empty" => launch_empty(r, &empties[i], (1, 32), false),
-                "launch_empty_post_grid" => launch_empty(r, &empties[i], post_grid, true),
+                "launch_empty_call_kernel" => launch_empty(r, &empties[i], call_kernel_grid, true),
                 _ => bind(r).and_then(|()| write_wait(r, counter)),
             }
         })?;
@@ -149,23 +149,24 @@ fn measure_all(ranks: &[Rank], comms: &[Comm]) -> Result<DispatchReport> {
         let us = time_per_op(ranks, true, &mut |i| match name {
             "call_round" => comms[i].enqueue_on_stream(items[i]),
             "launch_empty_round" => launch_empty(&ranks[i], &empties[i], (1, 32), false),
-            _ => launch_empty(&ranks[i], &empties[i], post_grid, true),
+            _ => launch_empty(&ranks[i], &empties[i], call_kernel_grid, true),
         })?;
         rounds.push((name, us));
     }
     check_results(ranks, nranks)?;
-    Ok(DispatchReport { devices: ranks.iter().map(|r| r.ctx.ordinal()).collect(), post_grid, measures, rounds })
+    Ok(DispatchReport { devices: ranks.iter().map(|r| r.ctx.ordinal()).collect(), call_kernel_grid, measures, rounds })
 }
 
 fn bind(r: &Rank) -> Result<()> {
     r.ctx.bind_to_thread().map_err(Error::cuda("cuCtxSetCurrent"))
 }
 
-/// The post's own launch path (context bind, `cuLaunchKernelEx`) with the empty kernel.
+/// The call kernel's own launch path (context bind, `cuLaunchKernelEx`) with the empty
+/// kernel.
 fn launch_empty(r: &Rank, kernel: &cudarc::driver::CudaFunction, (grid, block): (u32, u32), serialize: bool) -> Result<()> {
     let cfg = LaunchConfig { grid_dim: (grid, 1, 1), block_dim: (block, 1, 1), shared_mem_bytes: 0 };
     // SAFETY: `ferroccl_empty` takes no parameters and waits for nothing.
-    unsafe { launch_post(&r.stream, kernel, cfg, &mut [], serialize) }
+    unsafe { launch_call_kernel(&r.stream, kernel, cfg, &mut [], serialize) }
 }
 
 fn write_wait(r: &Rank, value: u32) -> Result<()> {
@@ -222,7 +223,7 @@ fn check_results(ranks: &[Rank], nranks: u32) -> Result<()> {
 
 /// The report as a table, one measure a line.
 pub fn table(r: &DispatchReport) -> String {
-    let mut out = format!("# host µs per operation, ranks on devices {:?} called in turn; post grid {} × {}\n", r.devices, r.post_grid.0, r.post_grid.1);
+    let mut out = format!("# host µs per operation, ranks on devices {:?} called in turn; call kernel {} × {}\n", r.devices, r.call_kernel_grid.0, r.call_kernel_grid.1);
     for (name, us) in &r.measures {
         let meaning = MEANINGS.iter().find(|(n, _)| n == name).map_or("", |(_, m)| m);
         out += &format!("{name:>28} {us:>8.3}  {meaning}\n");
@@ -238,7 +239,7 @@ pub fn table(r: &DispatchReport) -> String {
 /// The report as JSON (µs rounded to ns).
 pub fn json(r: &DispatchReport, gpu: &str, date_utc: &str, command: &str) -> String {
     let map = |m: &[(&str, f64)]| m.iter().map(|(n, us)| ((*n).to_owned(), rounded(*us, 3).into())).collect::<serde_json::Map<String, serde_json::Value>>();
-    let body = serde_json::json!({ "command": command, "device": gpu, "date": date_utc, "devices": r.devices, "post_grid": r.post_grid, "us_per_op": map(&r.measures), "us_per_round": map(&r.rounds) });
+    let body = serde_json::json!({ "command": command, "device": gpu, "date": date_utc, "devices": r.devices, "call_kernel_grid": r.call_kernel_grid, "us_per_op": map(&r.measures), "us_per_round": map(&r.rounds) });
     serde_json::to_string_pretty(&body).unwrap_or_default() + "\n"
 }
 
@@ -251,13 +252,13 @@ mod tests {
     #[test]
     fn the_json_names_every_measure_and_the_table_explains_each() {
         let timed = |m: &[(&'static str, &str)]| m.iter().enumerate().map(|(i, (n, _))| (*n, 1.0 + i as f64 / 3.0)).collect();
-        let r = DispatchReport { devices: vec![0, 1], post_grid: (64, 256), measures: timed(&MEANINGS), rounds: timed(&ROUND_MEANINGS) };
+        let r = DispatchReport { devices: vec![0, 1], call_kernel_grid: (64, 256), measures: timed(&MEANINGS), rounds: timed(&ROUND_MEANINGS) };
         let v: Value = serde_json::from_str(&json(&r, "[0] H200, [1] H200", "2026-11-28T00:00:00Z", "ferroccl bench dispatch --devices 0,1")).unwrap();
         let measures = v["us_per_op"].as_object().unwrap();
         assert_eq!(measures.len(), MEANINGS.len());
         assert_eq!(measures["pointer_attributes_x2"], 1.333, "rounded to ns");
         assert_eq!(v["us_per_round"].as_object().unwrap().len(), ROUND_MEANINGS.len());
-        assert_eq!((v["devices"][1].as_u64(), v["post_grid"][0].as_u64()), (Some(1), Some(64)));
+        assert_eq!((v["devices"][1].as_u64(), v["call_kernel_grid"][0].as_u64()), (Some(1), Some(64)));
         let table = table(&r);
         for (name, meaning) in MEANINGS.iter().chain(&ROUND_MEANINGS) {
             assert!(table.lines().any(|l| l.trim_start().starts_with(name) && l.ends_with(meaning)), "{name} in {table}");

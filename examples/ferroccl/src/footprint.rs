@@ -9,7 +9,7 @@
 //! sleep time; `--sleep-after never` keeps them polling), `busy` (while a second thread keeps a few rounds of large all-reduces queued on
 //! every rank) and `after` (the communicator shut down). A phase's ratio is its throughput
 //! over `before`'s: before's time over its own. The busy phase also reports the
-//! all-reduces' own rate beside each kind over their rate alone (each call's post kernel
+//! all-reduces' own rate beside each kind over their rate alone (each call's call kernel
 //! needs a CTA slot beside the work's CTAs).
 //!
 //! Whatever may wait for a running persistent kernel happens before the communicator

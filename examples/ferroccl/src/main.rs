@@ -375,7 +375,7 @@ fn bench_work_loop(args: &WorkLoopArgs) -> Result<ExitCode, Error> {
     println!("    of those on the ring route      {:>9.3}", r.stream_roundtrip_ring_share);
     println!("    of those waited for by the stream {:>7.3}", r.stream_roundtrip_wait_share);
     println!("    the same, polling cuStreamQuery {:>9.2} us", r.stream_roundtrip_polled_us);
-    println!("    post route (legacy stream) + sync {:>7.2} us", r.stream_roundtrip_post_us);
+    println!("    call kernel (legacy stream) + sync {:>7.2} us", r.stream_roundtrip_call_kernel_us);
     println!("(e) Comm::all_reduce 8 B, 1 rank: call + sync {:>7.2} us", r.comm.call_sync_us);
     println!("    the same, the loop asleep     {:>9.2} us", r.comm.call_sync_after_sleep_us);
     println!("    empty launch + sync, asleep   {:>9.2} us", r.comm.empty_launch_sync_after_sleep_us);

@@ -160,9 +160,9 @@ fn check_stream_calls(heap: &mut Heap, streams: &[Arc<CudaStream>], modules: &[&
     }
     // Each stage is waited for with a deadline: a stage that does not finish names itself
     // and the loop's error instead of hanging.
-    let stage = |what: &str, post: &dyn Fn(usize, &CudaStream) -> Outcome| -> Outcome {
+    let stage = |what: &str, submit: &dyn Fn(usize, &CudaStream) -> Outcome| -> Outcome {
         for (i, stream) in streams.iter().enumerate() {
-            post(i, stream)?;
+            submit(i, stream)?;
         }
         for (i, stream) in streams.iter().enumerate() {
             if let Err(e) = host_shim::stream::wait(stream, STAGE_BUDGET, what) {

@@ -2,7 +2,7 @@
 //! with.
 
 use device_rt::conn::CommDevice;
-use device_rt::work::{LoopArgs, LoopState, PostArgs, QueueHeader, RingSlot, WorkItem, post_alone, serve_post, shmem_work_loop, work_loop};
+use device_rt::work::{CallArgs, LoopArgs, LoopState, QueueHeader, RingSlot, WorkItem, serve_call, serve_call_alone, shmem_work_loop, work_loop};
 
 /// One rank's work loop: launched once, runs items until a Shutdown item, an abort or an
 /// error (see `device_rt::work`).
@@ -42,18 +42,18 @@ pub unsafe extern "gpu-kernel" fn ferroccl_shmem_work_loop(
     unsafe { shmem_work_loop(LoopArgs { header, ring, capacity, state, spin_budget_ns, comm }) }
 }
 
-/// The stream-ordered path's post grid, launched on the user's stream: CTA 0's thread 0
+/// The stream-ordered path's call kernel, launched on the user's stream: CTA 0's thread 0
 /// writes the item (its eight words `w0..w7`) into the loop's mailbox, publishes it, and
 /// waits until the loop has run it, has left, the host aborts or the budget passes (see
-/// `device_rt::work::post_to_mailbox`); CTA `g ≥ 1` is the communicator's guest channel
+/// `device_rt::work::submit_to_mailbox`); CTA `g ≥ 1` is the communicator's guest channel
 /// `resident + g - 1`, which runs its share of the item if the item takes part there
-/// (see `device_rt::work::serve_post`).
+/// (see `device_rt::work::serve_call`).
 ///
 /// # Safety
-/// As `device_rt::work::serve_post`, for `state`, `header` and `comm` of one running loop
+/// As `device_rt::work::serve_call`, for `state`, `header` and `comm` of one running loop
 /// of `resident` channels.
 #[unsafe(no_mangle)]
-pub unsafe extern "gpu-kernel" fn ferroccl_mailbox_post(
+pub unsafe extern "gpu-kernel" fn ferroccl_call_kernel(
     state: *mut LoopState,
     header: *mut QueueHeader,
     comm: *const CommDevice,
@@ -69,23 +69,23 @@ pub unsafe extern "gpu-kernel" fn ferroccl_mailbox_post(
     spin_budget_ns: u64,
 ) {
     let item = WorkItem::from_words([w0, w1, w2, w3, w4, w5, w6, w7]);
-    // SAFETY: this kernel's contract is `serve_post`'s, which the host keeps when it launches
-    // it (one post grid per mailbox at a time: its one-stream rule).
-    unsafe { serve_post(PostArgs { state, header, comm, item, spin_budget_ns, resident }) }
+    // SAFETY: this kernel's contract is `serve_call`'s, which the host keeps when it
+    // launches it (one call kernel per mailbox at a time: its one-stream rule).
+    unsafe { serve_call(CallArgs { state, header, comm, item, spin_budget_ns, resident }) }
 }
 
-/// The post of a loop without guest channels, launched on the user's stream as one CTA
-/// of 32 threads: thread 0 waits for the kernel before it on the stream (the host may
-/// launch it with programmatic stream serialization: `after_previous_grid`), posts the
-/// item (its eight words `w0..w7`) and waits, as CTA 0 of `ferroccl_mailbox_post` does
+/// The call kernel of a loop without guest channels, launched on the user's stream as one
+/// CTA of 32 threads: thread 0 waits for the kernel before it on the stream (the host may
+/// launch it with programmatic stream serialization: `after_previous_grid`), submits the
+/// item (its eight words `w0..w7`) and waits, as CTA 0 of `ferroccl_call_kernel` does
 /// for such a loop (with no guest channels nothing of the
-/// item runs in the post grid). A kernel of its own keeps every collective's code, which
-/// the guests of `ferroccl_mailbox_post` run, out of this launch.
+/// item runs in the call kernel). A kernel of its own keeps every collective's code, which
+/// the guests of `ferroccl_call_kernel` run, out of this launch.
 ///
 /// # Safety
-/// As `device_rt::work::post_alone`.
+/// As `device_rt::work::serve_call_alone`.
 #[unsafe(no_mangle)]
-pub unsafe extern "gpu-kernel" fn ferroccl_mailbox_post_alone(
+pub unsafe extern "gpu-kernel" fn ferroccl_call_kernel_alone(
     state: *mut LoopState,
     header: *mut QueueHeader,
     w0: u64,
@@ -99,9 +99,9 @@ pub unsafe extern "gpu-kernel" fn ferroccl_mailbox_post_alone(
     spin_budget_ns: u64,
 ) {
     let item = WorkItem::from_words([w0, w1, w2, w3, w4, w5, w6, w7]);
-    // SAFETY: this kernel's contract is `post_alone`'s, which the host keeps when it launches
-    // it.
-    unsafe { post_alone(state, header, item, spin_budget_ns) }
+    // SAFETY: this kernel's contract is `serve_call_alone`'s, which the host keeps when it
+    // launches it.
+    unsafe { serve_call_alone(state, header, item, spin_budget_ns) }
 }
 
 /// Does nothing: the baseline of the launch-latency benchmarks.

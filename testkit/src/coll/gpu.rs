@@ -240,9 +240,9 @@ impl RankGroup for GpuGroup {
         let comm = &self.comms[rank as usize];
         let stream = comm.stream();
         stream.begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED).map_err(Error::cuda("cuStreamBeginCapture"))?;
-        let posted = items.iter().try_for_each(|&item| comm.enqueue_on_stream(item));
+        let submitted = items.iter().try_for_each(|&item| comm.enqueue_on_stream(item));
         let ended = stream.end_capture(sys::CUgraphInstantiate_flags(0)).map_err(Error::cuda("cuStreamEndCapture"));
-        posted?;
+        submitted?;
         let graph = ended?.ok_or(Error::InvalidState("the capture produced no graph"))?;
         let graphs = &mut self.graphs[rank as usize];
         graphs.push(graph);

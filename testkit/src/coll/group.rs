@@ -24,7 +24,7 @@ pub enum SubmitPath {
     /// The direct host path: the rank's queue; waited for by ticket.
     #[default]
     Direct,
-    /// The stream-ordered path the communicator's public calls take: a post kernel on the
+    /// The stream-ordered path the communicator's public calls take: a call kernel on the
     /// rank's stream; waited for by synchronizing the stream (GPUs only).
     Stream,
 }

@@ -163,7 +163,7 @@ fn push_edge(function: CollFunction, algorithm: Algorithm, staging: Staging) -> 
 /// (`ring_channels`: every collective channel; every channel for a two-rank
 /// reduce-scatter on paired channels), and the first channel of a one-shot/two-shot plan
 /// (`shot_from`: 0, or the first guest channel for a stream-ordered item that runs on
-/// the post grid alone, as `device_rt::work::serve_post` places it).
+/// the call kernel alone, as `device_rt::work::serve_call` places it).
 #[derive(Clone, Copy, Debug)]
 pub struct Expected {
     pub plan: Plan,
@@ -185,9 +185,9 @@ impl Expected {
 /// (`all_stats`), that the case ran as `expected` says on each of `nranks` ranks: its
 /// algorithm on exactly the channels it names, nothing else anywhere; that
 /// one-shot/two-shot flag exchanges were timed (`exchange_ns`) on exactly the channels that
-/// ran a one-shot or two-shot; and that a part run on the post grid alone (a
-/// one-shot/two-shot plan from a guest channel) was counted (`post_parts`) on exactly those
-/// channels, once.
+/// ran a one-shot or two-shot; and that a part run on the call kernel alone (a
+/// one-shot/two-shot plan from a guest channel) was counted (`call_kernel_parts`) on
+/// exactly those channels, once.
 pub fn check_ran(before: &[ChannelStats], after: &[ChannelStats], expected: Expected, nranks: u32) -> Result<(), String> {
     let channels = before.len() / nranks as usize;
     let plan = expected.plan;
@@ -216,10 +216,10 @@ pub fn check_ran(before: &[ChannelStats], after: &[ChannelStats], expected: Expe
             if packets > u64::from(shot_here && plan.algorithm == Algorithm::OneShot) {
                 return Err(format!("rank {rank} channel {channel}: {packets} share(s) moved as packets, where no one-shot ran ({expected:?})"));
             }
-            let parts = after[at].post_parts - before[at].post_parts;
-            let post_only_here = u64::from(shot_here && expected.shot_from > 0);
-            if parts != post_only_here {
-                return Err(format!("rank {rank} channel {channel}: {parts} part(s) counted on the post grid alone, expected {post_only_here} ({expected:?})"));
+            let parts = after[at].call_kernel_parts - before[at].call_kernel_parts;
+            let call_kernel_only_here = u64::from(shot_here && expected.shot_from > 0);
+            if parts != call_kernel_only_here {
+                return Err(format!("rank {rank} channel {channel}: {parts} part(s) counted on the call kernel alone, expected {call_kernel_only_here} ({expected:?})"));
             }
         }
     }

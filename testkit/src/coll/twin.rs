@@ -1,7 +1,7 @@
 //! A communicator whose ranks run on the host twin: each rank's work loop is the real
 //! device code on CPU threads (`device_rt::arch` host twin), wired with the same
 //! [`Layout`] as GPU ranks, fed through host-shim's real [`Queue`], or through a twin of
-//! each rank's stream: a host thread that launches the post grid (`serve_post`, the post
+//! each rank's stream: a host thread that launches the call kernel (`serve_call`, the call
 //! kernel's body, with the rank's guest channels) for each item, one after another.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use device_rt::arch::{self, GridDependency, WeakMemory};
 use device_rt::conn::{ChannelStats, CommDevice};
-use device_rt::work::{ITEM_OUTPUT_PEER_MAPPED, LOOP_SMEM_BYTES, LoopArgs, LoopState, PostArgs, QueueHeader, RingSlot, WorkItem, WorkKind, post_alone, serve_post, work_loop};
+use device_rt::work::{CallArgs, ITEM_OUTPUT_PEER_MAPPED, LOOP_SMEM_BYTES, LoopArgs, LoopState, QueueHeader, RingSlot, WorkItem, WorkKind, serve_call, serve_call_alone, work_loop};
 
 use super::group::{Buffer, RankGroup, SubmitPath, Submitted};
 use device_rt::algo::Staging;
@@ -55,11 +55,11 @@ struct TwinRank {
 type Launches = Arc<Mutex<Vec<JoinHandle<std::thread::Result<()>>>>>;
 
 /// A rank's stream on the host twin: items sent to its thread run one after another,
-/// each as a post grid (`serve_post`) of one poster CTA and one CTA per guest channel.
+/// each as a call kernel (`serve_call`) of one submitter CTA and one CTA per guest channel.
 struct TwinStream {
     items: Option<mpsc::Sender<WorkItem>>,
-    posted: u64,
-    /// Post grids that have ended.
+    submitted: u64,
+    /// Call kernels that have ended.
     done: Arc<AtomicU64>,
     thread: Option<JoinHandle<()>>,
 }
@@ -101,27 +101,27 @@ impl TwinGroup {
 
     /// As [`TwinGroup::start`], with `resident` of the `shape.nchannels` channels in each
     /// rank's loop and the others guest channels (none when `resident` is all of them:
-    /// each post is then the post alone), and a stream twin per rank, which
-    /// [`RankGroup::submit`] uses (the stream-ordered path; [`TwinGroup::set_path`] picks
-    /// the queue instead).
+    /// each call kernel then only submits to the mailbox), and a stream twin per rank,
+    /// which [`RankGroup::submit`] uses (the stream-ordered path; [`TwinGroup::set_path`]
+    /// picks the queue instead).
     pub fn start_with_guests(shape: Shape, resident: u32, threads: u32, budget: Duration, memory: Option<WeakMemory>) -> Result<Self> {
         Self::start_streamed(shape, resident, threads, budget, memory, Streams::Plain)
     }
 
-    /// As [`TwinGroup::start_with_guests`], with posts that overlap the one before them as
-    /// on a GPU that holds two post grids per rank (`arch::launch_after`): each post grid
-    /// runs on threads of its own, the next one starts once every thread of it has passed
-    /// its `after_previous_grid` (or ended), and its `grid_dependency_wait` waits for the
-    /// one before.
-    pub fn start_with_overlapping_posts(shape: Shape, resident: u32, threads: u32, budget: Duration, memory: Option<WeakMemory>) -> Result<Self> {
+    /// As [`TwinGroup::start_with_guests`], with call kernels that overlap the one before
+    /// them as on a GPU that holds two call kernels per rank (`arch::launch_after`): each
+    /// call kernel runs on threads of its own, the next one starts once every thread of it
+    /// has passed its `after_previous_grid` (or ended), and its `grid_dependency_wait`
+    /// waits for the one before.
+    pub fn start_with_overlapping_call_kernels(shape: Shape, resident: u32, threads: u32, budget: Duration, memory: Option<WeakMemory>) -> Result<Self> {
         Self::start_streamed(shape, resident, threads, budget, memory, Streams::Overlapping)
     }
 
     /// As [`TwinGroup::start_with_guests`] with one resident channel per rank (the
     /// others guests), whose loops sleep after `sleep_after` with nothing to do and are
     /// launched again by the next item (`device_rt::work`'s sleep handshake; host-shim's
-    /// `Queue::wake`); `overlapping`: posts overlap as in
-    /// [`TwinGroup::start_with_overlapping_posts`].
+    /// `Queue::wake`); `overlapping`: call kernels overlap as in
+    /// [`TwinGroup::start_with_overlapping_call_kernels`].
     pub fn start_sleeping(shape: Shape, threads: u32, budget: Duration, sleep_after: Duration, overlapping: bool) -> Result<Self> {
         let streams = if overlapping { Streams::Overlapping } else { Streams::Plain };
         let loops = TwinLoops { resident: 1, threads, budget, sleep_after: Some(sleep_after) };
@@ -142,10 +142,10 @@ impl TwinGroup {
         self.ranks[rank as usize].queue.asleep()
     }
 
-    /// Pins rank `rank`'s loop awake for good, as a post captured in a CUDA graph does
-    /// (host-shim's `Queue::announce_post`).
+    /// Pins rank `rank`'s loop awake for good, as a call kernel captured in a CUDA graph
+    /// does (host-shim's `Queue::announce_submit`).
     pub fn pin_awake(&self, rank: u32) -> Result<()> {
-        self.ranks[rank as usize].queue.announce_post(true)
+        self.ranks[rank as usize].queue.announce_submit(true)
     }
 
     /// How many times rank `rank`'s loop was launched (1 + the launches after it slept).
@@ -314,7 +314,7 @@ impl TwinLaunch {
 }
 
 /// Starts a rank's loop as `loops` says on the communicator in `block`, and as `streams`
-/// says its stream twin, whose post grids carry `guests` guests.
+/// says its stream twin, whose call kernels carry `guests` guests.
 fn start_rank(block: Block, guests: u32, loops: TwinLoops, memory: Option<&WeakMemory>, streams: Streams) -> Result<TwinRank> {
     let TwinLoops { resident, threads, budget, sleep_after } = loops;
     let mut header = Box::new(QueueHeader::new());
@@ -332,8 +332,8 @@ fn start_rank(block: Block, guests: u32, loops: TwinLoops, memory: Option<&WeakM
     let launch = TwinLaunch { header: h, ring: r, state: s, comm: c, budget_ns, resident, threads, memory: memory.cloned() };
     let launches: Launches = Arc::new(Mutex::new(vec![launch.spawn()?]));
     let stream = if streams != Streams::None {
-        let post = PostGrid { header: h, state: s, comm: c, budget_ns, resident, guests, threads, overlap: streams == Streams::Overlapping };
-        Some(start_stream(post, stream_memory)?)
+        let kernel = CallKernel { header: h, state: s, comm: c, budget_ns, resident, guests, threads, overlap: streams == Streams::Overlapping };
+        Some(start_stream(kernel, stream_memory)?)
     } else {
         None
     };
@@ -353,9 +353,9 @@ fn start_rank(block: Block, guests: u32, loops: TwinLoops, memory: Option<&WeakM
     Ok(TwinRank { _header: header, _ring: ring, _state: state, _block: block, queue, launches, stream })
 }
 
-/// What a rank's post grids are launched with (addresses of the rank's loop memory).
+/// What a rank's call kernels are launched with (addresses of the rank's loop memory).
 #[derive(Clone, Copy)]
-struct PostGrid {
+struct CallKernel {
     header: usize,
     state: usize,
     comm: usize,
@@ -367,19 +367,19 @@ struct PostGrid {
     overlap: bool,
 }
 
-/// Whether a twin group's ranks have stream twins, and how their posts are launched.
+/// Whether a twin group's ranks have stream twins, and how their call kernels are launched.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Streams {
     /// No stream: the direct path only.
     None,
-    /// Each post grid after the one before it has ended.
+    /// Each call kernel after the one before it has ended.
     Plain,
-    /// Each post grid as soon as the one before it lets it (`arch::launch_after`).
+    /// Each call kernel as soon as the one before it lets it (`arch::launch_after`).
     Overlapping,
 }
 
-/// Starts a rank's stream twin: a thread that runs one post grid per item it receives.
-fn start_stream(post: PostGrid, memory: Option<WeakMemory>) -> Result<TwinStream> {
+/// Starts a rank's stream twin: a thread that runs one call kernel per item it receives.
+fn start_stream(kernel: CallKernel, memory: Option<WeakMemory>) -> Result<TwinStream> {
     let (items, received) = mpsc::channel::<WorkItem>();
     let done = Arc::new(AtomicU64::new(0));
     let ended = done.clone();
@@ -389,20 +389,20 @@ fn start_stream(post: PostGrid, memory: Option<WeakMemory>) -> Result<TwinStream
             // The grid launched last, while it may still run beside the next (overlap).
             let mut last: Option<(Arc<GridDependency>, JoinHandle<()>)> = None;
             for item in received {
-                if !post.overlap {
-                    run_post_grid(post, item, memory.as_ref(), None);
+                if !kernel.overlap {
+                    run_call_kernel(kernel, item, memory.as_ref(), None);
                     ended.fetch_add(1, Ordering::AcqRel);
                     continue;
                 }
                 let own = GridDependency::new();
                 let dependency = (last.as_ref().map(|(prior, _)| Arc::clone(prior)), Arc::clone(&own));
                 let (memory, ended) = (memory.clone(), Arc::clone(&ended));
-                let spawned = std::thread::Builder::new().name("twin-post".into()).spawn(move || {
-                    run_post_grid(post, item, memory.as_ref(), Some(dependency));
+                let spawned = std::thread::Builder::new().name("twin-call-kernel".into()).spawn(move || {
+                    run_call_kernel(kernel, item, memory.as_ref(), Some(dependency));
                     ended.fetch_add(1, Ordering::AcqRel);
                 });
                 let Ok(handle) = spawned else {
-                    log::warn!("could not start a host-twin post grid");
+                    log::warn!("could not start a host-twin call kernel");
                     break;
                 };
                 // The next grid starts once this one lets it: by then the one before this
@@ -417,59 +417,59 @@ fn start_stream(post: PostGrid, memory: Option<WeakMemory>) -> Result<TwinStream
             }
         })
         .map_err(|e| Error::InvalidArgument(format!("could not start a host-twin stream: {e}")))?;
-    Ok(TwinStream { items: Some(items), posted: 0, done, thread: Some(thread) })
+    Ok(TwinStream { items: Some(items), submitted: 0, done, thread: Some(thread) })
 }
 
-/// Runs the post grid of `item` as the host launches it: `serve_post` on `1 + guests`
-/// CTAs, or without guests `ferroccl_mailbox_post_alone`'s body (one CTA of 32 threads
-/// whose thread 0 posts); with `dependency`, overlapping the grid before it
+/// Runs the call kernel of `item` as the host launches it: `serve_call` on `1 + guests`
+/// CTAs, or without guests `ferroccl_call_kernel_alone`'s body (one CTA of 32 threads
+/// whose thread 0 submits); with `dependency`, overlapping the grid before it
 /// (`arch::launch_after`). A trapped grid ends nothing else, as a failed launch would: the
 /// loop's status tells the host why.
-fn run_post_grid(post: PostGrid, item: WorkItem, memory: Option<&WeakMemory>, dependency: Option<(Option<Arc<GridDependency>>, Arc<GridDependency>)>) {
+fn run_call_kernel(kernel: CallKernel, item: WorkItem, memory: Option<&WeakMemory>, dependency: Option<(Option<Arc<GridDependency>>, Arc<GridDependency>)>) {
     let grid = || {
-        let p = PostArgs {
-            state: post.state as *mut LoopState,
-            header: post.header as *mut QueueHeader,
-            comm: post.comm as *const CommDevice,
+        let p = CallArgs {
+            state: kernel.state as *mut LoopState,
+            header: kernel.header as *mut QueueHeader,
+            comm: kernel.comm as *const CommDevice,
             item,
-            spin_budget_ns: post.budget_ns,
-            resident: post.resident,
+            spin_budget_ns: kernel.budget_ns,
+            resident: kernel.resident,
         };
         // SAFETY: the rank's loop memory outlives its stream (joined first, see `Drop`); one
-        // post grid at a time touches it (the stream's thread, and each overlapping grid
+        // call kernel at a time touches it (the stream's thread, and each overlapping grid
         // waits for the one before it).
-        unsafe { serve_post(p) }
+        unsafe { serve_call(p) }
     };
-    // SAFETY: as for `serve_post`.
-    let alone = || unsafe { post_alone(post.state as *mut LoopState, post.header as *mut QueueHeader, item, post.budget_ns) };
-    let (ctas, threads, smem) = match post.guests {
+    // SAFETY: as for `serve_call`.
+    let alone = || unsafe { serve_call_alone(kernel.state as *mut LoopState, kernel.header as *mut QueueHeader, item, kernel.budget_ns) };
+    let (ctas, threads, smem) = match kernel.guests {
         0 => (1, 32, 0),
-        guests => (1 + guests, post.threads, LOOP_SMEM_BYTES),
+        guests => (1 + guests, kernel.threads, LOOP_SMEM_BYTES),
     };
     let launched = catch_unwind(AssertUnwindSafe(|| {
-        let body = || if post.guests == 0 { alone() } else { grid() };
+        let body = || if kernel.guests == 0 { alone() } else { grid() };
         match dependency {
             Some((prior, own)) => arch::launch_after(memory, prior, own, ctas, threads, smem, body),
             None => arch::launch_in(memory, ctas, threads, smem, body),
         }
     }));
     if launched.is_err() {
-        log::warn!("a host-twin post grid trapped");
+        log::warn!("a host-twin call kernel trapped");
     }
 }
 
 impl TwinStream {
-    fn post(&mut self, item: WorkItem) -> Result<()> {
+    fn submit(&mut self, item: WorkItem) -> Result<()> {
         let Some(items) = &self.items else { return Err(Error::LoopClosed) };
         items.send(item).map_err(|_| Error::LoopClosed)?;
-        self.posted += 1;
+        self.submitted += 1;
         Ok(())
     }
 
-    /// Waits up to `timeout` until every item posted so far has run.
+    /// Waits up to `timeout` until every item submitted so far has run.
     fn drain(&self, timeout: Duration) -> Result<()> {
         let start = Instant::now();
-        while self.done.load(Ordering::Acquire) < self.posted {
+        while self.done.load(Ordering::Acquire) < self.submitted {
             if start.elapsed() > timeout {
                 return Err(Error::Timeout { what: "a host-twin rank's stream-ordered items".into(), after: timeout });
             }
@@ -478,7 +478,7 @@ impl TwinStream {
         Ok(())
     }
 
-    /// Ends the stream's thread (after its posted grids) and joins it.
+    /// Ends the stream's thread (after its call kernels) and joins it.
     fn close(&mut self) {
         self.items = None;
         if let Some(thread) = self.thread.take() {
@@ -630,10 +630,10 @@ impl RankGroup for TwinGroup {
         let r = &mut self.ranks[rank as usize];
         r.queue.health()?;
         let stream = r.stream.as_mut().ok_or(Error::InvalidState("this twin group has no streams"))?;
-        // As host-shim's `WorkLoop::enqueue_on_stream`: the post is counted (and a loop
-        // that slept launched again) before the post grid is.
-        r.queue.announce_post(false)?;
-        stream.post(item).inspect_err(|_| r.queue.retract_post())?;
+        // As host-shim's `WorkLoop::enqueue_on_stream`: the submission is counted (and a
+        // loop that slept launched again) before the call kernel is.
+        r.queue.announce_submit(false)?;
+        stream.submit(item).inspect_err(|_| r.queue.retract_submit())?;
         Ok(Submitted::Stream)
     }
 
@@ -679,8 +679,8 @@ impl RankGroup for TwinGroup {
                 s.mailbox_items = load(&raw mut (*base).mailbox_items);
                 s.dispatch_ns = load(&raw mut (*base).dispatch_ns);
                 s.exchange_ns = load(&raw mut (*base).exchange_ns);
-                s.post_parts = load(&raw mut (*base).post_parts);
-                s.post_ns = load(&raw mut (*base).post_ns);
+                s.call_kernel_parts = load(&raw mut (*base).call_kernel_parts);
+                s.call_kernel_ns = load(&raw mut (*base).call_kernel_ns);
                 s.packet_items = load(&raw mut (*base).packet_items);
                 for (a, count) in s.algorithm_items.iter_mut().enumerate() {
                     *count = load(&raw mut (*base).algorithm_items[a]);

@@ -174,12 +174,13 @@ pub(super) fn work_loop_stream_graph(fx: &Fixture) -> Outcome {
 /// nothing queued): rounds of a memset on the user's stream, a synchronize (so the call
 /// finds the stream idle), a 64 MiB copy through the loop and a copy back right after
 /// it, which must see the loop's copy; every synchronized round must take the ring route.
-/// Rounds that must post interleave: their memset is followed by a wait on a host-mapped
-/// gate that the host opens only after the call (so the call always finds work queued,
-/// however late the host thread gets to it; a 64 MiB memset alone could end first, and
-/// once did, on an H200 on 2026-12-02). Calls back to back mostly post. Then a
-/// ring-routed item that never finishes: an abort, and a spin budget running out, each
-/// release the stream (work queued after the item runs) and leave the loop's error.
+/// Rounds that must take the call-kernel route interleave: their memset is followed by a
+/// wait on a host-mapped gate that the host opens only after the call (so the call always
+/// finds work queued, however late the host thread gets to it; a 64 MiB memset alone could
+/// end first, and once did, on an H200 on 2026-12-02). Calls back to back mostly take the
+/// call-kernel route. Then a ring-routed item that never finishes: an abort, and a spin
+/// budget running out, each release the stream (work queued after the item runs) and leave
+/// the loop's error.
 pub(super) fn work_loop_stream_ring_route(fx: &Fixture) -> Outcome {
     use cudarc::driver::sys;
     use device_rt::abi::WaitSite;
@@ -218,14 +219,14 @@ pub(super) fn work_loop_stream_ring_route(fx: &Fixture) -> Outcome {
             // SAFETY: `gate.host_ptr()` is the gate's one live, aligned u32.
             unsafe { gate.host_ptr().write_volatile(round) };
         }
-        ensure(round % 4 == 3 || routed == 1, || format!("round {round}: a call on an idle stream took the post route"))?;
+        ensure(round % 4 == 3 || routed == 1, || format!("round {round}: a call on an idle stream took the call-kernel route"))?;
         ensure(round % 4 != 3 || routed == 0, || format!("round {round}: a call behind queued work took the ring route"))?;
         let got = user.clone_dtoh(&dst).map_err(Error::cuda("cuMemcpyDtoH"))?;
         ensure(got.iter().all(|&v| v == value), || format!("round {round}: the copy back ran before the loop's copy ({:#x}, not {value:#x})", got[N - 1]))?;
     }
     ensure_eq_slices("ring-routed calls", &[lp.ring_routed()], &[u64::from(synced)])?;
-    // A burst: calls right behind one another post (`LoopConfig::burst_gap`), though each
-    // one but the first may find the stream idle.
+    // A burst: calls right behind one another take the call-kernel route
+    // (`LoopConfig::burst_gap`), though each one but the first may find the stream idle.
     const BURST: u64 = 100;
     let before = lp.ring_routed();
     for _ in 0..BURST {
@@ -261,7 +262,7 @@ pub(super) fn work_loop_stream_ring_route(fx: &Fixture) -> Outcome {
         };
         ensure(expected, || format!("budget {budget:?}: the loop's error is {error:?}"))?;
     }
-    println!("  {synced} of {ROUNDS} calls on the ring route, {} on the post route; {burst_routed} of {BURST} back to back on the ring route", ROUNDS - synced);
+    println!("  {synced} of {ROUNDS} calls on the ring route, {} on the call-kernel route; {burst_routed} of {BURST} back to back on the ring route", ROUNDS - synced);
     Ok(())
 }
 
@@ -309,9 +310,9 @@ pub(super) fn work_loop_eight_ranks(fx: &Fixture) -> Outcome {
 /// stream captures a graph of a memset and 20 `Comm::all_reduce` calls, each into its
 /// own slice of the output, and the graphs are replayed 100 times; the last replay's
 /// 20 sums are checked on both ranks (the memset clears them first, so each was
-/// computed by that replay). Twice: on the default layout, whose two post grids per rank
-/// do not fit one GPU (plain launches), and with 31 guests, where they do (each post
-/// overlaps the one before it).
+/// computed by that replay). Twice: on the default layout, whose two call kernels per rank
+/// do not fit one GPU (plain launches), and with 31 guests, where they do (each call
+/// kernel overlaps the one before it).
 pub(super) fn comm_graph_replays(fx: &Fixture) -> Outcome {
     use host_shim::comm::CommConfig;
     use host_shim::work::LoopConfig;
@@ -320,7 +321,7 @@ pub(super) fn comm_graph_replays(fx: &Fixture) -> Outcome {
     graph_replays(fx, CommConfig { loop_cfg: LoopConfig { guests: 31, ..default.loop_cfg }, ..default }, true)
 }
 
-/// [`comm_graph_replays`] on a communicator of `cfg`, whose posts overlap or not as
+/// [`comm_graph_replays`] on a communicator of `cfg`, whose call kernels overlap or not as
 /// `overlap` says.
 fn graph_replays(fx: &Fixture, cfg: host_shim::comm::CommConfig, overlap: bool) -> Outcome {
     use cudarc::driver::sys;
@@ -336,8 +337,8 @@ fn graph_replays(fx: &Fixture, cfg: host_shim::comm::CommConfig, overlap: bool) 
         stream::wait(s, LOOP_WAIT, "uploads")?;
     }
     let comms = Comm::from_devices_with(streams.to_vec(), cfg, &mut |_, _| Ok(()))?;
-    if comms.iter().any(|c| c.posts_overlap() != overlap) {
-        return Err(Failure(format!("posts overlap: {:?}, expected {overlap}", comms.iter().map(Comm::posts_overlap).collect::<Vec<_>>())));
+    if comms.iter().any(|c| c.call_kernels_overlap() != overlap) {
+        return Err(Failure(format!("call kernels overlap: {:?}, expected {overlap}", comms.iter().map(Comm::call_kernels_overlap).collect::<Vec<_>>())));
     }
     // cudarc's event tracking would make a captured call wait on an event recorded before
     // the capture, which CUDA refuses.
@@ -380,7 +381,7 @@ fn graph_replays(fx: &Fixture, cfg: host_shim::comm::CommConfig, overlap: bool) 
         }
         let got = streams[rank].clone_dtoh(recv).map_err(Error::cuda("cuMemcpyDtoH"))?;
         for call in 0..CALLS {
-            ensure_eq_slices(&format!("rank {rank}, call {call} of the last replay (posts overlap: {overlap})"), &got[call * N..(call + 1) * N], &want)?;
+            ensure_eq_slices(&format!("rank {rank}, call {call} of the last replay (call kernels overlap: {overlap})"), &got[call * N..(call + 1) * N], &want)?;
         }
     }
     for mut comm in comms {

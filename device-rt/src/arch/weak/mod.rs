@@ -38,7 +38,7 @@
 //!
 //! What it does not model, so a GPU (issue 15's litmus test) remains the proof there:
 //! - **Scopes beyond the CTA.** GPU and system scope are one: a launch is not a GPU (a
-//!   post kernel and its loop are separate launches on one GPU), so a `.gpu` operation
+//!   call kernel and its loop are separate launches on one GPU), so a `.gpu` operation
 //!   where `.sys` is needed is not caught. CTA-scope fences do their job for the whole
 //!   system on the acquire side.
 //! - **Late loads.** A load returns when it is issued, never after a later store of its
