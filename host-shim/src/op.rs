@@ -1,5 +1,9 @@
 //! What callers name: the element types of the collectives and the reduction operators,
 //! and how each maps to the device's types and operator arguments.
+//!
+//! At the bottom of the crate, below every module that takes elements (`comm`'s
+//! collectives, `shmem`'s symmetric slices), and using none of them; callers reach it as
+//! `host_shim::comm::{Element, ReduceOp, scalar_arg}`.
 
 use device_rt::dtype::{DataType, F16 as DevF16};
 use device_rt::redop::RedOpKind;
