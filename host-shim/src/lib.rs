@@ -7,7 +7,7 @@
 //! lives in `testkit/` and `examples/`, never here.
 //!
 //! One rank per GPU, an all-reduce on each rank's stream (the item reaches each rank's
-//! persistent loop through one launch of a tiny post kernel per call):
+//! persistent loop through one launch of a tiny call kernel per call):
 //!
 //! ```no_run
 //! use cudarc::driver::CudaContext;

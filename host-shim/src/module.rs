@@ -85,8 +85,8 @@ impl Module {
     /// local memory of every kernel in it. The driver otherwise grows the stack at the
     /// launch of a kernel that needs more than any before, and growing it waits for every
     /// kernel running in the context: beside a persistent loop, that launch never returns.
-    /// On an H200 (2026-11-26) the first stream-ordered post to a symmetric heap's loop
-    /// (its post kernel needs more than the heap loop's kernel) hung so. Kernels of other
+    /// On an H200 (2026-11-26) the first stream-ordered call to a symmetric heap's loop
+    /// (its call kernel needs more than the heap loop's kernel) hung so. Kernels of other
     /// modules launched while a loop runs must need no more than this either.
     fn reserving_stack(ctx: &Arc<CudaContext>, inner: Arc<CudaModule>) -> Result<Self> {
         let module = Self { inner };
@@ -204,7 +204,7 @@ mod tests {
         let made = ".visible .entry first(\n\t.param .u64 a\n)\n.entry second(.param .u32 b)\n.func helper(\n";
         assert_eq!(entries(made).collect::<Vec<_>>(), ["first", "second"]);
         let names: Vec<&str> = entries(PTX).collect();
-        for kernel in ["ferroccl_work_loop", "ferroccl_shmem_work_loop", "ferroccl_mailbox_post", "ferroccl_mailbox_post_alone"] {
+        for kernel in ["ferroccl_work_loop", "ferroccl_shmem_work_loop", "ferroccl_call_kernel", "ferroccl_call_kernel_alone"] {
             assert!(names.contains(&kernel), "{kernel} not among {names:?}");
         }
         assert_eq!(names.len(), PTX.matches(".entry ").count());

@@ -1,7 +1,7 @@
 //! Communicators: N ranks over M ≤ N GPUs of one process (several ranks may share a GPU,
 //! each its own work loop on its own stream), peer access between the GPUs, per-channel
 //! connection FIFOs. The API is shaped like `cudarc::nccl::Comm`: one [`Comm`] per rank,
-//! collectives on the rank's stream (stream-ordered: one launch of a one-thread post
+//! collectives on the rank's stream (stream-ordered: one launch of a one-thread call
 //! kernel hands the item to the rank's persistent loop and waits for it), every call returning
 //! `Result`; `abort()` and `async_error()` never block.
 //!
@@ -106,7 +106,7 @@ pub struct CommConfig {
     /// an H100 (2 ranks on one GPU, same run, `bench/results/issue14-guests.md`) an FMA-bound kernel kept 0.986 of its
     /// throughput beside an idle default communicator against 0.633 with 24 resident
     /// channels (a cuBLAS GEMM 0.90 against 0.68); the price: 1-2 µs more per small
-    /// stream-ordered call (the post grid's guests start and leave), 4 µs at 256 KiB,
+    /// stream-ordered call (the call kernel's guests start and leave), 4 µs at 256 KiB,
     /// and 0.95 of the busbw at 128 MiB. Direct-path items run on the resident channels
     /// alone. 256 threads: a
     /// loop wider than 256 threads is capped below 255 registers a thread (128 at 512) and
@@ -145,9 +145,9 @@ pub struct CommConfig {
     /// before anything is enqueued ([`Error::AlgorithmUnfit`]).
     pub algorithm: AlgorithmChoice,
     /// `loop_cfg.guests` is a most: where a device cannot hold that many guest channels
-    /// for each of its ranks at once (beside the resident ones and a post grid's poster
-    /// per rank), every rank gets the most that every device holds. `false`: a count
-    /// that does not fit is refused ([`Error::DeviceLimit`]).
+    /// for each of its ranks at once (beside the resident ones and a call kernel's
+    /// submitter per rank), every rank gets the most that every device holds. `false`: a
+    /// count that does not fit is refused ([`Error::DeviceLimit`]).
     pub fit_guests: bool,
 }
 
@@ -332,7 +332,7 @@ impl Comm {
     ///
     /// Refuses ([`Error::DeviceLimit`]) a layout whose channels do not all fit on their
     /// device at once, and one whose channels fill the device: each rank's calls launch a
-    /// one-CTA post kernel that must find room beside the running loops, so the ranks of
+    /// one-CTA call kernel that must find room beside the running loops, so the ranks of
     /// a device keep at least one channel's room free per rank.
     pub fn from_devices_with(
         streams: Vec<Arc<CudaStream>>,
@@ -419,10 +419,10 @@ impl Comm {
         }
         // Every channel of every rank of a device must be resident at once: a channel
         // waiting for a peer that never gets an SM would wait until its spin budget ends.
-        // And each rank's stream-ordered calls launch a post grid (its first CTA the
-        // poster: 32 threads without guests, else a channel's size; then one CTA per
+        // And each rank's stream-ordered calls launch a call kernel (its first CTA the
+        // submitter: 32 threads without guests, else a channel's size; then one CTA per
         // guest channel) that must run while the loops hold their SMs and every other
-        // rank's post grid runs: the loops must leave one post grid's room per rank.
+        // rank's call kernel runs: the loops must leave one call kernel's room per rank.
         for (ordinal, ctx) in &contexts {
             let ranks_here = streams.iter().filter(|s| s.context().ordinal() == *ordinal).count() as u32;
             let sms = device::sm_count(ctx)?;
@@ -436,17 +436,17 @@ impl Comm {
             }
             if channels + ranks_here > sms * per_sm {
                 return Err(Error::DeviceLimit(format!(
-                    "device {ordinal}: {ranks_here} rank(s) × {} channels fill its {sms} SMs ({per_sm} channel(s) per SM) and leave no room for the post kernel each rank's stream-ordered calls launch (one CTA per rank): use fewer channels",
+                    "device {ordinal}: {ranks_here} rank(s) × {} channels fill its {sms} SMs ({per_sm} channel(s) per SM) and leave no room for the call kernel each rank's stream-ordered calls launch (one CTA per rank): use fewer channels",
                     cfg.loop_cfg.channels + cfg.loop_cfg.guests
                 )));
             }
-            // Where two post grids of every rank fit beside the loops, a post may start (and
-            // plan its item) while the one before it runs: a waiting post never holds an SM
-            // that a grid it waits for needs.
-            if posts_may_overlap(sms * per_sm, ranks_here, cfg.loop_cfg.channels, cfg.loop_cfg.guests) {
+            // Where two call kernels of every rank fit beside the loops, a call kernel may
+            // start (and plan its item) while the one before it runs: a waiting call kernel
+            // never holds an SM that a grid it waits for needs.
+            if call_kernels_may_overlap(sms * per_sm, ranks_here, cfg.loop_cfg.channels, cfg.loop_cfg.guests) {
                 for (lp, s) in loops.iter_mut().zip(&streams) {
                     if s.context().ordinal() == *ordinal {
-                        lp.allow_overlapping_posts();
+                        lp.allow_overlapping_call_kernels();
                     }
                 }
             }
@@ -510,10 +510,10 @@ impl Comm {
         self.lp.asleep()
     }
 
-    /// Whether this rank's posts overlap the kernel before them on its stream (where its
-    /// device holds two post grids of every rank: see the README's "Overlapping posts").
-    pub fn posts_overlap(&self) -> bool {
-        self.lp.posts_overlap()
+    /// Whether this rank's call kernels overlap the kernel before them on its stream (where
+    /// its device holds two call kernels of every rank: see `call_kernels_may_overlap`).
+    pub fn call_kernels_overlap(&self) -> bool {
+        self.lp.call_kernels_overlap()
     }
 
     /// Keeps `alloc` alive until this rank's loop has stopped, then frees it with the
@@ -578,7 +578,8 @@ impl Comm {
     /// The direct host path: checks `item` and puts it on the rank's queue (no stream
     /// order); [`Comm::wait`] waits for it.
     pub fn enqueue(&mut self, item: WorkItem) -> Result<Ticket> {
-        // The direct path spreads over the resident channels only (guests come with posts).
+        // The direct path spreads over the resident channels only (guests come with call
+        // kernels).
         let staging = if self.lp.all_channels() == self.lp.channels() { self.staging } else { Staging { channels: self.lp.channels(), ..self.staging } };
         let item = self.check(item, staging)?;
         self.lp.enqueue(item, Duration::from_secs(60))
@@ -590,7 +591,7 @@ impl Comm {
     }
 
     /// The stream-ordered path for a raw item (what every collective call takes): checks
-    /// `item` and launches its post on the rank's stream (see
+    /// `item` and launches its call kernel on the rank's stream (see
     /// [`WorkLoop::enqueue_on_stream`]).
     pub fn enqueue_on_stream(&self, item: WorkItem) -> Result<()> {
         let item = self.check(item, self.staging)?;
@@ -718,15 +719,15 @@ impl Comm {
 
 /// `cfg` with as many guest channels as it asks for, or fewer: the most that every
 /// device of `streams` holds for each of its ranks at once, beside the resident channels
-/// and one post grid's poster per rank (the room `Comm::from_devices_with` checks).
+/// and one call kernel's submitter per rank (the room `Comm::from_devices_with` checks).
 fn fit_guests(cfg: CommConfig, streams: &[Arc<CudaStream>], modules: &BTreeMap<usize, Module>) -> Result<CommConfig> {
     let mut guests = cfg.loop_cfg.guests;
     for (ordinal, module) in modules {
         let ranks_here = streams.iter().filter(|s| s.context().ordinal() == *ordinal).count() as u32;
         let Some(s) = streams.iter().find(|s| s.context().ordinal() == *ordinal) else { continue };
         let kernel = module.kernel("ferroccl_work_loop")?;
-        let post = module.kernel("ferroccl_mailbox_post")?;
-        let room = device::sm_count(s.context())? * crate::work::channels_per_sm(&kernel, Some(&post), cfg.loop_cfg.threads)?;
+        let call_kernel = module.kernel("ferroccl_call_kernel")?;
+        let room = device::sm_count(s.context())? * crate::work::channels_per_sm(&kernel, Some(&call_kernel), cfg.loop_cfg.threads)?;
         guests = guests.min(guests_that_fit(room, ranks_here, cfg.loop_cfg.channels));
     }
     if guests < cfg.loop_cfg.guests {
@@ -736,17 +737,17 @@ fn fit_guests(cfg: CommConfig, streams: &[Arc<CudaStream>], modules: &BTreeMap<u
 }
 
 /// Whether a device that holds `room` channels at once holds, for each of its `ranks`
-/// ranks, the `resident` channels and two post grids (a poster and `guests` guest
-/// channels each): then a rank's next post may wait on the GPU while its post before runs
-/// (`WorkLoop::allow_overlapping_posts`). A loop without guests posts one small CTA:
-/// always.
-fn posts_may_overlap(room: u32, ranks: u32, resident: u32, guests: u32) -> bool {
+/// ranks, the `resident` channels and two call kernels (a submitter and `guests` guest
+/// channels each): then a rank's next call kernel may wait on the GPU while the one before
+/// it runs (`WorkLoop::allow_overlapping_call_kernels`). A loop without guests launches one
+/// small CTA: always.
+fn call_kernels_may_overlap(room: u32, ranks: u32, resident: u32, guests: u32) -> bool {
     guests == 0 || ranks.saturating_mul(resident + 2 * (guests + 1)) <= room
 }
 
 /// The most guest channels each of `ranks` ranks with `resident` resident channels may
-/// have on a device that holds `room` channels at once, one post grid's poster per rank
-/// kept free.
+/// have on a device that holds `room` channels at once, one call kernel's submitter per
+/// rank kept free.
 fn guests_that_fit(room: u32, ranks: u32, resident: u32) -> u32 {
     (room / ranks.max(1)).saturating_sub(1).saturating_sub(resident)
 }
@@ -821,20 +822,20 @@ mod tests {
 
     #[test]
     fn guests_shrink_to_what_the_device_holds() {
-        assert_eq!(guests_that_fit(132, 2, 1), 64, "two ranks of 66 channels' room, a poster each");
+        assert_eq!(guests_that_fit(132, 2, 1), 64, "two ranks of 66 channels' room, a submitter each");
         assert_eq!(guests_that_fit(132, 4, 1), 31);
-        assert_eq!(guests_that_fit(132, 8, 1), 14, "8 × (1 + 14) channels and 8 posters: 128 of 132; one guest more: 136");
+        assert_eq!(guests_that_fit(132, 8, 1), 14, "8 × (1 + 14) channels and 8 submitters: 128 of 132; one guest more: 136");
         assert_eq!(guests_that_fit(4, 4, 1), 0, "no room beyond the resident channels");
         assert_eq!(guests_that_fit(0, 0, 1), 0);
     }
 
     #[test]
-    fn posts_overlap_only_where_two_post_grids_of_every_rank_fit() {
-        assert!(posts_may_overlap(132, 1, 1, 63), "one rank: 1 + 2 × 64 of 132");
-        assert!(!posts_may_overlap(132, 2, 1, 63), "two ranks of a device: 2 × 129 of 132");
-        assert!(posts_may_overlap(132, 2, 1, 31), "2 × (1 + 2 × 32)");
-        assert!(!posts_may_overlap(128, 1, 1, 63), "1 + 128 of 128");
-        assert!(posts_may_overlap(8, 8, 1, 0), "no guests: one small poster CTA");
+    fn call_kernels_overlap_only_where_two_of_every_rank_fit() {
+        assert!(call_kernels_may_overlap(132, 1, 1, 63), "one rank: 1 + 2 × 64 of 132");
+        assert!(!call_kernels_may_overlap(132, 2, 1, 63), "two ranks of a device: 2 × 129 of 132");
+        assert!(call_kernels_may_overlap(132, 2, 1, 31), "2 × (1 + 2 × 32)");
+        assert!(!call_kernels_may_overlap(128, 1, 1, 63), "1 + 128 of 128");
+        assert!(call_kernels_may_overlap(8, 8, 1, 0), "no guests: one small submitter CTA");
     }
 
     #[test]

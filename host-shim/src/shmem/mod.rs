@@ -17,7 +17,7 @@
 //!
 //! Stream-ordered heap operations ([`Heap::barrier_all_on_stream`],
 //! [`Heap::sum_reduce_on_stream`]) run on a small work loop per local PE
-//! ([`Heap::start_loops`]): the stream's post kernel hands the item to the loop, whose one
+//! ([`Heap::start_loops`]): the stream's call kernel hands the item to the loop, whose one
 //! CTA runs the device API's block barrier or reduction; no kernel of its own per call.
 
 pub mod book;
@@ -243,7 +243,7 @@ impl Heap {
     /// later calls return that error ([`Heap::async_error`] tells it at once).
     pub fn barrier_all_on_stream(&self, pe: usize, stream: &CudaStream) -> Result<()> {
         let at = self.local_at(pe)?;
-        self.post(at, stream, WorkItem::shmem_barrier_all(self.handles[at].ptr()))
+        self.submit(at, stream, WorkItem::shmem_barrier_all(self.handles[at].ptr()))
     }
 
     /// `sum_reduce` for local PE `pe`, ordered on `stream`: every PE's `count` elements at
@@ -261,7 +261,7 @@ impl Heap {
             self.in_heap(pe, "sum_reduce's destination", dst, bytes)?;
         }
         let item = WorkItem::shmem_sum_reduce(T::DTYPE, self.handles[at].ptr(), src, dst, count as u64);
-        self.post(at, stream, item)
+        self.submit(at, stream, item)
     }
 
     /// The error that stopped local PE `pe`'s loop, if one has.
@@ -270,7 +270,7 @@ impl Heap {
     }
 
     /// Stops the loops once they have run every call handed to them (waiting up to
-    /// `timeout` each), then frees the heap: `finalize`. The streams that posted calls
+    /// `timeout` each), then frees the heap: `finalize`. The streams that submitted calls
     /// must have run them first. A loop that does not stop in time is aborted and the
     /// error returned.
     pub fn finalize(mut self, timeout: Duration) -> Result<()> {
@@ -287,7 +287,7 @@ impl Heap {
     }
 
     /// Hands `item` to local PE `at`'s loop on `stream`.
-    fn post(&self, at: usize, stream: &CudaStream, item: WorkItem) -> Result<()> {
+    fn submit(&self, at: usize, stream: &CudaStream, item: WorkItem) -> Result<()> {
         let Some(lp) = self.loops.get(at) else {
             return Err(Error::InvalidState("the heap's loops are not started (Heap::start_loops)"));
         };
