@@ -42,7 +42,7 @@ echo "== tests/run.sh: step 4 $(date -u +%T)"
 #    matrix (FERROCCL_FULL_MATRIX=1) adds about 7-9 minutes and the host-twin tests' time
 #    swings by half between runs on this machine, so CI runs the reduced matrix; the whole
 #    one by hand after a change to device code.
-#    A test binary that dies of a signal (guest_host, SIGSEGV, in the runs of the
+#    A test binary that dies of a signal (call_kernel_host, SIGSEGV, in the runs of the
 #    twenty-third and twenty-ninth sessions' commits, not reproduced; shot_host, a
 #    weak-memory store through a null pointer, fixed in the thirtieth: see bench/NOTES.md)
 #    leaves a core where the kernel's core_pattern writes one into the working directory:

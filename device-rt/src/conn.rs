@@ -213,7 +213,7 @@ static_assertions::const_assert_eq!(core::mem::offset_of!(StagingConns, packets)
 /// flag, so a reader that sees the flag has the data, with no fence and no separate
 /// flag): the lines of one CTA's run (`algo::ll`), a few 8-byte lines a thread. 20 KiB:
 /// a 1 MiB all-reduce on two ranks (`LL_MAX_BYTES`) takes 18 KiB a CTA over 57 of 63
-/// guests of 256 threads, as does a 2 MiB all-gather's 1 MiB block. A channel's
+/// call channels of 256 threads, as does a 2 MiB all-gather's 1 MiB block. A channel's
 /// packet region then holds `2 × nranks × 40 KiB` of each rank's memory: 5 MiB × nranks
 /// over 64 channels.
 pub const PACKET_SHARE_BYTES: u64 = 20 << 10;
@@ -314,8 +314,8 @@ pub struct ChannelStats {
     /// the CTA barrier that starts one to the barrier that ends it (thread 0's clock): the
     /// part of `busy_ns` spent publishing staged data and waiting for the peers'.
     pub exchange_ns: u64,
-    /// Stream-ordered collectives this (guest) channel ran a part of on the call kernel
-    /// alone (see `work::guest`).
+    /// Stream-ordered collectives this (call) channel ran a part of on the call kernel
+    /// alone (see `work::call_kernel`).
     pub call_kernel_parts: u64,
     /// Nanoseconds from each of those parts' CTA start (before the item is validated and
     /// planned) to its end (after the CTA barrier that follows the collective), as thread

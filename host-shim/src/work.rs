@@ -1,7 +1,7 @@
 //! A rank's persistent work loop on a GPU: launched once, fed through its queue (direct
 //! host path: no kernel launch per operation) or through a call kernel on the user's
 //! stream (stream-ordered path, capturable in a CUDA graph), whose grid also carries the
-//! communicator's guest channels.
+//! communicator's call channels.
 
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -25,17 +25,17 @@ pub struct LoopConfig {
     /// with a chosen placement the loop launches one CTA per SM and the others leave at
     /// once).
     pub channels: u32,
-    /// Guest channels of a communicator's loop: channels beyond the resident ones, which
+    /// Call channels of a communicator's loop: channels beyond the resident ones, which
     /// hold no SM while the loop idles; each stream-ordered call brings them up in its
     /// call kernel when its item spreads over them, and they leave with it (see
-    /// `device_rt::work::serve_call`). `channels + guests` is at most 64; 0 for a loop
-    /// without a communicator.
-    pub guests: u32,
+    /// `device_rt::work::serve_call`). `channels + call_channels` is at most 64; 0 for a
+    /// loop without a communicator.
+    pub call_channels: u32,
     /// Threads per channel, a multiple of 32 up to 512 (and up to what the kernel's
     /// register use allows on the device).
     pub threads: u32,
     /// Threads of each resident channel, a multiple of 32 up to `threads` (0: `threads`;
-    /// guest channels always run `threads`). Fewer threads hold fewer of an SM's registers
+    /// call channels always run `threads`). Fewer threads hold fewer of an SM's registers
     /// for the loop's lifetime, so other kernels' CTAs can share the SM.
     pub resident_threads: u32,
     /// Ring slots.
@@ -68,7 +68,7 @@ impl Default for LoopConfig {
     fn default() -> Self {
         Self {
             channels: 4,
-            guests: 0,
+            call_channels: 0,
             threads: 256,
             resident_threads: 0,
             capacity: 1024,
@@ -202,8 +202,8 @@ impl LoopConfig {
         if !(1..=MAX_CHANNELS as u32).contains(&self.channels) {
             return bad(format!("channels must be 1..={MAX_CHANNELS}, not {}", self.channels));
         }
-        if self.channels.saturating_add(self.guests) > MAX_CHANNELS as u32 {
-            return bad(format!("{} resident and {} guest channels: at most {MAX_CHANNELS} in all", self.channels, self.guests));
+        if self.channels.saturating_add(self.call_channels) > MAX_CHANNELS as u32 {
+            return bad(format!("{} resident and {} call channels: at most {MAX_CHANNELS} in all", self.channels, self.call_channels));
         }
         if self.threads == 0 || !self.threads.is_multiple_of(32) || self.threads > 512 {
             return bad(format!("threads must be a multiple of 32 up to 512, not {}", self.threads));
@@ -432,7 +432,7 @@ pub struct WorkLoop {
     kernel: CudaFunction,
     /// The stream-ordered path's call kernel, loaded before the loop starts (loading a
     /// function while a persistent kernel runs can wait for it): `ferroccl_call_kernel`
-    /// with guest channels, else `ferroccl_call_kernel_alone`.
+    /// with call channels, else `ferroccl_call_kernel_alone`.
     call_kernel: CudaFunction,
     cfg: LoopConfig,
     started: bool,
@@ -603,8 +603,8 @@ fn place_channels(ctx: &Arc<CudaContext>, state: &DeviceAlloc, cfg: &LoopConfig)
 }
 
 /// How many channels (CTAs of `threads` threads) of the loop `kernel` one SM holds at
-/// once, and with `call_kernel` (a loop with guests) also of its call kernel: the smaller
-/// of the two.
+/// once, and with `call_kernel` (a loop with call channels) also of its call kernel: the
+/// smaller of the two.
 pub(crate) fn channels_per_sm(kernel: &CudaFunction, call_kernel: Option<&CudaFunction>, threads: u32) -> Result<u32> {
     let per_sm = |f: &CudaFunction| {
         f.occupancy_max_active_blocks_per_multiprocessor(threads, LOOP_SMEM_BYTES as usize, None)
@@ -634,9 +634,9 @@ impl WorkLoop {
         self.cfg.channels
     }
 
-    /// The loop's channels, resident and guest.
+    /// The loop's channels, resident and call.
     pub fn all_channels(&self) -> u32 {
-        self.cfg.channels + self.cfg.guests
+        self.cfg.channels + self.cfg.call_channels
     }
 
     /// Where the loop's channels run.
@@ -674,9 +674,9 @@ impl WorkLoop {
         };
         let kernel = module.kernel(entry)?;
         fits_threads(&kernel, cfg.threads, "the work loop kernel")?;
-        let call_kernel = if cfg.guests > 0 {
+        let call_kernel = if cfg.call_channels > 0 {
             let call_kernel = module.kernel("ferroccl_call_kernel")?;
-            fits_threads(&call_kernel, cfg.threads, "the call kernel, which runs the guest channels,")?;
+            fits_threads(&call_kernel, cfg.threads, "the call kernel, which runs the call channels,")?;
             call_kernel
         } else {
             module.kernel("ferroccl_call_kernel_alone")?
@@ -704,7 +704,7 @@ impl WorkLoop {
             epoch: Instant::now(),
             last_return_ns: AtomicU64::new(0),
             comm: 0,
-            overlap_call_kernels: cfg.guests == 0,
+            overlap_call_kernels: cfg.call_channels == 0,
         })
     }
 
@@ -728,9 +728,9 @@ impl WorkLoop {
     }
 
     /// How many channels (CTAs) of this loop one SM holds at once: resident ones, and
-    /// with guests also the call kernel's (the smaller of the two).
+    /// with call channels also the call kernel's (the smaller of the two).
     pub(crate) fn channels_per_sm(&self) -> Result<u32> {
-        channels_per_sm(&self.kernel, (self.cfg.guests > 0).then_some(&self.call_kernel), self.cfg.threads)
+        channels_per_sm(&self.kernel, (self.cfg.call_channels > 0).then_some(&self.call_kernel), self.cfg.threads)
     }
 
     /// Launches the loop kernel on the loop's own stream. Items enqueued before wait in
@@ -805,8 +805,8 @@ impl WorkLoop {
     ///   returned: calls back to back pipeline better through the call kernel), `stream` is
     ///   a non-blocking stream, not capturing, with every earlier operation done
     ///   (`cuStreamQuery`), and the item spreads over the resident channel alone (any
-    ///   item of a loop without guests; else any but a collective): the item goes into
-    ///   the ring as on the direct path, no kernel launch; the call watches for its
+    ///   item of a loop without call channels; else any but a collective): the item goes
+    ///   into the ring as on the direct path, no kernel launch; the call watches for its
     ///   completion for up to [`RING_ROUTE_SPIN`] (a small item is done before the call
     ///   returns) and otherwise queues one `cuStreamWaitValue32` on the loop's
     ///   `stream_done` word (see `device_rt::work`'s `queue` module). A loop that slept
@@ -814,10 +814,10 @@ impl WorkLoop {
     ///   (aborted) and the call fails; the stream waits for nothing.
     /// - otherwise the call-kernel route: launches on `stream` the call kernel, whose first
     ///   CTA's one working thread writes `item` into the loop's mailbox, marks it pending,
-    ///   and waits until the loop has run it (or has left, or the host aborts); with guest
-    ///   channels, one more CTA per guest, each of which runs its channel's share of the
-    ///   item where the item spreads over it and otherwise leaves at once (1 CTA of 32
-    ///   threads without guests).
+    ///   and waits until the loop has run it (or has left, or the host aborts); with call
+    ///   channels, one more CTA per call channel, each of which runs its channel's share of
+    ///   the item where the item spreads over it and otherwise leaves at once (1 CTA of 32
+    ///   threads without call channels).
     ///
     /// Items of the direct path ([`WorkLoop::enqueue`]) and of the stream are not ordered
     /// with each other: the loop may run a submitted item before ring items enqueued
@@ -841,7 +841,7 @@ impl WorkLoop {
         let capture = unsafe { result::stream::is_capturing(stream.cu_stream()) }.map_err(Error::cuda("cuStreamIsCapturing"))?;
         let captured = capture != sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
         let non_blocking = self.serve(stream, captured)?;
-        let one_channel = self.cfg.channels == 1 && (self.cfg.guests == 0 || kind != WorkKind::Collective);
+        let one_channel = self.cfg.channels == 1 && (self.cfg.call_channels == 0 || kind != WorkKind::Collective);
         if one_channel && non_blocking && !captured && !burst && self.ring_route(stream, item, &memory.state)? {
             self.ring_routed.fetch_add(1, Ordering::Relaxed);
             self.last_return_ns.store(self.now_ns(), Ordering::Relaxed);
@@ -861,14 +861,14 @@ impl WorkLoop {
         // The kernel's parameter list, in a fixed array (no allocation on the call's path):
         // the head, then the item's eight words, then the budget.
         let mut params = [std::ptr::null_mut::<c_void>(); 13];
-        let (launch, head_len) = match self.cfg.guests {
+        let (launch, head_len) = match self.cfg.call_channels {
             0 => {
                 params[..2].copy_from_slice(&[(&raw mut state).cast(), (&raw mut header).cast()]);
                 (LaunchConfig { grid_dim: (1, 1, 1), block_dim: (32, 1, 1), shared_mem_bytes: 0 }, 2)
             }
-            guests => {
+            call_channels => {
                 params[..4].copy_from_slice(&[(&raw mut state).cast(), (&raw mut header).cast(), (&raw mut comm).cast(), (&raw mut resident).cast()]);
-                (LaunchConfig { grid_dim: (1 + guests, 1, 1), block_dim: (self.cfg.threads, 1, 1), shared_mem_bytes: LOOP_SMEM_BYTES }, 4)
+                (LaunchConfig { grid_dim: (1 + call_channels, 1, 1), block_dim: (self.cfg.threads, 1, 1), shared_mem_bytes: LOOP_SMEM_BYTES }, 4)
             }
         };
         for (param, word) in params[head_len..head_len + 8].iter_mut().zip(words.iter_mut()) {
@@ -877,18 +877,18 @@ impl WorkLoop {
         params[head_len + 8] = (&raw mut budget_ns).cast();
         let params = &mut params[..head_len + 9];
         // SAFETY: `params` point to the arguments of the call kernel `WorkLoop::new` chose
-        // for the guests, in order and of their types: `ferroccl_call_kernel` (state,
-        // header, communicator, resident channels, item, budget) or, without guests,
-        // `ferroccl_call_kernel_alone` (the same less the communicator and the channels):
-        // the loop's live state, header and communicator (whose connections cover the
-        // resident and guest channels: the communicator's shape counts both), which stay
-        // allocated while the loop lives and, after a drop, until its kernel has ended (the
-        // graveyard); the caller keeps the loop until `stream` has run the call kernel
-        // (this method's doc). One stream submits (checked above), and its call kernels run
-        // one after another: a call kernel launched to overlap the one before it waits for
-        // that one's end (`device_rt::work::after_previous_grid`) before it touches the
-        // mailbox or a guest channel, so one call kernel at a time writes the mailbox and
-        // serves the guests.
+        // for the call channels, in order and of their types: `ferroccl_call_kernel`
+        // (state, header, communicator, resident channels, item, budget) or, without call
+        // channels, `ferroccl_call_kernel_alone` (the same less the communicator and the
+        // channels): the loop's live state, header and communicator (whose connections
+        // cover the resident and call channels: the communicator's shape counts both),
+        // which stay allocated while the loop lives and, after a drop, until its kernel has
+        // ended (the graveyard); the caller keeps the loop until `stream` has run the call
+        // kernel (this method's doc). One stream submits (checked above), and its call
+        // kernels run one after another: a call kernel launched to overlap the one before
+        // it waits for that one's end (`device_rt::work::after_previous_grid`) before it
+        // touches the mailbox or a call channel, so one call kernel at a time writes the
+        // mailbox and serves the call channels.
         unsafe { launch_call_kernel(stream, &self.call_kernel, launch, params, self.overlap_call_kernels) }.inspect_err(|_| {
             if counted {
                 self.queue.retract_submit();
@@ -989,8 +989,8 @@ impl WorkLoop {
     /// Lets this loop's call kernels overlap: each may start (and plan its item) while the
     /// one before it on the stream still runs. For a loop whose device holds two call
     /// kernels per rank beside every loop's resident channels (the communicator checks; a
-    /// loop without guests launches one CTA of 32 threads, which always fits): at most two
-    /// call kernels of a stream are on the GPU at once
+    /// loop without call channels launches one CTA of 32 threads, which always fits): at
+    /// most two call kernels of a stream are on the GPU at once
     /// (`device_rt::work::after_previous_grid`), so a waiting one never keeps a peer's grid
     /// from an SM.
     pub(crate) fn allow_overlapping_call_kernels(&mut self) {

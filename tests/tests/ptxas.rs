@@ -31,7 +31,7 @@ const PROTOCOL_SPILL_BOUND: u32 = 64;
 /// plan to the algorithm, and the one-shot/two-shot algorithms spill at most 24 / 24, under
 /// the default bound). On a GPU they cost 4-8 us per small collective (an H200, 24 x 512
 /// against 24 x 256 in one run: bench/results/issue15-spills.md), so the default loop is
-/// 256 threads, uncapped, where nothing spills. The check fails if they grow. Guest
+/// 256 threads, uncapped, where nothing spills. The check fails if they grow. Call
 /// channels (2026-11-25) took the work loop to 400 / 556 at caps 152 to 128 (ptxas 13.0:
 /// the mailbox item's spread, computed out of line, and its completion count);
 /// one-shot/two-shot calls on the call kernel alone (the same day, eighth session) to 400 /

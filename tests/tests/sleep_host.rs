@@ -22,7 +22,7 @@ use host_shim::comm::wiring::Shape;
 const TIMEOUT: Duration = Duration::from_secs(120);
 const THREADS: u32 = 128;
 
-/// `nranks` ranks of 4 channels (one resident, three guests), 1 MiB of staging, the
+/// `nranks` ranks of 4 channels (one resident, three call channels), 1 MiB of staging, the
 /// device's choice of algorithm.
 fn shape(nranks: u32) -> Shape {
     Shape {
@@ -45,7 +45,7 @@ fn case(function: CollFunction, count: usize, in_place: bool) -> CollCase {
 }
 
 /// Calls of every path through the loop: LL (small), one-shot/two-shot on the call kernel,
-/// the ring over the guests (through the mailbox), a rooted one.
+/// the ring over the call channels (through the mailbox), a rooted one.
 fn mixed() -> Vec<CollCase> {
     vec![
         case(CollFunction::AllReduce, 100, false),

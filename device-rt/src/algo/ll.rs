@@ -8,9 +8,9 @@
 //!
 //! The call's lines (line `l`: bytes `[8l, 8l + 8)` of every rank's block) are cut into
 //! runs ([`LlPlan`], [`ll_runs`]); CTA `g` of the run, from the call kernel's first
-//! guest, takes run `g` on its own channel (the guest channel it is), and each of its
-//! threads the lines `t, t + nthreads, …` of the run: one where the guests hold one line
-//! a thread, a few more up to [`ll_max_bytes`]. A thread first sends each of its lines
+//! call channel, takes run `g` on its own channel (the call channel it is), and each of its
+//! threads the lines `t, t + nthreads, …` of the run: one where the call channels hold one
+//! line a thread, a few more up to [`ll_max_bytes`]. A thread first sends each of its lines
 //! (its first alone, the others in batches whose loads are in flight together):
 //! it loads the line of the input (through the operator's pre-op) and writes it as one
 //! 16-byte line of two packets into its rank's slot of every peer's packet region (see
@@ -79,7 +79,7 @@ use crate::spin::{Interrupted, SpinGuard};
 /// (`bench/results/session39.md`, seven rounds against the build before, every row
 /// checked), all_reduce 1 MiB 10.8 µs in CUDA graphs against the one-shot path's 18.0, 13.3
 /// back to back against 20.4; 512 KiB 8.8 against 11.2. At 1 MiB a 256-thread default
-/// communicator's 63 guests take 57 CTAs of 2304 lines (nine a thread), which 20 KiB
+/// communicator's 63 call channels take 57 CTAs of 2304 lines (nine a thread), which 20 KiB
 /// packet shares hold (`PACKET_SHARE_BYTES`). Not yet measured across two GPUs. All-gather
 /// and reduce-scatter go further: see [`LL_GATHER_SCATTER_MAX_BYTES`]; an all-reduce on
 /// more than two ranks stops sooner: see [`LL_ALL_REDUCE_MAX_BYTES_OVER_TWO`].
@@ -121,10 +121,10 @@ pub const fn ll_max_bytes(function: CollFunction, nranks: u32) -> u64 {
     }
 }
 
-/// How an LL collective spreads: `ctas` CTAs of the call kernel from its first guest, CTA
-/// `g` owning lines `[g × lines_per_cta, (g + 1) × lines_per_cta)` of every block, its
-/// thread `t` lines `t, t + nthreads, …` of that run, on channel `first + g` with that
-/// channel's epoch and packet region.
+/// How an LL collective spreads: `ctas` CTAs of the call kernel from its first call
+/// channel, CTA `g` owning lines `[g × lines_per_cta, (g + 1) × lines_per_cta)` of every
+/// block, its thread `t` lines `t, t + nthreads, …` of that run, on channel `first + g`
+/// with that channel's epoch and packet region.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LlPlan {
     pub ctas: u32,
@@ -644,8 +644,8 @@ unsafe fn load_line(call: &LlCall, buffer: u64, line: u64) -> u64 {
 }
 
 /// Lines a thread's loads and polls take at once past its first line ([`send_rest`],
-/// [`receive_rest`]): four lines of a 512 KiB all-reduce on two ranks' 63 guests take one
-/// batch.
+/// [`receive_rest`]): four lines of a 512 KiB all-reduce on two ranks' 63 call channels
+/// take one batch.
 const LL_BATCH: usize = 4;
 
 /// `[f(0, a[0]), …, f(3, a[3])]`, written out: a loop over the entries, which the compiler
@@ -862,8 +862,8 @@ mod tests {
 
     /// An all-reduce goes LL up to 1 MiB on two ranks and 256 KiB on more; an
     /// all-gather or reduce-scatter up to 2 MiB on two ranks and 1 MiB on more (a default
-    /// communicator's 63 guests of 256 threads). At each 2-rank edge a rank's 1 MiB block
-    /// takes 57 CTAs of 2304 lines (nine a thread), inside a 20 KiB packet share.
+    /// communicator's 63 call channels of 256 threads). At each 2-rank edge a rank's 1 MiB
+    /// block takes 57 CTAs of 2304 lines (nine a thread), inside a 20 KiB packet share.
     #[test]
     fn the_ll_edges_follow_the_rank_count() {
         let spread = |function, nranks: u32, bytes: u64| {

@@ -212,7 +212,7 @@ pub enum Unfit {
 /// them.
 ///
 /// The 2-rank row is measured: on two H100s (2026-11-27, the default communicator of 1
-/// resident and 63 guest channels, one-shot/two-shot plans of 16 KiB a channel on up to 63,
+/// resident and 63 call channels, one-shot/two-shot plans of 16 KiB a channel on up to 63,
 /// 32 MiB staging, every row checked, NCCL 2.28.9 in the same process,
 /// `bench/results/session17.md`, µs per call back to back / in CUDA graphs) one-shot
 /// forced against the ring (the automatic choice above the earlier thresholds) and
@@ -290,7 +290,7 @@ pub struct Thresholds {
     /// channel on up to 63 (on two H100s, 2026-11-27, `bench/results/session17.md`)
     /// took 0.89-1.12 of the time of 64 KiB on up to 32 at 512 KiB - 32 MiB, median
     /// 1.00 (one-shot's time there is not its channels' copying), and lets the staging
-    /// buffers of every guest channel take part.
+    /// buffers of every call channel take part.
     pub one_shot_bytes_per_channel: u64,
     /// The same for two-shot. At 256 KiB a channel, two-shot all_reduce of 256 KiB to
     /// 1 MiB ran on one to four channels and took 41-45 µs per call on four H200s against
@@ -299,8 +299,8 @@ pub struct Thresholds {
     pub two_shot_bytes_per_channel: u64,
     /// The most channels a one-shot/two-shot collective takes (fewer where the communicator
     /// has fewer), and those a communicator sizes its staging buffers for. On a default
-    /// communicator (1 resident and 63 guest channels) every one-shot/two-shot call then
-    /// fits the guests and runs on the call kernel alone; one on all 48 channels
+    /// communicator (1 resident and 63 call channels) every one-shot/two-shot call then
+    /// fits the call channels and runs on the call kernel alone; one on all 48 channels
     /// of the earlier default went through the loop's mailbox: on two H200s a 4 MiB
     /// one-shot all_reduce on 48 channels took 41-44 µs per call against 23-25 µs at
     /// 2 MiB on 32 (`bench/results/session9-x2.md`).
@@ -364,7 +364,7 @@ fn size_bytes(function: CollFunction, elt: u64, count: u64, nranks: u32) -> u64 
 
 /// A one-rank collective (a local copy: `output = post(pre(input))`) takes one channel
 /// per this many bytes ([`local_channels`]), so that a small call on a communicator with
-/// guest channels runs on the call kernel alone instead of bringing every channel to the
+/// call channels runs on the call kernel alone instead of bringing every channel to the
 /// loop's mailbox: on an H200 (2026-12-01, `bench/results/session33.md` §5) an 8-byte
 /// all_reduce on one rank of the default communicator took 11.1 µs a call in a CUDA graph
 /// and 25.9 call + synchronize on all 64 channels, 4.3 and 17.5 on one.

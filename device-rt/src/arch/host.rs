@@ -170,8 +170,9 @@ fn launch_with(memory: Option<&WeakMemory>, prior: Option<Arc<GridDependency>>, 
     let mut spawn_error = None;
     std::thread::scope(|scope| {
         // Every thread is joined, none detached: a detached thread frees its own stack as it
-        // exits, and the twin's runs of guest_host died in `pthread_detach` on a thread just
-        // started whose stack was already unmapped (see bench/NOTES.md, 39th session).
+        // exits, and the twin's runs of call_kernel_host died in `pthread_detach` on a
+        // thread just started whose stack was already unmapped (see bench/NOTES.md, 39th
+        // session).
         let mut threads = Vec::with_capacity((grid * block) as usize);
         'spawn: for block_idx in 0..grid {
             for thread_idx in 0..block {

@@ -1,8 +1,8 @@
 //! The persistent work loop: one launch per rank for the rank's lifetime; each CTA is a
 //! resident channel (or, launched with a placement, leaves at once unless it claims one;
-//! see `placement`). A communicator's guest channels run in call kernels instead (see
-//! `guest`); a mailbox collective's completion counts them. Warp 0 of each channel polls
-//! the ring and the mailbox, copies the next items into shared memory, and a barrier
+//! see `placement`). A communicator's call channels run in call kernels instead (see
+//! `call_kernel`); a mailbox collective's completion counts them. Warp 0 of each channel
+//! polls the ring and the mailbox, copies the next items into shared memory, and a barrier
 //! hands it to every thread; the item is validated, dispatched through a `match` into
 //! monomorphized functions, and completed (a release
 //! store; relaxed when nothing was written). Errors, aborts and timeouts end the loop with
@@ -44,19 +44,19 @@ pub struct LoopArgs {
 
 /// One channel's view of its loop: the launch arguments and which channel it is.
 ///
-/// Built only by [`work_loop`] and by a guest channel (`guest`), so its contract holds for
-/// every `Channel`: `header` is the host-mapped `QueueHeader` and `ring` the `capacity`
-/// host-mapped slots (a guest never reads the ring), `state` the loop's `LoopState` and
-/// `comm` null or the rank's `CommDevice` (both device memory), all valid for the launch;
-/// and `index < count <= MAX_CHANNELS`.
+/// Built only by [`work_loop`] and by a call channel (`call_kernel`), so its contract holds
+/// for every `Channel`: `header` is the host-mapped `QueueHeader` and `ring` the `capacity`
+/// host-mapped slots (a call channel never reads the ring), `state` the loop's `LoopState`
+/// and `comm` null or the rank's `CommDevice` (both device memory), all valid for the
+/// launch; and `index < count <= MAX_CHANNELS`.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Channel {
     pub(super) args: LoopArgs,
     /// This CTA's channel.
     pub(super) index: u32,
     /// The channels the current item spreads over: the loop's own (resident) channels,
-    /// or for a mailbox collective of a communicator with guest channels, all of the
-    /// communicator's (see `guest`).
+    /// or for a mailbox collective of a communicator with call channels, all of the
+    /// communicator's (see `call_kernel`).
     pub(super) count: u32,
 }
 
@@ -269,7 +269,7 @@ unsafe fn loop_body<const SHMEM: bool>(args: LoopArgs) {
             // SAFETY: `a` is this CTA's channel; thread 0 alone publishes.
             unsafe { unpublished.publish(&a) };
         }
-        // A mailbox collective may spread over guest channels too (see `guest`).
+        // A mailbox collective may spread over call channels too (see `call_kernel`).
         let channels = match source {
             // A heap loop has no communicator: its items stay on its own channels.
             Source::Mailbox(_) if SHMEM => a.count,
@@ -1012,7 +1012,7 @@ pub(super) unsafe fn collective(a: &Channel, item: &WorkItem, shared: *mut LoopS
     unsafe { run_part(&cx, c, plan) }
 }
 
-/// Runs part `part` of an item that runs on the call kernel alone (`guest`), on guest
+/// Runs part `part` of an item that runs on the call kernel alone (`call_kernel`), on call
 /// channel `a.index = resident + part`, by `plan`: the plan `call_kernel_only_plan` made
 /// after checking the item against the communicator, handed over so that a small call is
 /// checked and planned once (on a GPU each is a few hundred dependent scalar

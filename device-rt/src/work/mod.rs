@@ -11,7 +11,7 @@ mod queue;
 #[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
 mod exec;
 #[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
-mod guest;
+mod call_kernel;
 #[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
 mod spread;
 #[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
@@ -24,6 +24,6 @@ pub use queue::{LOOP_ASLEEP, LOOP_AWAKE, LOOP_LEAVING, LOOP_SMEM_BYTES, LoopStat
 #[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
 pub use exec::{LoopArgs, shmem_work_loop, work_loop};
 #[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
-pub use guest::{CallArgs, after_previous_grid, serve_call, serve_call_alone};
+pub use call_kernel::{CallArgs, after_previous_grid, serve_call, serve_call_alone};
 #[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
 pub use mailbox::{SubmitOutcome, submit_to_mailbox};

@@ -47,7 +47,7 @@
 //! - channel: runs the item once per generation; `fence.acq_rel.sys` if the item may have
 //!   written memory (host-mapped memory included), then an acq_rel arrival count (the
 //!   item's channels: the resident ones and, for a collective that spreads over them, the
-//!   call kernel's guest channels, which arrive the same way; see `guest`); the
+//!   call kernel's call channels, which arrive the same way; see `call_kernel`); the
 //!   last channel to arrive (the only one, in a one-channel item) completes the item by
 //!   one 64-bit acq_rel atomic add of [`MAILBOX_COMPLETE`]: the generation goes up by
 //!   one and PENDING is cleared in the same access (CLOSED, a bit the add leaves alone, is

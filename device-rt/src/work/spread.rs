@@ -1,6 +1,6 @@
 //! Which channels a mailbox item spreads over: the loop's resident channels, and for a
-//! collective of a communicator with guest channels (see `guest`), all of them. Shared by
-//! the loop's channels and the call kernel's guests, which must agree.
+//! collective of a communicator with call channels (see `call_kernel`), all of them. Shared
+//! by the loop's channels and the call kernel's call channels, which must agree.
 
 use super::item::{WorkItem, WorkKind};
 use crate::algo::{AlgorithmChoice, CollFunction, Plan, Staging, local_channels, plan};
@@ -18,9 +18,9 @@ pub(super) struct Spread {
 
 /// The [`Spread`] of a mailbox item of `kind` on a loop of `resident` channels. Only a
 /// collective of a communicator with more channels than the loop holds (and unpaired)
-/// reaches guests: it spreads over all of them, and takes part on those its plan uses
-/// (the ring and point-to-point: every channel; a one-shot/two-shot algorithm: its plan's
-/// channels; a collective of one rank: those of `local_channels`).
+/// reaches call channels: it spreads over all of them, and takes part on those its plan
+/// uses (the ring and point-to-point: every channel; a one-shot/two-shot algorithm: its
+/// plan's channels; a collective of one rank: those of `local_channels`).
 /// Anything else, and a collective the communicator cannot plan (its channels then refuse
 /// it), takes part on the resident channels alone. Pure arithmetic over the item and the
 /// communicator, so every channel of the rank gets the same answer.
@@ -50,7 +50,7 @@ pub(super) unsafe fn mailbox_spread(comm: *const CommDevice, resident: u32, item
     Spread { channels: total, arrivals: taking_part.max(resident) }
 }
 
-/// How a collective of an unpaired communicator with guest channels takes part, from its
+/// How a collective of an unpaired communicator with call channels takes part, from its
 /// plan over all of the communicator's channels.
 #[derive(Clone, Copy)]
 enum Taking {
@@ -81,14 +81,15 @@ fn planned_channels(comm: &CommDevice, item: &WorkItem) -> Option<Taking> {
 }
 
 /// The plan of a stream-ordered item that runs on the call kernel alone, in as many parts
-/// as the plan has channels, its part `i` on guest channel `resident + i`, without the loop
-/// (see `guest`): a collective of an unpaired communicator with guest channels, valid
+/// as the plan has channels, its part `i` on call channel `resident + i`, without the loop
+/// (see `call_kernel`): a collective of an unpaired communicator with call channels, valid
 /// against the communicator, whose plan is a one-shot/two-shot algorithm, or a one-rank
-/// collective (a local copy), on no more channels than the guests. `None`: the item goes
-/// through the mailbox. Every CTA of the call kernel, on every rank, gets the same answer:
-/// it is arithmetic over the item and the communicator, which are the same on every rank
-/// for the same call. The plan is the one every channel of the communicator makes of the
-/// item (`plan_collective`), so the parts run it as planned here, without planning again.
+/// collective (a local copy), on no more channels than the call channels. `None`: the item
+/// goes through the mailbox. Every CTA of the call kernel, on every rank, gets the same
+/// answer: it is arithmetic over the item and the communicator, which are the same on every
+/// rank for the same call. The plan is the one every channel of the communicator makes of
+/// the item (`plan_collective`), so the parts run it as planned here, without planning
+/// again.
 ///
 /// # Safety
 /// `comm` is null or a valid `CommDevice` that the kernel only reads.

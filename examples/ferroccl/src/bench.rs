@@ -353,7 +353,7 @@ pub fn work_loop(fx: &Fixture) -> Result<WorkLoopReport> {
 
     use host_shim::work::{LoopConfig, Placement, WorkLoop};
     let timeout = Duration::from_secs(20);
-    let config = |channels, capacity| LoopConfig { channels, guests: 0, threads: 256, resident_threads: 0, capacity, spin_budget: timeout, placement: Placement::Hardware, sleep_after: None, burst_gap: host_shim::work::BURST_GAP };
+    let config = |channels, capacity| LoopConfig { channels, call_channels: 0, threads: 256, resident_threads: 0, capacity, spin_budget: timeout, placement: Placement::Hardware, sleep_after: None, burst_gap: host_shim::work::BURST_GAP };
     let mut report = WorkLoopReport::default();
 
     let roundtrip = |channels| -> Result<f64> {
@@ -510,7 +510,7 @@ pub fn dispatch_timeline(fx: &Fixture, shapes: &[(u32, usize)]) -> Result<Vec<Ti
     let mut runs = Vec::new();
     for &(threads, spacing) in shapes {
         let items_total = TIMELINE_STAMPS * spacing + 1;
-        let cfg = LoopConfig { channels: 1, guests: 0, threads, resident_threads: 0, capacity: items_total as u32 + 8, spin_budget: timeout, placement: Placement::Hardware, sleep_after: None, burst_gap: host_shim::work::BURST_GAP };
+        let cfg = LoopConfig { channels: 1, call_channels: 0, threads, resident_threads: 0, capacity: items_total as u32 + 8, spin_budget: timeout, placement: Placement::Hardware, sleep_after: None, burst_gap: host_shim::work::BURST_GAP };
         let mut stamps = fx.stream.alloc_zeros::<u64>(TIMELINE_STAMPS + 1).map_err(Error::cuda("cuMemAlloc"))?;
         fx.stream.synchronize().map_err(Error::cuda("cuStreamSynchronize"))?;
         let base = stamps.device_ptr(&fx.stream).0;

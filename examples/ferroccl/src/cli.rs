@@ -99,11 +99,12 @@ pub struct CommArgs {
     #[arg(long, value_name = "N")]
     pub channels: Option<u32>,
     /// Of the channels, how many stay resident on the GPU for the loop's lifetime; the
-    /// others are guest channels, brought up by the stream-ordered calls that spread over
+    /// others are call channels, brought up by the stream-ordered calls that spread over
     /// them [default: 1 on the stream path; every channel on the direct path]
     #[arg(long, value_name = "N")]
     pub resident: Option<u32>,
-    /// Threads of each resident channel (guests run --threads) [default: as --threads]
+    /// Threads of each resident channel (call channels run --threads) [default: as
+    /// --threads]
     #[arg(long, value_name = "N")]
     pub resident_threads: Option<u32>,
     /// Threads per channel [default: 256 on GPUs; 128 for bench on the host twin]
@@ -298,7 +299,7 @@ pub struct FootprintArgs {
     /// Channels per rank [default: 64, fewer where the device holds fewer]
     #[arg(long, value_name = "N")]
     pub channels: Option<u32>,
-    /// Of the channels, how many stay resident; the others are guest channels
+    /// Of the channels, how many stay resident; the others are call channels
     /// [default: 1]
     #[arg(long, value_name = "N")]
     pub resident: Option<u32>,
@@ -306,7 +307,8 @@ pub struct FootprintArgs {
     /// duration, or `never`: the idle phase then measures a polling loop) [default: 1ms]
     #[arg(long, value_name = "DURATION|never", value_parser = parse_sleep_after)]
     pub sleep_after: Option<SleepAfter>,
-    /// Threads of each resident channel (guests run --threads) [default: as --threads]
+    /// Threads of each resident channel (call channels run --threads) [default: as
+    /// --threads]
     #[arg(long, value_name = "N")]
     pub resident_threads: Option<u32>,
     /// Threads per channel [default: 256]

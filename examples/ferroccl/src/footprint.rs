@@ -437,7 +437,7 @@ pub fn json(r: &FootprintReport, cfg: &FootprintBench, gpu: &str, date_utc: &str
         date_utc,
         gpu,
         ranks: cfg.ranks,
-        channels: lc.channels + lc.guests,
+        channels: lc.channels + lc.call_channels,
         resident_channels: lc.channels,
         threads: lc.threads,
         sleep_after_us: (lc.sleep_after_ns() != 0).then(|| lc.sleep_after_ns() as f64 / 1e3),
@@ -452,7 +452,7 @@ struct FootprintJson<'a> {
     date_utc: &'a str,
     gpu: &'a str,
     ranks: usize,
-    /// Every channel of a rank, resident and guest.
+    /// Every channel of a rank, resident and call.
     channels: u32,
     /// The channels that hold an SM while the loop idles.
     resident_channels: u32,

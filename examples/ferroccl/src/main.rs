@@ -145,12 +145,13 @@ fn test(args: &TestArgs) -> Result<ExitCode, Error> {
 /// The communicator configuration of `comm` on GPUs, for items taking `path`: every flag
 /// given replaces [`CommConfig::default`]'s value, `channels` when no `--channels` is
 /// given (then fitted to the devices, as the default is; a count given is kept or refused); without `--resident`, the default's resident channels on the stream path (the
-/// others guests) and every channel on the direct path (which guests do not serve).
+/// others call channels) and every channel on the direct path (which call channels do not
+/// serve).
 fn comm_config(comm: &CommArgs, channels: u32, path: SubmitPath) -> CommConfig {
     let mut cfg = CommConfig::default();
     let total = comm.channels.unwrap_or(channels);
     let resident = comm.resident.unwrap_or(if path == SubmitPath::Stream { cfg.loop_cfg.channels } else { total });
-    (cfg.loop_cfg.channels, cfg.loop_cfg.guests) = split_channels(total, resident);
+    (cfg.loop_cfg.channels, cfg.loop_cfg.call_channels) = split_channels(total, resident);
     cfg.loop_cfg.threads = comm.threads.unwrap_or(cfg.loop_cfg.threads);
     cfg.loop_cfg.resident_threads = comm.resident_threads.unwrap_or(cfg.loop_cfg.resident_threads);
     cfg.loop_cfg.placement = comm.sms.unwrap_or(cfg.loop_cfg.placement);
@@ -160,11 +161,11 @@ fn comm_config(comm: &CommArgs, channels: u32, path: SubmitPath) -> CommConfig {
     cfg.paired = comm.paired.unwrap_or(cfg.paired);
     cfg.algorithm = comm.algo.unwrap_or(cfg.algorithm);
     cfg.staging_bytes = comm.staging.unwrap_or(cfg.staging_bytes);
-    cfg.fit_guests = comm.channels.is_none();
+    cfg.fit_call_channels = comm.channels.is_none();
     cfg
 }
 
-/// `channels` as (resident, guest) channels: `resident` of them resident (all when it
+/// `channels` as (resident, call) channels: `resident` of them resident (all when it
 /// exceeds them; at least one).
 fn split_channels(channels: u32, resident: u32) -> (u32, u32) {
     let resident = resident.clamp(1, channels.max(1));
@@ -276,7 +277,7 @@ fn bench_collectives(args: BenchCmd) -> Result<ExitCode, Error> {
     } else {
         let path = comm.path.unwrap_or(SubmitPath::Stream);
         let default = CommConfig::default().loop_cfg;
-        let mut cfg = comm_config(&comm, default.channels + default.guests, path);
+        let mut cfg = comm_config(&comm, default.channels + default.call_channels, path);
         cfg.stats = stats;
         let ordinals = rank_devices(&devices, nranks)?;
         let arena = 5 * bench_args.max_bytes + (64 << 20);
@@ -411,11 +412,11 @@ fn bench_footprint(args: &FootprintArgs) -> Result<ExitCode, Error> {
     let devices = device::list()?;
     let info = devices.get(ordinal).ok_or(Error::NoSuchDevice { ordinal, count: devices.len() })?;
     let mut comm = CommConfig::default();
-    (comm.loop_cfg.channels, comm.loop_cfg.guests) =
-        split_channels(args.channels.unwrap_or(comm.loop_cfg.channels + comm.loop_cfg.guests), args.resident.unwrap_or(comm.loop_cfg.channels));
+    (comm.loop_cfg.channels, comm.loop_cfg.call_channels) =
+        split_channels(args.channels.unwrap_or(comm.loop_cfg.channels + comm.loop_cfg.call_channels), args.resident.unwrap_or(comm.loop_cfg.channels));
     comm.loop_cfg.threads = args.threads.unwrap_or(comm.loop_cfg.threads);
     comm.loop_cfg.resident_threads = args.resident_threads.unwrap_or(comm.loop_cfg.resident_threads);
-    comm.fit_guests = args.channels.is_none();
+    comm.fit_call_channels = args.channels.is_none();
     comm.loop_cfg.sleep_after = args.sleep_after.map_or(comm.loop_cfg.sleep_after, SleepAfter::duration);
     let cfg = footprint::FootprintBench { ordinal, ranks: args.ranks, comm, busy_bytes: args.busy_bytes, iters: args.iters };
     println!(
@@ -423,7 +424,7 @@ fn bench_footprint(args: &FootprintArgs) -> Result<ExitCode, Error> {
         info.name,
         info.sm_count,
         cfg.ranks,
-        comm.loop_cfg.channels + comm.loop_cfg.guests,
+        comm.loop_cfg.channels + comm.loop_cfg.call_channels,
         comm.loop_cfg.channels,
         comm.loop_cfg.threads,
         match comm.loop_cfg.sleep_after_ns() {

@@ -90,12 +90,12 @@ use wiring::{Layout, Shape};
 /// How a communicator is built.
 #[derive(Clone, Copy, Debug)]
 pub struct CommConfig {
-    /// Each rank's work loop: resident and guest channels, threads per channel (a
+    /// Each rank's work loop: resident and call channels, threads per channel (a
     /// multiple of 32, at least 128), queue slots, spin budget. The default is 64
-    /// channels × 256 threads, of which 1 is resident and 63 are guests (fewer where a
-    /// device holds fewer for its ranks, [`CommConfig::fit_guests`]): an idle
-    /// communicator holds one CTA of its GPU. Guests come up only with the calls that
-    /// spread over them, so more of them cost an idle GPU nothing; on two H200s (same
+    /// channels × 256 threads, of which 1 is resident and 63 are call channels (fewer where
+    /// a device holds fewer for its ranks, [`CommConfig::fit_call_channels`]): an idle
+    /// communicator holds one CTA of its GPU. Call channels come up only with the calls
+    /// that spread over them, so more of them cost an idle GPU nothing; on two H200s (same
     /// run, `bench/results/session9-x2.md`) 48 channels moved 1.02 / 1.12 / 1.05 of
     /// NCCL's busbw at 512 MiB (all_reduce / all_gather / reduce_scatter) against
     /// 0.88 / 0.99 / 0.88 with 24; on four H200s (2026-11-26, same run,
@@ -106,9 +106,9 @@ pub struct CommConfig {
     /// an H100 (2 ranks on one GPU, same run, `bench/results/issue14-guests.md`) an FMA-bound kernel kept 0.986 of its
     /// throughput beside an idle default communicator against 0.633 with 24 resident
     /// channels (a cuBLAS GEMM 0.90 against 0.68); the price: 1-2 µs more per small
-    /// stream-ordered call (the call kernel's guests start and leave), 4 µs at 256 KiB,
-    /// and 0.95 of the busbw at 128 MiB. Direct-path items run on the resident channels
-    /// alone. 256 threads: a
+    /// stream-ordered call (the call kernel's call channels start and leave), 4 µs at 256
+    /// KiB, and 0.95 of the busbw at 128 MiB. Direct-path items run on the resident
+    /// channels alone. 256 threads: a
     /// loop wider than 256 threads is capped below 255 registers a thread (128 at 512) and
     /// its protocol code spills, and on an H200 (2 ranks on one GPU, same run,
     /// `bench/results/issue15-spills.md`) 24 × 512 took 18.0 µs per 8 B one-shot
@@ -144,11 +144,11 @@ pub struct CommConfig {
     /// run (larger than the staging, or a function without that algorithm) is refused
     /// before anything is enqueued ([`Error::AlgorithmUnfit`]).
     pub algorithm: AlgorithmChoice,
-    /// `loop_cfg.guests` is a most: where a device cannot hold that many guest channels
-    /// for each of its ranks at once (beside the resident ones and a call kernel's
+    /// `loop_cfg.call_channels` is a most: where a device cannot hold that many call
+    /// channels for each of its ranks at once (beside the resident ones and a call kernel's
     /// submitter per rank), every rank gets the most that every device holds. `false`: a
     /// count that does not fit is refused ([`Error::DeviceLimit`]).
-    pub fit_guests: bool,
+    pub fit_call_channels: bool,
 }
 
 impl CommConfig {
@@ -157,7 +157,7 @@ impl CommConfig {
     pub fn shape(&self, nranks: u32) -> Shape {
         Shape {
             nranks,
-            nchannels: self.loop_cfg.channels + self.loop_cfg.guests,
+            nchannels: self.loop_cfg.channels + self.loop_cfg.call_channels,
             ring_step_bytes: self.ring_step_bytes,
             p2p_step_bytes: self.p2p_step_bytes,
             direct: self.direct,
@@ -191,7 +191,7 @@ impl Default for CommConfig {
         Self {
             loop_cfg: LoopConfig {
                 channels: 1,
-                guests: 63,
+                call_channels: 63,
                 threads: 256,
                 resident_threads: 0,
                 capacity: 1024,
@@ -207,7 +207,7 @@ impl Default for CommConfig {
             paired: false,
             staging_bytes: 48 << 20,
             algorithm: AlgorithmChoice::Auto,
-            fit_guests: true,
+            fit_call_channels: true,
         }
     }
 }
@@ -387,8 +387,8 @@ impl Comm {
             )));
         }
         check_nvls_threads(cfg.algorithm, cfg.loop_cfg.threads.min(cfg.loop_cfg.loop_threads()))?;
-        if cfg.paired && cfg.loop_cfg.guests > 0 {
-            return Err(Error::InvalidArgument("paired channels are all resident: guest channels take unpaired communicators only".into()));
+        if cfg.paired && cfg.loop_cfg.call_channels > 0 {
+            return Err(Error::InvalidArgument("paired channels are all resident: call channels take unpaired communicators only".into()));
         }
         let mut contexts: BTreeMap<usize, Arc<CudaContext>> = BTreeMap::new();
         for s in &streams {
@@ -406,7 +406,7 @@ impl Comm {
             log::info!("communicator: loading the module on device {ordinal}");
             modules.insert(*ordinal, Module::load_for_threads(ctx, cfg.loop_cfg.threads)?);
         }
-        let cfg = if cfg.fit_guests { fit_guests(cfg, &streams, &modules)? } else { cfg };
+        let cfg = if cfg.fit_call_channels { fit_call_channels(cfg, &streams, &modules)? } else { cfg };
         let layout = Layout::new(cfg.shape(nranks))?;
         let mut loops = Vec::new();
         let mut blocks = Vec::new();
@@ -420,30 +420,30 @@ impl Comm {
         // Every channel of every rank of a device must be resident at once: a channel
         // waiting for a peer that never gets an SM would wait until its spin budget ends.
         // And each rank's stream-ordered calls launch a call kernel (its first CTA the
-        // submitter: 32 threads without guests, else a channel's size; then one CTA per
-        // guest channel) that must run while the loops hold their SMs and every other
+        // submitter: 32 threads without call channels, else a channel's size; then one CTA
+        // per call channel) that must run while the loops hold their SMs and every other
         // rank's call kernel runs: the loops must leave one call kernel's room per rank.
         for (ordinal, ctx) in &contexts {
             let ranks_here = streams.iter().filter(|s| s.context().ordinal() == *ordinal).count() as u32;
             let sms = device::sm_count(ctx)?;
             let per_sm = loops[streams.iter().position(|s| s.context().ordinal() == *ordinal).unwrap_or(0)].channels_per_sm()?;
-            let channels = ranks_here * (cfg.loop_cfg.channels + cfg.loop_cfg.guests);
+            let channels = ranks_here * (cfg.loop_cfg.channels + cfg.loop_cfg.call_channels);
             if channels > sms * per_sm {
                 return Err(Error::DeviceLimit(format!(
                     "device {ordinal}: {ranks_here} rank(s) × {} channels do not fit at once on its {sms} SMs ({per_sm} channel(s) per SM)",
-                    cfg.loop_cfg.channels + cfg.loop_cfg.guests
+                    cfg.loop_cfg.channels + cfg.loop_cfg.call_channels
                 )));
             }
             if channels + ranks_here > sms * per_sm {
                 return Err(Error::DeviceLimit(format!(
                     "device {ordinal}: {ranks_here} rank(s) × {} channels fill its {sms} SMs ({per_sm} channel(s) per SM) and leave no room for the call kernel each rank's stream-ordered calls launch (one CTA per rank): use fewer channels",
-                    cfg.loop_cfg.channels + cfg.loop_cfg.guests
+                    cfg.loop_cfg.channels + cfg.loop_cfg.call_channels
                 )));
             }
             // Where two call kernels of every rank fit beside the loops, a call kernel may
             // start (and plan its item) while the one before it runs: a waiting call kernel
             // never holds an SM that a grid it waits for needs.
-            if call_kernels_may_overlap(sms * per_sm, ranks_here, cfg.loop_cfg.channels, cfg.loop_cfg.guests) {
+            if call_kernels_may_overlap(sms * per_sm, ranks_here, cfg.loop_cfg.channels, cfg.loop_cfg.call_channels) {
                 for (lp, s) in loops.iter_mut().zip(&streams) {
                     if s.context().ordinal() == *ordinal {
                         lp.allow_overlapping_call_kernels();
@@ -498,8 +498,8 @@ impl Comm {
         self.lp.placement()
     }
 
-    /// This rank's channels, resident and guest (every rank has as many; fewer guests
-    /// than configured where [`CommConfig::fit_guests`] fitted them to a device).
+    /// This rank's channels, resident and call (every rank has as many; fewer call channels
+    /// than configured where [`CommConfig::fit_call_channels`] fitted them to a device).
     pub fn channels(&self) -> u32 {
         self.lp.all_channels()
     }
@@ -541,8 +541,8 @@ impl Comm {
     }
 
     /// This rank's stream-ordered calls that took the ring route (see
-    /// [`WorkLoop::enqueue_on_stream`]): with one resident channel and no guests, a call
-    /// that finds the stream idle; with guests, no collective does.
+    /// [`WorkLoop::enqueue_on_stream`]): with one resident channel and no call channels, a
+    /// call that finds the stream idle; with call channels, no collective does.
     pub fn ring_routed(&self) -> u64 {
         self.lp.ring_routed()
     }
@@ -578,8 +578,8 @@ impl Comm {
     /// The direct host path: checks `item` and puts it on the rank's queue (no stream
     /// order); [`Comm::wait`] waits for it.
     pub fn enqueue(&mut self, item: WorkItem) -> Result<Ticket> {
-        // The direct path spreads over the resident channels only (guests come with call
-        // kernels).
+        // The direct path spreads over the resident channels only (call channels come with
+        // call kernels).
         let staging = if self.lp.all_channels() == self.lp.channels() { self.staging } else { Staging { channels: self.lp.channels(), ..self.staging } };
         let item = self.check(item, staging)?;
         self.lp.enqueue(item, Duration::from_secs(60))
@@ -717,38 +717,38 @@ impl Comm {
     }
 }
 
-/// `cfg` with as many guest channels as it asks for, or fewer: the most that every
+/// `cfg` with as many call channels as it asks for, or fewer: the most that every
 /// device of `streams` holds for each of its ranks at once, beside the resident channels
 /// and one call kernel's submitter per rank (the room `Comm::from_devices_with` checks).
-fn fit_guests(cfg: CommConfig, streams: &[Arc<CudaStream>], modules: &BTreeMap<usize, Module>) -> Result<CommConfig> {
-    let mut guests = cfg.loop_cfg.guests;
+fn fit_call_channels(cfg: CommConfig, streams: &[Arc<CudaStream>], modules: &BTreeMap<usize, Module>) -> Result<CommConfig> {
+    let mut call_channels = cfg.loop_cfg.call_channels;
     for (ordinal, module) in modules {
         let ranks_here = streams.iter().filter(|s| s.context().ordinal() == *ordinal).count() as u32;
         let Some(s) = streams.iter().find(|s| s.context().ordinal() == *ordinal) else { continue };
         let kernel = module.kernel("ferroccl_work_loop")?;
         let call_kernel = module.kernel("ferroccl_call_kernel")?;
         let room = device::sm_count(s.context())? * crate::work::channels_per_sm(&kernel, Some(&call_kernel), cfg.loop_cfg.threads)?;
-        guests = guests.min(guests_that_fit(room, ranks_here, cfg.loop_cfg.channels));
+        call_channels = call_channels.min(call_channels_that_fit(room, ranks_here, cfg.loop_cfg.channels));
     }
-    if guests < cfg.loop_cfg.guests {
-        log::info!("communicator: {guests} guest channels per rank (of {} asked for) fit every device", cfg.loop_cfg.guests);
+    if call_channels < cfg.loop_cfg.call_channels {
+        log::info!("communicator: {call_channels} call channels per rank (of {} asked for) fit every device", cfg.loop_cfg.call_channels);
     }
-    Ok(CommConfig { loop_cfg: LoopConfig { guests, ..cfg.loop_cfg }, ..cfg })
+    Ok(CommConfig { loop_cfg: LoopConfig { call_channels, ..cfg.loop_cfg }, ..cfg })
 }
 
 /// Whether a device that holds `room` channels at once holds, for each of its `ranks`
-/// ranks, the `resident` channels and two call kernels (a submitter and `guests` guest
-/// channels each): then a rank's next call kernel may wait on the GPU while the one before
-/// it runs (`WorkLoop::allow_overlapping_call_kernels`). A loop without guests launches one
-/// small CTA: always.
-fn call_kernels_may_overlap(room: u32, ranks: u32, resident: u32, guests: u32) -> bool {
-    guests == 0 || ranks.saturating_mul(resident + 2 * (guests + 1)) <= room
+/// ranks, the `resident` channels and two call kernels (a submitter and `call_channels`
+/// call channels each): then a rank's next call kernel may wait on the GPU while the one
+/// before it runs (`WorkLoop::allow_overlapping_call_kernels`). A loop without call
+/// channels launches one small CTA: always.
+fn call_kernels_may_overlap(room: u32, ranks: u32, resident: u32, call_channels: u32) -> bool {
+    call_channels == 0 || ranks.saturating_mul(resident + 2 * (call_channels + 1)) <= room
 }
 
-/// The most guest channels each of `ranks` ranks with `resident` resident channels may
+/// The most call channels each of `ranks` ranks with `resident` resident channels may
 /// have on a device that holds `room` channels at once, one call kernel's submitter per
 /// rank kept free.
-fn guests_that_fit(room: u32, ranks: u32, resident: u32) -> u32 {
+fn call_channels_that_fit(room: u32, ranks: u32, resident: u32) -> u32 {
     (room / ranks.max(1)).saturating_sub(1).saturating_sub(resident)
 }
 
@@ -821,12 +821,12 @@ mod tests {
     }
 
     #[test]
-    fn guests_shrink_to_what_the_device_holds() {
-        assert_eq!(guests_that_fit(132, 2, 1), 64, "two ranks of 66 channels' room, a submitter each");
-        assert_eq!(guests_that_fit(132, 4, 1), 31);
-        assert_eq!(guests_that_fit(132, 8, 1), 14, "8 × (1 + 14) channels and 8 submitters: 128 of 132; one guest more: 136");
-        assert_eq!(guests_that_fit(4, 4, 1), 0, "no room beyond the resident channels");
-        assert_eq!(guests_that_fit(0, 0, 1), 0);
+    fn call_channels_shrink_to_what_the_device_holds() {
+        assert_eq!(call_channels_that_fit(132, 2, 1), 64, "two ranks of 66 channels' room, a submitter each");
+        assert_eq!(call_channels_that_fit(132, 4, 1), 31);
+        assert_eq!(call_channels_that_fit(132, 8, 1), 14, "8 × (1 + 14) channels and 8 submitters: 128 of 132; one call channel more: 136");
+        assert_eq!(call_channels_that_fit(4, 4, 1), 0, "no room beyond the resident channels");
+        assert_eq!(call_channels_that_fit(0, 0, 1), 0);
     }
 
     #[test]
@@ -835,14 +835,14 @@ mod tests {
         assert!(!call_kernels_may_overlap(132, 2, 1, 63), "two ranks of a device: 2 × 129 of 132");
         assert!(call_kernels_may_overlap(132, 2, 1, 31), "2 × (1 + 2 × 32)");
         assert!(!call_kernels_may_overlap(128, 1, 1, 63), "1 + 128 of 128");
-        assert!(call_kernels_may_overlap(8, 8, 1, 0), "no guests: one small submitter CTA");
+        assert!(call_kernels_may_overlap(8, 8, 1, 0), "no call channels: one small submitter CTA");
     }
 
     #[test]
     fn channels_are_placed_only_where_a_rank_has_its_device_and_the_tpcs() {
         let default = CommConfig::default();
         assert_eq!(default.placement_on(1, 4), Placement::Tpcs, "the default's one resident channel on SM 2");
-        let cfg = CommConfig { loop_cfg: LoopConfig { channels: 24, guests: 0, resident_threads: 0, ..default.loop_cfg }, ..default };
+        let cfg = CommConfig { loop_cfg: LoopConfig { channels: 24, call_channels: 0, resident_threads: 0, ..default.loop_cfg }, ..default };
         assert_eq!(cfg.placement_on(1, 132), Placement::Tpcs, "24 channels on SMs 2..=48 of 132");
         assert_eq!(cfg.placement_on(2, 132), Placement::Hardware, "two ranks' loops would want the same SMs");
         assert_eq!(cfg.placement_on(1, 48), Placement::Hardware, "24 channels need 50 SMs, one per TPC from SM 2");

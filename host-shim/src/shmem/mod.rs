@@ -221,7 +221,7 @@ impl Heap {
         if modules.len() != self.handles.len() {
             return Err(Error::InvalidArgument(format!("{} modules for {} local PEs", modules.len(), self.handles.len())));
         }
-        let cfg = LoopConfig { channels: 1, guests: 0, threads: 256, resident_threads: 0, capacity: 64, spin_budget: self.spin_budget, placement: Placement::Hardware, sleep_after: None, burst_gap: crate::work::BURST_GAP };
+        let cfg = LoopConfig { channels: 1, call_channels: 0, threads: 256, resident_threads: 0, capacity: 64, spin_budget: self.spin_budget, placement: Placement::Hardware, sleep_after: None, burst_gap: crate::work::BURST_GAP };
         let mut loops = Vec::new();
         for (handle, module) in self.handles.iter().zip(modules) {
             let mut lp = WorkLoop::new_for_heap(handle.context(), module, cfg)?;

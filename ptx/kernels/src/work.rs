@@ -45,7 +45,7 @@ pub unsafe extern "gpu-kernel" fn ferroccl_shmem_work_loop(
 /// The stream-ordered path's call kernel, launched on the user's stream: CTA 0's thread 0
 /// writes the item (its eight words `w0..w7`) into the loop's mailbox, publishes it, and
 /// waits until the loop has run it, has left, the host aborts or the budget passes (see
-/// `device_rt::work::submit_to_mailbox`); CTA `g ≥ 1` is the communicator's guest channel
+/// `device_rt::work::submit_to_mailbox`); CTA `g ≥ 1` is the communicator's call channel
 /// `resident + g - 1`, which runs its share of the item if the item takes part there
 /// (see `device_rt::work::serve_call`).
 ///
@@ -74,13 +74,13 @@ pub unsafe extern "gpu-kernel" fn ferroccl_call_kernel(
     unsafe { serve_call(CallArgs { state, header, comm, item, spin_budget_ns, resident }) }
 }
 
-/// The call kernel of a loop without guest channels, launched on the user's stream as one
+/// The call kernel of a loop without call channels, launched on the user's stream as one
 /// CTA of 32 threads: thread 0 waits for the kernel before it on the stream (the host may
 /// launch it with programmatic stream serialization: `after_previous_grid`), submits the
 /// item (its eight words `w0..w7`) and waits, as CTA 0 of `ferroccl_call_kernel` does
-/// for such a loop (with no guest channels nothing of the
+/// for such a loop (with no call channels nothing of the
 /// item runs in the call kernel). A kernel of its own keeps every collective's code, which
-/// the guests of `ferroccl_call_kernel` run, out of this launch.
+/// the call channels of `ferroccl_call_kernel` run, out of this launch.
 ///
 /// # Safety
 /// As `device_rt::work::serve_call_alone`.

@@ -80,14 +80,14 @@ impl GpuGroup {
 
     /// The group of `comms` (over `ordinals`, made with `cfg`) with buffers in `arenas`.
     fn with_comms(ordinals: &[usize], cfg: CommConfig, comms: Vec<Comm>, arenas: Vec<(u64, usize)>, heap: Option<Heap>) -> Result<Self> {
-        // The channels the communicator has: its guests may be fewer than asked for.
-        let guests = comms.first().map_or(0, |c| c.channels() - cfg.loop_cfg.channels);
-        let cfg = CommConfig { loop_cfg: LoopConfig { guests, ..cfg.loop_cfg }, ..cfg };
+        // The channels the communicator has: its call channels may be fewer than asked for.
+        let call_channels = comms.first().map_or(0, |c| c.channels() - cfg.loop_cfg.channels);
+        let cfg = CommConfig { loop_cfg: LoopConfig { call_channels, ..cfg.loop_cfg }, ..cfg };
         let describe = format!(
             "{} rank(s) on device(s) {:?}, {} channels ({} resident) × {} threads, ring step {} KiB, algorithm {}, staging {} KiB{}",
             ordinals.len(),
             ordinals,
-            cfg.loop_cfg.channels + cfg.loop_cfg.guests,
+            cfg.loop_cfg.channels + cfg.loop_cfg.call_channels,
             cfg.loop_cfg.channels,
             cfg.loop_cfg.threads,
             cfg.ring_step_bytes >> 10,

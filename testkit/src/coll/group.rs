@@ -64,7 +64,7 @@ pub trait RankGroup {
     fn shape(&self) -> Shape;
 
     /// The channels the group's path spreads a collective over: the shape's collective
-    /// channels, or (the direct path of a communicator with guest channels) its
+    /// channels, or (the direct path of a communicator with call channels) its
     /// resident ones.
     fn plan_channels(&self) -> u32 {
         self.shape().collective_channels()

@@ -29,11 +29,11 @@ pub fn plan_of(case: &CollCase, staging: Staging, choice: AlgorithmChoice) -> Op
 /// The plan of `case` where a stream-ordered call takes the LL path
 /// (`device_rt::algo::ll`) on a communicator of `nranks` ranks that leaves the
 /// algorithm to the device: a one-shot over the LL spread's CTAs of `nthreads` threads
-/// from the first of `guests` guest channels (each counts its run). `None`: the call goes
-/// the general way.
-pub fn ll_plan_of(case: &CollCase, nranks: u32, guests: u32, nthreads: u32) -> Option<Plan> {
+/// from the first of `call_channels` call channels (each counts its run). `None`: the call
+/// goes the general way.
+pub fn ll_plan_of(case: &CollCase, nranks: u32, call_channels: u32, nthreads: u32) -> Option<Plan> {
     let elt = case.dtype.size() as u64;
-    let spread = ll_runs(case.function, elt, case.count as u64, nranks, guests, nthreads)?;
+    let spread = ll_runs(case.function, elt, case.count as u64, nranks, call_channels, nthreads)?;
     Some(Plan { algorithm: Algorithm::OneShot, channels: spread.ctas, share: spread.lines_per_cta * 8 / elt })
 }
 
@@ -162,7 +162,7 @@ fn push_edge(function: CollFunction, algorithm: Algorithm, staging: Staging) -> 
 /// Where a case is expected to run: its plan, the channels a ring plan runs on
 /// (`ring_channels`: every collective channel; every channel for a two-rank
 /// reduce-scatter on paired channels), and the first channel of a one-shot/two-shot plan
-/// (`shot_from`: 0, or the first guest channel for a stream-ordered item that runs on
+/// (`shot_from`: 0, or the first call channel for a stream-ordered item that runs on
 /// the call kernel alone, as `device_rt::work::serve_call` places it).
 #[derive(Clone, Copy, Debug)]
 pub struct Expected {
@@ -186,7 +186,7 @@ impl Expected {
 /// algorithm on exactly the channels it names, nothing else anywhere; that
 /// one-shot/two-shot flag exchanges were timed (`exchange_ns`) on exactly the channels that
 /// ran a one-shot or two-shot; and that a part run on the call kernel alone (a
-/// one-shot/two-shot plan from a guest channel) was counted (`call_kernel_parts`) on
+/// one-shot/two-shot plan from a call channel) was counted (`call_kernel_parts`) on
 /// exactly those channels, once.
 pub fn check_ran(before: &[ChannelStats], after: &[ChannelStats], expected: Expected, nranks: u32) -> Result<(), String> {
     let channels = before.len() / nranks as usize;

@@ -2,7 +2,7 @@
 //! device code on CPU threads (`device_rt::arch` host twin), wired with the same
 //! [`Layout`] as GPU ranks, fed through host-shim's real [`Queue`], or through a twin of
 //! each rank's stream: a host thread that launches the call kernel (`serve_call`, the call
-//! kernel's body, with the rank's guest channels) for each item, one after another.
+//! kernel's body, with the rank's call channels) for each item, one after another.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -55,7 +55,7 @@ struct TwinRank {
 type Launches = Arc<Mutex<Vec<JoinHandle<std::thread::Result<()>>>>>;
 
 /// A rank's stream on the host twin: items sent to its thread run one after another,
-/// each as a call kernel (`serve_call`) of one submitter CTA and one CTA per guest channel.
+/// each as a call kernel (`serve_call`) of one submitter CTA and one CTA per call channel.
 struct TwinStream {
     items: Option<mpsc::Sender<WorkItem>>,
     submitted: u64,
@@ -79,7 +79,7 @@ pub struct TwinGroup {
     /// a thread or CTA still holds stores for: a failure, see `release`), so they are freed
     /// only after it.
     retired: Vec<Block>,
-    /// Each rank's resident channels (the rest of `shape.nchannels` are guests).
+    /// Each rank's resident channels (the rest of `shape.nchannels` are call channels).
     resident: u32,
     /// How [`RankGroup::submit`] hands items over.
     path: SubmitPath,
@@ -100,27 +100,27 @@ impl TwinGroup {
     }
 
     /// As [`TwinGroup::start`], with `resident` of the `shape.nchannels` channels in each
-    /// rank's loop and the others guest channels (none when `resident` is all of them:
+    /// rank's loop and the others call channels (none when `resident` is all of them:
     /// each call kernel then only submits to the mailbox), and a stream twin per rank,
     /// which [`RankGroup::submit`] uses (the stream-ordered path; [`TwinGroup::set_path`]
     /// picks the queue instead).
-    pub fn start_with_guests(shape: Shape, resident: u32, threads: u32, budget: Duration, memory: Option<WeakMemory>) -> Result<Self> {
+    pub fn start_with_call_channels(shape: Shape, resident: u32, threads: u32, budget: Duration, memory: Option<WeakMemory>) -> Result<Self> {
         Self::start_streamed(shape, resident, threads, budget, memory, Streams::Plain)
     }
 
-    /// As [`TwinGroup::start_with_guests`], with call kernels that overlap the one before
-    /// them as on a GPU that holds two call kernels per rank (`arch::launch_after`): each
-    /// call kernel runs on threads of its own, the next one starts once every thread of it
-    /// has passed its `after_previous_grid` (or ended), and its `grid_dependency_wait`
-    /// waits for the one before.
+    /// As [`TwinGroup::start_with_call_channels`], with call kernels that overlap the one
+    /// before them as on a GPU that holds two call kernels per rank (`arch::launch_after`):
+    /// each call kernel runs on threads of its own, the next one starts once every thread
+    /// of it has passed its `after_previous_grid` (or ended), and its
+    /// `grid_dependency_wait` waits for the one before.
     pub fn start_with_overlapping_call_kernels(shape: Shape, resident: u32, threads: u32, budget: Duration, memory: Option<WeakMemory>) -> Result<Self> {
         Self::start_streamed(shape, resident, threads, budget, memory, Streams::Overlapping)
     }
 
-    /// As [`TwinGroup::start_with_guests`] with one resident channel per rank (the
-    /// others guests), whose loops sleep after `sleep_after` with nothing to do and are
-    /// launched again by the next item (`device_rt::work`'s sleep handshake; host-shim's
-    /// `Queue::wake`); `overlapping`: call kernels overlap as in
+    /// As [`TwinGroup::start_with_call_channels`] with one resident channel per rank (the
+    /// others call channels), whose loops sleep after `sleep_after` with nothing to do and
+    /// are launched again by the next item (`device_rt::work`'s sleep handshake;
+    /// host-shim's `Queue::wake`); `overlapping`: call kernels overlap as in
     /// [`TwinGroup::start_with_overlapping_call_kernels`].
     pub fn start_sleeping(shape: Shape, threads: u32, budget: Duration, sleep_after: Duration, overlapping: bool) -> Result<Self> {
         let streams = if overlapping { Streams::Overlapping } else { Streams::Plain };
@@ -170,11 +170,11 @@ impl TwinGroup {
         WorkItem { flags: (item.flags & !ITEM_OUTPUT_PEER_MAPPED) | if mapped { ITEM_OUTPUT_PEER_MAPPED } else { 0 }, ..item }
     }
 
-    /// How [`RankGroup::submit`] hands items over (a group started with guests only has
-    /// streams).
+    /// How [`RankGroup::submit`] hands items over (a group started with call channels only
+    /// has streams).
     pub fn set_path(&mut self, path: SubmitPath) -> Result<()> {
         if path == SubmitPath::Stream && self.ranks.iter().any(|r| r.stream.is_none()) {
-            return Err(Error::InvalidState("this twin group has no streams (start it with guests)"));
+            return Err(Error::InvalidState("this twin group has no streams (start it with call channels)"));
         }
         self.path = path;
         Ok(())
@@ -314,8 +314,8 @@ impl TwinLaunch {
 }
 
 /// Starts a rank's loop as `loops` says on the communicator in `block`, and as `streams`
-/// says its stream twin, whose call kernels carry `guests` guests.
-fn start_rank(block: Block, guests: u32, loops: TwinLoops, memory: Option<&WeakMemory>, streams: Streams) -> Result<TwinRank> {
+/// says its stream twin, whose call kernels carry `call_channels` call channels.
+fn start_rank(block: Block, call_channels: u32, loops: TwinLoops, memory: Option<&WeakMemory>, streams: Streams) -> Result<TwinRank> {
     let TwinLoops { resident, threads, budget, sleep_after } = loops;
     let mut header = Box::new(QueueHeader::new());
     let mut ring = vec![RingSlot::default(); CAPACITY as usize];
@@ -332,7 +332,7 @@ fn start_rank(block: Block, guests: u32, loops: TwinLoops, memory: Option<&WeakM
     let launch = TwinLaunch { header: h, ring: r, state: s, comm: c, budget_ns, resident, threads, memory: memory.cloned() };
     let launches: Launches = Arc::new(Mutex::new(vec![launch.spawn()?]));
     let stream = if streams != Streams::None {
-        let kernel = CallKernel { header: h, state: s, comm: c, budget_ns, resident, guests, threads, overlap: streams == Streams::Overlapping };
+        let kernel = CallKernel { header: h, state: s, comm: c, budget_ns, resident, call_channels, threads, overlap: streams == Streams::Overlapping };
         Some(start_stream(kernel, stream_memory)?)
     } else {
         None
@@ -361,7 +361,7 @@ struct CallKernel {
     comm: usize,
     budget_ns: u64,
     resident: u32,
-    guests: u32,
+    call_channels: u32,
     threads: u32,
     /// Each grid may start before the one before it has ended (`arch::launch_after`).
     overlap: bool,
@@ -420,11 +420,11 @@ fn start_stream(kernel: CallKernel, memory: Option<WeakMemory>) -> Result<TwinSt
     Ok(TwinStream { items: Some(items), submitted: 0, done, thread: Some(thread) })
 }
 
-/// Runs the call kernel of `item` as the host launches it: `serve_call` on `1 + guests`
-/// CTAs, or without guests `ferroccl_call_kernel_alone`'s body (one CTA of 32 threads
-/// whose thread 0 submits); with `dependency`, overlapping the grid before it
-/// (`arch::launch_after`). A trapped grid ends nothing else, as a failed launch would: the
-/// loop's status tells the host why.
+/// Runs the call kernel of `item` as the host launches it: `serve_call` on `1 +
+/// call_channels` CTAs, or without call channels `ferroccl_call_kernel_alone`'s body (one
+/// CTA of 32 threads whose thread 0 submits); with `dependency`, overlapping the grid
+/// before it (`arch::launch_after`). A trapped grid ends nothing else, as a failed launch
+/// would: the loop's status tells the host why.
 fn run_call_kernel(kernel: CallKernel, item: WorkItem, memory: Option<&WeakMemory>, dependency: Option<(Option<Arc<GridDependency>>, Arc<GridDependency>)>) {
     let grid = || {
         let p = CallArgs {
@@ -442,12 +442,12 @@ fn run_call_kernel(kernel: CallKernel, item: WorkItem, memory: Option<&WeakMemor
     };
     // SAFETY: as for `serve_call`.
     let alone = || unsafe { serve_call_alone(kernel.state as *mut LoopState, kernel.header as *mut QueueHeader, item, kernel.budget_ns) };
-    let (ctas, threads, smem) = match kernel.guests {
+    let (ctas, threads, smem) = match kernel.call_channels {
         0 => (1, 32, 0),
-        guests => (1 + guests, kernel.threads, LOOP_SMEM_BYTES),
+        call_channels => (1 + call_channels, kernel.threads, LOOP_SMEM_BYTES),
     };
     let launched = catch_unwind(AssertUnwindSafe(|| {
-        let body = || if kernel.guests == 0 { alone() } else { grid() };
+        let body = || if kernel.call_channels == 0 { alone() } else { grid() };
         match dependency {
             Some((prior, own)) => arch::launch_after(memory, prior, own, ctas, threads, smem, body),
             None => arch::launch_in(memory, ctas, threads, smem, body),

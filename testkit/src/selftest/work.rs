@@ -8,7 +8,7 @@ use host_shim::memory::HostMapped;
 const LOOP_WAIT: Duration = Duration::from_secs(20);
 
 fn loop_config(channels: u32, capacity: u32, spin_budget: Duration) -> host_shim::work::LoopConfig {
-    host_shim::work::LoopConfig { channels, guests: 0, threads: 256, resident_threads: 0, capacity, spin_budget, placement: host_shim::work::Placement::Hardware, sleep_after: None, burst_gap: host_shim::work::BURST_GAP }
+    host_shim::work::LoopConfig { channels, call_channels: 0, threads: 256, resident_threads: 0, capacity, spin_budget, placement: host_shim::work::Placement::Hardware, sleep_after: None, burst_gap: host_shim::work::BURST_GAP }
 }
 
 /// Thousands of items through the direct path, with barriers between channels: each
@@ -311,14 +311,14 @@ pub(super) fn work_loop_eight_ranks(fx: &Fixture) -> Outcome {
 /// own slice of the output, and the graphs are replayed 100 times; the last replay's
 /// 20 sums are checked on both ranks (the memset clears them first, so each was
 /// computed by that replay). Twice: on the default layout, whose two call kernels per rank
-/// do not fit one GPU (plain launches), and with 31 guests, where they do (each call
+/// do not fit one GPU (plain launches), and with 31 call channels, where they do (each call
 /// kernel overlaps the one before it).
 pub(super) fn comm_graph_replays(fx: &Fixture) -> Outcome {
     use host_shim::comm::CommConfig;
     use host_shim::work::LoopConfig;
     let default = CommConfig::default();
     graph_replays(fx, default, false)?;
-    graph_replays(fx, CommConfig { loop_cfg: LoopConfig { guests: 31, ..default.loop_cfg }, ..default }, true)
+    graph_replays(fx, CommConfig { loop_cfg: LoopConfig { call_channels: 31, ..default.loop_cfg }, ..default }, true)
 }
 
 /// [`comm_graph_replays`] on a communicator of `cfg`, whose call kernels overlap or not as

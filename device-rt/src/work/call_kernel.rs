@@ -1,46 +1,47 @@
-//! Guest channels: a communicator's channels beyond its loop's own. The loop kernel keeps
+//! Call channels: a communicator's channels beyond its loop's own. The loop kernel keeps
 //! only its resident channels on the GPU for its lifetime (one CTA by default), so an
 //! idle communicator holds almost none of the SMs that other work could use; the rest of
 //! the communicator's channels come with the stream-ordered calls that need them.
 //!
 //! A stream-ordered call launches the call kernel on the user's stream: CTA 0 submits the
-//! item to the loop's mailbox and waits for it (`submit_to_mailbox`); CTA `g ≥ 1` is guest
+//! item to the loop's mailbox and waits for it (`submit_to_mailbox`); CTA `g ≥ 1` is call
 //! channel `resident + g - 1`. From the item alone (its kernel arguments) every CTA of the
 //! grid and every resident channel computes the same spread (`spread`): the channels the item's
-//! plan spreads over, and which of them take part. A guest that takes no part leaves at
-//! once, so a small call costs a few CTAs that start and end; a guest that takes part runs
-//! its channel's share exactly as a resident channel would, then arrives at the mailbox
-//! item's completion like one (the last of the item's channels completes it).
+//! plan spreads over, and which of them take part. A call channel that takes no part leaves
+//! at once, so a small call costs a few CTAs that start and end; a call channel that takes
+//! part runs its channel's share exactly as a resident channel would, then arrives at the
+//! mailbox item's completion like one (the last of the item's channels completes it).
 //!
 //! A small stream-ordered collective does not need the loop at all: a one-shot/two-shot
 //! algorithm (of any function), or a one-rank collective (a local copy),
-//! planned on no more channels than the guests runs on the call kernel alone
-//! (`call_kernel_only_plan`), its part `i` on guest channel `resident + i` (CTA `i + 1`),
+//! planned on no more channels than the call channels runs on the call kernel alone
+//! (`call_kernel_only_plan`), its part `i` on call channel `resident + i` (CTA `i + 1`),
 //! and CTA 0 submits nothing. The grid's end is the item's completion: the work that
 //! follows on the stream waits for it, and sees its writes, as after any kernel. This saves
 //! the mailbox's round trip (the submission, the loop's poll, the completion's system-scope
 //! fence and arrival, the submitter's acquire) on exactly the calls where it costs most.
 //! The loop never sees such an item; an error in it is recorded and closes the mailbox, as
-//! a guest's does. All ranks choose alike (the choice is arithmetic over the item and the
-//! communicator), so the same guest channels, with the same staging epochs, meet. Both
-//! paths of one communicator must be the same on every rank for one call (the stream on
-//! every rank, or the direct path on every rank), as the channels an item spreads over
+//! a call channel's does. All ranks choose alike (the choice is arithmetic over the item
+//! and the communicator), so the same call channels, with the same staging epochs, meet.
+//! Both paths of one communicator must be the same on every rank for one call (the stream
+//! on every rank, or the direct path on every rank), as the channels an item spreads over
 //! differ between them.
 //!
-//! Why guests never race: a guest channel is used by call kernels only, and the user's
-//! stream runs them one after another (the loop serves one stream), each only after the
-//! previous item completed; its connections' steps and its staging epoch live in device
+//! Why call channels never race: a call channel is used by call kernels only, and the
+//! user's stream runs them one after another (the loop serves one stream), each only after
+//! the previous item completed; its connections' steps and its staging epoch live in device
 //! memory between items, as every channel's do. The direct path (ring items) spreads
 //! over the resident channels only.
 //!
-//! Residency: a guest waits for its peers' same channel, which comes with their own call
-//! kernels. The host launches a call kernel only where every rank of the device can hold
-//! its resident channels and a whole call kernel at once (host-shim's residency check), so
-//! a guest never waits for an SM that a waiting guest holds; a peer that never makes the
-//! call ends in the spin budget, as in any wait. Call kernels launched to overlap the one
-//! before them (where the device holds two call kernels per rank: `after_previous_grid`)
-//! keep that true: a stream has at most two call kernels on the GPU, the second waiting for
-//! the first's end without holding anything a grid of another rank needs beyond its room.
+//! Residency: a call channel waits for its peers' same channel, which comes with their own
+//! call kernels. The host launches a call kernel only where every rank of the device can
+//! hold its resident channels and a whole call kernel at once (host-shim's residency
+//! check), so a call channel never waits for an SM that a waiting call channel holds; a
+//! peer that never makes the call ends in the spin budget, as in any wait. Call kernels
+//! launched to overlap the one before them (where the device holds two call kernels per
+//! rank: `after_previous_grid`) keep that true: a stream has at most two call kernels on
+//! the GPU, the second waiting for the first's end without holding anything a grid of
+//! another rank needs beyond its room.
 
 use super::exec::{Channel, Stop, channel_stats, close_mailbox, complete_mailbox, count_call_kernel_part, execute, planned_collective, record_error, stats_entry};
 use super::item::{ITEM_OUTPUT_PEER_MAPPED, WorkItem, WorkKind};
@@ -62,7 +63,7 @@ pub struct CallArgs {
     pub state: *mut LoopState,
     /// The loop's host-mapped queue header (its abort flag and error status).
     pub header: *mut QueueHeader,
-    /// The rank's communicator, or null for a loop without one (no guests).
+    /// The rank's communicator, or null for a loop without one (no call channels).
     pub comm: *const CommDevice,
     /// The item.
     pub item: WorkItem,
@@ -72,8 +73,8 @@ pub struct CallArgs {
     pub resident: u32,
 }
 
-/// What a guest tests before it runs any part of an item: the loop's mailbox state and
-/// its error claim, as the call kernel found them when it started.
+/// What a call channel tests before it runs any part of an item: the loop's mailbox state
+/// and its error claim, as the call kernel found them when it started.
 #[derive(Clone, Copy)]
 struct LoopGate {
     mailbox: u64,
@@ -83,9 +84,9 @@ struct LoopGate {
 impl LoopGate {
     /// Loads both words, each in flight until [`LoopGate::is_open`] uses it.
     ///
-    /// Ordering: relaxed GPU-scope loads. A guest only leaves at once on what they say (a
-    /// loop that has closed its mailbox or recorded an error takes no more work); it reads
-    /// nothing that was published with them.
+    /// Ordering: relaxed GPU-scope loads. A call channel only leaves at once on what they
+    /// say (a loop that has closed its mailbox or recorded an error takes no more work); it
+    /// reads nothing that was published with them.
     ///
     /// # Safety
     /// `state` is a running loop's live `LoopState`.
@@ -108,13 +109,13 @@ struct LlItem {
     plan: LlPlan,
 }
 
-/// The LL collective (`algo::ll`) that `p.item` is, and its plan from guest channel
+/// The LL collective (`algo::ll`) that `p.item` is, and its plan from call channel
 /// `resident` on, when it is one: an all-reduce, all-gather or reduce-scatter of a
-/// communicator with guest channels that leaves the algorithm to the device, of a known
+/// communicator with call channels that leaves the algorithm to the device, of a known
 /// type and operator, that [`ll_plan`] takes (the device prefers it to one-shot and
 /// two-shot wherever it runs: measured on 2 and 4 ranks, provisional on more). `None`:
 /// the item goes the general way. Arithmetic over the item and the communicator: every
-/// CTA of the grid, on every rank, gets the same answer, and the same guest channels'
+/// CTA of the grid, on every rank, gets the same answer, and the same call channels'
 /// epochs advance on every rank.
 ///
 /// # Safety
@@ -136,13 +137,13 @@ unsafe fn ll_item(p: &CallArgs) -> Option<LlItem> {
     Some(LlItem { comm, call, plan })
 }
 
-/// Runs CTA `g`'s run of the LL collective `ll` on this CTA, guest channel
+/// Runs CTA `g`'s run of the LL collective `ll` on this CTA, call channel
 /// `p.resident + g`, unless `gate` says the loop had closed its mailbox or recorded an
-/// error (then, as a guest, it leaves); thread 0 of each CTA counts its run on its
+/// error (then, as a call channel, it leaves); thread 0 of each CTA counts its run on its
 /// channel as a part of a one-shot run on the call kernel alone (`call_kernel_parts` and
 /// the collective's counters, as a one-shot over the same channels counts), and
 /// thread 0 of any CTA whose run fails records the error and closes the mailbox, as a
-/// guest does.
+/// call channel does.
 ///
 /// # Safety
 /// As [`serve_call`]; `ll` is what [`ll_item`] gave for `p`, `g < ll.plan.ctas`;
@@ -162,7 +163,7 @@ unsafe fn serve_ll(p: &CallArgs, ll: &LlItem, g: u32, shared: *mut LoopShared, e
     let outcome = unsafe { ll_collective(comm, conns, call, plan.lines(g, call), &raw mut (*shared).wait_result, &raw const (*p.header).abort, p.spin_budget_ns, stats, || gate.is_open()) };
     if arch::thread_idx() == 0 {
         match outcome {
-            // SAFETY: `stats` is this guest's channel's; thread 0 alone counts its part.
+            // SAFETY: `stats` is this call channel's; thread 0 alone counts its part.
             Ok(LlRun::Done) => unsafe { count_call_kernel_part(stats, entered) },
             Ok(LlRun::Left) => {}
             // SAFETY: `a` holds the loop's live state and header; thread 0 alone records.
@@ -189,7 +190,7 @@ pub fn after_previous_grid() {
     arch::launch_dependents();
 }
 
-/// The call kernel of a loop without guest channels (`ferroccl_call_kernel_alone`: one CTA
+/// The call kernel of a loop without call channels (`ferroccl_call_kernel_alone`: one CTA
 /// of 32 threads): thread 0 waits for the kernel before it (`after_previous_grid`), then
 /// submits `item` and waits for it (`submit_to_mailbox`); the other threads leave.
 ///
@@ -205,24 +206,24 @@ pub unsafe fn serve_call_alone(state: *mut LoopState, header: *mut QueueHeader, 
 }
 
 /// The call kernel's body (see the module doc): an item that runs on the call kernel alone
-/// runs its part `g - 1` on CTA `g ≥ 1` (guest channel `resident + g - 1`) where it has
+/// runs its part `g - 1` on CTA `g ≥ 1` (call channel `resident + g - 1`) where it has
 /// one; otherwise CTA 0's thread 0 submits the item and waits for it, and CTA `g ≥ 1`
-/// serves guest channel `resident + g - 1` if the item takes part there, else leaves.
+/// serves call channel `resident + g - 1` if the item takes part there, else leaves.
 ///
 /// Ordering: every thread that touches memory other than the item and the communicator's
 /// fixed fields first runs [`after_previous_grid`]: the grid may start while the kernel
 /// before it on its stream still runs (the host may launch call kernels with programmatic
 /// stream serialization), and the wait puts that kernel's end and writes, the previous
-/// item's included, before what follows. The submission as `submit_to_mailbox`. A guest
-/// reads the mailbox state and the error claim (`LoopGate`, relaxed, after the wait) only
-/// to leave at once when the loop has closed it or recorded an error; it runs its share
-/// with the primitives' own ordering, then arrives as a resident channel
+/// item's included, before what follows. The submission as `submit_to_mailbox`. A call
+/// channel reads the mailbox state and the error claim (`LoopGate`, relaxed, after the
+/// wait) only to leave at once when the loop has closed it or recorded an error; it runs
+/// its share with the primitives' own ordering, then arrives as a resident channel
 /// does (`complete_mailbox`: `fence.acq_rel.sys`, acq_rel arrival count, the last
 /// arrival's acq_rel completion), so the submitter, which acquires the completion, sees the
-/// guest's writes. A part of an item on the call kernel alone arrives nowhere: the grid's
-/// end orders its writes before the stream's next work. A guest that fails records the
-/// loop's error (a claim, then a release store) and closes the mailbox, so the submitter
-/// and the loop stop too.
+/// call channel's writes. A part of an item on the call kernel alone arrives nowhere: the
+/// grid's end orders its writes before the stream's next work. A call channel that fails
+/// records the loop's error (a claim, then a release store) and closes the mailbox, so the
+/// submitter and the loop stop too.
 ///
 /// # Safety
 /// `p.state`, `p.header` and `p.comm` are one running loop's (its communicator's
@@ -250,7 +251,7 @@ pub unsafe fn serve_call(p: CallArgs) {
             let entered = arch::globaltimer_ns();
             // SAFETY: `p.state` is the running loop's state (this function's contract).
             let gate = unsafe { LoopGate::load(p.state) };
-            // SAFETY: as above; CTA `g + 1` is guest channel `resident + g`, below the
+            // SAFETY: as above; CTA `g + 1` is call channel `resident + g`, below the
             // communicator's channels (`ll_plan`).
             unsafe { serve_ll(&p, &ll, g, shared, entered, gate) };
         }
@@ -295,10 +296,11 @@ pub unsafe fn serve_call(p: CallArgs) {
     // The part's start, for the statistics of a part run on the call kernel alone.
     let entered = arch::globaltimer_ns();
     if tid == 0 {
-        // SAFETY: `p.state` is the running loop's state (this function's contract); a guest
-        // CTA has `LOOP_SMEM_BYTES` of dynamic shared memory holding its `LoopShared` (this
-        // function's contract); thread 0 alone writes `wait_result`, before the CTA barrier
-        // that precedes every read of it (one reader: every thread leaves or none).
+        // SAFETY: `p.state` is the running loop's state (this function's contract); a call
+        // channel CTA has `LOOP_SMEM_BYTES` of dynamic shared memory holding its
+        // `LoopShared` (this function's contract); thread 0 alone writes `wait_result`,
+        // before the CTA barrier that precedes every read of it (one reader: every thread
+        // leaves or none).
         unsafe { (&raw mut (*shared).wait_result).write_volatile(u64::from(LoopGate::load(p.state).is_open())) };
     }
     arch::barrier_sync_all();
@@ -309,7 +311,7 @@ pub unsafe fn serve_call(p: CallArgs) {
     let args = LoopArgs { header: p.header, ring: core::ptr::null(), capacity: 0, state: p.state, spin_budget_ns: p.spin_budget_ns, comm: p.comm };
     let a = Channel { args, index: channel, count };
     let outcome = if let Some(plan) = call_kernel_only {
-        // SAFETY: `a` holds the running loop's memory (this function's contract) and a guest
+        // SAFETY: `a` holds the running loop's memory (this function's contract) and a call
         // channel below the communicator's count, which its connections cover; the item is a
         // collective valid against the communicator, `plan` is its plan (a
         // one-shot/two-shot algorithm, or one rank's local copy) of which `part` is a part
@@ -323,10 +325,10 @@ pub unsafe fn serve_call(p: CallArgs) {
     arch::barrier_sync_all();
     if tid == 0 {
         match outcome {
-            // SAFETY: `a` is this guest's channel; thread 0 alone arrives, once, with the
+            // SAFETY: `a` is this call channel; thread 0 alone arrives, once, with the
             // item's spread.
             Ok(()) if call_kernel_only.is_none() => unsafe { complete_mailbox(&a, true, arrivals) },
-            // SAFETY: `a` is this guest's channel; thread 0 alone counts the part, once.
+            // SAFETY: `a` is this call channel; thread 0 alone counts the part, once.
             Ok(()) => unsafe { count_call_kernel_part(channel_stats(&a), entered) },
             Err(Stop::Error(error, detail)) => {
                 // SAFETY: `a` holds the loop's live state and header; thread 0 alone records.

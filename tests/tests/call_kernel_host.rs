@@ -1,13 +1,14 @@
-//! Guest channels on the host twin: a communicator whose loop keeps one resident channel
+//! Call channels on the host twin: a communicator whose loop keeps one resident channel
 //! and brings its other channels up in each stream-ordered call's call kernel
 //! (`device_rt::work::serve_call`). The real device code on CPU threads: the matrix
 //! (ring, one-shot, two-shot, every function) through the stream twin on 2 to 4 ranks,
 //! compared bit for bit with the reference, with the channels that ran each case checked
-//! from their statistics (guests exactly where the plan spreads); the direct path of the
-//! same communicator on the resident channel alone; back-to-back calls with no host
-//! synchronisation; in a weak-memory world; a rank whose guests never come (a timeout on
-//! every waiting rank, not a hang) and an abort while guests wait; and a loop with no
-//! guests at all, whose stream-ordered calls only submit to the mailbox.
+//! from their statistics (call channels exactly where the plan spreads); the direct path of
+//! the same communicator on the resident channel alone; back-to-back calls with no host
+//! synchronisation; in a weak-memory world; a rank whose call channels never come (a
+//! timeout on every waiting rank, not a hang) and an abort while call channels wait; and a
+//! loop with no call channels at all, whose stream-ordered calls only submit to the
+//! mailbox.
 
 use std::time::{Duration, Instant};
 
@@ -26,11 +27,11 @@ use host_shim::comm::wiring::Shape;
 
 const TIMEOUT: Duration = Duration::from_secs(120);
 
-/// Channels of every rank: one resident, three guests.
+/// Channels of every rank: one resident, three call channels.
 const CHANNELS: u32 = 4;
 const RESIDENT: u32 = 1;
 
-/// Threads of every guest CTA.
+/// Threads of every call-channel CTA.
 const THREADS: u32 = 128;
 
 /// `nranks` ranks of [`CHANNELS`] unpaired channels, 1 MiB of staging, `algorithm`,
@@ -51,23 +52,23 @@ fn shape(nranks: u32, algorithm: AlgorithmChoice) -> Shape {
 }
 
 /// Runs `cases` one at a time on a communicator of `shape` whose loops keep `resident`
-/// of its [`CHANNELS`] (the others guests), through `path` (in `memory`'s weak-memory
-/// world if given): every result exact on every rank, and every case ran on the channels
-/// its plan names: over all four channels on the stream path, over the resident ones
-/// alone on the direct path.
+/// of its [`CHANNELS`] (the others call channels), through `path` (in `memory`'s
+/// weak-memory world if given): every result exact on every rank, and every case ran on the
+/// channels its plan names: over all four channels on the stream path, over the resident
+/// ones alone on the direct path.
 fn try_cases(shape: Shape, resident: u32, path: SubmitPath, memory: Option<WeakMemory>, cases: &[CollCase]) -> Result<(), String> {
-    let mut g = TwinGroup::start_with_guests(shape, resident, THREADS, Duration::from_secs(60), memory).map_err(|e| e.to_string())?;
+    let mut g = TwinGroup::start_with_call_channels(shape, resident, THREADS, Duration::from_secs(60), memory).map_err(|e| e.to_string())?;
     g.set_path(path).map_err(|e| e.to_string())?;
-    let guests = CHANNELS - resident;
+    let call_channels = CHANNELS - resident;
     let spread = if path == SubmitPath::Stream { CHANNELS } else { resident };
     let staging = Staging { channels: spread, ..shape.staging() };
-    let ll = path == SubmitPath::Stream && shape.algorithm == AlgorithmChoice::Auto && guests > 0;
+    let ll = path == SubmitPath::Stream && shape.algorithm == AlgorithmChoice::Auto && call_channels > 0;
     run_planned(g, cases, TIMEOUT, |case| {
         let plan = plan_of(case, staging, shape.algorithm)?;
-        let plan = ll.then(|| ll_plan_of(case, shape.nranks, guests, THREADS)).flatten().unwrap_or(plan);
-        // A one-shot/two-shot plan that fits the guests runs on the call kernel alone, from
-        // the first guest.
-        let call_kernel_only = path == SubmitPath::Stream && plan.algorithm != Algorithm::Ring && plan.channels <= guests;
+        let plan = ll.then(|| ll_plan_of(case, shape.nranks, call_channels, THREADS)).flatten().unwrap_or(plan);
+        // A one-shot/two-shot plan that fits the call channels runs on the call kernel
+        // alone, from the first call channel.
+        let call_kernel_only = path == SubmitPath::Stream && plan.algorithm != Algorithm::Ring && plan.channels <= call_channels;
         Some(Expected { plan, ring_channels: spread, shot_from: if call_kernel_only { resident } else { 0 } })
     })
 }
@@ -88,18 +89,18 @@ fn cases(shape: Shape, choice: AlgorithmChoice, part: (usize, usize)) -> Vec<Col
     cases
 }
 
-/// A one-rank communicator with guests: every collective is a local copy on one channel
-/// per 64 KiB (`device_rt::algo::local_channels`); one that fits the guests runs
-/// on the call kernel alone, on that many guest channels from the first (each counts one
-/// part), a larger one through the mailbox. Every fourth case of the one-rank matrix and
-/// every large one (70 000 elements: up to 547 KiB, more than the three guests' 192 KiB
-/// for the wider types), every result exact.
+/// A one-rank communicator with call channels: every collective is a local copy on one
+/// channel per 64 KiB (`device_rt::algo::local_channels`); one that fits the call channels
+/// runs on the call kernel alone, on that many call channels from the first (each counts
+/// one part), a larger one through the mailbox. Every fourth case of the one-rank matrix
+/// and every large one (70 000 elements: up to 547 KiB, more than the three call channels'
+/// 192 KiB for the wider types), every result exact.
 #[test]
 fn one_rank_collectives_run_on_the_channels_their_bytes_need() {
     let shape = shape(1, AlgorithmChoice::Auto);
-    let mut g = TwinGroup::start_with_guests(shape, RESIDENT, THREADS, Duration::from_secs(60), None).unwrap();
+    let mut g = TwinGroup::start_with_call_channels(shape, RESIDENT, THREADS, Duration::from_secs(60), None).unwrap();
     g.set_path(SubmitPath::Stream).unwrap();
-    let guests = CHANNELS - RESIDENT;
+    let call_channels = CHANNELS - RESIDENT;
     let cases = ferroccl_testkit::coll::check::matrix(1, 70_000);
     let (mut call_kernel_only, mut mailbox) = (0, 0);
     for (k, case) in cases.iter().enumerate().filter(|(k, c)| k % 4 == 0 || c.count == 70_000) {
@@ -107,12 +108,12 @@ fn one_rank_collectives_run_on_the_channels_their_bytes_need() {
         let before = all_stats(&mut g).unwrap().unwrap();
         assert_eq!(run_case(&mut g, case, k as u64, TIMEOUT).unwrap(), None, "{}", case.describe());
         let after = all_stats(&mut g).unwrap().unwrap();
-        let on_guests = channels <= guests;
+        let on_call_channels = channels <= call_channels;
         for (channel, (a, b)) in after.iter().zip(&before).enumerate() {
-            let want = u64::from(on_guests && (RESIDENT..RESIDENT + channels).contains(&(channel as u32)));
+            let want = u64::from(on_call_channels && (RESIDENT..RESIDENT + channels).contains(&(channel as u32)));
             assert_eq!(a.call_kernel_parts - b.call_kernel_parts, want, "channel {channel}: {} on {channels} channel(s)", case.describe());
         }
-        if on_guests { call_kernel_only += 1 } else { mailbox += 1 }
+        if on_call_channels { call_kernel_only += 1 } else { mailbox += 1 }
     }
     assert!(call_kernel_only > 50 && mailbox > 0, "{call_kernel_only} cases on the call kernel alone, {mailbox} through the mailbox");
     g.shutdown(TIMEOUT).unwrap();
@@ -122,7 +123,7 @@ fn one_rank_collectives_run_on_the_channels_their_bytes_need() {
 /// automatic choice on 4 (CI's time: each rank count adds a few hundred call kernels of
 /// CPU threads).
 #[test]
-fn stream_path_with_guests_is_exact_and_spreads_as_planned_on_2_to_4_ranks() {
+fn stream_path_with_call_channels_is_exact_and_spreads_as_planned_on_2_to_4_ranks() {
     use AlgorithmChoice::{Auto, OneShot, Ring, TwoShot};
     for (nranks, choices) in [(2, &[Auto, Ring, OneShot, TwoShot][..]), (3, &[Auto, TwoShot][..]), (4, &[Auto][..])] {
         for (k, &choice) in choices.iter().enumerate() {
@@ -137,11 +138,11 @@ fn stream_path_with_guests_is_exact_and_spreads_as_planned_on_2_to_4_ranks() {
     }
 }
 
-/// A loop without guest channels: each stream-ordered call only submits to the mailbox (on
+/// A loop without call channels: each stream-ordered call only submits to the mailbox (on
 /// GPUs `ferroccl_call_kernel_alone`: one CTA whose thread 0 submits), and the loop's own
 /// channels run every case; 2 and 3 ranks, the automatic choice.
 #[test]
-fn stream_path_without_guests_submits_alone_and_is_exact() {
+fn stream_path_without_call_channels_submits_alone_and_is_exact() {
     for nranks in [2, 3] {
         let shape = shape(nranks, AlgorithmChoice::Auto);
         let cases = cases(shape, AlgorithmChoice::Auto, (nranks as usize + 4, 12));
@@ -152,7 +153,7 @@ fn stream_path_without_guests_submits_alone_and_is_exact() {
 }
 
 #[test]
-fn the_direct_path_of_a_guest_communicator_stays_on_its_resident_channel() {
+fn the_direct_path_of_a_communicator_with_call_channels_stays_on_its_resident_channel() {
     let shape = shape(3, AlgorithmChoice::Auto);
     let cases = cases(shape, AlgorithmChoice::Auto, (0, 6));
     if let Err(why) = try_cases(shape, RESIDENT, SubmitPath::Direct, None, &cases) {
@@ -161,7 +162,7 @@ fn the_direct_path_of_a_guest_communicator_stays_on_its_resident_channel() {
 }
 
 #[test]
-fn guests_in_a_weak_memory_world() {
+fn call_channels_in_a_weak_memory_world() {
     for seed in 1..=3 {
         let shape = shape(2, AlgorithmChoice::Auto);
         let cases = cases(shape, AlgorithmChoice::Auto, (seed as usize, 24));
@@ -173,12 +174,12 @@ fn guests_in_a_weak_memory_world() {
 
 /// A burst of stream-ordered calls on every rank with no host synchronisation between
 /// them (each rank's whole burst is submitted before the next rank's): ring calls over
-/// every guest and one-shot/two-shot calls on the resident channel or a few guests,
-/// interleaved; every result exact.
+/// every call channel and one-shot/two-shot calls on the resident channel or a few call
+/// channels, interleaved; every result exact.
 #[test]
 fn back_to_back_stream_calls_need_no_host_synchronisation() {
     let shape = shape(3, AlgorithmChoice::Auto);
-    burst_without_host_synchronisation(TwinGroup::start_with_guests(shape, RESIDENT, THREADS, Duration::from_secs(60), None).unwrap(), shape);
+    burst_without_host_synchronisation(TwinGroup::start_with_call_channels(shape, RESIDENT, THREADS, Duration::from_secs(60), None).unwrap(), shape);
 }
 
 /// The same burst with call kernels that overlap the one before them, as on a GPU that
@@ -191,7 +192,7 @@ fn overlapping_call_kernels_need_no_host_synchronisation() {
 }
 
 /// The burst of [`back_to_back_stream_calls_need_no_host_synchronisation`] on `g`, a
-/// group of `shape` with guests.
+/// group of `shape` with call channels.
 fn burst_without_host_synchronisation(mut g: TwinGroup, shape: Shape) {
     let case = |function, count, in_place| CollCase { function, dtype: DataType::F32, op: RedOpKind::Sum, count, root: 1, in_place, inputs: Inputs::OrderSensitive };
     let mut burst = Vec::new();
@@ -225,15 +226,15 @@ fn burst_without_host_synchronisation(mut g: TwinGroup, shape: Shape) {
 }
 
 /// Small stream-ordered all-reduces, all-gathers and reduce-scatters take the LL path
-/// (`device_rt::algo::ll`) when the device chooses: counted once per rank on each guest
+/// (`device_rt::algo::ll`) when the device chooses: counted once per rank on each call
 /// channel of its spread as a one-shot moved as packets, nowhere else; exact, in and out
-/// of place, for every element size, with and without a pre- or post-op, on one guest
-/// CTA, on all three (600 floats: 300 lines of 128 threads), with two lines a thread (1000
-/// floats) and with sixteen (12,000 floats; a CTA's slot holds twenty), with lines past
-/// a thread's first (`send_rest`, `receive_rest`: batches of four, the last one short)
-/// through a pre-op, a post-op and a last line cut short (3001 halves: two lines a thread,
-/// 12,003 bytes: four, 2001 doubles: six), on 2, 3 and 5 ranks; a larger all-reduce (more
-/// lines than the guests' slots hold) moves no packets.
+/// of place, for every element size, with and without a pre- or post-op, on one call
+/// channel CTA, on all three (600 floats: 300 lines of 128 threads), with two lines a
+/// thread (1000 floats) and with sixteen (12,000 floats; a CTA's slot holds twenty), with
+/// lines past a thread's first (`send_rest`, `receive_rest`: batches of four, the last one
+/// short) through a pre-op, a post-op and a last line cut short (3001 halves: two lines a
+/// thread, 12,003 bytes: four, 2001 doubles: six), on 2, 3 and 5 ranks; a larger all-reduce
+/// (more lines than the call channels' slots hold) moves no packets.
 /// The communicator allows direct writes, as the default one does, so every call is
 /// marked `ITEM_OUTPUT_PEER_MAPPED` as the default communicator's calls are.
 #[test]
@@ -254,7 +255,7 @@ fn small_stream_collectives_take_the_ll_path() {
     ];
     for nranks in [2, 3, 5] {
         let shape = Shape { direct: true, ..shape(nranks, AlgorithmChoice::Auto) };
-        let mut g = TwinGroup::start_with_guests(shape, RESIDENT, THREADS, Duration::from_secs(60), None).unwrap();
+        let mut g = TwinGroup::start_with_call_channels(shape, RESIDENT, THREADS, Duration::from_secs(60), None).unwrap();
         g.set_path(SubmitPath::Stream).unwrap();
         let functions = [CollFunction::AllReduce, CollFunction::AllGather, CollFunction::ReduceScatter];
         let cases = functions.into_iter().flat_map(|function| {
@@ -283,7 +284,7 @@ fn small_stream_collectives_take_the_ll_path() {
 /// path on every rank with `RanksDisagree` before any output is written.
 #[test]
 fn ll_calls_whose_ranks_disagree_stop_before_writing() {
-    let mut g = TwinGroup::start_with_guests(shape(2, AlgorithmChoice::Auto), RESIDENT, THREADS, Duration::from_secs(60), None).unwrap();
+    let mut g = TwinGroup::start_with_call_channels(shape(2, AlgorithmChoice::Auto), RESIDENT, THREADS, Duration::from_secs(60), None).unwrap();
     let mut outputs = Vec::new();
     for (rank, count) in [(0u32, 100u64), (1, 101)] {
         let (src, dst) = (g.alloc(rank, 4 * 101).unwrap(), g.alloc(rank, 4 * 101).unwrap());
@@ -300,10 +301,10 @@ fn ll_calls_whose_ranks_disagree_stop_before_writing() {
 }
 
 /// An all-reduce of `count` floats by `algorithm` submitted on `ranks` of 2 only, with spin
-/// budget `budget`: the ring over every guest channel (through the mailbox), or a
+/// budget `budget`: the ring over every call channel (through the mailbox), or a
 /// one-shot that runs on the call kernel alone.
 fn submit_on(ranks: &[u32], algorithm: AlgorithmChoice, count: u64, budget: Duration) -> TwinGroup {
-    let mut g = TwinGroup::start_with_guests(shape(2, algorithm), RESIDENT, THREADS, budget, None).unwrap();
+    let mut g = TwinGroup::start_with_call_channels(shape(2, algorithm), RESIDENT, THREADS, budget, None).unwrap();
     for &rank in ranks {
         let (src, dst) = (g.alloc(rank, 4 * count as usize).unwrap(), g.alloc(rank, 4 * count as usize).unwrap());
         let item = WorkItem::collective(CollFunction::AllReduce, DataType::F32, RedOpKind::Sum, 0, src.addr, dst.addr, count, 0);
@@ -321,7 +322,7 @@ const WAITING_CALLS: [(AlgorithmChoice, u64); 3] = [(AlgorithmChoice::Ring, 1 <<
 /// call kernel returns, the rank's stream drains), never a hang; the absent rank is
 /// unaffected.
 #[test]
-fn a_peer_whose_guests_never_come_is_a_timeout_not_a_hang() {
+fn a_peer_whose_call_channels_never_come_is_a_timeout_not_a_hang() {
     for (algorithm, count) in WAITING_CALLS {
         let mut g = submit_on(&[0], algorithm, count, Duration::from_millis(500));
         let started = Instant::now();
@@ -332,10 +333,10 @@ fn a_peer_whose_guests_never_come_is_a_timeout_not_a_hang() {
     }
 }
 
-/// An abort while guests wait for a peer ends the call kernel at once, well within its
-/// spin budget, for a call through the mailbox and for one on the call kernel alone.
+/// An abort while call channels wait for a peer ends the call kernel at once, well within
+/// its spin budget, for a call through the mailbox and for one on the call kernel alone.
 #[test]
-fn an_abort_ends_guests_that_wait() {
+fn an_abort_ends_call_channels_that_wait() {
     for (algorithm, count) in WAITING_CALLS {
         let mut g = submit_on(&[0], algorithm, count, Duration::from_secs(60));
         std::thread::sleep(Duration::from_millis(100));
