@@ -60,8 +60,8 @@ fn try_cases(shape: Shape, resident: u32, path: SubmitPath, memory: Option<WeakM
     let mut g = TwinGroup::start_with_call_channels(shape, resident, THREADS, Duration::from_secs(60), memory).map_err(|e| e.to_string())?;
     g.set_path(path).map_err(|e| e.to_string())?;
     let call_channels = CHANNELS - resident;
-    let spread = if path == SubmitPath::Stream { CHANNELS } else { resident };
-    let staging = Staging { channels: spread, ..shape.staging() };
+    let path_channels = if path == SubmitPath::Stream { CHANNELS } else { resident };
+    let staging = Staging { channels: path_channels, ..shape.staging() };
     let ll = path == SubmitPath::Stream && shape.algorithm == AlgorithmChoice::Auto && call_channels > 0;
     run_planned(g, cases, TIMEOUT, |case| {
         let plan = plan_of(case, staging, shape.algorithm)?;
@@ -69,7 +69,7 @@ fn try_cases(shape: Shape, resident: u32, path: SubmitPath, memory: Option<WeakM
         // A one-shot/two-shot plan that fits the call channels runs on the call kernel
         // alone, from the first call channel.
         let call_kernel_only = path == SubmitPath::Stream && plan.algorithm != Algorithm::Ring && plan.channels <= call_channels;
-        Some(Expected { plan, ring_channels: spread, shot_from: if call_kernel_only { resident } else { 0 } })
+        Some(Expected { plan, ring_channels: path_channels, shot_from: if call_kernel_only { resident } else { 0 } })
     })
 }
 
@@ -227,7 +227,7 @@ fn burst_without_host_synchronisation(mut g: TwinGroup, shape: Shape) {
 
 /// Small stream-ordered all-reduces, all-gathers and reduce-scatters take the LL path
 /// (`device_rt::algo::ll`) when the device chooses: counted once per rank on each call
-/// channel of its spread as a one-shot moved as packets, nowhere else; exact, in and out
+/// channel of its runs as a one-shot moved as packets, nowhere else; exact, in and out
 /// of place, for every element size, with and without a pre- or post-op, on one call
 /// channel CTA, on all three (600 floats: 300 lines of 128 threads), with two lines a
 /// thread (1000 floats) and with sixteen (12,000 floats; a CTA's slot holds twenty), with
@@ -266,13 +266,13 @@ fn small_stream_collectives_take_the_ll_path() {
         });
         let larger = CollCase { function: CollFunction::AllReduce, dtype: DataType::F32, op: RedOpKind::Sum, count: 20_000, root: 0, in_place: false, inputs: Inputs::OrderSensitive };
         for case in cases.chain([larger]) {
-            let spread = ll_plan_of(&case, nranks, CHANNELS - RESIDENT, THREADS).map_or(0, |p| p.channels);
-            assert_eq!(spread == 0, case.count == 20_000, "{nranks} ranks: {} takes the LL path: {}", case.describe(), spread > 0);
+            let ll_channels = ll_plan_of(&case, nranks, CHANNELS - RESIDENT, THREADS).map_or(0, |p| p.channels);
+            assert_eq!(ll_channels == 0, case.count == 20_000, "{nranks} ranks: {} takes the LL path: {}", case.describe(), ll_channels > 0);
             let before = all_stats(&mut g).unwrap().unwrap();
             assert_eq!(run_case(&mut g, &case, 3, TIMEOUT).unwrap(), None, "{nranks} ranks: {}", case.describe());
             let after = all_stats(&mut g).unwrap().unwrap();
             for (i, (a, b)) in after.iter().zip(&before).enumerate() {
-                let want = u64::from((RESIDENT..RESIDENT + spread).contains(&(i as u32 % CHANNELS)));
+                let want = u64::from((RESIDENT..RESIDENT + ll_channels).contains(&(i as u32 % CHANNELS)));
                 assert_eq!(a.packet_items - b.packet_items, want, "{nranks} ranks, rank {} channel {}: {}", i as u32 / CHANNELS, i as u32 % CHANNELS, case.describe());
             }
         }

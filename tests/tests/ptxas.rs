@@ -33,7 +33,7 @@ const PROTOCOL_SPILL_BOUND: u32 = 64;
 /// against 24 x 256 in one run: bench/results/issue15-spills.md), so the default loop is
 /// 256 threads, uncapped, where nothing spills. The check fails if they grow. Call
 /// channels (2026-11-25) took the work loop to 400 / 556 at caps 152 to 128 (ptxas 13.0:
-/// the mailbox item's spread, computed out of line, and its completion count);
+/// the mailbox item's participation, computed out of line, and its completion count);
 /// one-shot/two-shot calls on the call kernel alone (the same day, eighth session) to 400 /
 /// 560 (the collective's part, passed apart from its channel; every other function
 /// unchanged). NVLS (2026-11-26, tenth session; forced only, so never the default loop's

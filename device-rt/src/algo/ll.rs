@@ -866,24 +866,24 @@ mod tests {
     /// block takes 57 CTAs of 2304 lines (nine a thread), inside a 20 KiB packet share.
     #[test]
     fn the_ll_edges_follow_the_rank_count() {
-        let spread = |function, nranks: u32, bytes: u64| {
+        let runs = |function, nranks: u32, bytes: u64| {
             let per_rank = if function == CollFunction::AllReduce { bytes } else { bytes / u64::from(nranks) };
             ll_runs(function, 4, per_rank / 4, nranks, 63, 256)
         };
         let edge = LlPlan { ctas: 57, lines_per_cta: 2304 };
-        assert_eq!(spread(CollFunction::AllReduce, 2, 1 << 20), Some(edge));
-        assert!(spread(CollFunction::AllReduce, 2, (1 << 20) + 16).is_none());
+        assert_eq!(runs(CollFunction::AllReduce, 2, 1 << 20), Some(edge));
+        assert!(runs(CollFunction::AllReduce, 2, (1 << 20) + 16).is_none());
         assert!(edge.lines_per_cta * 8 <= PACKET_SHARE_BYTES);
         for function in [CollFunction::AllGather, CollFunction::ReduceScatter] {
-            assert_eq!(spread(function, 2, 2 << 20), Some(edge), "{function:?}");
-            assert!(spread(function, 2, (2 << 20) + 32).is_none(), "{function:?}");
+            assert_eq!(runs(function, 2, 2 << 20), Some(edge), "{function:?}");
+            assert!(runs(function, 2, (2 << 20) + 32).is_none(), "{function:?}");
         }
         for nranks in [3, 4, 8] {
-            assert!(spread(CollFunction::AllReduce, nranks, 256 << 10).is_some(), "{nranks}");
-            assert!(spread(CollFunction::AllReduce, nranks, (256 << 10) + 16).is_none(), "{nranks}");
+            assert!(runs(CollFunction::AllReduce, nranks, 256 << 10).is_some(), "{nranks}");
+            assert!(runs(CollFunction::AllReduce, nranks, (256 << 10) + 16).is_none(), "{nranks}");
             for function in [CollFunction::AllGather, CollFunction::ReduceScatter] {
-                assert!(spread(function, nranks, 1 << 20).is_some(), "{function:?} {nranks}");
-                assert!(spread(function, nranks, (1 << 20) + 16 * u64::from(nranks)).is_none(), "{function:?} {nranks}");
+                assert!(runs(function, nranks, 1 << 20).is_some(), "{function:?} {nranks}");
+                assert!(runs(function, nranks, (1 << 20) + 16 * u64::from(nranks)).is_none(), "{function:?} {nranks}");
             }
         }
     }

@@ -6,11 +6,12 @@
 //! A stream-ordered call launches the call kernel on the user's stream: CTA 0 submits the
 //! item to the loop's mailbox and waits for it (`submit_to_mailbox`); CTA `g ≥ 1` is call
 //! channel `resident + g - 1`. From the item alone (its kernel arguments) every CTA of the
-//! grid and every resident channel computes the same spread (`spread`): the channels the item's
-//! plan spreads over, and which of them take part. A call channel that takes no part leaves
-//! at once, so a small call costs a few CTAs that start and end; a call channel that takes
-//! part runs its channel's share exactly as a resident channel would, then arrives at the
-//! mailbox item's completion like one (the last of the item's channels completes it).
+//! grid and every resident channel computes the same participation (`participation`): the
+//! channels the item's plan spreads over, and which of them take part. A call channel that
+//! takes no part leaves at once, so a small call costs a few CTAs that start and end; a
+//! call channel that takes part runs its channel's share exactly as a resident channel
+//! would, then arrives at the mailbox item's completion like one (the last of the item's
+//! channels completes it).
 //!
 //! A small stream-ordered collective does not need the loop at all: a one-shot/two-shot
 //! algorithm (of any function), or a one-rank collective (a local copy),
@@ -47,7 +48,7 @@ use super::exec::{Channel, Stop, channel_stats, close_mailbox, complete_mailbox,
 use super::item::{ITEM_OUTPUT_PEER_MAPPED, WorkItem, WorkKind};
 use super::mailbox::{count_submit, submit_to_mailbox};
 use super::queue::{LoopShared, LoopState, MAILBOX_CLOSED, QueueHeader};
-use super::spread::{call_kernel_only_plan, mailbox_spread};
+use super::participation::{call_kernel_only_plan, mailbox_participation};
 use super::LoopArgs;
 use crate::algo::ll::{LlCall, LlComm, LlPlan, LlRun, ll_collective, ll_plan};
 use crate::algo::{AlgorithmChoice, CollFunction};
@@ -285,11 +286,11 @@ pub unsafe fn serve_call(p: CallArgs) {
         Some(_) => return,
         None => {
             // SAFETY: as for `call_kernel_only_plan`.
-            let spread = unsafe { mailbox_spread(p.comm, p.resident, &p.item, kind) };
-            if channel >= spread.arrivals {
+            let participation = unsafe { mailbox_participation(p.comm, p.resident, &p.item, kind) };
+            if channel >= participation.arrivals {
                 return;
             }
-            (spread.channels, channel, spread.arrivals)
+            (participation.channels, channel, participation.arrivals)
         }
     };
     after_previous_grid();
@@ -319,14 +320,14 @@ pub unsafe fn serve_call(p: CallArgs) {
         // of the CTA runs it with the same arguments.
         unsafe { planned_collective(&a, &p.item, shared, part, plan) }
     } else {
-        // SAFETY: as above, with the item's validated kind and the mailbox spread.
+        // SAFETY: as above, with the item's validated kind and the mailbox participation.
         unsafe { execute::<false>(&a, kind, &p.item, shared) }
     };
     arch::barrier_sync_all();
     if tid == 0 {
         match outcome {
             // SAFETY: `a` is this call channel; thread 0 alone arrives, once, with the
-            // item's spread.
+            // item's participation.
             Ok(()) if call_kernel_only.is_none() => unsafe { complete_mailbox(&a, true, arrivals) },
             // SAFETY: `a` is this call channel; thread 0 alone counts the part, once.
             Ok(()) => unsafe { count_call_kernel_part(channel_stats(&a), entered) },

@@ -13,7 +13,7 @@ use core::mem::size_of;
 use super::item::{BadItem, DeviceFunction, ITEM_OUTPUT_PEER_MAPPED, WorkItem, WorkKind};
 use super::placement::elect_channel;
 use super::mailbox::update_state;
-use super::spread::mailbox_spread;
+use super::participation::mailbox_participation;
 use super::queue::{ITEM_CACHE, LOOP_ASLEEP, LOOP_AWAKE, LOOP_LEAVING, LoopShared, LoopState, MAILBOX_CLOSED, MAILBOX_COMPLETE, MAILBOX_PENDING, QueueHeader, RingSlot, STREAM_DONE_RELEASE, mailbox_generation};
 use crate::abi::{LoopError, ShmemHandle, WaitSite};
 use crate::algo::{Coll, CollCtx, CollFunction, Plan, plan_collective, run_collective};
@@ -274,7 +274,7 @@ unsafe fn loop_body<const SHMEM: bool>(args: LoopArgs) {
             // A heap loop has no communicator: its items stay on its own channels.
             Source::Mailbox(_) if SHMEM => a.count,
             // SAFETY: `a.comm` is null or the rank's `CommDevice`, valid for the launch.
-            Source::Mailbox(_) => unsafe { mailbox_spread(a.comm, a.count, &item, kind) }.channels,
+            Source::Mailbox(_) => unsafe { mailbox_participation(a.comm, a.count, &item, kind) }.channels,
             Source::Ring(_) => a.count,
         };
         // SAFETY: `a` is this CTA's channel, with the channels the item spreads over (the
@@ -310,8 +310,8 @@ unsafe fn loop_body<const SHMEM: bool>(args: LoopArgs) {
             }
             Source::Mailbox(generation) => {
                 if tid == 0 {
-                    // The spread again, from the item still in the shared cache (nothing kept
-                    // live across the item: the loop's registers).
+                    // The participation again, from the item still in the shared cache
+                    // (nothing kept live across the item: the loop's registers).
                     let arrivals = if SHMEM {
                         a.count
                     } else {
@@ -320,11 +320,11 @@ unsafe fn loop_body<const SHMEM: bool>(args: LoopArgs) {
                         // rank's `CommDevice`, valid for the launch.
                         unsafe {
                             let ran = (&raw const (*shared).items).cast::<WorkItem>().add(taken - 1).read_volatile();
-                            mailbox_spread(a.comm, a.count, &ran, kind).arrivals
+                            mailbox_participation(a.comm, a.count, &ran, kind).arrivals
                         }
                     };
                     // SAFETY: `a` is this CTA's channel; thread 0 alone completes the mailbox
-                    // item, once per generation, with the item's spread.
+                    // item, once per generation, with the item's participation.
                     unsafe { complete_mailbox(&a, writes_memory(kind), arrivals) };
                     // SAFETY: `a` is this CTA's channel; thread 0 alone looks.
                     stop_word = unsafe { look_for_stop(&a, &mut abort_checked_ns) };
@@ -1400,8 +1400,8 @@ pub(super) unsafe fn count_call_kernel_part(mine: *mut ChannelStats, entered_ns:
 }
 
 /// Counts this channel done with the pending mailbox item, of which `arrivals` channels
-/// take part (`spread::mailbox_spread`); the last channel completes it (the next
-/// generation, PENDING cleared).
+/// take part (`participation::mailbox_participation`); the last channel completes it (the
+/// next generation, PENDING cleared).
 ///
 /// Ordering: when the item `wrote` memory, a `fence.acq_rel.sys` first (its writes may be
 /// in host-mapped memory that the host reads once the submitter's stream is done); then,

@@ -13,7 +13,7 @@ mod exec;
 #[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
 mod call_kernel;
 #[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
-mod spread;
+mod participation;
 #[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
 mod mailbox;
 

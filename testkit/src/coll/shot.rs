@@ -28,13 +28,13 @@ pub fn plan_of(case: &CollCase, staging: Staging, choice: AlgorithmChoice) -> Op
 
 /// The plan of `case` where a stream-ordered call takes the LL path
 /// (`device_rt::algo::ll`) on a communicator of `nranks` ranks that leaves the
-/// algorithm to the device: a one-shot over the LL spread's CTAs of `nthreads` threads
+/// algorithm to the device: a one-shot over the LL runs' CTAs of `nthreads` threads
 /// from the first of `call_channels` call channels (each counts its run). `None`: the call
 /// goes the general way.
 pub fn ll_plan_of(case: &CollCase, nranks: u32, call_channels: u32, nthreads: u32) -> Option<Plan> {
     let elt = case.dtype.size() as u64;
-    let spread = ll_runs(case.function, elt, case.count as u64, nranks, call_channels, nthreads)?;
-    Some(Plan { algorithm: Algorithm::OneShot, channels: spread.ctas, share: spread.lines_per_cta * 8 / elt })
+    let runs = ll_runs(case.function, elt, case.count as u64, nranks, call_channels, nthreads)?;
+    Some(Plan { algorithm: Algorithm::OneShot, channels: runs.ctas, share: runs.lines_per_cta * 8 / elt })
 }
 
 /// The functions `choice` runs with a one-shot/two-shot algorithm (every collective but

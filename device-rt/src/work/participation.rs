@@ -1,23 +1,24 @@
-//! Which channels a mailbox item spreads over: the loop's resident channels, and for a
-//! collective of a communicator with call channels (see `call_kernel`), all of them. Shared
-//! by the loop's channels and the call kernel's call channels, which must agree.
+//! A mailbox item's participation: which channels it spreads over (the loop's resident
+//! channels, and for a collective of a communicator with call channels, see `call_kernel`,
+//! all of them) and which of them take part. Shared by the loop's channels and the call
+//! kernel's call channels, which must agree.
 
 use super::item::{WorkItem, WorkKind};
 use crate::algo::{AlgorithmChoice, CollFunction, Plan, Staging, local_channels, plan};
 use crate::conn::CommDevice;
 use crate::dtype::DataType;
 
-/// The channels a mailbox item spreads over (`channels`), and how many of them take part
-/// (`arrivals`: channels `0..arrivals`, every resident channel among them), each arriving
-/// at the item's completion.
+/// A mailbox item's participation: the channels it spreads over (`channels`), and how
+/// many of them take part (`arrivals`: channels `0..arrivals`, every resident channel
+/// among them), each arriving at the item's completion.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) struct Spread {
+pub(super) struct Participation {
     pub(super) channels: u32,
     pub(super) arrivals: u32,
 }
 
-/// The [`Spread`] of a mailbox item of `kind` on a loop of `resident` channels. Only a
-/// collective of a communicator with more channels than the loop holds (and unpaired)
+/// The [`Participation`] of a mailbox item of `kind` on a loop of `resident` channels. Only
+/// a collective of a communicator with more channels than the loop holds (and unpaired)
 /// reaches call channels: it spreads over all of them, and takes part on those its plan
 /// uses (the ring and point-to-point: every channel; a one-shot/two-shot algorithm: its
 /// plan's channels; a collective of one rank: those of `local_channels`).
@@ -31,8 +32,8 @@ pub(super) struct Spread {
 /// # Safety
 /// `comm` is null or a valid `CommDevice` that the kernel only reads.
 #[inline(never)]
-pub(super) unsafe fn mailbox_spread(comm: *const CommDevice, resident: u32, item: &WorkItem, kind: WorkKind) -> Spread {
-    let own = Spread { channels: resident, arrivals: resident };
+pub(super) unsafe fn mailbox_participation(comm: *const CommDevice, resident: u32, item: &WorkItem, kind: WorkKind) -> Participation {
+    let own = Participation { channels: resident, arrivals: resident };
     if comm.is_null() || kind != WorkKind::Collective {
         return own;
     }
@@ -47,7 +48,7 @@ pub(super) unsafe fn mailbox_spread(comm: *const CommDevice, resident: u32, item
         Some(Taking::Every) => total,
         None => resident,
     };
-    Spread { channels: total, arrivals: taking_part.max(resident) }
+    Participation { channels: total, arrivals: taking_part.max(resident) }
 }
 
 /// How a collective of an unpaired communicator with call channels takes part, from its
