@@ -83,13 +83,13 @@ struct MailboxView {
 /// meanwhile waits at most this long.
 const MAILBOX_FOCUS_NS: u64 = 20_000;
 
-/// What thread 0's poll found.
-const VERDICT_RING: u64 = 1;
-const VERDICT_MAILBOX: u64 = 2;
-const VERDICT_ABORT: u64 = 3;
-const VERDICT_PEER_FAILED: u64 = 4;
+/// The poll's outcome: what the loop does next (`LoopShared::poll_outcome`).
+const NEXT_RING: u64 = 1;
+const NEXT_MAILBOX: u64 = 2;
+const NEXT_ABORT: u64 = 3;
+const NEXT_PEER_FAILED: u64 = 4;
 /// The idle loop left to sleep (see [`try_sleep`]): its kernel ends, its state kept.
-const VERDICT_SLEEP: u64 = 5;
+const NEXT_SLEEP: u64 = 5;
 
 /// Why an item stopped the loop.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -204,18 +204,19 @@ unsafe fn loop_body<const SHMEM: bool>(args: LoopArgs) {
                 unsafe { abort_between_items(&a, &mut stop_word, shared) };
             }
             arch::barrier_sync_all();
-            // SAFETY: `shared` is this CTA's `LoopShared`; warp 0's lane 0 wrote the verdict
-            // before the CTA barrier above, and nothing writes it until the next fetch, after
-            // every thread's next barrier.
-            match unsafe { (&raw const (*shared).verdict).read_volatile() } {
-                VERDICT_RING => {
-                    // SAFETY: as above, for the count lane 0 wrote with the verdict.
+            // SAFETY: `shared` is this CTA's `LoopShared`; warp 0's lane 0 wrote the poll
+            // outcome before the CTA barrier above, and nothing writes it until the next
+            // fetch, after every thread's next barrier.
+            match unsafe { (&raw const (*shared).poll_outcome).read_volatile() } {
+                NEXT_RING => {
+                    // SAFETY: as above, for the count lane 0 wrote with the poll outcome.
                     cached = unsafe { (&raw const (*shared).count).read_volatile() } as usize;
                     mailbox_item = None;
                 }
-                VERDICT_MAILBOX => {
+                NEXT_MAILBOX => {
                     cached = 1;
-                    // SAFETY: as above, for the generation lane 0 wrote with the verdict.
+                    // SAFETY: as above, for the generation lane 0 wrote with the poll
+                    // outcome.
                     mailbox_item = Some(unsafe { (&raw const (*shared).generation).read_volatile() });
                     if !stats.is_null() {
                         // SAFETY: `stats` is this channel's live counters (non-null in thread 0
@@ -226,8 +227,8 @@ unsafe fn loop_body<const SHMEM: bool>(args: LoopArgs) {
                 }
                 // Asleep: nothing to publish (done before the fetch) and nothing to
                 // close; the host launches the loop again with the next item.
-                VERDICT_SLEEP => return,
-                VERDICT_ABORT => {
+                NEXT_SLEEP => return,
+                NEXT_ABORT => {
                     if tid == 0 {
                         // SAFETY: `a` is this CTA's channel (valid pointers, as above); thread
                         // 0 alone records.
@@ -239,10 +240,10 @@ unsafe fn loop_body<const SHMEM: bool>(args: LoopArgs) {
             }
             taken = 0;
         }
-        // SAFETY: `taken < cached <= ITEM_CACHE` (the verdict's count is at most the cache), so
-        // item `taken` is inside `shared.items`; warp 0 wrote it before the CTA barrier that
-        // followed the fetch, and rewrites the cache only in the next fetch, after every
-        // thread has read its item and passed the barrier that ends the item.
+        // SAFETY: `taken < cached <= ITEM_CACHE` (the poll outcome's count is at most the
+        // cache), so item `taken` is inside `shared.items`; warp 0 wrote it before the CTA
+        // barrier that followed the fetch, and rewrites the cache only in the next fetch,
+        // after every thread has read its item and passed the barrier that ends the item.
         let item = unsafe { (&raw const (*shared).items).cast::<WorkItem>().add(taken).read_volatile() };
         taken += 1;
         let source = match mailbox_item {
@@ -345,33 +346,33 @@ unsafe fn loop_body<const SHMEM: bool>(args: LoopArgs) {
     }
 }
 
-/// Thread 0, after warp 0's fetch found work: turns the verdict into a stop when the
+/// Thread 0, after warp 0's fetch found work: turns the poll outcome into a stop when the
 /// word of the last look (`word`, started before the fetch or after the last mailbox item,
 /// see [`look_for_stop`]; then cleared) calls for one. Items found at once wait for
 /// nothing, so no spin guard reads the flag while a burst of them runs: without this an
 /// aborted loop would run every item of a burst.
 ///
-/// Ordering: as [`look_for_stop`]'s; the verdict is lane 0's own store, read back by the
-/// same thread.
+/// Ordering: as [`look_for_stop`]'s; the poll outcome is lane 0's own store, read back by
+/// the same thread.
 ///
 /// # Safety
 /// Thread 0 of the CTA only, after warp 0's fetch and before the CTA barrier that
-/// publishes the verdict; `shared` is this CTA's `LoopShared`.
+/// publishes the poll outcome; `shared` is this CTA's `LoopShared`.
 unsafe fn abort_between_items(a: &Channel, word: &mut u64, shared: *mut LoopShared) {
-    // SAFETY: `shared` is the CTA's loop shared memory; thread 0 wrote the verdict.
-    let verdict = unsafe { (&raw const (*shared).verdict).read_volatile() };
-    if verdict != VERDICT_RING && verdict != VERDICT_MAILBOX {
+    // SAFETY: `shared` is the CTA's loop shared memory; thread 0 wrote the poll outcome.
+    let outcome = unsafe { (&raw const (*shared).poll_outcome).read_volatile() };
+    if outcome != NEXT_RING && outcome != NEXT_MAILBOX {
         return;
     }
-    let stop = stop_verdict(a, core::mem::take(word));
+    let stop = stop_outcome(a, core::mem::take(word));
     if stop != 0 {
-        // SAFETY: as above; thread 0 is lane 0 of warp 0, the verdict's writer.
-        unsafe { set_verdict(shared, stop, 0, 0) };
+        // SAFETY: as above; thread 0 is lane 0 of warp 0, the poll outcome's writer.
+        unsafe { set_poll_outcome(shared, stop, 0, 0) };
     }
 }
 
 /// Thread 0, between items: at most every `ABORT_CHECK_NS`, starts a look for a stop and
-/// returns the word it reads, loaded but not yet used, for [`stop_verdict`] to judge later
+/// returns the word it reads, loaded but not yet used, for [`stop_outcome`] to judge later
 /// (0, no stop, when no look is due): the caller's work until then overlaps the read.
 /// Only the [`POLLING_CHANNEL`] reads the host's flag (host memory, across PCIe); the
 /// others read the loop's error claim in device memory, which that channel sets when it
@@ -410,11 +411,11 @@ unsafe fn look_for_stop(a: &Channel, checked_ns: &mut u32) -> u64 {
 
 /// The stop a word [`look_for_stop`] read of channel `a` calls for: the host's
 /// abort flag on the [`POLLING_CHANNEL`], the loop's error claim on another; 0: none.
-fn stop_verdict(a: &Channel, word: u64) -> u64 {
+fn stop_outcome(a: &Channel, word: u64) -> u64 {
     match (word, a.index == POLLING_CHANNEL) {
         (0, _) => 0,
-        (_, true) => VERDICT_ABORT,
-        (_, false) => VERDICT_PEER_FAILED,
+        (_, true) => NEXT_ABORT,
+        (_, false) => NEXT_PEER_FAILED,
     }
 }
 
@@ -480,7 +481,7 @@ const PIECES_PER_LANE: usize = ITEM_CACHE * SLOT_PIECES / WARP_SIZE as usize;
 const FULL_WARP: u32 = u32::MAX;
 
 /// Warp 0 waits for work and copies it into shared memory: up to `ITEM_CACHE` ring items
-/// (see the `queue` module), or the mailbox item. Lane 0 records the verdict, the item
+/// (see the `queue` module), or the mailbox item. Lane 0 records the poll outcome, the item
 /// count and the mailbox generation. `want` is how many slots the next read takes: up to
 /// [`poll_slots`] the warp polls (see [`poll_next_slot`]: one acquire read of that many
 /// slots, no fence); above, a backlog read takes them first. `want` doubles while every
@@ -533,8 +534,8 @@ unsafe fn fetch(a: &Channel, next_seq: u64, want: &mut usize, mailbox: MailboxVi
             }
             if lane == 0 {
                 // SAFETY: `shared` is this CTA's `LoopShared`, and lane 0 alone writes the
-                // verdict; the CTA reads it after the caller's barrier.
-                unsafe { set_verdict(shared, VERDICT_RING, ready as u64, 0) };
+                // poll outcome; the CTA reads it after the caller's barrier.
+                unsafe { set_poll_outcome(shared, NEXT_RING, ready as u64, 0) };
                 // SAFETY: `a` is this CTA's channel; lane 0 alone notes.
                 unsafe { note_seen(a, next_seq + ready as u64 - 1) };
             }
@@ -550,7 +551,7 @@ unsafe fn fetch(a: &Channel, next_seq: u64, want: &mut usize, mailbox: MailboxVi
 /// Warp 0, with nothing queued: polls the [`poll_slots`] slots from `next_seq` on until
 /// slot `next_seq` is whole (then copies it and the whole slots after it into shared
 /// memory and returns how many), a mailbox item or another channel's error turns up, or
-/// the abort flag is set (verdict recorded, 0).
+/// the abort flag is set (poll outcome recorded, 0).
 ///
 /// One read at a time: each lane reads one 16-byte piece (lanes 0-7 slot `next_seq`, 8-15
 /// the next, …), and the next read leaves as soon as the last is back and the mailbox has
@@ -618,8 +619,9 @@ unsafe fn poll_next_slot(a: &Channel, next_seq: u64, mailbox: MailboxView, share
         };
         if broadcast_lane0(u64::from(asleep)) != 0 {
             if lane == 0 {
-                // SAFETY: `shared` is this CTA's `LoopShared`, lane 0 alone writes the verdict.
-                unsafe { set_verdict(shared, VERDICT_SLEEP, 0, 0) };
+                // SAFETY: `shared` is this CTA's `LoopShared`, lane 0 alone writes the poll
+                // outcome.
+                unsafe { set_poll_outcome(shared, NEXT_SLEEP, 0, 0) };
             }
             return 0;
         }
@@ -697,21 +699,21 @@ unsafe fn try_sleep(a: &Channel, next_seq: u64) -> bool {
 /// warp 0 calls this with the same `mailbox_done`, `lane` being its lane.
 unsafe fn look_and_take(a: &Channel, mailbox_done: u64, guard: &mut SpinGuard, lane: usize, shared: *mut LoopShared) -> bool {
     // SAFETY: `a` is this CTA's channel, and lane 0 alone looks.
-    let (verdict, generation) = if lane == 0 { unsafe { look_elsewhere(a, mailbox_done, guard) } } else { (0, 0) };
-    let verdict = broadcast_lane0(verdict);
-    if verdict == 0 {
+    let (outcome, generation) = if lane == 0 { unsafe { look_elsewhere(a, mailbox_done, guard) } } else { (0, 0) };
+    let outcome = broadcast_lane0(outcome);
+    if outcome == 0 {
         return false;
     }
     // SAFETY: `a` is this CTA's channel, `shared` its `LoopShared`, and every lane of warp 0
-    // runs this with lane 0's verdict and generation.
-    unsafe { take_elsewhere(a, verdict, generation, lane, shared) };
+    // runs this with lane 0's poll outcome and generation.
+    unsafe { take_elsewhere(a, outcome, generation, lane, shared) };
     true
 }
 
 /// Warp 0 of a channel other than the [`POLLING_CHANNEL`]: waits until a channel has found
 /// ring slot `next_seq` whole and returns the highest sequence number found; or, when a
 /// mailbox item or another channel's error turns up or the abort flag is set, records the
-/// verdict (see [`take_elsewhere`]) and returns None. Only device memory is polled.
+/// poll outcome (see [`take_elsewhere`]) and returns None. Only device memory is polled.
 ///
 /// Ordering: `seen_seq` is read relaxed: it only says which slots to read; their contents
 /// are then read from host memory and ordered as in [`fetch`].
@@ -724,31 +726,31 @@ unsafe fn wait_seen(a: &Channel, next_seq: u64, mailbox_done: u64, shared: *mut 
     // `abort` flag stays readable while the guard lives (this call).
     let mut guard = unsafe { SpinGuard::new(&raw const (*a.header).abort, u64::MAX) };
     loop {
-        let (seen, verdict, generation) = if lane == 0 {
+        let (seen, outcome, generation) = if lane == 0 {
             // SAFETY: `a.state` is the loop's `LoopState` (`Channel`); `seen_seq` is an aligned
             // `u64` in it that channels change only through `arch` atomics.
             let seen = unsafe { arch::ld_relaxed_gpu_global(&raw const (*a.state).seen_seq) };
             // SAFETY: `a` is this CTA's channel, and lane 0 alone looks.
-            let (verdict, generation) = if seen >= next_seq { (0, 0) } else { unsafe { look_elsewhere(a, mailbox_done, &mut guard) } };
-            (seen, verdict, generation)
+            let (outcome, generation) = if seen >= next_seq { (0, 0) } else { unsafe { look_elsewhere(a, mailbox_done, &mut guard) } };
+            (seen, outcome, generation)
         } else {
             (0, 0, 0)
         };
-        let (seen, verdict) = (broadcast_lane0(seen), broadcast_lane0(verdict));
+        let (seen, outcome) = (broadcast_lane0(seen), broadcast_lane0(outcome));
         if seen >= next_seq {
             return Some(seen);
         }
-        if verdict != 0 {
+        if outcome != 0 {
             // SAFETY: `a` is this CTA's channel, `shared` its `LoopShared`, and every lane of
-            // warp 0 runs this with lane 0's verdict.
-            unsafe { take_elsewhere(a, verdict, generation, lane, shared) };
+            // warp 0 runs this with lane 0's poll outcome.
+            unsafe { take_elsewhere(a, outcome, generation, lane, shared) };
             return None;
         }
         arch::spin_pause();
     }
 }
 
-/// Warp 0, when the ring gave nothing and `verdict` (lane 0's `generation` for the
+/// Warp 0, when the ring gave nothing and `outcome` (lane 0's `generation` for the
 /// mailbox) came from [`look_elsewhere`]: lane 0 records it, and for the mailbox the warp
 /// copies its item into shared memory.
 ///
@@ -757,15 +759,15 @@ unsafe fn wait_seen(a: &Channel, next_seq: u64, mailbox_done: u64, shared: *mut 
 ///
 /// # Safety
 /// `a` is this CTA's [`Channel`] and `shared` is this CTA's `LoopShared`; every lane of
-/// warp 0 calls this with the same `verdict` and `generation` (from lane 0's
+/// warp 0 calls this with the same `outcome` and `generation` (from lane 0's
 /// [`look_elsewhere`]), `lane` being its lane.
-unsafe fn take_elsewhere(a: &Channel, verdict: u64, generation: u64, lane: usize, shared: *mut LoopShared) {
+unsafe fn take_elsewhere(a: &Channel, outcome: u64, generation: u64, lane: usize, shared: *mut LoopShared) {
     if lane == 0 {
         // SAFETY: `shared` is this CTA's `LoopShared` (this function's contract); lane 0 alone
-        // writes the verdict, and the CTA reads it after the caller's barrier.
-        unsafe { set_verdict(shared, verdict, u64::from(verdict == VERDICT_MAILBOX), generation) };
+        // writes the poll outcome, and the CTA reads it after the caller's barrier.
+        unsafe { set_poll_outcome(shared, outcome, u64::from(outcome == NEXT_MAILBOX), generation) };
     }
-    if verdict == VERDICT_MAILBOX {
+    if outcome == NEXT_MAILBOX {
         arch::barrier_sync(FETCH_BARRIER, WARP_SIZE);
         if lane < size_of::<WorkItem>() / 16 {
             // SAFETY: `a.state` is the loop's `LoopState` (`Channel`); only the address of its
@@ -823,8 +825,9 @@ unsafe fn read_slot_piece(a: &Channel, next_seq: u64, lane: usize) -> [u64; 2] {
 }
 
 /// When the read (see [`read_slot_piece`]) found slot `next_seq` whole: the lanes of the
-/// whole slots from it on copy their items into shared memory, lane 0 records the verdict
-/// and notes the slots seen, and every lane gets how many (0: slot `next_seq` not whole).
+/// whole slots from it on copy their items into shared memory, lane 0 records the poll
+/// outcome and notes the slots seen, and every lane gets how many (0: slot `next_seq` not
+/// whole).
 ///
 /// # Safety
 /// `a` is this CTA's [`Channel`] and `shared` is this CTA's `LoopShared`; every lane of
@@ -843,8 +846,9 @@ unsafe fn take_slots(a: &Channel, piece: [u64; 2], next_seq: u64, lane: usize, s
         unsafe { (&raw mut (*shared).items).cast::<u64>().add(lane).write_volatile(bytes) };
     }
     if lane == 0 {
-        // SAFETY: `shared` is this CTA's `LoopShared`, and lane 0 alone writes the verdict.
-        unsafe { set_verdict(shared, VERDICT_RING, taken as u64, 0) };
+        // SAFETY: `shared` is this CTA's `LoopShared`, and lane 0 alone writes the poll
+        // outcome.
+        unsafe { set_poll_outcome(shared, NEXT_RING, taken as u64, 0) };
         // SAFETY: `a` is this CTA's channel; lane 0 alone notes.
         unsafe { note_seen(a, next_seq + taken as u64 - 1) };
     }
@@ -910,12 +914,12 @@ fn broadcast_lane0(v: u64) -> u64 {
 ///
 /// # Safety
 /// `shared` is the CTA's loop shared memory.
-unsafe fn set_verdict(shared: *mut LoopShared, verdict: u64, count: u64, generation: u64) {
+unsafe fn set_poll_outcome(shared: *mut LoopShared, outcome: u64, count: u64, generation: u64) {
     // SAFETY: `shared` is this CTA's `LoopShared` (this function's contract): three aligned
     // `u64` fields, written by lane 0 of warp 0 alone and read by the CTA after the caller's
     // barrier.
     unsafe {
-        (&raw mut (*shared).verdict).write_volatile(verdict);
+        (&raw mut (*shared).poll_outcome).write_volatile(outcome);
         (&raw mut (*shared).count).write_volatile(count);
         (&raw mut (*shared).generation).write_volatile(generation);
     }
@@ -924,7 +928,7 @@ unsafe fn set_verdict(shared: *mut LoopShared, verdict: u64, count: u64, generat
 /// Lane 0 of warp 0, while the ring has nothing: looks for a mailbox item of a
 /// generation other than `mailbox_done` and for another channel's error (device memory
 /// only: a few hundred ns), and counts the round against the abort flag. Returns 0 to
-/// keep polling, or a verdict and (for the mailbox) the item's generation.
+/// keep polling, or a poll outcome and (for the mailbox) the item's generation.
 ///
 /// # Safety
 /// `a` is this CTA's [`Channel`]; lane 0 of warp 0 alone calls this.
@@ -942,13 +946,13 @@ unsafe fn look_elsewhere(a: &Channel, mailbox_done: u64, guard: &mut SpinGuard) 
     let state = unsafe { arch::ld_acquire_gpu_global(&raw const (*a.state).mailbox.state) };
     let generation = mailbox_generation(state);
     if state & (MAILBOX_PENDING | MAILBOX_CLOSED) == MAILBOX_PENDING && generation != mailbox_done {
-        return (VERDICT_MAILBOX, generation);
+        return (NEXT_MAILBOX, generation);
     }
     if failed {
-        return (VERDICT_PEER_FAILED, 0);
+        return (NEXT_PEER_FAILED, 0);
     }
     if guard.tick().is_err() {
-        return (VERDICT_ABORT, 0);
+        return (NEXT_ABORT, 0);
     }
     (0, 0)
 }

@@ -294,13 +294,13 @@ static_assertions::const_assert_eq!(core::mem::size_of::<LoopState>(), 160 + cor
 /// Ring items a channel copies into shared memory at once (one round trip).
 pub(crate) const ITEM_CACHE: usize = 32;
 
-/// The loop's shared memory per CTA: the cached items, warp 0's verdicts, and the
+/// The loop's shared memory per CTA: the cached items, warp 0's poll outcomes, and the
 /// primitives groups' pointers.
 #[repr(C)]
 pub(crate) struct LoopShared {
     pub(crate) prims: [PrimsShared; MAX_GROUPS],
     pub(crate) items: [WorkItem; ITEM_CACHE],
-    pub(crate) verdict: u64,
+    pub(crate) poll_outcome: u64,
     pub(crate) count: u64,
     pub(crate) generation: u64,
     pub(crate) wait_result: u64,
