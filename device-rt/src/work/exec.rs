@@ -74,14 +74,14 @@ impl core::ops::Deref for Channel {
 #[derive(Clone, Copy)]
 struct MailboxView {
     done: u64,
-    focus_until_ns: u64,
+    priority_until_ns: u64,
 }
 
-/// How long, after a mailbox item, the polling channel looks only at the mailbox: a
-/// stream-ordered call that follows within this time is seen within a device-memory
-/// read, not behind a host read of the ring (about 1.5 µs); a ring item enqueued
-/// meanwhile waits at most this long.
-const MAILBOX_FOCUS_NS: u64 = 20_000;
+/// The mailbox's priority window: how long, after a mailbox item, the polling channel
+/// looks only at the mailbox. A stream-ordered call that follows within this time is seen
+/// within a device-memory read, not behind a host read of the ring (about 1.5 µs); a ring
+/// item enqueued meanwhile waits at most this long.
+const MAILBOX_PRIORITY_NS: u64 = 20_000;
 
 /// The poll's outcome: what the loop does next (`LoopShared::poll_outcome`).
 const NEXT_RING: u64 = 1;
@@ -161,7 +161,7 @@ unsafe fn loop_body<const SHMEM: bool>(args: LoopArgs) {
     let mut next_seq = unsafe { arch::ld_volatile_global((&raw const (*args.header).cta_completed).cast::<u64>().add(index as usize)) } + 1;
     let mut mailbox_done = u64::MAX;
     // Warp 0 of the polling channel: until when (lane 0's clock) it looks only at the mailbox.
-    let mut mailbox_focus_until_ns = 0u64;
+    let mut mailbox_priority_until_ns = 0u64;
     // Warp 0: how many ring slots the next fetch reads (the same in every lane).
     let mut want = 1usize;
     // Items in the shared cache, how many of them have run, and where they came from.
@@ -195,8 +195,8 @@ unsafe fn loop_body<const SHMEM: bool>(args: LoopArgs) {
             if tid < WARP_SIZE {
                 // SAFETY: `a` is this CTA's channel (as above), `shared` its `LoopShared`, and
                 // every lane of warp 0 calls `fetch` with the same `next_seq`, `want` and
-                // `mailbox_done` (the focus time is only read in lane 0).
-                unsafe { fetch(&a, next_seq, &mut want, MailboxView { done: mailbox_done, focus_until_ns: mailbox_focus_until_ns }, shared) };
+                // `mailbox_done` (the priority window's end is only read in lane 0).
+                unsafe { fetch(&a, next_seq, &mut want, MailboxView { done: mailbox_done, priority_until_ns: mailbox_priority_until_ns }, shared) };
             }
             if tid == 0 {
                 // SAFETY: thread 0, after warp 0's fetch and before the barrier below; `a`
@@ -331,7 +331,7 @@ unsafe fn loop_body<const SHMEM: bool>(args: LoopArgs) {
                     stop_word = unsafe { look_for_stop(&a, &mut abort_checked_ns) };
                 }
                 mailbox_done = generation;
-                mailbox_focus_until_ns = arch::globaltimer_ns().wrapping_add(MAILBOX_FOCUS_NS);
+                mailbox_priority_until_ns = arch::globaltimer_ns().wrapping_add(MAILBOX_PRIORITY_NS);
             }
         }
         if kind == WorkKind::Shutdown {
@@ -578,16 +578,16 @@ unsafe fn poll_next_slot(a: &Channel, next_seq: u64, mailbox: MailboxView, share
     // SAFETY: `a.header` is the host-mapped header, valid for the launch (`Channel`), so its
     // `abort` flag stays readable while the guard lives (this call).
     let mut guard = unsafe { SpinGuard::new(&raw const (*a.header).abort, u64::MAX) };
-    // While the stream-ordered path is busy (until lane 0's `focus_until_ns`), look only at
-    // the mailbox: device memory, no round trip to the host that the next call kernel would
-    // wait behind. Then at least once.
+    // While the stream-ordered path is busy (until lane 0's `priority_until_ns`), look only
+    // at the mailbox: device memory, no round trip to the host that the next call kernel
+    // would wait behind. Then at least once.
     loop {
         // SAFETY: `a` is this CTA's channel, `shared` its `LoopShared`, and every lane of warp
         // 0 runs this (`fetch`'s contract).
         if unsafe { look_and_take(a, mailbox_done, &mut guard, lane, shared) } {
             return 0;
         }
-        if broadcast_lane0(u64::from(arch::globaltimer_ns() >= mailbox.focus_until_ns)) != 0 {
+        if broadcast_lane0(u64::from(arch::globaltimer_ns() >= mailbox.priority_until_ns)) != 0 {
             break;
         }
     }
