@@ -328,8 +328,8 @@ struct LoopMemory {
 }
 
 /// A loop's queue header, shared by the loop's queue and every abort handle (which may
-/// outlive the loop): whichever drops last hands the memory to the graveyard, which frees
-/// it once the loop's kernel has ended.
+/// outlive the loop): whichever drops last defers the memory's free
+/// ([`DeferredFrees`]) until the loop's kernel has ended.
 struct SharedHeader {
     header: Option<HostMapped<u64>>,
     ctx: usize,
@@ -341,15 +341,15 @@ struct SharedHeader {
 unsafe impl Sync for SharedHeader {}
 
 impl Drop for SharedHeader {
-    /// Never blocks: parks the memory in the graveyard.
+    /// Never blocks: defers the memory's free ([`defer_free`]).
     fn drop(&mut self) {
         if let Some(header) = self.header.take() {
-            bury(self.ctx, self.stream.clone(), Box::new(header));
+            defer_free(self.ctx, self.stream.clone(), Box::new(header));
         }
     }
 }
 
-/// The stream a loop kernel runs on, as the graveyard sees it.
+/// The stream a loop kernel runs on, as [`DeferredFrees`] sees it.
 trait KernelStream {
     /// True once everything queued on the stream (the loop kernel) has ended; never
     /// blocks.
@@ -372,39 +372,40 @@ impl KernelStream for Arc<CudaStream> {
 
 /// Memory of dropped loops, kept until it can be freed without waiting: in CUDA, freeing
 /// memory may wait for every running kernel of the device, and a persistent loop only
-/// ends when asked to. A grave is freed once its own loop's kernel has ended and no
+/// ends when asked to. Parked memory is freed once its own loop's kernel has ended and no
 /// started loop of its context still runs (a loop that sleeps has ended its kernel; it is
-/// launched again only under this graveyard's lock, so never between a look and a free); every loop's `new`, `start`, `shutdown` and
-/// drop, and every burial, look (stream queries only).
-struct Graveyard<S> {
+/// launched again only under this list's lock, so never between a look and a free); every
+/// loop's `new`, `start`, `shutdown` and drop, and every deferred free, look (stream
+/// queries only).
+struct DeferredFrees<S> {
     /// Started, not yet dropped loops: their context and kernel stream.
     running: Vec<(usize, S)>,
-    /// Per grave: the context, the stream of the loop kernel that used the memory, the
-    /// memory.
-    graves: Vec<(usize, S, Box<dyn Send>)>,
+    /// Per parked allocation: the context, the stream of the loop kernel that used the
+    /// memory, the memory.
+    parked: Vec<(usize, S, Box<dyn Send>)>,
 }
 
 /// Parks `memory` that the loop kernel on `stream` (of context `ctx`) used, then frees
 /// what can be freed. Never blocks.
-fn bury(ctx: usize, stream: Arc<CudaStream>, memory: Box<dyn Send>) {
-    let mut yard = graveyard();
-    yard.graves.push((ctx, stream, memory));
-    yard.collect(ctx);
+fn defer_free(ctx: usize, stream: Arc<CudaStream>, memory: Box<dyn Send>) {
+    let mut frees = deferred_frees();
+    frees.parked.push((ctx, stream, memory));
+    frees.collect(ctx);
 }
 
-impl<S: KernelStream> Graveyard<S> {
-    /// Frees the graves of context `ctx` whose kernel has ended, if no started loop of
-    /// the context still runs. Never blocks.
+impl<S: KernelStream> DeferredFrees<S> {
+    /// Frees the parked memory of context `ctx` whose kernel has ended, if no started loop
+    /// of the context still runs. Never blocks.
     fn collect(&mut self, ctx: usize) {
         if self.running.iter().any(|(c, s)| *c == ctx && !s.ended()) {
             return;
         }
-        let graves = std::mem::take(&mut self.graves);
-        for (c, stream, memory) in graves {
+        let parked = std::mem::take(&mut self.parked);
+        for (c, stream, memory) in parked {
             if c == ctx && stream.ended() {
                 drop(memory);
             } else {
-                self.graves.push((c, stream, memory));
+                self.parked.push((c, stream, memory));
             }
         }
     }
@@ -415,10 +416,10 @@ impl<S: KernelStream> Graveyard<S> {
     }
 }
 
-static GRAVEYARD: Mutex<Graveyard<Arc<CudaStream>>> = Mutex::new(Graveyard { running: Vec::new(), graves: Vec::new() });
+static DEFERRED_FREES: Mutex<DeferredFrees<Arc<CudaStream>>> = Mutex::new(DeferredFrees { running: Vec::new(), parked: Vec::new() });
 
-fn graveyard() -> std::sync::MutexGuard<'static, Graveyard<Arc<CudaStream>>> {
-    GRAVEYARD.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+fn deferred_frees() -> std::sync::MutexGuard<'static, DeferredFrees<Arc<CudaStream>>> {
+    DEFERRED_FREES.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// One rank's work loop.
@@ -555,10 +556,10 @@ impl LoopLaunch {
     /// The memory `args` name is live until the kernel has ended; with `again`, the loop's
     /// kernel has stored ASLEEP (it ends, and the stream orders this launch after it).
     unsafe fn launch(&self, again: bool) -> Result<()> {
-        // A launch after the loop slept holds the graveyard meanwhile: the graveyard frees
+        // A launch after the loop slept holds the deferred frees' lock meanwhile: they free
         // memory only while no loop of the context runs (a free may wait for a running
         // kernel), and a sleeping loop counts as ended.
-        let _yard = again.then(graveyard);
+        let _frees = again.then(deferred_frees);
         self.ctx.bind_to_thread().map_err(Error::cuda("cuCtxSetCurrent"))?;
         let mut config = self.config;
         if again {
@@ -659,7 +660,7 @@ impl WorkLoop {
 
     fn with_entry(ctx: &Arc<CudaContext>, module: &Module, cfg: LoopConfig, entry: &str) -> Result<Self> {
         cfg.validate()?;
-        graveyard().collect(ctx.cu_ctx() as usize);
+        deferred_frees().collect(ctx.cu_ctx() as usize);
         log::debug!("work loop: allocating its queue and state");
         let header = HostMapped::<u64>::zeroed(ctx, size_of::<QueueHeader>() / 8)?;
         let ring = HostMapped::<u64>::zeroed(ctx, cfg.capacity as usize * size_of::<RingSlot>() / 8)?;
@@ -744,7 +745,7 @@ impl WorkLoop {
             return Err(Error::InvalidState("the work loop is already started"));
         }
         let Some(header) = &self.header.header else { return Err(Error::LoopClosed) };
-        graveyard().collect(self.ctx_key());
+        deferred_frees().collect(self.ctx_key());
         let launch_loop = LoopLaunch {
             ctx: self.ctx.clone(),
             stream: self.stream.clone(),
@@ -759,12 +760,13 @@ impl WorkLoop {
         if self.cfg.sleep_after_ns() != 0 {
             // SAFETY: the queue launches again only after the loop stored ASLEEP, so its
             // kernel is ending, and the launch waits for it on the same stream; the memory
-            // lives as above (a loop that sleeps has ended its kernel: the graveyard frees
-            // it once the loop is dropped, and a dropped loop's queue launches nothing).
+            // lives as above (a loop that sleeps has ended its kernel: its deferred
+            // free runs once the loop is dropped, and a dropped loop's queue launches
+            // nothing).
             self.queue.set_relaunch(Box::new(move || unsafe { launch_loop.launch(true) }));
         }
         self.started = true;
-        graveyard().running.push((self.ctx_key(), self.stream.clone()));
+        deferred_frees().running.push((self.ctx_key(), self.stream.clone()));
         log::debug!("work loop started: {:?}", self.cfg);
         Ok(())
     }
@@ -883,8 +885,8 @@ impl WorkLoop {
         // channels): the loop's live state, header and communicator (whose connections
         // cover the resident and call channels: the communicator's shape counts both),
         // which stay allocated while the loop lives and, after a drop, until its kernel has
-        // ended (the graveyard); the caller keeps the loop until `stream` has run the call
-        // kernel (this method's doc). One stream submits (checked above), and its call
+        // ended (a deferred free); the caller keeps the loop until `stream` has run the
+        // call kernel (this method's doc). One stream submits (checked above), and its call
         // kernels run one after another: a call kernel launched to overlap the one before
         // it waits for that one's end (`device_rt::work::after_previous_grid`) before it
         // touches the mailbox or a call channel, so one call kernel at a time writes the
@@ -1042,7 +1044,7 @@ impl WorkLoop {
             self.abort();
         }
         crate::stream::wait(&self.stream, timeout, "the work loop kernel")?;
-        graveyard().collect(self.ctx_key());
+        deferred_frees().collect(self.ctx_key());
         drained
     }
 
@@ -1059,20 +1061,20 @@ impl WorkLoop {
 }
 
 impl Drop for WorkLoop {
-    /// Never blocks: aborts a loop still running, and hands its memory to the graveyard,
-    /// which frees it once its kernel has ended and no loop of the context runs.
+    /// Never blocks: aborts a loop still running, and defers its memory's free
+    /// until its kernel has ended and no loop of the context runs.
     fn drop(&mut self) {
         if self.started && !self.kernel_done() {
             self.abort();
             log::debug!("work loop dropped while running: aborted");
         }
         let key = self.ctx_key();
-        let mut yard = graveyard();
+        let mut frees = deferred_frees();
         if let Some(memory) = self.memory.take() {
-            yard.graves.push((key, self.stream.clone(), Box::new(memory)));
+            frees.parked.push((key, self.stream.clone(), Box::new(memory)));
         }
-        yard.forget(key, &self.stream);
-        yard.collect(key);
+        frees.forget(key, &self.stream);
+        frees.collect(key);
         // The header follows (after this lock is released) when the last abort handle
         // drops its share.
     }
@@ -1104,37 +1106,37 @@ mod tests {
         }
     }
 
-    /// Graves are freed as soon as their kernel has ended and no other loop of their
-    /// context runs, at the next look, not at process exit; another context's running
+    /// Parked allocations are freed as soon as their kernel has ended and no other loop of
+    /// their context runs, at the next look, not at process exit; another context's running
     /// loop does not hold them back.
     #[test]
-    fn graves_are_freed_once_their_kernel_and_their_context_are_quiet() {
+    fn parked_memory_is_freed_once_its_kernel_and_its_context_are_quiet() {
         use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
         let flag = || Arc::new(AtomicBool::new(false));
         let (a_ended, b_ended, other_ctx_ended) = (flag(), flag(), flag());
         let (a_freed, b_freed) = (flag(), flag());
-        let mut yard: Graveyard<FakeStream> = Graveyard { running: Vec::new(), graves: Vec::new() };
-        yard.running.push((1, FakeStream(1, a_ended.clone())));
-        yard.running.push((1, FakeStream(2, b_ended.clone())));
-        yard.running.push((2, FakeStream(3, other_ctx_ended.clone())));
+        let mut frees: DeferredFrees<FakeStream> = DeferredFrees { running: Vec::new(), parked: Vec::new() };
+        frees.running.push((1, FakeStream(1, a_ended.clone())));
+        frees.running.push((1, FakeStream(2, b_ended.clone())));
+        frees.running.push((2, FakeStream(3, other_ctx_ended.clone())));
         // Loop 1 is dropped while its kernel still runs.
-        yard.graves.push((1, FakeStream(1, a_ended.clone()), Box::new(Tracked(a_freed.clone()))));
-        yard.forget(1, &FakeStream(1, a_ended.clone()));
-        yard.collect(1);
+        frees.parked.push((1, FakeStream(1, a_ended.clone()), Box::new(Tracked(a_freed.clone()))));
+        frees.forget(1, &FakeStream(1, a_ended.clone()));
+        frees.collect(1);
         assert!(!a_freed.load(Relaxed), "its kernel may still read it");
         a_ended.store(true, Relaxed);
-        yard.collect(1);
+        frees.collect(1);
         assert!(!a_freed.load(Relaxed), "loop 2 of the context still runs: a free could wait for it");
         // Loop 2's kernel ends (shut down), still not dropped.
         b_ended.store(true, Relaxed);
-        yard.collect(1);
+        frees.collect(1);
         assert!(a_freed.load(Relaxed), "freed at the next look once the context is quiet");
-        yard.graves.push((1, FakeStream(2, b_ended.clone()), Box::new(Tracked(b_freed.clone()))));
-        yard.forget(1, &FakeStream(2, b_ended.clone()));
-        yard.collect(1);
+        frees.parked.push((1, FakeStream(2, b_ended.clone()), Box::new(Tracked(b_freed.clone()))));
+        frees.forget(1, &FakeStream(2, b_ended.clone()));
+        frees.collect(1);
         assert!(b_freed.load(Relaxed), "loop 3 runs in another context");
-        assert_eq!(yard.running.len(), 1);
-        assert!(yard.graves.is_empty());
+        assert_eq!(frees.running.len(), 1);
+        assert!(frees.parked.is_empty());
     }
 
     /// A call is in a burst only when one returned before it, less than the gap before;
