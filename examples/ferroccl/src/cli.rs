@@ -4,7 +4,8 @@
 use std::path::PathBuf;
 
 use clap::builder::{PossibleValuesParser, TypedValueParser};
-use clap::{Args, Parser, Subcommand};
+use clap::parser::ValueSource;
+use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use device_rt::dtype::DataType;
 use device_rt::redop::RedOpKind;
 use device_rt::algo::{AlgorithmChoice, CollFunction};
@@ -24,6 +25,24 @@ pub struct Cli {
     pub command: Command,
 }
 
+impl Cli {
+    /// Parses the command line `args` (the program's name first), as clap's
+    /// `try_parse_from` does, and records which of `bench`'s sweep flags it gave
+    /// ([`BenchCmd::given`]). The command's own parser: use it, not `try_parse_from`.
+    pub fn parse_args<I, T>(args: I) -> Result<Self, clap::Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<std::ffi::OsString> + Clone,
+    {
+        let matches = Self::command().try_get_matches_from(args)?;
+        let mut cli = Self::from_arg_matches(&matches)?;
+        if let (Command::Bench(bench), Some(m)) = (&mut cli.command, matches.subcommand_matches("bench")) {
+            bench.given = SweepGiven::of(m);
+        }
+        Ok(cli)
+    }
+}
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// List CUDA devices and what they support
@@ -32,6 +51,12 @@ pub enum Command {
     Test(TestArgs),
     /// The collective correctness matrix (every function × type × operator) on N ranks
     /// spread over the devices, checked bit for bit
+    ///
+    /// Without a GPU it runs on the host twin (the device code on CPU threads) and says
+    /// so: 2 ranks and --big 24576 by default (about 20 s on 2 cores); options about GPUs
+    /// (--devices, --sms, --heap), resident or sleeping channels (--resident,
+    /// --resident-threads, --sleep-after) and --path stream are refused there, as is --big
+    /// above 1048576.
     Coll(CollArgs),
     /// nccl-tests' table (size, count, type, redop, root, time, algbw, busbw, #wrong; out
     /// of place and in place) for all_reduce, all_gather, reduce_scatter, broadcast,
@@ -39,9 +64,15 @@ pub enum Command {
     ///
     /// With --nccl also NCCL on the same GPUs (measured first, before ferroccl's loops
     /// hold the GPUs) and the busbw ratio; with --stats lines per row on where the
-    /// channels' time went. Without a GPU it runs on the host twin (the device code on CPU
-    /// threads) and says so. `bench reduce_copy`, `bench work_loop` and `bench footprint`
+    /// channels' time went. `bench reduce_copy`, `bench work_loop` and `bench footprint`
     /// are the single-GPU benchmarks; `bench shmem` the symmetric heap's, on two GPUs.
+    ///
+    /// Without a GPU it runs on the host twin (the device code on CPU threads; its times
+    /// are not GPU speeds) and says so: 2 ranks, -b 8 -e 64K -n 5 -w 1 unless given (about
+    /// 10 s on 2 cores). There it refuses, before running anything, -e above 16M (a sweep
+    /// to 16M takes about a minute there, to 1G hours: refused, not cut short), --nccl,
+    /// --timing graph, --heap, --devices, --sms, --resident, --resident-threads,
+    /// --sleep-after and --path stream.
     Bench(BenchCmd),
     /// Print the embedded PTX module
     Ptx,
@@ -89,13 +120,14 @@ pub struct TestArgs {
 /// out keeps the subcommand's default.
 #[derive(Debug, Args, Clone, PartialEq, Default)]
 pub struct CommArgs {
-    /// Device ordinals the ranks are placed on, round-robin [coll: 0; bench: every GPU]
+    /// Device ordinals the ranks are placed on, round-robin [coll: 0; bench: every GPU;
+    /// refused on the host twin]
     #[arg(long, value_name = "0,1,...", value_delimiter = ',')]
     pub devices: Option<Vec<usize>>,
-    /// Number of ranks [default: one per device; bench: at least 2]
+    /// Number of ranks [default: one per device; bench: at least 2; 2 on the host twin]
     #[arg(long, value_name = "N")]
     pub ranks: Option<usize>,
-    /// Channels per rank [coll: 4; bench: 64 on GPUs (fewer where the devices hold fewer for their ranks), 2 on the host twin]
+    /// Channels per rank [coll: 4; bench: 64 on GPUs (fewer where the devices hold fewer for their ranks); 2 on the host twin]
     #[arg(long, value_name = "N")]
     pub channels: Option<u32>,
     /// Of the channels, how many stay resident on the GPU for the loop's lifetime; the
@@ -107,10 +139,10 @@ pub struct CommArgs {
     /// --threads]
     #[arg(long, value_name = "N")]
     pub resident_threads: Option<u32>,
-    /// Threads per channel [default: 256 on GPUs; 128 for bench on the host twin]
+    /// Threads per channel [default: 256 on GPUs; 128 on the host twin]
     #[arg(long, value_name = "N")]
     pub threads: Option<u32>,
-    /// Ring step in bytes, K/M/G suffixes allowed [default: 256K]
+    /// Ring step in bytes, K/M/G suffixes allowed [default: 256K; 64K on the host twin]
     #[arg(long, value_name = "BYTES", value_parser = parse_size_u64)]
     pub step: Option<u64>,
     /// On which SMs the channels run: the hardware's choice, one per TPC from SM 2, or one
@@ -183,9 +215,10 @@ fn parse_path(s: &str) -> Result<SubmitPath, String> {
 pub struct CollArgs {
     #[command(flatten)]
     pub comm: CommArgs,
-    /// Element count of the matrix's large case of every function and type
-    #[arg(long, value_name = "N", default_value_t = 3 << 20)]
-    pub big: usize,
+    /// Element count of the matrix's large case of every function and type [default:
+    /// 3145728 on GPUs; 24576 on the host twin, which takes at most 1048576]
+    #[arg(long, value_name = "N")]
+    pub big: Option<usize>,
     /// Run only the cases whose description contains FILTER
     #[arg(value_name = "FILTER")]
     pub filter: Option<String>,
@@ -209,6 +242,31 @@ pub struct BenchCmd {
     /// feature)
     #[arg(long)]
     pub nccl: bool,
+    /// Which of the sweep's flags the command line gave (set by [`Cli::parse_args`]).
+    #[arg(skip)]
+    pub given: SweepGiven,
+}
+
+/// Which of `bench`'s sweep flags the command line gave: on the host twin the others take
+/// the twin's defaults (`crate::twin::bench_sweep`), not nccl-tests' (meant for GPUs).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SweepGiven {
+    /// `-b`.
+    pub min_bytes: bool,
+    /// `-e`.
+    pub max_bytes: bool,
+    /// `-n`.
+    pub iters: bool,
+    /// `-w`.
+    pub warmup: bool,
+}
+
+impl SweepGiven {
+    /// The flags `bench`'s matches `m` got from the command line.
+    fn of(m: &ArgMatches) -> Self {
+        let given = |id: &str| m.value_source(id) == Some(ValueSource::CommandLine);
+        Self { min_bytes: given("min_bytes"), max_bytes: given("max_bytes"), iters: given("iters"), warmup: given("warmup") }
+    }
 }
 
 #[derive(Debug, Subcommand, PartialEq)]
@@ -439,7 +497,7 @@ mod tests {
     use super::*;
 
     fn parse(line: &str) -> Cli {
-        Cli::try_parse_from(line.split_whitespace()).unwrap_or_else(|e| panic!("{line}: {e}"))
+        Cli::parse_args(line.split_whitespace()).unwrap_or_else(|e| panic!("{line}: {e}"))
     }
 
     fn bench(line: &str) -> BenchCmd {
@@ -603,12 +661,12 @@ mod tests {
             c,
             CollArgs {
                 comm: CommArgs { devices: Some(vec![0, 1]), ranks: Some(4), channels: Some(4), step: Some(65536), paired: Some(true), ..CommArgs::default() },
-                big: 1572864,
+                big: Some(1572864),
                 filter: None,
             }
         );
         let c = coll("ferroccl coll --devices 0,1 --ranks 2 --channels 2 --threads 512 no-such-case");
-        assert_eq!((c.comm.threads, c.filter.as_deref(), c.big), (Some(512), Some("no-such-case"), 3 << 20));
+        assert_eq!((c.comm.threads, c.filter.as_deref(), c.big), (Some(512), Some("no-such-case"), None));
         let c = coll("ferroccl coll --devices 0,1,2,3,4,5,6,7 --ranks 8 --channels 8 --direct true");
         assert_eq!((c.comm.devices.as_ref().map(Vec::len), c.comm.direct), (Some(8), Some(true)));
 
@@ -665,6 +723,18 @@ mod tests {
         ] {
             assert!(Cli::try_parse_from(bad.split_whitespace()).is_err(), "{bad} was accepted");
         }
+    }
+
+    /// The sweep flags the command line gave, short or long, are recorded; defaults are
+    /// not.
+    #[test]
+    fn the_sweep_flags_given_are_recorded() {
+        assert_eq!(bench("ferroccl bench").given, SweepGiven::default());
+        assert_eq!(bench("ferroccl bench all_reduce -f 4 -c 0 --json x.json").given, SweepGiven::default());
+        assert_eq!(bench("ferroccl bench -b 8 -n 3").given, SweepGiven { min_bytes: true, iters: true, ..SweepGiven::default() });
+        let all = SweepGiven { min_bytes: true, max_bytes: true, iters: true, warmup: true };
+        assert_eq!(bench("ferroccl bench --minbytes 32M --maxbytes 32M --iters 20 --warmup_iters 5").given, all, "given at their defaults still counts");
+        assert_eq!(bench("ferroccl bench reduce_copy").given, SweepGiven::default());
     }
 
     #[test]

@@ -73,10 +73,12 @@ pub enum CallTiming {
 /// command line's `ferroccl bench`, see [`crate::cli`]).
 #[derive(Clone, Debug, PartialEq, clap::Args)]
 pub struct BenchArgs {
-    /// Smallest size of the sweep, in bytes (K/M/G suffixes: powers of 2¹⁰)
+    /// Smallest size of the sweep, in bytes (K/M/G suffixes: powers of 2¹⁰); 8 on the host
+    /// twin unless given
     #[arg(short = 'b', long = "minbytes", value_name = "BYTES", value_parser = parse_size, default_value = "32M")]
     pub min_bytes: usize,
-    /// Largest size of the sweep, in bytes (K/M/G suffixes: powers of 2¹⁰)
+    /// Largest size of the sweep, in bytes (K/M/G suffixes: powers of 2¹⁰); 64K on the host
+    /// twin unless given, which refuses more than 16M
     #[arg(short = 'e', long = "maxbytes", value_name = "BYTES", value_parser = parse_size, default_value = "32M")]
     pub max_bytes: usize,
     /// Each size of the sweep is the previous one times this, at least 2
@@ -91,10 +93,10 @@ pub struct BenchArgs {
     /// Check every row's results before timing it
     #[arg(short = 'c', long = "check", value_name = "0|1", value_parser = parse_check, default_value = "1", action = clap::ArgAction::Set)]
     pub check: bool,
-    /// Timed iterations per row and placement, at least 1
+    /// Timed iterations per row and placement, at least 1; 5 on the host twin unless given
     #[arg(short = 'n', long = "iters", value_name = "N", default_value_t = 20)]
     pub iters: usize,
-    /// Untimed iterations before them
+    /// Untimed iterations before them; 1 on the host twin unless given
     #[arg(short = 'w', long = "warmup_iters", value_name = "N", default_value_t = 5)]
     pub warmup: usize,
     /// Root of broadcast and reduce
@@ -108,7 +110,8 @@ pub struct BenchArgs {
     #[arg(long, value_name = "PATH")]
     pub json: Option<PathBuf>,
     /// How calls are timed, each way a table of its own: back-to-back (nccl-tests'),
-    /// sync (each call waited for), graph (20 calls per CUDA graph, replayed; GPUs only)
+    /// sync (each call waited for), graph (20 calls per CUDA graph, replayed; GPUs only:
+    /// refused on the host twin)
     #[arg(long, value_name = "HOW", value_delimiter = ',', default_value = "back-to-back")]
     pub timing: Vec<CallTiming>,
     /// Sync and graph timings stop at this size (bytes; K/M/G suffixes)

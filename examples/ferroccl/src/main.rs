@@ -3,7 +3,7 @@
 //!
 //! - `ferroccl info`: devices, compute capability, SMs, peer access, multicast support.
 //! - `ferroccl test [--device N] [FILTER]`: the GPU self-tests; exits non-zero on failure.
-//! - `ferroccl coll`: the collective correctness matrix on GPUs.
+//! - `ferroccl coll`: the collective correctness matrix on GPUs (host twin without a GPU).
 //! - `ferroccl bench`: nccl-tests' table for the collectives (host twin without a GPU);
 //!   `bench reduce_copy`, `bench work_loop` and `bench footprint`: the single-GPU benchmarks.
 //!   `bench shmem`: the symmetric heap's, between two GPUs.
@@ -15,7 +15,6 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::Parser;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 mod bench;
@@ -26,6 +25,7 @@ mod footprint;
 #[cfg(feature = "nccl")]
 mod nccl_baseline;
 mod shmem_bench;
+mod twin;
 
 use ferroccl_testkit::coll::abort::abort_during_burst;
 use ferroccl_testkit::coll::check;
@@ -45,7 +45,13 @@ use crate::cli::{AbortArgs, BenchCmd, Cli, CollArgs, Command, CommArgs, Dispatch
 
 fn main() -> ExitCode {
     env_logger::Builder::from_env(env_logger::Env::new().filter_or("FERROCCL_LOG", "warn").write_style("FERROCCL_LOG_STYLE")).init();
-    let cli = Cli::parse();
+    let cli = Cli::parse_args(std::env::args_os()).unwrap_or_else(|e| e.exit());
+    if let Command::Bench(BenchCmd { single: Some(single), .. }) = &cli.command
+        && let Err(e) = needs_gpu(single)
+    {
+        eprintln!("ferroccl: {e}");
+        return ExitCode::FAILURE;
+    }
     let result = match cli.command {
         Command::Info => info(),
         Command::Test(args) => test(&args),
@@ -67,6 +73,35 @@ fn main() -> ExitCode {
         eprintln!("ferroccl: {e}");
         ExitCode::FAILURE
     })
+}
+
+/// Why this machine has no GPU to run on (no CUDA driver, or a driver that reports no
+/// device), or `None` where it has one: `coll` and the collective `bench` then run on the
+/// host twin. Any other driver error is returned.
+fn no_gpu() -> Result<Option<Error>, Error> {
+    match host_shim::init() {
+        Ok(_) => Ok(None),
+        Err(e @ (Error::NoDriver | Error::NoDevice)) => Ok(Some(e)),
+        Err(e) => Err(e),
+    }
+}
+
+/// The single-GPU benchmarks have no host twin: without a GPU, an error that says so.
+fn needs_gpu(single: &SingleGpuBench) -> Result<(), Error> {
+    let name = match single {
+        SingleGpuBench::ReduceCopy(_) => "reduce_copy",
+        SingleGpuBench::WorkLoop(_) => "work_loop",
+        SingleGpuBench::Abort(_) => "abort",
+        SingleGpuBench::Footprint(_) => "footprint",
+        SingleGpuBench::Shmem(_) => "shmem",
+        SingleGpuBench::Dispatch(_) => "dispatch",
+    };
+    match no_gpu()? {
+        Some(why) => Err(Error::InvalidArgument(format!(
+            "bench {name} runs on GPUs only ({why}); without a GPU, `ferroccl bench` (the collectives) and `ferroccl coll` run on the host twin"
+        ))),
+        None => Ok(()),
+    }
 }
 
 /// `ferroccl run`: every PE's process, then the outcome (stderr names each failed PE).
@@ -180,47 +215,86 @@ fn rank_devices(devices: &[usize], nranks: usize) -> Result<Vec<usize>, Error> {
     Ok((0..nranks).map(|r| devices[r % devices.len()]).collect())
 }
 
-/// The cases `coll` runs on `nranks` ranks built with `cfg`: the ring's matrix (every
+/// The cases `coll` runs on a communicator of `shape`: the ring's matrix (every
 /// function, inputs exact in any order, `big` its large count; with NVLS forced, the
 /// calls it runs and point-to-point) unless a one-shot/two-shot algorithm is forced,
 /// and the one-shot/two-shot algorithms' (random floats wherever the plan is one-shot,
 /// two-shot or NVLS, compared with a reduction in rank order; both sides of every
 /// threshold) unless the ring is.
-fn coll_cases(nranks: u32, big: usize, cfg: &CommConfig) -> Vec<CollCase> {
-    let staging = cfg.shape(nranks).staging();
-    let runnable = |c: &CollCase| plan(c.function, c.dtype.size() as u64, c.count as u64, staging, cfg.algorithm).is_ok();
-    let mut cases = match cfg.algorithm {
+fn coll_cases(big: usize, shape: &Shape) -> Vec<CollCase> {
+    let staging = shape.staging();
+    let runnable = |c: &CollCase| plan(c.function, c.dtype.size() as u64, c.count as u64, staging, shape.algorithm).is_ok();
+    let mut cases = match shape.algorithm {
         AlgorithmChoice::OneShot | AlgorithmChoice::TwoShot => Vec::new(),
-        _ => check::matrix(nranks, big).into_iter().filter(runnable).collect(),
+        _ => check::matrix(shape.nranks, big).into_iter().filter(runnable).collect(),
     };
-    if cfg.algorithm != AlgorithmChoice::Ring {
-        cases.extend(shot::matrix(staging, cfg.algorithm, (0, 1)));
+    if shape.algorithm != AlgorithmChoice::Ring {
+        cases.extend(shot::matrix(staging, shape.algorithm, (0, 1)));
     }
     cases
 }
 
+/// `coll`'s large count on GPUs without `--big`.
+const GPU_BIG: usize = 3 << 20;
+
 fn coll(args: &CollArgs) -> Result<ExitCode, Error> {
+    if let Some(why) = no_gpu()? {
+        return coll_on_twin(args, &why);
+    }
     let devices = args.comm.devices.clone().unwrap_or_else(|| vec![0]);
     let nranks = args.comm.ranks.unwrap_or(devices.len());
     let path = args.comm.path.unwrap_or_default();
     let cfg = comm_config(&args.comm, 4, path);
-    let big = args.big;
+    let big = args.big.unwrap_or(GPU_BIG);
     let ordinals = rank_devices(&devices, nranks)?;
-    let cases: Vec<_> = coll_cases(nranks as u32, big, &cfg)
-        .into_iter()
-        .filter(|c| args.filter.as_deref().is_none_or(|f| c.describe().contains(f)))
-        .collect();
+    let cases = filtered(coll_cases(big, &cfg.shape(nranks as u32)), args.filter.as_deref());
     let (_, out_elems) = cases.iter().map(|c| c.extents(nranks as u32)).max_by_key(|e| e.0.max(e.1)).unwrap_or((0, 0));
     let arena = 4 * (out_elems.max(big * nranks) * 8 + (1 << 20));
     let started = std::time::Instant::now();
     let mut g = if args.comm.heap { GpuGroup::new_on_heap(&ordinals, cfg, arena)? } else { GpuGroup::new(&ordinals, cfg, arena)? };
     g.set_path(path);
     println!("collective matrix: {} on {}, {path:?} path: {} cases (set up in {:.1} s)", nranks, g.describe(), cases.len(), started.elapsed().as_secs_f64());
+    let Some(wrong) = run_matrix(&mut g, &cases, started) else {
+        return Ok(ExitCode::FAILURE);
+    };
+    println!("{} cases, {} wrong, {:.1} s ({} stream-ordered calls on the ring route)", cases.len(), wrong, started.elapsed().as_secs_f64(), g.ring_routed());
+    g.shutdown(Duration::from_secs(30))?;
+    Ok(if wrong == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+/// `coll` without a GPU (`why`): the matrix on the host twin, after refusing what the
+/// twin cannot do (`twin::refuse_coll`).
+fn coll_on_twin(args: &CollArgs, why: &Error) -> Result<ExitCode, Error> {
+    twin::refuse_coll(args)?;
+    println!("# no GPU ({why}): {}", twin::NOTICE);
+    let nranks = args.comm.ranks.unwrap_or(twin::DEFAULT_RANKS);
+    let shape = twin::shape(&args.comm, nranks as u32, false);
+    let cases = filtered(coll_cases(args.big.unwrap_or(twin::DEFAULT_BIG), &shape), args.filter.as_deref());
+    let started = std::time::Instant::now();
+    let mut g = TwinGroup::start(shape, args.comm.threads.unwrap_or(twin::DEFAULT_THREADS), twin::SPIN_BUDGET)?;
+    println!("collective matrix: {nranks} on {}: {} cases (set up in {:.1} s)", g.describe(), cases.len(), started.elapsed().as_secs_f64());
+    let Some(wrong) = run_matrix(&mut g, &cases, started) else {
+        return Ok(ExitCode::FAILURE);
+    };
+    println!("{} cases, {} wrong, {:.1} s (on the host twin: CPU threads, not a GPU)", cases.len(), wrong, started.elapsed().as_secs_f64());
+    g.shutdown(Duration::from_secs(30))?;
+    Ok(if wrong == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+/// The cases whose description contains `filter` (all without one).
+fn filtered(cases: Vec<CollCase>, filter: Option<&str>) -> Vec<CollCase> {
+    cases.into_iter().filter(|c| filter.is_none_or(|f| c.describe().contains(f))).collect()
+}
+
+/// Runs `cases` on `g` in order, printing each wrong one, with a progress bar (or a line
+/// every 100 cases when stdout is not a terminal); the number of wrong cases, or `None`
+/// after a case that failed to run (printed; the group is then left as it is).
+fn run_matrix(g: &mut dyn RankGroup, cases: &[CollCase], started: std::time::Instant) -> Option<usize> {
     let bar = progress_bar(cases.len(), "cases");
     let mut wrong = 0;
     for (k, case) in cases.iter().enumerate() {
         bar.set_message(case.describe());
-        match check::run_case(&mut g, case, k as u64, Duration::from_secs(60)) {
+        match check::run_case(g, case, k as u64, Duration::from_secs(60)) {
             Ok(None) => {}
             Ok(Some(what)) => {
                 wrong += 1;
@@ -229,7 +303,7 @@ fn coll(args: &CollArgs) -> Result<ExitCode, Error> {
             Err(e) => {
                 bar.abandon();
                 println!("FAILED {}: {e}", case.describe());
-                return Ok(ExitCode::FAILURE);
+                return None;
             }
         }
         bar.inc(1);
@@ -239,42 +313,33 @@ fn coll(args: &CollArgs) -> Result<ExitCode, Error> {
         }
     }
     bar.finish_and_clear();
-    println!("{} cases, {} wrong, {:.1} s ({} stream-ordered calls on the ring route)", cases.len(), wrong, started.elapsed().as_secs_f64(), g.ring_routed());
-    g.shutdown(Duration::from_secs(30))?;
-    Ok(if wrong == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+    Some(wrong)
 }
 
 fn bench_collectives(args: BenchCmd) -> Result<ExitCode, Error> {
-    let BenchCmd { sweep, comm, stats, nccl: with_nccl, .. } = args;
-    let bench_args = sweep.normalized()?;
-    let gpus = device::list().map(|l| l.len()).unwrap_or(0);
-    let devices = comm.devices.clone().unwrap_or_else(|| (0..gpus.max(1)).collect());
-    let nranks = comm.ranks.unwrap_or(devices.len().max(2));
+    let twin_why = no_gpu()?;
+    if twin_why.is_some() {
+        twin::refuse_bench(&args)?;
+    }
+    let BenchCmd { sweep, comm, stats, nccl: with_nccl, given, .. } = args;
+    let bench_args = if twin_why.is_some() { twin::bench_sweep(sweep, given) } else { sweep }.normalized()?;
     let command = format!("ferroccl {}", std::env::args().skip(1).collect::<Vec<_>>().join(" "));
     let mut out = std::io::stdout();
-    let (rows, device_line) = if gpus == 0 {
-        println!("# no GPU found: running on the host twin (the device code on CPU threads); times are not GPU figures");
-        if comm.path == Some(SubmitPath::Stream) {
-            return Err(Error::InvalidArgument("the host twin has no streams: its ranks take the direct path (--path direct)".into()));
-        }
-        let shape = Shape {
-            nranks: nranks as u32,
-            nchannels: comm.channels.unwrap_or(2),
-            ring_step_bytes: 64 << 10,
-            p2p_step_bytes: 16 << 10,
-            direct: comm.direct.unwrap_or(true),
-            stats,
-            paired: comm.paired.unwrap_or(false),
-            staging_bytes: comm.staging.unwrap_or(1 << 20),
-            algorithm: comm.algo.unwrap_or_default(),
-            nvls_multicast: false,
-        };
-        let mut g = TwinGroup::start(shape, comm.threads.unwrap_or(128), Duration::from_secs(60))?;
+    let (rows, device_line) = if let Some(why) = twin_why {
+        println!("# no GPU ({why}): {}", twin::NOTICE);
+        let started = std::time::Instant::now();
+        let nranks = comm.ranks.unwrap_or(twin::DEFAULT_RANKS);
+        let shape = twin::shape(&comm, nranks as u32, stats);
+        let mut g = TwinGroup::start(shape, comm.threads.unwrap_or(twin::DEFAULT_THREADS), twin::SPIN_BUDGET)?;
         let rows = collbench::run_with_baseline(&mut g, &bench_args, None, &mut out, &progress_bar(collbench::row_count(&bench_args, nranks as u32), "rows"))?;
         let line = g.describe();
         g.shutdown(Duration::from_secs(60))?;
+        println!("# {} rows in {:.1} s on the host twin: CPU threads, not a GPU; the times are not GPU speeds", rows.len(), started.elapsed().as_secs_f64());
         (rows, line)
     } else {
+        let gpus = device::list()?.len();
+        let devices = comm.devices.clone().unwrap_or_else(|| (0..gpus).collect());
+        let nranks = comm.ranks.unwrap_or(devices.len().max(2));
         let path = comm.path.unwrap_or(SubmitPath::Stream);
         let default = CommConfig::default().loop_cfg;
         let mut cfg = comm_config(&comm, default.channels + default.call_channels, path);

@@ -1,0 +1,89 @@
+//! The `ferroccl` command on a machine without a GPU, run as a user runs it: `bench` and
+//! `coll` on the host twin say so and refuse, before doing anything, what the twin cannot
+//! do; the single-GPU benchmarks say they need a GPU. On a machine with a GPU these tests
+//! check nothing (the commands run on the GPU there).
+
+use std::process::{Command, Output};
+
+/// Whether this machine has no GPU (no CUDA driver, or no device): the twin's case.
+fn no_gpu() -> bool {
+    match host_shim::init() {
+        Ok(_) => {
+            eprintln!("a GPU is present: the host twin's command lines are not checked here");
+            false
+        }
+        Err(_) => true,
+    }
+}
+
+fn ferroccl(line: &str) -> Output {
+    let out = Command::new(env!("CARGO_BIN_EXE_ferroccl")).args(line.split_whitespace()).env("FERROCCL_LOG", "warn").output().unwrap();
+    eprintln!("ferroccl {line}: {}\n{}{}", out.status, String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    out
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Options the twin cannot honour fail at once, non-zero, naming the option, having
+/// printed nothing on stdout (no table, not even the twin's notice).
+#[test]
+fn options_the_twin_cannot_honour_fail_before_anything_runs() {
+    if !no_gpu() {
+        return;
+    }
+    for (line, option) in [
+        ("bench --nccl", "--nccl"),
+        ("bench all_reduce -b 8 -e 1G -f 2", "-e 1G"),
+        ("bench --timing graph", "--timing graph"),
+        ("bench --heap", "--heap"),
+        ("bench --path stream", "--path stream"),
+        ("bench --devices 0,1", "--devices"),
+        ("coll --devices 0,1 --ranks 4", "--devices"),
+        ("coll --big 3145728", "--big 3145728"),
+        ("bench -e 32M", "-e 32M"),
+    ] {
+        let out = ferroccl(line);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{line}");
+        assert!(stderr.contains(&format!("cannot take {option}:")) && stderr.contains("host twin"), "{line}: {stderr}");
+        assert_eq!(text(&out.stdout), "", "{line} ran something before refusing");
+    }
+    let out = ferroccl("bench reduce_copy");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("bench reduce_copy runs on GPUs only"), "{}", text(&out.stderr));
+}
+
+/// A small sweep runs on the twin: the notice first, checked rows, the closing line.
+#[test]
+fn bench_runs_on_the_twin_and_says_so() {
+    if !no_gpu() {
+        return;
+    }
+    let out = ferroccl("bench all_reduce -b 8 -e 1K -f 8 -n 1 -w 0");
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    let first = stdout.lines().next().unwrap_or_default();
+    assert!(first.starts_with("# no GPU (") && first.contains("running on the host twin") && first.contains("not GPU speeds"), "{stdout}");
+    let rows: Vec<&str> = stdout.lines().filter(|l| !l.starts_with('#')).collect();
+    // 8, 64 and 512 bytes; each row checked right out of place and in place.
+    assert_eq!(rows.len(), 3, "{stdout}");
+    assert!(rows.iter().all(|r| r.split_whitespace().filter(|f| *f == "0").count() >= 2), "{stdout}");
+    assert!(stdout.lines().last().unwrap_or_default().contains("3 rows in") && stdout.contains("on the host twin: CPU threads, not a GPU"), "{stdout}");
+}
+
+/// `coll` falls back to the twin, says so, and checks its cases.
+#[test]
+fn coll_runs_on_the_twin_and_says_so() {
+    if !no_gpu() {
+        return;
+    }
+    let out = ferroccl("coll --big 1000 --algo ring all_gather");
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    assert!(stdout.lines().next().unwrap_or_default().contains("running on the host twin"), "{stdout}");
+    assert!(stdout.contains("collective matrix: 2 on host twin"), "{stdout}");
+    let last = stdout.lines().last().unwrap_or_default();
+    assert!(last.contains(" 0 wrong") && last.contains("on the host twin") && !last.starts_with("0 cases"), "{stdout}");
+}
