@@ -120,13 +120,15 @@ impl fmt::Display for BuildError {
             ),
             Self::NoPtxas { workspace } => write!(
                 f,
-                "no ptxas found, so no {arch} SASS can be built (without it, every process that \
-                 loads the module on a GPU JIT-compiles its PTX, about 40 s). Install ptxas 13.0 \
-                 with `{install}` (run in {root}; it needs python3 with pip, and puts ptxas at {installed}, \
-                 where the build looks first after ${env}), then build again. Or set \
-                 {env}=/path/to/ptxas (13.0: the GPU machines' driver may refuse SASS of a newer one), \
-                 or {env}=none to build without SASS. Looked in: ${env} (unset), {installed}, $PATH, \
-                 python3's nvidia-cuda-nvcc wheel.",
+                "no ptxas found, so no {arch} SASS can be built (without it, every process that loads \
+                 the module on a GPU JIT-compiles its PTX, about 40 s).\n\
+                 \x20 Install ptxas 13.0 where the build looks for it, then build again:\n\
+                 \x20     {install}    (in {root}; needs python3 with pip; puts ptxas at {installed})\n\
+                 \x20 or name a ptxas 13.0 (the GPU machines' driver may refuse SASS of a newer one):\n\
+                 \x20     {env}=/path/to/ptxas cargo build ...\n\
+                 \x20 or build without SASS:\n\
+                 \x20     {env}=none cargo build ...\n\
+                 \x20 Looked in: ${env} (unset), {installed}, $PATH, python3's nvidia-cuda-nvcc wheel.",
                 arch = sass::SASS_ARCH,
                 install = sass::INSTALL_PTXAS,
                 root = workspace.display(),
