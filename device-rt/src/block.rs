@@ -1,5 +1,7 @@
-//! Warp- and block-wide reductions (seed 002's cub `BlockReduce`): combine one value per
-//! thread into one value, so a CTA issues one global atomic instead of one per thread.
+//! Warp- and block-wide reductions (cub's `BlockReduce`, as
+//! [NVSHMEM](https://docs.nvidia.com/nvshmem/api/)'s Jacobi example uses it): combine one
+//! value per thread into one value, so a CTA issues one global atomic instead of one per
+//! thread.
 
 use core::mem::size_of;
 

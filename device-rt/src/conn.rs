@@ -168,8 +168,8 @@ impl CommDevice {
     }
 }
 
-/// One channel's part of the one-shot/two-shot algorithms' memory (one-shot and two-shot,
-/// seed 003), in the memory of the rank that uses it: where every rank's staging buffers
+/// One channel's part of the one-shot/two-shot algorithms' memory (vLLM's custom
+/// all-reduce), in the memory of the rank that uses it: where every rank's staging buffers
 /// for this channel are, which flags this rank raises on its peers, and which it polls.
 ///
 /// Protocol: a channel's `epoch`-th one-shot/two-shot collective (counted from 1, the same
@@ -234,7 +234,7 @@ pub const fn packet_region_bytes(nranks: u32) -> u64 {
 /// on 2 to this many ranks.
 pub const MAX_NVLS_ARITY: usize = 8;
 
-/// One channel's NVLS connections (seed 000's `ncclNvlsSetup`), in the memory of the rank
+/// One channel's NVLS connections (NCCL's `ncclNvlsSetup`), in the memory of the rank
 /// that uses them. Every rank is a head (`nHeads = nranks`); head `h` reduces block `h`
 /// of every chunk round. Per head `h` and channel, every rank `r` has two regions in its
 /// own memory (the "unicast" copies), each `NCCL_STEPS` slots of `step_bytes` with a head

@@ -28,7 +28,7 @@ impl DataType {
         // Each type's size in the nibble at its number (I8 1, U8 1, I32 4, U32 4, I64 8,
         // U64 8, F16 2, F32 4, F64 8, Bf16 2): a shift and a mask. A `match` here became a
         // table in global memory, one more dependent load at the start of every small
-        // stream-ordered call on the GPU.
+        // stream-ordered call on the GPU (see docs/tuning.md, `SIZES`).
         const SIZES: u64 = 0x28_4288_4411;
         ((SIZES >> (4 * self as u32)) & 0xf) as usize
     }

@@ -1,10 +1,10 @@
 //! ferroccl's device runtime.
 //!
-//! Everything a rank does on the GPU lives here, in `no_std` Rust that is compiled to
-//! PTX by `ptx/kernels`. The layers follow DESIGN.md, and every import points down:
-//! [`abi`], [`conn`] and [`dtype`] (what layers and the host share) at the bottom, then
-//! `arch` → `pack` → `redop` → [`multicast`] → `copy` → `block` → `shmem` (the symmetric
-//! heap's device API) → `prims` → [`algo`] → [`work`]
+//! Everything a rank does on the GPU lives here, in `no_std` Rust that is compiled to PTX
+//! by `ptx/kernels`. The layers are those of `docs/architecture.md` (Layers), and every
+//! import points down: [`abi`], [`conn`] and [`dtype`] (what layers and the host share)
+//! at the bottom, then `arch` → `pack` → `redop` → [`multicast`] → `copy` → `block` →
+//! `shmem` (the symmetric heap's device API) → `prims` → [`algo`] → [`work`]
 //! (`tests/layers.rs` checks this on the source). `arch` is the only module that speaks
 //! PTX; everything above it is written against `arch`'s functions, so the same code also
 //! runs on CPU threads (feature `host-emu`) for tests without a GPU.

@@ -1,7 +1,7 @@
 //! Multicast as a type parameter: one generic data path, two ways to reach every
 //! device's copy of a buffer.
 //!
-//! - [`HwMulticast`] (GPU only): the handle is a multicast address; `ld_reduce` is one
+//! - `HwMulticast` (GPU only): the handle is a multicast address; `ld_reduce` is one
 //!   `multimem.ld_reduce` and `st` one `multimem.st`, done by the NVLink switch. It has no
 //!   PreMulSum (the switch sums before any pre-op could apply): `ld_reduce` refuses it at
 //!   compile time.
@@ -11,7 +11,7 @@
 //!
 //! The work loop runs `SwMulticast`; `HwMulticast` runs in the `ferroccl_nvls_hardware`
 //! kernel that `host_shim::nvls_hw` launches once a caller opts in to multicast objects.
-//! ferroccl never creates one on shared machines (DESIGN.md), so there `HwMulticast` is
+//! ferroccl never creates one on shared machines (docs/nvls.md), so there `HwMulticast` is
 //! compiled and checked by ptxas only.
 
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
@@ -36,7 +36,7 @@ static_assertions::const_assert_eq!(core::mem::size_of::<SwMulticastTable>(), 72
 static_assertions::const_assert_eq!(core::mem::offset_of!(SwMulticastTable, peers), 8);
 
 /// The widest pack (bytes) `multimem.ld_reduce` loads for operator `kind` on `dtype`, 0
-/// where it has no form (seed 000's `LoadMultimem_BigPackSize`): 16-bit floats and f32
+/// where it has no form (NCCL's `LoadMultimem_BigPackSize`): 16-bit floats and f32
 /// sum in 16-byte packs, f64 sum in 8, 16-bit floats min and max in 16, 32- and 64-bit
 /// integers sum, min and max in their own size; nothing for 8-bit integers, float min
 /// and max wider than 16 bits, Prod and PreMulSum (its pre-op applies to each input,

@@ -1,7 +1,7 @@
 //! The crate's layering, checked on its source: every `crate::` path in a module names a
-//! module below it (DESIGN.md's order, with the ABI at the bottom), and the files of one
-//! module never reach each other in a cycle through `super::`. A new upward import or
-//! cycle fails here instead of being found in review.
+//! module below it (the order of `docs/architecture.md`'s Layers, with the ABI at the
+//! bottom), and the files of one module never reach each other in a cycle through
+//! `super::`. A new upward import or cycle fails here instead of being found in review.
 
 use std::collections::BTreeMap;
 use std::fs;

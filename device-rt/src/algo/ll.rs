@@ -25,14 +25,11 @@
 //!
 //! The device takes it for calls of up to [`ll_max_bytes`] when it chooses the
 //! algorithm ([`AlgorithmChoice::Auto`](super::AlgorithmChoice::Auto)); a communicator
-//! that forces one-shot runs the one-shot at every size (the same bits). Measured
-//! in its first form (all-reduce, one CTA) on four
-//! H200s (2026-11-26, `bench/results/session13-x4.md`), per all-reduce of 8 B - 2 KiB in
-//! CUDA graphs: 6.7-7.0 µs on 4 ranks against the one-shot's 15.8-16.4 (NCCL
-//! 7.7-9.1), 5.7-5.9 µs on 2 ranks against 13.5-14.0 (NCCL 5.6-6.0). A form with up to 16
-//! lines a thread, every line's and every peer's word held at once in arrays, took
-//! 10.7-10.9 µs at 8 B - 2 KiB on 4 ranks and lost to the one-shot from 8 KiB (36
-//! µs at 32 KiB against 17): a thread keeps one line's state at a time.
+//! that forces one-shot runs the one-shot at every size (the same bits). Small calls take
+//! it because it has no preamble: an 8-byte all-reduce in a CUDA graph takes under half
+//! the one-shot's time. A thread keeps one line's state at a time: a form that held up
+//! to 16 lines a thread at once in arrays lost to the one-shot from 8 KiB (see
+//! docs/tuning.md, `LlPlan`).
 //!
 //! Line 0 of each CTA's slot carries the call's descriptor (the one-shot/two-shot
 //! collectives' digest of count, function, type and operator): each thread waits for every
@@ -68,45 +65,25 @@ use crate::redop::{Elem, Max, Min, PreMulSum, Prod, RedOp, RedOpKind, Sum, SumPo
 use crate::spin::{Interrupted, SpinGuard};
 
 /// The most bytes an LL collective takes, counted as the one-shot/two-shot plans count size
-/// (the largest buffer of one rank: all-gather's output, reduce-scatter's input). Measured
-/// on four H100s (2026-11-26, `bench/results/session14.md`, one build, `--algo auto` = LL
-/// against `--algo one-shot` = the one-shot), in CUDA graphs, µs per call: at 512
-/// KiB all_reduce 24.7 against 24.6 on 4 ranks (a draw: five lines a thread) and 12.3
-/// against 19.0 on 2, all_gather 10.2 against 19.0 and 8.2 against 16.0, reduce_scatter
-/// 11.9 against 21.8 and 10.2 against 18.2; at 256 KiB all_reduce 16.4 against 22.7 and
-/// 9.1 against 18.2. Raised from 512 KiB to 1 MiB (2026-12-03) once a thread's lines past
-/// its first went in batches ([`send_rest`], [`receive_rest`]): two ranks on one H200
-/// (`bench/results/session39.md`, seven rounds against the build before, every row
-/// checked), all_reduce 1 MiB 10.8 µs in CUDA graphs against the one-shot path's 18.0, 13.3
-/// back to back against 20.4; 512 KiB 8.8 against 11.2. At 1 MiB a 256-thread default
+/// (the largest buffer of one rank: all-gather's output, reduce-scatter's input). Up to
+/// it an all-reduce on two ranks beats the one-shot path (a thread's lines past its first
+/// go in batches: `send_rest`, `receive_rest`). At 1 MiB a 256-thread default
 /// communicator's 63 call channels take 57 CTAs of 2304 lines (nine a thread), which 20 KiB
-/// packet shares hold (`PACKET_SHARE_BYTES`). Not yet measured across two GPUs. All-gather
-/// and reduce-scatter go further: see [`LL_GATHER_SCATTER_MAX_BYTES`]; an all-reduce on
-/// more than two ranks stops sooner: see [`LL_ALL_REDUCE_MAX_BYTES_OVER_TWO`].
+/// packet shares hold (`PACKET_SHARE_BYTES`). Measured on two ranks of one GPU, not yet
+/// across two GPUs: see docs/tuning.md, `LL_MAX_BYTES`. All-gather and reduce-scatter go
+/// further: see [`LL_GATHER_SCATTER_MAX_BYTES`]; an all-reduce on more than two ranks
+/// stops sooner: see [`LL_ALL_REDUCE_MAX_BYTES_OVER_TWO`].
 pub const LL_MAX_BYTES: u64 = 1 << 20;
 
-/// The most bytes an LL all-reduce takes on more than two ranks, where the
-/// one-shot pushes (since 2026-11-27). On four H200s (2026-11-27,
-/// `bench/results/session23.md` §4, one build, `--algo auto` = LL against `--algo
-/// one-shot` = the one-shot, every row checked), µs per all-reduce in CUDA graphs /
-/// back to back: at 512 KiB the one-shot took 17.3 / 21.1 against LL's 22.4 /
-/// 26.7 on 4 ranks and 14.7 / 17.3 against 17.7 / 20.0 on 3; at 256 KiB a draw (15.0 /
-/// 20.6 against 15.6 / 18.6 on 4 ranks, 13.4 / 16.9 against 11.6 / 17.1 on 3), which LL
-/// keeps. On 2 ranks LL stays ahead at 512 KiB (9.2 / 10.9 against 12.1 / 13.9).
+/// The most bytes an LL all-reduce takes on more than two ranks: there the one-shot,
+/// which pushes, is faster at 512 KiB and draws at 256 KiB, which LL keeps; on two ranks
+/// LL stays ahead (see docs/tuning.md, `LL_ALL_REDUCE_MAX_BYTES_OVER_TWO`).
 pub const LL_ALL_REDUCE_MAX_BYTES_OVER_TWO: u64 = 256 << 10;
 
 /// The most bytes an LL all-gather or reduce-scatter takes on more than two ranks,
-/// counted as [`LL_MAX_BYTES`]; on two, twice that ([`ll_max_bytes`]). On two H200s
-/// (2026-11-27, `bench/results/session17.md`, builds alternated, NCCL 2.28.9 in the same
-/// process), at 1 MiB the LL path took 10.1 µs per all_gather in CUDA graphs against
-/// the one-shot's 15.4 (NCCL 9.7) and 11.3 per reduce_scatter against 18.1 (NCCL
-/// 9.3); back to back 11.9 against 17.2 and 13.0 against 19.7 (NCCL 15.4 and 15.0). At 2
-/// MiB on two ranks on one H200 (2026-12-03, `bench/results/session39.md`, lines past a
-/// thread's first in batches), in CUDA graphs, all_gather 9.7 µs against the one-shot
-/// path's 15.6 and reduce_scatter 10.9 against 18.3; a rank's block of 1 MiB is then
-/// spread as a 1 MiB all-reduce is (57 CTAs of 2304 lines, which 20 KiB shares hold). Between 512 KiB and
-/// 1 MiB on 4 ranks a thread carries 5-8 lines (a draw with the one-shot at five,
-/// measured before the batches).
+/// counted as [`LL_MAX_BYTES`]; on two, twice that ([`ll_max_bytes`]), where a rank's
+/// 1 MiB block spreads as a 1 MiB all-reduce does. Up to these sizes LL beats the
+/// one-shot path (see docs/tuning.md, `LL_GATHER_SCATTER_MAX_BYTES`).
 pub const LL_GATHER_SCATTER_MAX_BYTES: u64 = 1 << 20;
 
 /// The most bytes (as [`LL_MAX_BYTES`] counts them) an LL `function` takes on
@@ -215,9 +192,8 @@ pub struct LlComm {
 impl LlComm {
     /// Loads the fields of `comm` with volatile loads, issued back to back before any of
     /// them is tested, so that they cost one memory latency: plain loads of them behind
-    /// the choice's early returns went out one after another (the call kernel's SASS).
-    /// Measured with `DataType::size` off its table in memory (since put back), 1-14 %
-    /// off LL calls in CUDA graphs (2026-11-26, `bench/results/session15.md`).
+    /// the choice's early returns went out one after another (the call kernel's SASS; see
+    /// docs/tuning.md, `LlComm::load`).
     ///
     /// # Safety
     /// `comm` is a valid `CommDevice` that nothing writes while the kernel runs.

@@ -1,5 +1,5 @@
-//! NVLS collectives (seed 000's NVLS ReduceScatter and AllReduce kernels, and NCCL's
-//! NVLS AllGather): every rank is a head (`nHeads = nranks`), and each channel's CTA is
+//! NVLS collectives ([NCCL](https://github.com/NVIDIA/nccl)'s NVLS ReduceScatter, AllReduce
+//! and AllGather): every rank is a head (`nHeads = nranks`), and each channel's CTA is
 //! split into warp groups that run at once, each a [`Primitives`] over the channel's
 //! [`NvlsConns`]:
 //!
@@ -282,8 +282,8 @@ unsafe fn all_gather_broadcast<M: MulticastMovers>(cx: &CollCtx, c: &Coll, side:
 /// One NVLS collective on this CTA's channel through hardware multicast (`HwMulticast`:
 /// `multimem.ld_reduce` and `multimem.st` on multicast addresses): the door of the
 /// `ferroccl_nvls_hardware` kernel, which `host_shim::nvls_hw` launches once a caller
-/// opts in on multicast-capable devices (never on the lent machines, DESIGN.md: there it
-/// is compiled and checked by ptxas only). Channel `block_idx`
+/// opts in on multicast-capable devices (never on shared machines, see docs/nvls.md: there
+/// it is compiled and checked by ptxas only). Channel `block_idx`
 /// of `grid_dim`; `function`, `dtype` and `op` are known numbers the host checked
 /// (`host_shim::multicast::check_hardware_nvls`); the result is the first stopped
 /// group's error.

@@ -1,5 +1,6 @@
-//! Which algorithm runs a collective, and on how many channels: the ring, one of the
-//! one-shot/two-shot algorithms of seed 003, or NVLS (seed 000; forced only).
+//! Which algorithm runs a collective, and on how many channels: [NCCL]'s ring, the
+//! one-shot/two-shot algorithms of [vLLM's custom all-reduce][vllm], or NCCL's NVLS
+//! (forced only).
 //! The size thresholds are one table, [`THRESHOLDS`]; [`plan`] applies it.
 //!
 //! Always compiled (also without `arch`): the device's dispatch chooses with [`plan`], and
@@ -8,6 +9,9 @@
 //! collective shares (the function, the element size, the count, the communicator's
 //! shape), so every rank makes the same plan and the same channels take part. Nothing
 //! here moves data, and nothing imports from above `algo`.
+//!
+//! [NCCL]: https://github.com/NVIDIA/nccl
+//! [vllm]: https://github.com/vllm-project/vllm/blob/main/csrc/custom_all_reduce.cuh
 
 use super::function::CollFunction;
 use crate::conn::{MAX_NVLS_ARITY, MAX_SHOT_RANKS};
@@ -27,7 +31,7 @@ pub enum Algorithm {
     /// All-reduce in two steps: every rank reduces its block of what every rank staged
     /// (into its own staging), then copies every peer's reduced block.
     TwoShot = 2,
-    /// NCCL's NVLS (seed 000) for all-reduce, reduce-scatter and all-gather: every rank is
+    /// NCCL's NVLS for all-reduce, reduce-scatter and all-gather: every rank is
     /// a head; a scatter group sends each head its block, each head's reduce group
     /// load-reduces its block from every rank's copy through multicast and (all-reduce)
     /// stores the result to every rank through multicast, and a gather group copies every
@@ -211,68 +215,14 @@ pub enum Unfit {
 /// reduce's input, all_gather's output, reduce_scatter's input), as nccl-tests counts
 /// them.
 ///
-/// The 2-rank row is measured: on two H100s (2026-11-27, the default communicator of 1
-/// resident and 63 call channels, one-shot/two-shot plans of 16 KiB a channel on up to 63,
-/// 32 MiB staging, every row checked, NCCL 2.28.9 in the same process,
-/// `bench/results/session17.md`, µs per call back to back / in CUDA graphs) one-shot
-/// forced against the ring (the automatic choice above the earlier thresholds) and
-/// NCCL: all_reduce 49.5 / 44.8 at 8 MiB against the ring's 66.0 / 61.5 (NCCL 47.9 /
-/// 46.6), 83.4 / 79.3 at 16 MiB against 94.6 / 88.5, a tie at 32 MiB (149.1 / 147.0
-/// against 149.1 / 145.5); all_gather 32.0 / 28.6 at 8 MiB against 44.6 / 41.4, 50.2 /
-/// 44.8 at 16 MiB against 64.4 / 59.5, still ahead at 32 MiB (85.2 / 81.5 against 100.5
-/// / 95.9); reduce_scatter 37.7 / 34.7 at 8 MiB against 46.8 / 43.9, a tie at 16 MiB
-/// (68.0 / 62.5 against 69.6 / 63.3) and behind at 32 MiB (114.5 / 108.8 against 106.5 /
-/// 101.1): one-shot up to 16 MiB for all three then. On two H200s (2026-11-27, the same
-/// communicator with 32 MiB of staging, NCCL in the same run,
-/// `bench/results/session21.md`, µs per call back to back, out of place) one-shot forced
-/// at 32 MiB took all_reduce 132.8 against the ring's 139.7 (NCCL 139.2), all_gather
-/// 70.3 against 88.5 (NCCL 91.8), reduce_scatter 73.1 against 95.9 (NCCL 92.8): the ring's
-/// first size had been 0.95-0.99 of NCCL there, one-shot 1.03-1.31, so the row is now 32
-/// MiB for all three (the default staging holds it). all_gather stages only its input, a
-/// rank's half of the output, so the default staging holds a 64 MiB all_gather too: in the
-/// same run one-shot took 126.9 µs there against the ring's 143.3 (NCCL 152.4), so its row
-/// is 64 MiB (reduce_scatter stages its whole input: 32 MiB is the most). Two-shot, which
-/// pulled then, was slower than one-shot at every size from 512 KiB to 32 MiB (28.0 / 22.0
-/// against 18.8 / 16.6 at 512 KiB, 56.1 / 51.8 against 49.5 / 44.8 at 8 MiB). Pushing (two
-/// H200s, 2026-11-27, `bench/results/session23.md` §6, both forced in one call, back to
-/// back) it still lost at 1-8 MiB (23.8 against 15.9 at 1 MiB, 44.1 against 41.6 at 8 MiB),
-/// tied at 16 MiB (72.2 against 73.3) and won at 32 MiB (122.1 against 138.0; the ring
-/// took 139.7 there in the twenty-first session), so all_reduce went one-shot to 16 MiB
-/// and two-shot to 32 MiB (which the default staging holds in the push form: two blocks
-/// of half the share a channel). With its direct outputs (two H200s, 2026-11-28,
-/// `bench/results/session28.md` §5, every row checked, both forced, twice in alternation)
-/// two-shot took 69.5 / 67.8 and 70.9 / 66.4 µs at 16 MiB against one-shot's 74.6 / 72.5
-/// and 73.3 / 72.7, and tied at 8 MiB (43.9 / 43.0 and 44.0 / 41.1 against 43.6 / 40.3
-/// and 43.3 / 43.8): one-shot now goes to 8 MiB on 2 ranks.
-///
-/// The 3- and 4-rank rows are measured on four H200s (2026-11-27, one rank per GPU, the
-/// default communicator of 64 channels, one-shot/two-shot collectives in the push form,
-/// every row checked, µs per call back to back, `bench/results/session23.md`), every
-/// algorithm forced (one-shot and two-shot with 64 MiB of staging; the plans are those of
-/// the default 32 MiB, which holds every call the rows send them), NCCL 2.28.9 in the same
-/// process. 4 ranks: all_reduce one-shot 24.9 at 1 MiB against two-shot's 27.5; at 2 MiB
-/// two-shot 31.8 against one-shot's 37.1; at 8 MiB two-shot 64.7 against the ring's 87.8
-/// (NCCL 60.1), at 16 MiB 104.3 against 126.0 (NCCL 97.3), at 32 MiB 186.8 against
-/// 183.8; all_gather one-shot 57.7 at 16 MiB against the ring's 76.7 (NCCL 65.5) and
-/// 103.6 at 32 MiB against 109.3, the ring's 181.7 at 64 MiB against 195.2;
-/// reduce_scatter one-shot 61.2 at 16 MiB against the ring's 79.9 (NCCL 59.8) and 108.5
-/// at 32 MiB against 110.8, the ring's 187.1 at 64 MiB against 198.0. 3 ranks (devices
-/// 0-2): all_reduce one-shot 27.8 at 2 MiB against two-shot's 28.9, two-shot 36.8 at 4
-/// MiB against one-shot's 42.5, 91.6 at 16 MiB against the ring's 100.2 (NCCL 90.6) and
-/// 159.3 at 32 MiB against 168.0 (where the default staging is too small for the push
-/// form, which was measured: the row stops at 16 MiB); all_gather one-shot 57.6 at 16
-/// MiB against the ring's 68.3, a tie at 32 MiB (106.5 / 106.6); reduce_scatter one-shot
-/// 66.7 at 16 MiB against the ring's 71.8, the ring's 110.5 at 32 MiB against 115.1.
-/// Two-shot pushing its reduced blocks straight into the peers' outputs (`shot`'s
-/// direct outputs; four H200s, 2026-11-28, `bench/results/session28.md`, every row
-/// checked, NCCL in the same process) took 59.1 µs at 8 MiB against 66.9 through the
-/// staging (NCCL 59.8-62.0), and with 64 MiB of staging 171.8 at 32 MiB against the
-/// ring's 182.0 (NCCL 175.8): the 3- and 4-rank rows take two-shot to 32 MiB, which the
-/// default staging, 48 MiB, holds in the push form (two halves of three quarters of a
-/// share a channel on 4 ranks, of two thirds on 3). The rows for 5 to 8
-/// ranks are provisional, after seed 003 (vLLM's custom all-reduce: one stage up to
-/// 256 KiB on up to 8 GPUs, two stages above, NCCL beyond 8 MiB), to be replaced by
-/// figures measured the same way.
+/// The 2- to 4-rank rows are measured with every algorithm forced, one rank per GPU, on
+/// the default communicator: one-shot wins small and mid sizes; two-shot, with the push
+/// form and its direct outputs, wins the all-reduce above it up to 32 MiB, which the
+/// default staging holds pushed; the ring wins above. On 2 ranks one-shot goes further
+/// (all-gather, which stages only its input, to 64 MiB). The rows for 5 to 8 ranks are
+/// provisional, after vLLM's custom all-reduce (one stage up to 256 KiB on up to 8 GPUs,
+/// two stages above, NCCL beyond 8 MiB), to be replaced by figures measured the same
+/// way. Figures: see docs/tuning.md, `THRESHOLDS`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Thresholds {
     /// all_reduce: one-shot up to these bytes.
@@ -287,23 +237,19 @@ pub struct Thresholds {
     pub rooted_one_shot_max: [u64; MAX_SHOT_RANKS - 1],
     /// A one-shot collective of `b` bytes takes `ceil(b / this)` channels (at least one,
     /// and more where its share would not fit a channel's staging buffer). 16 KiB a
-    /// channel on up to 63 (on two H100s, 2026-11-27, `bench/results/session17.md`)
-    /// took 0.89-1.12 of the time of 64 KiB on up to 32 at 512 KiB - 32 MiB, median
-    /// 1.00 (one-shot's time there is not its channels' copying), and lets the staging
-    /// buffers of every call channel take part.
+    /// channel on up to 63 is as fast as 64 KiB on up to 32 (one-shot's time there is not
+    /// its channels' copying) and lets the staging buffers of every call channel take
+    /// part (see docs/tuning.md, `one_shot_bytes_per_channel`).
     pub one_shot_bytes_per_channel: u64,
-    /// The same for two-shot. At 256 KiB a channel, two-shot all_reduce of 256 KiB to
-    /// 1 MiB ran on one to four channels and took 41-45 µs per call on four H200s against
-    /// 26 µs at 64 KiB on one (2026-11-26, `bench/results/session11-x4.md`): a channel
-    /// moves about 10 GB/s.
+    /// The same for two-shot: a channel moves about 10 GB/s, so a mid-size call needs
+    /// many (see docs/tuning.md, `two_shot_bytes_per_channel`).
     pub two_shot_bytes_per_channel: u64,
     /// The most channels a one-shot/two-shot collective takes (fewer where the communicator
     /// has fewer), and those a communicator sizes its staging buffers for. On a default
     /// communicator (1 resident and 63 call channels) every one-shot/two-shot call then
-    /// fits the call channels and runs on the call kernel alone; one on all 48 channels
-    /// of the earlier default went through the loop's mailbox: on two H200s a 4 MiB
-    /// one-shot all_reduce on 48 channels took 41-44 µs per call against 23-25 µs at
-    /// 2 MiB on 32 (`bench/results/session9-x2.md`).
+    /// fits the call channels and runs on the call kernel alone; a call on more channels
+    /// than the call kernel has goes through the loop's mailbox, the slower path (see
+    /// docs/tuning.md, `shot_channels_max`).
     pub shot_channels_max: u32,
 }
 
@@ -331,9 +277,8 @@ const _: () = assert!(THRESHOLDS.one_shot_bytes_per_channel.is_power_of_two() &&
 const _: () = assert!(LOCAL_BYTES_PER_CHANNEL.is_power_of_two());
 
 /// `a / b` (`b > 0`) in 32-bit arithmetic where both fit. The GPU divides 64-bit integers
-/// in a long subroutine, and every small call is planned on its path: on an H200
-/// (2026-11-26), checking and planning a one-shot call on the call kernel took about 2 µs
-/// each time, warm, and the call kernel did it twice.
+/// in a long subroutine, and every small call is planned on its path (see docs/tuning.md,
+/// `div_narrow`).
 const fn div_narrow(a: u64, b: u64) -> u64 {
     if a <= u32::MAX as u64 && b <= u32::MAX as u64 { (a as u32 / b as u32) as u64 } else { a / b }
 }
@@ -365,9 +310,8 @@ fn size_bytes(function: CollFunction, elt: u64, count: u64, nranks: u32) -> u64 
 /// A one-rank collective (a local copy: `output = post(pre(input))`) takes one channel
 /// per this many bytes ([`local_channels`]), so that a small call on a communicator with
 /// call channels runs on the call kernel alone instead of bringing every channel to the
-/// loop's mailbox: on an H200 (2026-12-01, `bench/results/session33.md` §5) an 8-byte
-/// all_reduce on one rank of the default communicator took 11.1 µs a call in a CUDA graph
-/// and 25.9 call + synchronize on all 64 channels, 4.3 and 17.5 on one.
+/// loop's mailbox, which makes an 8-byte call in a CUDA graph more than twice as long (see
+/// docs/tuning.md, `LOCAL_BYTES_PER_CHANNEL`).
 pub const LOCAL_BYTES_PER_CHANNEL: u64 = 64 << 10;
 
 /// The channels `0..n` a one-rank collective of `count` elements of `elt` bytes takes

@@ -1,17 +1,16 @@
-//! The one-shot/two-shot collectives (seed 003's custom all-reduce): every rank copies its
-//! share of the input into its own staging buffer, which every peer can read, raises a flag
-//! on every peer, waits for the same channel's flag of every peer, then reads the peers'
-//! staged data straight from their memory. One-shot all-reduce reduces all of it;
-//! two-shot reduces its block of it into its own staging, raises a second flag, and
-//! copies every peer's reduced block; all-gather copies it; reduce-scatter reduces its
-//! own block of it; broadcast copies the root's (only the root stages); reduce reduces all
-//! of it on the root. One-shot all-reduce, all-gather and reduce-scatter, and two-shot,
-//! push their shares into the peers' staging instead where the staging has room (see the
-//! push form below). Every
-//! element is reduced in rank order, `((x0 ⊕ x1) ⊕ x2) ⊕ …`, by one rank's one mover, so
-//! every rank gets the same bits, call after call, and one-shot and two-shot give the
-//! same bits. Every rank raises and waits for every flag, whatever the function, so the
-//! ordering below holds for each.
+//! The one-shot/two-shot collectives ([vLLM's custom all-reduce][vllm]): every rank
+//! copies its share of the input into its own staging buffer, which every peer can read,
+//! raises a flag on every peer, waits for the same channel's flag of every peer, then
+//! reads the peers' staged data straight from their memory. One-shot all-reduce reduces
+//! all of it; two-shot reduces its block of it into its own staging, raises a second
+//! flag, and copies every peer's reduced block; all-gather copies it; reduce-scatter
+//! reduces its own block of it; broadcast copies the root's (only the root stages);
+//! reduce reduces all of it on the root. One-shot all-reduce, all-gather and
+//! reduce-scatter, and two-shot, push their shares into the peers' staging instead where
+//! the staging has room (see the push form below). Every element is reduced in rank
+//! order, `((x0 ⊕ x1) ⊕ x2) ⊕ …`, by one rank's one mover, so every rank gets the same
+//! bits, call after call, and one-shot and two-shot give the same bits. Every rank raises
+//! and waits for every flag, whatever the function, so the ordering below holds for each.
 //!
 //! # Epochs, buffers and flags
 //!
@@ -69,10 +68,10 @@
 //! peers' reduced blocks from its own buffer (unless they came straight to its output).
 //! Stores into a peer's memory go out without waiting
 //! for a reply, where the pull form's loads of the peers' staging each wait for a round
-//! trip over the link, and the own share is neither staged nor read back. On two H200s
-//! (2026-11-27, `bench/results/session18.md`, two ranks) it took 0.80-0.92 of the pull
-//! form's time in CUDA graphs at 1-8 MiB; its flag exchange takes longer (the fence waits
-//! for the stores to land in the peers' memory) and everything after it shorter. Every
+//! trip over the link, and the own share is neither staged nor read back. Its flag
+//! exchange takes longer (the fence waits for the stores to land in the peers' memory) and
+//! everything after it shorter, so a call takes less time than pulling (see
+//! docs/tuning.md, the push form). Every
 //! rank decides alike for the same channel (the decision is arithmetic over the call and
 //! the communicator), so a call never mixes the forms on one channel.
 //!
@@ -111,7 +110,7 @@
 //!
 //! On a communicator on a symmetric heap (`CommDevice::heap`, PE `p` being rank `p`), a
 //! two-shot all-reduce whose input lies in the rank's heap, out of place, with an
-//! operator without a pre-op, stages nothing (seed 003's registered buffers): its first
+//! operator without a pre-op, stages nothing (vLLM's registered buffers): its first
 //! flag says the input is ready (the item runs after the stream's earlier work), every
 //! rank reduces its block straight from every rank's input, in place at the same offset
 //! of each heap, and its second flag, which every rank waits for before it completes,
@@ -121,11 +120,9 @@
 //! copy either, since each rank's input goes once from the caller's buffer into the
 //! peers' staging and no rank reads a peer's caller buffer. Reading in place would need a
 //! second flag round trip (its reads must end before the call completes), which cost more
-//! than the pull form's local staging copy at every size one-shot runs on four H200s
-//! (2026-11-26, `bench/results/session12-x4.md`: 2 ranks 1-4 MiB 1.00-1.09 of the staged
-//! time in CUDA graphs, 4 ranks 8 B-1 MiB 1.01-1.17), and the push form took 0.80-0.92 of
-//! that pull form's time; two-shot read in place took 0.90-0.95 of its staged time at
-//! 2-8 MiB on 4 ranks.
+//! than the pull form's local staging copy at every size one-shot runs, and the push form
+//! is faster still; two-shot reading in place is faster than staging (see docs/tuning.md,
+//! inputs in a symmetric heap).
 //!
 //! # Call descriptors
 //!
@@ -137,6 +134,8 @@
 //! every rank sees every descriptor, so all of them stop. A slot of parity `e % 2` is
 //! written again only in epoch `e + 2`, after the writer has seen every peer's flag of
 //! `e + 1`, raised after the peer's reads of epoch `e`.
+//!
+//! [vllm]: https://github.com/vllm-project/vllm/blob/main/csrc/custom_all_reduce.cuh
 
 use super::coll::{Coll, CollCtx};
 use super::function::CollFunction;

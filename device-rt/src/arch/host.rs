@@ -171,8 +171,9 @@ fn launch_with(memory: Option<&WeakMemory>, prior: Option<Arc<GridDependency>>, 
     std::thread::scope(|scope| {
         // Every thread is joined, none detached: a detached thread frees its own stack as it
         // exits, and the twin's runs of call_kernel_host died in `pthread_detach` on a
-        // thread just started whose stack was already unmapped (see bench/NOTES.md, 39th
-        // session).
+        // thread just started whose stack was already unmapped (it shows most often with
+        // `GLIBC_TUNABLES=glibc.malloc.mmap_threshold=0:glibc.pthread.stack_cache_size=0`
+        // and `--test-threads=2`).
         let mut threads = Vec::with_capacity((grid * block) as usize);
         'spawn: for block_idx in 0..grid {
             for thread_idx in 0..block {

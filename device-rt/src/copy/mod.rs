@@ -1,5 +1,6 @@
 //! `reduce_copy`: reduce `nsrcs` buffers element-wise and write the result to `ndsts`
-//! buffers, with every thread of a group taking part (seed 000's `reduceCopy`).
+//! buffers, with every thread of a group taking part
+//! ([NCCL](https://github.com/NVIDIA/nccl)'s `reduceCopy`).
 //!
 //! The work is cut into *hunks*: `UNROLL × 32 × N` contiguous bytes that one warp moves
 //! per loop iteration, each lane `UNROLL` packs of `N` bytes, 32 packs apart, so every

@@ -1,15 +1,16 @@
 //! NCCL's `Primitives` (Simple protocol): a group of threads moves slices of data through
 //! step FIFOs to and from peers, reducing on the way.
 //!
-//! Roles follow seed 000 exactly. Threads are split into groups of [`THREAD_PER_SYNC`];
-//! in group 0, thread `i < nrecv` waits for receive peer `i` (WaitRecv) and thread
-//! `nrecv` publishes the user input pointer (Input); in group 1, thread `i < nsend` waits
-//! for send peer `i` (WaitSend) and thread `nsend` publishes the output (Output); in the
-//! next-to-last group thread `i < nrecv` returns credits to receive peer `i` (PostRecv),
-//! in the last group thread `i < nsend` posts data to send peer `i` (PostSend). When the
-//! group has enough threads its last warp does not copy data (`nworkers = nthreads -
-//! 32`): it only posts, so the system-scope fence before a post overlaps the copy of the
-//! next slice. Workers and the posting warp meet at a barrier once per slice.
+//! Roles follow [NCCL](https://github.com/NVIDIA/nccl)'s `Primitives` exactly. Threads
+//! are split into groups of [`THREAD_PER_SYNC`]; in group 0, thread `i < nrecv` waits for
+//! receive peer `i` (WaitRecv) and thread `nrecv` publishes the user input pointer
+//! (Input); in group 1, thread `i < nsend` waits for send peer `i` (WaitSend) and thread
+//! `nsend` publishes the output (Output); in the next-to-last group thread `i < nrecv`
+//! returns credits to receive peer `i` (PostRecv), in the last group thread `i < nsend`
+//! posts data to send peer `i` (PostSend). When the group has enough threads its last
+//! warp does not copy data (`nworkers = nthreads - 32`): it only posts, so the
+//! system-scope fence before a post overlaps the copy of the next slice. Workers and the
+//! posting warp meet at a barrier once per slice.
 //!
 //! Every wait is bounded by the host's abort flag and the loop's spin budget; when one
 //! ends early the group records why in shared memory, stops moving data, and stops

@@ -77,7 +77,7 @@ pub unsafe fn copy(w: Movers, elt: u64, src: u64, dsts: [u64; 2], ndsts: usize, 
 /// [`copy`] with the element type `T`.
 ///
 /// # Safety
-/// As [`copy`], with `elt = size_of::<T>()`.
+/// As `copy`, with `elt = size_of::<T>()`.
 #[inline(never)]
 unsafe fn copy_typed<T: Elem>(w: Movers, src: u64, dsts: [u64; 2], ndsts: usize, n: usize) {
     let x = Operands::<1, 2> { srcs: [src], nsrcs: 1, dsts, ndsts, pre_op_args: [0], offset: 0 };
@@ -97,7 +97,7 @@ unsafe fn copy_typed<T: Elem>(w: Movers, src: u64, dsts: [u64; 2], ndsts: usize,
 /// applied when it was staged (`<MAX_SHOT_RANKS, 0>`).
 ///
 /// # Safety
-/// As [`copy`], with `2 <= nsrcs <= MAX_SRCS` sources each holding `n` elements of
+/// As `copy`, with `2 <= nsrcs <= MAX_SRCS` sources each holding `n` elements of
 /// `d.dtype`.
 #[inline(never)]
 #[allow(clippy::too_many_arguments)]
@@ -165,7 +165,7 @@ unsafe fn reduce_typed<Op: RedOp, const MAX_SRCS: usize, const PRE_OP_SRCS: usiz
 /// without either are plain copies.
 ///
 /// # Safety
-/// As [`copy`], with elements of `d.dtype`.
+/// As `copy`, with elements of `d.dtype`.
 #[inline(never)]
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn transform(w: Movers, d: DataOp, pre_op: bool, post_op: bool, src: u64, dsts: [u64; 2], ndsts: usize, n: usize) {
@@ -234,7 +234,7 @@ pub trait MulticastMovers: Multicast {
     /// See [`MulticastMovers`].
     ///
     /// # Safety
-    /// As [`copy`], with `mc_src || mc_dst`; a multicast side is a valid handle of this
+    /// As `copy`, with `mc_src || mc_dst`; a multicast side is a valid handle of this
     /// flavour naming buffers of `n` elements of `d.dtype` (element-aligned) on 2 or more
     /// devices, a unicast side holds them; destinations overlap no source.
     #[allow(clippy::too_many_arguments)]
@@ -281,8 +281,8 @@ impl MulticastMovers for SwMulticast {
     }
 }
 /// The hardware flavour: `multimem.ld_reduce` and `multimem.st` through `reduce_copy`,
-/// for the types and operators seed 000's table has (PreMulSum and Prod have none).
-/// Compiled for the GPU only; never launched on the lent machines (DESIGN.md).
+/// for the types and operators NCCL's table has (PreMulSum and Prod have none).
+/// Compiled for the GPU only; never launched on shared machines (docs/nvls.md).
 #[cfg(target_arch = "nvptx64")]
 impl MulticastMovers for crate::multicast::HwMulticast {
     #[inline(never)]

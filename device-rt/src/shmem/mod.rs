@@ -1,5 +1,5 @@
-//! The symmetric heap's device API: NVSHMEM's programming model (seed 004) on memory that
-//! every PE maps of every other PE.
+//! The symmetric heap's device API: [NVSHMEM](https://docs.nvidia.com/nvshmem/api/)'s
+//! programming model on memory that every PE maps of every other PE.
 //!
 //! A PE's device code wraps the handle the host filled ([`ShmemHandle`](crate::abi::ShmemHandle))
 //! in a [`Shmem`] and calls its methods with *symmetric addresses*: addresses in this PE's
@@ -11,7 +11,7 @@
 //!
 //! # Memory ordering
 //!
-//! Seed 004's data-consistency rules, which every method's documentation refers to:
+//! NVSHMEM's data-consistency rules, which every method's documentation refers to:
 //! puts, gets, AMOs and signal updates are unordered among themselves unless separated
 //! by an ordering operation, chosen by this table (first access → what orders it before
 //! a later one):

@@ -1,5 +1,6 @@
-//! The team-less sum reduction across every PE, on the device (seed 002's reduction of
-//! the per-PE residuals; `nvshmem_<type>_sum_reduce` over `NVSHMEM_TEAM_WORLD`).
+//! The team-less sum reduction across every PE, on the device (NVSHMEM's Jacobi example's
+//! reduction of the per-PE residuals; `nvshmem_<type>_sum_reduce` over
+//! `NVSHMEM_TEAM_WORLD`).
 
 use super::group::Group;
 use super::pe::Shmem;

@@ -36,7 +36,8 @@
 //! - **Vector accesses are sets of 8-byte accesses** (PTX's memory model says so): the
 //!   two halves of a 16-byte load may come from different times.
 //!
-//! What it does not model, so a GPU (issue 15's litmus test) remains the proof there:
+//! What it does not model, so a GPU (the `message_passing` self-tests, docs/testing.md)
+//! remains the proof there:
 //! - **Scopes beyond the CTA.** GPU and system scope are one: a launch is not a GPU (a
 //!   call kernel and its loop are separate launches on one GPU), so a `.gpu` operation
 //!   where `.sys` is needed is not caught. CTA-scope fences do their job for the whole
