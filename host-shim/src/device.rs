@@ -17,7 +17,7 @@ pub struct DeviceInfo {
     /// Largest dynamic shared memory a block may opt in to, in bytes.
     pub max_dynamic_smem: i32,
     /// `CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED`. Reported only: ferroccl never creates a
-    /// multicast object unless the user opts in (DESIGN.md).
+    /// multicast object unless the user opts in (docs/nvls.md).
     pub multicast_supported: bool,
     /// `peer_access[j]`: this device can map device `j`'s memory (false for itself).
     pub peer_access: Vec<bool>,

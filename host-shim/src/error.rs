@@ -76,7 +76,7 @@ pub enum Error {
     /// (`CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED`): no multicast object was created.
     MulticastUnsupported { ordinal: usize },
     /// NVLS through hardware multicast cannot run `function` on `count` elements of
-    /// `dtype` with `op`: `multimem.ld_reduce` has no form for the pair (seed 000's
+    /// `dtype` with `op`: `multimem.ld_reduce` has no form for the pair (NCCL's
     /// BigPackSize table), 1-byte elements (all-gather), or 2-byte elements that do not
     /// fill whole 16-byte packs.
     /// The software twin runs it.
@@ -156,7 +156,7 @@ impl fmt::Display for Error {
             }
             Self::MultimemUnsupported { function, dtype, op, count } => write!(
                 f,
-                "hardware NVLS cannot run {} on {count} {} with {}: multimem has no form for it (seed 000's BigPackSize table; 1-byte all-gathers none, 2-byte elements in whole 16-byte packs only); nothing was enqueued",
+                "hardware NVLS cannot run {} on {count} {} with {}: multimem has no form for it (NCCL's BigPackSize table; 1-byte all-gathers none, 2-byte elements in whole 16-byte packs only); nothing was enqueued",
                 function.name(),
                 dtype.name(),
                 op.name()

@@ -85,7 +85,7 @@ impl Module {
     /// local memory of every kernel in it. The driver otherwise grows the stack at the
     /// launch of a kernel that needs more than any before, and growing it waits for every
     /// kernel running in the context: beside a persistent loop, that launch never returns.
-    /// On an H200 (2026-11-26) the first stream-ordered call to a symmetric heap's loop
+    /// On an H200 the first stream-ordered call to a symmetric heap's loop
     /// (its call kernel needs more than the heap loop's kernel) hung so. Kernels of other
     /// modules launched while a loop runs must need no more than this either.
     fn reserving_stack(ctx: &Arc<CudaContext>, inner: Arc<CudaModule>) -> Result<Self> {

@@ -1,16 +1,18 @@
-//! NVLink multicast memory, as seed 000 registers it for NVLS: one multicast object over
-//! a team of devices, one physical allocation per device (its unicast buffer, mapped on
-//! its own device) bound to the object, and the object mapped on every device at a
-//! multicast address, where `multimem.*` instructions reach every device's copy at once.
+//! NVLink multicast memory, as [NCCL](https://github.com/NVIDIA/nccl) registers it for
+//! NVLS: one multicast object over a team of devices, one physical allocation per device
+//! (its unicast buffer, mapped on its own device) bound to the object, and the object
+//! mapped on every device at a multicast address, where `multimem.*` instructions reach
+//! every device's copy at once.
 //!
-//! **Gated.** Creating a multicast object can take shared GPUs out of service (DESIGN.md:
-//! never on the lent machines). [`MulticastBuffer::new`], the only function here that
-//! creates one, runs only with a [`MulticastOptIn`] (the caller's explicit statement) and
-//! only where every device of the team reports `CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED`.
-//! [`check_team`] and [`granularity`] create nothing: they check a request and ask the
-//! driver which sizes a multicast object of a team takes.
+//! **Gated.** Creating a multicast object can take shared GPUs out of service, so never
+//! on shared machines (docs/nvls.md). [`MulticastBuffer::new`], the only function here
+//! that creates one, runs only with a [`MulticastOptIn`] (the caller's explicit
+//! statement) and only where every device of the team reports
+//! `CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED`. [`check_team`] and [`granularity`] create
+//! nothing: they check a request and ask the driver which sizes a multicast object of a
+//! team takes.
 //!
-//! The order of the driver calls is seed 000's (`nvlsGroupCreate`, `nvlsGroupBindMem`,
+//! The order of the driver calls is NCCL's (`nvlsGroupCreate`, `nvlsGroupBindMem`,
 //! `nvlsGroupMapMem`) for PEs of one process: create the object for `n` devices, add every
 //! device, then per device allocate and map its unicast buffer and bind it, then per
 //! device map the object and open it to that device (which waits until every device has
@@ -28,8 +30,7 @@ use crate::shmem::vmm::{self, VmmHeap};
 use crate::{Error, Result};
 
 /// The caller's statement that multicast objects may be created on its GPUs. Never give
-/// one on GPUs that other users share (the lent machines among them): see the module's
-/// docs.
+/// one on GPUs that other users share: see the module's docs and docs/nvls.md.
 #[derive(Clone, Copy, Debug)]
 pub struct MulticastOptIn {
     _statement: (),
@@ -203,7 +204,7 @@ fn device_of(ctx: &Arc<CudaContext>) -> Result<sys::CUdevice> {
 
 impl DeviceShare {
     /// Allocates this device's unicast buffer (`size` bytes, zeroed, mapped for this
-    /// device alone) and binds it to `object` at offset 0 (seed 000's `nvlsGroupBindMem`).
+    /// device alone) and binds it to `object` at offset 0 (NCCL's `nvlsGroupBindMem`).
     fn bind_unicast(&mut self, object: sys::CUmemGenericAllocationHandle, size: usize) -> Result<()> {
         let unicast = self.unicast.insert(VmmHeap::new(&self.ctx, size as u64, &[self.ctx.ordinal()])?);
         self.ctx.bind_to_thread().map_err(Error::cuda("cuCtxSetCurrent"))?;
@@ -215,7 +216,7 @@ impl DeviceShare {
     }
 
     /// Maps `object` at an address aligned to `align` (its granularity) on this device and
-    /// opens it here (seed 000's `nvlsGroupMapMem`; the access call waits until every device
+    /// opens it here (NCCL's `nvlsGroupMapMem`; the access call waits until every device
     /// of the team has bound its memory).
     fn map_multicast(&mut self, object: sys::CUmemGenericAllocationHandle, size: usize, align: usize) -> Result<()> {
         self.ctx.bind_to_thread().map_err(Error::cuda("cuCtxSetCurrent"))?;
@@ -287,7 +288,7 @@ pub fn check_hardware_nvls(function: CollFunction, dtype: DataType, op: RedOpKin
 mod tests {
     use super::*;
 
-    /// Hardware NVLS takes seed 000's table and refuses the rest with an error that names
+    /// Hardware NVLS takes NCCL's table and refuses the rest with an error that names
     /// the call; elements under 4 bytes move in whole 16-byte packs only.
     #[test]
     fn hardware_nvls_takes_the_multimem_table_only() {

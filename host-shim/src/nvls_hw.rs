@@ -10,13 +10,13 @@
 //! stream, a CTA per channel: the persistent loop keeps NVLS on its software twin, so
 //! its code holds no `multimem` instruction.
 //!
-//! **Gated**, as [`crate::multicast`] is: [`HardwareNvls::new`] creates a multicast object,
-//! so it takes a [`MulticastOptIn`] and a [`TeamPlan`], which checks first (creating
-//! nothing) that every device reports `CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED`; a call whose type, operator or count the
-//! switch cannot reduce is refused before anything is launched
-//! ([`check_hardware_nvls`]). Never on GPUs that others share (the lent machines among
-//! them): this path has been built and checked by ptxas, and its host half tested up to
-//! the object's creation, but never run.
+//! **Gated**, as [`crate::multicast`] is: [`HardwareNvls::new`] creates a multicast
+//! object, so it takes a [`MulticastOptIn`] and a [`TeamPlan`], which checks first
+//! (creating nothing) that every device reports
+//! `CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED`; a call whose type, operator or count the
+//! switch cannot reduce is refused before anything is launched ([`check_hardware_nvls`]).
+//! Never on GPUs that others share (docs/nvls.md): this path has been built and checked
+//! by ptxas, and its host half tested up to the object's creation, but never run.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -52,9 +52,10 @@ pub struct NvlsTeamConfig {
 
 impl Default for NvlsTeamConfig {
     /// 16 channels of 384 threads, 128 KiB steps, 10 s waits: NCCL's NVLS channels and
-    /// chunk, with the most threads the kernel's registers allow a CTA (ptxas 13.0 gives it
-    /// more than 128 registers a thread: an H200 runs at most 384 threads of it, as the
-    /// `hardware_nvls_plan` self-test found for 512 on 2026-11-27).
+    /// chunk, with the most threads the kernel's registers allow a CTA (ptxas 13.0 gives
+    /// it more than 128 registers a thread: an H200 runs at most 384 threads of it, as
+    /// the `hardware_nvls_plan` self-test found; see docs/tuning.md,
+    /// `NvlsTeamConfig::default`).
     fn default() -> Self {
         Self { channels: 16, threads: 384, step_bytes: 128 << 10, spin_budget: Duration::from_secs(10) }
     }

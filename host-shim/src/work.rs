@@ -58,10 +58,9 @@ pub struct LoopConfig {
 
 /// [`LoopConfig::burst_gap`]'s default. Calls back to back come a few tens of ns apart;
 /// between a call and a `cuStreamSynchronize` or `cuStreamQuery` of its stream the gap is
-/// that driver call, 1.3-1.7 µs on H200 hosts (bench/results/session25.md, session26.md).
-/// A burst on the ring route costs each call a `cuStreamQuery` plus the loop's answer
-/// (4.9 µs back to back), where call kernels pipeline on the stream (3.3 µs a call in a
-/// CUDA graph): bench/results/session33.md.
+/// that driver call, over a microsecond. A burst on the ring route costs each call a
+/// `cuStreamQuery` plus the loop's answer, where call kernels pipeline on the stream (see
+/// docs/tuning.md, `BURST_GAP`).
 pub const BURST_GAP: Duration = Duration::from_nanos(500);
 
 impl Default for LoopConfig {
@@ -88,9 +87,9 @@ pub enum Placement {
     #[default]
     Hardware,
     /// One channel per TPC (the even SM of the pair), on consecutive TPCs from the second:
-    /// channel `c` on SM `2 (c + 1)`. Measured on H200s (bench/results/ring.txt): placed
-    /// this way, 24 channels copied at the same rate, where the hardware's placement left
-    /// some at half the rate of the others.
+    /// channel `c` on SM `2 (c + 1)`. Placed this way, 24 channels copy at the same rate,
+    /// where the hardware's placement leaves some at half the rate of the others (see
+    /// docs/tuning.md, `Placement::Tpcs`).
     Tpcs,
     /// Channel `c` on SM `sms[c]`.
     Sms(SmList),
@@ -515,11 +514,9 @@ fn stream_idle(stream: &CudaStream) -> Result<bool> {
 }
 
 /// How long a stream-ordered call on the ring route watches for its item's completion
-/// before it has the stream wait for it instead. On an H200 (2026-11-28,
-/// `bench/results/session25.md`) a no-op's round trip through the ring took 4.3-4.6 µs,
-/// while a stream's `cuStreamWaitValue32` for the loop's answer made the round trip
-/// 15.5 µs (polling the stream or synchronizing alike): the driver answers a wait that
-/// was not met at once about 11 µs late.
+/// before it has the stream wait for it instead: the loop answers a no-op in a few µs,
+/// while the driver answers a `cuStreamWaitValue32` that was not met at once about 11 µs
+/// late (see docs/tuning.md, `RING_ROUTE_SPIN`).
 pub const RING_ROUTE_SPIN: Duration = Duration::from_micros(10);
 
 /// Where `stream_done` (the ring route's word) is in a loop's state.
@@ -999,8 +996,8 @@ impl WorkLoop {
         self.overlap_call_kernels = true;
     }
 
-    /// Whether call kernels overlap the kernel before them
-    /// ([`WorkLoop::allow_overlapping_call_kernels`]).
+    /// Whether call kernels overlap the kernel before them (the communicator allows it
+    /// where the device holds two call kernels of every rank beside the loops).
     pub fn call_kernels_overlap(&self) -> bool {
         self.overlap_call_kernels
     }

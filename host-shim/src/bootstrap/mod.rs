@@ -1,4 +1,4 @@
-//! The bootstrap of PEs in several processes on one node (seed 004's model: one process
+//! The bootstrap of PEs in several processes on one node (NVSHMEM's model: one process
 //! per GPU): PE 0 listens on a Unix socket, every other PE connects, and collective calls
 //! gather every PE's bytes and open file descriptors (the symmetric heap's exported
 //! memory handles travel as descriptors, `SCM_RIGHTS`) through PE 0 to every PE.

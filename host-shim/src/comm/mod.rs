@@ -95,31 +95,18 @@ pub struct CommConfig {
     /// channels × 256 threads, of which 1 is resident and 63 are call channels (fewer where
     /// a device holds fewer for its ranks, [`CommConfig::fit_call_channels`]): an idle
     /// communicator holds one CTA of its GPU. Call channels come up only with the calls
-    /// that spread over them, so more of them cost an idle GPU nothing; on two H200s (same
-    /// run, `bench/results/session9-x2.md`) 48 channels moved 1.02 / 1.12 / 1.05 of
-    /// NCCL's busbw at 512 MiB (all_reduce / all_gather / reduce_scatter) against
-    /// 0.88 / 0.99 / 0.88 with 24; on four H200s (2026-11-26, same run,
-    /// `bench/results/session11-x4.md`) 64 channels moved 0.97 / 1.04 / 1.02 of NCCL's
-    /// busbw at 256 MiB (0.97 / 1.02 / 1.00 at 1 GiB) against 0.95 / 0.98 / 0.98 (0.96 /
-    /// 1.00 / 1.00) with 48, and on two of them 1.03 / 1.13 / 1.12 against 0.97 / 1.06 /
-    /// 1.07; a 16 MiB all_reduce on four lost (0.74 against 0.82). With 24 channels, on
-    /// an H100 (2 ranks on one GPU, same run, `bench/results/issue14-guests.md`) an FMA-bound kernel kept 0.986 of its
-    /// throughput beside an idle default communicator against 0.633 with 24 resident
-    /// channels (a cuBLAS GEMM 0.90 against 0.68); the price: 1-2 µs more per small
-    /// stream-ordered call (the call kernel's call channels start and leave), 4 µs at 256
-    /// KiB, and 0.95 of the busbw at 128 MiB. Direct-path items run on the resident
-    /// channels alone. 256 threads: a
-    /// loop wider than 256 threads is capped below 255 registers a thread (128 at 512) and
-    /// its protocol code spills, and on an H200 (2 ranks on one GPU, same run,
-    /// `bench/results/issue15-spills.md`) 24 × 512 took 18.0 µs per 8 B one-shot
-    /// all_reduce in a CUDA graph against 13.7 µs at 256 threads, 30.8 against 22.5 µs for
-    /// the ring, and moved 0.82 of 24 × 256's busbw at 8 MiB (1.03 at 256 MiB).
+    /// that spread over them, so more of them cost an idle GPU nothing, and large calls
+    /// move more with 64 channels than with 48 or 24. A resident channel costs the GPU's
+    /// other work whatever it does; call channels cost a call a little more time (they
+    /// start and leave with it). Direct-path items run on the resident channels alone.
+    /// 256 threads: a loop wider than 256 threads is capped below 255 registers a thread
+    /// (128 at 512) and its protocol code spills, which makes small calls slower. Figures:
+    /// see docs/tuning.md, `CommConfig::loop_cfg`.
     pub loop_cfg: LoopConfig,
     /// Bytes per FIFO step of the ring connections (NCCL: 512 KiB). ferroccl's default,
-    /// 256 KiB: with direct operations, on two and on four H200s (2026-11-28,
-    /// `bench/results/session27.md`), the ring's reduce_scatter took 0.90-0.96 of its time
-    /// with 1 MiB steps at 512 MiB - 1 GiB, its all_reduce and all_gather within 1 % at
-    /// 256 MiB - 1 GiB; at 16-128 MiB 0.91-1.03.
+    /// 256 KiB, makes the ring's large reduce_scatters faster than 1 MiB steps and keeps
+    /// the other collectives within a few per cent (see docs/tuning.md,
+    /// `CommConfig::ring_step_bytes`).
     pub ring_step_bytes: u64,
     /// Bytes per FIFO step of the point-to-point connections.
     pub p2p_step_bytes: u64,

@@ -1,18 +1,19 @@
-//! The symmetric heap (NVSHMEM's, seed 004): every PE's heap in its device's memory (CUDA
-//! VMM), every heap mapped for every device that can reach it, collective `malloc`/`free`,
-//! and each PE's device handle for `device_rt::shmem`. Two forms:
+//! The symmetric heap ([NVSHMEM](https://docs.nvidia.com/nvshmem/api/)'s): every PE's
+//! heap in its device's memory (CUDA VMM), every heap mapped for every device that can
+//! reach it, collective `malloc`/`free`, and each PE's device handle for
+//! `device_rt::shmem`. Two forms:
 //!
 //! - [`Heap::new`]: several PEs in this process, one per stream like the communicator's
 //!   ranks. A collective call takes every PE's argument at once (`args[pe]`).
-//! - [`Heap::join`]: one PE per process (seed 004's model, started by `ferroccl run` or
+//! - [`Heap::join`]: one PE per process (NVSHMEM's model, started by `ferroccl run` or
 //!   another launcher): each PE exports its heap as a POSIX file descriptor, the
 //!   [`Bootstrap`] hands every descriptor to every PE, and each maps every peer's heap. A
 //!   collective call takes this PE's argument; the bootstrap gathers everyone's.
 //!
 //! Either way PEs that disagree all get one error,
-//! [`Error::SymmetricMismatch`](crate::Error::SymmetricMismatch), and the heap is
+//! [`Error::SymmetricMismatch`], and the heap is
 //! unchanged, so no PE waits for another that will never agree; in the process form a PE
-//! that is gone fails every PE's call with [`Error::Bootstrap`](crate::Error::Bootstrap).
+//! that is gone fails every PE's call with [`Error::Bootstrap`].
 //! The bookkeeping ([`book`]) is pure and shared with the host-twin heap of the tests.
 //!
 //! Stream-ordered heap operations ([`Heap::barrier_all_on_stream`],
