@@ -29,10 +29,9 @@ pub const SASS_CC: (i32, i32) = (9, 0);
 /// The options every ptxas run of this tree takes besides its input, output and entry:
 /// the build's (its cubins and their reports) and the checks' (`tests/src/ptxas.rs`), so
 /// that what is checked is what is built. `--split-compile=0` runs ptxas's optimisations
-/// on as many threads as the machine has CPUs: on 2 cores (ptxas 13.0, 2026-12-02) the
-/// unpatched module alone took 2 min 33 s, where each of a release build's two runs side
-/// by side had taken 8.8-9.3 min without it (6.1 with it), and its SASS (`nvdisasm -c`)
-/// and `-v` report were the same as without it (the cubins' other bytes differ).
+/// on as many threads as the machine has CPUs: several times faster on 2 cores, with the
+/// same SASS (`nvdisasm -c`) and `-v` report as without it (the cubins' other bytes
+/// differ; see docs/tuning.md, `PTXAS_OPTIONS`).
 pub const PTXAS_OPTIONS: [&str; 3] = ["-arch=sm_90a", "-v", "--split-compile=0"];
 
 /// The environment variable that names ptxas (`none` builds no SASS).

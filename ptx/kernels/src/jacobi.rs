@@ -1,4 +1,4 @@
-//! Seed 002's Jacobi solver (`examples/jacobi`): the doors to its device code
+//! NVSHMEM's Jacobi example (`examples/jacobi`): the doors to its device code
 //! (`ferroccl-jacobi-device`), a user's kernels in the same PTX module as the runtime.
 //! Every kernel takes this PE's `ShmemHandle` first.
 

@@ -1,8 +1,8 @@
 //! NVLS through hardware multicast: compiled and checked by ptxas (register use, spills,
 //! the `multimem` instructions assembling for sm_90a) and launched by
 //! `host_shim::nvls_hw::HardwareNvls`, which only a caller's opt-in on multicast-capable
-//! devices reaches. ferroccl never creates a multicast object on the lent machines
-//! (DESIGN.md), so this kernel has never run there; the work loop runs NVLS through the
+//! devices reaches. ferroccl never creates a multicast object on shared machines
+//! (docs/nvls.md), so this kernel has never run there; the work loop runs NVLS through the
 //! software twin.
 
 use device_rt::algo::CollFunction;

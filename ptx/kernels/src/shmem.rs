@@ -6,7 +6,7 @@
 use device_rt::abi::ShmemHandle;
 use device_rt::shmem::{Block, Cmp, Shmem, Signal, SignalOp, Warp};
 
-/// The NVSHMEM ring shift of seed 004, by blocks: every PE puts `n` floats of `src` into
+/// NVSHMEM's ring shift, by blocks: every PE puts `n` floats of `src` into
 /// the next PE's `dst` and raises its `sig` (warp 0 of the block), waits for its own
 /// `sig`, sums `dst` over all PEs into `sum`, counts itself in PE 0's `counters[0]` and
 /// claims PE 0's `counters[1]` if no PE has, then meets the others at a barrier.
@@ -52,7 +52,7 @@ pub unsafe extern "gpu-kernel" fn ferroccl_shmem_ring_shift(
     }
 }
 
-/// Seed 004's `simple_shift`: this PE's number into the next PE's `destination`
+/// NVSHMEM's `simple_shift` example: this PE's number into the next PE's `destination`
 /// (`nvshmem_int_p`), by one thread.
 ///
 /// # Safety
