@@ -2,7 +2,7 @@
 //! (`examples/ferroccl`) share, and what the runtime a user links (`host-shim`) must never
 //! carry.
 //!
-//! - [`reference`]: the independent host reference of every operator, type and copy;
+//! - [`reference`](mod@reference): the independent host reference of every operator, type and copy;
 //! - [`coll`]: the collective correctness matrix and its expectations, run on any
 //!   [`coll::group::RankGroup`]: GPU ranks ([`coll::gpu::GpuGroup`]) or host-twin ranks
 //!   ([`coll::twin::TwinGroup`], the device code on CPU threads);

@@ -53,7 +53,7 @@ const GRID_COUNTS: [usize; 4] = [0, 1, 7, 1021];
 
 /// The matrix on a communicator with `staging` that asks for `choice` (`OneShot`,
 /// `TwoShot` or `Auto`): every function the choice runs one-shot or two-shot × every type ×
-/// operator (operators only where the function reduces) × the [`GRID_COUNTS`], in and out
+/// operator (operators only where the function reduces) × the `GRID_COUNTS`, in and out
 /// of place by turns, roots by turns; then f32 sums on both sides of every threshold of the
 /// plan on this communicator: the table's sizes for its rank count, each algorithm's bytes
 /// per channel, and the staging's capacity (a forced algorithm's refused side left out).

@@ -1,6 +1,6 @@
-//! NVLink multicast's host code on a GPU, short of creating an object (never on the lent
-//! machines): the team check against what the device reports, the driver's granularity
-//! for a team of two, and hardware NVLS's plan of a team.
+//! NVLink multicast's host code on a GPU, short of creating an object (never on shared
+//! machines, docs/nvls.md): the team check against what the device reports, the driver's
+//! granularity for a team of two, and hardware NVLS's plan of a team.
 
 use host_shim::Error;
 use host_shim::multicast::{check_team, granularity};

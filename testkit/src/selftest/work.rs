@@ -177,7 +177,7 @@ pub(super) fn work_loop_stream_graph(fx: &Fixture) -> Outcome {
 /// Rounds that must take the call-kernel route interleave: their memset is followed by a
 /// wait on a host-mapped gate that the host opens only after the call (so the call always
 /// finds work queued, however late the host thread gets to it; a 64 MiB memset alone could
-/// end first, and once did, on an H200 on 2026-12-02). Calls back to back mostly take the
+/// end first, and once did on an H200). Calls back to back mostly take the
 /// call-kernel route. Then a ring-routed item that never finishes: an abort, and a spin
 /// budget running out, each release the stream (work queued after the item runs) and leave
 /// the loop's error.
