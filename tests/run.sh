@@ -35,19 +35,17 @@ RUSTFLAGS="-C target-cpu=sm_90 -C target-feature=+ptx83" cargo "${nvptx_clippy[@
 echo "== tests/run.sh: step 4 $(date -u +%T)"
 # 4. Every host test, the PTX build (host-shim's build script) and the ptxas checks of the
 #    work loop uncapped and under every register cap the runtime can give it
-#    (FERROCCL_PTXAS_EVERY_CAP=1, set here unless the caller set it: 341 s on 2 cores
-#    against 111 s for the uncapped, loosest, a middle and the tightest cap alone; CI
-#    without it took 29.3 minutes on 2026-12-02, a clean clone of d889f63, once ptxas ran
-#    with --split-compile and the nested kernel build was shared). The whole collective
-#    matrix (FERROCCL_FULL_MATRIX=1) adds about 7-9 minutes and the host-twin tests' time
-#    swings by half between runs on this machine, so CI runs the reduced matrix; the whole
-#    one by hand after a change to device code.
-#    A test binary that dies of a signal (call_kernel_host, SIGSEGV, in the runs of the
-#    twenty-third and twenty-ninth sessions' commits, not reproduced; shot_host, a
-#    weak-memory store through a null pointer, fixed in the thirtieth: see bench/NOTES.md)
-#    leaves a core where the kernel's core_pattern writes one into the working directory:
-#    the faulting thread's address and backtrace are printed (with gdb, where the machine
-#    has it) before the script fails.
+#    (FERROCCL_PTXAS_EVERY_CAP=1, set here unless the caller set it: about three times
+#    the ptxas time of the uncapped, loosest, a middle and the tightest cap alone; see
+#    docs/tuning.md, FERROCCL_PTXAS_EVERY_CAP). The whole collective matrix
+#    (FERROCCL_FULL_MATRIX=1) adds about 7-9 minutes and the host-twin tests' time
+#    swings by half between runs on CI's 2 cores, so CI runs the reduced matrix; the
+#    whole one by hand after a change to device code.
+#    A test binary that dies of a signal (as host-twin tests have: a twin thread whose
+#    stack was already gone, a weak-memory store drained through a null pointer; both
+#    fixed) leaves a core where the kernel's core_pattern writes one into the working
+#    directory: the faulting thread's address and backtrace are printed (with gdb, where
+#    the machine has it) before the script fails.
 ulimit -c unlimited 2>/dev/null || true
 started=$(mktemp)
 export FERROCCL_PTXAS_EVERY_CAP="${FERROCCL_PTXAS_EVERY_CAP:-1}"

@@ -118,17 +118,16 @@ fn matrix_four_ranks() {
 /// Sum and every operator in f32 (the operators whose result depends on the rank count,
 /// PreMulSum and SumPostDiv, included), a quarter of the matrix; all of it with
 /// `FERROCCL_FULL_MATRIX=1`. The full matrix always runs on 1 to 4 ranks (unpaired); CI
-/// (2 cores, under 45 minutes) runs these reduced: the whole took 997 s there against
-/// 607 s (2026-11-27).
+/// (2 cores, under 45 minutes) runs these reduced: the whole takes about 1.6 times as long
+/// there (see docs/tuning.md, `sum_or_f32`).
 fn sum_or_f32(c: &CollCase) -> bool {
     std::env::var_os("FERROCCL_FULL_MATRIX").is_some_and(|v| v == "1") || c.op == RedOpKind::Sum || c.dtype == DataType::F32
 }
 
 /// Of [`sum_or_f32`]'s cases, those in place (`true`) or out of place: of 5 and 7 ranks,
 /// and of 6 and 8, one runs each half, so that each pair covers it (each whole with
-/// `FERROCCL_FULL_MATRIX=1`). CI's time: its clean-clone run took 45.4 minutes with 6 and
-/// 7 whole (2026-11-28), `coll_host` the longest test binary at 751 s; 44.2 with 5 and 8
-/// whole (2026-11-29), `coll_host` 710 s, of which 5 and 8 ranks 105 and 151 s.
+/// `FERROCCL_FULL_MATRIX=1`): with two of them whole, CI took about 45 minutes (see
+/// docs/tuning.md, `sum_or_f32_placed`).
 fn sum_or_f32_placed(in_place: bool) -> impl Fn(&CollCase) -> bool {
     move |c| sum_or_f32(c) && (c.in_place == in_place || std::env::var_os("FERROCCL_FULL_MATRIX").is_some_and(|v| v == "1"))
 }
@@ -381,8 +380,8 @@ fn matrix_weak_memory_two_ranks() {
 /// The reduced matrix in a weak-memory world, with direct operations and paired channels
 /// on 3 ranks × 4 channels, every rank's output mapped for its peers (two seeds); then
 /// rank 1's not (rank 0 sends to it through the FIFO, rank 1 receives there and sends
-/// direct on; one seed, for CI's time: `coll_host` took 701 s of a 42.7-minute CI run with
-/// two, 2026-11-28).
+/// direct on; one seed, for CI's time: see docs/tuning.md, the seeds of
+/// `matrix_weak_memory_three_ranks_direct_paired`).
 #[test]
 fn matrix_weak_memory_three_ranks_direct_paired() {
     WeakMemory::every_seed_passes(0..2, |memory| try_matrix(Shape { paired: true, ..shape(3, 4, true) }, Some(memory.clone()), &[], reduced));

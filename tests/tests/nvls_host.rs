@@ -1,4 +1,4 @@
-//! NVLS (seed 000: scatter, reduce and gather warp groups over multicast connections,
+//! NVLS (NCCL's: scatter, reduce and gather warp groups over multicast connections,
 //! NvlsMinPolling) on the host twin, through the software multicast: the real device code
 //! on CPU threads, forced on communicators of 2 to 8 ranks. All-reduce, reduce-scatter
 //! and all-gather × every type × operator, in and out of place, counts 0, 1, odd, prime

@@ -20,45 +20,16 @@ use ferroccl_tests::ptxas::{self, KernelReport};
 
 /// Under a register cap, the spill bytes (stores, and loads) of a protocol function that
 /// [`CAPPED_SPILL_BOUNDS`] does not name. Uncapped (every loop of up to 256 threads, the
-/// default communicator's included) nothing may spill: ptxas 13.0 reported none on
-/// 2026-11-23.
+/// default communicator's included) nothing may spill: ptxas 13.0 reports none (see
+/// docs/tuning.md, `PROTOCOL_SPILL_BOUND`).
 const PROTOCOL_SPILL_BOUND: u32 = 64;
 
-/// The same under a register cap, per function (the largest of any cap): measured with
-/// ptxas 13.0 on 2026-11-23 (cap 128: work loop 384 / 536, `ring::run` 628 / 1560,
-/// `reduce_scatter_paired` 116 / 160, `exec::collective` 44 / 52, primitives ≤ 24 / 28;
-/// issue 16 took `exec::collective` to 52 / 60 at caps 128 and 144 by handing the item's
-/// plan to the algorithm, and the one-shot/two-shot algorithms spill at most 24 / 24, under
-/// the default bound). On a GPU they cost 4-8 us per small collective (an H200, 24 x 512
-/// against 24 x 256 in one run: bench/results/issue15-spills.md), so the default loop is
-/// 256 threads, uncapped, where nothing spills. The check fails if they grow. Call
-/// channels (2026-11-25) took the work loop to 400 / 556 at caps 152 to 128 (ptxas 13.0:
-/// the mailbox item's participation, computed out of line, and its completion count);
-/// one-shot/two-shot calls on the call kernel alone (the same day, eighth session) to 400 /
-/// 560 (the collective's part, passed apart from its channel; every other function
-/// unchanged). NVLS (2026-11-26, tenth session; forced only, so never the default loop's
-/// path) spills under caps: `nvls::run` 432 / 488, all-reduce's `direct_recv_direct_send`
-/// 68 / 212; the same merge (a third primitives group, the NVLS connections in `CollCtx`)
-/// took `plan_collective` to 112 / 48, `exec::collective` to 56 / 64 and
-/// `reduce_scatter_paired` to 120 / 164 (the largest over caps 224 to 128, ptxas 13.0).
-/// `DataType::size` from a packed constant rather than a table in global memory
-/// (2026-11-26, sixteenth session: 0.84-0.94 of the time of every small stream-ordered
-/// call in CUDA graphs on two H200s, `bench/results/session16.md` §3) took, at caps 152
-/// and 128, `plan_collective` to 112 / 56, `exec::collective` to 60 / 68,
-/// `reduce_scatter_paired` to 104 / 180, all-reduce's `direct_recv_direct_send` to 76 /
-/// 244 and the software-multicast `scatter` to 16 / 32 (cap 224 unchanged; caps 200, 184,
-/// 168, 144 and 136 not assembled with it). Loops that sleep when idle (2026-11-27,
-/// twenty-first session: the loop's sleep handshake, out of line, and every call kernel
-/// counting itself for it) took, at cap 128, `ring::run` to 612 / 1576,
-/// `reduce_scatter_paired` to 108 / 184 and `direct_recv_direct_send` to 84 / 252 (caps
-/// 224 and 152 within the bounds before; uncapped, nothing spills). The one-shot/two-shot
-/// collectives' push form on every rank count (2026-11-27, twenty-third session) took
-/// `exec::collective` to 76 / 72 at caps 168 to 128, and its two-shot
-/// (`all_reduce_two_shot_pushed`) spills 52 / 136 at cap 128 (within the default bound at
-/// every other cap; uncapped, nothing spills). Its direct outputs (2026-11-28, twenty-eighth
-/// session) first took it to 68 / 184 at cap 128; with the reduced block's sending and the
-/// copy out apart (`send_reduced_block` 24 / 60, `copy_reduced_blocks_out` 0 / 24) it
-/// spills 32 / 40 there and 8 / 0 at cap 152.
+/// The same under a register cap, per function: the largest ptxas 13.0 reported for it
+/// over every cap when its bound was last raised. Spills cost a GPU several µs per small
+/// collective, so the default loop is 256 threads, uncapped, where nothing spills
+/// (docs/tuning.md, `CommConfig::loop_cfg`); wider loops stay possible, and bounded here.
+/// The check fails if they grow. Each bound's history, and the change behind each growth:
+/// docs/tuning.md, `CAPPED_SPILL_BOUNDS`.
 const CAPPED_SPILL_BOUNDS: [(&str, u32, u32); 9] = [
     ("ferroccl_work_loop", 400, 560),
     ("4algo4ring3run", 628, 1576),
@@ -82,10 +53,9 @@ fn launch_shapes() -> Vec<Option<u32>> {
 /// The shapes the test assembles: uncapped, and the loosest, a middle and the tightest
 /// cap (224, 152 and 128 registers: 288, 416 and 512 threads); every shape with
 /// `FERROCCL_PTXAS_EVERY_CAP=1`. Spills need not grow monotonically as a cap tightens,
-/// but a growth has so far shown at several caps at once (2026-11-26: `plan_collective`
-/// and `exec::collective` past their bounds at 168, 152 and 128). Each capped shape costs
-/// about a CPU minute of ptxas: a plain `cargo test` runs these four (111 s on 2 cores,
-/// 2026-12-02), CI (`tests/run.sh`) every one (341 s).
+/// but a growth has so far shown at several caps at once. Each capped shape costs about a
+/// CPU minute of ptxas: a plain `cargo test` runs these four, CI (`tests/run.sh`) every
+/// one (see docs/tuning.md, `checked_shapes`).
 fn checked_shapes(every: &[Option<u32>]) -> Vec<Option<u32>> {
     if std::env::var_os("FERROCCL_PTXAS_EVERY_CAP").is_some_and(|v| v == "1") {
         return every.to_vec();

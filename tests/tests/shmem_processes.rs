@@ -1,9 +1,9 @@
 //! PEs as processes on the CPU: `testkit::launch` (what `ferroccl run` runs) starts
-//! `twin-pe` (src/bin) as every PE; the PEs meet through the bootstrap's Unix socket, pass
-//! their heaps (shared-memory files) to each other as descriptors, and run the device
-//! code on the host twin against each other's heaps: seed 004's shift and a put_signal
-//! ring, checked by each PE. A PE that leaves, and PEs that disagree at malloc, make every
-//! PE fail with a reason, not hang.
+//! `twin-pe` (src/bin) as every PE; the PEs meet through the bootstrap's Unix socket,
+//! pass their heaps (shared-memory files) to each other as descriptors, and run the
+//! device code on the host twin against each other's heaps: NVSHMEM's simple_shift and a
+//! put_signal ring, checked by each PE. A PE that leaves, and PEs that disagree at
+//! malloc, make every PE fail with a reason, not hang.
 
 use std::process::ExitStatus;
 use std::time::{Duration, Instant};

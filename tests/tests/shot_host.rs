@@ -392,7 +392,7 @@ fn on_heap(nranks: u32, choice: AlgorithmChoice, budget: Duration) -> (ferroccl_
     (heap, g)
 }
 
-/// Inputs in the symmetric heap (issue 17, zero copy): on a communicator on a heap,
+/// Inputs in the symmetric heap (zero copy): on a communicator on a heap,
 /// out-of-place f32 all-reduces of heap allocations (one-shot and two-shot forced, and
 /// the automatic choice; 2, 3 and 5 ranks; counts from 1 to past the one-shot threshold:
 /// two-shot reads the inputs in place, one-shot stages them)

@@ -933,7 +933,7 @@ fn heap_values(pe: usize, n: usize) -> Vec<f32> {
     bytes.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect()
 }
 
-/// The symmetric heap's stream-ordered calls as the loop runs them (issue 17: the host's
+/// The symmetric heap's stream-ordered calls as the loop runs them (the host's
 /// `barrier_all` and `sum_reduce`, handed to one loop per PE): three PEs, each with a loop
 /// of two channels, run barriers in a row, then an f32 and an i32 sum reduction; every
 /// PE gets the PE-order sum, bit for bit, in its own heap.

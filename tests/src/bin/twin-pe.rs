@@ -1,8 +1,8 @@
 //! One PE of a symmetric heap whose PEs are processes, on the host twin (the device code
 //! on CPU threads, the heaps shared-memory files): start it with `ferroccl run -n N
-//! twin-pe` (or `testkit::launch`). It runs seed 004's simple_shift (`p` of its number to
-//! the next PE, `barrier_all`, prints `k: received message k-1`), then a ring of
-//! `put_signal` blocks with `wait_until`, and checks both.
+//! twin-pe` (or `testkit::launch`). It runs NVSHMEM's simple_shift example (`p` of its
+//! number to the next PE, `barrier_all`, prints `k: received message k-1`), then a ring
+//! of `put_signal` blocks with `wait_until`, and checks both.
 //!
 //! Exit status: 0 all checked; 2 a host call failed (the error is printed: a PE gone, a
 //! mismatch); 3 this PE left on purpose (`--leave`); 4 a wrong result.
