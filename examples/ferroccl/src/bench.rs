@@ -170,7 +170,7 @@ pub fn table(results: &[Measurement]) -> String {
     out
 }
 
-/// The results as `bench/results/reduce_copy.json`'s body: every measurement, the best
+/// The body of `ferroccl bench reduce_copy --json`'s report: every measurement, the best
 /// shape per case, and the two headline ratios (the worse of f32 and bf16). Numbers are
 /// rounded as the table prints them; one that is not finite is `null`.
 pub fn json(results: &[Measurement], cfg: &ReduceCopyBench, gpu: &str, date_utc: &str) -> String {
@@ -659,8 +659,9 @@ fn comm_calls(fx: &Fixture) -> Result<CommCallReport> {
     Ok(report)
 }
 
-/// The work-loop report as `bench/results/work_loop.json`'s body (numbers rounded as
-/// before; one that is not finite is `null`).
+/// The body of `ferroccl bench work_loop --json`'s report (ratios, shares and the device's
+/// per-item dispatch times to 4 decimals, other times to 3; a number that is not finite is
+/// `null`).
 pub fn work_loop_json(r: &WorkLoopReport, gpu: &str, date_utc: &str) -> String {
     let body = WorkLoopJson {
         date_utc,

@@ -1,5 +1,5 @@
-//! `ferroccl bench shmem`: the symmetric heap's device API between two GPUs (issue 17),
-//! in one run.
+//! `ferroccl bench shmem`: the symmetric heap's device API between two GPUs, in
+//! one run.
 //!
 //! Two PEs in this process, one per device, on one heap ([`Heap::new`]: every PE's heap
 //! mapped on both devices; the contexts' peer access enabled both ways too, the copy
@@ -597,7 +597,7 @@ pub fn table(r: &ShmemReport) -> String {
     out + &format!("barrier_all, one CTA per PE: {:.2} us\n", r.barrier_us)
 }
 
-/// The report as `bench/results/shmem.json`'s body: the run, the headline figures (those
+/// The body of `ferroccl bench shmem --json`'s report: the run, the headline figures (those
 /// at 64 MiB `null` when no row has 64 MiB), and every row. Numbers are rounded as the
 /// table prints them, ratios to 4 decimals; one that is not finite is `null`.
 pub fn json(r: &ShmemReport, command: &str, device: &str, date_utc: &str) -> String {

@@ -1,6 +1,6 @@
-//! Seed 002's Jacobi solver, host side: the problem's constants, the host reference of
-//! one step, and the error line as the seed prints it. The program is `src/main.rs`; the
-//! device code is `ferroccl-jacobi-device`.
+//! [NVSHMEM](https://docs.nvidia.com/nvshmem/api/)'s Jacobi example, host side: the
+//! problem's constants, the host reference of one step, and the error line as the example
+//! prints it. The program is `src/main.rs`; the device code is `ferroccl-jacobi-device`.
 
 /// Points of the whole domain, over all PEs.
 pub const NUM_POINTS: usize = 4_194_304;
@@ -13,7 +13,7 @@ pub const TOLERANCE: f32 = 1e-4;
 pub const MAX_ITERS: u32 = 1000;
 
 /// The error of a step whose squared changes sum to `l2` over `points` points: 1 for
-/// the first step of a domain that did not change, else `sqrt(l2 / points)` (the seed's
+/// the first step of a domain that did not change, else `sqrt(l2 / points)` (the example's
 /// rule, in f32).
 pub fn error_of(l2: f32, points: usize) -> f32 {
     if l2 == 0.0 { 1.0 } else { (l2 / points as f32).sqrt() }
@@ -74,9 +74,9 @@ mod tests {
         assert_eq!(format_g(0.000_001_5), "1.5e-06");
     }
 
-    /// The host reference reproduces the seed's printed table: only points within `i` of
-    /// the ends change in the first `i` steps, so a domain of 4096 points gives the same
-    /// squared changes as the seed's 4194304, normalised by the seed's point count.
+    /// The host reference reproduces the table NVSHMEM's example prints: only points within
+    /// `i` of the ends change in the first `i` steps, so a domain of 4096 points gives the
+    /// same squared changes as the example's 4194304, normalised by its point count.
     #[test]
     fn the_reference_prints_the_seeds_error_table() {
         let seed = ["0.00272958", "0.00034546", "0.000210903", "0.000157015", "0.000127122", "0.00010783"];

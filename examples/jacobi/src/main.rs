@@ -1,13 +1,14 @@
-//! `jacobi`: seed 002's solver on the symmetric heap. Every PE holds `NUM_POINTS / PEs`
-//! points; each iteration zeroes the residual, runs one step kernel per PE (halo values
-//! through `g()`), sums the residuals across PEs on the device (`sum_reduce`, which gives
-//! every PE the sum), reads its first PE's copy and prints `Iteration = i error = e`
-//! every 10 iterations, then `Success!` or `Failure!`, as the seed does.
+//! `jacobi`: [NVSHMEM](https://docs.nvidia.com/nvshmem/api/)'s Jacobi example on the
+//! symmetric heap. Every PE holds `NUM_POINTS / PEs` points; each iteration zeroes the
+//! residual, runs one step kernel per PE (halo values through `g()`), sums the residuals
+//! across PEs on the device (`sum_reduce`, which gives every PE the sum), reads its first
+//! PE's copy and prints `Iteration = i error = e` every 10 iterations, then `Success!` or
+//! `Failure!`, as the example does.
 //!
 //! Started by `ferroccl run -n N jacobi` (or any launcher `host_shim::bootstrap::PeEnv`
-//! reads), this process is one PE of N, on the device the launcher gives it, as seed 002
-//! runs it (`nvshmrun -np N`); PE 0 prints. Otherwise `--pes N` runs N PEs in this
-//! process (PE `i` on device `i mod` the device count, or on `--devices`).
+//! reads), this process is one PE of N, on the device the launcher gives it, as NVSHMEM
+//! runs the example (`nvshmrun -np N`); PE 0 prints. Otherwise `--pes N` runs N PEs in
+//! this process (PE `i` on device `i mod` the device count, or on `--devices`).
 //! `--time-kernels K` also times K steps of each step kernel (per-thread atomics, block
 //! reduction) on PE 0's stream with CUDA events and prints both.
 
@@ -24,19 +25,19 @@ use host_shim::module::Module;
 use host_shim::shmem::Heap;
 use host_shim::work::DeviceAlloc;
 
-/// Threads per block of the step kernels (the seed's).
+/// Threads per block of the step kernels (the example's).
 const THREADS: u32 = 256;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 enum StepKernel {
-    /// One float atomic per point (the seed's first kernel).
+    /// One float atomic per point (the example's first kernel).
     Atomic,
     /// A block reduction, one atomic per block.
     BlockReduce,
 }
 
 #[derive(Parser, Debug)]
-#[command(about = "Seed 002's Jacobi solver on ferroccl's symmetric heap")]
+#[command(about = "NVSHMEM's Jacobi example on ferroccl's symmetric heap")]
 struct Args {
     /// PEs in this process (under a launcher: one, the launcher's).
     #[arg(long, default_value_t = 1)]
@@ -144,7 +145,7 @@ fn main() -> Result<(), Box<dyn Error>> {
 }
 
 /// Runs the solver to the tolerance or `MAX_ITERS` on this process's PEs, printing as the
-/// seed does when `prints` (PE 0 is here). Every process reads its first PE's copy of
+/// example does when `prints` (PE 0 is here). Every process reads its first PE's copy of
 /// the sum, which `sum_reduce` gives every PE alike, so all stop at the same iteration.
 fn solve(pes: &[Pe], bufs: &Buffers, n: usize, kernel: StepKernel, prints: bool) -> Result<(), Box<dyn Error>> {
     let blocks = (n as u32).div_ceil(THREADS);

@@ -1,17 +1,18 @@
-//! `shift`: seed 004's `simple_shift` on the symmetric heap. Every PE allocates one
-//! symmetric `i32`, a one-thread kernel puts the PE's number into the next PE's copy
-//! (`p`), a barrier of every PE completes the puts, and each PE prints
-//! `k: received message k-1` (PE 0 receives the last PE's number).
+//! `shift`: [NVSHMEM](https://docs.nvidia.com/nvshmem/api/)'s `simple_shift` example on
+//! the symmetric heap. Every PE allocates one symmetric `i32`, a one-thread kernel puts
+//! the PE's number into the next PE's copy (`p`), a barrier of every PE completes the
+//! puts, and each PE prints `k: received message k-1` (PE 0 receives the last PE's
+//! number).
 //!
 //! Started by `ferroccl run -n N shift` (or any launcher `host_shim::bootstrap::PeEnv`
-//! reads), this process is one PE of N, on the device the launcher gives it, as seed 004
-//! runs it. Otherwise `--pes N` runs N PEs in this process (PE `i` on device `i mod` the
-//! device count, or on `--devices`). The barrier is a one-CTA kernel per PE.
-//! `--check-api` then runs the device API's ring shift (`ferroccl_shmem_ring_shift`:
-//! `put_signal` of a block of floats to the next PE, `wait_until`, a block `sum_reduce`,
-//! atomics on PE 0, `barrier_all`) on every PE and checks every local PE's results on the
-//! host, then the host's stream-ordered `sum_reduce` and `barrier_all` (the heap's work
-//! loops, no kernel launch per call).
+//! reads), this process is one PE of N, on the device the launcher gives it, as NVSHMEM
+//! runs the example (`nvshmrun -np N`). Otherwise `--pes N` runs N PEs in this process
+//! (PE `i` on device `i mod` the device count, or on `--devices`). The barrier is a
+//! one-CTA kernel per PE. `--check-api` then runs the device API's ring shift
+//! (`ferroccl_shmem_ring_shift`: `put_signal` of a block of floats to the next PE,
+//! `wait_until`, a block `sum_reduce`, atomics on PE 0, `barrier_all`) on every PE and
+//! checks every local PE's results on the host, then the host's stream-ordered
+//! `sum_reduce` and `barrier_all` (the heap's work loops, no kernel launch per call).
 
 use std::error::Error;
 use std::sync::Arc;
@@ -26,7 +27,7 @@ use host_shim::shmem::Heap;
 use host_shim::work::DeviceAlloc;
 
 #[derive(Parser, Debug)]
-#[command(about = "Seed 004's simple_shift on ferroccl's symmetric heap")]
+#[command(about = "NVSHMEM's simple_shift example on ferroccl's symmetric heap")]
 struct Args {
     /// PEs in this process.
     #[arg(long, default_value_t = 2)]

@@ -1,10 +1,11 @@
-//! Seed 002's Jacobi solver, device side: a 1-D heat equation on `n_pes × n` points split
-//! over the PEs of the symmetric heap (`f_old`, `f` and the residual are symmetric), the
-//! two boundary points fixed, every other point relaxed to the mean of its neighbours,
-//! a neighbour on another PE read with `g()`. Each step also sums the squared change of
-//! every point: per thread with one float atomic each (the seed's first kernel), or per
-//! block with a block reduction (`device_rt::block`, cub's `BlockReduce`) and one atomic
-//! per block. Grid-stride loops, so any launch shape covers the points.
+//! [NVSHMEM](https://docs.nvidia.com/nvshmem/api/)'s Jacobi example, device side: a 1-D
+//! heat equation on `n_pes × n` points split over the PEs of the symmetric heap (`f_old`,
+//! `f` and the residual are symmetric), the two boundary points fixed, every other point
+//! relaxed to the mean of its neighbours, a neighbour on another PE read with `g()`. Each
+//! step also sums the squared change of every point: per thread with one float atomic
+//! each (the example's first kernel), or per block with a block reduction
+//! (`device_rt::block`, cub's `BlockReduce`) and one atomic per block. Grid-stride loops,
+//! so any launch shape covers the points.
 //!
 //! A user's kernel code: the `extern "gpu-kernel"` doors to these functions are in the
 //! PTX module's kernel crate (`ptx/kernels/src/jacobi.rs`); the host program is
@@ -17,7 +18,7 @@ use device_rt::redop::{RedOp, Sum};
 use device_rt::shmem::Shmem;
 
 /// Sets this PE's `n` points of `f`: the first PE's first point to `t_left`, the last
-/// PE's last point to `t_right`, every other point to 0 (the seed's `initialize`).
+/// PE's last point to `t_right`, every other point to 0 (the example's `initialize`).
 ///
 /// # Safety
 /// `f` is a symmetric address of `n` floats; every thread of the grid calls this.
@@ -65,7 +66,7 @@ unsafe fn relax(sh: Shmem, f_old: *const f32, f: *mut f32, n: u32, idx: u32) -> 
 }
 
 /// One Jacobi step over this PE's `n` points, from `f_old` into `f`, adding every point's
-/// squared change to `*l2` with one float atomic each (the seed's first kernel).
+/// squared change to `*l2` with one float atomic each (the example's first kernel).
 ///
 /// # Safety
 /// `f_old` and `f` are disjoint symmetric addresses of `n` floats (`n ≥ 1`) whose copies
