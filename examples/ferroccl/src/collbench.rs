@@ -209,7 +209,7 @@ fn invalid(why: String) -> Error {
 /// The sizes of the sweep, in bytes, ascending: `min_bytes`, then each previous size
 /// times `step_factor`, while at most `max_bytes` (nccl-tests' loop). Empty when the
 /// arguments make no sweep (smallest size 0 or above the largest, step factor below 2):
-/// [`run`] refuses those.
+/// [`run_with_baseline`] refuses those.
 pub fn sizes(args: &BenchArgs) -> Vec<usize> {
     let mut out = Vec::new();
     if args.min_bytes == 0 || args.step_factor < 2 {
