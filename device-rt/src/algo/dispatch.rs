@@ -95,8 +95,8 @@ pub unsafe fn run_collective(cx: &CollCtx, c: &Coll, dtype: DataType, kind: RedO
 /// do in place for functions without an operator), split over the channels
 /// [`select::local_channels`] gives of the context's; a channel past them has nothing to do.
 ///
-/// Not inlined: it would take registers of `exec::collective`, which spills under a
-/// register cap.
+/// Not inlined: it would take registers of `work::dispatch::collective`, which spills
+/// under a register cap.
 ///
 /// # Safety
 /// As [`run_collective`], on a one-rank communicator (input and output each hold

@@ -44,12 +44,13 @@
 //! the GPU, the second waiting for the first's end without holding anything a grid of
 //! another rank needs beyond its room.
 
-use super::exec::{Channel, Stop, channel_stats, close_mailbox, complete_mailbox, count_call_kernel_part, execute, planned_collective, record_error, stats_entry};
+use super::channel::{Channel, LoopArgs};
+use super::complete::{channel_stats, close_mailbox, complete_mailbox, count_call_kernel_part, record_error, stats_entry};
+use super::dispatch::{Stop, execute, planned_collective};
 use super::item::{ITEM_OUTPUT_PEER_MAPPED, WorkItem, WorkKind};
 use super::mailbox::{count_submit, submit_to_mailbox};
 use super::queue::{LoopShared, LoopState, MAILBOX_CLOSED, QueueHeader};
 use super::participation::{call_kernel_only_plan, mailbox_participation};
-use super::LoopArgs;
 use crate::algo::ll::{LlCall, LlComm, LlPlan, LlRun, ll_collective, ll_plan};
 use crate::algo::{AlgorithmChoice, CollFunction};
 use crate::arch;

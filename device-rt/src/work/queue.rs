@@ -281,9 +281,8 @@ pub struct LoopState {
     /// `cta_completed` entry; once it has left (not to sleep), that plus
     /// [`STREAM_DONE_RELEASE`]. What a stream's `cuStreamWaitValue32` waits for (its low
     /// 32 bits, compared cyclically) on the ring route of a stream-ordered call (see the
-    /// module doc). In device memory: on an H200 a round trip through an unmet stream wait
-    /// took 15.5-17 µs on this word and 18.4-18.7 on one in host memory
-    /// (`bench/results/session25.md`).
+    /// module doc). In device memory: a stream wait that the stream reaches unmet answers
+    /// later on a word in host memory (see docs/tuning.md, `stream_done`).
     pub stream_done: u64,
     /// Which CTA is which channel.
     pub placement: ChannelPlacement,
