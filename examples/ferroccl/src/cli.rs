@@ -76,7 +76,7 @@ pub enum Command {
     Bench(BenchCmd),
     /// Print the embedded PTX module
     Ptx,
-    /// Start a program as N PEs, one process each (seed 004's launcher): PE i gets
+    /// Start a program as N PEs, one process each (as NVSHMEM's `nvshmrun` launches PEs): PE i gets
     /// FERROCCL_PE=i, FERROCCL_N_PES=N, FERROCCL_DEVICE and a fresh FERROCCL_BOOTSTRAP
     /// rendezvous; once a PE fails the others get --grace, then are killed
     Run(RunArgs),
@@ -548,7 +548,7 @@ mod tests {
         }
     }
 
-    /// Command lines as bench/scripts/*.sh and the README give them.
+    /// Command lines as bench/gpu/*.sh and the README give them.
     #[test]
     fn the_scripts_command_lines_parse() {
         let b = bench(
@@ -585,7 +585,7 @@ mod tests {
         assert_eq!(b.comm.sms, Some("0,32,66,98".parse().unwrap()));
         assert_eq!((b.comm.threads, b.comm.step, b.comm.direct), (Some(256), Some(512 << 10), Some(false)));
 
-        // bench/scripts/issue16.sh
+        // Four ranks on two GPUs, two-shot forced, a larger staging buffer.
         let b = bench("ferroccl bench all_reduce -b 8 -e 64M -f 2 -c 1 -n 20 -w 5 --devices 0,1 --ranks 4 --algo two-shot --staging 64M --json out/a.json");
         assert_eq!((b.comm.algo, b.comm.staging, b.comm.ranks), (Some(AlgorithmChoice::TwoShot), Some(64 << 20), Some(4)));
         let b = bench("ferroccl bench all_reduce -b 4K -e 16M -f 2 -c 0 -n 20 -w 5 --devices 0,1 --channels 8 --algo one-shot --staging 64M --json c.json");
