@@ -491,23 +491,27 @@ pub fn op_parser() -> impl TypedValueParser<Value = RedOpKind> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use clap::CommandFactory;
 
     use super::*;
 
-    fn parse(line: &str) -> Cli {
+    /// The command line `line` (split at whitespace), parsed; panics naming it if it does
+    /// not parse.
+    pub(crate) fn parse(line: &str) -> Cli {
         Cli::parse_args(line.split_whitespace()).unwrap_or_else(|e| panic!("{line}: {e}"))
     }
 
-    fn bench(line: &str) -> BenchCmd {
+    /// The `bench` command of `line`.
+    pub(crate) fn bench(line: &str) -> BenchCmd {
         match parse(line).command {
             Command::Bench(b) => b,
             other => panic!("{line}: {other:?}"),
         }
     }
 
-    fn coll(line: &str) -> CollArgs {
+    /// The `coll` command of `line`.
+    pub(crate) fn coll(line: &str) -> CollArgs {
         match parse(line).command {
             Command::Coll(c) => c,
             other => panic!("{line}: {other:?}"),

@@ -164,25 +164,7 @@ pub fn shape(comm: &CommArgs, nranks: u32, stats: bool) -> Shape {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::{Cli, Command};
-
-    fn parse(line: &str) -> Cli {
-        Cli::parse_args(line.split_whitespace()).unwrap_or_else(|e| panic!("{line}: {e}"))
-    }
-
-    fn bench(line: &str) -> BenchCmd {
-        match parse(line).command {
-            Command::Bench(b) => b,
-            other => panic!("{line}: {other:?}"),
-        }
-    }
-
-    fn coll(line: &str) -> CollArgs {
-        match parse(line).command {
-            Command::Coll(c) => c,
-            other => panic!("{line}: {other:?}"),
-        }
-    }
+    use crate::cli::tests::{bench, coll};
 
     /// Every option the twin cannot honour is refused, naming the option; nothing else is.
     #[test]
