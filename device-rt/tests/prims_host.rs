@@ -5,6 +5,7 @@
 //! FIFO. The ring collectives are tested through the work loop in `tests/tests/coll_host.rs`.
 #![cfg(feature = "host-emu")]
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use device_rt::arch::{self, Site, WeakMemory};
@@ -277,6 +278,48 @@ fn direct_operations(memory: Option<&WeakMemory>, receiver_mapped: bool) {
     }
     assert_eq!(*exchange, 0, "the sender cleared the exchange word");
     assert_eq!((link.send.step, link.recv.step), (5, 5));
+}
+
+/// Two direct operations back to back on a connection that carries no step in them (a
+/// broadcast's link into its root): the receiver finishes both at once, while the sender
+/// comes late. The receiver's second address must wait for the sender to take its first,
+/// not overwrite it; otherwise the sender takes one address for both and its second
+/// exchange waits for one that never comes.
+#[test]
+fn a_direct_address_is_never_published_over_one_not_yet_taken() {
+    let mut link = Link::new();
+    let exchange = Box::new(0u64);
+    link.send.ptr_exchange = &raw const *exchange as u64;
+    link.recv.ptr_exchange = &raw const *exchange as u64;
+    let receiver_done = AtomicBool::new(false);
+    let (send, recv) = (&raw mut link.send as usize, &raw mut link.recv as usize);
+    let outputs = [vec![0f32; 64], vec![0f32; 64]];
+    let outs = outputs.each_ref().map(|o| o.as_ptr() as u64);
+    // SAFETY: as in `direct_operations`; no data moves, only the addresses of `outputs`.
+    arch::launch_in(None, 2, THREADS, smem(), || unsafe {
+        let g = GroupCtx { spin_budget_ns: 5_000_000_000, ..group() };
+        if arch::block_idx() == 0 {
+            let start = Instant::now();
+            while !receiver_done.load(Ordering::Acquire) && start.elapsed() < Duration::from_secs(1) {
+                arch::spin_pause();
+            }
+            for _ in outs {
+                let mut p = Primitives::<SwMulticast, P, FanAsymmetric<0, 1>>::new(g, &[], &[send as *mut ConnInfo], STEP_BYTES, 0, 0, f32_data());
+                p.exchange_direct(true);
+                assert!(p.outcome().is_ok(), "the sender's exchange found an address");
+            }
+        } else {
+            for out in outs {
+                let mut p = Primitives::<SwMulticast, P, FanAsymmetric<1, 0>>::new(g, &[recv as *mut ConnInfo], &[], STEP_BYTES, 0, out, f32_data());
+                p.exchange_direct(true);
+                assert!(p.outcome().is_ok(), "the receiver published its address");
+            }
+            if arch::thread_idx() == 0 {
+                receiver_done.store(true, Ordering::Release);
+            }
+        }
+    });
+    assert_eq!(*exchange, 0, "the sender took every address");
 }
 
 /// The step FIFO's slots used five times over, in `memory`'s weak-memory world: every

@@ -385,8 +385,10 @@ impl<M: MulticastMovers, P: Proto, F: Fan> Primitives<M, P, F> {
     /// its own; the direct operations fall back to the FIFO side by side. Both ends of
     /// every connection must call it for the same collectives (the connections carry
     /// `CONN_DIRECT`). Ordering: the word is published with a release store and taken
-    /// with acquire loads; the clear happens before this sender's first post, so before
-    /// the receiver can publish again.
+    /// with acquire loads; a receiver publishes only once it has read the sender's clear
+    /// of the previous address (acquire), so no publish overwrites one not yet taken, even
+    /// on a connection that moves no step in the operation (a broadcast's link into its
+    /// root), where nothing else orders the sender's take before the next publish.
     ///
     /// # Safety
     /// Every thread of the group calls it with the same `output_mapped`, right after
@@ -400,10 +402,26 @@ impl<M: MulticastMovers, P: Proto, F: Fan> Primitives<M, P, F> {
         }
         if self.flags & ROLE_WAIT_RECV != 0 {
             let published = if output_mapped { self.output } else { NOT_DIRECT };
+            let word = self.ptr_exchange as *mut u64;
+            // NCCL's "wait for consumer to consume previous value before trampling it": a
+            // connection that carries no step in an operation (a broadcast's link into its
+            // root) orders nothing between the sender's take of this operation's address
+            // and our publish of the next one, so wait for the sender's clear.
+            // SAFETY: `g.abort` is the host's abort flag, readable for the value's life
+            // (`new`'s contract), and the guard lives only in this call.
+            let mut guard = unsafe { SpinGuard::new(self.g.abort, self.g.spin_budget_ns) };
             // SAFETY: a WaitRecv thread loaded `ptr_exchange` from its connection, which
             // carries a pointer-exchange word (this function's contract): an 8-byte-aligned
             // `u64` in the sender's memory, accessed only through `arch`.
-            unsafe { arch::st_release_sys_global(self.ptr_exchange as *mut u64, published) };
+            while unsafe { arch::ld_acquire_sys_global(word) } != 0 {
+                if !self.keep_waiting(&mut guard, WaitSite::SendCredit) {
+                    break;
+                }
+            }
+            if self.stopped() == 0 {
+                // SAFETY: as above.
+                unsafe { arch::st_release_sys_global(word, published) };
+            }
         }
         if self.flags & ROLE_WAIT_SEND != 0 {
             let word = self.ptr_exchange as *mut u64;
