@@ -86,11 +86,73 @@ pub enum Error {
 /// host-shim's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// What kind of failure an [`Error`] is ([`Error::kind`]): coarse classes to branch on
+/// (retry, report, give up), each named against NCCL's `ncclResult_t`. More may come.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// The caller's request is wrong: an argument (a buffer too short, on another device
+    /// or outside its allocation, a bad rank, a malformed work item) or the order of calls
+    /// (a loop started twice, a second stream, collective arguments that differ between
+    /// PEs). NCCL: `ncclInvalidArgument`, `ncclInvalidUsage`. Nothing was enqueued where
+    /// the host refused it; a work item the device refused stopped its loop.
+    InvalidArgument,
+    /// A valid request this machine, device or configuration cannot carry out: no peer
+    /// path, no multicast, no multimem form, too few SMs or threads, a symmetric heap
+    /// without room. NCCL reports these as `ncclInvalidUsage` (a configuration it refuses)
+    /// or `ncclSystemError` (a missing resource).
+    Unsupported,
+    /// Work did not finish in time: a host wait ran out, or a wait inside the work loop
+    /// ran past its spin budget (the loop stopped). NCCL has no result of its own for it
+    /// (its kernels wait without bound; a watchdog above it aborts the communicator).
+    Timeout,
+    /// The work loop was aborted, or has left after a shutdown: nothing more runs on it.
+    /// NCCL: the `ncclInvalidUsage` (or the async error) of a call on a communicator
+    /// after `ncclCommAbort`/`ncclCommRevoke`.
+    Aborted,
+    /// Another rank or PE failed the call: it sent other counts, never arrived at, or
+    /// left, a collective host call. NCCL: `ncclRemoteError`.
+    PeerFailure,
+    /// The CUDA driver failed: no driver, no device, or a driver call's error. NCCL:
+    /// `ncclUnhandledCudaError`.
+    Cuda,
+    /// host-shim and the device runtime disagree (an unknown status from the loop): a bug
+    /// or a corrupted runtime. NCCL: `ncclInternalError`.
+    Internal,
+}
+
 impl Error {
     /// Wraps a driver error with the call that returned it:
     /// `result.map_err(Error::cuda("cuMemAlloc"))`.
     pub fn cuda(call: &'static str) -> impl FnOnce(DriverError) -> Error {
         move |source| Error::Cuda { call, source }
+    }
+
+    /// The error's kind (see [`ErrorKind`] for what each is and its NCCL counterpart).
+    pub fn kind(&self) -> ErrorKind {
+        // Every variant named, no wildcard: a new variant does not compile until it has
+        // its kind.
+        match self {
+            Self::InvalidArgument(_)
+            | Self::BufferTooSmall { .. }
+            | Self::WrongDevice { .. }
+            | Self::NoSuchDevice { .. }
+            | Self::InvalidState(_)
+            | Self::StreamInUse
+            | Self::BadWorkItem { .. }
+            | Self::AlgorithmUnfit { .. }
+            | Self::SymmetricMismatch { .. } => ErrorKind::InvalidArgument,
+            Self::NoPeerAccess { .. }
+            | Self::DeviceLimit(_)
+            | Self::HeapExhausted { .. }
+            | Self::MulticastUnsupported { .. }
+            | Self::MultimemUnsupported { .. } => ErrorKind::Unsupported,
+            Self::Timeout { .. } | Self::DeviceTimeout { .. } | Self::ShutdownIncomplete { .. } => ErrorKind::Timeout,
+            Self::Aborted | Self::LoopClosed => ErrorKind::Aborted,
+            Self::PeerMismatch { .. } | Self::Bootstrap(_) => ErrorKind::PeerFailure,
+            Self::NoDriver | Self::NoDevice | Self::Cuda { .. } => ErrorKind::Cuda,
+            Self::UnknownLoopStatus(_) => ErrorKind::Internal,
+        }
     }
 }
 
@@ -182,6 +244,43 @@ impl std::error::Error for Error {
         match self {
             Self::Cuda { source, .. } => Some(source),
             _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A few representative variants of each kind (the match in `kind` names every
+    /// variant, so the compiler checks that each has one).
+    #[test]
+    fn errors_map_to_their_kinds() {
+        use cudarc::driver::sys::cudaError_enum::CUDA_ERROR_OUT_OF_MEMORY;
+        let cases = [
+            (Error::InvalidArgument("x".into()), ErrorKind::InvalidArgument),
+            (Error::BufferTooSmall { what: "the receive buffer", have: 1, want: 2 }, ErrorKind::InvalidArgument),
+            (Error::WrongDevice { buffer: 1, rank: 0 }, ErrorKind::InvalidArgument),
+            (Error::StreamInUse, ErrorKind::InvalidArgument),
+            (Error::BadWorkItem { reason: BadItem::NullPointer, seq: 0 }, ErrorKind::InvalidArgument),
+            (Error::SymmetricMismatch { call: "malloc", args: vec![1, 2] }, ErrorKind::InvalidArgument),
+            (Error::NoPeerAccess { from: 0, to: 1 }, ErrorKind::Unsupported),
+            (Error::DeviceLimit("x".into()), ErrorKind::Unsupported),
+            (Error::HeapExhausted { want: 2, largest_free: 1 }, ErrorKind::Unsupported),
+            (Error::Timeout { what: "x".into(), after: Duration::from_secs(1) }, ErrorKind::Timeout),
+            (Error::DeviceTimeout { site: Some(WaitSite::Flag), seq: 3 }, ErrorKind::Timeout),
+            (Error::ShutdownIncomplete { outstanding: 2 }, ErrorKind::Timeout),
+            (Error::Aborted, ErrorKind::Aborted),
+            (Error::LoopClosed, ErrorKind::Aborted),
+            (Error::PeerMismatch { seq: 4 }, ErrorKind::PeerFailure),
+            (Error::Bootstrap("PE 1 left".into()), ErrorKind::PeerFailure),
+            (Error::NoDriver, ErrorKind::Cuda),
+            (Error::NoDevice, ErrorKind::Cuda),
+            (Error::Cuda { call: "cuMemAlloc", source: DriverError(CUDA_ERROR_OUT_OF_MEMORY) }, ErrorKind::Cuda),
+            (Error::UnknownLoopStatus(0xff), ErrorKind::Internal),
+        ];
+        for (error, kind) in cases {
+            assert_eq!(error.kind(), kind, "{error}");
         }
     }
 }

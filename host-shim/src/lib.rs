@@ -58,4 +58,4 @@ pub mod stream;
 pub mod work;
 
 pub use driver::init;
-pub use error::{Error, Result};
+pub use error::{Error, ErrorKind, Result};
