@@ -965,7 +965,9 @@ impl WorkLoop {
         let geq = sys::CUstreamWaitValue_flags::CU_STREAM_WAIT_VALUE_GEQ as u32;
         // SAFETY: a live stream (the caller's); the word is `stream_done` in the loop's
         // state, which lives while the loop does (the caller keeps the loop until the
-        // stream has run the call: `enqueue_on_stream`'s doc).
+        // stream has run the call: `enqueue_on_stream`'s doc). The loop stores the low 32
+        // bits of its completions there, and the wait compares them cyclically with the
+        // ticket's.
         let waited = unsafe { sys::cuStreamWaitValue32_v2(stream.cu_stream(), state.ptr + STREAM_DONE_OFFSET, ticket.0 as u32, geq) };
         if let Err(e) = waited.result() {
             self.queue.wait(ticket, self.cfg.spin_budget)?;
@@ -1134,6 +1136,18 @@ mod tests {
         assert!(b_freed.load(Relaxed), "loop 3 runs in another context");
         assert_eq!(frees.running.len(), 1);
         assert!(frees.parked.is_empty());
+    }
+
+    /// The ring route's stream wait (`cuStreamWaitValue32`) reads 32 bits at
+    /// `STREAM_DONE_OFFSET`: the whole of `stream_done`, so that the loop's store and the
+    /// stream's read are accesses of one size.
+    #[test]
+    fn the_ring_routes_stream_wait_reads_the_whole_stream_done_word() {
+        fn field_size<F>(_: impl Fn(&LoopState) -> &F) -> usize {
+            size_of::<F>()
+        }
+        assert_eq!(field_size(|state| &state.stream_done), size_of::<u32>());
+        assert!(STREAM_DONE_OFFSET.is_multiple_of(4), "the wait's word is 4-byte aligned");
     }
 
     /// A call is in a burst only when one returned before it, less than the gap before;

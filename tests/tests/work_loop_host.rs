@@ -127,10 +127,11 @@ impl TwinLoop {
         unsafe { AtomicU64::from_ptr((&raw const self.header.cta_completed[0]).cast_mut()) }.load(Ordering::Acquire)
     }
 
-    /// The loop state's `stream_done`, the word a stream's wait reads on the ring route.
+    /// The loop state's `stream_done`, the 32-bit word a stream's wait reads on the ring
+    /// route.
     fn stream_done(&self) -> u64 {
         // SAFETY: an aligned word of the live loop state, which the loop writes atomically.
-        unsafe { AtomicU64::from_ptr((&raw const self.state.stream_done).cast_mut()) }.load(Ordering::Acquire)
+        u64::from(unsafe { std::sync::atomic::AtomicU32::from_ptr((&raw const self.state.stream_done).cast_mut()) }.load(Ordering::Acquire))
     }
 
     fn mailbox_state(&self) -> &AtomicU64 {
@@ -528,7 +529,7 @@ fn a_leaving_one_channel_loop_releases_every_waiting_stream() {
         let done = lp.stream_done();
         let completed = lp.completed();
         assert!((completed + 1..=completed + 8).all(|seq| stream_released(done, seq)), "{why}: stream_done {done} keeps a stream waiting for an item the loop will not run");
-        assert_eq!(done, completed + device_rt::work::STREAM_DONE_RELEASE, "{why}");
+        assert_eq!(done, completed + u64::from(device_rt::work::STREAM_DONE_RELEASE), "{why}");
     }
 }
 

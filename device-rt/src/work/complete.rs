@@ -73,12 +73,13 @@ unsafe fn publish_ring(a: &Channel, seq: u64, release: bool) {
         arch::fence_acq_rel_sys();
     }
     // SAFETY: `slot` is this channel's aligned `u64` in the host-mapped header, and
-    // `stream_done` an aligned `u64` of the loop state that only a loop's one channel writes
+    // `stream_done` an aligned `u32` of the loop state that only a loop's one channel writes
     // (thread 0), both through `arch`.
     unsafe {
         arch::st_relaxed_sys_global(slot, seq);
         if a.count == 1 {
-            arch::st_relaxed_sys_global(&raw mut (*a.state).stream_done, seq);
+            // The low 32 bits: what a stream's 32-bit wait compares.
+            arch::st_relaxed_sys_global(&raw mut (*a.state).stream_done, seq as u32);
         }
     }
 }
@@ -233,11 +234,12 @@ pub(super) unsafe fn record_error(a: &Channel, error: LoopError, detail: u32, se
 /// this, as the channel leaves.
 #[inline(never)]
 unsafe fn release_streams(a: &Channel) {
-    // SAFETY: this channel's `cta_completed` entry (the host-mapped header's) and the loop
-    // state's `stream_done`, aligned `u64`s that only this thread writes (`publish_ring`).
+    // SAFETY: this channel's `cta_completed` entry (the host-mapped header's), an aligned
+    // `u64`, and the loop state's `stream_done`, an aligned `u32`, that only this thread
+    // writes (`publish_ring`).
     unsafe {
         let completed = arch::ld_volatile_global((&raw const (*a.header).cta_completed).cast::<u64>());
-        arch::st_release_sys_global(&raw mut (*a.state).stream_done, completed + STREAM_DONE_RELEASE);
+        arch::st_release_sys_global(&raw mut (*a.state).stream_done, (completed as u32).wrapping_add(STREAM_DONE_RELEASE));
     }
 }
 

@@ -18,8 +18,10 @@
 //! stream idle (every earlier operation done) and the loop has one channel, it writes
 //! the item into the ring as above (no kernel launch), watches `cta_completed` briefly
 //! and, where the item has not completed by then, enqueues a `cuStreamWaitValue32`
-//! (cyclic `>=`) on the low half of `LoopState::stream_done` for the item's `seq`. The
-//! channel stores `stream_done = seq` with its completion (after the same
+//! (cyclic `>=`) on `LoopState::stream_done`, a 32-bit word, for the low 32 bits of the
+//! item's `seq`. The channel stores `stream_done = seq` (its low 32 bits, one 32-bit
+//! store: the stream's 32-bit read and the channel's store are accesses of the same
+//! size) with its completion (after the same
 //! `fence.acq_rel.sys` when the items wrote memory, so the stream's later work sees
 //! their writes); a channel that leaves the loop for any reason but sleep stores its
 //! last completion plus [`STREAM_DONE_RELEASE`] (release), so that a stream never waits
@@ -161,10 +163,10 @@ impl Default for RingSlot {
     }
 }
 
-/// What a leaving loop of one channel adds to its last completion in
+/// What a leaving loop of one channel adds (wrapping) to its last completion in
 /// `LoopState::stream_done`: a stream waiting (cyclic 32-bit comparison) for any item
 /// up to 2^30 past it goes on, so no stream waits for an item the loop will never run.
-pub const STREAM_DONE_RELEASE: u64 = 1 << 30;
+pub const STREAM_DONE_RELEASE: u32 = 1 << 30;
 
 /// `QueueHeader::awake`: the loop runs (or the host has relaunched it).
 pub const LOOP_AWAKE: u64 = 0;
@@ -277,18 +279,25 @@ pub struct LoopState {
     /// thread once its item is pending in the mailbox (or, for an item the call kernel runs
     /// alone, at once), with a GPU-scope acq_rel add (see the sleep protocol).
     pub submits_seen: u64,
-    /// A loop of one channel: the last ring item it completed, stored with its
-    /// `cta_completed` entry; once it has left (not to sleep), that plus
-    /// [`STREAM_DONE_RELEASE`]. What a stream's `cuStreamWaitValue32` waits for (its low
-    /// 32 bits, compared cyclically) on the ring route of a stream-ordered call (see the
-    /// module doc). In device memory: a stream wait that the stream reaches unmet answers
-    /// later on a word in host memory (see docs/tuning.md, `stream_done`).
-    pub stream_done: u64,
+    /// A loop of one channel: the low 32 bits of the last ring item it completed, stored
+    /// with its `cta_completed` entry; once it has left (not to sleep), that plus
+    /// [`STREAM_DONE_RELEASE`] (wrapping). What a stream's `cuStreamWaitValue32` waits for
+    /// (compared cyclically) on the ring route of a stream-ordered call (see the module
+    /// doc): 32 bits, the size of that wait's read, so that the device's store and the
+    /// stream's read are accesses of one size (mixed-size accesses do not synchronize in
+    /// the PTX memory model). In device memory: a stream wait that the stream reaches
+    /// unmet answers later on a word in host memory (see docs/tuning.md, `stream_done`).
+    pub stream_done: u32,
+    /// Zero: keeps `placement` where it was.
+    pub stream_done_pad: u32,
     /// Which CTA is which channel.
     pub placement: ChannelPlacement,
 }
 
 static_assertions::const_assert_eq!(core::mem::size_of::<LoopState>(), 160 + core::mem::size_of::<ChannelPlacement>());
+// `cuStreamWaitValue32` reads 4 aligned bytes at `stream_done`.
+static_assertions::const_assert_eq!(core::mem::offset_of!(LoopState, stream_done), 152);
+static_assertions::const_assert_eq!(core::mem::offset_of!(LoopState, stream_done) % 4, 0);
 
 /// Ring items a channel copies into shared memory at once (one round trip).
 pub(crate) const ITEM_CACHE: usize = 32;
