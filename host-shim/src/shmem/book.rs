@@ -71,6 +71,21 @@ impl HeapBook {
         }
     }
 
+    /// Refuses `bytes` at `offset` (`what`, in words, names them in the error) unless they
+    /// lie inside one live allocation (its bytes as reserved: the size asked for, rounded
+    /// up to [`ALLOC_ALIGN`]). No bytes are inside an allocation where `offset` is in it
+    /// or at its end.
+    pub fn check_extent(&self, what: &str, offset: u64, bytes: u64) -> Result<()> {
+        let holder = self.live.range(..=offset).next_back().map(|(&at, &len)| (at, len));
+        match holder {
+            Some((at, len)) if offset.checked_add(bytes).is_some_and(|end| end <= at + len) => Ok(()),
+            Some((at, len)) if offset < at + len => Err(Error::InvalidArgument(format!(
+                "{what}: {bytes} bytes at heap offset {offset:#x} run past the end of the allocation at {at:#x} ({len} bytes)"
+            ))),
+            _ => Err(Error::InvalidArgument(format!("{what}: heap offset {offset:#x} is not inside a live symmetric allocation"))),
+        }
+    }
+
     /// Live allocations, `(offset, bytes)`, by offset.
     pub fn allocations(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
         self.live.iter().map(|(&at, &len)| (at, len))
@@ -146,6 +161,31 @@ mod tests {
         assert_eq!(book.allocations().count(), 1);
         book.free(&[a, a]).unwrap();
         assert_eq!(book.allocations().count(), 0);
+    }
+
+    #[test]
+    fn an_extent_must_lie_inside_one_live_allocation() {
+        let mut book = HeapBook::new(4096).unwrap();
+        let a = book.malloc(&[100]).unwrap();
+        let b = book.malloc(&[256]).unwrap();
+        assert_eq!(b, a + 256, "the first allocation reserves 256 bytes");
+        for (offset, bytes) in [(a, 256), (a + 8, 248), (b, 256), (b + 256, 0), (a, 0)] {
+            assert!(book.check_extent("view", offset, bytes).is_ok(), "{offset:#x} + {bytes}");
+        }
+        for (offset, bytes, why) in [
+            (a, 257, "runs into the next allocation"),
+            (b + 8, 256, "runs past the last allocation"),
+            (a - 8, 8, "in the reserved head"),
+            (b + 512, 8, "in free space"),
+            (a + 8, u64::MAX, "wraps around"),
+            (u64::MAX, 1, "far past the heap"),
+        ] {
+            let err = book.check_extent("view", offset, bytes).unwrap_err();
+            assert!(matches!(&err, Error::InvalidArgument(m) if m.starts_with("view: ")), "{why}: {err}");
+        }
+        book.free(&[b]).unwrap();
+        assert!(book.check_extent("view", b, 8).is_err(), "a freed allocation holds nothing");
+        assert!(book.free(&[a + 8]).is_err(), "free takes an allocation's start, not an address inside it");
     }
 
     #[test]

@@ -154,14 +154,15 @@ impl Heap {
     /// A typed view of `len` elements of `T` at `addr`, a symmetric address of local PE
     /// `pe` (what [`Heap::malloc`] gave it, plus an offset), used on `stream` (a stream of
     /// the PE's device): the communicator's calls take it as a send or receive buffer
-    /// (`Comm::from_heap`'s communicators read such inputs in place). Refused where the
-    /// elements are not all in the PE's heap, or misaligned for `T`.
-    pub fn slice<T>(&self, pe: usize, addr: u64, len: usize, stream: &Arc<CudaStream>) -> Result<slice::HeapSlice<T>> {
+    /// (`Comm::from_heap`'s communicators read such inputs in place). The view borrows
+    /// the heap (see [`slice::HeapSlice`]). Refused where the elements do not all lie in
+    /// one live allocation of the PE's heap, or are misaligned for `T`.
+    pub fn slice<T>(&self, pe: usize, addr: u64, len: usize, stream: &Arc<CudaStream>) -> Result<slice::HeapSlice<'_, T>> {
         let at = self.local_at(pe)?;
         self.on_device_of(at, stream)?;
         let size = std::mem::size_of::<T>() as u64;
         let bytes = (len as u64).checked_mul(size).ok_or_else(|| Error::InvalidArgument(format!("{len} elements of {size} bytes overflow")))?;
-        self.in_heap(pe, "the view", addr, bytes)?;
+        self.in_allocation(pe, "the view", addr, bytes)?;
         if !addr.is_multiple_of(std::mem::align_of::<T>() as u64) {
             return Err(Error::InvalidArgument(format!("the view at {addr:#x} is misaligned for elements of {size} bytes")));
         }
@@ -194,7 +195,9 @@ impl Heap {
 
     /// Collective `free`: `addrs[i]` is local PE `i`'s symmetric address of one allocation
     /// (what [`Heap::malloc`] returned), the same allocation on every PE; no kernel may
-    /// use it any more. A mismatch is every PE's error, and changes nothing.
+    /// use it any more, and no view of the heap may live ([`Heap::slice`]'s borrow). A
+    /// mismatch, or an address that is not the start of a live allocation, is every PE's
+    /// error, and changes nothing.
     pub fn free(&mut self, addrs: &[u64]) -> Result<()> {
         let local = self.pes.local();
         // A wrong count of arguments is refused by `gather`.
@@ -252,14 +255,14 @@ impl Heap {
     /// elements at `src`; both are symmetric addresses (what [`Heap::malloc`] gave this PE,
     /// plus an offset) of disjoint ranges. A barrier before the reads and one after, as
     /// the device API's `sum_reduce`; the rest as [`Heap::barrier_all_on_stream`]. Bad
-    /// addresses (outside the heap, misaligned, overlapping) are refused here, before
-    /// anything is enqueued.
+    /// addresses (not inside one live allocation each, misaligned, overlapping) are
+    /// refused here, before anything is enqueued.
     pub fn sum_reduce_on_stream<T: Element>(&self, pe: usize, stream: &CudaStream, dst: u64, src: u64, count: usize) -> Result<()> {
         let at = self.local_at(pe)?;
         let bytes = (count as u64).checked_mul(T::DTYPE.size() as u64).ok_or_else(|| Error::InvalidArgument(format!("{count} elements overflow")))?;
         if count > 0 {
-            self.in_heap(pe, "sum_reduce's source", src, bytes)?;
-            self.in_heap(pe, "sum_reduce's destination", dst, bytes)?;
+            self.in_allocation(pe, "sum_reduce's source", src, bytes)?;
+            self.in_allocation(pe, "sum_reduce's destination", dst, bytes)?;
         }
         let item = WorkItem::shmem_sum_reduce(T::DTYPE, self.handles[at].ptr(), src, dst, count as u64);
         self.submit(at, stream, item)
@@ -293,7 +296,11 @@ impl Heap {
             return Err(Error::InvalidState("the heap's loops are not started (Heap::start_loops)"));
         };
         self.on_device_of(at, stream)?;
-        lp.enqueue_on_stream(stream, item)
+        // SAFETY: the heap's items name the PE's own handle and, for a reduction, ranges
+        // checked to lie in the PE's heap; that memory lives until the heap is finalized
+        // or dropped, which `Heap::finalize`'s doc orders after the streams have run the
+        // calls.
+        unsafe { lp.enqueue_on_stream(stream, item) }
     }
 
     /// Refuses `stream` unless it is a stream of local PE `at`'s device.
@@ -305,13 +312,14 @@ impl Heap {
         Ok(())
     }
 
-    /// Refuses `bytes` at `addr` (`what`, in words) unless they lie in PE `pe`'s heap.
-    fn in_heap(&self, pe: usize, what: &str, addr: u64, bytes: u64) -> Result<()> {
+    /// Refuses `bytes` at `addr` (`what`, in words) unless they lie inside one live
+    /// allocation of PE `pe`'s heap (the book's [`HeapBook::check_extent`]).
+    fn in_allocation(&self, pe: usize, what: &str, addr: u64, bytes: u64) -> Result<()> {
         let (base, size) = (self.heaps[pe].base(), self.book.heap_bytes());
-        if addr < base || addr.checked_add(bytes).is_none_or(|end| end > base + size) {
-            return Err(Error::InvalidArgument(format!("{what} {addr:#x} + {bytes} bytes is not in PE {pe}'s heap ({base:#x} + {size})")));
+        match addr.checked_sub(base) {
+            Some(offset) if offset < size => self.book.check_extent(what, offset, bytes),
+            _ => Err(Error::InvalidArgument(format!("{what} at {addr:#x} is not in PE {pe}'s heap ({base:#x} + {size} bytes)"))),
         }
-        Ok(())
     }
 }
 
