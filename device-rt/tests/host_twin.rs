@@ -380,6 +380,59 @@ fn a_trap_ends_the_launch_while_others_wait() {
     assert!(start.elapsed() < Duration::from_secs(10));
 }
 
+/// A shared word that one thread of each warp stores while the others poll it: every
+/// poller sees the store, and each CTA sees only its own word (under ThreadSanitizer,
+/// `tests/tsan.sh`, the stores and polls are atomics, not a race).
+#[test]
+fn shared_words_are_stored_while_others_poll() {
+    let seen = zeroed64(2 * 64);
+    arch::launch(2, 64, 16, || {
+        let word = arch::dyn_smem().cast::<u64>();
+        let value = u64::from(arch::block_idx()) + 7;
+        if arch::lane_id() == 0 {
+            arch::nanosleep(1_000);
+            // SAFETY: an aligned word of this CTA's window (zeroed at launch), accessed only
+            // through `arch`'s shared-word functions; lane 0 of each warp stores while the
+            // others poll.
+            unsafe { arch::st_volatile_shared_b64(word, value) };
+        }
+        loop {
+            // SAFETY: as above.
+            let v = unsafe { arch::ld_volatile_shared_b64(word) };
+            if v != 0 {
+                seen[(arch::block_idx() * 64 + arch::thread_idx()) as usize].store(v, Relaxed);
+                break;
+            }
+            arch::spin_pause();
+        }
+    });
+    for (i, v) in seen.iter().enumerate() {
+        assert_eq!(v.load(Relaxed), (i / 64) as u64 + 7, "thread {} of CTA {}", i % 64, i / 64);
+    }
+}
+
+/// A shared word outside the CTA's dynamic shared memory, or misaligned, is refused.
+#[test]
+fn shared_words_outside_the_window_are_refused() {
+    let past_end = panic::catch_unwind(|| {
+        arch::launch(1, 32, 16, || {
+            // SAFETY: deliberately past the 16-byte window: the twin must panic before
+            // any access.
+            unsafe { arch::st_volatile_shared_b64(arch::dyn_smem().wrapping_add(16).cast(), 1) };
+        })
+    });
+    let message = panic_message(&*past_end.expect_err("a word past the window must panic"));
+    assert!(message.contains("not in this CTA's dynamic shared memory"), "{message}");
+    let misaligned = panic::catch_unwind(|| {
+        arch::launch(1, 32, 16, || {
+            // SAFETY: deliberately misaligned: the twin must panic before any access.
+            unsafe { arch::ld_volatile_shared_b64(arch::dyn_smem().wrapping_add(4).cast()) };
+        })
+    });
+    let message = panic_message(&*misaligned.expect_err("a misaligned word must panic"));
+    assert!(message.contains("not aligned"), "{message}");
+}
+
 #[test]
 fn bad_barrier_arguments_are_refused() {
     let bad_id = panic::catch_unwind(|| arch::launch(1, 64, 0, || arch::barrier_sync(16, 64)));

@@ -12,7 +12,7 @@ use device_rt::arch::{self, Site, WeakMemory};
 use device_rt::conn::{CONN_NVLS_MIN_POLL, ConnInfo, NCCL_STEPS};
 use device_rt::dtype::DataType;
 use device_rt::multicast::{SwMulticast, SwMulticastTable};
-use device_rt::abi::PrimsShared;
+use device_rt::abi::{LoopError, PrimsShared, WaitSite};
 use device_rt::prims::{DataOp, FanAsymmetric, GroupCtx, Primitives, Simple};
 use device_rt::redop::RedOpKind;
 
@@ -169,6 +169,37 @@ fn send_and_receive(memory: Option<&WeakMemory>, link: &mut Link, n: usize) {
     if let Some(at) = output.iter().zip(&input).position(|(o, i)| o != i) {
         panic!("element {at} (step {}) arrived as {}, sent as {}", at / (STEP_BYTES / 4) as usize, output[at], input[at]);
     }
+}
+
+/// A group gathering from two peers that never send: both waiting threads poll at once,
+/// the first to run out of its spin budget stops the group while the other still reads
+/// `stopped`, and every thread ends with the timeout at the data wait. Under
+/// ThreadSanitizer (`tests/tsan.sh`) this is the primitives' stop racing their polls:
+/// the word must be accessed atomically on the host twin.
+#[test]
+fn receivers_whose_peers_never_send_stop_with_a_timeout() {
+    const PEERS: usize = 2;
+    const N: i64 = 1000;
+    let mut links: Vec<Box<Link>> = (0..PEERS).map(|_| Link::new()).collect();
+    let recvs: Vec<usize> = links.iter_mut().map(|l| &raw mut l.recv as usize).collect();
+    let mut output = vec![0f32; PEERS * N as usize];
+    let out = output.as_mut_ptr() as u64;
+    let outcomes: Vec<std::sync::Mutex<Option<(LoopError, u32)>>> = (0..THREADS).map(|_| std::sync::Mutex::new(None)).collect();
+    // SAFETY: the CTA's threads (`THREADS`, a multiple of 32) all make the same calls; the
+    // receive ends are live `ConnInfo`s of boxed `Link`s (alive until `launch` returns) used
+    // by this one group; `group()` gives the CTA's dynamic shared memory, a static abort flag
+    // and no statistics; the output holds `PEERS × N` floats.
+    arch::launch(1, THREADS, smem(), || unsafe {
+        let g = GroupCtx { spin_budget_ns: 20_000_000, ..group() };
+        let recv: Vec<*mut ConnInfo> = recvs.iter().map(|&a| a as *mut ConnInfo).collect();
+        let mut p = Primitives::<SwMulticast, P, FanAsymmetric<PEERS, 0>>::new(g, &recv, &[], STEP_BYTES, 0, out, f32_data());
+        p.gather(0, PEERS as i64 * N, N, N, -1, 0);
+        *outcomes[arch::thread_idx() as usize].lock().unwrap() = p.outcome().err();
+    });
+    for (thread, outcome) in outcomes.iter().enumerate() {
+        assert_eq!(*outcome.lock().unwrap(), Some((LoopError::Timeout, WaitSite::RecvData as u32)), "thread {thread}");
+    }
+    assert!(output.iter().all(|&x| x == 0.0), "a stopped group stored data no peer sent");
 }
 
 #[test]

@@ -80,12 +80,14 @@ pub unsafe fn run_collective(cx: &CollCtx, c: &Coll, dtype: DataType, kind: RedO
         }
     };
     if cx.group.tid == 0 {
-        // SAFETY: `count` calls this only with its non-null `stats`, this channel's live
-        // `ChannelStats`, so the projection stays inside it (only the address is taken).
-        cx.group.count(|s| unsafe { &raw mut (*s).busy_ns }, cx.group.clock().wrapping_sub(started));
+        // SAFETY: `cx.group.stats` is null or this channel's live `ChannelStats`
+        // (`CollCtx::new`'s contract), and the closure, called only with it non-null,
+        // projects it onto one of its counters (only the address is taken): `count`'s
+        // contract.
+        unsafe { cx.group.count(|s| &raw mut (*s).busy_ns, cx.group.clock().wrapping_sub(started)) };
         if let Some(algorithm) = runs {
             // SAFETY: as above; `algorithm < 4` indexes `algorithm_items`.
-            cx.group.count(|s| unsafe { &raw mut (*s).algorithm_items[algorithm as usize] }, 1);
+            unsafe { cx.group.count(|s| &raw mut (*s).algorithm_items[algorithm as usize], 1) };
         }
     }
     outcome

@@ -256,7 +256,8 @@ const LEFT: u64 = u64::MAX;
 /// `conns` is the staging memory of this CTA's channel (`first + g` of a [`ll_plan`] for
 /// this CTA's thread count and `call`, `lines` its CTA `g`'s lines), on the rank's live
 /// communicator whose fields `comm` holds ([`LlComm::load`]); `call`'s buffers hold what its function addresses
-/// (`count` elements a rank's block); `abort` is
+/// (`count` elements a rank's block); `stopped` is an aligned `u64` of this CTA's dynamic
+/// shared memory that nothing else uses during the call; `abort` is
 /// the host's abort flag, readable for the call; one CTA at a time runs the channel (the
 /// call kernels of one stream run one after another).
 #[allow(clippy::too_many_arguments)]
@@ -316,16 +317,17 @@ pub unsafe fn ll_collective(
     let first_loaded = if has_first { input_line(rank, lines.start + u64::from(tid)) } else { 0 };
     let next_loaded = if has_first && scatter { input_line(peer(1), lines.start + u64::from(tid)) } else { 0 };
     if tid == 0 {
-        // SAFETY: `stopped` is this CTA's shared word (this function's contract), written by
-        // thread 0 before the barrier after which other threads may write it.
-        unsafe { stopped.write_volatile(if open() { 0 } else { LEFT }) };
+        // SAFETY: `stopped` is this CTA's shared word (this function's contract), accessed
+        // only through `arch`'s shared-word functions, written by thread 0 before the barrier
+        // after which other threads may write it.
+        unsafe { arch::st_volatile_shared_b64(stopped, if open() { 0 } else { LEFT }) };
     }
     arch::barrier_sync_all();
     // Only thread 0 writes `LEFT`, before the barrier, and nothing overwrites it (`stop`
     // writes a running call's word only); a faster thread may already have stopped the
     // call with an error, which is not `LEFT`: every thread answers alike.
     // SAFETY: as for `stopped`'s write above.
-    if unsafe { stopped.read_volatile() } == LEFT {
+    if unsafe { arch::ld_volatile_shared_b64(stopped) } == LEFT {
         return Ok(LlRun::Left);
     }
     let first = pre_op(first_loaded);
@@ -370,12 +372,15 @@ pub unsafe fn ll_collective(
     let checked = |from: u64| match unsafe { wait_lines([from, from + at], flag, stopped, abort, spin_budget_ns) } {
         Some([descriptor, word]) if descriptor == call.descriptor() => Some(word),
         Some(_) => {
-            stop(stopped, LoopError::BadItem.status(RANKS_DISAGREE));
+            // SAFETY: `stopped` is this CTA's shared word (this function's contract).
+            unsafe { stop(stopped, LoopError::BadItem.status(RANKS_DISAGREE)) };
             None
         }
         None => None,
     };
-    if has_first && is_running(stopped) {
+    // SAFETY: `stopped` is this CTA's shared word (this function's contract).
+    let running = || unsafe { is_running(stopped) };
+    if has_first && running() {
         let line = lines.start + u64::from(tid);
         let mut acc = 0;
         for p in 0..nranks {
@@ -388,19 +393,19 @@ pub unsafe fn ll_collective(
                 acc = if p == 0 { word } else { reduce_word(call, acc, word) };
             }
         }
-        if call.function != CollFunction::AllGather && is_running(stopped) {
+        if call.function != CollFunction::AllGather && running() {
             // SAFETY: as for the input, in the output's `count` elements.
             unsafe { store_line(call, call.output, line, post_op_word(call, acc)) };
         }
     }
-    if more && is_running(stopped) {
+    if more && running() {
         // SAFETY: as for `send_rest`; `stopped` and `abort` as for `checked`; the
         // descriptors matched (this thread's first line's wait).
         unsafe { receive_rest(call, own_region, rank, nranks, lines.start, run, flag, stopped, abort, spin_budget_ns) };
     }
     arch::barrier_sync_all();
     // SAFETY: as for `stopped`'s write above; the barrier orders every thread's writes.
-    let status = unsafe { stopped.read_volatile() };
+    let status = unsafe { arch::ld_volatile_shared_b64(stopped) };
     if status != 0 {
         return Err(crate::prims::decode_stop(status));
     }
@@ -508,7 +513,8 @@ unsafe fn receive_rest(call: &LlCall, own_region: u64, rank: u32, nranks: u32, s
     let block = call.bytes();
     let own_input = if call.function == CollFunction::ReduceScatter { call.input + u64::from(rank) * block } else { call.input };
     let mut batch = Batch::starting_at(u64::from(arch::thread_idx()) + nthreads, nthreads, run);
-    while let Some(b) = batch.filter(|_| is_running(stopped)) {
+    // SAFETY: `stopped` is this CTA's shared word (this function's contract).
+    while let Some(b) = batch.filter(|_| unsafe { is_running(stopped) }) {
         // SAFETY: as in `send_rest`.
         let own = unsafe { load_batch(call, own_input, start, &b) };
         let mut acc = [0; LL_BATCH];
@@ -530,7 +536,8 @@ unsafe fn receive_rest(call: &LlCall, own_region: u64, rank: u32, nranks: u32, s
                 acc = if p == 0 { words } else { with_op(call, Words { step: Step::Reduce, a: acc, b: words }) };
             }
         }
-        if !gather && is_running(stopped) {
+        // SAFETY: as for the batch's test above.
+        if !gather && unsafe { is_running(stopped) } {
             let out = with_op(call, Words { step: Step::PostOp, a: acc, b: [0; LL_BATCH] });
             each(out, |k, word| {
                 if k < b.len {
@@ -543,19 +550,29 @@ unsafe fn receive_rest(call: &LlCall, own_region: u64, rank: u32, nranks: u32, s
     }
 }
 
-/// True while no thread has stopped the call.
-fn is_running(stopped: *mut u64) -> bool {
-    // SAFETY: `stopped` is the CTA's shared word (`ll_collective`'s contract), read and
-    // written with single volatile accesses.
-    unsafe { stopped.read_volatile() == 0 }
+/// True while no thread has stopped the call. Ordering: relaxed (the word carries only
+/// itself; the CTA's barriers order what each thread did before it).
+///
+/// # Safety
+/// `stopped` is the CTA's shared word of [`ll_collective`]: an aligned `u64` in the CTA's
+/// shared memory that its threads access only through `arch`'s shared-word functions.
+unsafe fn is_running(stopped: *mut u64) -> bool {
+    // SAFETY: the CTA's shared word (this function's contract), which threads may write
+    // while others read.
+    unsafe { arch::ld_volatile_shared_b64(stopped) == 0 }
 }
 
 /// Records why the call stops (the first reason wins, or any when two threads stop at
-/// once).
-fn stop(stopped: *mut u64, status: u64) {
-    if is_running(stopped) {
-        // SAFETY: as in `is_running`.
-        unsafe { stopped.write_volatile(status) };
+/// once). Ordering: relaxed, as [`is_running`].
+///
+/// # Safety
+/// As [`is_running`].
+unsafe fn stop(stopped: *mut u64, status: u64) {
+    // SAFETY: this function's contract is `is_running`'s, and the word is writable.
+    unsafe {
+        if is_running(stopped) {
+            arch::st_volatile_shared_b64(stopped, status);
+        }
     }
 }
 
@@ -578,13 +595,16 @@ unsafe fn wait_lines<const N: usize>(at: [u64; N], flag: u64, stopped: *mut u64,
         if seen.iter().all(|&[a, b]| a & !0xffff_ffff == flag && b & !0xffff_ffff == flag) {
             return Some(seen.map(|[a, b]| (a & 0xffff_ffff) | b << 32));
         }
-        if !is_running(stopped) {
+        // SAFETY: `stopped` is the CTA's shared word (the caller's contract).
+        if unsafe { !is_running(stopped) } {
             return None;
         }
         match guard.tick() {
             Ok(()) => {}
-            Err(Interrupted::Aborted) => stop(stopped, LoopError::Aborted.status(0)),
-            Err(Interrupted::TimedOut) => stop(stopped, LoopError::Timeout.status(WaitSite::ShotFlag as u32)),
+            // SAFETY: as above.
+            Err(Interrupted::Aborted) => unsafe { stop(stopped, LoopError::Aborted.status(0)) },
+            // SAFETY: as above.
+            Err(Interrupted::TimedOut) => unsafe { stop(stopped, LoopError::Timeout.status(WaitSite::ShotFlag as u32)) },
         }
     }
 }

@@ -94,7 +94,7 @@ pub unsafe fn run<M: MulticastMovers>(cx: &CollCtx, c: &Coll, data: DataOp) -> R
             // SAFETY: `group < MAX_GROUPS`: the group's `PrimsShared` in this CTA's shared
             // memory (`CollCtx::new`'s contract); thread 0 alone writes it, before the CTA
             // barrier below.
-            unsafe { (&raw mut (*cx.group_shared(group)).stopped).write_volatile(0) };
+            unsafe { arch::st_volatile_shared_b64(&raw mut (*cx.group_shared(group)).stopped, 0) };
         }
     }
     arch::barrier_sync_all();
@@ -121,7 +121,7 @@ pub unsafe fn run<M: MulticastMovers>(cx: &CollCtx, c: &Coll, data: DataOp) -> R
     arch::barrier_sync_all();
     // SAFETY: every group's `stopped` word is in this CTA's shared memory (`CollCtx::new`'s
     // contract), and the CTA barrier above orders every write to them before these reads.
-    let status = (0..ngroups).map(|k| unsafe { (&raw const (*cx.group_shared(k)).stopped).read_volatile() }).find(|&s| s != 0);
+    let status = (0..ngroups).map(|k| unsafe { arch::ld_volatile_shared_b64(&raw const (*cx.group_shared(k)).stopped) }).find(|&s| s != 0);
     match status {
         None => Ok(()),
         Some(s) => Err(decode_stop(s)),

@@ -35,7 +35,7 @@ pub unsafe fn run(cx: &CollCtx, c: &Coll, data: DataOp) -> Result<(), (LoopError
             // SAFETY: `g.shared` and `cx.group_shared(1)` are the two groups' `PrimsShared` in
             // this CTA's shared memory (`CollCtx::new`'s contract); thread 0 alone writes them,
             // before the CTA barrier below.
-            unsafe { (&raw mut (*shared).stopped).write_volatile(0) };
+            unsafe { arch::st_volatile_shared_b64(&raw mut (*shared).stopped, 0) };
         }
     }
     arch::barrier_sync_all();
@@ -80,7 +80,7 @@ pub unsafe fn run(cx: &CollCtx, c: &Coll, data: DataOp) -> Result<(), (LoopError
     arch::barrier_sync_all();
     // SAFETY: both groups' `stopped` words are in this CTA's shared memory (`CollCtx::new`'s
     // contract), and the CTA barrier above orders every write to them before these reads.
-    let status = groups.iter().map(|&shared| unsafe { (&raw const (*shared).stopped).read_volatile() }).find(|&s| s != 0);
+    let status = groups.iter().map(|&shared| unsafe { arch::ld_volatile_shared_b64(&raw const (*shared).stopped) }).find(|&s| s != 0);
     match status {
         None => Ok(()),
         Some(s) => Err(crate::prims::decode_stop(s)),

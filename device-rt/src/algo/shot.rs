@@ -185,9 +185,10 @@ pub unsafe fn run(cx: &CollCtx, c: &Coll, data: DataOp, plan: Plan) -> Result<()
     let epoch = unsafe { (&raw const (*conns).epoch).read_volatile() } + 1;
     if cx.group.tid == 0 {
         // SAFETY: `cx.group.shared` is group 0's `PrimsShared` in this CTA's shared memory
-        // (`CollCtx::new`'s contract); thread 0 alone writes it here, before the barrier that
-        // starts the first exchange, after which waiting threads may write it.
-        unsafe { (&raw mut (*cx.group.shared).stopped).write_volatile(0) };
+        // (`CollCtx::new`'s contract), whose `stopped` is an aligned `u64` accessed only
+        // through `arch`'s shared-word functions; thread 0 alone writes it here, before the
+        // barrier that starts the first exchange, after which waiting threads may write it.
+        unsafe { arch::st_volatile_shared_b64(&raw mut (*cx.group.shared).stopped, 0) };
     }
     // SAFETY: `cx.heap` is null or this rank's `ShmemHandle` (`CollCtx::new`'s contract).
     let heap_input = unsafe { heap_input(cx, c, data, plan.algorithm) };
@@ -287,10 +288,14 @@ impl Shot<'_> {
 
     /// Every rank's input at element `ix` in its heap, in rank order (`heap`: the input's
     /// offset and the bases, as [`heap_input`] gave them).
-    fn in_heaps(&self, heap: (u64, *const [u64; MAX_PES]), ix: u64) -> [u64; MAX_SHOT_RANKS] {
+    ///
+    /// # Safety
+    /// `heap` is what [`heap_input`] returned for this collective: its bases are the table
+    /// of this rank's live `ShmemHandle`.
+    unsafe fn in_heaps(&self, heap: (u64, *const [u64; MAX_PES]), ix: u64) -> [u64; MAX_SHOT_RANKS] {
         let (offset, bases) = heap;
-        // SAFETY: `bases` is this rank's handle's table (`heap_input`), and `p < nranks <=
-        // MAX_PES`.
+        // SAFETY: `bases` is this rank's handle's table (this function's contract), and `p <
+        // nranks <= MAX_PES`.
         core::array::from_fn(|p| if p < self.cx.nranks as usize { unsafe { (*bases)[p] + offset + ix * self.elt() } } else { 0 })
     }
 
@@ -367,9 +372,10 @@ impl Shot<'_> {
         }
         arch::barrier_sync_all();
         if g.tid == 0 {
-            // SAFETY: `count` calls this only with its non-null `stats`, this channel's live
-            // `ChannelStats`, so the projection stays inside it (only the address is taken).
-            g.count(|s| unsafe { &raw mut (*s).exchange_ns }, g.clock().wrapping_sub(started));
+            // SAFETY: `g.stats` is null or this channel's live `ChannelStats` (`CollCtx::new`'s
+            // contract), and the closure, called only with it non-null, projects it onto one of
+            // its counters (only the address is taken): `count`'s contract.
+            unsafe { g.count(|s| &raw mut (*s).exchange_ns, g.clock().wrapping_sub(started)) };
         }
         match self.stopped() {
             0 => Ok(()),
@@ -377,21 +383,21 @@ impl Shot<'_> {
         }
     }
 
-    /// Why the collective stopped (0: it has not).
+    /// Why the collective stopped (0: it has not). Ordering: relaxed (the word carries
+    /// only itself; the CTA's barriers order what each thread did before it).
     fn stopped(&self) -> u64 {
         // SAFETY: group 0's `PrimsShared` in this CTA's shared memory (`CollCtx::new`'s
-        // contract): an aligned `u64` read with one volatile load (waiting threads may write
-        // it meanwhile; the GPU performs both as single non-tearing accesses, as the
-        // primitives' `stopped`).
-        unsafe { (&raw const (*self.cx.group.shared).stopped).read_volatile() }
+        // contract): an aligned `u64` that waiting threads may write while others read,
+        // accessed only through `arch`'s shared-word functions.
+        unsafe { arch::ld_volatile_shared_b64(&raw const (*self.cx.group.shared).stopped) }
     }
 
     /// Records why the collective stops (the first reason wins, or any when two threads
-    /// stop at once).
+    /// stop at once). Ordering: relaxed, as `stopped`.
     fn stop(&self, status: u64) {
         if self.stopped() == 0 {
             // SAFETY: as in `stopped`.
-            unsafe { (&raw mut (*self.cx.group.shared).stopped).write_volatile(status) };
+            unsafe { arch::st_volatile_shared_b64(&raw mut (*self.cx.group.shared).stopped, status) };
         }
     }
 
@@ -574,7 +580,8 @@ impl Shot<'_> {
         }
         // SAFETY: the caller's contract: the share is in the user buffers and the staging;
         // each block lies inside the share; a rank's reduced block goes over its own staged
-        // block exactly.
+        // block exactly; `heap_input` is what `heap_input` returned (`run`), `in_heaps`'s
+        // contract.
         unsafe {
             if self.heap_input.is_none() {
                 self.stage_in(c.input + begin * elt, self.cx.rank, 0, None, n);

@@ -515,6 +515,22 @@ fn aligned<T>(p: *const T, align: usize) -> *mut T {
     p.cast_mut()
 }
 
+/// `p` as a pointer to an aligned `u64` after checking that the whole word lies in this
+/// CTA's dynamic shared memory (a word outside it is not the CTA's to share).
+#[inline]
+fn shared_word(p: *const u64) -> *mut u64 {
+    let p = aligned(p, size_of::<u64>());
+    with_context(|c| {
+        let window = &c.cta().smem;
+        let offset = p.addr().wrapping_sub(window.base.as_ptr().addr());
+        assert!(
+            offset.checked_add(size_of::<u64>()).is_some_and(|end| end <= window.len),
+            "arch: shared word {p:p} is not in this CTA's dynamic shared memory"
+        );
+    });
+    p
+}
+
 /// PTX's canonical NaN, for f16 and bf16 alike.
 const CANONICAL_NAN: u16 = 0x7fff;
 
@@ -1006,6 +1022,21 @@ impl Arch for HostTwin {
     #[inline]
     fn dyn_smem() -> *mut u8 {
         with_context(|c| c.cta().smem.base.as_ptr())
+    }
+
+    /// Here: a relaxed atomic load, after checking the word lies in the CTA's window.
+    #[inline]
+    unsafe fn ld_volatile_shared_b64(p: *const u64) -> u64 {
+        // SAFETY: the caller gives an aligned word of the CTA's window (checked), accessed
+        // atomically wherever threads race on it.
+        unsafe { AtomicU64::from_ptr(shared_word(p)) }.load(Relaxed)
+    }
+
+    /// Here: a relaxed atomic store, after checking the word lies in the CTA's window.
+    #[inline]
+    unsafe fn st_volatile_shared_b64(p: *mut u64, v: u64) {
+        // SAFETY: as in `ld_volatile_shared_b64`, and the word is writable.
+        unsafe { AtomicU64::from_ptr(shared_word(p)) }.store(v, Relaxed)
     }
 
     #[inline]

@@ -301,6 +301,27 @@ contract! {
         /// Plain loads and stores through it are ordered across the CTA by
         /// [`barrier_sync`].
         fn dyn_smem() -> *mut u8;
+        /// A volatile load of a 64-bit word of this CTA's shared memory at its generic
+        /// address (`ld.volatile.b64`; `ld.volatile.shared.b64` where the compiler sees the
+        /// address is shared): one non-tearing access, never cached or elided, for a word
+        /// that other threads of the CTA may store to meanwhile (a group's `stopped`). Ordering: none (a relaxed load; order data with a barrier).
+        /// Here (host twin): a relaxed atomic load of the word itself, outside the
+        /// weak-memory model (which does not model shared memory).
+        ///
+        /// # Safety
+        /// `p` must be an 8-byte aligned word in this CTA's dynamic shared memory
+        /// ([`dyn_smem`]; the host twin panics on a misaligned word or one outside the
+        /// window) that threads access only through [`ld_volatile_shared_b64`] and
+        /// [`st_volatile_shared_b64`] wherever their accesses are not ordered by a barrier.
+        unsafe fn ld_volatile_shared_b64(p: *const u64) -> u64;
+        /// A volatile store of a 64-bit word of this CTA's shared memory at its generic
+        /// address (`st.volatile.b64`, or `st.volatile.shared.b64`), the store
+        /// side of [`ld_volatile_shared_b64`]. Ordering: none (a relaxed store). Here (host
+        /// twin): a relaxed atomic store of the word itself.
+        ///
+        /// # Safety
+        /// As [`ld_volatile_shared_b64`], and the word must be writable.
+        unsafe fn st_volatile_shared_b64(p: *mut u64, v: u64);
         /// `cvta.to.shared`: the 32-bit shared-window address of a generic pointer into
         /// shared memory (what `ld.shared`/`st.shared` take; on the host twin its offset
         /// from [`dyn_smem`], and a pointer outside the CTA's window panics).

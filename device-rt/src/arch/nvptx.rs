@@ -216,6 +216,25 @@ impl Arch for Nvptx {
         p as *mut u8
     }
 
+    // Shared words are accessed through Rust's volatile accesses, not `asm!`: LLVM emits one
+    // generic `ld/st.volatile.b64` (the address comes out of `dyn_smem`'s asm, so it cannot
+    // infer the shared space; the hardware resolves the window) with the offset folded into
+    // it, where an asm block would need the address in a register of its own.
+
+    #[inline(always)]
+    unsafe fn ld_volatile_shared_b64(p: *const u64) -> u64 {
+        // SAFETY: the caller gives an aligned word of this CTA's shared memory (the `Arch`
+        // contract), which this one volatile load reads.
+        unsafe { p.read_volatile() }
+    }
+
+    #[inline(always)]
+    unsafe fn st_volatile_shared_b64(p: *mut u64, v: u64) {
+        // SAFETY: the caller gives an aligned, writable word of this CTA's shared memory (the
+        // `Arch` contract), which this one volatile store writes.
+        unsafe { p.write_volatile(v) }
+    }
+
     #[inline(always)]
     fn cvta_to_shared<T>(p: *const T) -> u32 {
         let a: u64;

@@ -163,11 +163,19 @@ pub struct GroupCtx {
 
 impl GroupCtx {
     /// Adds `v` to the counter `field` of the channel's statistics, when kept (a relaxed
-    /// atomic add at GPU scope; orders nothing).
+    /// atomic add at GPU scope; orders nothing). `field` is called only with the non-null
+    /// `stats`.
+    ///
+    /// # Safety
+    /// `stats` is null or this channel's live `ChannelStats`, whose counters are changed
+    /// only by atomic adds; `field` returns, for that pointer, the address of one of its
+    /// `u64` counters (a projection of it).
     #[inline(always)]
-    pub(crate) fn count(&self, field: impl FnOnce(*mut ChannelStats) -> *mut u64, v: u64) {
+    pub(crate) unsafe fn count(&self, field: impl FnOnce(*mut ChannelStats) -> *mut u64, v: u64) {
         if !self.stats.is_null() {
-            // SAFETY: a non-null `stats` points to this channel's live counters.
+            // SAFETY: a non-null `stats` is this channel's live counters and `field` projects
+            // it onto one of them (this function's contract): an aligned `u64` in device
+            // memory, accessed only through `arch`.
             unsafe { u64::atomic_add_relaxed_gpu(field(self.stats), v) };
         }
     }
@@ -295,10 +303,11 @@ impl<M: MulticastMovers, P: Proto, F: Fan> Primitives<M, P, F> {
             unsafe { p.load_send_conn(send[index as usize]) };
         }
         if g.tid == 0 {
-            // SAFETY: `g.shared` is this group's `PrimsShared` (`new`'s contract); only thread
-            // 0 writes `stopped` here, and the barrier below orders the write before any thread
-            // of the group reads it.
-            unsafe { (&raw mut (*g.shared).stopped).write_volatile(0) };
+            // SAFETY: `g.shared` is this group's `PrimsShared` in the CTA's shared memory
+            // (`new`'s contract), whose `stopped` is an aligned `u64` accessed only through
+            // `arch`'s shared-word functions; only thread 0 writes it here, and the barrier
+            // below orders the write before any thread of the group reads it.
+            unsafe { arch::st_volatile_shared_b64(&raw mut (*g.shared).stopped, 0) };
         }
         p.barrier();
         p
@@ -521,24 +530,25 @@ impl<M: MulticastMovers, P: Proto, F: Fan> Primitives<M, P, F> {
         arch::barrier_sync(14 - 2 * self.g.group, self.nworkers);
     }
 
-    /// Why the group stopped (0: it has not).
+    /// Why the group stopped (0: it has not). Ordering: relaxed (`stopped` carries only
+    /// itself; the group's barriers order what each thread did before it).
     #[inline(always)]
     fn stopped(&self) -> u64 {
-        // SAFETY: `g.shared` is this group's `PrimsShared` for the value's life (`new`'s
-        // contract), and `stopped` is an aligned `u64` in it. Waiting threads may `stop` while
-        // others read: volatile accesses of one aligned word, which the GPU performs as single
-        // non-tearing `ld/st.volatile.shared.u64` (on the host twin this is formally a data
-        // race: not an atomic).
-        unsafe { (&raw const (*self.g.shared).stopped).read_volatile() }
+        // SAFETY: `g.shared` is this group's `PrimsShared` in the CTA's shared memory for the
+        // value's life (`new`'s contract), and `stopped` is an aligned `u64` in it, accessed
+        // only through `arch`'s shared-word functions: waiting threads may `stop` while
+        // others read.
+        unsafe { arch::ld_volatile_shared_b64(&raw const (*self.g.shared).stopped) }
     }
 
-    /// Records why the group stops (the first reason wins within the group).
+    /// Records why the group stops (the first reason wins within the group). Ordering:
+    /// relaxed, as [`Primitives::stopped`].
     #[inline(always)]
     fn stop(&self, status: u64) {
         if self.stopped() == 0 {
-            // SAFETY: as in `stopped`: this group's shared word, written with one volatile
+            // SAFETY: as in `stopped`: this group's shared word, written with one relaxed
             // store; when two threads stop at once, either reason may be kept.
-            unsafe { (&raw mut (*self.g.shared).stopped).write_volatile(status) };
+            unsafe { arch::st_volatile_shared_b64(&raw mut (*self.g.shared).stopped, status) };
         }
     }
 
@@ -623,12 +633,13 @@ impl<M: MulticastMovers, P: Proto, F: Fan> Primitives<M, P, F> {
             }
             let waited = self.g.clock().wrapping_sub(waited_from);
             if is_send {
-                // SAFETY: `count` calls this only with its non-null `stats`, this channel's live
-                // `ChannelStats`, so the projection stays inside it (only the address is taken).
-                self.g.count(|s| unsafe { &raw mut (*s).wait_credit_ns }, waited);
+                // SAFETY: `g.stats` is null or this channel's live `ChannelStats` (`new`'s
+                // contract), and the closure, called only with it non-null, projects it onto
+                // one of its counters (only the address is taken): `count`'s contract.
+                unsafe { self.g.count(|s| &raw mut (*s).wait_credit_ns, waited) };
             } else {
                 // SAFETY: as above.
-                self.g.count(|s| unsafe { &raw mut (*s).wait_data_ns }, waited);
+                unsafe { self.g.count(|s| &raw mut (*s).wait_data_ns, waited) };
             }
         }
         let slot = self.step % NCCL_STEPS;
@@ -827,13 +838,14 @@ impl<M: MulticastMovers, P: Proto, F: Fan> Primitives<M, P, F> {
                 }
                 self.barrier();
                 if self.g.tid == 0 {
-                    // SAFETY: `count` calls this only with its non-null `stats`, this channel's live
-                    // `ChannelStats`, so the projection stays inside it (only the address is taken).
-                    self.g.count(|s| unsafe { &raw mut (*s).copy_ns }, self.g.clock().wrapping_sub(slice_from));
-                    // SAFETY: as above.
-                    self.g.count(|s| unsafe { &raw mut (*s).slices }, 1);
-                    // SAFETY: as above.
-                    self.g.count(|s| unsafe { &raw mut (*s).bytes }, work as u64 * self.data.elt());
+                    // SAFETY: `g.stats` is null or this channel's live `ChannelStats` (`new`'s
+                    // contract), and each closure, called only with it non-null, projects it onto
+                    // one of its counters (only the address is taken): `count`'s contract.
+                    unsafe {
+                        self.g.count(|s| &raw mut (*s).copy_ns, self.g.clock().wrapping_sub(slice_from));
+                        self.g.count(|s| &raw mut (*s).slices, 1);
+                        self.g.count(|s| &raw mut (*s).bytes, work as u64 * self.data.elt());
+                    }
                 }
                 self.post_peer::<RECV, SEND>(slice_size > 0);
                 offset += slice_size;
