@@ -21,6 +21,7 @@
 //! ([`Heap::start_loops`]): the stream's call kernel hands the item to the loop, whose one
 //! CTA runs the device API's block barrier or reduction; no kernel of its own per call.
 
+mod abort;
 pub mod book;
 pub mod pes;
 pub mod slice;
@@ -43,6 +44,7 @@ use crate::memory::HostMapped;
 use crate::work::DeviceAlloc;
 use crate::bootstrap::Bootstrap;
 use crate::{Error, Result, device};
+pub use abort::HeapAbortHandle;
 use book::{HeapBook, agree, device_handle};
 use pes::PeSet;
 use vmm::VmmHeap;
@@ -58,7 +60,9 @@ pub struct Heap {
     pes: PeSet,
     /// Each local PE's `ShmemHandle`, in its device's memory.
     handles: Vec<DeviceAlloc>,
-    abort: HostMapped<u64>,
+    /// The abort word every wait of the PEs' device code reads, shared with the handles
+    /// [`Heap::abort_handle`] gives out, and the loops once started.
+    abort: HeapAbortHandle,
     /// The bound of every wait: the device API's and the loops'.
     spin_budget: Duration,
 }
@@ -99,8 +103,9 @@ impl Heap {
         let mut handles = Vec::new();
         for (pe, ctx) in ctxs.iter().enumerate() {
             let bases: Vec<u64> = heaps.iter().zip(&reach).map(|(h, readers)| if readers.contains(&ordinals[pe]) { h.base() } else { 0 }).collect();
-            handles.push(handle_on_device(ctx, pe, &bases, heap_bytes, &abort, spin_budget)?);
+            handles.push(handle_on_device(ctx, pe, &bases, heap_bytes, abort.device_ptr(), spin_budget)?);
         }
+        let abort = HeapAbortHandle::on_host_mapped(abort);
         Ok(Self { loops: Vec::new(), book, heaps, pes: PeSet::all_here(ctxs.len()), handles, abort, spin_budget })
     }
 
@@ -134,7 +139,8 @@ impl Heap {
             heaps.push(heap);
         }
         let abort = HostMapped::<u64>::zeroed(ctx, 1)?;
-        let handle = handle_on_device(ctx, me, &bases, heap_bytes, &abort, spin_budget)?;
+        let handle = handle_on_device(ctx, me, &bases, heap_bytes, abort.device_ptr(), spin_budget)?;
+        let abort = HeapAbortHandle::on_host_mapped(abort);
         // No PE uses a peer's heap before every PE has mapped every heap.
         pes.gather("mapped", &[0])?;
         Ok(Self { loops: Vec::new(), book, heaps, pes, handles: vec![handle], abort, spin_budget })
@@ -206,10 +212,16 @@ impl Heap {
     }
 
     /// Sets the abort flag every wait of this process's PEs reads: their waits end with an
-    /// error; the loops' too. Never blocks.
-    pub fn abort(&mut self) {
-        self.abort.write(0, 1);
-        self.loops.iter().for_each(WorkLoop::abort);
+    /// error; the loops' too. Never blocks. Ordering: see [`HeapAbortHandle::abort`].
+    pub fn abort(&self) {
+        self.abort.abort();
+    }
+
+    /// A handle that aborts the heap (as [`Heap::abort`]) from any thread, while the heap
+    /// is in use or after it is gone (then it changes nothing): it holds a share of the
+    /// abort word's memory.
+    pub fn abort_handle(&self) -> HeapAbortHandle {
+        self.abort.clone()
     }
 
     /// Starts a work loop for each local PE (one resident channel of 256 threads: it
@@ -232,6 +244,8 @@ impl Heap {
             lp.start()?;
             loops.push(lp);
         }
+        // Loops started after an abort are aborted here.
+        self.abort.adopt_loops(loops.iter().map(WorkLoop::abort_handle).collect());
         self.loops = loops;
         Ok(())
     }
@@ -324,22 +338,25 @@ impl Heap {
 }
 
 impl Drop for Heap {
-    /// Never blocks: a loop still running is aborted (its drop) and the heaps it may still
-    /// read are left mapped (leaked) rather than unmapped under it.
+    /// Never blocks: a loop still running is aborted (its drop) and the heaps and abort
+    /// word it may still read are left mapped (leaked) rather than unmapped under it. The
+    /// abort word stays while an abort handle lives.
     fn drop(&mut self) {
-        self.abort.write(0, 1);
+        self.abort.abort();
         let running = self.loops.iter().any(|lp| !lp.kernel_done());
         self.loops.clear();
         if running {
             log::warn!("symmetric heap dropped while its loops ran: its memory stays mapped");
             std::mem::take(&mut self.heaps).into_iter().for_each(std::mem::forget);
+            std::mem::forget(self.abort.clone());
         }
     }
 }
 
-/// PE `pe`'s `ShmemHandle` (every PE's heap at `bases`), in `ctx`'s device memory.
-fn handle_on_device(ctx: &Arc<CudaContext>, pe: usize, bases: &[u64], heap_bytes: u64, abort: &HostMapped<u64>, spin_budget: Duration) -> Result<DeviceAlloc> {
-    let handle = device_handle(pe, bases, heap_bytes, abort.device_ptr(), spin_budget)?;
+/// PE `pe`'s `ShmemHandle` (every PE's heap at `bases`, the abort word at device address
+/// `abort`), in `ctx`'s device memory.
+fn handle_on_device(ctx: &Arc<CudaContext>, pe: usize, bases: &[u64], heap_bytes: u64, abort: u64, spin_budget: Duration) -> Result<DeviceAlloc> {
+    let handle = device_handle(pe, bases, heap_bytes, abort, spin_budget)?;
     let alloc = DeviceAlloc::zeroed(ctx, size_of::<ShmemHandle>())?;
     // SAFETY: the allocation holds one `ShmemHandle`; no kernel uses it yet.
     unsafe { alloc.upload(0, handle.as_bytes()) }?;
