@@ -4,10 +4,13 @@ use cudarc::driver::{result, sys};
 
 use crate::{Error, Result};
 
-/// Loads and initialises the CUDA driver and returns the number of devices.
+/// Loads and initialises the CUDA driver and returns the number of devices: where the
+/// driver library cannot be loaded, [`Error::NoDriver`] (cudarc itself would panic at its
+/// first driver call); where it reports no device, [`Error::NoDevice`].
 ///
-/// Call first: every other function of this crate assumes it succeeded. Safe to call
-/// more than once.
+/// The crate's entry points call it ([`crate::device::context`], `Comm::from_devices`,
+/// `Heap::new`, `Heap::join`); call it yourself before using cudarc directly (its
+/// `CudaContext::new`, for one). Safe to call more than once (`cuInit` is idempotent).
 pub fn init() -> Result<usize> {
     // SAFETY: only tries to dlopen the driver library; no CUDA call is made.
     if !unsafe { sys::is_culib_present() } {

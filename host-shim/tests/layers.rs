@@ -91,7 +91,8 @@ fn root_items(lib: &str) -> BTreeMap<String, String> {
         let Some(path) = line.trim().strip_prefix("pub use ").and_then(|rest| rest.strip_suffix(';')) else {
             continue;
         };
-        let (module, names) = path.split_once("::").unwrap_or_else(|| panic!("a root re-export of no module's item: {line}"));
+        // A whole dependency re-exported (`pub use cudarc;`) is no module of this crate.
+        let Some((module, names)) = path.split_once("::") else { continue };
         let names = names.trim_start_matches('{').trim_end_matches('}');
         for name in names.split(',').map(str::trim).filter(|n| !n.is_empty()) {
             let exported = name.rsplit(" as ").next().unwrap_or(name).rsplit("::").next().unwrap_or(name);

@@ -326,6 +326,7 @@ impl Comm {
         cfg: CommConfig,
         before_start: &mut dyn FnMut(u32, &Arc<CudaContext>) -> Result<()>,
     ) -> Result<Vec<Self>> {
+        crate::init()?;
         Self::build(streams, cfg, before_start, None)
     }
 

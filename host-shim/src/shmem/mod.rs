@@ -72,8 +72,10 @@ impl Heap {
     /// granularity) for one PE per stream, each wait of its device code bounded by
     /// `spin_budget`. PE `i`'s heap is opened to every device that can reach it; a PE
     /// whose heap a device cannot reach gets 0 for it in that device's PEs' handles (and
-    /// `ptr` returns null). Create it before any kernel runs on these devices.
+    /// `ptr` returns null). Create it before any kernel runs on these devices. Without a
+    /// CUDA driver, [`Error::NoDriver`] ([`crate::init`]).
     pub fn new(streams: &[Arc<CudaStream>], heap_bytes: u64, spin_budget: Duration) -> Result<Self> {
+        crate::init()?;
         let ctxs: Vec<_> = streams.iter().map(|s| s.context().clone()).collect();
         let Some(first) = ctxs.first() else {
             return Err(Error::InvalidArgument("a symmetric heap needs at least one PE".into()));
@@ -116,6 +118,7 @@ impl Heap {
     /// whose heap this device cannot reach gets 0 in the handle (`ptr` returns null).
     /// Every PE calls this at once, before any kernel runs on its device.
     pub fn join(stream: &Arc<CudaStream>, heap_bytes: u64, spin_budget: Duration, bootstrap: Bootstrap) -> Result<Self> {
+        crate::init()?;
         let ctx = stream.context();
         let me = bootstrap.pe();
         let mut pes = PeSet::one_per_process(bootstrap);

@@ -21,7 +21,7 @@ use super::Heap;
 /// ```compile_fail,E0505
 /// # use std::sync::Arc;
 /// # use std::time::Duration;
-/// # use cudarc::driver::CudaStream;
+/// # use host_shim::cudarc::driver::CudaStream;
 /// # use host_shim::shmem::Heap;
 /// fn view_after_finalize(heap: Heap, addr: u64, stream: &Arc<CudaStream>) -> host_shim::Result<u64> {
 ///     let view = heap.slice::<f32>(0, addr, 4, stream)?;
@@ -34,7 +34,7 @@ use super::Heap;
 ///
 /// ```compile_fail,E0502
 /// # use std::sync::Arc;
-/// # use cudarc::driver::CudaStream;
+/// # use host_shim::cudarc::driver::CudaStream;
 /// # use host_shim::shmem::Heap;
 /// fn view_after_free(heap: &mut Heap, addr: u64, stream: &Arc<CudaStream>) -> host_shim::Result<u64> {
 ///     let view = heap.slice::<f32>(0, addr, 4, stream)?;
@@ -45,7 +45,7 @@ use super::Heap;
 ///
 /// ```compile_fail,E0505
 /// # use std::sync::Arc;
-/// # use cudarc::driver::CudaStream;
+/// # use host_shim::cudarc::driver::CudaStream;
 /// # use host_shim::shmem::Heap;
 /// fn view_after_drop(heap: Heap, addr: u64, stream: &Arc<CudaStream>) -> host_shim::Result<u64> {
 ///     let view = heap.slice::<f32>(0, addr, 4, stream)?;
@@ -59,7 +59,7 @@ use super::Heap;
 /// ```no_run
 /// # use std::sync::Arc;
 /// # use std::time::Duration;
-/// # use cudarc::driver::CudaStream;
+/// # use host_shim::cudarc::driver::CudaStream;
 /// # use host_shim::shmem::Heap;
 /// fn view_then_free(mut heap: Heap, addr: u64, stream: &Arc<CudaStream>) -> host_shim::Result<u64> {
 ///     let view = heap.slice::<f32>(0, addr, 4, stream)?;
