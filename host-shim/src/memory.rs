@@ -55,6 +55,41 @@ pub struct BufferInfo {
     /// grants each of those devices read and write access. False for other memory
     /// (`cuMemCreate` memory, whose mappings this does not know; another context's).
     pub peer_mapped: bool,
+    /// The allocation that holds the address, as its start and its size in bytes
+    /// (`CU_POINTER_ATTRIBUTE_RANGE_START_ADDR`, `_RANGE_SIZE`): for `cuMemCreate` memory,
+    /// the address range it was mapped into (`cuMemAddressReserve`'s). What
+    /// [`check_extent`] checks a buffer's bytes against.
+    pub allocation: (u64, u64),
+}
+
+/// Refuses `buffer` (named `what` in the error), given as its first address and its
+/// bytes, unless every byte of it lies in `allocation` (its first address and its
+/// bytes): the first byte and the last, `start + bytes - 1`, computed without overflow
+/// (a buffer that wraps around the address space is refused). A buffer of no bytes
+/// touches nothing and passes.
+pub fn check_extent(what: &str, allocation: (u64, u64), buffer: (u64, u64)) -> Result<()> {
+    let ((base, size), (start, bytes)) = (allocation, buffer);
+    if bytes == 0 {
+        return Ok(());
+    }
+    let Some(last) = start.checked_add(bytes - 1) else {
+        return Err(Error::InvalidArgument(format!("{what}: {bytes} bytes at {start:#x} run past the end of the address space; nothing was enqueued")));
+    };
+    if !lies_in(allocation, buffer) {
+        return Err(Error::InvalidArgument(format!(
+            "{what}: bytes {start:#x}..={last:#x} do not lie in one allocation (the allocation at {start:#x} is {size} bytes at {base:#x}); nothing was enqueued"
+        )));
+    }
+    Ok(())
+}
+
+/// Whether every byte of `buffer` lies in `allocation` (each as its first address and its
+/// bytes, as [`check_extent`] takes them): never for a buffer of no bytes, or one that
+/// wraps around the address space.
+pub(crate) fn lies_in(allocation: (u64, u64), buffer: (u64, u64)) -> bool {
+    let ((base, size), (start, bytes)) = (allocation, buffer);
+    let Some(last) = bytes.checked_sub(1).and_then(|b| start.checked_add(b)) else { return false };
+    size > 0 && start >= base && last <= base.saturating_add(size - 1)
 }
 
 /// What the driver says of address `ptr` ([`BufferInfo`]), `peer_mapped` against the
@@ -70,20 +105,25 @@ pub fn buffer_info(ptr: u64, ctx: sys::CUcontext, peers: &[usize]) -> Result<Buf
         A::CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE,
         A::CU_POINTER_ATTRIBUTE_CONTEXT,
         A::CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE,
+        A::CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+        A::CU_POINTER_ATTRIBUTE_RANGE_SIZE,
     ];
     let (mut memory_type, mut ordinal, mut legacy): (i32, i32, i32) = (-1, -1, 0);
     let mut owner: sys::CUcontext = std::ptr::null_mut();
     let mut pool: sys::CUmemoryPool = std::ptr::null_mut();
+    let (mut range_start, mut range_size): (sys::CUdeviceptr, usize) = (0, 0);
     let mut data = [
         (&raw mut memory_type).cast::<std::ffi::c_void>(),
         (&raw mut ordinal).cast(),
         (&raw mut legacy).cast(),
         (&raw mut owner).cast(),
         (&raw mut pool).cast(),
+        (&raw mut range_start).cast(),
+        (&raw mut range_size).cast(),
     ];
-    // SAFETY: five attributes: a `CUmemorytype` and an `int` (32-bit values), a boolean the
-    // driver writes as an `int`, a `CUcontext` and a `CUmemoryPool`; each written into the
-    // variable of that type its `data` entry points to.
+    // SAFETY: seven attributes: a `CUmemorytype` and an `int` (32-bit values), a boolean
+    // the driver writes as an `int`, a `CUcontext`, a `CUmemoryPool`, a `CUdeviceptr` and a
+    // `size_t`; each written into the variable of that type its `data` entry points to.
     unsafe { sys::cuPointerGetAttributes(attributes.len() as u32, attributes.as_mut_ptr(), data.as_mut_ptr(), ptr) }
         .result()
         .map_err(Error::cuda("cuPointerGetAttributes"))?;
@@ -96,7 +136,7 @@ pub fn buffer_info(ptr: u64, ctx: sys::CUcontext, peers: &[usize]) -> Result<Buf
         _ => return Err(Error::InvalidArgument(format!("address {ptr:#x} is neither device memory nor host memory known to CUDA"))),
     };
     let peer_mapped = device.is_some() && if pool.is_null() { legacy != 0 && owner == ctx } else { pool_grants(pool, peers) };
-    Ok(BufferInfo { device, peer_mapped })
+    Ok(BufferInfo { device, peer_mapped, allocation: (range_start, range_size as u64) })
 }
 
 /// Whether memory pool `pool` grants every device of `peers` read and write access.
@@ -148,5 +188,31 @@ impl<T: Copy> HostMapped<T> {
         assert!(i < self.len(), "index {i} out of {} host-mapped elements", self.len());
         // SAFETY: in bounds of a live allocation.
         unsafe { self.ptr.add(i).write_volatile(v) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A buffer passes only with its first and its last byte in the allocation; an extent
+    /// that wraps around the address space, or an allocation of no bytes, never does.
+    #[test]
+    fn a_buffer_must_lie_whole_in_its_allocation() {
+        let allocation = (0x1000, 0x100);
+        let fits = |start, bytes| check_extent("the buffer", allocation, (start, bytes)).is_ok();
+        assert!(fits(0x1000, 0x100), "the whole allocation");
+        assert!(fits(0x10ff, 1), "its last byte");
+        assert!(fits(0x1080, 0x80));
+        assert!(!fits(0x1080, 0x81), "one byte past the end");
+        assert!(!fits(0x0fff, 2), "one byte before the start");
+        assert!(!fits(0x1100, 1), "just past the end");
+        assert!(fits(0x5000, 0), "no bytes touch nothing");
+        assert!(!fits(0x1080, u64::MAX), "an extent that wraps around");
+        assert!(!check_extent("the buffer", (u64::MAX - 0xff, 0x100), (u64::MAX - 0x10, 0x12)).is_ok(), "start + bytes overflows");
+        assert!(check_extent("the buffer", (u64::MAX - 0xff, 0x100), (u64::MAX - 0x10, 0x11)).is_ok(), "ending at the last address");
+        assert!(!check_extent("the buffer", (0x1000, 0), (0x1000, 1)).is_ok(), "an allocation of no bytes holds nothing");
+        let err = check_extent("the receive buffer", allocation, (0x1080, 0x100)).unwrap_err();
+        assert!(matches!(&err, Error::InvalidArgument(why) if why.starts_with("the receive buffer")), "{err}");
     }
 }

@@ -53,6 +53,21 @@ impl AbortHandle {
     }
 }
 
+/// A word of the queue header that the host reads or changes (the loop's protocol:
+/// `device_rt::work`'s `queue` module).
+#[derive(Clone, Copy, Debug)]
+enum HeaderWord {
+    Submits,
+    Pinned,
+    Awake,
+    Status,
+    ErrorSeq,
+    Abort,
+    Exited,
+    /// Channel `c`'s `cta_completed` entry, `c` below [`MAX_CHANNELS`].
+    Completed(usize),
+}
+
 /// Launches a loop that slept again, on its own stream after the kernel that ended
 /// (see [`Queue::set_relaunch`]).
 pub type Relaunch = Box<dyn Fn() -> Result<()> + Send + Sync>;
@@ -103,10 +118,26 @@ impl Queue {
         self.relaunch = Some(relaunch);
     }
 
-    /// A header word as an atomic.
-    fn word(&self, field: *mut u64) -> &AtomicU64 {
-        // SAFETY: `field` points into the live header (`new`'s contract), 8-byte aligned;
-        // the device accesses it with single-copy-atomic 64-bit operations.
+    /// A header word as an atomic (panics for a channel at or past [`MAX_CHANNELS`]).
+    fn word(&self, which: HeaderWord) -> &AtomicU64 {
+        let header = self.header;
+        // SAFETY: `header` is the live header (`new`'s contract); only a field's address
+        // is computed (the array index is bounds-checked), no reference to the header made.
+        let field = unsafe {
+            match which {
+                HeaderWord::Submits => &raw mut (*header).submits,
+                HeaderWord::Pinned => &raw mut (*header).pinned,
+                HeaderWord::Awake => &raw mut (*header).awake,
+                HeaderWord::Status => &raw mut (*header).status,
+                HeaderWord::ErrorSeq => &raw mut (*header).error_seq,
+                HeaderWord::Abort => &raw mut (*header).abort,
+                HeaderWord::Exited => &raw mut (*header).exited,
+                HeaderWord::Completed(c) => &raw mut (*header).cta_completed[c],
+            }
+        };
+        // SAFETY: `field` is an 8-byte aligned word of the header, which stays live as
+        // long as `self.owner` (so as `&self`); the device accesses it with
+        // single-copy-atomic 64-bit operations, the host through atomics only.
         unsafe { AtomicU64::from_ptr(field) }
     }
 
@@ -119,21 +150,18 @@ impl Queue {
     /// full fence on the host) before `wake`'s load: the store half of the host's side of
     /// the sleep handshake (`device_rt::work`'s `queue` module).
     pub fn announce_submit(&self, captured: bool) -> Result<()> {
-        // SAFETY: fields of the live header.
-        let (submits, pinned) = unsafe { (&raw mut (*self.header).submits, &raw mut (*self.header).pinned) };
         if captured {
-            self.word(pinned).swap(1, Ordering::SeqCst);
+            self.word(HeaderWord::Pinned).swap(1, Ordering::SeqCst);
             return self.wake();
         }
-        self.word(submits).fetch_add(1, Ordering::SeqCst);
+        self.word(HeaderWord::Submits).fetch_add(1, Ordering::SeqCst);
         self.wake().inspect_err(|_| self.retract_submit())
     }
 
     /// Takes back a submission counted by [`Queue::announce_submit`] that was not launched
     /// after all (the loop would otherwise wait for it and never sleep again).
     pub fn retract_submit(&self) {
-        // SAFETY: a field of the live header.
-        self.word(unsafe { &raw mut (*self.header).submits }).fetch_sub(1, Ordering::SeqCst);
+        self.word(HeaderWord::Submits).fetch_sub(1, Ordering::SeqCst);
     }
 
     /// After the host published work (a submission announced, ring slots written, each
@@ -142,8 +170,7 @@ impl Queue {
     /// answer. Asleep: swaps in AWAKE and launches the loop again (one caller wins the swap
     /// and launches; the others find it awake).
     pub fn wake(&self) -> Result<()> {
-        // SAFETY: a field of the live header.
-        let awake = self.word(unsafe { &raw mut (*self.header).awake });
+        let awake = self.word(HeaderWord::Awake);
         let start = Instant::now();
         loop {
             match awake.load(Ordering::SeqCst) {
@@ -167,14 +194,12 @@ impl Queue {
 
     /// Whether the loop runs (not asleep, not deciding whether to sleep).
     pub fn awake(&self) -> bool {
-        // SAFETY: a field of the live header.
-        self.word(unsafe { &raw mut (*self.header).awake }).load(Ordering::Acquire) == LOOP_AWAKE
+        self.word(HeaderWord::Awake).load(Ordering::Acquire) == LOOP_AWAKE
     }
 
     /// Whether the loop has left to sleep (it is launched again with the next work).
     pub fn asleep(&self) -> bool {
-        // SAFETY: a field of the live header.
-        self.word(unsafe { &raw mut (*self.header).awake }).load(Ordering::Acquire) == LOOP_ASLEEP
+        self.word(HeaderWord::Awake).load(Ordering::Acquire) == LOOP_ASLEEP
     }
 
     /// A handle that aborts the loop from any thread.
@@ -182,20 +207,15 @@ impl Queue {
         AbortHandle { header: self.header, _owner: self.owner.clone() }
     }
 
-    fn load(&self, field: *mut u64) -> u64 {
-        // SAFETY: `field` points into the live header; the device writes it with release
-        // stores, read here with acquire loads.
-        unsafe { AtomicU64::from_ptr(field) }.load(Ordering::Acquire)
+    /// A header word the device writes with release stores, read with an acquire load.
+    fn load(&self, which: HeaderWord) -> u64 {
+        self.word(which).load(Ordering::Acquire)
     }
 
     /// The last item every channel has completed.
     pub fn completed(&self) -> u64 {
-        (0..self.channels)
-            // SAFETY: `c < channels <= MAX_CHANNELS`: an entry of the live header's
-            // `cta_completed` (`new`'s contract).
-            .map(|c| self.load(unsafe { (&raw mut (*self.header).cta_completed).cast::<u64>().add(c) }))
-            .min()
-            .unwrap_or(0)
+        // `c < channels <= MAX_CHANNELS` (`new`).
+        (0..self.channels).map(|c| self.load(HeaderWord::Completed(c))).min().unwrap_or(0)
     }
 
     /// Items published and not yet completed.
@@ -208,19 +228,15 @@ impl Queue {
     /// every channel has left without an error (each channel publishes its completions
     /// before it leaves, so a completion check made after this returned is final).
     pub fn health(&self) -> Result<()> {
-        // SAFETY: a field of the live header (`new`'s contract).
-        let status = self.load(unsafe { &raw mut (*self.header).status });
+        let status = self.load(HeaderWord::Status);
         if status != 0 {
-            // SAFETY: as above.
-            let seq = self.load(unsafe { &raw mut (*self.header).error_seq });
+            let seq = self.load(HeaderWord::ErrorSeq);
             return Err(status_error(status, seq));
         }
-        // SAFETY: as above.
-        if self.load(unsafe { &raw mut (*self.header).abort }) != 0 {
+        if self.load(HeaderWord::Abort) != 0 {
             return Err(Error::Aborted);
         }
-        // SAFETY: as above.
-        if self.load(unsafe { &raw mut (*self.header).exited }) >= self.channels as u64 {
+        if self.load(HeaderWord::Exited) >= self.channels as u64 {
             return Err(Error::LoopClosed);
         }
         Ok(())
@@ -231,7 +247,26 @@ impl Queue {
     /// Refused items change nothing; if launching a sleeping loop again fails, that error
     /// is returned and the item stays queued (it runs once a later call has launched the
     /// loop).
-    pub fn enqueue(&mut self, item: WorkItem, timeout: Duration) -> Result<Ticket> {
+    ///
+    /// An item names raw addresses, so the call is `unsafe`:
+    ///
+    /// ```compile_fail,E0133
+    /// # fn f(queue: &mut host_shim::queue::Queue, item: device_rt::work::WorkItem) {
+    /// let _ = queue.enqueue(item, std::time::Duration::from_secs(1));
+    /// # }
+    /// ```
+    ///
+    /// # Safety
+    /// The loop runs whatever passes the checks of its form (kind, counts, alignment,
+    /// null pointers, ranks); no one can check its addresses. Every address `item` carries
+    /// (its kind's buffers, a device function's word, a heap handle) names memory the
+    /// loop's device may read and write, whole extent (every byte the item's kind and
+    /// counts make it touch): on a GPU, memory mapped for that device (its own, or host
+    /// or peer memory mapped for it); on the host twin, this process's memory. That memory
+    /// stays allocated, and nothing else reads or writes it but as the item's own protocol
+    /// has it (the item's peers, the setter of a word it waits for), until the item has
+    /// completed ([`Queue::wait`] returned for it, or the loop has left).
+    pub unsafe fn enqueue(&mut self, item: WorkItem, timeout: Duration) -> Result<Ticket> {
         item.validate().map_err(|reason| Error::BadWorkItem { reason, seq: 0 })?;
         self.health()?;
         let seq = *self.next_seq_mut();
@@ -250,7 +285,16 @@ impl Queue {
     /// is waited for), writes `item` as [`Queue::enqueue`] does, but does not wake the
     /// loop: call [`Queue::wake`] next. `None`: no free slot, nothing written. The item
     /// must be valid ([`WorkItem::validate`]); check [`Queue::health`] first.
-    pub fn try_enqueue(&self, item: WorkItem) -> Option<Ticket> {
+    ///
+    /// ```compile_fail,E0133
+    /// # fn f(queue: &host_shim::queue::Queue, item: device_rt::work::WorkItem) {
+    /// let _ = queue.try_enqueue(item);
+    /// # }
+    /// ```
+    ///
+    /// # Safety
+    /// As [`Queue::enqueue`]'s, for `item`.
+    pub unsafe fn try_enqueue(&self, item: WorkItem) -> Option<Ticket> {
         let mut next_seq = self.next_seq.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let seq = *next_seq;
         if self.completed() + self.capacity < seq {
@@ -277,7 +321,16 @@ impl Queue {
 
     /// Writes `items` into the ring at once (they must fit: the ring must be idle and hold
     /// them all). For back-to-back dispatch.
-    pub fn enqueue_batch(&mut self, items: &[WorkItem], timeout: Duration) -> Result<Ticket> {
+    ///
+    /// ```compile_fail,E0133
+    /// # fn f(queue: &mut host_shim::queue::Queue, items: &[device_rt::work::WorkItem]) {
+    /// let _ = queue.enqueue_batch(items, std::time::Duration::from_secs(1));
+    /// # }
+    /// ```
+    ///
+    /// # Safety
+    /// As [`Queue::enqueue`]'s, for each item of `items` (each until it has completed).
+    pub unsafe fn enqueue_batch(&mut self, items: &[WorkItem], timeout: Duration) -> Result<Ticket> {
         if items.is_empty() || items.len() as u64 > self.capacity {
             return Err(Error::InvalidArgument(format!(
                 "a batch of {} items does not fit a queue of {}",
@@ -373,7 +426,8 @@ impl Queue {
     /// Enqueues a Shutdown item and waits for it: every earlier item completes first.
     /// On timeout, reports how many items were still outstanding.
     pub fn shutdown(&mut self, timeout: Duration) -> Result<()> {
-        let ticket = self.enqueue(WorkItem::shutdown(), timeout)?;
+        // SAFETY: a Shutdown item carries no address.
+        let ticket = unsafe { self.enqueue(WorkItem::shutdown(), timeout) }?;
         match self.wait(ticket, timeout) {
             Err(Error::Timeout { .. }) => Err(Error::ShutdownIncomplete { outstanding: self.outstanding() }),
             other => other,
@@ -442,7 +496,8 @@ mod tests {
         assert!(queue.announce_submit(false).is_err());
         assert_eq!((awake.load(Ordering::SeqCst), launched.load(Ordering::SeqCst)), (LOOP_ASLEEP, 1), "a failed launch leaves it asleep");
         fail.store(false, Ordering::SeqCst);
-        queue.enqueue(WorkItem::noop(), Duration::from_secs(1)).unwrap();
+        // SAFETY: a no-op carries no address.
+        unsafe { queue.enqueue(WorkItem::noop(), Duration::from_secs(1)) }.unwrap();
         assert_eq!((awake.load(Ordering::SeqCst), launched.load(Ordering::SeqCst)), (LOOP_AWAKE, 2));
         queue.announce_submit(true).unwrap();
         assert_eq!(launched.load(Ordering::SeqCst), 2, "awake: nothing launched");

@@ -781,13 +781,38 @@ impl WorkLoop {
 
     /// The direct host path: validates `item`, waits (up to `timeout`) for a free slot,
     /// and writes it, where the loop polls for it. No kernel launch.
-    pub fn enqueue(&mut self, item: WorkItem, timeout: Duration) -> Result<Ticket> {
-        self.queue.enqueue(item, timeout)
+    ///
+    /// An item names raw addresses, so the call is `unsafe`:
+    ///
+    /// ```compile_fail,E0133
+    /// # fn f(lp: &mut host_shim::work::WorkLoop, item: device_rt::work::WorkItem) {
+    /// let _ = lp.enqueue(item, std::time::Duration::from_secs(1));
+    /// # }
+    /// ```
+    ///
+    /// # Safety
+    /// As [`Queue::enqueue`]'s: every address `item` carries names memory the loop's
+    /// device may read and write, whole extent, that stays allocated and that nothing else
+    /// uses but as the item's protocol has it, until the item has completed
+    /// ([`WorkLoop::wait`] returned for it, or the loop has stopped).
+    pub unsafe fn enqueue(&mut self, item: WorkItem, timeout: Duration) -> Result<Ticket> {
+        // SAFETY: this function's contract, which is the queue's.
+        unsafe { self.queue.enqueue(item, timeout) }
     }
 
     /// Writes several items at once (they must fit in the ring).
-    pub fn enqueue_batch(&mut self, items: &[WorkItem], timeout: Duration) -> Result<Ticket> {
-        self.queue.enqueue_batch(items, timeout)
+    ///
+    /// ```compile_fail,E0133
+    /// # fn f(lp: &mut host_shim::work::WorkLoop, items: &[device_rt::work::WorkItem]) {
+    /// let _ = lp.enqueue_batch(items, std::time::Duration::from_secs(1));
+    /// # }
+    /// ```
+    ///
+    /// # Safety
+    /// As [`WorkLoop::enqueue`]'s, for each item of `items`.
+    pub unsafe fn enqueue_batch(&mut self, items: &[WorkItem], timeout: Duration) -> Result<Ticket> {
+        // SAFETY: this function's contract, which is the queue's.
+        unsafe { self.queue.enqueue_batch(items, timeout) }
     }
 
     /// Waits for `ticket`'s item (and every earlier one) to complete on every channel.
@@ -830,7 +855,20 @@ impl WorkLoop {
     /// between its look at the stream and its wait. Keep the loop (do not drop it) until
     /// `stream` has run the call: the call kernel and the stream's wait read the loop's
     /// memory, which a dropped loop frees once its own kernel has ended.
-    pub fn enqueue_on_stream(&self, stream: &CudaStream, item: WorkItem) -> Result<()> {
+    ///
+    /// ```compile_fail,E0133
+    /// # fn f(lp: &host_shim::work::WorkLoop, stream: &cudarc::driver::CudaStream, item: device_rt::work::WorkItem) {
+    /// let _ = lp.enqueue_on_stream(stream, item);
+    /// # }
+    /// ```
+    ///
+    /// # Safety
+    /// As [`WorkLoop::enqueue`]'s, with "until the item has completed" meaning until
+    /// `stream` has passed the call: every address `item` carries names memory the loop's
+    /// device may read and write, whole extent, that stays allocated and that nothing
+    /// else uses but as the item's protocol has it, until work queued on `stream` after
+    /// this call (a stream-ordered free included) may run.
+    pub unsafe fn enqueue_on_stream(&self, stream: &CudaStream, item: WorkItem) -> Result<()> {
         let burst = in_burst(self.last_return_ns.load(Ordering::Relaxed), self.now_ns(), self.cfg.burst_gap);
         let kind = item.validate().map_err(|reason| Error::BadWorkItem { reason, seq: 0 })?;
         self.queue.health()?;
@@ -841,7 +879,8 @@ impl WorkLoop {
         let captured = capture != sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
         let non_blocking = self.serve(stream, captured)?;
         let one_channel = self.cfg.channels == 1 && (self.cfg.call_channels == 0 || kind != WorkKind::Collective);
-        if one_channel && non_blocking && !captured && !burst && self.ring_route(stream, item, &memory.state)? {
+        // SAFETY: `item` as this function's contract says.
+        if one_channel && non_blocking && !captured && !burst && unsafe { self.ring_route(stream, item, &memory.state) }? {
             self.ring_routed.fetch_add(1, Ordering::Relaxed);
             self.last_return_ns.store(self.now_ns(), Ordering::Relaxed);
             return Ok(());
@@ -942,11 +981,17 @@ impl WorkLoop {
     /// completion, or the stream's wait for `stream_done`, orders what follows after the
     /// item's writes, which the loop makes visible at system scope before either store
     /// (`device_rt::work`'s `queue` module).
-    fn ring_route(&self, stream: &CudaStream, item: WorkItem, state: &DeviceAlloc) -> Result<bool> {
+    ///
+    /// # Safety
+    /// As [`WorkLoop::enqueue_on_stream`]'s, for `item` and `stream`.
+    unsafe fn ring_route(&self, stream: &CudaStream, item: WorkItem, state: &DeviceAlloc) -> Result<bool> {
         if !self.queue.awake() || !stream_idle(stream)? {
             return Ok(false);
         }
-        let Some(ticket) = self.queue.try_enqueue(item) else { return Ok(false) };
+        // SAFETY: `item`'s memory is the loop's to use until the stream has passed the
+        // call (this function's contract), and the stream waits for the item below unless
+        // it has completed before this returns.
+        let Some(ticket) = (unsafe { self.queue.try_enqueue(item) }) else { return Ok(false) };
         if let Err(e) = self.queue.wake() {
             // The item stays in the ring; stopped, the loop never runs it later behind the
             // caller's back (nothing on the stream waits for it).

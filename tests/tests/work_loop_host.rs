@@ -165,8 +165,10 @@ fn spare_ctas_leave_and_every_channel_gets_one_cta() {
     let src: Vec<u32> = (0..N as u32).map(|x| x.wrapping_mul(2654435761)).collect();
     let dst = vec![0u32; N];
     let counter = AtomicU64::new(0);
-    lp.queue.enqueue(WorkItem::copy(DataType::U32, src.as_ptr() as u64, dst.as_ptr() as u64, N as u64), LONG).unwrap();
-    let last = lp.queue.enqueue(WorkItem::call(DeviceFunction::Increment, word(&counter), 0), LONG).unwrap();
+    // SAFETY: the item names this test's memory or none, kept until the item has run or the loop has left.
+    unsafe { lp.queue.enqueue(WorkItem::copy(DataType::U32, src.as_ptr() as u64, dst.as_ptr() as u64, N as u64), LONG) }.unwrap();
+    // SAFETY: the item names this test's memory or none, kept until the item has run or the loop has left.
+    let last = unsafe { lp.queue.enqueue(WorkItem::call(DeviceFunction::Increment, word(&counter), 0), LONG) }.unwrap();
     lp.queue.wait(last, LONG).unwrap();
     assert_eq!(dst, src, "both channels' shares copied");
     assert_eq!(counter.load(Ordering::Relaxed), 1, "channel 0 runs the device function, once");
@@ -220,11 +222,16 @@ fn items_run_in_order_across_channels(memory: Option<WeakMemory>, rounds: usize)
     for _ in 0..rounds {
         // b = a + 1; (every channel done) a[..N-SHIFT] = b[SHIFT..]: each channel reads
         // what a neighbouring channel wrote, so the barriers and the order both matter.
-        last = lp.queue.enqueue(WorkItem::sum(DataType::U32, pa, p1, pb, N as u64), LONG).unwrap();
-        lp.queue.enqueue(WorkItem::barrier(), LONG).unwrap();
-        lp.queue.enqueue(WorkItem::copy(DataType::U32, pb + 4 * SHIFT as u64, pa, (N - SHIFT) as u64), LONG).unwrap();
-        lp.queue.enqueue(WorkItem::barrier(), LONG).unwrap();
-        lp.queue.enqueue(WorkItem::call(DeviceFunction::Increment, word(&counter), 0), LONG).unwrap();
+        // SAFETY: the item names this test's memory or none, kept until the item has run or the loop has left.
+        last = unsafe { lp.queue.enqueue(WorkItem::sum(DataType::U32, pa, p1, pb, N as u64), LONG) }.unwrap();
+        // SAFETY: the item names this test's memory or none, kept until the item has run or the loop has left.
+        unsafe { lp.queue.enqueue(WorkItem::barrier(), LONG) }.unwrap();
+        // SAFETY: the item names this test's memory or none, kept until the item has run or the loop has left.
+        unsafe { lp.queue.enqueue(WorkItem::copy(DataType::U32, pb + 4 * SHIFT as u64, pa, (N - SHIFT) as u64), LONG) }.unwrap();
+        // SAFETY: the item names this test's memory or none, kept until the item has run or the loop has left.
+        unsafe { lp.queue.enqueue(WorkItem::barrier(), LONG) }.unwrap();
+        // SAFETY: the item names this test's memory or none, kept until the item has run or the loop has left.
+        unsafe { lp.queue.enqueue(WorkItem::call(DeviceFunction::Increment, word(&counter), 0), LONG) }.unwrap();
     }
     lp.queue.wait(last, LONG).unwrap();
     lp.queue.shutdown(LONG).unwrap();
@@ -236,7 +243,8 @@ fn items_run_in_order_across_channels(memory: Option<WeakMemory>, rounds: usize)
     }
     assert_eq!(a, want);
     assert_eq!(counter.load(Ordering::Relaxed), rounds as u64);
-    assert_eq!(lp.queue.enqueue(WorkItem::noop(), LONG).unwrap_err().to_string(), Error::LoopClosed.to_string());
+    // SAFETY: the item names this test's memory or none, kept until the item has run or the loop has left.
+    assert_eq!(unsafe { lp.queue.enqueue(WorkItem::noop(), LONG) }.unwrap_err().to_string(), Error::LoopClosed.to_string());
 }
 
 #[test]
@@ -250,7 +258,8 @@ fn a_batch_written_at_once_runs_whole_and_in_order() {
     let base = chain.as_mut_ptr() as u64;
     let at = |i: usize| base + 4 * i as u64;
     let items: Vec<WorkItem> = (0..ITEMS).map(|i| WorkItem::copy(DataType::U32, at(i), at(i + 1), 1)).collect();
-    let last = lp.queue.enqueue_batch(&items, LONG).unwrap();
+    // SAFETY: the item names this test's memory or none, kept until the item has run or the loop has left.
+    let last = unsafe { lp.queue.enqueue_batch(&items, LONG) }.unwrap();
     lp.queue.wait(last, LONG).unwrap();
     lp.queue.shutdown(LONG).unwrap();
     lp.join();
@@ -262,17 +271,21 @@ fn a_full_queue_blocks_the_producer_and_overwrites_nothing() {
     let mut lp = TwinLoop::start(2, 32, 4, LONG);
     let flag = AtomicU64::new(0);
     let counter = AtomicU64::new(0);
-    lp.queue.enqueue(WorkItem::call(DeviceFunction::WaitAtLeast, word(&flag), 1), LONG).unwrap();
+    // SAFETY: the item names this test's memory or none, kept until the item has run or the loop has left.
+    unsafe { lp.queue.enqueue(WorkItem::call(DeviceFunction::WaitAtLeast, word(&flag), 1), LONG) }.unwrap();
     for _ in 0..3 {
-        lp.queue.enqueue(WorkItem::call(DeviceFunction::Increment, word(&counter), 0), LONG).unwrap();
+        // SAFETY: the item names this test's memory or none, kept until the item has run or the loop has left.
+        unsafe { lp.queue.enqueue(WorkItem::call(DeviceFunction::Increment, word(&counter), 0), LONG) }.unwrap();
     }
-    let err = lp.queue.enqueue(WorkItem::call(DeviceFunction::Increment, word(&counter), 0), Duration::from_millis(100));
+    // SAFETY: the item names this test's memory or none, kept until the item has run or the loop has left.
+    let err = unsafe { lp.queue.enqueue(WorkItem::call(DeviceFunction::Increment, word(&counter), 0), Duration::from_millis(100)) };
     assert!(matches!(err, Err(Error::Timeout { .. })), "{err:?}");
     let flags = lp.slot_words(5).map(|w| w >> 32);
     assert_eq!(flags, [u64::from(RingSlot::flag(1)); 16], "a refused enqueue must not touch the slot it waits for");
     assert_eq!(counter.load(Ordering::Relaxed), 0, "nothing runs past the blocked item");
     flag.store(1, Ordering::Release);
-    let t = lp.queue.enqueue(WorkItem::call(DeviceFunction::Increment, word(&counter), 0), LONG).unwrap();
+    // SAFETY: the item names this test's memory or none, kept until the item has run or the loop has left.
+    let t = unsafe { lp.queue.enqueue(WorkItem::call(DeviceFunction::Increment, word(&counter), 0), LONG) }.unwrap();
     lp.queue.wait(t, LONG).unwrap();
     assert_eq!(counter.load(Ordering::Relaxed), 4);
     lp.queue.shutdown(LONG).unwrap();
@@ -282,9 +295,11 @@ fn a_full_queue_blocks_the_producer_and_overwrites_nothing() {
 #[test]
 fn malformed_items_are_refused_by_the_host_and_stop_the_device() {
     let mut lp = TwinLoop::start(2, 32, 4, LONG);
-    let host_refused = lp.queue.enqueue(WorkItem { kind: 99, ..WorkItem::noop() }, LONG);
+    // SAFETY: the item names this test's memory or none, kept until the item has run or the loop has left.
+    let host_refused = unsafe { lp.queue.enqueue(WorkItem { kind: 99, ..WorkItem::noop() }, LONG) };
     assert!(matches!(host_refused, Err(Error::BadWorkItem { reason: BadItem::UnknownKind, seq: 0 })), "{host_refused:?}");
-    let misaligned = lp.queue.enqueue(WorkItem::copy(DataType::F32, 0x1002, 0x2000, 4), LONG);
+    // SAFETY: the item names this test's memory or none, kept until the item has run or the loop has left.
+    let misaligned = unsafe { lp.queue.enqueue(WorkItem::copy(DataType::F32, 0x1002, 0x2000, 4), LONG) };
     assert!(matches!(misaligned, Err(Error::BadWorkItem { reason: BadItem::Misaligned, .. })), "{misaligned:?}");
     assert_eq!(lp.slot_words(1), [0; 16], "refused items are never written");
     // A null source that got past the host (a corrupted slot): the device refuses it.
@@ -300,7 +315,8 @@ fn a_collective_on_a_loop_without_a_communicator_is_refused() {
     let data = [1.0f32; 4];
     let ptr = data.as_ptr() as u64;
     let item = WorkItem::collective(CollFunction::AllReduce, DataType::F32, RedOpKind::Sum, 0, ptr, ptr, 4, 0);
-    let t = lp.queue.enqueue(item, LONG).unwrap();
+    // SAFETY: the item names this test's memory or none, kept until the item has run or the loop has left.
+    let t = unsafe { lp.queue.enqueue(item, LONG) }.unwrap();
     let err = lp.queue.wait(t, LONG);
     assert!(matches!(err, Err(Error::BadWorkItem { reason: BadItem::NoCommunicator, seq: 1 })), "{err:?}");
     lp.join();
@@ -361,7 +377,8 @@ fn a_poll_takes_a_whole_slot_and_leaves_the_torn_one_after_it() {
 fn abort_ends_a_spinning_wait_with_aborted() {
     let mut lp = TwinLoop::start(2, 32, 4, Duration::from_secs(3600));
     let flag = AtomicU64::new(0);
-    let t = lp.queue.enqueue(WorkItem::call(DeviceFunction::WaitAtLeast, word(&flag), 1), LONG).unwrap();
+    // SAFETY: the item names this test's memory or none, kept until the item has run or the loop has left.
+    let t = unsafe { lp.queue.enqueue(WorkItem::call(DeviceFunction::WaitAtLeast, word(&flag), 1), LONG) }.unwrap();
     let abort = lp.queue.abort_handle();
     let aborter = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(50));
@@ -379,11 +396,13 @@ fn abort_ends_a_spinning_wait_with_aborted() {
 fn calls_after_abort_are_refused_at_once() {
     let mut lp = TwinLoop::start(1, 32, 8, Duration::from_secs(3600));
     let flag = AtomicU64::new(0);
-    lp.queue.enqueue(WorkItem::call(DeviceFunction::WaitAtLeast, word(&flag), 1), LONG).unwrap();
+    // SAFETY: the item names this test's memory or none, kept until the item has run or the loop has left.
+    unsafe { lp.queue.enqueue(WorkItem::call(DeviceFunction::WaitAtLeast, word(&flag), 1), LONG) }.unwrap();
     lp.queue.abort_handle().abort();
     let outstanding = lp.queue.outstanding();
     let counter = AtomicU64::new(0);
-    let err = lp.queue.enqueue(WorkItem::call(DeviceFunction::Increment, word(&counter), 0), LONG);
+    // SAFETY: the item names this test's memory or none, kept until the item has run or the loop has left.
+    let err = unsafe { lp.queue.enqueue(WorkItem::call(DeviceFunction::Increment, word(&counter), 0), LONG) };
     assert!(matches!(err, Err(Error::Aborted)), "{err:?}");
     assert_eq!(lp.queue.outstanding(), outstanding, "the refused item was not published");
     lp.join();
@@ -398,9 +417,11 @@ fn an_abort_stops_a_burst_of_items_found_at_once() {
     const BURST: u64 = 1000;
     let mut lp = TwinLoop::start(1, 32, 1024, Duration::from_secs(3600));
     let (flag, counter) = (AtomicU64::new(0), AtomicU64::new(0));
-    lp.queue.enqueue(WorkItem::call(DeviceFunction::WaitAtLeast, word(&flag), 1), LONG).unwrap();
+    // SAFETY: the item names this test's memory or none, kept until the item has run or the loop has left.
+    unsafe { lp.queue.enqueue(WorkItem::call(DeviceFunction::WaitAtLeast, word(&flag), 1), LONG) }.unwrap();
     for _ in 0..BURST {
-        lp.queue.enqueue(WorkItem::call(DeviceFunction::Increment, word(&counter), 0), LONG).unwrap();
+        // SAFETY: the item names this test's memory or none, kept until the item has run or the loop has left.
+        unsafe { lp.queue.enqueue(WorkItem::call(DeviceFunction::Increment, word(&counter), 0), LONG) }.unwrap();
     }
     std::thread::sleep(Duration::from_millis(20));
     flag.store(1, Ordering::Release);
@@ -449,7 +470,8 @@ fn an_idle_loop_leaves_on_abort_and_records_it() {
 fn the_spin_budget_turns_a_missing_peer_into_a_timeout() {
     let mut lp = TwinLoop::start(2, 32, 4, Duration::from_millis(200));
     let flag = AtomicU64::new(0);
-    let t = lp.queue.enqueue(WorkItem::call(DeviceFunction::WaitAtLeast, word(&flag), 1), LONG).unwrap();
+    // SAFETY: the item names this test's memory or none, kept until the item has run or the loop has left.
+    let t = unsafe { lp.queue.enqueue(WorkItem::call(DeviceFunction::WaitAtLeast, word(&flag), 1), LONG) }.unwrap();
     let err = lp.queue.wait(t, LONG);
     assert!(matches!(err, Err(Error::DeviceTimeout { site: Some(WaitSite::Flag), seq: 1 })), "{err:?}");
     lp.join();
@@ -460,9 +482,12 @@ fn shutdown_with_work_outstanding_reports_it() {
     let mut lp = TwinLoop::start(2, 32, 8, LONG);
     let flag = AtomicU64::new(0);
     let counter = AtomicU64::new(0);
-    lp.queue.enqueue(WorkItem::call(DeviceFunction::WaitAtLeast, word(&flag), 1), LONG).unwrap();
-    lp.queue.enqueue(WorkItem::call(DeviceFunction::Increment, word(&counter), 0), LONG).unwrap();
-    lp.queue.enqueue(WorkItem::call(DeviceFunction::Increment, word(&counter), 0), LONG).unwrap();
+    // SAFETY: the item names this test's memory or none, kept until the item has run or the loop has left.
+    unsafe { lp.queue.enqueue(WorkItem::call(DeviceFunction::WaitAtLeast, word(&flag), 1), LONG) }.unwrap();
+    // SAFETY: the item names this test's memory or none, kept until the item has run or the loop has left.
+    unsafe { lp.queue.enqueue(WorkItem::call(DeviceFunction::Increment, word(&counter), 0), LONG) }.unwrap();
+    // SAFETY: the item names this test's memory or none, kept until the item has run or the loop has left.
+    unsafe { lp.queue.enqueue(WorkItem::call(DeviceFunction::Increment, word(&counter), 0), LONG) }.unwrap();
     let err = lp.queue.shutdown(Duration::from_millis(200));
     assert!(matches!(err, Err(Error::ShutdownIncomplete { outstanding: 4 })), "{err:?}");
     // Once the blocking item can finish, the shutdown drains everything.
@@ -487,12 +512,14 @@ fn a_one_channel_loop_publishes_stream_done_with_its_completions() {
         let mut lp = TwinLoop::start(channels, 32, 8, LONG);
         let counter = AtomicU64::new(0);
         for round in 1..=20u64 {
-            let t = lp.queue.enqueue(WorkItem::call(DeviceFunction::Increment, word(&counter), 0), LONG).unwrap();
+            // SAFETY: the item names this test's memory or none, kept until the item has run or the loop has left.
+            let t = unsafe { lp.queue.enqueue(WorkItem::call(DeviceFunction::Increment, word(&counter), 0), LONG) }.unwrap();
             lp.queue.wait(t, LONG).unwrap();
             let expected = if channels == 1 { round } else { 0 };
             assert_eq!(lp.stream_done(), expected, "{channels} channel(s), round {round}");
         }
-        let t = lp.queue.enqueue(WorkItem::noop(), LONG).unwrap();
+        // SAFETY: the item names this test's memory or none, kept until the item has run or the loop has left.
+        let t = unsafe { lp.queue.enqueue(WorkItem::noop(), LONG) }.unwrap();
         lp.queue.wait(t, LONG).unwrap();
         assert_eq!(lp.stream_done(), if channels == 1 { 21 } else { 0 }, "a no-op's completion too");
         lp.queue.shutdown(LONG).unwrap();
@@ -510,10 +537,13 @@ fn a_leaving_one_channel_loop_releases_every_waiting_stream() {
         let budget = if why == "timeout" { Duration::from_millis(100) } else { LONG };
         let mut lp = TwinLoop::start(1, 32, 8, budget);
         let (flag, counter) = (AtomicU64::new(0), AtomicU64::new(0));
-        let first = lp.queue.enqueue(WorkItem::call(DeviceFunction::Increment, word(&counter), 0), LONG).unwrap();
+        // SAFETY: the item names this test's memory or none, kept until the item has run or the loop has left.
+        let first = unsafe { lp.queue.enqueue(WorkItem::call(DeviceFunction::Increment, word(&counter), 0), LONG) }.unwrap();
         lp.queue.wait(first, LONG).unwrap();
-        let blocked = lp.queue.enqueue(WorkItem::call(DeviceFunction::WaitAtLeast, word(&flag), 1), LONG).unwrap();
-        lp.queue.enqueue(WorkItem::call(DeviceFunction::Increment, word(&counter), 0), LONG).unwrap();
+        // SAFETY: the item names this test's memory or none, kept until the item has run or the loop has left.
+        let blocked = unsafe { lp.queue.enqueue(WorkItem::call(DeviceFunction::WaitAtLeast, word(&flag), 1), LONG) }.unwrap();
+        // SAFETY: the item names this test's memory or none, kept until the item has run or the loop has left.
+        unsafe { lp.queue.enqueue(WorkItem::call(DeviceFunction::Increment, word(&counter), 0), LONG) }.unwrap();
         assert!(!stream_released(lp.stream_done(), blocked.0), "{why}: released before the loop left");
         match why {
             "abort" => lp.queue.abort_handle().abort(),
@@ -639,7 +669,8 @@ fn ring_items_between_submissions_all_run() {
     let mut last = None;
     for round in 0..30u64 {
         assert_eq!(lp.submit(submit_item, LONG), SubmitOutcome::Done);
-        last = Some(lp.queue.enqueue(ring_item, LONG).unwrap());
+        // SAFETY: the item names this test's memory or none, kept until the item has run or the loop has left.
+        last = Some(unsafe { lp.queue.enqueue(ring_item, LONG) }.unwrap());
         if round % 3 == 0 {
             lp.queue.wait(last.unwrap(), LONG).unwrap();
             assert_eq!(queued.load(Ordering::Relaxed), round + 1, "a ring item right after a submission runs");
@@ -706,7 +737,8 @@ fn abort_releases_a_waiting_submission() {
     // A running loop, busy in a wait: the abort ends both.
     let mut lp = TwinLoop::start(2, 32, 4, Duration::from_secs(3600));
     let flag = AtomicU64::new(0);
-    lp.queue.enqueue(WorkItem::call(DeviceFunction::WaitAtLeast, word(&flag), 1), LONG).unwrap();
+    // SAFETY: the item names this test's memory or none, kept until the item has run or the loop has left.
+    unsafe { lp.queue.enqueue(WorkItem::call(DeviceFunction::WaitAtLeast, word(&flag), 1), LONG) }.unwrap();
     wait_slot_taken(&lp, 1);
     let submitter = lp.submit_in_background(WorkItem::noop(), LONG);
     wait_pending(&lp);
@@ -721,7 +753,8 @@ fn abort_releases_a_waiting_submission() {
 fn a_submission_the_loop_never_answers_ends_at_its_budget_and_stops_the_loop() {
     let mut lp = TwinLoop::start(2, 32, 4, Duration::from_secs(3600));
     let flag = AtomicU64::new(0);
-    lp.queue.enqueue(WorkItem::call(DeviceFunction::WaitAtLeast, word(&flag), 1), LONG).unwrap();
+    // SAFETY: the item names this test's memory or none, kept until the item has run or the loop has left.
+    unsafe { lp.queue.enqueue(WorkItem::call(DeviceFunction::WaitAtLeast, word(&flag), 1), LONG) }.unwrap();
     wait_slot_taken(&lp, 1);
     let start = Instant::now();
     assert_eq!(lp.submit(WorkItem::noop(), Duration::from_millis(200)), SubmitOutcome::TimedOut);
@@ -789,7 +822,8 @@ fn weak_round_trips(memory: &WeakMemory, channels: u32, submit: impl Fn(&mut Twi
 /// Round trips through the ring (the host's queue, waited for by ticket).
 fn ring_round_trips(memory: &WeakMemory) -> Result<(), String> {
     weak_round_trips(memory, 2, |lp, item| {
-        let ticket = lp.queue.enqueue(item, LONG).map_err(|e| e.to_string())?;
+        // SAFETY: the item names this test's memory or none, kept until the item has run or the loop has left.
+        let ticket = unsafe { lp.queue.enqueue(item, LONG) }.map_err(|e| e.to_string())?;
         lp.queue.wait(ticket, LONG).map_err(|e| e.to_string())
     })
 }
@@ -812,7 +846,8 @@ fn ring_batch_round_trips(memory: &WeakMemory) -> Result<(), String> {
             unsafe { memory.host_write(buffer.as_ptr().cast_mut().cast(), &bytes) };
         }
         let items: Vec<WorkItem> = src.iter().zip(&dst).map(|(s, d)| WorkItem::copy(DataType::U32, s.as_ptr() as u64, d.as_ptr() as u64, WEAK_WORDS as u64)).collect();
-        let last = lp.queue.enqueue_batch(&items, LONG).map_err(|e| e.to_string())?;
+        // SAFETY: the item names this test's memory or none, kept until the item has run or the loop has left.
+        let last = unsafe { lp.queue.enqueue_batch(&items, LONG) }.map_err(|e| e.to_string())?;
         lp.queue.wait(last, LONG).map_err(|e| e.to_string())?;
         memory.host_acquired();
         for (k, (buffer, values)) in dst.iter().zip(&values).enumerate() {
@@ -838,7 +873,8 @@ fn mailbox_round_trips(memory: &WeakMemory) -> Result<(), String> {
 /// for as a stream's `cuStreamWaitValue32` waits, on `stream_done` alone.
 fn stream_route_round_trips(memory: &WeakMemory) -> Result<(), String> {
     weak_round_trips(memory, 1, |lp, item| {
-        let Ticket(seq) = lp.queue.enqueue(item, LONG).map_err(|e| e.to_string())?;
+        // SAFETY: the item names this test's memory or none, kept until the item has run or the loop has left.
+        let Ticket(seq) = unsafe { lp.queue.enqueue(item, LONG) }.map_err(|e| e.to_string())?;
         let start = Instant::now();
         while !stream_released(lp.stream_done(), seq) {
             if start.elapsed() > LONG {
@@ -954,10 +990,13 @@ fn loops_run_the_heaps_barrier_and_sum_reduce() {
     let mut last = Vec::new();
     for (pe, lp) in loops.iter_mut().enumerate() {
         for _ in 0..3 {
-            lp.queue.enqueue(WorkItem::shmem_barrier_all(heap.handle(pe)), LONG).unwrap();
+            // SAFETY: the item names this test's memory or none, kept until the item has run or the loop has left.
+            unsafe { lp.queue.enqueue(WorkItem::shmem_barrier_all(heap.handle(pe)), LONG) }.unwrap();
         }
-        lp.queue.enqueue(WorkItem::shmem_sum_reduce(DataType::F32, heap.handle(pe), src[pe], dst[pe], N as u64), LONG).unwrap();
-        last.push(lp.queue.enqueue(WorkItem::shmem_sum_reduce(DataType::I32, heap.handle(pe), isrc[pe], idst[pe], N as u64), LONG).unwrap());
+        // SAFETY: the item names this test's memory or none, kept until the item has run or the loop has left.
+        unsafe { lp.queue.enqueue(WorkItem::shmem_sum_reduce(DataType::F32, heap.handle(pe), src[pe], dst[pe], N as u64), LONG) }.unwrap();
+        // SAFETY: the item names this test's memory or none, kept until the item has run or the loop has left.
+        last.push(unsafe { lp.queue.enqueue(WorkItem::shmem_sum_reduce(DataType::I32, heap.handle(pe), isrc[pe], idst[pe], N as u64), LONG) }.unwrap());
     }
     for (lp, ticket) in loops.iter().zip(last) {
         lp.queue.wait(ticket, LONG).unwrap();
@@ -985,22 +1024,27 @@ fn bad_heap_items_are_refused_and_a_lone_pe_times_out() {
     let mut heap = ferroccl_testkit::shmem::TwinHeap::new(2, 1 << 16, Duration::from_millis(200), None).unwrap();
     let buf = heap.malloc(&[64, 64]).unwrap();
     let mut lp = TwinLoop::start_heap(1, 128, 8, LONG);
-    let overlap = lp.queue.enqueue(WorkItem::shmem_sum_reduce(DataType::F32, heap.handle(0), buf[0], buf[0] + 4, 8), LONG);
+    // SAFETY: the item names this test's memory or none, kept until the item has run or the loop has left.
+    let overlap = unsafe { lp.queue.enqueue(WorkItem::shmem_sum_reduce(DataType::F32, heap.handle(0), buf[0], buf[0] + 4, 8), LONG) };
     assert!(matches!(overlap, Err(Error::BadWorkItem { reason: BadItem::Overlapping, .. })), "{overlap:?}");
-    let null = lp.queue.enqueue(WorkItem::shmem_barrier_all(0), LONG);
+    // SAFETY: the item names this test's memory or none, kept until the item has run or the loop has left.
+    let null = unsafe { lp.queue.enqueue(WorkItem::shmem_barrier_all(0), LONG) };
     assert!(matches!(null, Err(Error::BadWorkItem { reason: BadItem::NullPointer, .. })), "{null:?}");
     let outside = [0f32; 16];
-    let t = lp.queue.enqueue(WorkItem::shmem_sum_reduce(DataType::F32, heap.handle(0), outside.as_ptr() as u64, buf[0], 16), LONG).unwrap();
+    // SAFETY: the item names this test's memory or none, kept until the item has run or the loop has left.
+    let t = unsafe { lp.queue.enqueue(WorkItem::shmem_sum_reduce(DataType::F32, heap.handle(0), outside.as_ptr() as u64, buf[0], 16), LONG) }.unwrap();
     let err = lp.queue.wait(t, LONG);
     assert!(matches!(err, Err(Error::BadWorkItem { reason: BadItem::NotSymmetric, .. })), "{err:?}");
     lp.join();
     let mut lone = TwinLoop::start_heap(1, 128, 8, LONG);
-    let t = lone.queue.enqueue(WorkItem::shmem_barrier_all(heap.handle(0)), LONG).unwrap();
+    // SAFETY: the item names this test's memory or none, kept until the item has run or the loop has left.
+    let t = unsafe { lone.queue.enqueue(WorkItem::shmem_barrier_all(heap.handle(0)), LONG) }.unwrap();
     let err = lone.queue.wait(t, LONG);
     assert!(matches!(err, Err(Error::DeviceTimeout { site: Some(WaitSite::ShmemBarrier), .. })), "{err:?}");
     lone.join();
     let mut collectives_loop = TwinLoop::start(1, 128, 8, LONG);
-    let t = collectives_loop.queue.enqueue(WorkItem::shmem_barrier_all(heap.handle(0)), LONG).unwrap();
+    // SAFETY: the item names this test's memory or none, kept until the item has run or the loop has left.
+    let t = unsafe { collectives_loop.queue.enqueue(WorkItem::shmem_barrier_all(heap.handle(0)), LONG) }.unwrap();
     let err = collectives_loop.queue.wait(t, LONG);
     assert!(matches!(err, Err(Error::BadWorkItem { reason: BadItem::NotHeapLoop, .. })), "the collectives' loop refuses heap items: {err:?}");
     collectives_loop.join();

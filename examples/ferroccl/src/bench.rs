@@ -359,7 +359,8 @@ pub fn work_loop(fx: &Fixture) -> Result<WorkLoopReport> {
     let roundtrip = |channels| -> Result<f64> {
         let mut lp = WorkLoop::launch(&fx.ctx, &fx.module, config(channels, 64))?;
         let us = median_host_us(&mut || {
-            let t = lp.enqueue(WorkItem::noop(), timeout)?;
+            // SAFETY: a no-op carries no address.
+            let t = unsafe { lp.enqueue(WorkItem::noop(), timeout) }?;
             lp.wait(t, timeout)
         })?;
         lp.shutdown(timeout)?;
@@ -391,7 +392,10 @@ pub fn work_loop(fx: &Fixture) -> Result<WorkLoopReport> {
             items.push(WorkItem::barrier());
         }
         items.push(WorkItem::call(DeviceFunction::Timestamp, t1, 0));
-        let t = lp.enqueue_batch(&items, timeout)?;
+        // SAFETY: the items' words are `stamps`' (device memory of the loop's device), which
+        // outlives the loop's shutdown below and which nothing else uses meanwhile but the
+        // copy that sets the gate the first item waits for.
+        let t = unsafe { lp.enqueue_batch(&items, timeout) }?;
         if held {
             let mut gate_word = stamps.slice_mut(2..3);
             fx.stream.memcpy_htod(&[1u64], &mut gate_word).map_err(Error::cuda("cuMemcpyHtoD"))?;
@@ -425,18 +429,21 @@ pub fn work_loop(fx: &Fixture) -> Result<WorkLoopReport> {
     // SAFETY: `ferroccl_empty` takes no arguments.
     let launches = graph_of(&|| unsafe { user.launch_builder(&empty).launch(one) }.map(drop).map_err(Error::cuda("cuLaunchKernel")))?;
     report.graph_launch_us_per_op = per_op_us(&launches)?;
-    let stream_ordered = graph_of(&|| lp.enqueue_on_stream(&user, WorkItem::noop()))?;
+    // SAFETY: a no-op carries no address.
+    let stream_ordered = graph_of(&|| unsafe { lp.enqueue_on_stream(&user, WorkItem::noop()) })?;
     report.stream_ordered_us_per_op = per_op_us(&stream_ordered)?;
     let sync_user = || user.synchronize().map_err(Error::cuda("cuStreamSynchronize"));
     for _ in 0..100 {
-        lp.enqueue_on_stream(&user, WorkItem::noop())?;
+        // SAFETY: a no-op carries no address.
+        unsafe { lp.enqueue_on_stream(&user, WorkItem::noop()) }?;
     }
     sync_user()?;
     let back_to_back = |lp: &WorkLoop| -> Result<(f64, f64)> {
         let routed_before = lp.ring_routed();
         let start = Instant::now();
         for _ in 0..BACK_TO_BACK {
-            lp.enqueue_on_stream(&user, WorkItem::noop())?;
+            // SAFETY: a no-op carries no address.
+            unsafe { lp.enqueue_on_stream(&user, WorkItem::noop()) }?;
         }
         sync_user()?;
         let us = start.elapsed().as_secs_f64() * 1e6 / BACK_TO_BACK as f64;
@@ -445,13 +452,15 @@ pub fn work_loop(fx: &Fixture) -> Result<WorkLoopReport> {
     (report.stream_back_to_back_us_per_op, report.stream_back_to_back_ring_share) = back_to_back(&lp)?;
     let (routed_before, waits_before) = (lp.ring_routed(), lp.ring_waits());
     report.stream_roundtrip_us = median_host_us(&mut || {
-        lp.enqueue_on_stream(&user, WorkItem::noop())?;
+        // SAFETY: a no-op carries no address.
+        unsafe { lp.enqueue_on_stream(&user, WorkItem::noop()) }?;
         sync_user()
     })?;
     report.stream_roundtrip_ring_share = (lp.ring_routed() - routed_before) as f64 / (ROUNDTRIPS + WARM_UP) as f64;
     report.stream_roundtrip_wait_share = (lp.ring_waits() - waits_before) as f64 / (ROUNDTRIPS + WARM_UP) as f64;
     report.stream_roundtrip_polled_us = median_host_us(&mut || {
-        lp.enqueue_on_stream(&user, WorkItem::noop())?;
+        // SAFETY: a no-op carries no address.
+        unsafe { lp.enqueue_on_stream(&user, WorkItem::noop()) }?;
         while !host_shim::stream::idle(&user)? {}
         Ok(())
     })?;
@@ -468,7 +477,8 @@ pub fn work_loop(fx: &Fixture) -> Result<WorkLoopReport> {
     let call_kernel_lp = WorkLoop::launch(&fx.ctx, &fx.module, config(1, 64))?;
     let legacy = fx.ctx.default_stream();
     report.stream_roundtrip_call_kernel_us = median_host_us(&mut || {
-        call_kernel_lp.enqueue_on_stream(&legacy, WorkItem::noop())?;
+        // SAFETY: a no-op carries no address.
+        unsafe { call_kernel_lp.enqueue_on_stream(&legacy, WorkItem::noop()) }?;
         legacy.synchronize().map_err(Error::cuda("cuStreamSynchronize"))
     })?;
     if call_kernel_lp.ring_routed() != 0 {
@@ -521,7 +531,10 @@ pub fn dispatch_timeline(fx: &Fixture, shapes: &[(u32, usize)]) -> Result<Vec<Ti
             items.push(WorkItem::call(DeviceFunction::Timestamp, base + 8 * k as u64, 0));
             items.extend(std::iter::repeat_n(WorkItem::noop(), spacing - 1));
         }
-        let t = lp.enqueue_batch(&items, timeout)?;
+        // SAFETY: the items' words are `stamps`' (device memory of the loop's device), which
+        // outlives the loop's shutdown below and which nothing else uses meanwhile but the
+        // copy that sets the gate the first item waits for.
+        let t = unsafe { lp.enqueue_batch(&items, timeout) }?;
         let mut gate_word = stamps.slice_mut(TIMELINE_STAMPS..TIMELINE_STAMPS + 1);
         fx.stream.memcpy_htod(&[1u64], &mut gate_word).map_err(Error::cuda("cuMemcpyHtoD"))?;
         lp.wait(t, timeout)?;
@@ -596,7 +609,9 @@ fn comm_calls(fx: &Fixture) -> Result<CommCallReport> {
     };
     let enqueue_us = |comm: &Comm, recv: &mut CudaSlice<f32>| host_us_per_call(&mut || comm.all_reduce(&send, recv, ReduceOp::Sum));
     let host = [0f32; 2];
-    let refused = comm.enqueue(WorkItem::copy(DataType::F32, host.as_ptr() as u64, recv.device_ptr(&stream).0, 2));
+    // SAFETY: the item is refused before anything is enqueued (plain host memory, which the
+    // driver does not know): what this checks.
+    let refused = unsafe { comm.enqueue(WorkItem::copy(DataType::F32, host.as_ptr() as u64, recv.device_ptr(&stream).0, 2)) };
     if !matches!(refused, Err(Error::InvalidArgument(_))) {
         return Err(Error::InvalidState("an item reading plain host memory was not refused"));
     }

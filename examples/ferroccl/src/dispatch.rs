@@ -128,7 +128,10 @@ fn measure_all(ranks: &[Rank], comms: &[Comm]) -> Result<DispatchReport> {
             let r = &ranks[i];
             counter = counter.wrapping_add(1);
             match name {
-                "call" => comms[i].enqueue_on_stream(items[i]),
+                // SAFETY: the item's buffers are the rank's `send` and `recv` (2 elements each,
+                // device memory of its device), used on its stream only and kept until the
+                // communicators are shut down.
+                "call" => unsafe { comms[i].enqueue_on_stream(items[i]) },
                 "pointer_attributes_x2" => buffer_info(items[i].src, r.stream.context().cu_ctx(), &[]).and_then(|_| buffer_info(items[i].dst, r.stream.context().cu_ctx(), &[])).map(drop),
                 "context_bind" => bind(r),
                 // SAFETY: a live stream of the bound context.
@@ -147,7 +150,8 @@ fn measure_all(ranks: &[Rank], comms: &[Comm]) -> Result<DispatchReport> {
     let mut rounds = Vec::new();
     for (name, _) in ROUND_MEANINGS {
         let us = time_per_op(ranks, true, &mut |i| match name {
-            "call_round" => comms[i].enqueue_on_stream(items[i]),
+            // SAFETY: as for "call" above.
+            "call_round" => unsafe { comms[i].enqueue_on_stream(items[i]) },
             "launch_empty_round" => launch_empty(&ranks[i], &empties[i], (1, 32), false),
             _ => launch_empty(&ranks[i], &empties[i], call_kernel_grid, true),
         })?;

@@ -75,11 +75,11 @@ use device_rt::conn::ChannelStats;
 use device_rt::dtype::DataType;
 use device_rt::redop::RedOpKind;
 use device_rt::algo::{AlgorithmChoice, CollFunction, NO_PEER, NVLS_MIN_THREADS, Staging, plan};
-use device_rt::work::{ITEM_OUTPUT_PEER_MAPPED, WorkItem, WorkKind};
+use device_rt::work::{BadItem, ITEM_OUTPUT_PEER_MAPPED, WorkItem, WorkKind};
 use zerocopy::FromBytes;
 
 use crate::device;
-use crate::memory::{BufferInfo, buffer_info};
+use crate::memory::{BufferInfo, buffer_info, check_extent, lies_in};
 use crate::module::Module;
 use crate::queue::{AbortHandle, Ticket};
 use crate::shmem::Heap;
@@ -259,26 +259,51 @@ pub fn check_nvls_threads(algorithm: AlgorithmChoice, threads: u32) -> Result<()
     Ok(())
 }
 
-/// Refuses `item` if a buffer it names is device memory of another device than
-/// `ordinal` (`info` says what the driver knows of an address); else whether its output
-/// is mapped for the rank's peers (see [`BufferInfo::peer_mapped`]).
-fn on_device(item: &WorkItem, ordinal: usize, info: impl Fn(u64) -> Result<BufferInfo>) -> Result<bool> {
+/// The input and the output of `item` on its rank of a communicator of `nranks` ranks,
+/// each as what it is (for errors), its address and the bytes a collective reads or
+/// writes there (items of other kinds: 0, their buffers' devices alone are checked).
+fn buffer_extents(item: &WorkItem, nranks: u32) -> Result<[(&'static str, u64, u64); 2]> {
+    let bad = |reason| Error::BadWorkItem { reason, seq: 0 };
+    let (mut input, mut output) = (0, 0);
+    if item.kind == WorkKind::Collective as u8 {
+        let function = CollFunction::from_u32(item.function).ok_or(bad(BadItem::UnknownCollective))?;
+        let size = DataType::from_u8(item.dtype).ok_or(bad(BadItem::UnknownDataType))?.size() as u64;
+        let recv_count = if function == CollFunction::SendRecv { item.op_arg } else { 0 };
+        let (n_input, n_output) = function.extents(item.count, recv_count, u64::from(nranks)).ok_or(bad(BadItem::CountOverflow))?;
+        input = n_input.checked_mul(size).ok_or(bad(BadItem::CountOverflow))?;
+        output = n_output.checked_mul(size).ok_or(bad(BadItem::CountOverflow))?;
+    }
+    Ok([("the input", item.src, input), ("the output", item.dst, output)])
+}
+
+/// Refuses `item`, of a rank of device `ordinal` in a communicator of `nranks` ranks, if
+/// a buffer it names is device memory of another device, or (a collective) if the bytes
+/// it reads or writes in a buffer do not all lie in the allocation that holds the
+/// buffer's first address (`info` says what the driver knows of an address); else says
+/// whether its output is mapped for the rank's peers (see [`BufferInfo::peer_mapped`]).
+fn check_buffers(item: &WorkItem, nranks: u32, ordinal: usize, info: impl Fn(u64) -> Result<BufferInfo>) -> Result<bool> {
     let mut output_mapped = false;
-    // An in-place call names one buffer twice: it is asked about once.
-    let dst = if item.dst == item.src { 0 } else { item.dst };
-    for addr in [item.src, dst] {
+    let mut asked: Option<BufferInfo> = None;
+    for (index, (what, addr, bytes)) in buffer_extents(item, nranks)?.into_iter().enumerate() {
         if addr == 0 {
             continue;
         }
-        let buffer = info(addr)?;
+        // An output in the input's allocation (in place: the same buffer, or a block of
+        // it) is not asked about again.
+        let buffer = match asked {
+            Some(input) if lies_in(input.allocation, (addr, bytes.max(1))) => input,
+            _ => info(addr)?,
+        };
         if let Some(device) = buffer.device
             && device != ordinal
         {
             return Err(Error::WrongDevice { buffer: device, rank: ordinal });
         }
-        if addr == item.dst {
+        check_extent(what, buffer.allocation, (addr, bytes))?;
+        if index == 1 {
             output_mapped = buffer.peer_mapped;
         }
+        asked = Some(buffer);
     }
     Ok(output_mapped)
 }
@@ -549,7 +574,8 @@ impl Comm {
     }
 
     /// Checks `item` (alone, against the communicator and its algorithm as planned on
-    /// `staging`, and its buffers against the rank's device) without enqueueing it, and
+    /// `staging`, and its buffers against the rank's device and, for a collective, their
+    /// extents against their allocations: [`check_buffers`]) without enqueueing it, and
     /// returns it as it is enqueued: a collective's `ITEM_OUTPUT_PEER_MAPPED` says what
     /// the driver says of its output (never set where the communicator allows no direct
     /// writes), whatever the caller set.
@@ -558,19 +584,39 @@ impl Comm {
         item.validate_in_comm(self.rank, self.nranks).map_err(|reason| Error::BadWorkItem { reason, seq: 0 })?;
         check_algorithm(&item, staging, self.algorithm)?;
         let ctx = self.stream.context();
-        let mapped = on_device(&item, ctx.ordinal(), |addr| buffer_info(addr, ctx.cu_ctx(), &self.peer_devices))?;
+        let mapped = check_buffers(&item, self.nranks, ctx.ordinal(), |addr| buffer_info(addr, ctx.cu_ctx(), &self.peer_devices))?;
         let flag = if self.direct && mapped && item.kind == WorkKind::Collective as u8 { ITEM_OUTPUT_PEER_MAPPED } else { 0 };
         Ok(WorkItem { flags: (item.flags & !ITEM_OUTPUT_PEER_MAPPED) | flag, ..item })
     }
 
     /// The direct host path: checks `item` and puts it on the rank's queue (no stream
     /// order); [`Comm::wait`] waits for it.
-    pub fn enqueue(&mut self, item: WorkItem) -> Result<Ticket> {
+    ///
+    /// An item names raw addresses, so the call is `unsafe`:
+    ///
+    /// ```compile_fail,E0133
+    /// # fn f(comm: &mut host_shim::comm::Comm, item: device_rt::work::WorkItem) {
+    /// let _ = comm.enqueue(item);
+    /// # }
+    /// ```
+    ///
+    /// # Safety
+    /// The host checks the item's form, its ranks and algorithm, that no buffer is another
+    /// device's memory and, for a collective, that each buffer's bytes lie in one
+    /// allocation; it cannot check that the memory is the caller's to use. Every address
+    /// `item` carries (its buffers, a device function's word) names memory of this rank's
+    /// device (or host memory mapped for it), whole extent (every byte the item's kind and
+    /// counts make it read or write), that stays allocated, and that nothing else reads
+    /// or writes but as the item's own protocol has it (the other ranks' items of the same
+    /// call), until the item has completed: until [`Comm::wait`] has returned for its
+    /// ticket (or the loop has stopped).
+    pub unsafe fn enqueue(&mut self, item: WorkItem) -> Result<Ticket> {
         // The direct path spreads over the resident channels only (call channels come with
         // call kernels).
         let staging = if self.lp.all_channels() == self.lp.channels() { self.staging } else { Staging { channels: self.lp.channels(), ..self.staging } };
         let item = self.check(item, staging)?;
-        self.lp.enqueue(item, Duration::from_secs(60))
+        // SAFETY: this function's contract.
+        unsafe { self.lp.enqueue(item, Duration::from_secs(60)) }
     }
 
     /// Waits until `ticket` (and every earlier item of the direct path) has completed.
@@ -581,9 +627,44 @@ impl Comm {
     /// The stream-ordered path for a raw item (what every collective call takes): checks
     /// `item` and launches its call kernel on the rank's stream (see
     /// [`WorkLoop::enqueue_on_stream`]).
-    pub fn enqueue_on_stream(&self, item: WorkItem) -> Result<()> {
+    ///
+    /// ```compile_fail,E0133
+    /// # fn f(comm: &host_shim::comm::Comm, item: device_rt::work::WorkItem) {
+    /// let _ = comm.enqueue_on_stream(item);
+    /// # }
+    /// ```
+    ///
+    /// # Safety
+    /// The host checks the item's form, its ranks and algorithm, that no buffer is another
+    /// device's memory and, for a collective, that each buffer's bytes lie in one
+    /// allocation; it cannot check that the memory is the caller's to use. Every address
+    /// `item` carries (its buffers, a device function's word) names memory of this rank's
+    /// device (or host memory mapped for it), whole extent (every byte the item's kind and
+    /// counts make it read or write), that stays allocated, and that nothing else reads
+    /// or writes but as the item's own protocol has it (the other ranks' items of the same
+    /// call), until the item has completed: until the rank's stream has passed the call
+    /// (work queued on it after the call, a stream-ordered free included, runs after the
+    /// item).
+    pub unsafe fn enqueue_on_stream(&self, item: WorkItem) -> Result<()> {
         let item = self.check(item, self.staging)?;
-        self.lp.enqueue_on_stream(&self.stream, item)
+        // SAFETY: this function's contract.
+        unsafe { self.lp.enqueue_on_stream(&self.stream, item) }
+    }
+
+    /// [`Comm::enqueue_on_stream`] for the typed calls, whose buffers' addresses come from
+    /// cudarc's `device_ptr`/`device_ptr_mut` on the rank's stream.
+    ///
+    /// # Safety
+    /// Every buffer `item` names is the address a `DevicePtr`/`DevicePtrMut` gave for the
+    /// rank's stream, and its guard lives until this returns: cudarc then records the use
+    /// on that stream, so the memory stays allocated (a free waits for the stream) and
+    /// other streams' uses wait for the call; the item's counts are what the buffers hold
+    /// (checked against their lengths). `check` refuses buffers whose bytes do not lie in
+    /// one allocation of the rank's device.
+    unsafe fn enqueue_typed(&self, item: WorkItem) -> Result<()> {
+        // SAFETY: the buffers live, and are this call's to use, until the stream has
+        // passed it (this function's contract); so `enqueue_on_stream`'s.
+        unsafe { self.enqueue_on_stream(item) }
     }
 
     fn need(what: &'static str, have: usize, want: usize) -> Result<()> {
@@ -600,7 +681,9 @@ impl Comm {
         let (kind, arg) = op.device(T::DTYPE, self.nranks);
         let (s, _s) = send.device_ptr(&self.stream);
         let (r, _r) = recv.device_ptr_mut(&self.stream);
-        self.enqueue_on_stream(WorkItem::collective(CollFunction::AllReduce, T::DTYPE, kind, arg, s, r, n as u64, 0))
+        // SAFETY: the addresses come from the buffers' `device_ptr`/`device_ptr_mut` on
+        // the rank's stream, whose guards live to the end of this call.
+        unsafe { self.enqueue_typed(WorkItem::collective(CollFunction::AllReduce, T::DTYPE, kind, arg, s, r, n as u64, 0)) }
     }
 
     /// [`Comm::all_reduce`] in place.
@@ -608,7 +691,9 @@ impl Comm {
         let n = buf.len();
         let (kind, arg) = op.device(T::DTYPE, self.nranks);
         let (b, _b) = buf.device_ptr_mut(&self.stream);
-        self.enqueue_on_stream(WorkItem::collective(CollFunction::AllReduce, T::DTYPE, kind, arg, b, b, n as u64, 0))
+        // SAFETY: the addresses come from the buffers' `device_ptr`/`device_ptr_mut` on
+        // the rank's stream, whose guards live to the end of this call.
+        unsafe { self.enqueue_typed(WorkItem::collective(CollFunction::AllReduce, T::DTYPE, kind, arg, b, b, n as u64, 0)) }
     }
 
     /// `recv` = this rank's block of `op(send of every rank)`; `send` holds `world_size ×
@@ -619,7 +704,9 @@ impl Comm {
         let (kind, arg) = op.device(T::DTYPE, self.nranks);
         let (s, _s) = send.device_ptr(&self.stream);
         let (r, _r) = recv.device_ptr_mut(&self.stream);
-        self.enqueue_on_stream(WorkItem::collective(CollFunction::ReduceScatter, T::DTYPE, kind, arg, s, r, n as u64, 0))
+        // SAFETY: the addresses come from the buffers' `device_ptr`/`device_ptr_mut` on
+        // the rank's stream, whose guards live to the end of this call.
+        unsafe { self.enqueue_typed(WorkItem::collective(CollFunction::ReduceScatter, T::DTYPE, kind, arg, s, r, n as u64, 0)) }
     }
 
     /// Block `r` of `recv` (`world_size × send.len()` elements) = `send` of rank `r`.
@@ -628,7 +715,9 @@ impl Comm {
         Self::need("the receive buffer", recv.len(), n * self.nranks as usize)?;
         let (s, _s) = send.device_ptr(&self.stream);
         let (r, _r) = recv.device_ptr_mut(&self.stream);
-        self.enqueue_on_stream(WorkItem::collective(CollFunction::AllGather, T::DTYPE, RedOpKind::Sum, 0, s, r, n as u64, 0))
+        // SAFETY: the addresses come from the buffers' `device_ptr`/`device_ptr_mut` on
+        // the rank's stream, whose guards live to the end of this call.
+        unsafe { self.enqueue_typed(WorkItem::collective(CollFunction::AllGather, T::DTYPE, RedOpKind::Sum, 0, s, r, n as u64, 0)) }
     }
 
     /// [`Comm::reduce_scatter`] in place, in NCCL's layout: `buf` holds `world_size × n`
@@ -638,7 +727,9 @@ impl Comm {
         let n = block_of(buf.len(), self.nranks)?;
         let (kind, arg) = op.device(T::DTYPE, self.nranks);
         let (b, _b) = buf.device_ptr_mut(&self.stream);
-        self.enqueue_on_stream(in_place_item(CollFunction::ReduceScatter, T::DTYPE, kind, arg, b, n, self.rank))
+        // SAFETY: the addresses come from the buffers' `device_ptr`/`device_ptr_mut` on
+        // the rank's stream, whose guards live to the end of this call.
+        unsafe { self.enqueue_typed(in_place_item(CollFunction::ReduceScatter, T::DTYPE, kind, arg, b, n, self.rank)) }
     }
 
     /// [`Comm::all_gather`] in place, in NCCL's layout: `buf` holds `world_size × n`
@@ -647,7 +738,9 @@ impl Comm {
     pub fn all_gather_in_place<T: Element, R: DevicePtrMut<T>>(&self, buf: &mut R) -> Result<()> {
         let n = block_of(buf.len(), self.nranks)?;
         let (b, _b) = buf.device_ptr_mut(&self.stream);
-        self.enqueue_on_stream(in_place_item(CollFunction::AllGather, T::DTYPE, RedOpKind::Sum, 0, b, n, self.rank))
+        // SAFETY: the addresses come from the buffers' `device_ptr`/`device_ptr_mut` on
+        // the rank's stream, whose guards live to the end of this call.
+        unsafe { self.enqueue_typed(in_place_item(CollFunction::AllGather, T::DTYPE, RedOpKind::Sum, 0, b, n, self.rank)) }
     }
 
     /// `recv = send of root`; `send` is read on the root only (`None`: in place there).
@@ -662,7 +755,9 @@ impl Comm {
             }
             None => (r, None),
         };
-        self.enqueue_on_stream(WorkItem::collective(CollFunction::Broadcast, T::DTYPE, RedOpKind::Sum, 0, s, r, n as u64, root as u64))
+        // SAFETY: the addresses come from the buffers' `device_ptr`/`device_ptr_mut` on
+        // the rank's stream, whose guards live to the end of this call.
+        unsafe { self.enqueue_typed(WorkItem::collective(CollFunction::Broadcast, T::DTYPE, RedOpKind::Sum, 0, s, r, n as u64, root as u64)) }
     }
 
     /// On the root, `recv = op(send of every rank)`; `recv` is written on the root only.
@@ -672,7 +767,9 @@ impl Comm {
         let (kind, arg) = op.device(T::DTYPE, self.nranks);
         let (s, _s) = send.device_ptr(&self.stream);
         let (r, _r) = recv.device_ptr_mut(&self.stream);
-        self.enqueue_on_stream(WorkItem::collective(CollFunction::Reduce, T::DTYPE, kind, arg, s, r, n as u64, root as u64))
+        // SAFETY: the addresses come from the buffers' `device_ptr`/`device_ptr_mut` on
+        // the rank's stream, whose guards live to the end of this call.
+        unsafe { self.enqueue_typed(WorkItem::collective(CollFunction::Reduce, T::DTYPE, kind, arg, s, r, n as u64, root as u64)) }
     }
 
     /// Sends `send` to rank `to` and receives `recv` from rank `from`, at once (NCCL's
@@ -696,7 +793,9 @@ impl Comm {
             syncs.push(sync);
         }
         let item = WorkItem::collective(CollFunction::SendRecv, T::DTYPE, RedOpKind::Sum, m, s, r, n, u64::from(to) | u64::from(from) << 32);
-        self.enqueue_on_stream(item)
+        // SAFETY: the addresses come from the buffers' `device_ptr`/`device_ptr_mut` on
+        // the rank's stream, whose guards live to the end of this call.
+        unsafe { self.enqueue_typed(item) }
     }
 
     /// Runs every outstanding item, stops this rank's loop and waits for its kernel.
@@ -756,30 +855,76 @@ mod tests {
         assert!(crate::module::has_sass(cap), "no SASS for {threads} threads (cap {cap:?})");
     }
 
+    /// Device 0 holds the allocations 0x100..0x200 (not mapped for peers) and
+    /// 0x200..0x300 (mapped); device 1 0x1000..0x1100; 0x5000..0x5100 is host memory; any
+    /// other address is unknown to the driver.
+    fn fake_info(addr: u64) -> Result<BufferInfo> {
+        let allocations = [(0x100, Some(0), false), (0x200, Some(0), true), (0x1000, Some(1), true), (0x5000, None, false)];
+        allocations
+            .into_iter()
+            .find(|&(start, _, _)| (start..start + 0x100).contains(&addr))
+            .map(|(start, device, peer_mapped)| BufferInfo { device, peer_mapped, allocation: (start, 0x100) })
+            .ok_or_else(|| Error::InvalidArgument(format!("address {addr:#x} is unknown")))
+    }
+
+    fn all_reduce_item(src: u64, dst: u64, count: u64) -> WorkItem {
+        WorkItem::collective(CollFunction::AllReduce, DataType::F32, RedOpKind::Sum, 0, src, dst, count, 0)
+    }
+
     #[test]
     fn buffers_on_another_device_are_refused() {
-        // Device 0 owns addresses below 1000, device 1 the others; 5 is host memory;
-        // addresses that are multiples of 32 are mapped for the peers.
-        let owner = |addr: u64| {
-            let device = if addr == 5 { None } else { Some(usize::from(addr >= 1000)) };
-            Ok(BufferInfo { device, peer_mapped: device.is_some() && addr.is_multiple_of(32) })
-        };
-        let item = |src, dst| WorkItem::collective(CollFunction::AllReduce, device_rt::dtype::DataType::F32, RedOpKind::Sum, 0, src, dst, 4, 0);
-        assert!(on_device(&item(16, 32), 0, owner).unwrap(), "the output's mapping is what counts");
-        assert!(!on_device(&item(32, 16), 0, owner).unwrap(), "not the input's");
-        assert!(on_device(&item(64, 64), 0, owner).unwrap(), "in place");
-        assert!(!on_device(&item(5, 0), 1, owner).unwrap(), "host memory and absent buffers pass");
-        assert!(matches!(on_device(&item(1016, 32), 0, owner), Err(Error::WrongDevice { buffer: 1, rank: 0 })));
-        assert!(matches!(on_device(&item(16, 1032), 0, owner), Err(Error::WrongDevice { buffer: 1, rank: 0 })));
-        assert!(matches!(on_device(&item(16, 32), 1, owner), Err(Error::WrongDevice { buffer: 0, rank: 1 })));
-        assert!(matches!(on_device(&item(1016, 1016), 0, owner), Err(Error::WrongDevice { buffer: 1, rank: 0 })), "in place, refused");
+        let item = |src, dst| all_reduce_item(src, dst, 4);
+        assert!(check_buffers(&item(0x100, 0x200), 2, 0, fake_info).unwrap(), "the output's mapping is what counts");
+        assert!(!check_buffers(&item(0x200, 0x100), 2, 0, fake_info).unwrap(), "not the input's");
+        assert!(check_buffers(&item(0x240, 0x240), 2, 0, fake_info).unwrap(), "in place");
+        assert!(!check_buffers(&item(0x5000, 0), 2, 1, fake_info).unwrap(), "host memory and absent buffers pass");
+        assert!(matches!(check_buffers(&item(0x1010, 0x200), 2, 0, fake_info), Err(Error::WrongDevice { buffer: 1, rank: 0 })));
+        assert!(matches!(check_buffers(&item(0x100, 0x1020), 2, 0, fake_info), Err(Error::WrongDevice { buffer: 1, rank: 0 })));
+        assert!(matches!(check_buffers(&item(0x100, 0x200), 2, 1, fake_info), Err(Error::WrongDevice { buffer: 0, rank: 1 })));
+        assert!(matches!(check_buffers(&item(0x1010, 0x1010), 2, 0, fake_info), Err(Error::WrongDevice { buffer: 1, rank: 0 })), "in place, refused");
+        assert!(check_buffers(&item(0x9000, 0x200), 2, 0, fake_info).is_err(), "an address the driver does not know");
         let asked = std::cell::Cell::new(0);
         let counting = |addr: u64| {
             asked.set(asked.get() + 1);
-            owner(addr)
+            fake_info(addr)
         };
-        assert!(on_device(&item(16, 16), 0, counting).is_ok());
+        assert!(check_buffers(&item(0x210, 0x210), 2, 0, counting).is_ok());
         assert_eq!(asked.get(), 1, "an in-place buffer is asked about once");
+    }
+
+    /// A collective's buffers must hold every byte it reads or writes in one allocation:
+    /// an input or an output that runs past its allocation's end (into the next
+    /// allocation, or into no memory) is refused before anything is enqueued, whatever
+    /// the function makes of the count.
+    #[test]
+    fn buffers_that_run_past_their_allocation_are_refused() {
+        let refused = |item: WorkItem, nranks, what: &str| match check_buffers(&item, nranks, 0, fake_info) {
+            Err(Error::InvalidArgument(why)) => assert!(why.starts_with(what), "{why}"),
+            other => panic!("{item:?}: {other:?}"),
+        };
+        assert!(check_buffers(&all_reduce_item(0x100, 0x200, 64), 2, 0, fake_info).is_ok(), "both allocations exactly");
+        refused(all_reduce_item(0x100, 0x200, 65), 2, "the input");
+        refused(all_reduce_item(0x5000, 0x1f4, 4), 2, "the output");
+        assert!(check_buffers(&all_reduce_item(0x5000, 0x1f0, 4), 2, 0, fake_info).is_ok(), "the output's last bytes");
+        let gather = WorkItem::collective(CollFunction::AllGather, DataType::F32, RedOpKind::Sum, 0, 0x100, 0x200, 16, 0);
+        assert!(check_buffers(&gather, 4, 0, fake_info).is_ok(), "4 ranks' blocks fill the output");
+        refused(gather, 5, "the output");
+        let scatter = WorkItem::collective(CollFunction::ReduceScatter, DataType::F32, RedOpKind::Sum, 0, 0x200, 0x100, 16, 0);
+        refused(scatter, 5, "the input");
+        let in_place = in_place_item(CollFunction::ReduceScatter, DataType::F32, RedOpKind::Sum, 0, 0x200, 16, 3);
+        let asked = std::cell::Cell::new(0);
+        let counting = |addr: u64| {
+            asked.set(asked.get() + 1);
+            fake_info(addr)
+        };
+        assert!(check_buffers(&in_place, 4, 0, counting).unwrap(), "block 3 of 4, the allocation's last");
+        assert_eq!(asked.get(), 1, "an in-place block is asked about with its buffer");
+        refused(in_place_item(CollFunction::ReduceScatter, DataType::F32, RedOpKind::Sum, 0, 0x220, 16, 3), 4, "the input");
+        let send_recv = |sent, received| WorkItem::collective(CollFunction::SendRecv, DataType::F32, RedOpKind::Sum, received, 0x100, 0x200, sent, 1 | 1 << 32);
+        assert!(check_buffers(&send_recv(64, 64), 2, 0, fake_info).is_ok());
+        refused(send_recv(64, 65), 2, "the output");
+        let huge = all_reduce_item(0x100, 0x200, u64::MAX / 2);
+        assert!(matches!(check_buffers(&huge, 2, 0, fake_info), Err(Error::BadWorkItem { reason: BadItem::CountOverflow, seq: 0 })), "bytes that overflow");
     }
 
     #[test]

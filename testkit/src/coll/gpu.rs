@@ -201,7 +201,10 @@ impl RankGroup for GpuGroup {
     }
 
     fn enqueue(&mut self, rank: u32, item: WorkItem) -> Result<Ticket> {
-        self.comms[rank as usize].enqueue(item)
+        // SAFETY: the item's addresses lie in the rank's buffers (its arena, allocated
+        // until the group drops, after the communicators), as `RankGroup::enqueue`'s
+        // contract has it.
+        unsafe { self.comms[rank as usize].enqueue(item) }
     }
 
     fn channel_stats(&mut self, rank: u32) -> Result<Option<Vec<ChannelStats>>> {
@@ -216,7 +219,8 @@ impl RankGroup for GpuGroup {
         match self.path {
             SubmitPath::Direct => Ok(Submitted::Queue(self.enqueue(rank, item)?)),
             SubmitPath::Stream => {
-                self.comms[rank as usize].enqueue_on_stream(item)?;
+                // SAFETY: as in `enqueue`.
+                unsafe { self.comms[rank as usize].enqueue_on_stream(item) }?;
                 Ok(Submitted::Stream)
             }
         }
@@ -240,7 +244,9 @@ impl RankGroup for GpuGroup {
         let comm = &self.comms[rank as usize];
         let stream = comm.stream();
         stream.begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED).map_err(Error::cuda("cuStreamBeginCapture"))?;
-        let submitted = items.iter().try_for_each(|&item| comm.enqueue_on_stream(item));
+        // SAFETY: as in `enqueue`: the arena outlives the graphs (`drop_graphs`, then the
+        // group's drop).
+        let submitted = items.iter().try_for_each(|&item| unsafe { comm.enqueue_on_stream(item) });
         let ended = stream.end_capture(sys::CUgraphInstantiate_flags(0)).map_err(Error::cuda("cuStreamEndCapture"));
         submitted?;
         let graph = ended?.ok_or(Error::InvalidState("the capture produced no graph"))?;

@@ -96,6 +96,13 @@ pub trait RankGroup {
 
     /// Rank `rank`'s channels' statistics, when the communicator keeps them (`None`
     /// otherwise). Read between operations: every completed item's counts are in.
+    ///
+    /// The items this and [`RankGroup::submit`] and [`RankGroup::capture`] take name raw
+    /// addresses, which the communicator checks but cannot vouch for. The contract of this
+    /// test tool (the type system does not check it): every address an item carries lies,
+    /// whole extent, in a buffer of rank `rank` from [`RankGroup::alloc`] that is not
+    /// released before the item has completed (a captured item: before every replay of
+    /// its graph has), or the item is one the checks refuse (a test of the refusal).
     fn channel_stats(&mut self, rank: u32) -> Result<Option<Vec<ChannelStats>>>;
 
     /// Validates `item` and hands it to rank `rank` through the group's path.

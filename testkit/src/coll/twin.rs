@@ -616,7 +616,10 @@ impl RankGroup for TwinGroup {
         let staging = Staging { channels: self.resident.min(self.shape.staging().channels), ..self.shape.staging() };
         check_algorithm(&item, staging, self.shape.algorithm)?;
         let item = self.as_handed_over(rank, item);
-        self.ranks[rank as usize].queue.enqueue(item, Duration::from_secs(60))
+        // SAFETY: the item's addresses lie in the rank's buffers (process memory the twin's
+        // loops may use), not released before it has completed, as `RankGroup::enqueue`'s
+        // contract has it.
+        unsafe { self.ranks[rank as usize].queue.enqueue(item, Duration::from_secs(60)) }
     }
 
     fn submit(&mut self, rank: u32, item: WorkItem) -> Result<Submitted> {

@@ -30,11 +30,16 @@ pub(super) fn work_loop_ordering(fx: &Fixture) -> Outcome {
     let mut lp = host_shim::work::WorkLoop::launch(&fx.ctx, &fx.module, loop_config(4, 16, LOOP_WAIT))?;
     let mut last = None;
     for _ in 0..ROUNDS {
-        lp.enqueue(WorkItem::sum(DataType::U32, pa, p1, pb, N as u64), LOOP_WAIT)?;
-        lp.enqueue(WorkItem::barrier(), LOOP_WAIT)?;
-        lp.enqueue(WorkItem::copy(DataType::U32, pb + 4 * SHIFT as u64, pa, (N - SHIFT) as u64), LOOP_WAIT)?;
-        lp.enqueue(WorkItem::barrier(), LOOP_WAIT)?;
-        last = Some(lp.enqueue(WorkItem::call(DeviceFunction::Increment, pc, 0), LOOP_WAIT)?);
+        // SAFETY: the items name `a`, `b`, `ones` (N words each, the copy's range inside
+        // them) and `counter`, device memory of the loop's device that only the loop uses
+        // until it is shut down below, before they are dropped; barriers name nothing.
+        unsafe {
+            lp.enqueue(WorkItem::sum(DataType::U32, pa, p1, pb, N as u64), LOOP_WAIT)?;
+            lp.enqueue(WorkItem::barrier(), LOOP_WAIT)?;
+            lp.enqueue(WorkItem::copy(DataType::U32, pb + 4 * SHIFT as u64, pa, (N - SHIFT) as u64), LOOP_WAIT)?;
+            lp.enqueue(WorkItem::barrier(), LOOP_WAIT)?;
+            last = Some(lp.enqueue(WorkItem::call(DeviceFunction::Increment, pc, 0), LOOP_WAIT)?);
+        }
     }
     if let Some(t) = last {
         lp.wait(t, LOOP_WAIT)?;
@@ -59,15 +64,20 @@ pub(super) fn work_loop_backpressure(fx: &Fixture) -> Outcome {
     fx.finish("uploads")?;
     let pc = device_ptr(fx, &counter);
     let mut lp = host_shim::work::WorkLoop::launch(&fx.ctx, &fx.module, loop_config(2, 4, LOOP_WAIT))?;
-    lp.enqueue(WorkItem::call(DeviceFunction::WaitAtLeast, flag.device_ptr(), 1), LOOP_WAIT)?;
+    // SAFETY: `flag` (host-mapped, set by this thread) and `counter` (device memory of the
+    // loop's device) outlive the loop, which is shut down below.
+    unsafe { lp.enqueue(WorkItem::call(DeviceFunction::WaitAtLeast, flag.device_ptr(), 1), LOOP_WAIT) }?;
     for _ in 0..3 {
-        lp.enqueue(WorkItem::call(DeviceFunction::Increment, pc, 0), LOOP_WAIT)?;
+        // SAFETY: as above.
+        unsafe { lp.enqueue(WorkItem::call(DeviceFunction::Increment, pc, 0), LOOP_WAIT) }?;
     }
-    let blocked = lp.enqueue(WorkItem::call(DeviceFunction::Increment, pc, 0), Duration::from_millis(100));
+    // SAFETY: as above.
+    let blocked = unsafe { lp.enqueue(WorkItem::call(DeviceFunction::Increment, pc, 0), Duration::from_millis(100)) };
     ensure(matches!(blocked, Err(Error::Timeout { .. })), || format!("a full queue accepted an item: {blocked:?}"))?;
     ensure_eq_slices("increments while blocked", &fx.download(&counter)?, &[0u64])?;
     flag.write(0, 1);
-    let t = lp.enqueue(WorkItem::call(DeviceFunction::Increment, pc, 0), LOOP_WAIT)?;
+    // SAFETY: as above.
+    let t = unsafe { lp.enqueue(WorkItem::call(DeviceFunction::Increment, pc, 0), LOOP_WAIT) }?;
     lp.wait(t, LOOP_WAIT)?;
     lp.shutdown(LOOP_WAIT)?;
     ensure_eq_slices("increments", &fx.download(&counter)?, &[4u64])
@@ -84,7 +94,8 @@ use device_rt::work::{BadItem, DeviceFunction, WorkItem};
     let launch = |budget| host_shim::work::WorkLoop::launch(&fx.ctx, &fx.module, loop_config(2, 8, budget));
 
     let mut lp = launch(LOOP_WAIT)?;
-    let refused = lp.enqueue(WorkItem { kind: 99, ..WorkItem::noop() }, LOOP_WAIT);
+    // SAFETY: an item of an unknown kind is refused before it is enqueued.
+    let refused = unsafe { lp.enqueue(WorkItem { kind: 99, ..WorkItem::noop() }, LOOP_WAIT) };
     ensure(matches!(refused, Err(Error::BadWorkItem { reason: BadItem::UnknownKind, seq: 0 })), || format!("host refusal: {refused:?}"))?;
     // SAFETY: the loop is fresh (its ring is empty) and the item's only address is null,
     // which the device refuses before any use.
@@ -94,7 +105,9 @@ use device_rt::work::{BadItem, DeviceFunction, WorkItem};
     lp.shutdown(LOOP_WAIT).or_else(|e| if matches!(e, Error::BadWorkItem { .. }) { Ok(()) } else { Err(e) })?;
 
     let mut lp = launch(Duration::from_secs(3600))?;
-    let t = lp.enqueue(wait_forever, LOOP_WAIT)?;
+    // SAFETY: `flag`, host-mapped memory of the fixture's context, was made before the
+    // loops and is dropped after them; nothing writes it.
+    let t = unsafe { lp.enqueue(wait_forever, LOOP_WAIT) }?;
     let abort = lp.abort_handle();
     let aborter = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(50));
@@ -106,13 +119,17 @@ use device_rt::work::{BadItem, DeviceFunction, WorkItem};
     stream::wait(&lp_stream(&lp), LOOP_WAIT, "the aborted loop")?;
 
     let mut lp = launch(Duration::from_millis(200))?;
-    let t = lp.enqueue(wait_forever, LOOP_WAIT)?;
+    // SAFETY: as above.
+    let t = unsafe { lp.enqueue(wait_forever, LOOP_WAIT) }?;
     let timed_out = lp.wait(t, LOOP_WAIT);
     ensure(matches!(timed_out, Err(Error::DeviceTimeout { site: Some(WaitSite::Flag), seq: 1 })), || format!("budget: {timed_out:?}"))?;
 
     let mut lp = launch(LOOP_WAIT)?;
-    lp.enqueue(wait_forever, LOOP_WAIT)?;
-    lp.enqueue(WorkItem::noop(), LOOP_WAIT)?;
+    // SAFETY: as above; a no-op carries no address.
+    unsafe {
+        lp.enqueue(wait_forever, LOOP_WAIT)?;
+        lp.enqueue(WorkItem::noop(), LOOP_WAIT)?;
+    }
     let incomplete = lp.shutdown(Duration::from_millis(200));
     ensure(matches!(incomplete, Err(Error::ShutdownIncomplete { outstanding: 3 })), || format!("shutdown: {incomplete:?}"))
 }
@@ -142,7 +159,9 @@ pub(super) fn work_loop_stream_graph(fx: &Fixture) -> Outcome {
     // may be inside a capture), replay the graph REPLAYS times.
     user.begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED).map_err(Error::cuda("cuStreamBeginCapture"))?;
     for _ in 0..ITEMS {
-        lp.enqueue_on_stream(&user, WorkItem::call(DeviceFunction::Increment, pc, 0))?;
+        // SAFETY: `counter`, device memory of the loop's device, outlives every replay
+        // (the stream is waited for below) and only the loop writes it meanwhile.
+        unsafe { lp.enqueue_on_stream(&user, WorkItem::call(DeviceFunction::Increment, pc, 0)) }?;
     }
     let graph = user
         .end_capture(sys::CUgraphInstantiate_flags(0))
@@ -155,11 +174,14 @@ pub(super) fn work_loop_stream_graph(fx: &Fixture) -> Outcome {
     // Ordering: a memset on the user stream, then the loop copies, then a copy back.
     // SAFETY: `ps` is the start of `src`, N u32 words, alive until the stream has run.
     unsafe { sys::cuMemsetD32Async(ps, 0xC0FFEE, N, user.cu_stream()) }.result().map_err(Error::cuda("cuMemsetD32Async"))?;
-    lp.enqueue_on_stream(&user, WorkItem::copy(DataType::U32, ps, pd, N as u64))?;
+    // SAFETY: `src` and `dst` hold N words each, device memory of the loop's device used on
+    // `user` alone, and outlive the stream's run of the call (the copy back waits for it).
+    unsafe { lp.enqueue_on_stream(&user, WorkItem::copy(DataType::U32, ps, pd, N as u64)) }?;
     let got = user.clone_dtoh(&dst).map_err(Error::cuda("cuMemcpyDtoH"))?;
     ensure(got.iter().all(|&v| v == 0xC0FFEE), || "the loop's copy did not see the memset queued before it".into())?;
     let other = fx.ctx.new_stream().map_err(Error::cuda("cuStreamCreate"))?;
-    let refused = lp.enqueue_on_stream(&other, WorkItem::noop());
+    // SAFETY: a no-op carries no address.
+    let refused = unsafe { lp.enqueue_on_stream(&other, WorkItem::noop()) };
     ensure(matches!(refused, Err(Error::StreamInUse)), || format!("a second stream was not refused as in use: {refused:?}"))?;
     let count = user.clone_dtoh(&counter).map_err(Error::cuda("cuMemcpyDtoH"))?;
     ensure_eq_slices("increments after replays", &count, &[ITEMS * REPLAYS])?;
@@ -211,7 +233,10 @@ pub(super) fn work_loop_stream_ring_route(fx: &Fixture) -> Outcome {
             unsafe { sys::cuStreamWaitValue32_v2(user.cu_stream(), gate.device_ptr(), round, geq) }.result().map_err(Error::cuda("cuStreamWaitValue32"))?;
         }
         let before = lp.ring_routed();
-        lp.enqueue_on_stream(&user, WorkItem::copy(DataType::U32, ps, pd, N as u64))?;
+        // SAFETY: `src` and `dst` hold N words each, device memory of the loop's device
+        // used on `user` alone, and outlive the stream's run of the call (the copy back
+        // waits for it).
+        unsafe { lp.enqueue_on_stream(&user, WorkItem::copy(DataType::U32, ps, pd, N as u64)) }?;
         let routed = lp.ring_routed() - before;
         if round % 4 == 3 {
             // Ordering: a volatile store to host-mapped memory, which the stream's wait
@@ -230,7 +255,8 @@ pub(super) fn work_loop_stream_ring_route(fx: &Fixture) -> Outcome {
     const BURST: u64 = 100;
     let before = lp.ring_routed();
     for _ in 0..BURST {
-        lp.enqueue_on_stream(&user, WorkItem::noop())?;
+        // SAFETY: a no-op carries no address.
+        unsafe { lp.enqueue_on_stream(&user, WorkItem::noop()) }?;
     }
     stream::wait(&user, LOOP_WAIT, "a burst of no-ops")?;
     let burst_routed = lp.ring_routed() - before;
@@ -243,7 +269,9 @@ pub(super) fn work_loop_stream_ring_route(fx: &Fixture) -> Outcome {
     let wait_forever = WorkItem::call(DeviceFunction::WaitAtLeast, flag.device_ptr(), 1);
     for budget in [Duration::from_secs(3600), Duration::from_millis(200)] {
         let lp = host_shim::work::WorkLoop::launch(&fx.ctx, &fx.module, loop_config(1, 64, budget))?;
-        lp.enqueue_on_stream(&user, wait_forever)?;
+        // SAFETY: `flag`, host-mapped memory of the fixture's context, was made before the
+        // loops and is dropped after them; nothing writes it.
+        unsafe { lp.enqueue_on_stream(&user, wait_forever) }?;
         ensure(lp.ring_routed() == 1, || "the stuck item did not take the ring route".into())?;
         // SAFETY: `pd` is the start of `dst`, N u32 words, alive until the stream has run.
         unsafe { sys::cuMemsetD32Async(pd, 7, N, user.cu_stream()) }.result().map_err(Error::cuda("cuMemsetD32Async"))?;
@@ -289,7 +317,9 @@ pub(super) fn work_loop_eight_ranks(fx: &Fixture) -> Outcome {
         tickets.clear();
         for (lp, buf) in loops.iter_mut().zip(&bufs) {
             let p = device_ptr(fx, buf);
-            tickets.push(lp.enqueue(WorkItem::sum(DataType::U32, p, device_ptr(fx, &ones), p, N as u64), LOOP_WAIT)?);
+            // SAFETY: `buf` and `ones` hold N words each, device memory of the loops' device
+            // that outlives their shutdown below; each loop writes its own `buf` alone.
+            tickets.push(unsafe { lp.enqueue(WorkItem::sum(DataType::U32, p, device_ptr(fx, &ones), p, N as u64), LOOP_WAIT) }?);
         }
     }
     for (lp, t) in loops.iter().zip(&tickets) {
@@ -528,7 +558,9 @@ pub(super) fn comm_on_heap_zero_copy(fx: &Fixture) -> Outcome {
     for (rank, comm) in comms.iter().enumerate() {
         let input = if rank == 0 { src[0] } else { outside.device_ptr(comm.stream()).0 };
         let item = WorkItem::collective(CollFunction::AllReduce, DataType::F32, RedOpKind::Sum, 0, input, strays[rank].device_ptr(comm.stream()).0, big as u64, 0);
-        comm.enqueue_on_stream(item)?;
+        // SAFETY: every buffer holds `big` floats (rank 0's input: the heap allocation of
+        // that call) and outlives the communicators, which are shut down below.
+        unsafe { comm.enqueue_on_stream(item) }?;
     }
     for s in &streams {
         stream::wait(s, LOOP_WAIT, "the disagreeing all-reduce")?;
