@@ -5,10 +5,11 @@
 
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use cudarc::driver::{CudaContext, CudaFunction, CudaStream, LaunchConfig, PushKernelArg, result, sys};
+use cudarc::driver::{CudaContext, CudaEvent, CudaFunction, CudaStream, LaunchConfig, PushKernelArg, result, sys};
 use zerocopy::IntoBytes;
 use device_rt::abi::MAX_CHANNELS;
 use device_rt::work::{ChannelPlacement, LOOP_SMEM_BYTES, LoopState, MAX_SMS, QueueHeader, RingSlot, WorkItem, WorkKind};
@@ -326,13 +327,75 @@ struct LoopMemory {
     adopted: Vec<DeviceAlloc>,
 }
 
+/// The streams other than its own that a loop's memory was handed to: every
+/// stream-ordered call leaves work on the caller's stream (a call kernel, or a stream wait
+/// on `stream_done`) that reads the loop's state, header and communicator. Shared by the
+/// loop and its [`SharedHeader`], so that both frees wait for that work.
+#[derive(Default)]
+struct StreamUse {
+    /// Per stream (by handle), an event recorded after the last call's work on it.
+    marks: Mutex<Vec<(usize, Arc<CudaEvent>)>>,
+    /// A call's work went where no event tracks it: captured in a CUDA graph (whose
+    /// replays may run at any time, after the loop too), or on a stream where recording the
+    /// event failed. The memory is then never freed.
+    untracked: AtomicBool,
+}
+
+impl StreamUse {
+    /// Records that the work queued on `stream` so far may read the loop's memory: one
+    /// `cuEventRecord` of the stream's event (made at its first call). Where that fails,
+    /// the memory is kept for good instead ([`StreamUse::untracked`]); never an error (the
+    /// call's work is queued already).
+    fn mark(&self, stream: &CudaStream) {
+        let key = stream.cu_stream() as usize;
+        let mut marks = self.marks.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let event = match marks.iter().find(|(k, _)| *k == key) {
+            Some((_, event)) => Ok(event.clone()),
+            None => stream.context().new_event(None).map(Arc::new).inspect(|event| marks.push((key, event.clone()))),
+        };
+        if let Err(e) = event.and_then(|event| event.record(stream)) {
+            log::warn!("work loop: no event tracks a stream-ordered call ({e}): the loop's memory is kept until the process exits");
+            self.untracked.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// A call's work went into a CUDA graph capture: the memory is kept for good.
+    fn captured(&self) {
+        self.untracked.store(true, Ordering::Relaxed);
+    }
+
+    /// The events a free must wait for, or `None` where the memory must be kept for good.
+    fn marks(&self) -> Option<Vec<Arc<CudaEvent>>> {
+        if self.untracked.load(Ordering::Relaxed) {
+            return None;
+        }
+        let marks = self.marks.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        Some(marks.iter().map(|(_, event)| event.clone()).collect())
+    }
+}
+
+/// Hands `memory`, which the loop kernel on `stream` (of context `ctx`) and the work the
+/// loop's stream-ordered calls left on other streams (`uses`) read, to the deferred frees.
+/// Never blocks.
+fn free_after(ctx: usize, stream: Arc<CudaStream>, uses: &StreamUse, memory: Box<dyn Send>) {
+    match uses.marks() {
+        Some(marks) => hand_over(FreeEvent::Park(Parked { ctx, kernel: stream, marks, memory })),
+        None => {
+            log::warn!("work loop: calls of a dropped loop were captured in a CUDA graph (or went untracked); its memory is kept until the process exits, since a replay may still read it");
+            std::mem::forget(memory);
+        }
+    }
+}
+
 /// A loop's queue header, shared by the loop's queue and every abort handle (which may
 /// outlive the loop): whichever drops last defers the memory's free
-/// ([`DeferredFrees`]) until the loop's kernel has ended.
+/// ([`DeferredFrees`]) until the loop's kernel, and the work its calls left on other
+/// streams, have ended.
 struct SharedHeader {
     header: Option<HostMapped<u64>>,
     ctx: usize,
     stream: Arc<CudaStream>,
+    uses: Arc<StreamUse>,
 }
 
 // SAFETY: shared owners never touch the memory through this value; the queue and the
@@ -340,85 +403,197 @@ struct SharedHeader {
 unsafe impl Sync for SharedHeader {}
 
 impl Drop for SharedHeader {
-    /// Never blocks: defers the memory's free ([`defer_free`]).
+    /// Never blocks: defers the memory's free ([`free_after`]).
     fn drop(&mut self) {
         if let Some(header) = self.header.take() {
-            defer_free(self.ctx, self.stream.clone(), Box::new(header));
+            free_after(self.ctx, self.stream.clone(), &self.uses, Box::new(header));
         }
     }
 }
 
-/// The stream a loop kernel runs on, as [`DeferredFrees`] sees it.
-trait KernelStream {
-    /// True once everything queued on the stream (the loop kernel) has ended; never
-    /// blocks.
-    fn ended(&self) -> bool;
+/// Work that memory waits for before it is freed, as [`DeferredFrees`] sees it.
+trait Passed {
+    /// True once the work has ended; never blocks.
+    fn passed(&self) -> bool;
+}
+
+/// The stream a loop kernel runs on, as [`DeferredFrees`] sees it: passed once everything
+/// queued on it (the loop kernel) has ended.
+trait KernelStream: Passed {
     /// True for the same stream.
     fn same(&self, other: &Self) -> bool;
 }
 
-impl KernelStream for Arc<CudaStream> {
-    fn ended(&self) -> bool {
+impl Passed for Arc<CudaStream> {
+    fn passed(&self) -> bool {
         // SAFETY: a live stream (the Arc holds it); the query never blocks.
         let status = unsafe { sys::cuStreamQuery(self.cu_stream()) };
         status == sys::cudaError_enum::CUDA_SUCCESS
     }
+}
 
+impl KernelStream for Arc<CudaStream> {
     fn same(&self, other: &Self) -> bool {
         Arc::ptr_eq(self, other)
     }
 }
 
+impl Passed for Arc<CudaEvent> {
+    /// `cuEventQuery`: the work before the event's last record has completed.
+    fn passed(&self) -> bool {
+        self.is_complete()
+    }
+}
+
+/// Memory parked until it can be freed without waiting.
+struct Parked<S, M> {
+    /// The context (its handle).
+    ctx: usize,
+    /// The stream of the loop kernel that used the memory.
+    kernel: S,
+    /// Per other stream that received work using the memory, a mark after that work.
+    marks: Vec<M>,
+    memory: Box<dyn Send>,
+}
+
+/// What a drop hands to the deferred frees.
+enum FreeEvent<S, M> {
+    /// Memory to free once it can be.
+    Park(Parked<S, M>),
+    /// A started loop (context, kernel stream) was dropped.
+    Forget(usize, S),
+}
+
 /// Memory of dropped loops, kept until it can be freed without waiting: in CUDA, freeing
 /// memory may wait for every running kernel of the device, and a persistent loop only
-/// ends when asked to. Parked memory is freed once its own loop's kernel has ended and no
-/// started loop of its context still runs (a loop that sleeps has ended its kernel; it is
-/// launched again only under this list's lock, so never between a look and a free); every
-/// loop's `new`, `start`, `shutdown` and drop, and every deferred free, look (stream
-/// queries only).
-struct DeferredFrees<S> {
+/// ends when asked to. Parked memory is freed once its own loop's kernel has ended, every
+/// other stream that received work using it has passed that work (a mark after it has
+/// completed), and no started loop of its context still runs (a loop that sleeps has
+/// ended its kernel; it is launched again only under this list's lock, so never between a
+/// look and a free). A thread of its own, the reaper, looks while memory is parked (stream
+/// and event queries), so a dropped loop's memory goes back promptly, not at the next
+/// loop's call; where it could not be started, every loop's `new`, `start` and `shutdown`
+/// look instead.
+struct DeferredFrees<S, M> {
     /// Started, not yet dropped loops: their context and kernel stream.
     running: Vec<(usize, S)>,
-    /// Per parked allocation: the context, the stream of the loop kernel that used the
-    /// memory, the memory.
-    parked: Vec<(usize, S, Box<dyn Send>)>,
+    parked: Vec<Parked<S, M>>,
 }
 
-/// Parks `memory` that the loop kernel on `stream` (of context `ctx`) used, then frees
-/// what can be freed. Never blocks.
-fn defer_free(ctx: usize, stream: Arc<CudaStream>, memory: Box<dyn Send>) {
-    let mut frees = deferred_frees();
-    frees.parked.push((ctx, stream, memory));
-    frees.collect(ctx);
-}
+impl<S: KernelStream, M: Passed> DeferredFrees<S, M> {
+    fn apply(&mut self, event: FreeEvent<S, M>) {
+        match event {
+            FreeEvent::Park(parked) => self.parked.push(parked),
+            FreeEvent::Forget(ctx, stream) => self.running.retain(|(c, s)| !(*c == ctx && s.same(&stream))),
+        }
+    }
 
-impl<S: KernelStream> DeferredFrees<S> {
-    /// Frees the parked memory of context `ctx` whose kernel has ended, if no started loop
-    /// of the context still runs. Never blocks.
+    /// Frees the parked memory of context `ctx` whose kernel and marks have passed, if no
+    /// started loop of the context still runs. Never blocks (but in the frees).
     fn collect(&mut self, ctx: usize) {
-        if self.running.iter().any(|(c, s)| *c == ctx && !s.ended()) {
+        if self.running.iter().any(|(c, s)| *c == ctx && !s.passed()) {
             return;
         }
         let parked = std::mem::take(&mut self.parked);
-        for (c, stream, memory) in parked {
-            if c == ctx && stream.ended() {
-                drop(memory);
+        for p in parked {
+            if p.ctx == ctx && p.kernel.passed() && p.marks.iter().all(Passed::passed) {
+                drop(p.memory);
             } else {
-                self.parked.push((c, stream, memory));
+                self.parked.push(p);
             }
         }
     }
 
-    /// Forgets a started loop (dropped).
-    fn forget(&mut self, ctx: usize, stream: &S) {
-        self.running.retain(|(c, s)| !(*c == ctx && s.same(stream)));
+    /// [`DeferredFrees::collect`] for every context with parked memory; whether memory
+    /// is still parked.
+    fn collect_all(&mut self) -> bool {
+        let mut contexts: Vec<usize> = self.parked.iter().map(|p| p.ctx).collect();
+        contexts.sort_unstable();
+        contexts.dedup();
+        for ctx in contexts {
+            self.collect(ctx);
+        }
+        !self.parked.is_empty()
     }
 }
 
-static DEFERRED_FREES: Mutex<DeferredFrees<Arc<CudaStream>>> = Mutex::new(DeferredFrees { running: Vec::new(), parked: Vec::new() });
+type Frees = DeferredFrees<Arc<CudaStream>, Arc<CudaEvent>>;
 
-fn deferred_frees() -> std::sync::MutexGuard<'static, DeferredFrees<Arc<CudaStream>>> {
-    DEFERRED_FREES.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+static DEFERRED_FREES: Mutex<Frees> = Mutex::new(DeferredFrees { running: Vec::new(), parked: Vec::new() });
+
+/// What drops handed over since the deferred frees last looked. Held only to push or take
+/// (never across a CUDA call), so a drop that pushes never waits for a free; the reaper
+/// waits on [`HANDED_OVER`] with it.
+static INCOMING: Mutex<Vec<FreeEvent<Arc<CudaStream>, Arc<CudaEvent>>>> = Mutex::new(Vec::new());
+static HANDED_OVER: Condvar = Condvar::new();
+
+/// Hands `event` to the deferred frees and wakes the reaper. Never blocks (the lock is
+/// held only to push or take).
+fn hand_over(event: FreeEvent<Arc<CudaStream>, Arc<CudaEvent>>) {
+    INCOMING.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(event);
+    HANDED_OVER.notify_one();
+}
+
+/// The deferred frees, with whatever drops handed over applied.
+fn deferred_frees() -> std::sync::MutexGuard<'static, Frees> {
+    let mut frees = DEFERRED_FREES.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let incoming = std::mem::take(&mut *INCOMING.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
+    for event in incoming {
+        frees.apply(event);
+    }
+    frees
+}
+
+/// How often the reaper looks while memory is parked: from the first to the last, doubling
+/// while nothing new comes (a loop's kernel ends within microseconds of its abort; memory
+/// held back by another loop of the context that keeps running may wait long).
+const REAP_FIRST: Duration = Duration::from_micros(100);
+const REAP_LAST: Duration = Duration::from_millis(20);
+
+/// Whether the reaper runs ([`start_reaper`]).
+static REAPER_RUNS: AtomicBool = AtomicBool::new(false);
+
+/// Starts, once per process, the thread that frees parked memory as soon as it can be
+/// freed; without it (the thread could not be started) memory is freed at the next
+/// loop's `new`, `start` or `shutdown` ([`look_at_frees`]).
+fn start_reaper() {
+    static STARTED: std::sync::Once = std::sync::Once::new();
+    STARTED.call_once(|| match std::thread::Builder::new().name("ferroccl-frees".into()).spawn(reap) {
+        Ok(_) => REAPER_RUNS.store(true, Ordering::Relaxed),
+        Err(e) => log::warn!("work loop: no thread to free dropped loops' memory ({e}): it is freed at the next loop's start or shutdown"),
+    });
+}
+
+/// Frees what parked memory of context `ctx` can be freed, where no reaper does: a free
+/// may wait for whatever the device runs, so the calling thread frees only where it must.
+fn look_at_frees(ctx: usize) {
+    if !REAPER_RUNS.load(Ordering::Relaxed) {
+        deferred_frees().collect(ctx);
+    }
+}
+
+/// The reaper: waits for memory to be handed over, then looks at the parked memory (every
+/// `REAP_FIRST` to `REAP_LAST` while some is left) and frees what can be freed.
+fn reap() {
+    let mut parked_left = false;
+    let mut poll = REAP_FIRST;
+    loop {
+        {
+            let incoming = INCOMING.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            if incoming.is_empty() {
+                if parked_left {
+                    let (_incoming, waited) = HANDED_OVER.wait_timeout(incoming, poll).unwrap_or_else(std::sync::PoisonError::into_inner);
+                    poll = if waited.timed_out() { (poll * 2).min(REAP_LAST) } else { REAP_FIRST };
+                } else {
+                    let _incoming = HANDED_OVER.wait_while(incoming, |incoming| incoming.is_empty()).unwrap_or_else(std::sync::PoisonError::into_inner);
+                    poll = REAP_FIRST;
+                }
+            } else {
+                poll = REAP_FIRST;
+            }
+        }
+        parked_left = deferred_frees().collect_all();
+    }
 }
 
 /// One rank's work loop.
@@ -456,6 +631,9 @@ pub struct WorkLoop {
     /// Whether call kernels are launched to overlap the one before them
     /// ([`WorkLoop::allow_overlapping_call_kernels`]).
     overlap_call_kernels: bool,
+    /// The streams the stream-ordered calls left work on, which the memory's frees wait
+    /// for (shared with the header).
+    uses: Arc<StreamUse>,
 }
 
 /// Launches the call kernel `function` on `stream` with `cfg` and the parameters
@@ -657,14 +835,16 @@ impl WorkLoop {
 
     fn with_entry(ctx: &Arc<CudaContext>, module: &Module, cfg: LoopConfig, entry: &str) -> Result<Self> {
         cfg.validate()?;
-        deferred_frees().collect(ctx.cu_ctx() as usize);
+        start_reaper();
+        look_at_frees(ctx.cu_ctx() as usize);
         log::debug!("work loop: allocating its queue and state");
         let header = HostMapped::<u64>::zeroed(ctx, size_of::<QueueHeader>() / 8)?;
         let ring = HostMapped::<u64>::zeroed(ctx, cfg.capacity as usize * size_of::<RingSlot>() / 8)?;
         let state = DeviceAlloc::zeroed(ctx, size_of::<LoopState>())?;
         let stream = ctx.new_stream().map_err(Error::cuda("cuStreamCreate"))?;
         let header_ptr = header.host_ptr().cast();
-        let header = Arc::new(SharedHeader { header: Some(header), ctx: ctx.cu_ctx() as usize, stream: stream.clone() });
+        let uses = Arc::new(StreamUse::default());
+        let header = Arc::new(SharedHeader { header: Some(header), ctx: ctx.cu_ctx() as usize, stream: stream.clone(), uses: uses.clone() });
         // SAFETY: zeroed allocations of the right sizes; `header` (shared with the queue
         // and its abort handles) keeps the header alive, this value the ring.
         let queue = unsafe {
@@ -703,6 +883,7 @@ impl WorkLoop {
             last_return_ns: AtomicU64::new(0),
             comm: 0,
             overlap_call_kernels: cfg.call_channels == 0,
+            uses,
         })
     }
 
@@ -742,7 +923,7 @@ impl WorkLoop {
             return Err(Error::InvalidState("the work loop is already started"));
         }
         let Some(header) = &self.header.header else { return Err(Error::LoopClosed) };
-        deferred_frees().collect(self.ctx_key());
+        look_at_frees(self.ctx_key());
         let launch_loop = LoopLaunch {
             ctx: self.ctx.clone(),
             stream: self.stream.clone(),
@@ -852,9 +1033,11 @@ impl WorkLoop {
     /// first one used; others are refused ([`Error::StreamInUse`]). Calls on that stream
     /// from several threads at once are ordered as they reach the driver, except that a
     /// call that takes the ring route may run beside an operation another thread queued
-    /// between its look at the stream and its wait. Keep the loop (do not drop it) until
-    /// `stream` has run the call: the call kernel and the stream's wait read the loop's
-    /// memory, which a dropped loop frees once its own kernel has ended.
+    /// between its look at the stream and its wait. The call kernel and the stream's wait
+    /// read the loop's memory: after each call, one `cuEventRecord` on `stream` marks the
+    /// work, and a dropped loop's memory is freed only once every stream it served has
+    /// passed its mark (and the loop's own kernel has ended); a call captured in a CUDA
+    /// graph keeps the memory until the process exits (a replay may come at any time).
     ///
     /// ```compile_fail,E0133
     /// # fn f(lp: &host_shim::work::WorkLoop, stream: &cudarc::driver::CudaStream, item: device_rt::work::WorkItem) {
@@ -914,6 +1097,9 @@ impl WorkLoop {
         }
         params[head_len + 8] = (&raw mut budget_ns).cast();
         let params = &mut params[..head_len + 9];
+        if captured {
+            self.uses.captured();
+        }
         // SAFETY: `params` point to the arguments of the call kernel `WorkLoop::new` chose
         // for the call channels, in order and of their types: `ferroccl_call_kernel`
         // (state, header, communicator, resident channels, item, budget) or, without call
@@ -921,8 +1107,9 @@ impl WorkLoop {
         // channels): the loop's live state, header and communicator (whose connections
         // cover the resident and call channels: the communicator's shape counts both),
         // which stay allocated while the loop lives and, after a drop, until its kernel has
-        // ended (a deferred free); the caller keeps the loop until `stream` has run the
-        // call kernel (this method's doc). One stream submits (checked above), and its call
+        // ended and `stream` has passed this call kernel (the deferred free waits for the
+        // mark recorded below; a captured call's memory is never freed). One stream
+        // submits (checked above), and its call
         // kernels run one after another: a call kernel launched to overlap the one before
         // it waits for that one's end (`device_rt::work::after_previous_grid`) before it
         // touches the mailbox or a call channel, so one call kernel at a time writes the
@@ -932,6 +1119,9 @@ impl WorkLoop {
                 self.queue.retract_submit();
             }
         })?;
+        if !captured {
+            self.uses.mark(stream);
+        }
         self.last_return_ns.store(self.now_ns(), Ordering::Relaxed);
         Ok(())
     }
@@ -1009,15 +1199,16 @@ impl WorkLoop {
         self.ring_waits.fetch_add(1, Ordering::Relaxed);
         let geq = sys::CUstreamWaitValue_flags::CU_STREAM_WAIT_VALUE_GEQ as u32;
         // SAFETY: a live stream (the caller's); the word is `stream_done` in the loop's
-        // state, which lives while the loop does (the caller keeps the loop until the
-        // stream has run the call: `enqueue_on_stream`'s doc). The loop stores the low 32
-        // bits of its completions there, and the wait compares them cyclically with the
-        // ticket's.
+        // state, which lives while the loop does and, after a drop, until the stream has
+        // passed this wait (the deferred free waits for the mark recorded below). The loop
+        // stores the low 32 bits of its completions there, and the wait compares them
+        // cyclically with the ticket's.
         let waited = unsafe { sys::cuStreamWaitValue32_v2(stream.cu_stream(), state.ptr + STREAM_DONE_OFFSET, ticket.0 as u32, geq) };
         if let Err(e) = waited.result() {
             self.queue.wait(ticket, self.cfg.spin_budget)?;
             return Err(Error::Cuda { call: "cuStreamWaitValue32", source: e });
         }
+        self.uses.mark(stream);
         Ok(true)
     }
 
@@ -1088,7 +1279,7 @@ impl WorkLoop {
             self.abort();
         }
         crate::stream::wait(&self.stream, timeout, "the work loop kernel")?;
-        deferred_frees().collect(self.ctx_key());
+        look_at_frees(self.ctx_key());
         drained
     }
 
@@ -1100,27 +1291,26 @@ impl WorkLoop {
 
     /// True once the loop kernel has ended.
     pub(crate) fn kernel_done(&self) -> bool {
-        self.stream.ended()
+        self.stream.passed()
     }
 }
 
 impl Drop for WorkLoop {
-    /// Never blocks: aborts a loop still running, and defers its memory's free
-    /// until its kernel has ended and no loop of the context runs.
+    /// Never blocks: aborts a loop still running, and hands its memory to the deferred
+    /// frees, which free it (on their own thread, promptly) once its kernel has ended,
+    /// every stream its stream-ordered calls went to has passed their work, and no loop of
+    /// the context runs.
     fn drop(&mut self) {
         if self.started && !self.kernel_done() {
             self.abort();
             log::debug!("work loop dropped while running: aborted");
         }
         let key = self.ctx_key();
-        let mut frees = deferred_frees();
         if let Some(memory) = self.memory.take() {
-            frees.parked.push((key, self.stream.clone(), Box::new(memory)));
+            free_after(key, self.stream.clone(), &self.uses, Box::new(memory));
         }
-        frees.forget(key, &self.stream);
-        frees.collect(key);
-        // The header follows (after this lock is released) when the last abort handle
-        // drops its share.
+        hand_over(FreeEvent::Forget(key, self.stream.clone()));
+        // The header follows when the last abort handle drops its share.
     }
 }
 
@@ -1128,26 +1318,47 @@ impl Drop for WorkLoop {
 mod tests {
     use super::*;
 
+    use std::sync::atomic::Ordering::Relaxed;
+
+    fn flag() -> Arc<AtomicBool> {
+        Arc::new(AtomicBool::new(false))
+    }
+
     /// A stand-in kernel stream: its id and whether its kernel has ended.
-    struct FakeStream(u32, Arc<std::sync::atomic::AtomicBool>);
+    struct FakeStream(u32, Arc<AtomicBool>);
+
+    impl Passed for FakeStream {
+        fn passed(&self) -> bool {
+            self.1.load(Relaxed)
+        }
+    }
 
     impl KernelStream for FakeStream {
-        fn ended(&self) -> bool {
-            self.1.load(std::sync::atomic::Ordering::Relaxed)
-        }
-
         fn same(&self, other: &Self) -> bool {
             self.0 == other.0
         }
     }
 
+    /// A stand-in mark on a user's stream: whether the stream has passed it.
+    struct FakeMark(Arc<AtomicBool>);
+
+    impl Passed for FakeMark {
+        fn passed(&self) -> bool {
+            self.0.load(Relaxed)
+        }
+    }
+
     /// Memory that says when it is freed.
-    struct Tracked(Arc<std::sync::atomic::AtomicBool>);
+    struct Tracked(Arc<AtomicBool>);
 
     impl Drop for Tracked {
         fn drop(&mut self) {
-            self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+            self.0.store(true, Relaxed);
         }
+    }
+
+    fn park(ctx: usize, kernel: FakeStream, marks: Vec<FakeMark>, freed: &Arc<AtomicBool>) -> FreeEvent<FakeStream, FakeMark> {
+        FreeEvent::Park(Parked { ctx, kernel, marks, memory: Box::new(Tracked(freed.clone())) })
     }
 
     /// Parked allocations are freed as soon as their kernel has ended and no other loop of
@@ -1155,18 +1366,16 @@ mod tests {
     /// loop does not hold them back.
     #[test]
     fn parked_memory_is_freed_once_its_kernel_and_its_context_are_quiet() {
-        use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
-        let flag = || Arc::new(AtomicBool::new(false));
         let (a_ended, b_ended, other_ctx_ended) = (flag(), flag(), flag());
         let (a_freed, b_freed) = (flag(), flag());
-        let mut frees: DeferredFrees<FakeStream> = DeferredFrees { running: Vec::new(), parked: Vec::new() };
+        let mut frees: DeferredFrees<FakeStream, FakeMark> = DeferredFrees { running: Vec::new(), parked: Vec::new() };
         frees.running.push((1, FakeStream(1, a_ended.clone())));
         frees.running.push((1, FakeStream(2, b_ended.clone())));
         frees.running.push((2, FakeStream(3, other_ctx_ended.clone())));
         // Loop 1 is dropped while its kernel still runs.
-        frees.parked.push((1, FakeStream(1, a_ended.clone()), Box::new(Tracked(a_freed.clone()))));
-        frees.forget(1, &FakeStream(1, a_ended.clone()));
-        frees.collect(1);
+        frees.apply(park(1, FakeStream(1, a_ended.clone()), Vec::new(), &a_freed));
+        frees.apply(FreeEvent::Forget(1, FakeStream(1, a_ended.clone())));
+        assert!(frees.collect_all(), "still parked");
         assert!(!a_freed.load(Relaxed), "its kernel may still read it");
         a_ended.store(true, Relaxed);
         frees.collect(1);
@@ -1175,12 +1384,40 @@ mod tests {
         b_ended.store(true, Relaxed);
         frees.collect(1);
         assert!(a_freed.load(Relaxed), "freed at the next look once the context is quiet");
-        frees.parked.push((1, FakeStream(2, b_ended.clone()), Box::new(Tracked(b_freed.clone()))));
-        frees.forget(1, &FakeStream(2, b_ended.clone()));
-        frees.collect(1);
+        frees.apply(park(1, FakeStream(2, b_ended.clone()), Vec::new(), &b_freed));
+        frees.apply(FreeEvent::Forget(1, FakeStream(2, b_ended.clone())));
+        assert!(!frees.collect_all(), "nothing left parked");
         assert!(b_freed.load(Relaxed), "loop 3 runs in another context");
         assert_eq!(frees.running.len(), 1);
-        assert!(frees.parked.is_empty());
+    }
+
+    /// Memory whose stream-ordered calls left work on users' streams is freed only once
+    /// every such stream has passed its mark, whatever the loop's own kernel did: a stream
+    /// that received work and has not passed it keeps the memory alive.
+    #[test]
+    fn parked_memory_waits_for_every_stream_its_calls_went_to() {
+        let (kernel_ended, first_passed, second_passed, freed) = (flag(), flag(), flag(), flag());
+        let mut frees: DeferredFrees<FakeStream, FakeMark> = DeferredFrees { running: Vec::new(), parked: Vec::new() };
+        frees.running.push((7, FakeStream(1, kernel_ended.clone())));
+        frees.apply(park(7, FakeStream(1, kernel_ended.clone()), vec![FakeMark(first_passed.clone()), FakeMark(second_passed.clone())], &freed));
+        frees.apply(FreeEvent::Forget(7, FakeStream(1, kernel_ended.clone())));
+        kernel_ended.store(true, Relaxed);
+        assert!(frees.collect_all());
+        assert!(!freed.load(Relaxed), "the kernel has ended, but no user's stream has passed its call");
+        first_passed.store(true, Relaxed);
+        assert!(frees.collect_all());
+        assert!(!freed.load(Relaxed), "one stream has not passed its call yet");
+        second_passed.store(true, Relaxed);
+        assert!(!frees.collect_all());
+        assert!(freed.load(Relaxed), "every stream has passed: freed at the next look");
+        // The marks alone are not enough: the loop's own kernel as before.
+        let (running, passed, freed) = (flag(), Arc::new(AtomicBool::new(true)), flag());
+        frees.apply(park(8, FakeStream(2, running.clone()), vec![FakeMark(passed)], &freed));
+        assert!(frees.collect_all());
+        assert!(!freed.load(Relaxed), "the loop's kernel still runs");
+        running.store(true, Relaxed);
+        assert!(!frees.collect_all());
+        assert!(freed.load(Relaxed));
     }
 
     /// The ring route's stream wait (`cuStreamWaitValue32`) reads 32 bits at

@@ -132,6 +132,7 @@ pub const ALL: &[SelfTest] = &[
     SelfTest { name: "device_alloc_zeroed", run: work::device_alloc_zeroed },
     SelfTest { name: "buffer_info_says_what_peers_may_write", run: work::buffer_info_says_what_peers_may_write },
     SelfTest { name: "comm_on_heap_zero_copy", run: work::comm_on_heap_zero_copy },
+    SelfTest { name: "comm_drop_frees_memory_promptly", run: work::comm_drop_frees_memory_promptly },
 ];
 
 /// The result of one test.
