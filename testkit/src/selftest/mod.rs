@@ -133,6 +133,7 @@ pub const ALL: &[SelfTest] = &[
     SelfTest { name: "buffer_info_says_what_peers_may_write", run: work::buffer_info_says_what_peers_may_write },
     SelfTest { name: "comm_on_heap_zero_copy", run: work::comm_on_heap_zero_copy },
     SelfTest { name: "comm_drop_frees_memory_promptly", run: work::comm_drop_frees_memory_promptly },
+    SelfTest { name: "comm_refuses_buffers_past_their_allocation", run: work::comm_refuses_buffers_past_their_allocation },
 ];
 
 /// The result of one test.

@@ -722,3 +722,97 @@ pub(super) fn comm_drop_frees_memory_promptly(fx: &Fixture) -> Outcome {
     println!("  {} MiB back within {PROMPTLY:?} of each drop", staging >> 20);
     Ok(())
 }
+
+/// `len` floats at `ptr` in the device's memory, handed to the typed calls as a buffer
+/// (cudarc's `DevicePtr`, whose implementations say what they hold): a claim of more than
+/// the allocation holds is what the calls must refuse.
+struct Claimed<'s> {
+    ptr: u64,
+    len: usize,
+    stream: &'s Arc<CudaStream>,
+}
+
+impl cudarc::driver::DeviceSlice<f32> for Claimed<'_> {
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn stream(&self) -> &Arc<CudaStream> {
+        self.stream
+    }
+}
+
+impl cudarc::driver::DevicePtr<f32> for Claimed<'_> {
+    fn device_ptr<'a>(&'a self, _stream: &'a CudaStream) -> (u64, cudarc::driver::SyncOnDrop<'a>) {
+        (self.ptr, cudarc::driver::SyncOnDrop::Sync(None))
+    }
+}
+
+impl cudarc::driver::DevicePtrMut<f32> for Claimed<'_> {
+    fn device_ptr_mut<'a>(&'a mut self, _stream: &'a CudaStream) -> (u64, cudarc::driver::SyncOnDrop<'a>) {
+        (self.ptr, cudarc::driver::SyncOnDrop::Sync(None))
+    }
+}
+
+/// The typed calls check every buffer's whole extent against its allocation: an
+/// all-reduce whose input claims one float more than its `cuMemAlloc` allocation holds,
+/// or whose output starts one float into its allocation and claims all of it, is refused
+/// with an argument error, and nothing is enqueued (the stream stays idle, the loop
+/// healthy); buffers that fit run, with the right sums. A stream-ordered (pool)
+/// allocation, and host-mapped memory, are asked about the same way.
+pub(super) fn comm_refuses_buffers_past_their_allocation(fx: &Fixture) -> Outcome {
+    use host_shim::comm::{Comm, ReduceOp};
+    use host_shim::work::DeviceAlloc;
+    const N: usize = 1 << 19;
+    let streams = [fx.ctx.new_stream().map_err(Error::cuda("cuStreamCreate"))?, fx.ctx.new_stream().map_err(Error::cuda("cuStreamCreate"))?];
+    let sends = [DeviceAlloc::zeroed(&fx.ctx, 4 * N)?, DeviceAlloc::zeroed(&fx.ctx, 4 * N)?];
+    let recvs = [DeviceAlloc::zeroed(&fx.ctx, 4 * N)?, DeviceAlloc::zeroed(&fx.ctx, 4 * N)?];
+    for (rank, send) in sends.iter().enumerate() {
+        let values: Vec<u8> = (0..N).flat_map(|i| ((rank + 1) as f32 * (i % 7) as f32).to_le_bytes()).collect();
+        // SAFETY: no kernel uses the allocation yet; `values` fills it exactly.
+        unsafe { send.upload(0, &values) }?;
+    }
+    let pooled = streams[0].alloc_zeros::<f32>(N).map_err(Error::cuda("cuMemAlloc"))?;
+    let mapped = HostMapped::<f32>::zeroed(&fx.ctx, N)?;
+    stream::wait(&streams[0], LOOP_WAIT, "allocations")?;
+    let comms = Comm::from_devices(streams.to_vec())?;
+    let claim = |alloc: &DeviceAlloc, offset: u64, len: usize, rank: usize| Claimed { ptr: alloc.ptr() + offset, len, stream: &streams[rank] };
+    let refused = |what: &str, result: host_shim::Result<()>| -> Outcome {
+        match result {
+            Err(Error::InvalidArgument(why)) if why.starts_with(what) => {}
+            other => return Err(Failure(format!("{what} past its allocation: {other:?}"))),
+        }
+        ensure(stream::idle(&streams[0])?, || format!("{what} past its allocation: work was enqueued"))?;
+        ensure(comms[0].async_error().is_none(), || format!("{what} past its allocation: the loop stopped"))
+    };
+    refused("the input", comms[0].all_reduce(&claim(&sends[0], 0, N + 1, 0), &mut claim(&recvs[0], 0, N + 1, 0), ReduceOp::Sum))?;
+    refused("the output", comms[0].all_reduce(&claim(&sends[0], 0, N, 0), &mut claim(&recvs[0], 4, N, 0), ReduceOp::Sum))?;
+    let pooled_claim = Claimed { ptr: device_ptr(fx, &pooled), len: N + 1, stream: &streams[0] };
+    refused("the input", comms[0].all_reduce(&pooled_claim, &mut claim(&recvs[0], 0, N, 0), ReduceOp::Sum))
+        .or_else(|f| if fx.ctx.has_async_alloc() { Err(f) } else { Ok(()) })?;
+    let mapped_claim = Claimed { ptr: mapped.device_ptr(), len: N + 1, stream: &streams[0] };
+    refused("the input", comms[0].all_reduce(&mapped_claim, &mut claim(&recvs[0], 0, N, 0), ReduceOp::Sum))?;
+    for (rank, comm) in comms.iter().enumerate() {
+        comm.all_reduce(&claim(&sends[rank], 0, N, rank), &mut claim(&recvs[rank], 0, N, rank), ReduceOp::Sum)?;
+    }
+    for s in &streams {
+        stream::wait(s, LOOP_WAIT, "the all-reduces")?;
+    }
+    for (rank, comm) in comms.iter().enumerate() {
+        if let Some(e) = comm.async_error() {
+            return Err(Failure(format!("rank {rank}: {e}")));
+        }
+    }
+    let mut words = vec![0u64; N / 2];
+    for recv in &recvs {
+        // SAFETY: the all-reduces that wrote it have completed (their streams waited for).
+        unsafe { recv.download(&mut words) }?;
+        let got: Vec<f32> = words.iter().flat_map(|w| [f32::from_bits(*w as u32), f32::from_bits((*w >> 32) as u32)]).collect();
+        let want: Vec<f32> = (0..N).map(|i| 3.0 * (i % 7) as f32).collect();
+        ensure_eq_slices("the sums", &got, &want)?;
+    }
+    for mut comm in comms {
+        comm.shutdown(LOOP_WAIT)?;
+    }
+    Ok(())
+}
