@@ -171,14 +171,14 @@ fn send_and_receive(memory: Option<&WeakMemory>, link: &mut Link, n: usize) {
     }
 }
 
-/// A group gathering from two peers that never send: both waiting threads poll at once,
-/// the first to run out of its spin budget stops the group while the other still reads
-/// `stopped`, and every thread ends with the timeout at the data wait. Under
-/// ThreadSanitizer (`tests/tsan.sh`) this is the primitives' stop racing their polls:
-/// the word must be accessed atomically on the host twin.
+/// A group gathering from `PEERS` peers that never send: its waiting threads poll at once
+/// until their spin budget (20 ms) runs out, the first to stop the group writing `stopped`
+/// while the others still read it, and every thread ends with the timeout at the data
+/// wait, nothing stored. Under ThreadSanitizer (`tests/tsan.sh`) this is the primitives'
+/// stop racing their polls: the word must be accessed atomically on the host twin.
 #[test]
-fn receivers_whose_peers_never_send_stop_with_a_timeout() {
-    const PEERS: usize = 2;
+fn waits_whose_peers_never_send_stop_the_group_with_a_timeout() {
+    const PEERS: usize = 8;
     const N: i64 = 1000;
     let mut links: Vec<Box<Link>> = (0..PEERS).map(|_| Link::new()).collect();
     let recvs: Vec<usize> = links.iter_mut().map(|l| &raw mut l.recv as usize).collect();
