@@ -611,6 +611,11 @@ pub(super) fn buffer_info_says_what_peers_may_write(fx: &Fixture) -> Outcome {
     let mapped = HostMapped::<u64>::zeroed(&fx.ctx, 16)?;
     let host = buffer_info(mapped.device_ptr(), ctx, &[])?;
     ensure(host.device.is_none() && !host.peer_mapped, || format!("host-mapped memory: {host:?}"))?;
+    // The allocation each lies in (what the typed calls check buffers' extents against).
+    let holds = |allocation: (u64, u64), start: u64, bytes: u64| allocation.0 <= start && start + bytes <= allocation.0 + allocation.1;
+    ensure(holds(info.allocation, legacy.ptr(), 4096), || format!("cuMemAlloc memory of 4096 bytes at {:#x}: {info:?}", legacy.ptr()))?;
+    ensure(holds(alone.allocation, pooled_at, 4096), || format!("pool memory of 4096 bytes at {pooled_at:#x}: {alone:?}"))?;
+    ensure(holds(host.allocation, mapped.device_ptr(), 128), || format!("host-mapped memory of 128 bytes at {:#x}: {host:?}", mapped.device_ptr()))?;
     let devices = host_shim::device::list()?.len();
     if devices < 2 || !fx.ctx.has_async_alloc() {
         return Ok(());
