@@ -32,7 +32,7 @@ use std::any::Any;
 use std::cell::{Cell, RefCell};
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release, SeqCst};
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU16, AtomicU32, AtomicU64, fence};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU16, AtomicU32, AtomicU64, Ordering, fence};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -628,6 +628,33 @@ thread_local! {
 }
 
 // ---------------------------------------------------------------------------------------
+// The orderings of PTX's relaxed accesses, and ThreadSanitizer.
+// ---------------------------------------------------------------------------------------
+
+// PTX's relaxed, volatile and weak accesses of global memory are Rust's `Relaxed` atomics
+// here, ordered by Rust's fences as PTX orders them with `fence` (NCCL's fence + relaxed
+// flag store, volatile poll + fence). ThreadSanitizer does not model fences (a fence is
+// nothing to it), so under it (`tests/tsan.sh`) every data race published that way would
+// be reported: a host thread reading an output after a completion that a channel stored
+// behind `fence.acq_rel.sys`. Under ThreadSanitizer these accesses are therefore acquire
+// loads, release stores and acq_rel read-modify-writes: the same instructions on x86
+// (TSO: every load acquires, every store releases), and an order that ThreadSanitizer
+// follows. It then reports a plain access that nothing orders, not one that only a missing
+// fence leaves unordered: finding those is the weak-memory mode's job (`weak/`).
+
+/// The ordering of a relaxed, volatile or weak load of global memory: `Relaxed`
+/// (`Acquire` under ThreadSanitizer).
+pub(super) const RELAXED_LOAD: Ordering = if cfg!(sanitize = "thread") { Acquire } else { Relaxed };
+
+/// The ordering of a relaxed or weak store to global memory: `Relaxed` (`Release` under
+/// ThreadSanitizer).
+pub(super) const RELAXED_STORE: Ordering = if cfg!(sanitize = "thread") { Release } else { Relaxed };
+
+/// The ordering of a relaxed read-modify-write of global memory: `Relaxed` (`AcqRel` under
+/// ThreadSanitizer).
+const RELAXED_RMW: Ordering = if cfg!(sanitize = "thread") { AcqRel } else { Relaxed };
+
+// ---------------------------------------------------------------------------------------
 // The contract.
 // ---------------------------------------------------------------------------------------
 
@@ -643,7 +670,7 @@ macro_rules! sized_access {
                 return weak::load(p.addr(), size_of::<$t>(), Load::Relaxed) as $t;
             }
             // SAFETY: forwarded from the caller.
-            unsafe { <$atomic>::from_ptr(p) }.load(Relaxed)
+            unsafe { <$atomic>::from_ptr(p) }.load(RELAXED_LOAD)
         }
 
         #[inline]
@@ -653,7 +680,7 @@ macro_rules! sized_access {
                 return weak::store(p.addr(), size_of::<$t>(), u64::from(v), false);
             }
             // SAFETY: forwarded from the caller.
-            unsafe { <$atomic>::from_ptr(p) }.store(v, Relaxed)
+            unsafe { <$atomic>::from_ptr(p) }.store(v, RELAXED_STORE)
         }
     };
 }
@@ -681,7 +708,7 @@ unsafe fn load_v2(addr: u64, how: Load) -> [u64; 2] {
     if weak::active() {
         return [weak::load(p.addr(), 8, how), weak::load(p.addr() + 8, 8, how)];
     }
-    let ordering = if how == Load::Acquire { Acquire } else { Relaxed };
+    let ordering = if how == Load::Acquire { Acquire } else { RELAXED_LOAD };
     // SAFETY: forwarded from the caller; both halves are 8-byte aligned.
     unsafe { [AtomicU64::from_ptr(p).load(ordering), AtomicU64::from_ptr(p.add(1)).load(ordering)] }
 }
@@ -704,7 +731,7 @@ unsafe fn load_word<A: HostAtomic>(p: *const A::Word, how: Load) -> A::Word {
         return A::from_u64(weak::load(p.addr(), size_of::<A::Word>(), how));
     }
     // SAFETY: the caller's contract.
-    unsafe { A::load(p, if how == Load::Acquire { Acquire } else { Relaxed }) }
+    unsafe { A::load(p, if how == Load::Acquire { Acquire } else { RELAXED_LOAD }) }
 }
 
 /// A store of `v` to the word at `p`, a release or relaxed: Rust's, or the weak-memory
@@ -719,7 +746,7 @@ unsafe fn store_word<A: HostAtomic>(p: *mut A::Word, v: A::Word, release: bool) 
         return weak::store(p.addr(), size_of::<A::Word>(), A::to_u64(v), release);
     }
     // SAFETY: the caller's contract.
-    unsafe { A::store(p, v, if release { Release } else { Relaxed }) }
+    unsafe { A::store(p, v, if release { Release } else { RELAXED_STORE }) }
 }
 
 /// A read-modify-write `op` of the word at `p`, acq_rel or relaxed (an acq_rel whose site
@@ -775,7 +802,7 @@ macro_rules! host_atomic {
             }
             #[inline]
             fn compare_swap(&self, expected: $t, new: $t, ordered: bool) -> $t {
-                let (success, failure) = if ordered { (AcqRel, Acquire) } else { (Relaxed, Relaxed) };
+                let (success, failure) = if ordered { (AcqRel, Acquire) } else { (RELAXED_RMW, RELAXED_LOAD) };
                 self.compare_exchange(expected, new, success, failure).unwrap_or_else(|current| current)
             }
         }
@@ -929,7 +956,7 @@ impl Arch for HostTwin {
         // SAFETY: the caller gives an aligned, writable f32 accessed only atomically.
         let word = unsafe { AtomicU32::from_ptr(aligned(p, 4)) };
         rmw(p, false, |_| {
-            word.fetch_update(Relaxed, Relaxed, |bits| Some((f32::from_bits(bits) + v).to_bits())).unwrap_or_else(|bits| bits)
+            word.fetch_update(RELAXED_RMW, RELAXED_LOAD, |bits| Some((f32::from_bits(bits) + v).to_bits())).unwrap_or_else(|bits| bits)
         });
     }
 
@@ -1207,49 +1234,49 @@ macro_rules! atomic_word {
             unsafe fn atomic_add_relaxed_gpu(p: *mut Self, v: Self) -> Self {
                 // SAFETY: the caller passes a valid, writable word accessed only atomically.
                 let word = unsafe { <$atomic>::from_ptr(aligned(p, size_of::<$t>())) };
-                rmw(p, false, |_| word.fetch_add(v, Relaxed))
+                rmw(p, false, |_| word.fetch_add(v, RELAXED_RMW))
             }
             #[inline]
             unsafe fn atomic_add_relaxed_sys(p: *mut Self, v: Self) -> Self {
                 // SAFETY: as in `atomic_add_relaxed_gpu`.
                 let word = unsafe { <$atomic>::from_ptr(aligned(p, size_of::<$t>())) };
-                rmw(p, false, |_| word.fetch_add(v, Relaxed))
+                rmw(p, false, |_| word.fetch_add(v, RELAXED_RMW))
             }
             #[inline]
             unsafe fn atomic_add_acq_rel_sys(p: *mut Self, v: Self) -> Self {
                 // SAFETY: as in `atomic_add_relaxed_gpu`.
                 let word = unsafe { <$atomic>::from_ptr(aligned(p, size_of::<$t>())) };
-                rmw(p, true, |ordered| word.fetch_add(v, if ordered { AcqRel } else { Relaxed }))
+                rmw(p, true, |ordered| word.fetch_add(v, if ordered { AcqRel } else { RELAXED_RMW }))
             }
             #[inline]
             unsafe fn atomic_add_acq_rel_gpu(p: *mut Self, v: Self) -> Self {
                 // SAFETY: as in `atomic_add_relaxed_gpu`.
                 let word = unsafe { <$atomic>::from_ptr(aligned(p, size_of::<$t>())) };
-                rmw(p, true, |ordered| word.fetch_add(v, if ordered { AcqRel } else { Relaxed }))
+                rmw(p, true, |ordered| word.fetch_add(v, if ordered { AcqRel } else { RELAXED_RMW }))
             }
             #[inline]
             unsafe fn atomic_max_relaxed_gpu(p: *mut Self, v: Self) -> Self {
                 // SAFETY: as in `atomic_add_relaxed_gpu`.
                 let word = unsafe { <$atomic>::from_ptr(aligned(p, size_of::<$t>())) };
-                rmw(p, false, |_| word.fetch_max(v, Relaxed))
+                rmw(p, false, |_| word.fetch_max(v, RELAXED_RMW))
             }
             #[inline]
             unsafe fn atomic_min_relaxed_gpu(p: *mut Self, v: Self) -> Self {
                 // SAFETY: as in `atomic_add_relaxed_gpu`.
                 let word = unsafe { <$atomic>::from_ptr(aligned(p, size_of::<$t>())) };
-                rmw(p, false, |_| word.fetch_min(v, Relaxed))
+                rmw(p, false, |_| word.fetch_min(v, RELAXED_RMW))
             }
             #[inline]
             unsafe fn atomic_exch_acq_rel_sys(p: *mut Self, v: Self) -> Self {
                 // SAFETY: as in `atomic_add_relaxed_gpu`.
                 let word = unsafe { <$atomic>::from_ptr(aligned(p, size_of::<$t>())) };
-                rmw(p, true, |ordered| word.swap(v, if ordered { AcqRel } else { Relaxed }))
+                rmw(p, true, |ordered| word.swap(v, if ordered { AcqRel } else { RELAXED_RMW }))
             }
             #[inline]
             unsafe fn atomic_exch_relaxed_sys(p: *mut Self, v: Self) -> Self {
                 // SAFETY: as in `atomic_add_relaxed_gpu`.
                 let word = unsafe { <$atomic>::from_ptr(aligned(p, size_of::<$t>())) };
-                rmw(p, false, |_| word.swap(v, Relaxed))
+                rmw(p, false, |_| word.swap(v, RELAXED_RMW))
             }
             #[inline]
             unsafe fn atomic_cas_relaxed_sys(p: *mut Self, expected: Self, new: Self) -> Self {

@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicU8, AtomicU64};
 use std::sync::{Mutex, MutexGuard, PoisonError, RwLock};
 
 use crate::arch::Site;
+use crate::arch::imp::{RELAXED_LOAD, RELAXED_STORE};
 
 /// Values kept per word.
 const HISTORY: usize = 4;
@@ -296,24 +297,28 @@ pub(super) fn write_masked(world: &World, word: usize, state: &mut WordState, va
 }
 
 
+/// Ordered as the twin's relaxed loads (`RELAXED_LOAD`: acquire under ThreadSanitizer).
+///
 /// # Safety
 /// `word` is an aligned, readable 8-byte word, accessed concurrently only atomically.
 pub(super) unsafe fn read_word(word: usize) -> u64 {
     // SAFETY: the caller's contract.
-    unsafe { AtomicU64::from_ptr(word as *mut u64) }.load(Relaxed)
+    unsafe { AtomicU64::from_ptr(word as *mut u64) }.load(RELAXED_LOAD)
 }
 
+/// Ordered as the twin's relaxed stores (`RELAXED_STORE`: release under ThreadSanitizer).
+///
 /// # Safety
 /// As [`read_word`], and the bytes `mask` of `word` are writable.
 unsafe fn write_bytes(word: usize, value: u64, mask: u8) {
     if mask == 0xFF {
         // SAFETY: the caller's contract: the whole word is writable.
-        unsafe { AtomicU64::from_ptr(word as *mut u64) }.store(value, Relaxed);
+        unsafe { AtomicU64::from_ptr(word as *mut u64) }.store(value, RELAXED_STORE);
         return;
     }
     for b in (0..8).filter(|b| mask & (1 << b) != 0) {
         // SAFETY: the caller's contract: byte `b` of the word is writable.
-        unsafe { AtomicU8::from_ptr((word + b) as *mut u8) }.store((value >> (8 * b)) as u8, Relaxed);
+        unsafe { AtomicU8::from_ptr((word + b) as *mut u8) }.store((value >> (8 * b)) as u8, RELAXED_STORE);
     }
 }
 
