@@ -15,3 +15,13 @@ pub mod launch;
 pub mod reference;
 pub mod selftest;
 pub mod shmem;
+
+/// The message a thread panicked with (its payload's `&str` or `String`), for the error
+/// or the test failure that reports the panic.
+pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    match (payload.downcast_ref::<&str>(), payload.downcast_ref::<String>()) {
+        (Some(s), _) => (*s).to_owned(),
+        (None, Some(s)) => s.clone(),
+        (None, None) => "a panic without a message".to_owned(),
+    }
+}

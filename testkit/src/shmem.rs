@@ -210,7 +210,7 @@ impl TwinHeap {
 
     /// Runs `kernel` on every PE at once: PE `pe`'s is a launch of `block` threads in one
     /// CTA, each thread given PE `pe`'s view of the heap. `Err` with the first trap
-    /// (panic) of any PE's kernel, once every launch has ended.
+    /// (panic) of any PE's kernel and what it said, once every launch has ended.
     pub fn run(&self, block: u32, kernel: impl Fn(Shmem) + Sync) -> std::result::Result<(), String> {
         self.run_shared(block, 0, kernel)
     }
@@ -236,8 +236,8 @@ impl TwinHeap {
                 .collect();
             launches.into_iter().map(|l| l.join()).collect()
         });
-        match outcomes.into_iter().position(|o| o.is_err()) {
-            Some(i) => Err(format!("PE {}'s kernel trapped", self.pes.local()[i])),
+        match outcomes.into_iter().enumerate().find_map(|(i, o)| o.err().map(|payload| (i, payload))) {
+            Some((i, payload)) => Err(format!("PE {}'s kernel trapped: {}", self.pes.local()[i], crate::panic_message(payload.as_ref()))),
             None => Ok(()),
         }
     }

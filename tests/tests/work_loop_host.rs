@@ -96,7 +96,7 @@ impl TwinLoop {
             assert!(start.elapsed() < LONG, "the work loop did not leave");
             std::thread::sleep(Duration::from_millis(1));
         }
-        if let Err(p) = thread.join().unwrap() {
+        if let Err(p) = thread.join().unwrap_or_else(|p| std::panic::resume_unwind(p)) {
             std::panic::resume_unwind(p);
         }
     }
@@ -385,7 +385,7 @@ fn abort_ends_a_spinning_wait_with_aborted() {
         abort.abort();
     });
     let err = lp.queue.wait(t, LONG);
-    aborter.join().unwrap();
+    aborter.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
     assert!(matches!(err, Err(Error::Aborted)), "{err:?}");
     lp.join();
 }
@@ -714,7 +714,7 @@ fn a_loop_that_closes_while_a_submission_waits_releases_it() {
     let submitter = lp.submit_in_background(WorkItem::call(DeviceFunction::Increment, word(&counter), 0), LONG);
     wait_pending(&lp);
     flag.store(1, Ordering::Release);
-    assert_eq!(submitter.join().unwrap(), SubmitOutcome::Closed);
+    assert_eq!(submitter.join().unwrap_or_else(|p| std::panic::resume_unwind(p)), SubmitOutcome::Closed);
     lp.join();
     assert_eq!(counter.load(Ordering::Relaxed), 0, "the item never ran");
     assert_eq!(lp.mailbox_state().load(Ordering::Relaxed), MAILBOX_PENDING | MAILBOX_CLOSED, "CLOSED added, PENDING kept");
@@ -730,7 +730,7 @@ fn abort_releases_a_waiting_submission() {
     std::thread::sleep(Duration::from_millis(50));
     // SAFETY: the header's aligned abort word, which the submitter reads atomically.
     unsafe { AtomicU64::from_ptr(&raw mut header.abort) }.store(1, Ordering::Release);
-    assert_eq!(submitter.join().unwrap(), SubmitOutcome::Aborted);
+    assert_eq!(submitter.join().unwrap_or_else(|p| std::panic::resume_unwind(p)), SubmitOutcome::Aborted);
     assert_eq!(state.mailbox.state, MAILBOX_PENDING);
     assert_eq!(header.status, 0, "an abort is the host's, not an error the submitter records");
 
@@ -743,7 +743,7 @@ fn abort_releases_a_waiting_submission() {
     let submitter = lp.submit_in_background(WorkItem::noop(), LONG);
     wait_pending(&lp);
     lp.queue.abort_handle().abort();
-    let outcome = submitter.join().unwrap();
+    let outcome = submitter.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
     assert!(matches!(outcome, SubmitOutcome::Aborted | SubmitOutcome::Closed), "{outcome:?}");
     lp.join();
     assert!(matches!(lp.queue.health(), Err(Error::Aborted)), "{:?}", lp.queue.health());

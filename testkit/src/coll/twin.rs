@@ -54,6 +54,33 @@ struct TwinRank {
 /// A rank's loop launches (threads), shared with the queue's relaunch hook.
 type Launches = Arc<Mutex<Vec<JoinHandle<std::thread::Result<()>>>>>;
 
+/// What every panic on a group's threads said (a device trap in a loop launch or a call
+/// kernel, or the twin's own failure), in order, each naming where: recorded by the thread
+/// that caught it, and reported as an error by the group's next call that waits, checks
+/// or shuts down ([`reported`]).
+type Traps = Arc<Mutex<Vec<String>>>;
+
+/// Records `what` panicked with `payload`.
+fn record_trap(traps: &Traps, what: &str, payload: &(dyn std::any::Any + Send)) {
+    let message = format!("{what}: {}", crate::panic_message(payload));
+    log::warn!("host twin: {message}");
+    traps.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(message);
+}
+
+/// `Err` naming every panic recorded on a group's threads, if any.
+fn reported(traps: &Traps) -> Result<()> {
+    let traps = traps.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if traps.is_empty() {
+        return Ok(());
+    }
+    Err(Error::InvalidArgument(format!("host-twin device code trapped (panicked): {}", traps.join("; "))))
+}
+
+/// How long a wait of the group waits for a completion between two looks at the panics
+/// recorded ([`Traps`]): a launch that trapped stops its loop without an error the queue
+/// sees, so the wait would otherwise last its whole timeout.
+const TRAP_LOOK: Duration = Duration::from_millis(50);
+
 /// A rank's stream on the host twin: items sent to its thread run one after another,
 /// each as a call kernel (`serve_call`) of one submitter CTA and one CTA per call channel.
 struct TwinStream {
@@ -62,6 +89,8 @@ struct TwinStream {
     /// Call kernels that have ended.
     done: Arc<AtomicU64>,
     thread: Option<JoinHandle<()>>,
+    /// The group's record of panics (a call kernel's trap too).
+    traps: Traps,
 }
 
 /// The ranks of a host-twin communicator.
@@ -86,6 +115,8 @@ pub struct TwinGroup {
     /// Bit `r`: rank `r`'s outputs count as not mapped for its peers (the twin's memory
     /// is all mapped; see [`TwinGroup::set_unmapped_outputs`]).
     unmapped: u64,
+    /// What every panic on the ranks' threads said.
+    traps: Traps,
 }
 
 impl TwinGroup {
@@ -218,14 +249,15 @@ impl TwinGroup {
         let bases: Vec<u64> = blocks.iter().map(Block::addr).collect();
         let stats = shape.stats.then(|| bases.iter().map(|b| b + layout.stats).collect());
         let mut ranks = Vec::new();
+        let traps = Traps::default();
         for (rank, block) in blocks.into_iter().enumerate() {
             let image = layout.image_on_heap(rank as u32, &bases, heap.map_or(0, |h| h[rank]))?;
             // SAFETY: the block holds `block_bytes >= meta_bytes` bytes.
             unsafe { std::ptr::copy_nonoverlapping(image.as_ptr(), block.addr() as *mut u8, image.len()) };
-            ranks.push(start_rank(block, shape.nchannels - resident, loops, memory.as_ref(), streams)?);
+            ranks.push(start_rank(rank as u32, block, shape.nchannels - resident, loops, memory.as_ref(), streams, &traps)?);
         }
         let path = if streams == Streams::None { SubmitPath::Direct } else { SubmitPath::Stream };
-        Ok(Self { ranks, buffers: Vec::new(), shape, threads, stats, memory, retired: Vec::new(), resident, path, unmapped: 0 })
+        Ok(Self { ranks, buffers: Vec::new(), shape, threads, stats, memory, retired: Vec::new(), resident, path, unmapped: 0, traps })
     }
 
     /// Sets every rank's abort flag.
@@ -233,12 +265,15 @@ impl TwinGroup {
         self.ranks.iter().for_each(|r| r.queue.abort_handle().abort());
     }
 
-    /// The loop error of rank `rank`, if it stopped with one.
+    /// The loop error of rank `rank`, if it stopped with one; first, what a panic on the
+    /// group's threads said, if one did.
     pub fn health(&self, rank: u32) -> Result<()> {
+        reported(&self.traps)?;
         self.ranks[rank as usize].queue.health()
     }
 
-    /// Runs every rank's outstanding items, stops the loops and joins their threads.
+    /// Runs every rank's outstanding items, stops the loops and joins their threads; `Err`
+    /// also where a thread of the group panicked (with what it said).
     pub fn shutdown(mut self, timeout: Duration) -> Result<()> {
         let mut first = Ok(());
         for r in &mut self.ranks {
@@ -254,9 +289,9 @@ impl TwinGroup {
             }
         }
         for r in &mut self.ranks {
-            join(r, timeout)?;
+            join(r, &self.traps, timeout)?;
         }
-        first
+        reported(&self.traps).and(first)
     }
 }
 
@@ -281,19 +316,23 @@ struct TwinLaunch {
     resident: u32,
     threads: u32,
     memory: Option<WeakMemory>,
+    /// The rank, and the group's record of panics.
+    rank: u32,
+    traps: Traps,
 }
 
 /// Ring slots of a twin rank's queue.
 const CAPACITY: u64 = 256;
 
 impl TwinLaunch {
-    /// Starts the loop on threads of its own.
+    /// Starts the loop on threads of its own; a trap (panic) of the launch is recorded in
+    /// the group's [`Traps`] and returned.
     fn spawn(&self) -> Result<JoinHandle<std::thread::Result<()>>> {
         let launch = self.clone();
         std::thread::Builder::new()
             .name("twin-rank".into())
             .spawn(move || {
-                catch_unwind(AssertUnwindSafe(|| {
+                let outcome = catch_unwind(AssertUnwindSafe(|| {
                     let kernel = || {
                         let args = LoopArgs {
                             header: launch.header as *mut QueueHeader,
@@ -307,15 +346,20 @@ impl TwinLaunch {
                         unsafe { work_loop(args) }
                     };
                     arch::launch_in(launch.memory.as_ref(), launch.resident, launch.threads, LOOP_SMEM_BYTES, kernel)
-                }))
+                }));
+                if let Err(payload) = &outcome {
+                    record_trap(&launch.traps, &format!("rank {}'s loop", launch.rank), payload.as_ref());
+                }
+                outcome
             })
             .map_err(|e| Error::InvalidArgument(format!("could not start a host-twin rank: {e}")))
     }
 }
 
-/// Starts a rank's loop as `loops` says on the communicator in `block`, and as `streams`
-/// says its stream twin, whose call kernels carry `call_channels` call channels.
-fn start_rank(block: Block, call_channels: u32, loops: TwinLoops, memory: Option<&WeakMemory>, streams: Streams) -> Result<TwinRank> {
+/// Starts rank `rank`'s loop as `loops` says on the communicator in `block`, and as
+/// `streams` says its stream twin, whose call kernels carry `call_channels` call channels;
+/// their threads record their panics in `traps`.
+fn start_rank(rank: u32, block: Block, call_channels: u32, loops: TwinLoops, memory: Option<&WeakMemory>, streams: Streams, traps: &Traps) -> Result<TwinRank> {
     let TwinLoops { resident, threads, budget, sleep_after } = loops;
     let mut header = Box::new(QueueHeader::new());
     let mut ring = vec![RingSlot::default(); CAPACITY as usize];
@@ -329,11 +373,11 @@ fn start_rank(block: Block, call_channels: u32, loops: TwinLoops, memory: Option
         memory.host_region((&raw const *header).cast(), size_of::<QueueHeader>());
     }
     let stream_memory = memory.cloned();
-    let launch = TwinLaunch { header: h, ring: r, state: s, comm: c, budget_ns, resident, threads, memory: memory.cloned() };
+    let launch = TwinLaunch { header: h, ring: r, state: s, comm: c, budget_ns, resident, threads, memory: memory.cloned(), rank, traps: Arc::clone(traps) };
     let launches: Launches = Arc::new(Mutex::new(vec![launch.spawn()?]));
     let stream = if streams != Streams::None {
-        let kernel = CallKernel { header: h, state: s, comm: c, budget_ns, resident, call_channels, threads, overlap: streams == Streams::Overlapping };
-        Some(start_stream(kernel, stream_memory)?)
+        let kernel = CallKernel { rank, header: h, state: s, comm: c, budget_ns, resident, call_channels, threads, overlap: streams == Streams::Overlapping };
+        Some(start_stream(kernel, stream_memory, Arc::clone(traps))?)
     } else {
         None
     };
@@ -356,6 +400,7 @@ fn start_rank(block: Block, call_channels: u32, loops: TwinLoops, memory: Option
 /// What a rank's call kernels are launched with (addresses of the rank's loop memory).
 #[derive(Clone, Copy)]
 struct CallKernel {
+    rank: u32,
     header: usize,
     state: usize,
     comm: usize,
@@ -378,27 +423,36 @@ enum Streams {
     Overlapping,
 }
 
-/// Starts a rank's stream twin: a thread that runs one call kernel per item it receives.
-fn start_stream(kernel: CallKernel, memory: Option<WeakMemory>) -> Result<TwinStream> {
+/// Starts a rank's stream twin: a thread that runs one call kernel per item it receives,
+/// recording in `traps` what a call kernel's trap (or its thread's panic) said.
+fn start_stream(kernel: CallKernel, memory: Option<WeakMemory>, traps: Traps) -> Result<TwinStream> {
     let (items, received) = mpsc::channel::<WorkItem>();
     let done = Arc::new(AtomicU64::new(0));
     let ended = done.clone();
+    let stream_traps = Arc::clone(&traps);
     let thread = std::thread::Builder::new()
         .name("twin-stream".into())
         .spawn(move || {
             // The grid launched last, while it may still run beside the next (overlap).
             let mut last: Option<(Arc<GridDependency>, JoinHandle<()>)> = None;
+            // A call kernel's thread catches the kernel's trap itself (`run_call_kernel`): a
+            // panic that ends the thread is the twin's own failure, recorded as a trap.
+            let joined = |handle: JoinHandle<()>| {
+                if let Err(payload) = handle.join() {
+                    record_trap(&stream_traps, &format!("rank {}'s call kernel thread", kernel.rank), payload.as_ref());
+                }
+            };
             for item in received {
                 if !kernel.overlap {
-                    run_call_kernel(kernel, item, memory.as_ref(), None);
+                    run_call_kernel(kernel, item, memory.as_ref(), None, &stream_traps);
                     ended.fetch_add(1, Ordering::AcqRel);
                     continue;
                 }
                 let own = GridDependency::new();
                 let dependency = (last.as_ref().map(|(prior, _)| Arc::clone(prior)), Arc::clone(&own));
-                let (memory, ended) = (memory.clone(), Arc::clone(&ended));
+                let (memory, ended, traps) = (memory.clone(), Arc::clone(&ended), Arc::clone(&stream_traps));
                 let spawned = std::thread::Builder::new().name("twin-call-kernel".into()).spawn(move || {
-                    run_call_kernel(kernel, item, memory.as_ref(), Some(dependency));
+                    run_call_kernel(kernel, item, memory.as_ref(), Some(dependency), &traps);
                     ended.fetch_add(1, Ordering::AcqRel);
                 });
                 let Ok(handle) = spawned else {
@@ -409,23 +463,24 @@ fn start_stream(kernel: CallKernel, memory: Option<WeakMemory>) -> Result<TwinSt
                 // has ended (this one's threads waited for it).
                 own.wait_released();
                 if let Some((_, before)) = last.replace((own, handle)) {
-                    let _ = before.join();
+                    joined(before);
                 }
             }
             if let Some((_, handle)) = last {
-                let _ = handle.join();
+                joined(handle);
             }
         })
         .map_err(|e| Error::InvalidArgument(format!("could not start a host-twin stream: {e}")))?;
-    Ok(TwinStream { items: Some(items), submitted: 0, done, thread: Some(thread) })
+    Ok(TwinStream { items: Some(items), submitted: 0, done, thread: Some(thread), traps })
 }
 
 /// Runs the call kernel of `item` as the host launches it: `serve_call` on `1 +
 /// call_channels` CTAs, or without call channels `ferroccl_call_kernel_alone`'s body (one
 /// CTA of 32 threads whose thread 0 submits); with `dependency`, overlapping the grid
 /// before it (`arch::launch_after`). A trapped grid ends nothing else, as a failed launch
-/// would: the loop's status tells the host why.
-fn run_call_kernel(kernel: CallKernel, item: WorkItem, memory: Option<&WeakMemory>, dependency: Option<(Option<Arc<GridDependency>>, Arc<GridDependency>)>) {
+/// would; what it said goes into `traps`, and the stream's next wait fails with it, as a
+/// GPU's stream reports a trap at its next synchronisation.
+fn run_call_kernel(kernel: CallKernel, item: WorkItem, memory: Option<&WeakMemory>, dependency: Option<(Option<Arc<GridDependency>>, Arc<GridDependency>)>, traps: &Traps) {
     let grid = || {
         let p = CallArgs {
             state: kernel.state as *mut LoopState,
@@ -453,8 +508,8 @@ fn run_call_kernel(kernel: CallKernel, item: WorkItem, memory: Option<&WeakMemor
             None => arch::launch_in(memory, ctas, threads, smem, body),
         }
     }));
-    if launched.is_err() {
-        log::warn!("a host-twin call kernel trapped");
+    if let Err(payload) = launched {
+        record_trap(traps, &format!("rank {}'s call kernel", kernel.rank), payload.as_ref());
     }
 }
 
@@ -466,33 +521,38 @@ impl TwinStream {
         Ok(())
     }
 
-    /// Waits up to `timeout` until every item submitted so far has run.
+    /// Waits up to `timeout` until every item submitted so far has run; `Err` at once
+    /// where a thread of the group has panicked.
     fn drain(&self, timeout: Duration) -> Result<()> {
         let start = Instant::now();
         while self.done.load(Ordering::Acquire) < self.submitted {
+            reported(&self.traps)?;
             if start.elapsed() > timeout {
                 return Err(Error::Timeout { what: "a host-twin rank's stream-ordered items".into(), after: timeout });
             }
             std::thread::sleep(Duration::from_micros(200));
         }
-        Ok(())
+        reported(&self.traps)
     }
 
-    /// Ends the stream's thread (after its call kernels) and joins it.
+    /// Ends the stream's thread (after its call kernels) and joins it; a panic of the
+    /// thread itself (the twin's own failure) is recorded as a trap.
     fn close(&mut self) {
         self.items = None;
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
+        if let Some(thread) = self.thread.take()
+            && let Err(payload) = thread.join()
+        {
+            record_trap(&self.traps, "a stream thread", payload.as_ref());
         }
     }
 }
 
 /// Waits up to `timeout` for a rank's threads (every launch of its loop) to end; a panic
-/// inside them (a device trap) becomes an error.
-fn join(rank: &mut TwinRank, timeout: Duration) -> Result<()> {
+/// inside them (a device trap, recorded by the launch's thread) becomes an error that says
+/// what every panic of the group said.
+fn join(rank: &mut TwinRank, traps: &Traps, timeout: Duration) -> Result<()> {
     let start = Instant::now();
     let threads = std::mem::take(&mut *rank.launches.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
-    let mut trapped = false;
     for (k, thread) in threads.iter().enumerate() {
         while !thread.is_finished() {
             if start.elapsed() > timeout {
@@ -503,17 +563,20 @@ fn join(rank: &mut TwinRank, timeout: Duration) -> Result<()> {
         }
     }
     for thread in threads {
-        trapped |= !matches!(thread.join(), Ok(Ok(())));
+        // A launch's trap comes back as `Ok(Err)`, already recorded by its thread; `Err` is
+        // a panic outside the launch (the twin's own), recorded here.
+        if let Err(payload) = thread.join() {
+            record_trap(traps, "a loop thread", payload.as_ref());
+        }
     }
-    if trapped {
-        return Err(Error::InvalidArgument("a host-twin rank trapped (device code panicked)".into()));
-    }
-    Ok(())
+    reported(traps)
 }
 
 impl Drop for TwinGroup {
     /// Aborts the loops and waits for their threads (they end within one spin check),
-    /// so the memory they use outlives them.
+    /// so the memory they use outlives them. A panic on them was recorded by the thread
+    /// that caught it and fails the group's next wait, health check or shutdown; one that
+    /// only shows here (nothing waited after it) is logged: a drop must not panic.
     fn drop(&mut self) {
         self.abort_all();
         for r in &mut self.ranks {
@@ -521,8 +584,13 @@ impl Drop for TwinGroup {
                 stream.close();
             }
             for thread in std::mem::take(&mut *r.launches.lock().unwrap_or_else(std::sync::PoisonError::into_inner)) {
-                let _ = thread.join();
+                if let Err(payload) = thread.join() {
+                    record_trap(&self.traps, "a loop thread", payload.as_ref());
+                }
             }
+        }
+        if let Err(e) = reported(&self.traps) {
+            log::error!("a host-twin group dropped after panics on its threads: {e}");
         }
     }
 }
@@ -611,6 +679,7 @@ impl RankGroup for TwinGroup {
     }
 
     fn enqueue(&mut self, rank: u32, item: WorkItem) -> Result<Ticket> {
+        reported(&self.traps)?;
         item.validate_in_comm(rank, self.shape.nranks).map_err(|reason| Error::BadWorkItem { reason, seq: 0 })?;
         // The queue's items spread over the resident channels only.
         let staging = Staging { channels: self.resident.min(self.shape.staging().channels), ..self.shape.staging() };
@@ -630,6 +699,7 @@ impl RankGroup for TwinGroup {
         item.validate_in_comm(rank, self.shape.nranks).map_err(|reason| Error::BadWorkItem { reason, seq: 0 })?;
         check_algorithm(&item, self.shape.staging(), self.shape.algorithm)?;
         let item = self.as_handed_over(rank, item);
+        reported(&self.traps)?;
         let r = &mut self.ranks[rank as usize];
         r.queue.health()?;
         let stream = r.stream.as_mut().ok_or(Error::InvalidState("this twin group has no streams"))?;
@@ -654,8 +724,19 @@ impl RankGroup for TwinGroup {
         }
     }
 
+    /// Waits as the queue does, looking at the group's panics every [`TRAP_LOOK`]: a trap
+    /// fails the wait at once, with what it said.
     fn wait(&mut self, rank: u32, ticket: Ticket, timeout: Duration) -> Result<()> {
-        self.ranks[rank as usize].queue.wait(ticket, timeout)?;
+        let start = Instant::now();
+        loop {
+            reported(&self.traps)?;
+            let left = timeout.saturating_sub(start.elapsed());
+            match self.ranks[rank as usize].queue.wait(ticket, left.min(TRAP_LOOK)) {
+                Err(Error::Timeout { .. }) if left > TRAP_LOOK => {}
+                Err(Error::Timeout { what, .. }) => return reported(&self.traps).and(Err(Error::Timeout { what, after: timeout })),
+                outcome => break outcome?,
+            }
+        }
         if let Some(memory) = &self.memory {
             memory.host_acquired();
         }

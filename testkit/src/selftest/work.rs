@@ -114,7 +114,7 @@ use device_rt::work::{BadItem, DeviceFunction, WorkItem};
         abort.abort();
     });
     let aborted = lp.wait(t, LOOP_WAIT);
-    aborter.join().map_err(|_| Failure("the aborting thread panicked".into()))?;
+    aborter.join().map_err(|payload| Failure(format!("the aborting thread panicked: {}", crate::panic_message(payload.as_ref()))))?;
     ensure(matches!(aborted, Err(Error::Aborted)), || format!("abort: {aborted:?}"))?;
     stream::wait(&lp_stream(&lp), LOOP_WAIT, "the aborted loop")?;
 
