@@ -158,8 +158,11 @@ fn back_to_back_calls_need_no_host_synchronisation() {
 }
 
 /// A rank held back: the others' calls cannot complete while it has not scattered (each
-/// head's NvlsMinPolling waits for the slowest rank's tail), and once it comes every
-/// result is exact, for every function.
+/// head's NvlsMinPolling waits for the slowest rank's tail). Ranks 1 and 2 take their
+/// item (found in their ring: a state that precedes its run) and have not completed it
+/// when rank 0's is enqueued; once it comes every result is exact, for every function.
+/// (That they cannot complete without rank 0 at all, whatever the timing, shows in
+/// [`a_held_back_rank_that_never_comes_is_a_timeout_of_the_others`].)
 #[test]
 fn nvls_min_polling_waits_for_a_rank_held_back() {
     let shape = shape(3, 1);
@@ -167,9 +170,13 @@ fn nvls_min_polling_waits_for_a_rank_held_back() {
     for (i, function) in NVLS_FUNCTIONS.into_iter().enumerate() {
         let p = Prepared::new(&mut g, &case(function, DataType::F32, RedOpKind::Sum, 5_003, false), 70 + i as u64).unwrap();
         let tickets: Vec<_> = (1..3).map(|rank| g.enqueue(rank, p.item(rank)).unwrap()).collect();
-        std::thread::sleep(Duration::from_millis(200));
         for (rank, &ticket) in (1..3).zip(&tickets) {
-            assert!(g.wait(rank, ticket, Duration::from_millis(100)).is_err(), "{}: rank {rank} finished without rank 0", function.name());
+            let start = Instant::now();
+            while g.ring_items_found(rank) < ticket.0 {
+                assert!(start.elapsed() < TIMEOUT, "{}: rank {rank} never took its item", function.name());
+                std::thread::yield_now();
+            }
+            assert!(g.completed(rank) < ticket.0, "{}: rank {rank} finished without rank 0", function.name());
         }
         let held = g.enqueue(0, p.item(0)).unwrap();
         g.wait(0, held, TIMEOUT).unwrap();
@@ -179,6 +186,21 @@ fn nvls_min_polling_waits_for_a_rank_held_back() {
         assert_eq!(p.verify(&mut g).unwrap(), None, "{}", function.name());
     }
     g.shutdown(TIMEOUT).unwrap();
+}
+
+/// The held-back rank never comes: ranks 1 and 2 end their call with a timeout at a wait
+/// (their spin budget ends it), never with a completion, for every function; rank 0's loop
+/// is unaffected.
+#[test]
+fn a_held_back_rank_that_never_comes_is_a_timeout_of_the_others() {
+    for function in NVLS_FUNCTIONS {
+        let (mut g, tickets) = enqueue_on(function, 5_003, Duration::from_millis(500), &[1, 2]);
+        for (rank, ticket) in (1..3).zip(tickets) {
+            let err = g.wait(rank, ticket, TIMEOUT);
+            assert!(matches!(err, Err(Error::DeviceTimeout { site: Some(_), seq: 1 })), "{}: rank {rank}: {err:?}", function.name());
+        }
+        assert!(g.health(0).is_ok(), "{}", function.name());
+    }
 }
 
 /// Starts 3 ranks forcing NVLS with spin budget `budget` and enqueues `function` on

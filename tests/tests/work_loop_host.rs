@@ -5,7 +5,7 @@
 //! run from a host thread against the loop.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -31,9 +31,53 @@ struct TwinLoop {
     ring: Vec<RingSlot>,
     state: Box<LoopState>,
     queue: Queue,
-    thread: Option<JoinHandle<std::thread::Result<()>>>,
+    /// The loop's launches not yet joined: the first, and one more each time the queue
+    /// launched the loop again after it slept (shared with the queue's relaunch hook).
+    launches: Launches,
+    /// Launches so far.
+    launched: Arc<AtomicU64>,
     /// The weak-memory world the loop and its submissions run in, if any.
     memory: Option<WeakMemory>,
+}
+
+/// A loop's launches (threads) not yet joined.
+type Launches = Arc<Mutex<Vec<JoinHandle<std::thread::Result<()>>>>>;
+
+/// What a launch of a loop on the host twin takes: its body, grid and memory (addresses).
+#[derive(Clone)]
+struct LoopLaunch {
+    entry: unsafe fn(LoopArgs),
+    grid: u32,
+    threads: u32,
+    header: usize,
+    ring: usize,
+    capacity: u64,
+    state: usize,
+    budget_ns: u64,
+    memory: Option<WeakMemory>,
+}
+
+impl LoopLaunch {
+    /// Starts the loop on threads of its own; a trap (panic) comes back from the join.
+    fn spawn(&self) -> JoinHandle<std::thread::Result<()>> {
+        let launch = self.clone();
+        std::thread::spawn(move || {
+            catch_unwind(AssertUnwindSafe(|| {
+                arch::launch_in(launch.memory.as_ref(), launch.grid, launch.threads, LOOP_SMEM_BYTES, || {
+                    let args = LoopArgs {
+                        header: launch.header as *mut QueueHeader,
+                        ring: launch.ring as *const RingSlot,
+                        capacity: launch.capacity,
+                        state: launch.state as *mut LoopState,
+                        spin_budget_ns: launch.budget_ns,
+                        comm: std::ptr::null(),
+                    };
+                    // SAFETY: the header, ring, state and (null) communicator outlive the loop threads (`TwinLoop` joins them before dropping its memory), and this is the only loop on them (a launch after a sleep starts once the one before stored ASLEEP and ends).
+                    unsafe { (launch.entry)(args) }
+                })
+            }))
+        })
+    }
 }
 
 impl TwinLoop {
@@ -54,51 +98,71 @@ impl TwinLoop {
 
     /// As `start_placed`, the loop's body `entry` (`work_loop` or `shmem_work_loop`).
     fn start_entry(entry: unsafe fn(LoopArgs), grid: u32, placement: ChannelPlacement, threads: u32, capacity: u64, budget: Duration, memory: Option<WeakMemory>) -> Self {
-        let channels = if placement.nchannels == 0 { grid } else { placement.nchannels };
+        Self::start_with(entry, grid, LoopState { placement, ..LoopState::default() }, threads, capacity, budget, memory)
+    }
+
+    /// A loop of one channel that leaves to sleep after polling for `sleep_after` with
+    /// nothing to do (`LoopState::sleep_after_ns`), and that the queue launches again for
+    /// the next work (`Queue::wake`), as a communicator's loop of one resident channel.
+    fn start_sleeping(capacity: u64, sleep_after: Duration) -> Self {
+        let state = LoopState { sleep_after_ns: sleep_after.as_nanos() as u64, ..LoopState::default() };
+        Self::start_with(work_loop, 1, state, 32, capacity, LONG, None)
+    }
+
+    /// Starts `entry` on `grid` CTAs from `state`, with a queue that launches the loop
+    /// again after it slept.
+    fn start_with(entry: unsafe fn(LoopArgs), grid: u32, state: LoopState, threads: u32, capacity: u64, budget: Duration, memory: Option<WeakMemory>) -> Self {
+        let channels = if state.placement.nchannels == 0 { grid } else { state.placement.nchannels };
         let mut header = Box::new(QueueHeader::new());
         let mut ring = vec![RingSlot::default(); capacity as usize];
-        let mut state = Box::new(LoopState { placement, ..LoopState::default() });
+        let mut state = Box::new(state);
         let (h, r, s) = (&raw mut *header as usize, ring.as_mut_ptr() as usize, &raw mut *state as usize);
-        let budget_ns = budget.as_nanos() as u64;
         if let Some(memory) = &memory {
             memory.host_region(ring.as_ptr().cast(), ring.len() * size_of::<RingSlot>());
             memory.host_region((&raw const *header).cast(), size_of::<QueueHeader>());
         }
-        let loop_memory = memory.clone();
-        let thread = std::thread::spawn(move || {
-            catch_unwind(AssertUnwindSafe(|| {
-                arch::launch_in(loop_memory.as_ref(), grid, threads, LOOP_SMEM_BYTES, || {
-                    let args = LoopArgs {
-                        header: h as *mut QueueHeader,
-                        ring: r as *const RingSlot,
-                        capacity,
-                        state: s as *mut LoopState,
-                        spin_budget_ns: budget_ns,
-                        comm: std::ptr::null(),
-                    };
-                    // SAFETY: the header, ring, state and (null) communicator outlive the loop threads (`TwinLoop` joins them before dropping its memory), and this is the only loop on them.
-                    unsafe { entry(args) }
-                })
-            }))
-        });
+        let launch = LoopLaunch { entry, grid, threads, header: h, ring: r, capacity, state: s, budget_ns: budget.as_nanos() as u64, memory: memory.clone() };
+        let launches: Launches = Arc::new(Mutex::new(vec![launch.spawn()]));
+        let launched = Arc::new(AtomicU64::new(1));
         let header_ptr = &raw mut *header;
         let header = Arc::new(header);
         // SAFETY: a zeroed header kept alive by its shares, and a ring of `capacity` slots that `TwinLoop` keeps until the loop has left; only this queue and the loop write them.
-        let queue = unsafe { Queue::new(header_ptr, ring.as_mut_ptr(), capacity, channels as usize, header.clone()) }.unwrap();
-        TwinLoop { header, header_addr: header_ptr as usize, ring, state, queue, thread: Some(thread), memory }
+        let mut queue = unsafe { Queue::new(header_ptr, ring.as_mut_ptr(), capacity, channels as usize, header.clone()) }.unwrap();
+        let (relaunches, relaunched) = (Arc::clone(&launches), Arc::clone(&launched));
+        // The queue launches the loop again only after it stored ASLEEP: its threads are
+        // ending, and the new ones resume from the state it kept.
+        queue.set_relaunch(Box::new(move || {
+            relaunches.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(launch.spawn());
+            relaunched.fetch_add(1, Ordering::AcqRel);
+            Ok(())
+        }));
+        TwinLoop { header, header_addr: header_ptr as usize, ring, state, queue, launches, launched, memory }
     }
 
-    /// Waits for the loop's threads to end; panics if they do not within `LONG`.
+    /// Waits for the loop's threads (every launch) to end; panics if they do not within
+    /// `LONG`, and with a launch's own panic (a device trap) if one trapped.
     fn join(&mut self) {
-        let thread = self.thread.take().unwrap();
+        let threads = std::mem::take(&mut *self.launches.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
         let start = Instant::now();
-        while !thread.is_finished() {
-            assert!(start.elapsed() < LONG, "the work loop did not leave");
-            std::thread::sleep(Duration::from_millis(1));
+        for thread in threads {
+            while !thread.is_finished() {
+                assert!(start.elapsed() < LONG, "the work loop did not leave");
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            if let Err(p) = thread.join().unwrap_or_else(|p| std::panic::resume_unwind(p)) {
+                std::panic::resume_unwind(p);
+            }
         }
-        if let Err(p) = thread.join().unwrap_or_else(|p| std::panic::resume_unwind(p)) {
-            std::panic::resume_unwind(p);
-        }
+    }
+
+    /// Waits until the loop's launch `launch` (1: the first) has left to sleep: every
+    /// step of that launch up to its decision to sleep has happened.
+    fn wait_asleep(&self, launch: u64) {
+        wait_until(&format!("launch {launch} of the loop leaving to sleep"), || {
+            let launched = self.launched.load(Ordering::Acquire);
+            assert!(launched <= launch, "the loop was launched {launched} times, expected {launch}");
+            launched == launch && self.queue.asleep()
+        });
     }
 
     /// Writes `item` (as is, unvalidated) into the slot of `position`, flagged as
@@ -141,10 +205,18 @@ impl TwinLoop {
 }
 
 impl Drop for TwinLoop {
+    /// Stops a loop still running and waits for its launches, so that the memory outlives
+    /// them. Every test joins its loop itself ([`TwinLoop::join`], which fails the test
+    /// with a launch's trap); a loop left running here is one whose test already failed,
+    /// and a drop must not panic.
     fn drop(&mut self) {
-        if self.thread.is_some() {
-            self.queue.abort_handle().abort();
-            self.join();
+        let threads = std::mem::take(&mut *self.launches.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
+        if threads.is_empty() {
+            return;
+        }
+        self.queue.abort_handle().abort();
+        for thread in threads {
+            drop(thread.join());
         }
     }
 }
@@ -331,42 +403,60 @@ fn a_stale_slot_is_refused_by_its_sequence_number() {
     lp.join();
 }
 
+/// How long an idle loop of [`TwinLoop::start_sleeping`] polls before it tries to sleep:
+/// short, so that it sleeps as soon as it has nothing to do.
+const SLEEP_AFTER: Duration = Duration::from_micros(20);
+
+/// A slot written but for some of its words is never taken, and is taken once whole. Each
+/// time, the slot's words are written while the loop sleeps and the host then launches it
+/// again; the launch polls the slot, finds it torn and leaves to sleep again (the word an
+/// idle loop reads before it sleeps is the slot's first, kept back every time): its sleep
+/// is the observable state that follows its polls of the torn slot, so nothing has run by
+/// then. Torn at words 0 and 7, then at word 0 alone; then whole.
 #[test]
 fn a_half_written_slot_is_not_taken_until_every_word_has_arrived() {
-    let mut lp = TwinLoop::start(1, 32, 4, LONG);
+    let mut lp = TwinLoop::start_sleeping(4, SLEEP_AFTER);
     let counter = AtomicU64::new(0);
     let item = WorkItem { seq: 1, ..WorkItem::call(DeviceFunction::Increment, word(&counter), 0) };
-    // Every word but one: the loop keeps reading the slot.
-    lp.write_words(1, item, 0..7);
-    lp.write_words(1, item, 8..16);
-    std::thread::sleep(Duration::from_millis(100));
-    assert_eq!((lp.completed(), counter.load(Ordering::Relaxed)), (0, 0), "a torn slot must never run");
-    lp.write_words(1, item, 7..8);
-    let start = Instant::now();
-    while lp.completed() < 1 {
-        assert!(start.elapsed() < LONG, "the whole slot never ran");
-        std::thread::yield_now();
+    lp.wait_asleep(1);
+    let mut launch = 1;
+    for words in [[1..7, 8..16], [7..8, 0..0]] {
+        for range in words {
+            lp.write_words(1, item, range);
+        }
+        lp.queue.wake().unwrap();
+        launch += 1;
+        lp.wait_asleep(launch);
+        assert_eq!((lp.completed(), counter.load(Ordering::Relaxed)), (0, 0), "launch {launch}: a torn slot must never run");
     }
+    lp.write_words(1, item, 0..1);
+    lp.queue.wake().unwrap();
+    wait_until("the whole slot ran", || lp.completed() >= 1);
     assert_eq!(counter.load(Ordering::Relaxed), 1);
     lp.queue.abort_handle().abort();
     lp.join();
 }
 
+/// Slot 1 whole and slot 2 short of words 0 and 5, both written while the loop sleeps:
+/// the launch that follows reads both in one poll (a poll reads several slots at once),
+/// must take only the first, runs it and leaves to sleep again (after polling the torn
+/// slot: see above); then slot 2, made whole, runs.
 #[test]
 fn a_poll_takes_a_whole_slot_and_leaves_the_torn_one_after_it() {
-    // Slot 1 whole and slot 2 short of one word, both written before the loop's next poll
-    // can see them: a poll reads several slots at once, and must take only the first.
-    let mut lp = TwinLoop::start(1, 32, 8, LONG);
+    let mut lp = TwinLoop::start_sleeping(8, SLEEP_AFTER);
     let counter = AtomicU64::new(0);
     let first = WorkItem { seq: 1, ..WorkItem::call(DeviceFunction::Increment, word(&counter), 0) };
     let second = WorkItem { seq: 2, ..first };
-    lp.write_words(2, second, 0..5);
+    lp.wait_asleep(1);
+    lp.write_words(2, second, 1..5);
     lp.write_words(2, second, 6..16);
     lp.write_words(1, first, 0..16);
-    wait_until("the whole slot ran", || lp.completed() >= 1);
-    std::thread::sleep(Duration::from_millis(100));
+    lp.queue.wake().unwrap();
+    lp.wait_asleep(2);
     assert_eq!((lp.completed(), counter.load(Ordering::Relaxed)), (1, 1), "a torn slot after a whole one must never run");
     lp.write_words(2, second, 5..6);
+    lp.write_words(2, second, 0..1);
+    lp.queue.wake().unwrap();
     wait_until("the second slot ran once whole", || lp.completed() >= 2);
     assert_eq!(counter.load(Ordering::Relaxed), 2);
     lp.queue.abort_handle().abort();
@@ -379,11 +469,10 @@ fn abort_ends_a_spinning_wait_with_aborted() {
     let flag = AtomicU64::new(0);
     // SAFETY: the item names this test's memory or none, kept until the item has run or the loop has left.
     let t = unsafe { lp.queue.enqueue(WorkItem::call(DeviceFunction::WaitAtLeast, word(&flag), 1), LONG) }.unwrap();
+    // The loop has taken the item: it spins in its wait, which only the abort ends.
+    wait_slot_taken(&lp, 1);
     let abort = lp.queue.abort_handle();
-    let aborter = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(50));
-        abort.abort();
-    });
+    let aborter = std::thread::spawn(move || abort.abort());
     let err = lp.queue.wait(t, LONG);
     aborter.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
     assert!(matches!(err, Err(Error::Aborted)), "{err:?}");
@@ -410,26 +499,32 @@ fn calls_after_abort_are_refused_at_once() {
 }
 
 /// A burst of items that are each found at once (no wait, so no spin guard reads the abort
-/// flag) stops at the next fetch after `abort()`, not when the burst ends: the first item
-/// waits for a flag; the host releases it and aborts right after, with 1000 items behind it.
+/// flag) stops at a fetch after the flag is set, not when the burst ends. The flag is set
+/// at a known point of the burst, by an item of it (an increment of the header's abort
+/// word: the host cannot time its own store into a burst the loop runs): the items before
+/// it all ran, and of the ones after it only those fetched before the loop looked at the
+/// flag (a look between items at most every 20 µs; the burst's last 899 items take far
+/// longer). The first item holds the loop until the whole burst is in the ring.
 #[test]
 fn an_abort_stops_a_burst_of_items_found_at_once() {
     const BURST: u64 = 1000;
+    const ABORT_AT: u64 = 100;
     let mut lp = TwinLoop::start(1, 32, 1024, Duration::from_secs(3600));
     let (flag, counter) = (AtomicU64::new(0), AtomicU64::new(0));
+    let abort_word = lp.header_addr as u64 + std::mem::offset_of!(QueueHeader, abort) as u64;
     // SAFETY: the item names this test's memory or none, kept until the item has run or the loop has left.
     unsafe { lp.queue.enqueue(WorkItem::call(DeviceFunction::WaitAtLeast, word(&flag), 1), LONG) }.unwrap();
-    for _ in 0..BURST {
+    for k in 0..BURST {
+        let target = if k == ABORT_AT { abort_word } else { word(&counter) };
         // SAFETY: the item names this test's memory or none, kept until the item has run or the loop has left.
-        unsafe { lp.queue.enqueue(WorkItem::call(DeviceFunction::Increment, word(&counter), 0), LONG) }.unwrap();
+        unsafe { lp.queue.enqueue(WorkItem::call(DeviceFunction::Increment, target, 0), LONG) }.unwrap();
     }
-    std::thread::sleep(Duration::from_millis(20));
     flag.store(1, Ordering::Release);
-    lp.queue.abort_handle().abort();
     lp.join();
     assert!(matches!(lp.queue.health(), Err(Error::Aborted)), "{:?}", lp.queue.health());
     let ran = counter.load(Ordering::Relaxed);
-    assert!(ran < BURST, "all {BURST} items of the burst ran after the abort");
+    assert!(ran >= ABORT_AT, "only {ran} of the {ABORT_AT} items before the abort ran");
+    assert!(ran < BURST - 1, "all {} items of the burst after the abort ran", BURST - 1 - ABORT_AT);
 }
 
 /// An abort handle holds a share of the queue header: it stays valid after its loop and
@@ -727,7 +822,9 @@ fn abort_releases_a_waiting_submission() {
     let mut header = Box::new(QueueHeader::new());
     let (s, h) = (&raw mut *state as usize, &raw mut *header as usize);
     let submitter = std::thread::spawn(move || submit_raw(None, s as *mut LoopState, h as *mut QueueHeader, WorkItem::noop(), LONG));
-    std::thread::sleep(Duration::from_millis(50));
+    // SAFETY: the mailbox state, an aligned word of the live loop state, which the submitter changes only atomically.
+    let pending = unsafe { AtomicU64::from_ptr(&raw mut (*(s as *mut LoopState)).mailbox.state) };
+    wait_until("the submission publishing its item", || pending.load(Ordering::Acquire) & MAILBOX_PENDING != 0);
     // SAFETY: the header's aligned abort word, which the submitter reads atomically.
     unsafe { AtomicU64::from_ptr(&raw mut header.abort) }.store(1, Ordering::Release);
     assert_eq!(submitter.join().unwrap_or_else(|p| std::panic::resume_unwind(p)), SubmitOutcome::Aborted);

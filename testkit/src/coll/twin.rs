@@ -41,7 +41,7 @@ struct TwinRank {
     #[expect(clippy::redundant_allocation, reason = "the loop's raw header pointer is taken from the Box before it is shared: a stable, uniquely derived address")]
     _header: Arc<Box<QueueHeader>>,
     _ring: Vec<RingSlot>,
-    _state: Box<LoopState>,
+    state: Box<LoopState>,
     _block: Block,
     queue: Queue,
     /// The loop's launches, in order: the first, and one more each time the queue
@@ -177,6 +177,20 @@ impl TwinGroup {
     /// does (host-shim's `Queue::announce_submit`).
     pub fn pin_awake(&self, rank: u32) -> Result<()> {
         self.ranks[rank as usize].queue.announce_submit(true)
+    }
+
+    /// The last ring item every channel of rank `rank`'s loop has completed.
+    pub fn completed(&self, rank: u32) -> u64 {
+        self.ranks[rank as usize].queue.completed()
+    }
+
+    /// The highest ring item rank `rank`'s loop has found whole (taken, or about to be):
+    /// a state that precedes the item's run.
+    pub fn ring_items_found(&self, rank: u32) -> u64 {
+        let state = &self.ranks[rank as usize].state;
+        // SAFETY: an aligned word of the rank's live loop state, which the loop changes only
+        // atomically (an atomic max).
+        unsafe { AtomicU64::from_ptr((&raw const state.seen_seq).cast_mut()) }.load(Ordering::Relaxed)
     }
 
     /// How many times rank `rank`'s loop was launched (1 + the launches after it slept).
@@ -394,7 +408,7 @@ fn start_rank(rank: u32, block: Block, call_channels: u32, loops: TwinLoops, mem
         relaunched.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(handle);
         Ok(())
     }));
-    Ok(TwinRank { _header: header, _ring: ring, _state: state, _block: block, queue, launches, stream })
+    Ok(TwinRank { _header: header, _ring: ring, state, _block: block, queue, launches, stream })
 }
 
 /// What a rank's call kernels are launched with (addresses of the rank's loop memory).
