@@ -243,7 +243,7 @@ unsafe fn try_sleep(a: &Channel, next_seq: u64) -> bool {
     arch::fence_sc_sys();
     // SAFETY: aligned words of the live header, the ring (slot `(next_seq - 1) % capacity`
     // of its `capacity`) and the loop state, all valid for the launch (`Channel`).
-    let (submits, pinned, word, seen) = unsafe {
+    let (submits, pinned, ring_word, submits_seen) = unsafe {
         (
             arch::ld_relaxed_sys_global(&raw const (*a.header).submits),
             arch::ld_relaxed_sys_global(&raw const (*a.header).pinned),
@@ -254,13 +254,36 @@ unsafe fn try_sleep(a: &Channel, next_seq: u64) -> bool {
     // SAFETY: as above; after the acquire of the count (a submission counted itself after
     // its PENDING add).
     let mailbox = unsafe { arch::ld_relaxed_gpu_global(&raw const (*a.state).mailbox.state) };
-    let idle = pinned == 0
-        && submits == seen
-        && mailbox & MAILBOX_PENDING == 0
-        && (word >> 32) as u32 != RingSlot::flag(next_seq);
+    let idle = SleepReads { submits, pinned, ring_word, submits_seen, mailbox }.idle(next_seq);
     // SAFETY: as for LEAVING.
     unsafe { arch::st_release_sys_global(awake, if idle { LOOP_ASLEEP } else { LOOP_AWAKE }) };
     idle
+}
+
+/// What the idle loop reads after its fence in the sleep handshake ([`try_sleep`]), and
+/// its decision on them: the loop's half of the protocol apart from the accesses (which
+/// the sleep handshake's model check transcribes step for step).
+#[derive(Clone, Copy, Debug)]
+pub struct SleepReads {
+    /// The host's count of stream-ordered submissions (`QueueHeader::submits`).
+    pub submits: u64,
+    /// The host's pin (`QueueHeader::pinned`).
+    pub pinned: u64,
+    /// The first word of the next ring slot (its flag in the high half).
+    pub ring_word: u64,
+    /// Call kernels that no longer need the loop (`LoopState::submits_seen`).
+    pub submits_seen: u64,
+    /// The mailbox's state word.
+    pub mailbox: u64,
+}
+
+impl SleepReads {
+    /// Whether a loop whose next ring item is `next_seq` may sleep on these reads: not
+    /// pinned, every submission the host announced counted by its call kernel, no mailbox
+    /// item pending, and the next ring slot not begun (its first word not `next_seq`'s).
+    pub const fn idle(&self, next_seq: u64) -> bool {
+        self.pinned == 0 && self.submits == self.submits_seen && self.mailbox & MAILBOX_PENDING == 0 && (self.ring_word >> 32) as u32 != RingSlot::flag(next_seq)
+    }
 }
 
 /// Warp 0: lane 0 looks elsewhere (see [`look_elsewhere`]); when it finds something, the

@@ -46,4 +46,6 @@ pub use channel_loop::{shmem_work_loop, work_loop};
 #[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
 pub use call_kernel::{CallArgs, after_previous_grid, serve_call, serve_call_alone};
 #[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
+pub use fetch::SleepReads;
+#[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
 pub use mailbox::{SubmitOutcome, submit_to_mailbox};
