@@ -1,11 +1,14 @@
 //! A loop that sleeps when idle, on the host twin: a communicator's loop of one resident
 //! channel leaves after polling for its sleep time with nothing to do, and the next call
 //! launches it again (`device_rt::work`'s sleep handshake with host-shim's
-//! `Queue::wake`). The real device code on CPU threads: results exact across sleeps on
-//! the stream path (with and without overlapping call kernels) and on the direct path;
-//! calls racing the loop's decision to sleep (pauses around the sleep time) never lost; a
-//! pinned loop (as after a CUDA graph capture) never sleeps; a sleeping loop shuts down,
-//! and an aborted one is not launched again.
+//! `Queue::wake`). The real device code on CPU threads, end to end: results exact across
+//! sleeps on the stream path (with and without overlapping call kernels) and on the
+//! direct path; a call made while every loop sleeps launches each again, and calls back
+//! to back stay exact; a pinned loop (as after a CUDA graph capture) is not launched again;
+//! a sleeping loop shuts down, and an aborted one is not launched again. Every check
+//! follows a state the test waits for (the loops asleep) or a call's completion; the
+//! handshake's races themselves (a call against the loop's decision to sleep, two wakes
+//! at once, a pin) are checked by the model of tests/sleep_model.rs.
 
 use std::time::{Duration, Instant};
 
@@ -118,18 +121,22 @@ fn the_direct_path_wakes_a_sleeping_loop() {
     g.shutdown(TIMEOUT).unwrap();
 }
 
-/// Calls that race the loop's decision to sleep: a sleep time of 50 µs and pauses of 0
-/// to 400 µs between calls (and every eighth pair 5 ms, so that the loops do sleep), with
-/// no host synchronisation inside each pair of calls: every result exact, no call lost (a
-/// lost one would be a timeout), and the loops launched again many times.
+/// Pairs of calls with no host synchronisation inside each pair, every other pair made
+/// once every loop has been seen asleep and the others right after the pair before (the
+/// loops may or may not sleep in between): every result exact, and each pair made while
+/// the loops slept launched every loop again.
 #[test]
-fn calls_racing_the_loops_sleep_are_never_lost() {
+fn calls_after_a_sleep_and_back_to_back_are_exact() {
     let mut g = TwinGroup::start_sleeping(shape(2), THREADS, Duration::from_secs(60), Duration::from_micros(50), true).unwrap();
     let cases = [case(CollFunction::AllReduce, 64, false), case(CollFunction::AllReduce, 20_000, true), case(CollFunction::AllGather, 999, false)];
-    for k in 0..40u64 {
-        let pause = if k % 8 == 7 { Duration::from_millis(5) } else { Duration::from_micros((k * 37) % 400) };
+    for k in 0..12u64 {
         let pair = [&cases[k as usize % 3], &cases[(k as usize + 1) % 3]];
         let prepared: Vec<Prepared> = pair.iter().enumerate().map(|(i, c)| Prepared::new(&mut g, c, 2 * k + i as u64).unwrap()).collect();
+        let after_sleep = k % 2 == 0;
+        if after_sleep {
+            assert!(all_asleep(&g, Duration::from_secs(30)), "pair {k}: the loops did not sleep");
+        }
+        let before = launches(&g);
         for rank in 0..2 {
             for p in &prepared {
                 g.submit(rank, p.item(rank)).unwrap();
@@ -139,32 +146,35 @@ fn calls_racing_the_loops_sleep_are_never_lost() {
             g.wait_submitted(rank, Submitted::Stream, TIMEOUT).unwrap();
         }
         for (p, c) in prepared.iter().zip(pair) {
-            assert_eq!(p.verify(&mut g).unwrap(), None, "call {k}: {}", c.describe());
+            assert_eq!(p.verify(&mut g).unwrap(), None, "pair {k}: {}", c.describe());
         }
-        std::thread::sleep(pause);
+        let now = launches(&g);
+        if after_sleep {
+            assert!(now.iter().zip(&before).all(|(n, b)| n > b), "pair {k}, made while the loops slept: launches {before:?} then {now:?}");
+        }
     }
-    assert!((0..2).all(|r| g.launches(r) >= 5), "launches: {} and {}", g.launches(0), g.launches(1));
     g.shutdown(TIMEOUT).unwrap();
 }
 
-/// A loop pinned awake (as a call kernel captured in a CUDA graph pins it) never sleeps; a
-/// pinned loop that slept is launched again at once.
+/// A loop pinned awake (as a call kernel captured in a CUDA graph pins it) that slept is
+/// launched again by the pin, and is not launched again after it: once the pin returned,
+/// the loop never stores ASLEEP (which the next call would answer with a launch), through
+/// every call that follows.
 #[test]
 fn a_pinned_loop_never_sleeps() {
     let mut g = TwinGroup::start_sleeping(shape(2), THREADS, Duration::from_secs(60), Duration::from_micros(200), false).unwrap();
     run_all(&mut g, &mixed()[..2], 1);
     assert!(all_asleep(&g, Duration::from_secs(30)));
+    let asleep = launches(&g);
     g.pin_awake(0).unwrap();
     g.pin_awake(1).unwrap();
-    std::thread::sleep(Duration::from_millis(50));
     let pinned = launches(&g);
-    for rank in 0..2 {
-        assert!(!g.asleep(rank), "rank {rank} slept while pinned");
+    assert!(pinned.iter().zip(&asleep).all(|(p, a)| *p == a + 1), "the pin launched each loop that slept again: {asleep:?} then {pinned:?}");
+    for round in 0..3 {
+        run_all(&mut g, &mixed(), 3 + 10 * round);
+        assert!((0..2).all(|r| !g.asleep(r)), "round {round}: a pinned loop slept");
+        assert_eq!(launches(&g), pinned, "round {round}: a pinned loop was launched again");
     }
-    run_all(&mut g, &mixed(), 3);
-    std::thread::sleep(Duration::from_millis(50));
-    assert!((0..2).all(|r| !g.asleep(r)), "a pinned loop slept");
-    assert_eq!(launches(&g), pinned, "a pinned loop was launched again");
     g.shutdown(TIMEOUT).unwrap();
 }
 
