@@ -5,13 +5,15 @@
 
 use std::time::Duration;
 
+use device_rt::algo::{Algorithm, CollFunction, NO_PEER};
+use device_rt::conn::ChannelStats;
 use device_rt::dtype::DataType;
 use device_rt::redop::RedOpKind;
-use device_rt::algo::{CollFunction, NO_PEER};
 use device_rt::work::WorkItem;
 
+use super::choice::{Route, stated_algorithm};
 use super::expect::{CollCase, Inputs, ReduceOrder};
-use super::group::{Buffer, RankGroup};
+use super::group::{Buffer, RankGroup, all_stats};
 use host_shim::Result;
 use crate::reference::Rng;
 
@@ -89,8 +91,12 @@ pub fn run_back_to_back(g: &mut dyn RankGroup, prepared: &[Prepared], timeout: D
 }
 
 /// Runs `case` once on every rank of `g` (through the group's path) and compares every
-/// rank's output with the reference. `Ok(None)`: correct; `Ok(Some(what))`: wrong results; `Err`: the call
-/// failed.
+/// rank's output with the reference, reduced in the order of the algorithm the documented
+/// choice rules give the case ([`stated_algorithm`]); where the communicator keeps
+/// statistics, also checks that every rank ran that algorithm and no other
+/// ([`Prepared::check_algorithm_ran`]). `Ok(None)`: correct; `Ok(Some(what))`: wrong
+/// results, another algorithm, or a call the documented rules refuse that ran; `Err`: the
+/// call failed.
 pub fn run_case(g: &mut dyn RankGroup, case: &CollCase, seed: u64, timeout: Duration) -> Result<Option<String>> {
     let mark = g.mark();
     let outcome = run_case_in(g, case, seed, timeout);
@@ -100,12 +106,21 @@ pub fn run_case(g: &mut dyn RankGroup, case: &CollCase, seed: u64, timeout: Dura
 
 fn run_case_in(g: &mut dyn RankGroup, case: &CollCase, seed: u64, timeout: Duration) -> Result<Option<String>> {
     let prepared = Prepared::new(g, case, seed)?;
+    let before = all_stats(g)?;
     let mut tickets = Vec::new();
     for rank in 0..g.nranks() {
         tickets.push(g.submit(rank, prepared.item(rank))?);
     }
     for (rank, submitted) in tickets.into_iter().enumerate() {
         g.wait_submitted(rank as u32, submitted, timeout)?;
+    }
+    if let Err(why) = &prepared.algorithm {
+        return Ok(Some(format!("{}: ran, where the documented choice rules refuse it ({why})", case.describe())));
+    }
+    if let (Some(before), Some(after)) = (before, all_stats(g)?)
+        && let Err(wrong) = prepared.check_algorithm_ran(&before, &after)
+    {
+        return Ok(Some(format!("{}: {wrong}", case.describe())));
     }
     prepared.verify(g)
 }
@@ -121,12 +136,16 @@ pub struct Prepared {
     /// Each rank's input.
     inputs: Vec<Vec<u8>>,
     expected: Vec<Vec<u8>>,
+    /// The algorithm the case must take ([`stated_algorithm`]), or why the communicator
+    /// must refuse it.
+    algorithm: std::result::Result<Option<Algorithm>, String>,
 }
 
 impl Prepared {
     /// Allocates `case`'s buffers on every rank of `g` and fills them: inputs from
     /// `seed`, outputs with a sentinel. The expected outputs are reduced in the order of
-    /// the algorithm the device plans for the case on `g`'s communicator.
+    /// the algorithm the documented choice rules give the case on `g`'s communicator and
+    /// path ([`stated_algorithm`]).
     pub fn new(g: &mut dyn RankGroup, case: &CollCase, seed: u64) -> Result<Self> {
         let nranks = g.nranks();
         let size = case.dtype.size();
@@ -156,8 +175,41 @@ impl Prepared {
             };
             bufs.push((input, output, in_offset));
         }
-        let expected = case.expect(&inputs, &before, ReduceOrder::of(case, &g.shape(), g.plan_channels()));
-        Ok(Self { case: case.clone(), nranks, bufs, inputs, expected })
+        let route = Route { channels: g.plan_channels(), ll_channels: g.ll_channels() };
+        let algorithm = stated_algorithm(case, &g.shape(), route);
+        let order = ReduceOrder::of(algorithm.clone().unwrap_or(None), &g.shape(), route.channels);
+        let expected = case.expect(&inputs, &before, order);
+        Ok(Self { case: case.clone(), nranks, bufs, inputs, expected, algorithm })
+    }
+
+    /// The algorithm the case must take (`None`: none, as point-to-point), or why the
+    /// communicator must refuse it.
+    pub fn algorithm(&self) -> std::result::Result<Option<Algorithm>, &str> {
+        self.algorithm.as_ref().map(|a| *a).map_err(String::as_str)
+    }
+
+    /// Checks, from every channel's statistics of every rank before and after the call
+    /// alone (`all_stats`: `nranks` blocks of channels), that every rank ran the case with
+    /// the algorithm it must take and with no other: that algorithm's items counted on
+    /// some channel of every rank (none for a one-shot/two-shot call of no elements, which
+    /// no channel takes part in), every other algorithm's on none; nothing at all for a
+    /// case without an algorithm.
+    pub fn check_algorithm_ran(&self, before: &[ChannelStats], after: &[ChannelStats]) -> std::result::Result<(), String> {
+        let stated = self.algorithm.clone()?;
+        let channels = before.len() / self.nranks as usize;
+        for rank in 0..self.nranks as usize {
+            let range = rank * channels..(rank + 1) * channels;
+            let ran = |algorithm: Algorithm| -> u64 { after[range.clone()].iter().zip(&before[range.clone()]).map(|(a, b)| a.algorithm_items[algorithm as usize] - b.algorithm_items[algorithm as usize]).sum() };
+            for algorithm in Algorithm::ALL {
+                let counted = ran(algorithm);
+                let must = Some(algorithm) == stated && !(algorithm.is_shot() && self.case.count == 0);
+                if (counted > 0) != must {
+                    let stated = stated.map_or("none", Algorithm::name);
+                    return Err(format!("rank {rank}: {} ran on {counted} channel(s), where the case must take {stated}", algorithm.name()));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Rank `rank`'s work item.

@@ -1,10 +1,11 @@
 //! What every rank's output must hold after a collective: computed on the host from the
 //! ranks' inputs with the reference arithmetic of [`crate::reference`], independently of
-//! the device code, in the order the algorithm the device plans reduces in
-//! ([`ReduceOrder`]); for random normal floats also an f64 reference and a stated error
-//! bound ([`CollCase::check_f64_bound`]).
+//! the device code, in the order the algorithm the case must take reduces in
+//! ([`ReduceOrder`]; the algorithm from the documented choice rules,
+//! [`super::choice::stated_algorithm`], not from the device's planner); for random normal
+//! floats also an f64 reference and a stated error bound ([`CollCase::check_f64_bound`]).
 
-use device_rt::algo::{Algorithm, CHUNK_ALIGN_BYTES, CollFunction, RingProto, Staging, plan};
+use device_rt::algo::{Algorithm, CHUNK_ALIGN_BYTES, CollFunction, RingProto};
 use device_rt::dtype::DataType;
 use device_rt::prims::Proto;
 use device_rt::redop::RedOpKind;
@@ -42,13 +43,13 @@ pub enum ReduceOrder {
 }
 
 impl ReduceOrder {
-    /// The order of the algorithm the device plans for `case` on a communicator of
-    /// `shape` when the call spreads over `channels` of its collective channels (rank
-    /// order where no algorithm can run it: the host refuses the call).
-    pub fn of(case: &CollCase, shape: &Shape, channels: u32) -> Self {
-        let staging = Staging { channels, ..shape.staging() };
-        match plan(case.function, case.dtype.size() as u64, case.count as u64, staging, shape.algorithm) {
-            Ok(p) if p.algorithm == Algorithm::Ring => Self::Ring { channels, step_bytes: shape.ring_step_bytes },
+    /// The order of `algorithm` (the one a case must take,
+    /// [`super::choice::stated_algorithm`]; `None`: none, as for point-to-point) on a
+    /// communicator of `shape` when the call spreads over `channels` of its collective
+    /// channels.
+    pub fn of(algorithm: Option<Algorithm>, shape: &Shape, channels: u32) -> Self {
+        match algorithm {
+            Some(Algorithm::Ring) => Self::Ring { channels, step_bytes: shape.ring_step_bytes },
             _ => Self::Ranks,
         }
     }

@@ -160,6 +160,10 @@ impl RankGroup for GpuGroup {
         if self.path == SubmitPath::Direct { self.resident.min(all) } else { all }
     }
 
+    fn ll_channels(&self) -> u32 {
+        if self.path == SubmitPath::Stream { self.shape.nchannels.saturating_sub(self.resident) } else { 0 }
+    }
+
     fn alloc(&mut self, rank: u32, bytes: usize) -> Result<Buffer> {
         let r = rank as usize;
         let (base, size) = self.arenas[r];

@@ -70,6 +70,13 @@ pub trait RankGroup {
         self.shape().collective_channels()
     }
 
+    /// The call channels a collective handed over by [`RankGroup::submit`] may take as an
+    /// LL run (the stream-ordered path's call kernel, where the communicator has call
+    /// channels); 0 where the group's path never takes LL.
+    fn ll_channels(&self) -> u32 {
+        0
+    }
+
     /// A zeroed buffer of `bytes` in rank `rank`'s memory. Allocate before enqueueing:
     /// a GPU allocation may wait for running kernels.
     fn alloc(&mut self, rank: u32, bytes: usize) -> Result<Buffer>;

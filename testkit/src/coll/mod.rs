@@ -3,6 +3,7 @@
 
 pub mod abort;
 pub mod check;
+pub mod choice;
 pub mod expect;
 pub mod gpu;
 pub mod group;

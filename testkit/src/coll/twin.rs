@@ -623,6 +623,10 @@ impl RankGroup for TwinGroup {
         if self.path == SubmitPath::Direct { self.resident.min(all) } else { all }
     }
 
+    fn ll_channels(&self) -> u32 {
+        if self.path == SubmitPath::Stream { self.shape.nchannels - self.resident } else { 0 }
+    }
+
     fn describe(&self) -> String {
         format!(
             "host twin (CPU threads, no GPU): {} ranks × {} channels ({} resident) × {} threads, {} path, algorithm {}, staging {} KiB{}{}{}{}",
