@@ -96,13 +96,6 @@ pub trait RankGroup {
 
     /// Validates `item` (also against the communicator) and enqueues it on rank `rank`'s
     /// loop through the direct host path.
-    fn enqueue(&mut self, rank: u32, item: WorkItem) -> Result<Ticket>;
-
-    /// Waits until rank `rank` has completed `ticket`.
-    fn wait(&mut self, rank: u32, ticket: Ticket, timeout: Duration) -> Result<()>;
-
-    /// Rank `rank`'s channels' statistics, when the communicator keeps them (`None`
-    /// otherwise). Read between operations: every completed item's counts are in.
     ///
     /// The items this and [`RankGroup::submit`] and [`RankGroup::capture`] take name raw
     /// addresses, which the communicator checks but cannot vouch for. The contract of this
@@ -110,6 +103,13 @@ pub trait RankGroup {
     /// whole extent, in a buffer of rank `rank` from [`RankGroup::alloc`] that is not
     /// released before the item has completed (a captured item: before every replay of
     /// its graph has), or the item is one the checks refuse (a test of the refusal).
+    fn enqueue(&mut self, rank: u32, item: WorkItem) -> Result<Ticket>;
+
+    /// Waits until rank `rank` has completed `ticket`.
+    fn wait(&mut self, rank: u32, ticket: Ticket, timeout: Duration) -> Result<()>;
+
+    /// Rank `rank`'s channels' statistics, when the communicator keeps them (`None`
+    /// otherwise). Read between operations: every completed item's counts are in.
     fn channel_stats(&mut self, rank: u32) -> Result<Option<Vec<ChannelStats>>>;
 
     /// Validates `item` and hands it to rank `rank` through the group's path.
