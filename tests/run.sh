@@ -28,6 +28,10 @@ echo "== tests/run.sh: step 3 $(date -u +%T)"
 #    nvptx-only code (device-rt's arch/nvptx.rs, then the kernel crate, which is outside
 #    the workspace) for the GPU target.
 cargo clippy --workspace --all-features --all-targets -- -D warnings
+# host-shim as a user's crate builds it, without the `testing` feature (its test hooks,
+# the loop's queue and the wiring are not there), with the examples that use it that way.
+cargo clippy -p host-shim -p ferroccl-jacobi -p ferroccl-shift --all-targets -- -D warnings
+RUSTDOCFLAGS="-D warnings" cargo doc -p host-shim --no-deps
 nvptx_clippy=(clippy --release --target nvptx64-nvidia-cuda -Zbuild-std=core --target-dir "$root/target/nvptx-clippy")
 RUSTFLAGS="-C target-cpu=sm_90 -C target-feature=+ptx83" cargo "${nvptx_clippy[@]}" -p device-rt -- -D warnings
 (cd ptx/kernels && RUSTFLAGS="-C target-cpu=sm_90 -C target-feature=+ptx83" cargo "${nvptx_clippy[@]}" -- -D warnings)

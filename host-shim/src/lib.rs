@@ -54,17 +54,33 @@ mod op;
 pub mod bootstrap;
 pub mod comm;
 pub mod device;
-pub mod memory;
 pub mod module;
-pub mod multicast;
-pub mod nvls_hw;
-pub mod queue;
 pub mod shmem;
 pub mod stream;
+
+// The loop's machinery: public to ferroccl's own test kit, examples and tests (the
+// `testing` feature), private to a user.
+#[cfg(feature = "testing")]
+pub mod memory;
+#[cfg(not(feature = "testing"))]
+mod memory;
+// Hardware NVLink multicast (NVLS): measured and self-tested by ferroccl's own tools only.
+#[cfg(feature = "testing")]
+pub mod multicast;
+#[cfg(feature = "testing")]
+pub mod nvls_hw;
+#[cfg(feature = "testing")]
+pub mod queue;
+#[cfg(not(feature = "testing"))]
+mod queue;
+#[cfg(feature = "testing")]
 pub mod work;
+#[cfg(not(feature = "testing"))]
+mod work;
 
 pub use driver::init;
 pub use error::{Error, ErrorKind, Result};
+pub use work::DeviceAlloc;
 
 /// cudarc, the CUDA driver binding this crate is built on, at the version it uses: its
 /// contexts, streams and slices (`cudarc::driver::{CudaContext, CudaStream, CudaSlice,

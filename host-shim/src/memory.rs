@@ -12,6 +12,9 @@ use crate::{Error, Result};
 
 /// `len` values of `T` in page-locked host memory, mapped into the device's address space.
 pub struct HostMapped<T> {
+    /// The allocation, freed when this value drops (read by the `testing` feature's
+    /// accessors alone).
+    #[cfg_attr(not(feature = "testing"), allow(dead_code))]
     host: PinnedHostSlice<T>,
     device_ptr: sys::CUdeviceptr,
     ptr: *mut T,
@@ -163,16 +166,19 @@ impl<T: Copy> HostMapped<T> {
         self.ptr
     }
 
+    #[cfg(feature = "testing")]
     /// Number of elements.
     pub fn len(&self) -> usize {
         self.host.len()
     }
 
+    #[cfg(feature = "testing")]
     /// Always false: allocations hold at least one element.
     pub fn is_empty(&self) -> bool {
         false
     }
 
+    #[cfg(feature = "testing")]
     /// Reads element `i` with a volatile load (the device may write it at any time).
     ///
     /// Ordering: none beyond the load itself; pair with the device's release store of a
@@ -183,6 +189,7 @@ impl<T: Copy> HostMapped<T> {
         unsafe { self.ptr.add(i).read_volatile() }
     }
 
+    #[cfg(feature = "testing")]
     /// Writes element `i` with a volatile store.
     pub fn write(&mut self, i: usize, v: T) {
         assert!(i < self.len(), "index {i} out of {} host-mapped elements", self.len());

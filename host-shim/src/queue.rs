@@ -14,7 +14,7 @@ use device_rt::work::{BadItem, LOOP_ASLEEP, LOOP_AWAKE, LOOP_LEAVING, QueueHeade
 
 use crate::{Error, Result};
 
-/// A published item's sequence number: what [`Queue::wait`] takes.
+/// A published item's sequence number: what `Queue::wait` and `Comm::wait` takes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Ticket(pub u64);
 
@@ -197,6 +197,7 @@ impl Queue {
         self.word(HeaderWord::Awake).load(Ordering::Acquire) == LOOP_AWAKE
     }
 
+    #[cfg(feature = "testing")]
     /// Whether the loop has left to sleep (it is launched again with the next work).
     pub fn asleep(&self) -> bool {
         self.word(HeaderWord::Awake).load(Ordering::Acquire) == LOOP_ASLEEP
@@ -319,6 +320,7 @@ impl Queue {
         *self.next_seq.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    #[cfg(feature = "testing")]
     /// Writes `items` into the ring at once (they must fit: the ring must be idle and hold
     /// them all). For back-to-back dispatch.
     ///
@@ -357,6 +359,7 @@ impl Queue {
         Ok(Ticket(last))
     }
 
+    #[cfg(feature = "testing")]
     /// Writes `item` unvalidated, with its own `seq`, into the next slot: what a corrupted
     /// queue looks like to the device (self-tests of the device's own checks).
     ///

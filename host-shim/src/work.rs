@@ -899,6 +899,7 @@ impl WorkLoop {
         Ok(())
     }
 
+    #[cfg(feature = "testing")]
     /// Keeps `alloc` alive as long as the loop's own memory.
     pub(crate) fn adopt(&mut self, alloc: DeviceAlloc) -> Result<()> {
         let Some(memory) = &mut self.memory else { return Err(Error::LoopClosed) };
@@ -949,6 +950,7 @@ impl WorkLoop {
         Ok(())
     }
 
+    #[cfg(feature = "testing")]
     /// [`WorkLoop::new`] then [`WorkLoop::start`].
     pub fn launch(ctx: &Arc<CudaContext>, module: &Module, cfg: LoopConfig) -> Result<Self> {
         let mut lp = Self::new(ctx, module, cfg)?;
@@ -981,6 +983,7 @@ impl WorkLoop {
         unsafe { self.queue.enqueue(item, timeout) }
     }
 
+    #[cfg(feature = "testing")]
     /// Writes several items at once (they must fit in the ring).
     ///
     /// ```compile_fail,E0133
@@ -1212,11 +1215,13 @@ impl WorkLoop {
         Ok(true)
     }
 
+    #[cfg(feature = "testing")]
     /// Stream-ordered calls that took the ring route ([`WorkLoop::enqueue_on_stream`]).
     pub fn ring_routed(&self) -> u64 {
         self.ring_routed.load(Ordering::Relaxed)
     }
 
+    #[cfg(feature = "testing")]
     /// Of the calls on the ring route, those whose item had not completed within
     /// [`RING_ROUTE_SPIN`], so that the stream waits for it.
     pub fn ring_waits(&self) -> u64 {
@@ -1234,17 +1239,20 @@ impl WorkLoop {
         self.overlap_call_kernels = true;
     }
 
+    #[cfg(feature = "testing")]
     /// Whether call kernels overlap the kernel before them (the communicator allows it
     /// where the device holds two call kernels of every rank beside the loops).
     pub fn call_kernels_overlap(&self) -> bool {
         self.overlap_call_kernels
     }
 
+    #[cfg(feature = "testing")]
     /// The stream the loop kernel runs on (it ends when the loop leaves).
     pub fn stream(&self) -> &Arc<CudaStream> {
         &self.stream
     }
 
+    #[cfg(feature = "testing")]
     /// The loop's queue (self-tests write raw slots through it).
     pub fn queue_mut(&mut self) -> &mut Queue {
         &mut self.queue
@@ -1266,6 +1274,7 @@ impl WorkLoop {
         self.queue.health().err()
     }
 
+    #[cfg(feature = "testing")]
     /// Items published and not yet completed.
     pub fn outstanding(&self) -> u64 {
         self.queue.outstanding()
@@ -1283,6 +1292,7 @@ impl WorkLoop {
         drained
     }
 
+    #[cfg(feature = "testing")]
     /// Whether the loop has left the GPU to sleep (see [`LoopConfig::sleep_after`]); the
     /// next item launches it again.
     pub fn asleep(&self) -> bool {

@@ -27,7 +27,7 @@ const PROTOCOL_SPILL_BOUND: u32 = 64;
 /// The same under a register cap, per function: the largest ptxas 13.0 reported for it
 /// over every cap when its bound was last raised. Spills cost a GPU several µs per small
 /// collective, so the default loop is 256 threads, uncapped, where nothing spills
-/// (docs/tuning.md, `CommConfig::loop_cfg`); wider loops stay possible, and bounded here.
+/// (docs/tuning.md, `Tuning::loop_cfg`); wider loops stay possible, and bounded here.
 /// The check fails if they grow. Each bound's history, and the change behind each growth:
 /// docs/tuning.md, `CAPPED_SPILL_BOUNDS`.
 const CAPPED_SPILL_BOUNDS: [(&str, u32, u32); 9] = [

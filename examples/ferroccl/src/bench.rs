@@ -297,7 +297,7 @@ pub struct CommCallReport {
     /// Median µs of a call plus `cuStreamSynchronize`.
     pub call_sync_us: f64,
     /// The same for a call that finds the loop asleep (it slept after
-    /// `CommConfig::default()`'s sleep time with nothing to do; the call launches it
+    /// `Tuning::default()`'s sleep time with nothing to do; the call launches it
     /// again).
     pub call_sync_after_sleep_us: f64,
     /// Its baseline: an empty kernel launch plus `cuStreamSynchronize` on the same stream

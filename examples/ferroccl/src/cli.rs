@@ -431,25 +431,13 @@ pub struct WorkLoopArgs {
 
 /// A byte count: digits, optionally followed by K, M or G (powers of 2¹⁰, either case).
 pub fn parse_size(value: &str) -> Result<usize, String> {
-    let (digits, unit) = match value.char_indices().last() {
-        Some((at, 'k' | 'K')) => (&value[..at], 1usize << 10),
-        Some((at, 'm' | 'M')) => (&value[..at], 1 << 20),
-        Some((at, 'g' | 'G')) => (&value[..at], 1 << 30),
-        _ => (value, 1),
-    };
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(format!("size {value:?}: expected a number of bytes, optionally followed by K, M or G"));
-    }
-    digits
-        .parse::<usize>()
-        .ok()
-        .and_then(|n| n.checked_mul(unit))
-        .ok_or_else(|| format!("size {value:?} does not fit in {} bits", usize::BITS))
+    let bytes = parse_size_u64(value)?;
+    usize::try_from(bytes).map_err(|_| format!("size {value:?} does not fit in {} bits", usize::BITS))
 }
 
-/// [`parse_size`] as a `u64`.
+/// A byte count as the `FERROCCL_*` variables take them ([`host_shim::comm::parse_bytes`]).
 fn parse_size_u64(value: &str) -> Result<u64, String> {
-    parse_size(value).map(|n| n as u64)
+    host_shim::comm::parse_bytes(value).map_err(|why| format!("size {value:?}: {why}"))
 }
 
 /// `--sms`: [`Placement`]'s own parser.

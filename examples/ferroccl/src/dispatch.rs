@@ -119,7 +119,7 @@ fn measure_all(ranks: &[Rank], comms: &[Comm]) -> Result<DispatchReport> {
             WorkItem::collective(CollFunction::AllReduce, DataType::F32, RedOpKind::Sum, 0, src, dst, 2, 0)
         })
         .collect();
-    let call_kernel_grid = (comms[0].channels(), host_shim::comm::CommConfig::default().loop_cfg.threads);
+    let call_kernel_grid = (comms[0].channels(), host_shim::comm::Tuning::default().loop_cfg.threads);
     let empties: Vec<_> = ranks.iter().map(|r| r.module.kernel("ferroccl_empty")).collect::<Result<_>>()?;
     let mut measures = Vec::new();
     let mut counter = 0u32;

@@ -27,7 +27,7 @@ use cudarc::driver::{CudaContext, CudaEvent, CudaFunction, CudaSlice, CudaStream
 use half::bf16;
 use serde::Serialize;
 
-use host_shim::comm::{Comm, CommConfig, ReduceOp};
+use host_shim::comm::{Comm, Tuning, ReduceOp};
 use host_shim::module::Module;
 use host_shim::{Error, Result, device};
 
@@ -92,7 +92,7 @@ pub struct FootprintBench {
     /// Ranks of the communicator, all on that device.
     pub ranks: usize,
     /// The communicator's configuration.
-    pub comm: CommConfig,
+    pub comm: Tuning,
     /// Bytes per all-reduce in the busy phase (a non-zero multiple of 4: f32).
     pub busy_bytes: usize,
     /// Timed runs per kind and phase.
@@ -298,7 +298,7 @@ impl Ranks {
             })
             .collect::<Result<Vec<_>>>()?;
         streams.iter().try_for_each(|s| s.synchronize().map_err(Error::cuda("cuStreamSynchronize")))?;
-        let comms = Comm::from_devices_with(streams, cfg.comm, &mut |_, _| Ok(()))?;
+        let comms = Comm::from_devices_tuned(streams, cfg.comm, &mut |_, _| Ok(()))?;
         Ok(Self { comms, bufs })
     }
 
@@ -471,7 +471,7 @@ mod tests {
     use super::*;
 
     fn cfg() -> FootprintBench {
-        FootprintBench { ordinal: 0, ranks: 2, comm: CommConfig::default(), busy_bytes: 256 << 20, iters: 20 }
+        FootprintBench { ordinal: 0, ranks: 2, comm: Tuning::default(), busy_bytes: 256 << 20, iters: 20 }
     }
 
     #[test]
@@ -492,7 +492,7 @@ mod tests {
         let keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
         assert_eq!(keys, expected);
         assert_eq!((&v["gpu"], &v["ranks"], &v["channels"], &v["threads"]), (&json!("NVIDIA H100"), &json!(2), &json!(64), &json!(256)));
-        assert_eq!(v["resident_channels"], json!(CommConfig::default().loop_cfg.channels));
+        assert_eq!(v["resident_channels"], json!(Tuning::default().loop_cfg.channels));
         assert_eq!(v["sleep_after_us"], json!(1000.0), "the default communicator's loops sleep after 1 ms");
         assert_eq!((&v["idle_fma_ratio"], &v["busy_copy_ratio"], &v["after_fma_ratio"]), (&json!(0.8), &json!(0.5), &json!(0.999)));
         assert_eq!((&v["before_fma_ms"], &v["idle_copy_ms"]), (&json!(10.0), &json!(6.1)));

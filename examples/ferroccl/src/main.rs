@@ -36,7 +36,7 @@ use ferroccl_testkit::coll::group::{RankGroup, SubmitPath};
 use ferroccl_testkit::coll::twin::TwinGroup;
 use ferroccl_testkit::{launch, selftest};
 use device_rt::algo::{AlgorithmChoice, plan};
-use host_shim::comm::CommConfig;
+use host_shim::comm::Tuning;
 use host_shim::comm::wiring::Shape;
 use host_shim::{Error, device};
 
@@ -178,12 +178,12 @@ fn test(args: &TestArgs) -> Result<ExitCode, Error> {
 }
 
 /// The communicator configuration of `comm` on GPUs, for items taking `path`: every flag
-/// given replaces [`CommConfig::default`]'s value, `channels` when no `--channels` is
+/// given replaces [`Tuning::default`]'s value, `channels` when no `--channels` is
 /// given (then fitted to the devices, as the default is; a count given is kept or refused); without `--resident`, the default's resident channels on the stream path (the
 /// others call channels) and every channel on the direct path (which call channels do not
 /// serve).
-fn comm_config(comm: &CommArgs, channels: u32, path: SubmitPath) -> CommConfig {
-    let mut cfg = CommConfig::default();
+fn comm_config(comm: &CommArgs, channels: u32, path: SubmitPath) -> Tuning {
+    let mut cfg = Tuning::default();
     let total = comm.channels.unwrap_or(channels);
     let resident = comm.resident.unwrap_or(if path == SubmitPath::Stream { cfg.loop_cfg.channels } else { total });
     (cfg.loop_cfg.channels, cfg.loop_cfg.call_channels) = split_channels(total, resident);
@@ -341,7 +341,7 @@ fn bench_collectives(args: BenchCmd) -> Result<ExitCode, Error> {
         let devices = comm.devices.clone().unwrap_or_else(|| (0..gpus).collect());
         let nranks = comm.ranks.unwrap_or(devices.len().max(2));
         let path = comm.path.unwrap_or(SubmitPath::Stream);
-        let default = CommConfig::default().loop_cfg;
+        let default = Tuning::default().loop_cfg;
         let mut cfg = comm_config(&comm, default.channels + default.call_channels, path);
         cfg.stats = stats;
         let ordinals = rank_devices(&devices, nranks)?;
@@ -476,7 +476,7 @@ fn bench_footprint(args: &FootprintArgs) -> Result<ExitCode, Error> {
     let ordinal = args.device;
     let devices = device::list()?;
     let info = devices.get(ordinal).ok_or(Error::NoSuchDevice { ordinal, count: devices.len() })?;
-    let mut comm = CommConfig::default();
+    let mut comm = Tuning::default();
     (comm.loop_cfg.channels, comm.loop_cfg.call_channels) =
         split_channels(args.channels.unwrap_or(comm.loop_cfg.channels + comm.loop_cfg.call_channels), args.resident.unwrap_or(comm.loop_cfg.channels));
     comm.loop_cfg.threads = args.threads.unwrap_or(comm.loop_cfg.threads);

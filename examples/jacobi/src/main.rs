@@ -23,7 +23,7 @@ use host_shim::bootstrap::{Bootstrap, PeEnv};
 use host_shim::device;
 use host_shim::module::Module;
 use host_shim::shmem::Heap;
-use host_shim::work::DeviceAlloc;
+use host_shim::DeviceAlloc;
 
 /// Threads per block of the step kernels (the example's).
 const THREADS: u32 = 256;

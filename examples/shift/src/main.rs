@@ -24,7 +24,7 @@ use host_shim::bootstrap::{Bootstrap, PeEnv};
 use host_shim::device;
 use host_shim::module::Module;
 use host_shim::shmem::Heap;
-use host_shim::work::DeviceAlloc;
+use host_shim::DeviceAlloc;
 
 #[derive(Parser, Debug)]
 #[command(about = "NVSHMEM's simple_shift example on ferroccl's symmetric heap")]

@@ -12,22 +12,22 @@
 //!
 //! Every call is one kernel launch on the rank's stream, so it can be captured and
 //! replayed (a captured call keeps the rank's loop awake for good: see
-//! [`LoopConfig::sleep_after`]). One step is needed with cudarc's own buffers: when a context has several
+//! [`CommConfig::idle_sleep`]). One step is needed with cudarc's own buffers: when a context has several
 //! streams, cudarc tracks each `CudaSlice`'s uses with events, and a capturing stream
 //! cannot wait on an event recorded outside the capture. Allocate the buffers you capture
 //! with while the context's event tracking is off: it applies to the slices created
 //! meanwhile only (order their uses on other streams yourself), not to the whole context.
 //!
 //! ```no_run
-//! use cudarc::driver::{CudaContext, sys};
-//! use host_shim::Error;
+//! use host_shim::cudarc::driver::sys;
 //! use host_shim::comm::{Comm, ReduceOp};
+//! use host_shim::{Error, device};
 //!
 //! fn main() -> host_shim::Result<()> {
 //!     let mut streams = Vec::new();
 //!     let mut bufs = Vec::new();
 //!     for ordinal in 0..2 {
-//!         let ctx = CudaContext::new(ordinal).map_err(Error::cuda("cuCtxCreate"))?;
+//!         let ctx = device::context(ordinal)?;
 //!         let stream = ctx.new_stream().map_err(Error::cuda("cuStreamCreate"))?;
 //!         // SAFETY: the slice allocated meanwhile is used on `stream` only, and freed
 //!         // once `stream` is idle.
@@ -60,7 +60,23 @@
 //! }
 //! ```
 
+mod config;
+#[cfg(feature = "testing")]
+pub mod tuning;
+#[cfg(not(feature = "testing"))]
+mod tuning;
+#[cfg(feature = "testing")]
 pub mod wiring;
+#[cfg(not(feature = "testing"))]
+pub(crate) mod wiring;
+
+pub use config::{CommConfig, parse_bytes};
+#[cfg(feature = "testing")]
+pub use tuning::Tuning;
+#[cfg(not(feature = "testing"))]
+use tuning::Tuning;
+pub use crate::queue::Ticket;
+pub use crate::work::Placement;
 
 // At the bottom of the crate (`crate::op`), below `shmem` as well, which takes the same
 // element types; named here, where callers use them.
@@ -81,123 +97,12 @@ use zerocopy::FromBytes;
 use crate::device;
 use crate::memory::{BufferInfo, buffer_info, check_extent, lies_in};
 use crate::module::Module;
-use crate::queue::{AbortHandle, Ticket};
+use crate::queue::AbortHandle;
 use crate::shmem::Heap;
-use crate::work::{DeviceAlloc, LoopConfig, Placement, WorkLoop};
+use crate::work::{DeviceAlloc, LoopConfig, WorkLoop};
 use crate::{Error, Result};
-use wiring::{Layout, Shape};
+use wiring::Layout;
 
-/// How a communicator is built.
-#[derive(Clone, Copy, Debug)]
-pub struct CommConfig {
-    /// Each rank's work loop: resident and call channels, threads per channel (a
-    /// multiple of 32, at least 128), queue slots, spin budget. The default is 64
-    /// channels × 256 threads, of which 1 is resident and 63 are call channels (fewer where
-    /// a device holds fewer for its ranks, [`CommConfig::fit_call_channels`]): an idle
-    /// communicator holds one CTA of its GPU. Call channels come up only with the calls
-    /// that spread over them, so more of them cost an idle GPU nothing, and large calls
-    /// move more with 64 channels than with 48 or 24. A resident channel costs the GPU's
-    /// other work whatever it does; call channels cost a call a little more time (they
-    /// start and leave with it). Direct-path items run on the resident channels alone.
-    /// 256 threads: a loop wider than 256 threads is capped below 255 registers a thread
-    /// (128 at 512) and its protocol code spills, which makes small calls slower. Figures:
-    /// see docs/tuning.md, `CommConfig::loop_cfg`.
-    pub loop_cfg: LoopConfig,
-    /// Bytes per FIFO step of the ring connections (NCCL: 512 KiB). ferroccl's default,
-    /// 256 KiB, makes the ring's large reduce_scatters faster than 1 MiB steps and keeps
-    /// the other collectives within a few per cent (see docs/tuning.md,
-    /// `CommConfig::ring_step_bytes`).
-    pub ring_step_bytes: u64,
-    /// Bytes per FIFO step of the point-to-point connections.
-    pub p2p_step_bytes: u64,
-    /// Peers write straight into a rank's output where its call found the output mapped
-    /// for them ([`BufferInfo::peer_mapped`]): ring senders where the algorithm allows
-    /// (NCCL's direct operations), and two-shot all-reduce's reduced blocks; elsewhere,
-    /// and everywhere when false, through the FIFO or the staging. On by default.
-    pub direct: bool,
-    /// Every channel keeps statistics of where its time goes ([`Comm::channel_stats`]).
-    pub stats: bool,
-    /// The loop's channels work in pairs ([`Shape::paired`]): every function runs on the
-    /// first half of `loop_cfg.channels`; a reduce-scatter on two ranks sends on the first
-    /// half and receives and reduces on the second, each on its own SMs.
-    pub paired: bool,
-    /// Bytes of staging per rank for the one-shot/two-shot algorithms (twice
-    /// this is allocated: calls alternate between two buffers): the largest call they
-    /// run (all_reduce and all_gather: the input's bytes; reduce_scatter: the whole
-    /// input's). 0: none, every collective runs on the ring.
-    pub staging_bytes: u64,
-    /// The algorithm of every collective: the device's choice by size and rank count
-    /// (`Auto`), or one forced (tests, benchmarks). A call the forced algorithm cannot
-    /// run (larger than the staging, or a function without that algorithm) is refused
-    /// before anything is enqueued ([`Error::AlgorithmUnfit`]).
-    pub algorithm: AlgorithmChoice,
-    /// `loop_cfg.call_channels` is a most: where a device cannot hold that many call
-    /// channels for each of its ranks at once (beside the resident ones and a call kernel's
-    /// submitter per rank), every rank gets the most that every device holds. `false`: a
-    /// count that does not fit is refused ([`Error::DeviceLimit`]).
-    pub fit_call_channels: bool,
-}
-
-impl CommConfig {
-    /// The shape of the connections and staging of a communicator of `nranks` ranks
-    /// built with this configuration.
-    pub fn shape(&self, nranks: u32) -> Shape {
-        Shape {
-            nranks,
-            nchannels: self.loop_cfg.channels + self.loop_cfg.call_channels,
-            ring_step_bytes: self.ring_step_bytes,
-            p2p_step_bytes: self.p2p_step_bytes,
-            direct: self.direct,
-            stats: self.stats,
-            paired: self.paired,
-            staging_bytes: self.staging_bytes,
-            algorithm: self.algorithm,
-            nvls_multicast: false,
-        }
-    }
-
-    /// The placement of the channels of a rank whose device (of `device_sms` SMs) hosts
-    /// `ranks_on_device` ranks: the configured one for a rank alone on its device; the
-    /// hardware's when several share it (their loops would ask for the same SMs), or when
-    /// the device has too few SMs for one channel per TPC.
-    pub fn placement_on(&self, ranks_on_device: usize, device_sms: u32) -> Placement {
-        match self.loop_cfg.placement {
-            _ if ranks_on_device > 1 => Placement::Hardware,
-            Placement::Tpcs if Placement::Tpcs.sms(self.loop_cfg.channels, device_sms).is_err() => Placement::Hardware,
-            configured => configured,
-        }
-    }
-}
-
-/// How long the default communicator's loop (one resident channel) polls with nothing
-/// to do before it leaves the GPU until the next call (see [`LoopConfig::sleep_after`]).
-pub const SLEEP_AFTER: Duration = Duration::from_millis(1);
-
-impl Default for CommConfig {
-    fn default() -> Self {
-        Self {
-            loop_cfg: LoopConfig {
-                channels: 1,
-                call_channels: 63,
-                threads: 256,
-                resident_threads: 0,
-                capacity: 1024,
-                spin_budget: Duration::from_secs(10),
-                placement: Placement::Tpcs,
-                sleep_after: Some(SLEEP_AFTER),
-                burst_gap: crate::work::BURST_GAP,
-            },
-            ring_step_bytes: 256 << 10,
-            p2p_step_bytes: 128 << 10,
-            direct: true,
-            stats: false,
-            paired: false,
-            staging_bytes: 48 << 20,
-            algorithm: AlgorithmChoice::Auto,
-            fit_call_channels: true,
-        }
-    }
-}
 /// Aborts every rank of a communicator from any thread: `Send + Sync + Clone`, never
 /// blocks, valid after the communicator is dropped (it holds a share of every rank's
 /// queue header). [`Comm`] itself is `Send` but not `Sync`: take one of these
@@ -210,7 +115,7 @@ pub struct CommAbortHandle {
 impl CommAbortHandle {
     /// Sets every rank's abort flag: waits in progress end, later calls fail.
     ///
-    /// Ordering: one release store per rank (see [`AbortHandle::abort`]).
+    /// Ordering: one release store per rank (see the loop queue's `AbortHandle::abort`).
     pub fn abort(&self) {
         self.ranks.iter().for_each(AbortHandle::abort);
     }
@@ -326,21 +231,22 @@ pub struct Comm {
     /// before peers write into it.
     peer_devices: Vec<usize>,
     /// Peers may write into this rank's outputs where they are mapped for them
-    /// ([`CommConfig::direct`]).
+    /// ([`Tuning::direct`]).
     direct: bool,
 }
 
 impl Comm {
     /// One rank per stream, in order (rank `r` runs on `streams[r]`'s device; several
-    /// streams may share a device), with the default configuration.
+    /// streams may share a device), configured by the `FERROCCL_*` environment variables
+    /// over the defaults ([`CommConfig::from_env`]).
     pub fn from_devices(streams: Vec<Arc<CudaStream>>) -> Result<Vec<Self>> {
-        Self::from_devices_with(streams, CommConfig::default(), &mut |_, _| Ok(()))
+        Self::from_devices_with(streams, CommConfig::from_env()?, &mut |_, _| Ok(()))
     }
 
-    /// As [`Comm::from_devices`] with `cfg`; `before_start(rank, ctx)` runs once per rank
-    /// after every allocation of the communicator and before any loop starts (the place
-    /// to allocate more device memory: CUDA may make an allocation wait for running
-    /// kernels).
+    /// As [`Comm::from_devices`] with `cfg` (and the tunables' environment variables,
+    /// [`CommConfig`]); `before_start(rank, ctx)` runs once per rank after every
+    /// allocation of the communicator and before any loop starts (the place to allocate
+    /// more device memory: CUDA may make an allocation wait for running kernels).
     ///
     /// Refuses ([`Error::DeviceLimit`]) a layout whose channels do not all fit on their
     /// device at once, and one whose channels fill the device: each rank's calls launch a
@@ -352,7 +258,18 @@ impl Comm {
         before_start: &mut dyn FnMut(u32, &Arc<CudaContext>) -> Result<()>,
     ) -> Result<Vec<Self>> {
         crate::init()?;
-        Self::build(streams, cfg, before_start, None)
+        Self::build(streams, cfg.tuning()?, before_start, None)
+    }
+
+    /// As [`Comm::from_devices_with`], every tunable given (tests and benchmarks).
+    #[cfg(feature = "testing")]
+    pub fn from_devices_tuned(
+        streams: Vec<Arc<CudaStream>>,
+        tuning: Tuning,
+        before_start: &mut dyn FnMut(u32, &Arc<CudaContext>) -> Result<()>,
+    ) -> Result<Vec<Self>> {
+        crate::init()?;
+        Self::build(streams, tuning, before_start, None)
     }
 
     /// As [`Comm::from_devices_with`], on the symmetric heap `heap` of this process's PEs:
@@ -371,6 +288,21 @@ impl Comm {
     /// drop them before the heap is freed or finalized (the loops read its handles and
     /// every PE's heap).
     pub unsafe fn from_heap(heap: &Heap, streams: Vec<Arc<CudaStream>>, cfg: CommConfig) -> Result<Vec<Self>> {
+        Self::on_heap(heap, streams, cfg.tuning()?)
+    }
+
+    /// As [`Comm::from_heap`], every tunable given (tests and benchmarks).
+    ///
+    /// # Safety
+    /// As [`Comm::from_heap`]'s.
+    #[cfg(feature = "testing")]
+    pub unsafe fn from_heap_tuned(heap: &Heap, streams: Vec<Arc<CudaStream>>, tuning: Tuning) -> Result<Vec<Self>> {
+        Self::on_heap(heap, streams, tuning)
+    }
+
+    /// The communicators of [`Comm::from_heap`] with `cfg`. Safe itself (it only reads
+    /// the heap's handles); what the loops do with them later is the callers' contract.
+    fn on_heap(heap: &Heap, streams: Vec<Arc<CudaStream>>, cfg: Tuning) -> Result<Vec<Self>> {
         let n = streams.len();
         if heap.n_pes() != n || heap.local_pes() != (0..n).collect::<Vec<_>>() {
             return Err(Error::InvalidArgument(format!("a communicator of {n} ranks on a heap of {} PEs, {:?} of them in this process: every PE must be a rank, in order", heap.n_pes(), heap.local_pes())));
@@ -388,7 +320,7 @@ impl Comm {
     /// `heap` (one per rank) if given.
     fn build(
         streams: Vec<Arc<CudaStream>>,
-        cfg: CommConfig,
+        cfg: Tuning,
         before_start: &mut dyn FnMut(u32, &Arc<CudaContext>) -> Result<()>,
         heap: Option<Vec<u64>>,
     ) -> Result<Vec<Self>> {
@@ -512,23 +444,26 @@ impl Comm {
     }
 
     /// This rank's channels, resident and call (every rank has as many; fewer call channels
-    /// than configured where [`CommConfig::fit_call_channels`] fitted them to a device).
+    /// than configured where `Tuning::fit_call_channels` fitted them to a device).
     pub fn channels(&self) -> u32 {
         self.lp.all_channels()
     }
 
+    #[cfg(feature = "testing")]
     /// Whether this rank's loop has left the GPU to sleep after its sleep time with
     /// nothing to do ([`LoopConfig::sleep_after`]); the next call launches it again.
     pub fn loop_asleep(&self) -> bool {
         self.lp.asleep()
     }
 
+    #[cfg(feature = "testing")]
     /// Whether this rank's call kernels overlap the kernel before them on its stream (where
     /// its device holds two call kernels of every rank: see `call_kernels_may_overlap`).
     pub fn call_kernels_overlap(&self) -> bool {
         self.lp.call_kernels_overlap()
     }
 
+    #[cfg(feature = "testing")]
     /// Keeps `alloc` alive until this rank's loop has stopped, then frees it with the
     /// loop's own memory: the way to tie memory allocated before the loop started (see
     /// [`Comm::from_devices_with`]) to the communicator without freeing it while the
@@ -553,6 +488,7 @@ impl Comm {
         self.lp.async_error()
     }
 
+    #[cfg(feature = "testing")]
     /// This rank's stream-ordered calls that took the ring route (see
     /// [`WorkLoop::enqueue_on_stream`]): with one resident channel and no call channels, a
     /// call that finds the stream idle; with call channels, no collective does.
@@ -561,7 +497,7 @@ impl Comm {
     }
 
     /// This rank's channels' statistics (counts since the communicator started), when
-    /// [`CommConfig::stats`] asked for them. Synchronous: call it between operations.
+    /// `FERROCCL_STATS=1` (`Tuning::stats`) asked for them. Synchronous: call it between operations.
     pub fn channel_stats(&self) -> Result<Option<Vec<ChannelStats>>> {
         let Some(addr) = self.stats else { return Ok(None) };
         let mut bytes = vec![0u8; self.lp.all_channels() as usize * size_of::<ChannelStats>()];
@@ -626,7 +562,7 @@ impl Comm {
 
     /// The stream-ordered path for a raw item (what every collective call takes): checks
     /// `item` and launches its call kernel on the rank's stream (see
-    /// [`WorkLoop::enqueue_on_stream`]).
+    /// `WorkLoop::enqueue_on_stream`).
     ///
     /// ```compile_fail,E0133
     /// # fn f(comm: &host_shim::comm::Comm, item: device_rt::work::WorkItem) {
@@ -807,7 +743,7 @@ impl Comm {
 /// `cfg` with as many call channels as it asks for, or fewer: the most that every
 /// device of `streams` holds for each of its ranks at once, beside the resident channels
 /// and one call kernel's submitter per rank (the room `Comm::from_devices_with` checks).
-fn fit_call_channels(cfg: CommConfig, streams: &[Arc<CudaStream>], modules: &BTreeMap<usize, Module>) -> Result<CommConfig> {
+fn fit_call_channels(cfg: Tuning, streams: &[Arc<CudaStream>], modules: &BTreeMap<usize, Module>) -> Result<Tuning> {
     let mut call_channels = cfg.loop_cfg.call_channels;
     for (ordinal, module) in modules {
         let ranks_here = streams.iter().filter(|s| s.context().ordinal() == *ordinal).count() as u32;
@@ -820,7 +756,7 @@ fn fit_call_channels(cfg: CommConfig, streams: &[Arc<CudaStream>], modules: &BTr
     if call_channels < cfg.loop_cfg.call_channels {
         log::info!("communicator: {call_channels} call channels per rank (of {} asked for) fit every device", cfg.loop_cfg.call_channels);
     }
-    Ok(CommConfig { loop_cfg: LoopConfig { call_channels, ..cfg.loop_cfg }, ..cfg })
+    Ok(Tuning { loop_cfg: LoopConfig { call_channels, ..cfg.loop_cfg }, ..cfg })
 }
 
 /// Whether a device that holds `room` channels at once holds, for each of its `ranks`
@@ -850,7 +786,7 @@ mod tests {
         if crate::module::sass::IMAGES.is_empty() {
             return;
         }
-        let threads = CommConfig::default().loop_cfg.threads;
+        let threads = Tuning::default().loop_cfg.threads;
         let cap = ferroccl_ptx_builder::sass::work_loop_max_registers(threads);
         assert!(crate::module::has_sass(cap), "no SASS for {threads} threads (cap {cap:?})");
     }
@@ -973,14 +909,14 @@ mod tests {
 
     #[test]
     fn channels_are_placed_only_where_a_rank_has_its_device_and_the_tpcs() {
-        let default = CommConfig::default();
+        let default = Tuning::default();
         assert_eq!(default.placement_on(1, 4), Placement::Tpcs, "the default's one resident channel on SM 2");
-        let cfg = CommConfig { loop_cfg: LoopConfig { channels: 24, call_channels: 0, resident_threads: 0, ..default.loop_cfg }, ..default };
+        let cfg = Tuning { loop_cfg: LoopConfig { channels: 24, call_channels: 0, resident_threads: 0, ..default.loop_cfg }, ..default };
         assert_eq!(cfg.placement_on(1, 132), Placement::Tpcs, "24 channels on SMs 2..=48 of 132");
         assert_eq!(cfg.placement_on(2, 132), Placement::Hardware, "two ranks' loops would want the same SMs");
         assert_eq!(cfg.placement_on(1, 48), Placement::Hardware, "24 channels need 50 SMs, one per TPC from SM 2");
         let listed: Placement = "3,5".parse().unwrap();
-        let cfg = CommConfig { loop_cfg: LoopConfig { channels: 2, placement: listed, ..cfg.loop_cfg }, ..cfg };
+        let cfg = Tuning { loop_cfg: LoopConfig { channels: 2, placement: listed, ..cfg.loop_cfg }, ..cfg };
         assert_eq!(cfg.placement_on(1, 8), listed, "a list asked for is kept (the loop checks it against the device)");
     }
 }

@@ -150,7 +150,9 @@ pub struct Layout {
     /// block, or with [`Shape::nvls_multicast`] in the multicast share.
     nvls_fifos: u64,
     /// Bytes of each rank's share of the multicast object (0 without
-    /// [`Shape::nvls_multicast`]): the counters, then the FIFOs.
+    /// [`Shape::nvls_multicast`]): the counters, then the FIFOs. Hardware NVLS is the
+    /// `testing` feature's alone.
+    #[cfg_attr(not(any(test, feature = "testing")), allow(dead_code))]
     nvls_multicast_bytes: u64,
     /// Bytes of the block that must be initialised (descriptions and counters).
     pub meta_bytes: u64,
@@ -260,6 +262,7 @@ impl Layout {
         })
     }
 
+    #[cfg(any(test, feature = "testing"))]
     /// Bytes of each rank's share of the multicast object that holds the NVLS regions
     /// (the size its unicast buffer must have); 0 unless the shape asks for one
     /// ([`Shape::nvls_multicast`]).
@@ -421,6 +424,7 @@ impl Layout {
         self.p2p_fifos + slot * NCCL_STEPS * self.shape.p2p_step_bytes
     }
 
+    #[cfg(any(test, feature = "testing"))]
     /// The first `meta_bytes` of rank `rank`'s block, given every rank's block address:
     /// its `CommDevice` (at offset 0), its connection ends wired to its peers' blocks,
     /// and zeroed counters. The ring is the ranks in order.
@@ -437,6 +441,7 @@ impl Layout {
         self.image_with(rank, bases, heap, None)
     }
 
+    #[cfg(any(test, feature = "testing"))]
     /// As [`Layout::image`], for a shape whose NVLS regions live in a multicast object
     /// ([`Shape::nvls_multicast`]): `share` is rank `rank`'s unicast share of the object
     /// (its [`Layout::nvls_multicast_bytes`] bound to the object, mapped on its device) and

@@ -78,9 +78,9 @@ impl HeapAbortHandle {
     ///
     /// Ordering: a sequentially consistent store of the flag (the device reads it with
     /// volatile loads), then a sequentially consistent fence before looking for the
-    /// loops, paired with [`HeapAbortHandle::adopt_loops`]'s fence: loops adopted
+    /// loops, paired with `HeapAbortHandle::adopt_loops`'s fence: loops adopted
     /// meanwhile are aborted by one side or the other. Each loop's abort is a release
-    /// store ([`AbortHandle::abort`]).
+    /// store (`AbortHandle::abort`).
     pub fn abort(&self) {
         self.word().store(1, Ordering::SeqCst);
         fence(Ordering::SeqCst);

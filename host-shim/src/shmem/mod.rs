@@ -256,7 +256,7 @@ impl Heap {
     /// `barrier_all` for local PE `pe`, ordered on `stream` (a stream of `pe`'s device):
     /// once the stream reaches it, every PE has reached its own `barrier_all` and every
     /// put issued before it on any PE is complete (the device API's
-    /// [`Shmem::barrier_all`](device_rt::shmem::Shmem::barrier_all), a quiet then the
+    /// `Shmem::barrier_all` (device-rt), a quiet then the
     /// arrivals). Every PE calls it, or the device API's `barrier_all`, as its next heap
     /// barrier; no kernel of this PE may be inside a heap barrier meanwhile. Each PE's
     /// loop serves the first stream it is used with (another is refused,

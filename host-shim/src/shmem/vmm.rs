@@ -109,6 +109,7 @@ impl VmmHeap {
         self.base
     }
 
+    #[cfg(feature = "testing")]
     /// The heap's physical allocation (for binding it to a multicast object).
     pub(crate) fn handle(&self) -> sys::CUmemGenericAllocationHandle {
         self.handle

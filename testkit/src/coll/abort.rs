@@ -45,7 +45,7 @@ pub fn abort_during_burst(ordinals: &[usize], bytes: usize, calls: usize) -> Res
     let alloc_on = streams.clone();
     // Buffers are allocated before any loop starts (an allocation may wait for running
     // kernels).
-    let comms = Comm::from_devices_with(streams, Default::default(), &mut |rank, _| {
+    let comms = Comm::from_devices_tuned(streams, Default::default(), &mut |rank, _| {
         let stream = &alloc_on[rank as usize];
         bufs.push(stream.alloc_zeros::<f32>(n).map_err(Error::cuda("cuMemAllocAsync"))?);
         stream.synchronize().map_err(Error::cuda("cuStreamSynchronize"))

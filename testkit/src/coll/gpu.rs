@@ -10,7 +10,7 @@ use cudarc::driver::{CudaContext, CudaGraph, CudaStream, result, sys};
 use device_rt::conn::ChannelStats;
 use device_rt::work::WorkItem;
 use host_shim::comm::wiring::Shape;
-use host_shim::comm::{Comm, CommConfig};
+use host_shim::comm::{Comm, Tuning};
 use host_shim::queue::Ticket;
 use host_shim::shmem::Heap;
 use host_shim::work::{DeviceAlloc, LoopConfig, Placement};
@@ -39,11 +39,11 @@ pub struct GpuGroup {
 impl GpuGroup {
     /// One rank per entry of `ordinals` (a device may repeat), each with `arena_bytes` of
     /// device memory for buffers.
-    pub fn new(ordinals: &[usize], cfg: CommConfig, arena_bytes: usize) -> Result<Self> {
+    pub fn new(ordinals: &[usize], cfg: Tuning, arena_bytes: usize) -> Result<Self> {
         let streams = streams_on(ordinals)?;
         let mut arenas = Vec::new();
         let mut allocs = Vec::new();
-        let mut comms = Comm::from_devices_with(streams, cfg, &mut |_, ctx| {
+        let mut comms = Comm::from_devices_tuned(streams, cfg, &mut |_, ctx| {
             let a = DeviceAlloc::zeroed(ctx, arena_bytes.max(256))?;
             arenas.push((a.ptr(), arena_bytes));
             allocs.push(a);
@@ -60,7 +60,7 @@ impl GpuGroup {
     /// (`Comm::from_heap`): every rank allocates the same sizes in the same order, so its
     /// buffers lie at the same offsets as its peers', and out-of-place all-reduces read
     /// their inputs in place.
-    pub fn new_on_heap(ordinals: &[usize], cfg: CommConfig, arena_bytes: usize) -> Result<Self> {
+    pub fn new_on_heap(ordinals: &[usize], cfg: Tuning, arena_bytes: usize) -> Result<Self> {
         let streams = streams_on(ordinals)?;
         let arena_bytes = arena_bytes.max(256);
         // The heap's head holds the runtime's own words: room for them beside the arena.
@@ -73,16 +73,16 @@ impl GpuGroup {
         }
         // SAFETY: the heap outlives the communicators: the group keeps it, and drops (or shuts
         // down) the communicators first.
-        let comms = unsafe { Comm::from_heap(&heap, streams, cfg)? };
+        let comms = unsafe { Comm::from_heap_tuned(&heap, streams, cfg)? };
         let arenas = bases.iter().map(|&b| (b, arena_bytes)).collect();
         Self::with_comms(ordinals, cfg, comms, arenas, Some(heap))
     }
 
     /// The group of `comms` (over `ordinals`, made with `cfg`) with buffers in `arenas`.
-    fn with_comms(ordinals: &[usize], cfg: CommConfig, comms: Vec<Comm>, arenas: Vec<(u64, usize)>, heap: Option<Heap>) -> Result<Self> {
+    fn with_comms(ordinals: &[usize], cfg: Tuning, comms: Vec<Comm>, arenas: Vec<(u64, usize)>, heap: Option<Heap>) -> Result<Self> {
         // The channels the communicator has: its call channels may be fewer than asked for.
         let call_channels = comms.first().map_or(0, |c| c.channels() - cfg.loop_cfg.channels);
-        let cfg = CommConfig { loop_cfg: LoopConfig { call_channels, ..cfg.loop_cfg }, ..cfg };
+        let cfg = Tuning { loop_cfg: LoopConfig { call_channels, ..cfg.loop_cfg }, ..cfg };
         let describe = format!(
             "{} rank(s) on device(s) {:?}, {} channels ({} resident) × {} threads, ring step {} KiB, algorithm {}, staging {} KiB{}",
             ordinals.len(),

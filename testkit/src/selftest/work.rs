@@ -344,16 +344,16 @@ pub(super) fn work_loop_eight_ranks(fx: &Fixture) -> Outcome {
 /// do not fit one GPU (plain launches), and with 31 call channels, where they do (each call
 /// kernel overlaps the one before it).
 pub(super) fn comm_graph_replays(fx: &Fixture) -> Outcome {
-    use host_shim::comm::CommConfig;
+    use host_shim::comm::Tuning;
     use host_shim::work::LoopConfig;
-    let default = CommConfig::default();
+    let default = Tuning::default();
     graph_replays(fx, default, false)?;
-    graph_replays(fx, CommConfig { loop_cfg: LoopConfig { call_channels: 31, ..default.loop_cfg }, ..default }, true)
+    graph_replays(fx, Tuning { loop_cfg: LoopConfig { call_channels: 31, ..default.loop_cfg }, ..default }, true)
 }
 
 /// [`comm_graph_replays`] on a communicator of `cfg`, whose call kernels overlap or not as
 /// `overlap` says.
-fn graph_replays(fx: &Fixture, cfg: host_shim::comm::CommConfig, overlap: bool) -> Outcome {
+fn graph_replays(fx: &Fixture, cfg: host_shim::comm::Tuning, overlap: bool) -> Outcome {
     use cudarc::driver::sys;
     use host_shim::comm::{Comm, ReduceOp};
     const CALLS: usize = 20;
@@ -366,7 +366,7 @@ fn graph_replays(fx: &Fixture, cfg: host_shim::comm::CommConfig, overlap: bool) 
     for s in &streams {
         stream::wait(s, LOOP_WAIT, "uploads")?;
     }
-    let comms = Comm::from_devices_with(streams.to_vec(), cfg, &mut |_, _| Ok(()))?;
+    let comms = Comm::from_devices_tuned(streams.to_vec(), cfg, &mut |_, _| Ok(()))?;
     if comms.iter().any(|c| c.call_kernels_overlap() != overlap) {
         return Err(Failure(format!("call kernels overlap: {:?}, expected {overlap}", comms.iter().map(Comm::call_kernels_overlap).collect::<Vec<_>>())));
     }
@@ -478,7 +478,7 @@ pub(super) fn comm_on_heap_zero_copy(fx: &Fixture) -> Outcome {
     use device_rt::redop::RedOpKind;
     use device_rt::work::{BadItem, WorkItem};
     use device_rt::algo::AlgorithmChoice;
-    use host_shim::comm::{Comm, CommConfig, ReduceOp};
+    use host_shim::comm::{Comm, Tuning, ReduceOp};
     use host_shim::shmem::Heap;
     const COUNTS: [usize; 3] = [256, 1 << 18, 6 << 18];
     const ROUNDS: usize = 3;
@@ -521,9 +521,9 @@ pub(super) fn comm_on_heap_zero_copy(fx: &Fixture) -> Outcome {
     for s in &streams {
         stream::wait(s, LOOP_WAIT, "uploads")?;
     }
-    let cfg = CommConfig { algorithm: AlgorithmChoice::TwoShot, ..CommConfig::default() };
+    let cfg = Tuning { algorithm: AlgorithmChoice::TwoShot, ..Tuning::default() };
     // SAFETY: the heap outlives the communicators: they are shut down below, before it drops.
-    let comms = unsafe { Comm::from_heap(&heap, streams.clone(), cfg)? };
+    let comms = unsafe { Comm::from_heap_tuned(&heap, streams.clone(), cfg)? };
     for round in 0..ROUNDS {
         for (call, (count, src)) in calls.iter().enumerate() {
             for (rank, comm) in comms.iter().enumerate() {
@@ -649,7 +649,7 @@ pub(super) fn buffer_info_says_what_peers_may_write(fx: &Fixture) -> Outcome {
 /// local memory) out of the measure.
 pub(super) fn comm_drop_frees_memory_promptly(fx: &Fixture) -> Outcome {
     use cudarc::driver::sys;
-    use host_shim::comm::{Comm, CommConfig, ReduceOp};
+    use host_shim::comm::{Comm, Tuning, ReduceOp};
     const N: usize = 1 << 16;
     const SLACK: u64 = 16 << 20;
     const PROMPTLY: Duration = Duration::from_secs(5);
@@ -677,7 +677,7 @@ pub(super) fn comm_drop_frees_memory_promptly(fx: &Fixture) -> Outcome {
     for s in &streams {
         stream::wait(s, LOOP_WAIT, "allocations")?;
     }
-    let staging = 2 * 2 * CommConfig::default().staging_bytes;
+    let staging = 2 * 2 * Tuning::default().staging_bytes;
     let all_reduce = |comms: &[Comm], recvs: &mut [cudarc::driver::CudaSlice<f32>; 2]| -> Outcome {
         for ((comm, send), recv) in comms.iter().zip(&sends).zip(recvs.iter_mut()) {
             comm.all_reduce(send, recv, ReduceOp::Sum)?;
