@@ -36,6 +36,12 @@ nvptx_clippy=(clippy --release --target nvptx64-nvidia-cuda -Zbuild-std=core --t
 RUSTFLAGS="-C target-cpu=sm_90 -C target-feature=+ptx83" cargo "${nvptx_clippy[@]}" -p device-rt -- -D warnings
 (cd ptx/kernels && RUSTFLAGS="-C target-cpu=sm_90 -C target-feature=+ptx83" cargo "${nvptx_clippy[@]}" -- -D warnings)
 
+echo "== tests/run.sh: step 3b $(date -u +%T)"
+# 3b. The twin's protocol tests under ThreadSanitizer (tests/tsan.sh, reduced filters:
+#     about 11 minutes on CI's 2 cores from nothing, most of it building std with the
+#     sanitizer; docs/testing.md, "ThreadSanitizer").
+bash "$root/tests/tsan.sh"
+
 echo "== tests/run.sh: step 4 $(date -u +%T)"
 # 4. Every host test, the PTX build (host-shim's build script) and the ptxas checks of the
 #    work loop uncapped and under every register cap the runtime can give it

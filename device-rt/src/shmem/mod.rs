@@ -50,6 +50,7 @@
 
 mod amo;
 mod barrier;
+mod collect;
 mod group;
 mod order;
 mod pe;

@@ -54,6 +54,18 @@ impl Shmem {
         }
     }
 
+    /// Whether `bytes` from the symmetric address `addr` lie in this PE's heap and `pe`'s
+    /// heap is mapped here: what an operation on that range of `pe` needs (the operations
+    /// trap otherwise). Ordering: none (no memory access).
+    #[inline(always)]
+    pub fn reaches(self, addr: u64, bytes: u64, pe: u32) -> bool {
+        let last = match bytes.checked_sub(1) {
+            None => return self.translate(addr, pe).is_some(),
+            Some(tail) => addr.checked_add(tail),
+        };
+        last.is_some_and(|last| self.translate(addr, pe).is_some() && self.translate(last, pe).is_some())
+    }
+
     /// `addr`'s place in `pe`'s heap, if `addr` is symmetric and `pe` reachable.
     #[inline(always)]
     fn translate(self, addr: u64, pe: u32) -> Option<u64> {

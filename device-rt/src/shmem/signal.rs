@@ -16,6 +16,8 @@ pub enum SignalOp {
     Add = 1,
 }
 
+numbering!(SignalOp, u32, from_u32, [Set, Add]);
+
 /// One signal update: the signal `sig` (a symmetric address), changed by `op` with
 /// `value`. What [`Shmem::put_signal`] raises after its data.
 #[derive(Clone, Copy, Debug)]

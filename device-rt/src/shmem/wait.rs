@@ -24,6 +24,8 @@ pub enum Cmp {
     Le = 5,
 }
 
+numbering!(Cmp, u32, from_u32, [Eq, Ne, Gt, Ge, Lt, Le]);
+
 impl Cmp {
     /// True when `word` compares so with `value`.
     #[inline(always)]

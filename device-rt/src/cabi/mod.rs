@@ -1,0 +1,51 @@
+//! The device runtime as C functions: what a kernel of another runtime (CUDA C++, or any
+//! front end that emits PTX) links and calls, and what `linker/`'s header declares.
+//!
+//! Every function is `extern "C"` and `#[unsafe(no_mangle)]` (a `.visible .func` in the
+//! PTX) and takes the handle the host filled ([`ShmemHandle`], `ferroccl_heap_t` in C) by
+//! pointer: the handle itself travels by value as a kernel argument, so the device keeps
+//! no global state and a module needs no initialisation (what NVSHMEM's per-module
+//! `nvshmemx_cumodule_init` needs). Functions of a group scope come three times, `_thread`
+//! (or no suffix), `_warp` (the 32 lanes of a warp, all active) and `_block` (every thread
+//! of the CTA); every thread of the group calls them with the same arguments.
+//!
+//! Every wait is bounded by the handle's abort word and spin budget and returns a
+//! [`Status`] instead of hanging; arguments the handle can check (a PE out of range, a
+//! range outside the heap, an unknown comparison or signal operation) return
+//! [`Status::InvalidArgument`] and change nothing, where the Rust API would trap. Memory
+//! ordering is the Rust API's ([`crate::shmem`]'s table), stated again on each function.
+//!
+//! A Rust kernel crate calls [`crate::shmem::Shmem`] directly (the same code, typed); these
+//! functions are for code that cannot.
+
+mod coll;
+mod heap;
+
+pub use coll::*;
+pub use heap::*;
+
+use crate::spin::Interrupted;
+
+/// What a function of the C surface returns (`ferroccl_status_t`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Status {
+    /// Done.
+    Success = 0,
+    /// A wait ended because the host set the abort word.
+    Aborted = 1,
+    /// A wait ran past the handle's spin budget.
+    TimedOut = 2,
+    /// An argument the handle can check was wrong; nothing was done.
+    InvalidArgument = 3,
+}
+
+impl From<Result<(), Interrupted>> for Status {
+    fn from(outcome: Result<(), Interrupted>) -> Self {
+        match outcome {
+            Ok(()) => Self::Success,
+            Err(Interrupted::Aborted) => Self::Aborted,
+            Err(Interrupted::TimedOut) => Self::TimedOut,
+        }
+    }
+}
