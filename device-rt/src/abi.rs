@@ -201,3 +201,20 @@ static_assertions::const_assert_eq!(core::mem::offset_of!(ShmemSync, arrived), 1
 pub const SHMEM_RESERVED_BYTES: u64 = 512;
 
 static_assertions::const_assert!(core::mem::size_of::<ShmemSync>() as u64 <= SHMEM_RESERVED_BYTES);
+
+/// What a function of the device runtime's C surface (`crate::cabi`, for kernels of other
+/// runtimes) returns: `ferroccl_status` in C, an `int`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Status {
+    /// Done.
+    Success = 0,
+    /// A wait ended because the host set the abort word.
+    Aborted = 1,
+    /// A wait ran past the handle's spin budget.
+    TimedOut = 2,
+    /// An argument the handle can check was wrong; nothing was done.
+    InvalidArgument = 3,
+}
+
+static_assertions::const_assert_eq!(core::mem::size_of::<Status>(), 4);

@@ -27,6 +27,7 @@ pub mod arch;
 pub mod algo;
 #[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
 pub mod block;
+#[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
 pub mod cabi;
 pub mod conn;
 #[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]

@@ -4,6 +4,8 @@
 //! function across PEs and group scopes; put with signal then wait, in weak memory too;
 //! the collectives against a host reference, bit for bit; bad arguments refused with
 //! nothing changed; every wait ended by a missing PE (timeout) and by the abort word.
+//! That the module exports these functions, as the C header declares them, is
+//! `linker/tests/header.rs`'s.
 
 use std::ffi::c_void;
 use std::sync::Mutex;
@@ -414,37 +416,4 @@ fn the_abort_word_ends_every_wait() {
     let outcomes = waits_with_a_missing_pe(&mut heap);
     assert_eq!(outcomes.len(), 2 * 64);
     assert!(outcomes.iter().all(|o| o == &[Status::Aborted; 6]), "the budget is a minute: only the abort ends these waits: {:?}", outcomes[0]);
-}
-
-// ---------------------------------------------------------------------------------------
-// The module.
-// ---------------------------------------------------------------------------------------
-
-/// Every function of the C surface, by name.
-fn c_surface() -> Vec<String> {
-    let mut names: Vec<String> = ["ferroccl_my_pe", "ferroccl_n_pes", "ferroccl_ptr", "ferroccl_signal_op", "ferroccl_signal_wait_until", "ferroccl_fence", "ferroccl_quiet", "ferroccl_all_gather_block"]
-        .map(String::from)
-        .into();
-    for base in ["putmem", "getmem", "putmem_signal", "barrier_all"] {
-        names.extend(["", "_warp", "_block"].map(|scope| format!("ferroccl_{base}{scope}")));
-    }
-    for t in ["f32", "f64", "f16", "bf16", "i32", "u32", "i64", "u64"] {
-        names.extend(["all_reduce_sum", "all_reduce_two_shot_sum", "reduce_scatter_sum"].map(|c| format!("ferroccl_{c}_{t}_block")));
-    }
-    names
-}
-
-/// The runtime's module exports every function of the C surface as a `.visible .func`
-/// (what another runtime's kernel links against), and no other `ferroccl_` function.
-#[test]
-fn the_module_exports_the_c_surface() {
-    let mut exported: Vec<&str> = host_shim::module::PTX
-        .lines()
-        .filter_map(|line| line.strip_prefix(".visible .func"))
-        .filter_map(|rest| rest.split(|c: char| c == '(' || c.is_whitespace()).find(|word| word.starts_with("ferroccl_")))
-        .collect();
-    exported.sort_unstable();
-    let mut want = c_surface();
-    want.sort_unstable();
-    assert_eq!(exported, want);
 }

@@ -2,7 +2,7 @@
 //! front end that emits PTX) links and calls, and what `linker/`'s header declares.
 //!
 //! Every function is `extern "C"` and `#[unsafe(no_mangle)]` (a `.visible .func` in the
-//! PTX) and takes the handle the host filled ([`ShmemHandle`], `ferroccl_heap_t` in C) by
+//! PTX) and takes the handle the host filled ([`ShmemHandle`], `ferroccl_heap` in C) by
 //! pointer: the handle itself travels by value as a kernel argument, so the device keeps
 //! no global state and a module needs no initialisation (what NVSHMEM's per-module
 //! `nvshmemx_cumodule_init` needs). Functions of a group scope come three times, `_thread`
@@ -24,21 +24,8 @@ mod heap;
 pub use coll::*;
 pub use heap::*;
 
+pub use crate::abi::Status;
 use crate::spin::Interrupted;
-
-/// What a function of the C surface returns (`ferroccl_status_t`).
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Status {
-    /// Done.
-    Success = 0,
-    /// A wait ended because the host set the abort word.
-    Aborted = 1,
-    /// A wait ran past the handle's spin budget.
-    TimedOut = 2,
-    /// An argument the handle can check was wrong; nothing was done.
-    InvalidArgument = 3,
-}
 
 impl From<Result<(), Interrupted>> for Status {
     fn from(outcome: Result<(), Interrupted>) -> Self {
