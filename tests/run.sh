@@ -16,12 +16,19 @@ fi
 
 echo "== tests/run.sh: step 2 $(date -u +%T)"
 # 2. ptxas 13.0, from PyPI's nvidia-cuda-nvcc (tests/install-ptxas.sh, which says why 13.0),
-#    unless FERROCCL_PTXAS names one.
+#    unless FERROCCL_PTXAS names one; then the CUDA C++ toolchain.
 if [ -z "${FERROCCL_PTXAS:-}" ]; then
   FERROCCL_PTXAS=$(bash "$root/tests/install-ptxas.sh")
   export FERROCCL_PTXAS
 fi
 "$FERROCCL_PTXAS" --version | tail -n 1
+# The CUDA 13.0 toolchain that compiles CUDA C++ without a GPU (nvcc, cicc, nvlink), for
+# the linker's tests (tests/install-cuda.sh, which says why every wheel is pinned),
+# unless FERROCCL_CUDA_BIN names one.
+if [ -z "${FERROCCL_CUDA_BIN:-}" ]; then
+  FERROCCL_CUDA_BIN=$(bash "$root/tests/install-cuda.sh")
+  export FERROCCL_CUDA_BIN
+fi
 
 echo "== tests/run.sh: step 3 $(date -u +%T)"
 # 3. Lints, warnings as errors: clippy over the whole workspace on the host, then the

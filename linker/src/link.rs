@@ -1,0 +1,76 @@
+//! Joins ferroccl's library with a user's device code into one loadable cubin, offline
+//! (`nvlink`, no GPU needed), and reads what a linked cubin defines.
+
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::error::{Error, io};
+use crate::toolchain::Toolchain;
+
+/// Links `inputs` (relocatable cubins, objects of `nvcc -dc`, or PTX, assembled first as
+/// relocatable code) for `arch` into the cubin `out`. A call no input defines, a function
+/// two inputs define, and an input of another architecture are their own errors.
+pub fn link(tools: &Toolchain, arch: &str, inputs: &[PathBuf], out: &Path) -> Result<(), Error> {
+    let arch_flag = format!("-arch={arch}");
+    let mut objects = Vec::new();
+    for input in inputs {
+        if input.extension() == Some(OsStr::new("ptx")) {
+            let cubin = out.with_file_name(format!("{}.{arch}.cubin", input.file_stem().unwrap_or_default().to_string_lossy()));
+            tools.run("ptxas", &[arch_flag.as_ref(), "-c".as_ref(), input.as_os_str(), "-o".as_ref(), cubin.as_os_str()])?;
+            objects.push(cubin);
+        } else {
+            objects.push(input.clone());
+        }
+    }
+    let mut args: Vec<&OsStr> = vec![arch_flag.as_ref()];
+    args.extend(objects.iter().map(|o| o.as_os_str()));
+    args.extend([OsStr::new("-o"), out.as_os_str()]);
+    tools.run("nvlink", &args).map(|_| ()).map_err(|e| classify(e, arch))
+}
+
+/// nvlink's failures by what they say (its messages: `Undefined reference to 'f' in 'a.o'`,
+/// `Multiple definition of 'f' in 'b', first defined in 'a'`, `Input file 'x' arch does
+/// not match target 'sm_90a'`).
+fn classify(error: Error, arch: &str) -> Error {
+    let Error::Tool { output, .. } = &error else { return error };
+    let quoted = |line: &str| -> Vec<String> { line.split('\'').skip(1).step_by(2).map(str::to_string).collect() };
+    for line in output.lines() {
+        let q = quoted(line);
+        if line.contains("Undefined reference to") && q.len() >= 2 {
+            return Error::Unresolved { symbol: q[0].clone(), referenced_in: q[1].clone() };
+        }
+        if line.contains("Multiple definition of") && q.len() >= 3 {
+            return Error::Duplicate { symbol: q[0].clone(), defined_in: q[1].clone(), first_defined_in: q[2].clone() };
+        }
+        if line.contains("arch does not match target") && !q.is_empty() {
+            return Error::ArchMismatch { input: q[0].clone(), arch: arch.to_string() };
+        }
+    }
+    error
+}
+
+/// A function symbol of a cubin: its name, and whether the cubin defines it (else it only
+/// refers to it).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FunctionSymbol {
+    pub name: String,
+    pub defined: bool,
+}
+
+/// The function symbols of the ELF file `cubin` (read with binutils' `readelf`).
+pub fn functions(cubin: &Path) -> Result<Vec<FunctionSymbol>, Error> {
+    let out = Command::new("readelf").args(["-s", "-W"]).arg(cubin).output().map_err(io("readelf"))?;
+    if !out.status.success() {
+        return Err(Error::Tool { command: format!("readelf -s -W {}", cubin.display()), output: String::from_utf8_lossy(&out.stderr).into_owned() });
+    }
+    // Num: Value Size Type Bind Vis Ndx Name, where Vis may be two words (`[<other>: 10]`
+    // for a kernel entry): the index and the name are the last two.
+    Ok(String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|line| {
+            let cols: Vec<&str> = line.split_whitespace().collect();
+            (cols.len() >= 8 && cols[3] == "FUNC").then(|| FunctionSymbol { name: cols[cols.len() - 1].to_string(), defined: cols[cols.len() - 2] != "UND" })
+        })
+        .collect())
+}
