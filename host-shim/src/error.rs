@@ -9,6 +9,7 @@ use device_rt::algo::{AlgorithmChoice, CollFunction, Unfit};
 use device_rt::dtype::DataType;
 use device_rt::redop::RedOpKind;
 use device_rt::work::BadItem;
+use crate::linking::LinkFailure;
 
 /// Everything host-shim can fail with: one variant per kind of failure. More may come.
 #[derive(Debug)]
@@ -40,6 +41,9 @@ pub enum Error {
     /// A call out of order for the object's state (starting a loop twice, attaching a
     /// communicator to a running loop).
     InvalidState(&'static str),
+    /// Linking device code with ferroccl's module failed for a reason its log names
+    /// ([`LinkFailure`]); the whole log is kept.
+    Link { failure: LinkFailure, log: String },
     /// The work loop's stream-ordered path already serves another stream.
     StreamInUse,
     /// The work loop reported a status this host does not know (a newer or corrupted
@@ -141,7 +145,8 @@ impl Error {
             | Self::StreamInUse
             | Self::BadWorkItem { .. }
             | Self::AlgorithmUnfit { .. }
-            | Self::SymmetricMismatch { .. } => ErrorKind::InvalidArgument,
+            | Self::SymmetricMismatch { .. }
+            | Self::Link { .. } => ErrorKind::InvalidArgument,
             Self::NoPeerAccess { .. }
             | Self::DeviceLimit(_)
             | Self::HeapExhausted { .. }
@@ -177,6 +182,7 @@ impl fmt::Display for Error {
             }
             Self::DeviceLimit(why) => write!(f, "beyond the device's limits: {why}"),
             Self::InvalidState(why) => write!(f, "invalid state: {why}"),
+            Self::Link { failure, .. } => write!(f, "linking with ferroccl's module: {failure}"),
             Self::StreamInUse => f.write_str("this work loop's stream-ordered path already serves another stream"),
             Self::UnknownLoopStatus(status) => write!(f, "the work loop stopped with an unknown status {status:#x}"),
             Self::BadWorkItem { reason, seq: 0 } => write!(f, "work item refused: {}", reason.describe()),
@@ -262,6 +268,7 @@ mod tests {
             (Error::BufferTooSmall { what: "the receive buffer", have: 1, want: 2 }, ErrorKind::InvalidArgument),
             (Error::WrongDevice { buffer: 1, rank: 0 }, ErrorKind::InvalidArgument),
             (Error::StreamInUse, ErrorKind::InvalidArgument),
+            (Error::Link { failure: LinkFailure::ArchMismatch { input: "a.cubin".into() }, log: String::new() }, ErrorKind::InvalidArgument),
             (Error::BadWorkItem { reason: BadItem::NullPointer, seq: 0 }, ErrorKind::InvalidArgument),
             (Error::SymmetricMismatch { call: "malloc", args: vec![1, 2] }, ErrorKind::InvalidArgument),
             (Error::NoPeerAccess { from: 0, to: 1 }, ErrorKind::Unsupported),

@@ -54,6 +54,7 @@ mod op;
 pub mod bootstrap;
 pub mod comm;
 pub mod device;
+pub mod linking;
 pub mod module;
 pub mod shmem;
 pub mod stream;

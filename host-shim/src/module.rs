@@ -81,6 +81,14 @@ impl Module {
         Self::reserving_stack(ctx, inner)
     }
 
+    /// A module that holds ferroccl's (a cubin `ferroccl-link link` made of the user's
+    /// device code and ferroccl's library, or `cuLinkComplete`'s), loaded into `ctx`, with
+    /// the stack reserved for the runtime's kernels as [`Module::load`] does.
+    pub fn load_image(ctx: &Arc<CudaContext>, image: Vec<u8>) -> Result<Self> {
+        let inner = ctx.load_module(Ptx::from_binary(image)).map_err(Error::cuda("cuModuleLoadData"))?;
+        Self::reserving_stack(ctx, inner)
+    }
+
     /// The loaded module, once `ctx`'s per-thread stack (`CU_LIMIT_STACK_SIZE`) holds the
     /// local memory of every kernel in it. The driver otherwise grows the stack at the
     /// launch of a kernel that needs more than any before, and growing it waits for every

@@ -3,6 +3,8 @@
 use std::fmt;
 use std::path::PathBuf;
 
+use host_shim::linking::LinkFailure;
+
 /// What went wrong making the library or linking with it.
 #[derive(Debug)]
 pub enum Error {
@@ -10,12 +12,8 @@ pub enum Error {
     NoToolchain { looked: PathBuf },
     /// A tool could not be started, or a file not read or written.
     Io { what: String, source: std::io::Error },
-    /// A call to a device function that no input defines.
-    Unresolved { symbol: String, referenced_in: String },
-    /// A device function defined by two inputs.
-    Duplicate { symbol: String, defined_in: String, first_defined_in: String },
-    /// An input built for another architecture than the link's.
-    ArchMismatch { input: String, arch: String },
+    /// nvlink refused the inputs for a reason its log names.
+    Link(LinkFailure),
     /// A tool failed for another reason: its command and what it printed.
     Tool { command: String, output: String },
     /// The header could not be generated.
@@ -31,9 +29,7 @@ impl fmt::Display for Error {
                 looked.display()
             ),
             Self::Io { what, source } => write!(f, "{what}: {source}"),
-            Self::Unresolved { symbol, referenced_in } => write!(f, "`{symbol}`, called in {referenced_in}, is defined by no input (is ferroccl's library among them?)"),
-            Self::Duplicate { symbol, defined_in, first_defined_in } => write!(f, "`{symbol}` is defined twice: in {defined_in} and first in {first_defined_in}"),
-            Self::ArchMismatch { input, arch } => write!(f, "{input} was built for another architecture than the link's {arch}"),
+            Self::Link(failure) => failure.fmt(f),
             Self::Tool { command, output } => write!(f, "`{command}` failed:\n{output}"),
             Self::Header(why) => write!(f, "the header: {why}"),
         }

@@ -5,12 +5,15 @@ use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use host_shim::linking::LinkFailure;
+
 use crate::error::{Error, io};
 use crate::toolchain::Toolchain;
 
 /// Links `inputs` (relocatable cubins, objects of `nvcc -dc`, or PTX, assembled first as
-/// relocatable code) for `arch` into the cubin `out`. A call no input defines, a function
-/// two inputs define, and an input of another architecture are their own errors.
+/// relocatable code) for `arch` into the cubin `out`, which `host_shim::module::Module::load_image`
+/// loads. A call no input defines, a function two inputs define, and an input of another
+/// architecture are [`Error::Link`] with what nvlink said.
 pub fn link(tools: &Toolchain, arch: &str, inputs: &[PathBuf], out: &Path) -> Result<(), Error> {
     let arch_flag = format!("-arch={arch}");
     let mut objects = Vec::new();
@@ -26,28 +29,10 @@ pub fn link(tools: &Toolchain, arch: &str, inputs: &[PathBuf], out: &Path) -> Re
     let mut args: Vec<&OsStr> = vec![arch_flag.as_ref()];
     args.extend(objects.iter().map(|o| o.as_os_str()));
     args.extend([OsStr::new("-o"), out.as_os_str()]);
-    tools.run("nvlink", &args).map(|_| ()).map_err(|e| classify(e, arch))
-}
-
-/// nvlink's failures by what they say (its messages: `Undefined reference to 'f' in 'a.o'`,
-/// `Multiple definition of 'f' in 'b', first defined in 'a'`, `Input file 'x' arch does
-/// not match target 'sm_90a'`).
-fn classify(error: Error, arch: &str) -> Error {
-    let Error::Tool { output, .. } = &error else { return error };
-    let quoted = |line: &str| -> Vec<String> { line.split('\'').skip(1).step_by(2).map(str::to_string).collect() };
-    for line in output.lines() {
-        let q = quoted(line);
-        if line.contains("Undefined reference to") && q.len() >= 2 {
-            return Error::Unresolved { symbol: q[0].clone(), referenced_in: q[1].clone() };
-        }
-        if line.contains("Multiple definition of") && q.len() >= 3 {
-            return Error::Duplicate { symbol: q[0].clone(), defined_in: q[1].clone(), first_defined_in: q[2].clone() };
-        }
-        if line.contains("arch does not match target") && !q.is_empty() {
-            return Error::ArchMismatch { input: q[0].clone(), arch: arch.to_string() };
-        }
-    }
-    error
+    tools.run("nvlink", &args).map(|_| ()).map_err(|e| match &e {
+        Error::Tool { output, .. } => LinkFailure::from_log(output).map_or(e, Error::Link),
+        _ => e,
+    })
 }
 
 /// A function symbol of a cubin: its name, and whether the cubin defines it (else it only

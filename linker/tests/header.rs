@@ -35,6 +35,17 @@ fn the_header_declares_what_the_module_exports() {
     assert_eq!(declared, exported);
 }
 
+/// The Rust kernel that takes the heap handle by value (the cuda-interop example's) gets
+/// it as nvcc passes a `ferroccl_heap`: one parameter of its size, 8-byte aligned.
+#[test]
+fn a_rust_kernel_takes_the_handle_by_value_as_nvcc_lays_it_out() {
+    let ptx = host_shim::module::PTX;
+    let entry = ptx.find(".entry ferroccl_interop_scale_all_reduce_bias(").expect("the Rust kernel is in the module");
+    let first = ptx[entry..].lines().nth(1).unwrap().trim();
+    let want = format!(".param .align 8 .b8 ferroccl_interop_scale_all_reduce_bias_param_0[{}],", size_of::<ShmemHandle>());
+    assert_eq!(first, want);
+}
+
 /// A translation unit that includes the header and asserts, at compile time, what Rust
 /// says of every type the header defines.
 fn layout_checks() -> String {

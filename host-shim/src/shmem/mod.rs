@@ -60,6 +60,8 @@ pub struct Heap {
     pes: PeSet,
     /// Each local PE's `ShmemHandle`, in its device's memory.
     handles: Vec<DeviceAlloc>,
+    /// The same handles by value, for kernels that take them as an argument.
+    values: Vec<ShmemHandle>,
     /// The abort word every wait of the PEs' device code reads, shared with the handles
     /// [`Heap::abort_handle`] gives out, and the loops once started.
     abort: HeapAbortHandle,
@@ -102,13 +104,15 @@ impl Heap {
             heaps.push(VmmHeap::new(ctx, heap_bytes, readers)?);
         }
         let abort = HostMapped::<u64>::zeroed(first, 1)?;
-        let mut handles = Vec::new();
+        let (mut handles, mut values) = (Vec::new(), Vec::new());
         for (pe, ctx) in ctxs.iter().enumerate() {
             let bases: Vec<u64> = heaps.iter().zip(&reach).map(|(h, readers)| if readers.contains(&ordinals[pe]) { h.base() } else { 0 }).collect();
-            handles.push(handle_on_device(ctx, pe, &bases, heap_bytes, abort.device_ptr(), spin_budget)?);
+            let value = device_handle(pe, &bases, heap_bytes, abort.device_ptr(), spin_budget)?;
+            handles.push(handle_on_device(ctx, &value)?);
+            values.push(value);
         }
         let abort = HeapAbortHandle::on_host_mapped(abort);
-        Ok(Self { loops: Vec::new(), book, heaps, pes: PeSet::all_here(ctxs.len()), handles, abort, spin_budget })
+        Ok(Self { loops: Vec::new(), book, heaps, pes: PeSet::all_here(ctxs.len()), handles, values, abort, spin_budget })
     }
 
     /// This process's PE of a heap over one PE per process: `bootstrap` names the PE and
@@ -142,11 +146,12 @@ impl Heap {
             heaps.push(heap);
         }
         let abort = HostMapped::<u64>::zeroed(ctx, 1)?;
-        let handle = handle_on_device(ctx, me, &bases, heap_bytes, abort.device_ptr(), spin_budget)?;
+        let value = device_handle(me, &bases, heap_bytes, abort.device_ptr(), spin_budget)?;
+        let handle = handle_on_device(ctx, &value)?;
         let abort = HeapAbortHandle::on_host_mapped(abort);
         // No PE uses a peer's heap before every PE has mapped every heap.
         pes.gather("mapped", &[0])?;
-        Ok(Self { loops: Vec::new(), book, heaps, pes, handles: vec![handle], abort, spin_budget })
+        Ok(Self { loops: Vec::new(), book, heaps, pes, handles: vec![handle], values: vec![value], abort, spin_budget })
     }
 
     /// The number of PEs.
@@ -192,6 +197,17 @@ impl Heap {
     pub fn handle(&self, pe: usize) -> u64 {
         let at = self.pes.local().iter().position(|&p| p == pe);
         self.handles[at.unwrap_or_else(|| panic!("PE {pe} is not a PE of this process ({:?})", self.pes.local()))].ptr()
+    }
+
+    /// Local PE `pe`'s handle by value: what a kernel of another runtime takes as its
+    /// argument (`ferroccl_heap` in C: `linker/include/ferroccl_device.h`) and hands by
+    /// address to the device runtime's C functions (`device_rt::cabi`), or a Rust kernel to
+    /// `device_rt::shmem::Shmem::new`. Valid on PE `pe`'s device while the heap lives (it
+    /// names the heaps' mappings and the abort word); nothing in it changes after the heap
+    /// is made. [`Error::InvalidArgument`] for a PE not of this process.
+    pub fn device_handle(&self, pe: usize) -> Result<ShmemHandle> {
+        let at = self.pes.local().iter().position(|&p| p == pe);
+        at.map(|at| self.values[at]).ok_or_else(|| Error::InvalidArgument(format!("PE {pe} is not a PE of this process ({:?})", self.pes.local())))
     }
 
     /// Collective `malloc`: `bytes[i]` is local PE `i`'s size, the same on every PE.
@@ -356,10 +372,8 @@ impl Drop for Heap {
     }
 }
 
-/// PE `pe`'s `ShmemHandle` (every PE's heap at `bases`, the abort word at device address
-/// `abort`), in `ctx`'s device memory.
-fn handle_on_device(ctx: &Arc<CudaContext>, pe: usize, bases: &[u64], heap_bytes: u64, abort: u64, spin_budget: Duration) -> Result<DeviceAlloc> {
-    let handle = device_handle(pe, bases, heap_bytes, abort, spin_budget)?;
+/// `handle` in `ctx`'s device memory.
+fn handle_on_device(ctx: &Arc<CudaContext>, handle: &ShmemHandle) -> Result<DeviceAlloc> {
     let alloc = DeviceAlloc::zeroed(ctx, size_of::<ShmemHandle>())?;
     // SAFETY: the allocation holds one `ShmemHandle`; no kernel uses it yet.
     unsafe { alloc.upload(0, handle.as_bytes()) }?;

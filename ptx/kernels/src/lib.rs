@@ -8,6 +8,7 @@
 
 mod bench;
 mod copy;
+mod interop;
 mod jacobi;
 mod nvls;
 mod selftest;

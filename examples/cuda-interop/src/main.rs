@@ -1,0 +1,166 @@
+//! `cuda-interop`: ferroccl's device functions called from other kernels, on GPUs. The
+//! CUDA C++ kernels of `fused.cu`, linked with ferroccl's library offline
+//! (`ferroccl-link link`, `--cubin`) or by the driver at run time (`--object`), and the
+//! same fused kernel written in Rust (in the runtime's own module): scale, all-reduce
+//! through the symmetric heap, add a bias, one CTA per PE; then the C++ two-shot kernel
+//! with a warp's get. Every PE's result is checked against the host reference bit for
+//! bit; the program fails on any difference or any status but success.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Parser;
+use cudarc::driver::{CudaStream, DeviceRepr, LaunchConfig, PushKernelArg, result};
+use ferroccl_cuda_interop::{bias, input, reference};
+use host_shim::device_rt::abi::{ShmemHandle, Status};
+use host_shim::linking::LinkInput;
+use host_shim::module::Module;
+use host_shim::shmem::Heap;
+use host_shim::{Error, device};
+
+#[derive(Parser)]
+#[command(about = "CUDA C++ and Rust kernels calling ferroccl's device functions, checked")]
+struct Args {
+    /// Devices, one PE each (a device named twice holds two PEs)
+    #[arg(long, value_delimiter = ',', default_value = "0,1")]
+    devices: Vec<usize>,
+    /// fused.cu linked with ferroccl's library by `ferroccl-link link`
+    #[arg(long, conflicts_with = "object")]
+    cubin: Option<PathBuf>,
+    /// fused.cu compiled by `nvcc -arch=sm_90a -dc`: linked by the driver at run time
+    #[arg(long)]
+    object: Option<PathBuf>,
+    /// Elements per PE (a multiple of the PEs: the two-shot kernel splits them)
+    #[arg(long, default_value_t = 1 << 16)]
+    n: usize,
+}
+
+/// The heap handle as a kernel argument, by value (`ferroccl_heap` in C).
+#[repr(transparent)]
+#[derive(Clone, Copy)]
+struct HeapArg(ShmemHandle);
+
+// SAFETY: a `#[repr(C)]` struct of integers, what the kernels declare as their argument.
+unsafe impl DeviceRepr for HeapArg {}
+
+const SCALE: f32 = 0.5;
+const THREADS: u32 = 256;
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    match run(&args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("cuda-interop: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(args: &Args) -> host_shim::Result<()> {
+    let streams: Vec<Arc<CudaStream>> = args.devices.iter().map(|&d| device::context(d)?.new_stream().map_err(Error::cuda("cuStreamCreate"))).collect::<Result<_, _>>()?;
+    let pes = streams.len();
+    let n = args.n;
+    let mut heap = Heap::new(&streams, (3 * n * 4 + (1 << 20)) as u64, Duration::from_secs(10))?;
+    let x = heap.malloc(&vec![(n * 4) as u64; pes])?;
+    let sum = heap.malloc(&vec![(n * 4) as u64; pes])?;
+    let neighbour = heap.malloc(&vec![(n * 4) as u64; pes])?;
+    let biases: Vec<f32> = (0..n).map(bias).collect();
+    let bias_bufs = streams.iter().map(|s| s.clone_htod(&biases).map_err(Error::cuda("cuMemcpyHtoD"))).collect::<Result<Vec<_>, _>>()?;
+    let mut statuses = streams.iter().map(|s| s.alloc_zeros::<i32>(1).map_err(Error::cuda("cuMemAlloc"))).collect::<Result<Vec<_>, _>>()?;
+
+    let rust: Vec<Module> = streams.iter().map(|s| Module::load(s.context())).collect::<Result<_, _>>()?;
+    let cpp: Option<Vec<Module>> = match (&args.cubin, &args.object) {
+        (Some(path), _) => {
+            let image = std::fs::read(path).map_err(|e| Error::InvalidArgument(format!("{}: {e}", path.display())))?;
+            Some(streams.iter().map(|s| Module::load_image(s.context(), image.clone())).collect::<Result<_, _>>()?)
+        }
+        (None, Some(path)) => {
+            let object = std::fs::read(path).map_err(|e| Error::InvalidArgument(format!("{}: {e}", path.display())))?;
+            let name = path.file_name().map_or("fused.o".into(), |n| n.to_string_lossy().into_owned());
+            Some(streams.iter().map(|s| Module::load_linked(s.context(), &[(&name, LinkInput::Object(&object))])).collect::<Result<_, _>>()?)
+        }
+        (None, None) => None,
+    };
+
+    let mut kernels = vec![("Rust", "ferroccl_interop_scale_all_reduce_bias", &rust)];
+    if let Some(cpp) = &cpp {
+        kernels.push(("CUDA C++", "scale_all_reduce_bias", cpp));
+    }
+    let want: Vec<u32> = reference(pes, n, SCALE).iter().map(|v| v.to_bits()).collect();
+    for (language, name, modules) in kernels {
+        write_inputs(&streams, &x, n)?;
+        for (pe, stream) in streams.iter().enumerate() {
+            let kernel = modules[pe].kernel(name)?;
+            let (handle, status) = (HeapArg(heap.device_handle(pe)?), &mut statuses[pe]);
+            let mut launch = stream.launch_builder(&kernel);
+            launch.arg(&handle).arg(&x[pe]).arg(&sum[pe]).arg(&bias_bufs[pe]).arg(&SCALE).arg(&n).arg(status);
+            // SAFETY: the arguments are what the kernel declares, in order; the buffers
+            // hold `n` floats (the heap's symmetric, the bias its own), one CTA per PE.
+            unsafe { launch.launch(LaunchConfig { grid_dim: (1, 1, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 }) }.map_err(Error::cuda("cuLaunchKernel"))?;
+        }
+        check(language, &streams, &statuses, &sum, n, &want)?;
+    }
+    if let Some(cpp) = &cpp {
+        write_inputs(&streams, &x, n)?;
+        for (pe, stream) in streams.iter().enumerate() {
+            let kernel = cpp[pe].kernel("two_shot_then_get")?;
+            let (handle, status) = (HeapArg(heap.device_handle(pe)?), &mut statuses[pe]);
+            let mut launch = stream.launch_builder(&kernel);
+            launch.arg(&handle).arg(&x[pe]).arg(&sum[pe]).arg(&neighbour[pe]).arg(&n).arg(status);
+            // SAFETY: as above.
+            unsafe { launch.launch(LaunchConfig { grid_dim: (1, 1, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 }) }.map_err(Error::cuda("cuLaunchKernel"))?;
+        }
+        let plain: Vec<u32> = (0..n).map(|i| (1..pes).fold(input(0, i), |s, pe| s + input(pe, i)).to_bits()).collect();
+        check("CUDA C++ two-shot", &streams, &statuses, &sum, n, &plain)?;
+        for pe in 0..pes {
+            let got = read(&streams[pe], neighbour[pe], n)?;
+            let next = (pe + 1) % pes;
+            if got.iter().zip(0..n).any(|(v, i)| v.to_bits() != input(next, i).to_bits()) {
+                return Err(Error::InvalidState("the warp's get brought another PE's data than its neighbour's"));
+            }
+        }
+        println!("CUDA C++ get: every PE read its neighbour's {n} floats");
+    }
+    heap.free(&neighbour)?;
+    heap.finalize(Duration::from_secs(10))
+}
+
+/// Every PE's `x` set to its inputs.
+fn write_inputs(streams: &[Arc<CudaStream>], x: &[u64], n: usize) -> host_shim::Result<()> {
+    for (pe, stream) in streams.iter().enumerate() {
+        stream.synchronize().map_err(Error::cuda("cuStreamSynchronize"))?;
+        stream.context().bind_to_thread().map_err(Error::cuda("cuCtxSetCurrent"))?;
+        let values: Vec<f32> = (0..n).map(|i| input(pe, i)).collect();
+        // SAFETY: `x[pe]` holds `n` floats of PE `pe`'s heap, on the current context's device.
+        unsafe { result::memcpy_htod_sync(x[pe], &values) }.map_err(Error::cuda("cuMemcpyHtoD"))?;
+    }
+    Ok(())
+}
+
+fn read(stream: &Arc<CudaStream>, at: u64, n: usize) -> host_shim::Result<Vec<f32>> {
+    stream.synchronize().map_err(Error::cuda("cuStreamSynchronize"))?;
+    stream.context().bind_to_thread().map_err(Error::cuda("cuCtxSetCurrent"))?;
+    let mut out = vec![0f32; n];
+    // SAFETY: `at` holds `n` floats on the current context's device, the stream idle.
+    unsafe { result::memcpy_dtoh_sync(&mut out, at) }.map_err(Error::cuda("cuMemcpyDtoH"))?;
+    Ok(out)
+}
+
+/// Every PE's status success and its `sum` the reference, bit for bit.
+fn check(what: &str, streams: &[Arc<CudaStream>], statuses: &[cudarc::driver::CudaSlice<i32>], sum: &[u64], n: usize, want: &[u32]) -> host_shim::Result<()> {
+    for (pe, stream) in streams.iter().enumerate() {
+        let status = stream.clone_dtoh(&statuses[pe]).map_err(Error::cuda("cuMemcpyDtoH"))?[0];
+        if status != Status::Success as i32 {
+            return Err(Error::InvalidArgument(format!("{what}: PE {pe}'s kernel returned status {status}")));
+        }
+        let got = read(stream, sum[pe], n)?;
+        if let Some(i) = (0..n).find(|&i| got[i].to_bits() != want[i]) {
+            return Err(Error::InvalidArgument(format!("{what}: PE {pe} element {i} is {}, the reference {}", got[i], f32::from_bits(want[i]))));
+        }
+    }
+    println!("{what}: {} PEs × {n} floats match the reference bit for bit", streams.len());
+    Ok(())
+}
