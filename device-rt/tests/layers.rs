@@ -17,6 +17,7 @@ const LAYERS: &[&[&str]] = &[
     &["copy"],
     &["block"],
     &["shmem"],
+    &["cabi"],
     &["prims"],
     &["algo"],
     &["work"],
