@@ -4,11 +4,14 @@
 //! fails, saying how to install one (`bash tests/install-ptxas.sh`), unless
 //! `FERROCCL_PTXAS=none` turns SASS off. Reruns only when the kernel crate or a crate it
 //! depends on changes, when `$FERROCCL_PTXAS` changes, or when the ptxas it used changes.
+//! With `$FERROCCL_PREBUILT_MODULE` naming a prebuilt module's directory (what
+//! `ferroccl-link module` writes), it takes that instead and builds nothing: the route of a
+//! crate built with a stable toolchain.
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use ferroccl_ptx_builder::{BuildError, PtxBuild, PtxasLookup, PtxasSource, remove_if_present, sass};
+use ferroccl_ptx_builder::{BuildError, PtxBuild, PtxasLookup, PtxasSource, prebuilt, remove_if_present, sass};
 
 /// Work loop widths whose register-capped module gets SASS in a release build: 512
 /// threads, the widest loop a communicator is commonly given. The unpatched module, for
@@ -28,6 +31,14 @@ fn main() {
     let ptx = out_dir.join("ferroccl.ptx");
     let embed = out_dir.join("sass.rs");
     println!("cargo::rerun-if-env-changed={}", sass::PTXAS_ENV);
+    println!("cargo::rerun-if-env-changed={}", prebuilt::PREBUILT_ENV);
+    if let Some(dir) = std::env::var_os(prebuilt::PREBUILT_ENV).filter(|d| !d.is_empty()) {
+        if let Err(e) = take_prebuilt(Path::new(&dir), &ptx, &out_dir, &embed) {
+            eprintln!("error: taking ferroccl's prebuilt device module: {e}");
+            std::process::exit(1);
+        }
+        return;
+    }
     // ptxas is looked for first, so that a build without one fails before the minutes
     // of the kernel crate's build.
     let result = remove_if_present(&embed).and_then(|()| sass::find_ptxas_from_env(workspace)).and_then(|ptxas| {
@@ -63,15 +74,35 @@ fn shared_dir(out_dir: &Path, name: &str) -> PathBuf {
     tagged.or_else(profile).unwrap_or(out_dir).join(name)
 }
 
-/// Compiles the PTX at `ptx` to cubins in `out_dir` with `ptxas` (its path and where it
-/// was found) and writes `embed`, the source that `src/module.rs` includes to embed them;
-/// without one (`FERROCCL_PTXAS=none`), an `embed` with none, and a warning.
-fn build_sass(ptx: &Path, out_dir: &Path, embed: &Path, ptxas: Option<(PathBuf, PtxasSource)>) -> Result<(), BuildError> {
+/// The work loop's register caps whose cubins this build embeds: the unpatched module, and
+/// in a release build the caps of [`SASS_THREADS`].
+fn sass_caps() -> Vec<Option<u32>> {
     let mut caps = vec![None];
     if std::env::var("PROFILE").is_ok_and(|profile| profile == "release") {
         caps.extend(SASS_THREADS.iter().map(|&threads| sass::work_loop_max_registers(threads)));
     }
     caps.dedup();
+    caps
+}
+
+/// The prebuilt module at `dir` in place of a build: its PTX at `ptx`, its cubins in
+/// `out_dir`, `embed` naming them.
+fn take_prebuilt(dir: &Path, ptx: &Path, out_dir: &Path, embed: &Path) -> Result<(), BuildError> {
+    println!("cargo::rerun-if-changed={}", dir.display());
+    let caps = sass_caps();
+    for cap in &caps {
+        println!("cargo::rerun-if-changed={}", dir.join(sass::cubin_name(*cap)).display());
+    }
+    let cubins = prebuilt::install(dir, &caps, ptx, out_dir)?;
+    let missing = cubins.is_empty().then(|| format!("the prebuilt module in {} has no cubin", dir.display()));
+    std::fs::write(embed, sass::embed_source(&cubins, missing.as_deref(), false)).map_err(|source| BuildError::Io { path: embed.into(), source })
+}
+
+/// Compiles the PTX at `ptx` to cubins in `out_dir` with `ptxas` (its path and where it
+/// was found) and writes `embed`, the source that `src/module.rs` includes to embed them;
+/// without one (`FERROCCL_PTXAS=none`), an `embed` with none, and a warning.
+fn build_sass(ptx: &Path, out_dir: &Path, embed: &Path, ptxas: Option<(PathBuf, PtxasSource)>) -> Result<(), BuildError> {
+    let caps = sass_caps();
     for cap in &caps {
         remove_if_present(&out_dir.join(sass::cubin_name(*cap)))?;
     }

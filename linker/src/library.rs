@@ -45,3 +45,18 @@ pub fn build(tools: &Toolchain, dir: &Path, arch: &str) -> Result<Library, Error
     tools.run("nvcc", &[OsStr::new("-lib"), object.as_os_str(), "-o".as_ref(), lib.archive.as_os_str()])?;
     Ok(lib)
 }
+
+/// Writes the module this build embeds into `dir` (created if missing) as a prebuilt
+/// module: its PTX and its cubins under the names host-shim's build script takes with
+/// `FERROCCL_PREBUILT_MODULE=dir` (how a crate built with a stable toolchain gets the
+/// device module). Returns the files written.
+pub fn write_module(dir: &Path) -> Result<Vec<PathBuf>, Error> {
+    use ferroccl_ptx_builder::{prebuilt, sass};
+    std::fs::create_dir_all(dir).map_err(io(dir.display().to_string()))?;
+    let mut files = vec![(dir.join(prebuilt::PTX_FILE), host_shim::module::PTX.as_bytes())];
+    files.extend(host_shim::module::sass::IMAGES.iter().map(|&(cap, image)| (dir.join(sass::cubin_name(cap)), image)));
+    for (path, bytes) in &files {
+        std::fs::write(path, bytes).map_err(io(path.display().to_string()))?;
+    }
+    Ok(files.into_iter().map(|(path, _)| path).collect())
+}

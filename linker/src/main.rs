@@ -32,6 +32,14 @@ enum Command {
         #[arg(long, default_value = "sm_90a")]
         arch: String,
     },
+    /// Writes the device module this build embeds (PTX and cubins) into a directory, for
+    /// crates built where the module cannot be (a stable toolchain): build them with
+    /// FERROCCL_PREBUILT_MODULE=DIR
+    Module {
+        /// The directory (created if missing)
+        #[arg(long)]
+        out: PathBuf,
+    },
     /// Links device code (relocatable cubins, `nvcc -dc` objects, PTX) into one loadable
     /// cubin, offline; give ferroccl's library among the inputs
     Link {
@@ -53,6 +61,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let outcome = match cli.command {
         Command::Lib { out, arch } => Toolchain::find().and_then(|tools| library::build(&tools, &out, &arch)).map(|lib| println!("{}", lib.archive.display())).map_err(|e| e.to_string()),
+        Command::Module { out } => library::write_module(&out).map(|files| files.iter().for_each(|f| println!("{}", f.display()))).map_err(|e| e.to_string()),
         Command::Link { out, arch, inputs } => Toolchain::find().and_then(|tools| link::link(&tools, &arch, &inputs, &out)).map_err(|e| e.to_string()),
         Command::Header { out } => {
             let device_rt = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../device-rt");

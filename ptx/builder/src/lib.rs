@@ -17,6 +17,7 @@
 //! [`sass`] then compiles that PTX to sm_90a cubins with ptxas (unless `FERROCCL_PTXAS=none`
 //! turns SASS off; no ptxas found is [`BuildError::NoPtxas`]).
 
+pub mod prebuilt;
 pub mod sass;
 
 pub use sass::{
@@ -81,6 +82,8 @@ pub enum BuildError {
     BadCubin { path: PathBuf, reason: String },
     /// The PTX could not be given its register cap.
     Patch(String),
+    /// The prebuilt module that `$FERROCCL_PREBUILT_MODULE` names is not usable.
+    Prebuilt { dir: PathBuf, reason: String },
 }
 
 impl fmt::Display for BuildError {
@@ -88,16 +91,23 @@ impl fmt::Display for BuildError {
         match self {
             Self::NotNightly { rustc, version } => write!(
                 f,
-                "the PTX build needs a nightly Rust toolchain, but {} is `{version}`; \
-                 run cargo from the repository (its rust-toolchain.toml selects `nightly`)",
-                rustc.display()
+                "building ferroccl's device module needs a nightly Rust toolchain with rust-src, but {} is `{version}`.\n\
+                 \x20 Either build with one: `rustup toolchain install nightly --component rust-src`, then \
+                 `cargo +nightly build` (ferroccl's own repository selects it in rust-toolchain.toml);\n\
+                 \x20 or take a prebuilt module: in a checkout of ferroccl, `cargo run --release -p ferroccl-linker -- module --out DIR`, \
+                 then build with {env}=DIR (a directory holding {ptx} and its cubins)",
+                rustc.display(),
+                env = prebuilt::PREBUILT_ENV,
+                ptx = prebuilt::PTX_FILE,
             ),
             Self::MissingRustSrc { sysroot } => write!(
                 f,
                 "the toolchain at {} has no rust-src component, which -Zbuild-std=core needs; \
                  run `rustup component add rust-src --toolchain nightly` \
-                 (or ../shared/toolchain/install-rust-src.sh where rustup cannot download it)",
-                sysroot.display()
+                 (or ../shared/toolchain/install-rust-src.sh where rustup cannot download it), \
+                 or build with {env}=DIR, a prebuilt module (see the error for a stable toolchain)",
+                sysroot.display(),
+                env = prebuilt::PREBUILT_ENV,
             ),
             Self::MissingKernelCrate { manifest } => {
                 write!(f, "no kernel crate at {}", manifest.display())
@@ -138,6 +148,7 @@ impl fmt::Display for BuildError {
             Self::Ptxas { command, status, log } => write!(f, "ptxas failed ({status}): {command}\n{log}"),
             Self::BadCubin { path, reason } => write!(f, "ptxas left no usable cubin at {}: {reason}", path.display()),
             Self::Patch(why) => write!(f, "capping the work loop's registers: {why}"),
+            Self::Prebuilt { dir, reason } => write!(f, "the prebuilt module in {} ({}): {reason}", dir.display(), prebuilt::PREBUILT_ENV),
         }
     }
 }
