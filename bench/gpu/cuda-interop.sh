@@ -2,7 +2,9 @@
 # The cuda-interop example on GPUs: ferroccl's library made here (ferroccl-link lib, with
 # the machine's CUDA 13.0 toolchain), examples/cuda-interop/fused.cu compiled by nvcc as
 # relocatable device code, linked offline (ferroccl-link link) and run (--cubin), then
-# linked by the driver at run time (--object); the Rust kernel runs in both. Two PEs on
+# linked by the driver at run time (--object, which also runs fused.cu's application
+# function in a communicator's persistent loops between all-reduces, on the stream and in
+# a CUDA graph); the Rust kernel runs in both. Two PEs on
 # devices 0,1 (0,0 on one GPU). Every run checks its results bit for bit and fails
 # otherwise. Writes OUTDIR/raw/cuda-interop/run-DATE.txt.
 set -euo pipefail

@@ -74,10 +74,13 @@ pub enum WaitSite {
     /// A symmetric-heap barrier the loop runs (`ShmemBarrierAll`, `ShmemSumReduce`):
     /// waiting for the other PEs' arrivals.
     ShmemBarrier = 7,
+    /// An application's device function the loop ran (`DeviceFunction::Application`)
+    /// returned a timeout.
+    Application = 8,
 }
 
 numbering!(LoopError, u32, from_u32, [BadItem, Aborted, Timeout, PeerMismatch]);
-numbering!(WaitSite, u32, from_u32, [Barrier, Flag, RecvData, SendCredit, MailboxSubmit, ShotFlag, ShmemBarrier]);
+numbering!(WaitSite, u32, from_u32, [Barrier, Flag, RecvData, SendCredit, MailboxSubmit, ShotFlag, ShmemBarrier, Application]);
 
 impl LoopError {
     /// `status` for this error with `detail`.

@@ -13,6 +13,8 @@
 //! host-only scheduling: the host shim hands work over, the device decides how to do it.
 #![cfg_attr(not(feature = "host-emu"), no_std)]
 #![cfg_attr(target_arch = "nvptx64", feature(asm_experimental_arch))]
+// The application's device function has a weak default (`cabi::ferroccl_app_work`).
+#![cfg_attr(any(target_arch = "nvptx64", feature = "host-emu"), feature(linkage))]
 // The host twin orders its relaxed accesses for ThreadSanitizer when built under it
 // (`arch/host.rs`, `tests/tsan.sh`).
 #![cfg_attr(feature = "host-emu", feature(cfg_sanitize))]

@@ -44,3 +44,26 @@ extern "C" __global__ void two_shot_then_get(ferroccl_heap heap, float *x, float
         *status = (int)s;
     }
 }
+
+// The application's own work in ferroccl's persistent loop: work items the host enqueues
+// between collectives on a communicator's stream (`WorkItem::application(1, args)`) call
+// this on every thread of the loop's first channel. Function 1 scales `count` floats at
+// `buf` by `factor` (its argument block in device memory); any other number is refused,
+// which stops the loop with `BadItem::ApplicationRefused`. It replaces the module's weak
+// default when linked with it.
+struct scale_args {
+    float *buf;
+    unsigned long long count;
+    float factor;
+};
+
+extern "C" __device__ ferroccl_status ferroccl_app_work(uint32_t function, uint64_t arg) {
+    if (function != 1) {
+        return FERROCCL_STATUS_INVALID_ARGUMENT;
+    }
+    const scale_args *a = (const scale_args *)arg;
+    for (unsigned long long i = threadIdx.x; i < a->count; i += blockDim.x) {
+        a->buf[i] *= a->factor;
+    }
+    return FERROCCL_STATUS_SUCCESS;
+}

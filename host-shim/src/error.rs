@@ -201,6 +201,7 @@ impl fmt::Display for Error {
                     Some(WaitSite::MailboxSubmit) => "a stream-ordered item waiting for the loop to run it",
                     Some(WaitSite::ShotFlag) => "a one-shot/two-shot collective waiting for a peer's flag",
                     Some(WaitSite::ShmemBarrier) => "a symmetric-heap barrier waiting for the other PEs",
+                    Some(WaitSite::Application) => "the application's device function",
                     None => "unknown wait",
                 }
             ),

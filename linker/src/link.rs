@@ -35,12 +35,15 @@ pub fn link(tools: &Toolchain, arch: &str, inputs: &[PathBuf], out: &Path) -> Re
     })
 }
 
-/// A function symbol of a cubin: its name, and whether the cubin defines it (else it only
-/// refers to it).
+/// A function symbol of a cubin: its name, whether the cubin defines it (else it only
+/// refers to it), its code's bytes, and whether it is weak (a default another input's
+/// definition replaces).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FunctionSymbol {
     pub name: String,
     pub defined: bool,
+    pub size: u64,
+    pub weak: bool,
 }
 
 /// The function symbols of the ELF file `cubin` (read with binutils' `readelf`).
@@ -55,7 +58,12 @@ pub fn functions(cubin: &Path) -> Result<Vec<FunctionSymbol>, Error> {
         .lines()
         .filter_map(|line| {
             let cols: Vec<&str> = line.split_whitespace().collect();
-            (cols.len() >= 8 && cols[3] == "FUNC").then(|| FunctionSymbol { name: cols[cols.len() - 1].to_string(), defined: cols[cols.len() - 2] != "UND" })
+            (cols.len() >= 8 && cols[3] == "FUNC").then(|| FunctionSymbol {
+                name: cols[cols.len() - 1].to_string(),
+                defined: cols[cols.len() - 2] != "UND",
+                size: cols[2].parse().unwrap_or(0),
+                weak: cols[4] == "WEAK",
+            })
         })
         .collect())
 }

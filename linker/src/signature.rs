@@ -9,12 +9,13 @@ pub struct Signature {
     pub params: Vec<u32>,
 }
 
-/// Every `.visible .func` of `ptx` whose name starts with `prefix`.
+/// Every function `ptx` defines, `.visible` or `.weak` (a default that another module's
+/// definition replaces), whose name starts with `prefix`.
 pub fn ptx_functions(ptx: &str, prefix: &str) -> Result<Vec<Signature>, String> {
     let mut found = Vec::new();
-    let mut lines = ptx.lines();
+    let mut lines = ptx.lines().peekable();
     while let Some(line) = lines.next() {
-        let Some(head) = line.strip_prefix(".visible .func") else { continue };
+        let Some(head) = line.strip_prefix(".visible .func").or_else(|| line.strip_prefix(".weak .func")) else { continue };
         let (ret, name) = match head.trim().strip_prefix('(') {
             Some(rest) => {
                 let (ret, name) = rest.split_once(')').ok_or_else(|| format!("a return without its ')': {line}"))?;
@@ -27,10 +28,18 @@ pub fn ptx_functions(ptx: &str, prefix: &str) -> Result<Vec<Signature>, String> 
             continue;
         }
         let mut params = Vec::new();
-        for param in lines.by_ref().map(str::trim).take_while(|l| *l != ")") {
+        for param in lines.by_ref().map(str::trim).filter(|l| *l != "(") {
+            if param.starts_with(')') {
+                break;
+            }
             params.push(param_bits(param.trim_end_matches(','))?);
         }
-        found.push(Signature { name: name.to_string(), ret, params });
+        // A declaration (a function called before its definition) ends with `;`, a
+        // definition goes on with its body: each function is counted at its definition.
+        let declaration = lines.peek().is_some_and(|next| next.trim() == ";");
+        if !declaration {
+            found.push(Signature { name: name.to_string(), ret, params });
+        }
     }
     Ok(found)
 }
@@ -113,8 +122,18 @@ mod tests {
 .visible .func  (.param .b64 func_retval0) ferroccl_c(
 \t.param .align 8 .b8 ferroccl_c_param_0[64]
 )
+.weak .func  (.param .b32 func_retval0) ferroccl_w
+(
+\t.param .b32 ferroccl_w_param_0
+)
+;
 .visible .entry other(
 )
+.weak .func  (.param .b32 func_retval0) ferroccl_w(
+\t.param .b32 ferroccl_w_param_0
+)
+{
+}
 .func ferroccl_internal(
 )
 ";
@@ -141,6 +160,7 @@ void *ferroccl_c(const void *addr, uint32_t pe);
                 Signature { name: "ferroccl_a".into(), ret: Some(32), params: vec![64, 32] },
                 Signature { name: "ferroccl_b".into(), ret: None, params: vec![64] },
                 Signature { name: "ferroccl_c".into(), ret: Some(64), params: vec![512] },
+                Signature { name: "ferroccl_w".into(), ret: Some(32), params: vec![32] },
             ]
         );
     }

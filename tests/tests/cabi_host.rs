@@ -417,3 +417,13 @@ fn the_abort_word_ends_every_wait() {
     assert_eq!(outcomes.len(), 2 * 64);
     assert!(outcomes.iter().all(|o| o == &[Status::Aborted; 6]), "the budget is a minute: only the abort ends these waits: {:?}", outcomes[0]);
 }
+
+/// Where the application links no function of its own, the module's weak default refuses
+/// every function number (this test binary defines none; `app_host.rs`'s does).
+#[test]
+fn the_default_application_function_refuses_every_function() {
+    for function in [0, 1, u32::MAX] {
+        // SAFETY: the default reads nothing.
+        assert_eq!(unsafe { ferroccl_app_work(function, 8) }, Status::InvalidArgument);
+    }
+}

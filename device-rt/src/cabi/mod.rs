@@ -18,9 +18,11 @@
 //! A Rust kernel crate calls [`crate::shmem::Shmem`] directly (the same code, typed); these
 //! functions are for code that cannot.
 
+mod app;
 mod coll;
 mod heap;
 
+pub use app::*;
 pub use coll::*;
 pub use heap::*;
 

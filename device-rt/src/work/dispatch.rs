@@ -7,9 +7,10 @@
 use super::channel::Channel;
 use super::item::{BadItem, DeviceFunction, ITEM_OUTPUT_PEER_MAPPED, WorkItem, WorkKind};
 use super::queue::LoopShared;
-use crate::abi::{LoopError, ShmemHandle, WaitSite};
+use crate::abi::{LoopError, ShmemHandle, Status, WaitSite};
 use crate::algo::{Coll, CollCtx, CollFunction, Plan, plan_collective, run_collective};
 use crate::arch::{self, AtomicWord};
+use crate::cabi;
 use crate::copy::reduce_copy_grid;
 use crate::dtype::{Bf16, DataType, F16};
 use crate::redop::{RedOpKind, Sum};
@@ -308,11 +309,36 @@ unsafe fn call<const SHMEM: bool>(a: &Channel, item: &WorkItem, shared: *mut Loo
             // `shared` its `LoopShared`, and every thread of the CTA calls this.
             unsafe { cta_wait(a, shared, WaitSite::Flag, || arch::ld_acquire_sys_global(word) >= want) }
         }
+        DeviceFunction::Application if a.index != 0 => Ok(()),
+        // SAFETY: every thread of channel 0's CTA calls it with the same item; what the
+        // application's function does with `arg` is its contract with the host that
+        // enqueued the item.
+        DeviceFunction::Application => unsafe { application(item) },
         DeviceFunction::ShmemBarrierAll | DeviceFunction::ShmemSumReduce if !SHMEM => Err(Stop::Error(LoopError::BadItem, BadItem::NotHeapLoop as u32)),
         DeviceFunction::ShmemBarrierAll | DeviceFunction::ShmemSumReduce if a.index != 0 => Ok(()),
         // SAFETY: a validated shmem item's `arg` is this PE's `ShmemHandle` (the host's
         // promise); every thread of channel 0's CTA calls this.
         DeviceFunction::ShmemBarrierAll | DeviceFunction::ShmemSumReduce => unsafe { shmem_call(function, item) },
+    }
+}
+
+/// Runs the application's device function of an Application item on channel 0's CTA,
+/// then the CTA's barrier (so that every thread's writes are performed before the item
+/// completes). Not inlined: the loop's other items keep their registers.
+///
+/// # Safety
+/// Every thread of the CTA calls this with the same item; the application's function's
+/// own contract holds for the item's `arg`.
+#[inline(never)]
+unsafe fn application(item: &WorkItem) -> Result<(), Stop> {
+    // SAFETY: this function's contract.
+    let status = unsafe { cabi::ferroccl_app_work(item.count as u32, item.arg) };
+    arch::barrier_sync_all();
+    match status {
+        Status::Success => Ok(()),
+        Status::Aborted => Err(Stop::Error(LoopError::Aborted, 0)),
+        Status::TimedOut => Err(Stop::Error(LoopError::Timeout, WaitSite::Application as u32)),
+        Status::InvalidArgument => Err(Stop::Error(LoopError::BadItem, BadItem::ApplicationRefused as u32)),
     }
 }
 

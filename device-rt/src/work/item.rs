@@ -55,9 +55,17 @@ pub enum DeviceFunction {
     /// symmetric addresses of disjoint ranges. Ordering and waits: as `ShmemBarrierAll`
     /// (two barriers, the first before any PE reads a source).
     ShmemSumReduce = 4,
+    /// Every thread of channel 0's CTA calls the application's own device function,
+    /// `ferroccl_app_work(function, arg)` with the item's `count` as `function` (see
+    /// [`WorkItem::application`] and `crate::cabi::ferroccl_app_work`); the other channels
+    /// do nothing. The loop completes the item after the CTA's barrier, so the next item
+    /// (on any channel, and stream work after it) sees what the function wrote. A status
+    /// other than success stops the loop: `Aborted`, a timeout (`WaitSite::Application`),
+    /// or `BadItem::ApplicationRefused`.
+    Application = 5,
 }
 
-numbering!(DeviceFunction, u32, from_u32, [Timestamp, Increment, WaitAtLeast, ShmemBarrierAll, ShmemSumReduce]);
+numbering!(DeviceFunction, u32, from_u32, [Timestamp, Increment, WaitAtLeast, ShmemBarrierAll, ShmemSumReduce, Application]);
 
 impl DeviceFunction {
     /// True for the symmetric heap's functions, whose `arg` is a PE's `ShmemHandle`.
@@ -163,6 +171,10 @@ pub enum BadItem {
     /// and another's is not, or not at the same offset. Found by every rank before any
     /// reads another's data.
     RanksDisagree = 19,
+    /// An application's device function (`DeviceFunction::Application`) refused its
+    /// function number or argument (it returned `Status::InvalidArgument`; the module's
+    /// own definition, where the application linked none, refuses every one).
+    ApplicationRefused = 20,
 }
 
 // The one-shot/two-shot collectives report disagreeing ranks with this detail (`algo` sits
@@ -193,6 +205,7 @@ numbering!(
         NotSymmetric,
         NotHeapLoop,
         RanksDisagree,
+        ApplicationRefused,
     ]
 );
 
@@ -219,6 +232,7 @@ impl BadItem {
             Self::NotSymmetric => "a symmetric-heap buffer is not in the PE's heap",
             Self::NotHeapLoop => "a symmetric-heap function on a loop without the heap's functions",
             Self::RanksDisagree => "the ranks' calls of this collective differ (count, function, type, operator, root, or the symmetric heap's input offset)",
+            Self::ApplicationRefused => "the application's device function refused its function number or argument (or the module holds no application function)",
         }
     }
 }
@@ -270,6 +284,14 @@ impl WorkItem {
     /// A call of `function` on the word at `arg`, with the value operand `count`.
     pub fn call(function: DeviceFunction, arg: u64, count: u64) -> Self {
         Self { kind: WorkKind::Call as u8, function: function as u32, arg, count, ..Self::default() }
+    }
+
+    /// The application's device function number `function` on `arg` (an 8-byte aligned,
+    /// non-null value the application gives meaning to: usually the address of its
+    /// arguments in device memory), run by channel 0's CTA (see
+    /// [`DeviceFunction::Application`]).
+    pub fn application(function: u32, arg: u64) -> Self {
+        Self::call(DeviceFunction::Application, arg, u64::from(function))
     }
 
     /// The symmetric heap's `barrier_all` for the PE whose `ShmemHandle` is at `handle`

@@ -3,8 +3,10 @@
 //! (`ferroccl-link link`, `--cubin`) or by the driver at run time (`--object`), and the
 //! same fused kernel written in Rust (in the runtime's own module): scale, all-reduce
 //! through the symmetric heap, add a bias, one CTA per PE; then the C++ two-shot kernel
-//! with a warp's get. Every PE's result is checked against the host reference bit for
-//! bit; the program fails on any difference or any status but success.
+//! with a warp's get. With `--object`, also `fused.cu`'s application function in a
+//! communicator's persistent loops, between all-reduces on each rank's stream and in a CUDA
+//! graph. Every result is checked against the host reference bit for bit; the program
+//! fails on any difference or any status but success.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -12,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
-use cudarc::driver::{CudaStream, DeviceRepr, LaunchConfig, PushKernelArg, result};
+use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DeviceRepr, LaunchConfig, PushKernelArg, result};
 use ferroccl_cuda_interop::{bias, input, reference};
 use host_shim::device_rt::abi::{ShmemHandle, Status};
 use host_shim::linking::LinkInput;
@@ -125,7 +127,83 @@ fn run(args: &Args) -> host_shim::Result<()> {
         println!("CUDA C++ get: every PE read its neighbour's {n} floats");
     }
     heap.free(&neighbour)?;
-    heap.finalize(Duration::from_secs(10))
+    heap.finalize(Duration::from_secs(10))?;
+    if let Some(path) = &args.object {
+        let object = std::fs::read(path).map_err(|e| Error::InvalidArgument(format!("{}: {e}", path.display())))?;
+        application_work(&streams, &object, n)?;
+    }
+    Ok(())
+}
+
+/// One rank's buffers of the application-work run: `x`, `y`, `z`, and the function's
+/// argument block.
+type RankBuffers = (CudaSlice<f32>, CudaSlice<f32>, CudaSlice<f32>, CudaSlice<u64>);
+
+/// `fused.cu`'s application function (1: scale `count` floats by `factor`) in the ranks'
+/// persistent loops, linked at run time: per rank, `all_reduce(x → y)`, the function
+/// doubling `y`, `all_reduce(y → z)`, on the rank's stream; then the same three captured
+/// in a CUDA graph and replayed. Every rank's `z` must be twice the ranks' count times the
+/// sum of the inputs, each time.
+fn application_work(streams: &[Arc<CudaStream>], object: &[u8], n: usize) -> host_shim::Result<()> {
+    use cudarc::driver::sys;
+    use host_shim::comm::{Comm, CommConfig, ReduceOp};
+    let ranks = streams.len();
+    let mut bufs = Vec::new();
+    for (rank, stream) in streams.iter().enumerate() {
+        let ctx = stream.context();
+        // SAFETY: the slices allocated meanwhile are used on `stream` only (the calls and
+        // the graph captured on it), and freed once it is idle.
+        unsafe { ctx.disable_event_tracking() };
+        let x = stream.clone_htod(&(0..n).map(|i| input(rank, i)).collect::<Vec<f32>>()).map_err(Error::cuda("cuMemcpyHtoD"))?;
+        let (y, z) = (stream.alloc_zeros::<f32>(n).map_err(Error::cuda("cuMemAlloc"))?, stream.alloc_zeros::<f32>(n).map_err(Error::cuda("cuMemAlloc"))?);
+        // fused.cu's `scale_args`: the buffer, the count, the factor (then padding).
+        let y_addr = { let (p, _guard) = DevicePtr::device_ptr(&y, stream); p };
+        let block = [y_addr, n as u64, u64::from(2.0f32.to_bits())];
+        let args = stream.clone_htod(&block).map_err(Error::cuda("cuMemcpyHtoD"))?;
+        // SAFETY: turns tracking back on for slices allocated from now on.
+        unsafe { ctx.enable_event_tracking() };
+        bufs.push((x, y, z, args));
+    }
+    let comms = Comm::from_devices_linked(streams.to_vec(), CommConfig::default(), &[("fused.o", LinkInput::Object(object))])?;
+    let want: Vec<u32> = (0..n).map(|i| (2.0 * ranks as f32 * (1..ranks).fold(input(0, i), |s, r| s + input(r, i))).to_bits()).collect();
+    let sequence = |comm: &Comm, (x, y, z, args): &mut RankBuffers| -> host_shim::Result<()> {
+        comm.all_reduce(x, y, ReduceOp::Sum)?;
+        let (at, _guard) = DevicePtr::device_ptr(&*args, comm.stream());
+        // SAFETY: `at` is fused.cu's argument block for function 1, naming `y`'s `n`
+        // floats on this rank's device, which only this stream uses.
+        unsafe { comm.call_application(1, at) }?;
+        comm.all_reduce(y, z, ReduceOp::Sum)
+    };
+    let verify = |what: &str, bufs: &[RankBuffers]| -> host_shim::Result<()> {
+        for (rank, (comm, (_, _, z, _))) in comms.iter().zip(bufs).enumerate() {
+            let got = comm.stream().clone_dtoh(z).map_err(Error::cuda("cuMemcpyDtoH"))?;
+            if let Some(e) = comm.async_error() {
+                return Err(e);
+            }
+            if let Some(i) = (0..n).find(|&i| got[i].to_bits() != want[i]) {
+                return Err(Error::InvalidArgument(format!("{what}: rank {rank} element {i} is {}, not {}", got[i], f32::from_bits(want[i]))));
+            }
+        }
+        println!("{what}: all_reduce, the application's function, all_reduce: {ranks} ranks × {n} floats exact");
+        Ok(())
+    };
+    for (comm, b) in comms.iter().zip(bufs.iter_mut()) {
+        sequence(comm, b)?;
+    }
+    verify("application work on the stream", &bufs)?;
+    let mut graphs = Vec::new();
+    for (comm, b) in comms.iter().zip(bufs.iter_mut()) {
+        let stream = comm.stream();
+        stream.begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED).map_err(Error::cuda("cuStreamBeginCapture"))?;
+        sequence(comm, b)?;
+        graphs.push(stream.end_capture(sys::CUgraphInstantiate_flags(0)).map_err(Error::cuda("cuStreamEndCapture"))?);
+    }
+    for _ in 0..3 {
+        for graph in graphs.iter().flatten() {
+            graph.launch().map_err(Error::cuda("cuGraphLaunch"))?;
+        }
+    }
+    verify("application work in a CUDA graph, replayed 3 times", &bufs)
 }
 
 /// Every PE's `x` set to its inputs.
@@ -150,7 +228,7 @@ fn read(stream: &Arc<CudaStream>, at: u64, n: usize) -> host_shim::Result<Vec<f3
 }
 
 /// Every PE's status success and its `sum` the reference, bit for bit.
-fn check(what: &str, streams: &[Arc<CudaStream>], statuses: &[cudarc::driver::CudaSlice<i32>], sum: &[u64], n: usize, want: &[u32]) -> host_shim::Result<()> {
+fn check(what: &str, streams: &[Arc<CudaStream>], statuses: &[CudaSlice<i32>], sum: &[u64], n: usize, want: &[u32]) -> host_shim::Result<()> {
     for (pe, stream) in streams.iter().enumerate() {
         let status = stream.clone_dtoh(&statuses[pe]).map_err(Error::cuda("cuMemcpyDtoH"))?[0];
         if status != Status::Success as i32 {

@@ -95,6 +95,7 @@ use device_rt::work::{BadItem, ITEM_OUTPUT_PEER_MAPPED, WorkItem, WorkKind};
 use zerocopy::FromBytes;
 
 use crate::device;
+use crate::linking::LinkInput;
 use crate::memory::{BufferInfo, buffer_info, check_extent, lies_in};
 use crate::module::Module;
 use crate::queue::AbortHandle;
@@ -258,7 +259,22 @@ impl Comm {
         before_start: &mut dyn FnMut(u32, &Arc<CudaContext>) -> Result<()>,
     ) -> Result<Vec<Self>> {
         crate::init()?;
-        Self::build(streams, cfg.tuning()?, before_start, None)
+        Self::build(streams, cfg.tuning()?, before_start, None, &[])
+    }
+
+    /// As [`Comm::from_devices_with`] (no hook), the ranks' loops running the module that
+    /// [`Module::load_linked`] makes of ferroccl's and `code` (the application's device
+    /// code: PTX, cubins, `nvcc -dc` objects): the application's own device function
+    /// (`ferroccl_app_work`, `linker/include/ferroccl_device.h`) then runs in the loops,
+    /// stream-ordered between collectives, through [`Comm::call_application`]. Channels of
+    /// at most 256 threads (the linked module has no register-capped variant).
+    pub fn from_devices_linked(streams: Vec<Arc<CudaStream>>, cfg: CommConfig, code: &[(&str, LinkInput<'_>)]) -> Result<Vec<Self>> {
+        crate::init()?;
+        let tuning = cfg.tuning()?;
+        if ferroccl_ptx_builder::sass::work_loop_max_registers(tuning.loop_cfg.threads).is_some() {
+            return Err(Error::InvalidArgument(format!("{} threads a channel: a linked module runs loops of at most 256", tuning.loop_cfg.threads)));
+        }
+        Self::build(streams, tuning, &mut |_, _| Ok(()), None, code)
     }
 
     /// As [`Comm::from_devices_with`], every tunable given (tests and benchmarks).
@@ -269,7 +285,7 @@ impl Comm {
         before_start: &mut dyn FnMut(u32, &Arc<CudaContext>) -> Result<()>,
     ) -> Result<Vec<Self>> {
         crate::init()?;
-        Self::build(streams, tuning, before_start, None)
+        Self::build(streams, tuning, before_start, None, &[])
     }
 
     /// As [`Comm::from_devices_with`], on the symmetric heap `heap` of this process's PEs:
@@ -313,7 +329,7 @@ impl Comm {
             }
         }
         let handles = (0..n).map(|pe| heap.handle(pe)).collect();
-        Self::build(streams, cfg, &mut |_, _| Ok(()), Some(handles))
+        Self::build(streams, cfg, &mut |_, _| Ok(()), Some(handles), &[])
     }
 
     /// The communicators of [`Comm::from_devices_with`], on the heap whose handles are
@@ -323,6 +339,7 @@ impl Comm {
         cfg: Tuning,
         before_start: &mut dyn FnMut(u32, &Arc<CudaContext>) -> Result<()>,
         heap: Option<Vec<u64>>,
+        code: &[(&str, LinkInput<'_>)],
     ) -> Result<Vec<Self>> {
         let nranks = u32::try_from(streams.len()).map_err(|_| Error::InvalidArgument("too many ranks".into()))?;
         if cfg.loop_cfg.threads.min(cfg.loop_cfg.loop_threads()) < 128 {
@@ -349,7 +366,8 @@ impl Comm {
         let mut modules = BTreeMap::new();
         for (ordinal, ctx) in &contexts {
             log::info!("communicator: loading the module on device {ordinal}");
-            modules.insert(*ordinal, Module::load_for_threads(ctx, cfg.loop_cfg.threads)?);
+            let module = if code.is_empty() { Module::load_for_threads(ctx, cfg.loop_cfg.threads)? } else { Module::load_linked(ctx, code)? };
+            modules.insert(*ordinal, module);
         }
         let cfg = if cfg.fit_call_channels { fit_call_channels(cfg, &streams, &modules)? } else { cfg };
         let layout = Layout::new(cfg.shape(nranks))?;
@@ -585,6 +603,23 @@ impl Comm {
         let item = self.check(item, self.staging)?;
         // SAFETY: this function's contract.
         unsafe { self.lp.enqueue_on_stream(&self.stream, item) }
+    }
+
+    /// The application's device function number `function` on `arg`, run by this rank's
+    /// loop in stream order with the collectives (`WorkItem::application`; the module must
+    /// hold the application's `ferroccl_app_work`: [`Comm::from_devices_linked`]). The
+    /// function's writes are performed before the stream's next work; a status other than
+    /// success stops the loop (later calls fail with its error: `BadItem::ApplicationRefused`,
+    /// a timeout, an abort).
+    ///
+    /// # Safety
+    /// `arg` is 8-byte aligned and not 0 (else the call is refused), and means what the
+    /// application's function takes it to mean: usually the address of its arguments in
+    /// this rank's device memory, with every buffer they name the function's to use until
+    /// the stream has passed the call. The host cannot check any of it.
+    pub unsafe fn call_application(&self, function: u32, arg: u64) -> Result<()> {
+        // SAFETY: this function's contract is `enqueue_on_stream`'s for the item's `arg`.
+        unsafe { self.enqueue_on_stream(WorkItem::application(function, arg)) }
     }
 
     /// [`Comm::enqueue_on_stream`] for the typed calls, whose buffers' addresses come from
