@@ -8,7 +8,6 @@ use std::panic;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU32, AtomicU64};
-use std::time::{Duration, Instant};
 
 use device_rt::arch::{self, AtomicWord, FULL_MASK};
 use half::{bf16, f16};
@@ -355,7 +354,6 @@ fn message_passing_with_fences() {
 
 #[test]
 fn a_trap_ends_the_launch_while_others_wait() {
-    let start = Instant::now();
     let never_set = AtomicU32::new(0);
     let outcome = panic::catch_unwind(|| {
         arch::launch(2, 64, 0, || {
@@ -375,9 +373,10 @@ fn a_trap_ends_the_launch_while_others_wait() {
             }
         });
     });
+    // The launch returned at all: the trap ended the other block's waits (on a word never
+    // set) and the barrier its own block's threads were in.
     let message = panic_message(&*outcome.expect_err("a trap must make launch panic"));
     assert_eq!(message, "device trap");
-    assert!(start.elapsed() < Duration::from_secs(10));
 }
 
 /// A shared word that one thread of each warp stores while the others poll it: every
