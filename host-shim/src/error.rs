@@ -9,7 +9,6 @@ use device_rt::algo::{AlgorithmChoice, CollFunction, Unfit};
 use device_rt::dtype::DataType;
 use device_rt::redop::RedOpKind;
 use device_rt::work::BadItem;
-use crate::linking::LinkFailure;
 
 /// Everything host-shim can fail with: one variant per kind of failure. More may come.
 #[derive(Debug)]
@@ -255,6 +254,48 @@ impl std::error::Error for Error {
     }
 }
 
+/// Why a link failed, as the linker's log says it (the driver's and `nvlink`'s messages:
+/// `Undefined reference to 'f' in 'a'`, `Multiple definition of 'f' in 'b', first
+/// defined in 'a'`, `Input file 'x' arch does not match target 'sm_90a'`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LinkFailure {
+    /// A call to a function that no input defines.
+    Unresolved { symbol: String, referenced_in: String },
+    /// A function that two inputs define.
+    Duplicate { symbol: String, defined_in: String, first_defined_in: String },
+    /// An input built for another architecture than the link's.
+    ArchMismatch { input: String },
+}
+
+impl LinkFailure {
+    /// The first failure `log` names, if it names one of these.
+    pub fn from_log(log: &str) -> Option<Self> {
+        log.lines().find_map(|line| {
+            let q: Vec<String> = line.split('\'').skip(1).step_by(2).map(str::to_string).collect();
+            if line.contains("Undefined reference to") && q.len() >= 2 {
+                Some(Self::Unresolved { symbol: q[0].clone(), referenced_in: q[1].clone() })
+            } else if line.contains("Multiple definition of") && q.len() >= 3 {
+                Some(Self::Duplicate { symbol: q[0].clone(), defined_in: q[1].clone(), first_defined_in: q[2].clone() })
+            } else if line.contains("arch does not match target") && !q.is_empty() {
+                Some(Self::ArchMismatch { input: q[0].clone() })
+            } else {
+                None
+            }
+        })
+    }
+}
+
+impl fmt::Display for LinkFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Unresolved { symbol, referenced_in } => write!(f, "`{symbol}`, called in {referenced_in}, is defined by no input (is ferroccl's library among them?)"),
+            Self::Duplicate { symbol, defined_in, first_defined_in } => write!(f, "`{symbol}` is defined twice: in {defined_in} and first in {first_defined_in}"),
+            Self::ArchMismatch { input } => write!(f, "{input} was built for another architecture than the device's"),
+        }
+    }
+}
+
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -290,5 +331,22 @@ mod tests {
         for (error, kind) in cases {
             assert_eq!(error.kind(), kind, "{error}");
         }
+    }
+
+    /// What nvlink 13.0 printed for each failure (the linker's tests make them).
+    #[test]
+    fn failures_are_read_from_the_linkers_log() {
+        let cases = [
+            ("nvlink error   : Undefined reference to 'ferroccl_putmem' in 'fused.o'", LinkFailure::Unresolved { symbol: "ferroccl_putmem".into(), referenced_in: "fused.o".into() }),
+            (
+                "nvlink error   : Multiple definition of 'ferroccl_fence' in 'b.cubin', first defined in 'a.cubin'\nnvlink fatal   : merge_elf failed",
+                LinkFailure::Duplicate { symbol: "ferroccl_fence".into(), defined_in: "b.cubin".into(), first_defined_in: "a.cubin".into() },
+            ),
+            ("nvlink fatal   : Input file 'rust80.cubin' arch does not match target 'sm_90a'", LinkFailure::ArchMismatch { input: "rust80.cubin".into() }),
+        ];
+        for (log, want) in cases {
+            assert_eq!(LinkFailure::from_log(log), Some(want), "{log}");
+        }
+        assert_eq!(LinkFailure::from_log("ptxas fatal   : Unresolved extern function"), None);
     }
 }

@@ -5,11 +5,11 @@
 //! [`LinkFailure`] reads them from the linker's log.
 
 use std::ffi::{CString, c_void};
-use std::fmt;
 use std::sync::Arc;
 
 use cudarc::driver::{CudaContext, sys};
 
+pub use crate::error::LinkFailure;
 use crate::module::{Module, PTX};
 use crate::{Error, Result};
 
@@ -24,47 +24,6 @@ pub enum LinkInput<'a> {
     Object(&'a [u8]),
     /// A fatbinary (`nvcc -fatbin -rdc=true`).
     Fatbin(&'a [u8]),
-}
-
-/// Why a link failed, as the linker's log says it (the driver's and `nvlink`'s messages:
-/// `Undefined reference to 'f' in 'a'`, `Multiple definition of 'f' in 'b', first
-/// defined in 'a'`, `Input file 'x' arch does not match target 'sm_90a'`).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum LinkFailure {
-    /// A call to a function that no input defines.
-    Unresolved { symbol: String, referenced_in: String },
-    /// A function that two inputs define.
-    Duplicate { symbol: String, defined_in: String, first_defined_in: String },
-    /// An input built for another architecture than the link's.
-    ArchMismatch { input: String },
-}
-
-impl LinkFailure {
-    /// The first failure `log` names, if it names one of these.
-    pub fn from_log(log: &str) -> Option<Self> {
-        log.lines().find_map(|line| {
-            let q: Vec<String> = line.split('\'').skip(1).step_by(2).map(str::to_string).collect();
-            if line.contains("Undefined reference to") && q.len() >= 2 {
-                Some(Self::Unresolved { symbol: q[0].clone(), referenced_in: q[1].clone() })
-            } else if line.contains("Multiple definition of") && q.len() >= 3 {
-                Some(Self::Duplicate { symbol: q[0].clone(), defined_in: q[1].clone(), first_defined_in: q[2].clone() })
-            } else if line.contains("arch does not match target") && !q.is_empty() {
-                Some(Self::ArchMismatch { input: q[0].clone() })
-            } else {
-                None
-            }
-        })
-    }
-}
-
-impl fmt::Display for LinkFailure {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Unresolved { symbol, referenced_in } => write!(f, "`{symbol}`, called in {referenced_in}, is defined by no input (is ferroccl's library among them?)"),
-            Self::Duplicate { symbol, defined_in, first_defined_in } => write!(f, "`{symbol}` is defined twice: in {defined_in} and first in {first_defined_in}"),
-            Self::ArchMismatch { input } => write!(f, "{input} was built for another architecture than the device's"),
-        }
-    }
 }
 
 /// Bytes of the linker's error log.
@@ -139,27 +98,5 @@ fn link_error(log: &[u8], e: cudarc::driver::DriverError) -> Error {
     match LinkFailure::from_log(&text) {
         Some(failure) => Error::Link { failure, log: text },
         None => Error::Cuda { call: "cuLinkAddData / cuLinkComplete", source: e },
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// What nvlink 13.0 printed for each failure (the linker's tests make them).
-    #[test]
-    fn failures_are_read_from_the_linkers_log() {
-        let cases = [
-            ("nvlink error   : Undefined reference to 'ferroccl_putmem' in 'fused.o'", LinkFailure::Unresolved { symbol: "ferroccl_putmem".into(), referenced_in: "fused.o".into() }),
-            (
-                "nvlink error   : Multiple definition of 'ferroccl_fence' in 'b.cubin', first defined in 'a.cubin'\nnvlink fatal   : merge_elf failed",
-                LinkFailure::Duplicate { symbol: "ferroccl_fence".into(), defined_in: "b.cubin".into(), first_defined_in: "a.cubin".into() },
-            ),
-            ("nvlink fatal   : Input file 'rust80.cubin' arch does not match target 'sm_90a'", LinkFailure::ArchMismatch { input: "rust80.cubin".into() }),
-        ];
-        for (log, want) in cases {
-            assert_eq!(LinkFailure::from_log(log), Some(want), "{log}");
-        }
-        assert_eq!(LinkFailure::from_log("ptxas fatal   : Unresolved extern function"), None);
     }
 }

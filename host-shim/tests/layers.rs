@@ -16,7 +16,7 @@ const LAYERS: &[&[&str]] = &[
     &["driver", "op"],
     &["device", "memory", "stream", "queue", "bootstrap"],
     &["module"],
-    &["work"],
+    &["work", "linking"],
     &["shmem"],
     &["comm", "multicast"],
     &["nvls_hw"],
