@@ -67,3 +67,28 @@ extern "C" __device__ ferroccl_status ferroccl_app_work(uint32_t function, uint6
     }
     return FERROCCL_STATUS_SUCCESS;
 }
+
+// The benchmark's kernels (`cuda-interop --bench`): `iters` all-reduces from inside one
+// kernel, one-shot or two-shot, with the status of the last; and the unfused sequence's
+// element-wise kernels.
+extern "C" __global__ void bench_all_reduce(ferroccl_heap heap, float *x, float *sum, size_t n, int iters, int two_shot, int *status) {
+    ferroccl_status s = FERROCCL_STATUS_SUCCESS;
+    for (int i = 0; i < iters && s == FERROCCL_STATUS_SUCCESS; i++) {
+        s = two_shot ? ferroccl_all_reduce_two_shot_sum_f32_block(&heap, sum, x, n) : ferroccl_all_reduce_sum_f32_block(&heap, sum, x, n);
+    }
+    if (threadIdx.x == 0) {
+        *status = (int)s;
+    }
+}
+
+extern "C" __global__ void scale(float *x, float factor, size_t n) {
+    for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        x[i] *= factor;
+    }
+}
+
+extern "C" __global__ void add_bias(float *sum, const float *bias, size_t n) {
+    for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        sum[i] += bias[i];
+    }
+}

@@ -37,6 +37,20 @@ struct Args {
     /// Elements per PE (a multiple of the PEs: the two-shot kernel splits them)
     #[arg(long, default_value_t = 1 << 16)]
     n: usize,
+    /// Benchmark instead (needs --cubin or --object): the device functions in a user
+    /// kernel against the host-called all_reduce, the fused kernel against the unfused
+    /// sequence, 8 B to --max-bytes per PE
+    #[arg(long)]
+    bench: bool,
+    /// The benchmark's largest size per PE
+    #[arg(long, default_value_t = 64 << 20)]
+    max_bytes: usize,
+    /// Calls timed per size and route
+    #[arg(long, default_value_t = 20)]
+    iters: usize,
+    /// Also write the benchmark's rows here as JSON
+    #[arg(long)]
+    json: Option<PathBuf>,
 }
 
 /// The heap handle as a kernel argument, by value (`ferroccl_heap` in C).
@@ -46,6 +60,8 @@ struct HeapArg(ShmemHandle);
 
 // SAFETY: a `#[repr(C)]` struct of integers, what the kernels declare as their argument.
 unsafe impl DeviceRepr for HeapArg {}
+
+mod bench;
 
 const SCALE: f32 = 0.5;
 const THREADS: u32 = 256;
@@ -63,6 +79,21 @@ fn main() -> ExitCode {
 
 fn run(args: &Args) -> host_shim::Result<()> {
     let streams: Vec<Arc<CudaStream>> = args.devices.iter().map(|&d| device::context(d)?.new_stream().map_err(Error::cuda("cuStreamCreate"))).collect::<Result<_, _>>()?;
+    if args.bench {
+        let cpp = cpp_modules(args, &streams)?.ok_or_else(|| Error::InvalidArgument("--bench needs fused.cu: --cubin or --object".into()))?;
+        let rows = bench::run(&streams, &cpp, args.max_bytes, args.iters)?;
+        println!("{:<40} {:>12} {:>12}", "route", "bytes/PE", "µs/call");
+        for row in &rows {
+            println!("{:<40} {:>12} {:>12.2}", row.route, row.bytes, row.us_per_call);
+        }
+        if let Some(path) = &args.json {
+            let rows: Vec<_> = rows.iter().map(|r| serde_json::json!({"route": r.route, "bytes": r.bytes, "us_per_call": r.us_per_call})).collect();
+            let command: Vec<String> = std::env::args().collect();
+            let doc = serde_json::json!({"command": command.join(" "), "pes": streams.len(), "devices": args.devices, "iters": args.iters, "rows": rows});
+            std::fs::write(path, serde_json::to_string_pretty(&doc).unwrap_or_default()).map_err(|e| Error::InvalidArgument(format!("{}: {e}", path.display())))?;
+        }
+        return Ok(());
+    }
     let pes = streams.len();
     let n = args.n;
     let mut heap = Heap::new(&streams, (3 * n * 4 + (1 << 20)) as u64, Duration::from_secs(10))?;
@@ -74,18 +105,7 @@ fn run(args: &Args) -> host_shim::Result<()> {
     let mut statuses = streams.iter().map(|s| s.alloc_zeros::<i32>(1).map_err(Error::cuda("cuMemAlloc"))).collect::<Result<Vec<_>, _>>()?;
 
     let rust: Vec<Module> = streams.iter().map(|s| Module::load(s.context())).collect::<Result<_, _>>()?;
-    let cpp: Option<Vec<Module>> = match (&args.cubin, &args.object) {
-        (Some(path), _) => {
-            let image = std::fs::read(path).map_err(|e| Error::InvalidArgument(format!("{}: {e}", path.display())))?;
-            Some(streams.iter().map(|s| Module::load_image(s.context(), image.clone())).collect::<Result<_, _>>()?)
-        }
-        (None, Some(path)) => {
-            let object = std::fs::read(path).map_err(|e| Error::InvalidArgument(format!("{}: {e}", path.display())))?;
-            let name = path.file_name().map_or("fused.o".into(), |n| n.to_string_lossy().into_owned());
-            Some(streams.iter().map(|s| Module::load_linked(s.context(), &[(&name, LinkInput::Object(&object))])).collect::<Result<_, _>>()?)
-        }
-        (None, None) => None,
-    };
+    let cpp = cpp_modules(args, &streams)?;
 
     let mut kernels = vec![("Rust", "ferroccl_interop_scale_all_reduce_bias", &rust)];
     if let Some(cpp) = &cpp {
@@ -204,6 +224,23 @@ fn application_work(streams: &[Arc<CudaStream>], object: &[u8], n: usize) -> hos
         }
     }
     verify("application work in a CUDA graph, replayed 3 times", &bufs)
+}
+
+/// `fused.cu`'s kernels on every PE's device: the offline-linked cubin (`--cubin`), or the
+/// object linked by the driver (`--object`); none without either.
+fn cpp_modules(args: &Args, streams: &[Arc<CudaStream>]) -> host_shim::Result<Option<Vec<Module>>> {
+    Ok(match (&args.cubin, &args.object) {
+        (Some(path), _) => {
+            let image = std::fs::read(path).map_err(|e| Error::InvalidArgument(format!("{}: {e}", path.display())))?;
+            Some(streams.iter().map(|s| Module::load_image(s.context(), image.clone())).collect::<Result<_, _>>()?)
+        }
+        (None, Some(path)) => {
+            let object = std::fs::read(path).map_err(|e| Error::InvalidArgument(format!("{}: {e}", path.display())))?;
+            let name = path.file_name().map_or("fused.o".into(), |n| n.to_string_lossy().into_owned());
+            Some(streams.iter().map(|s| Module::load_linked(s.context(), &[(&name, LinkInput::Object(&object))])).collect::<Result<_, _>>()?)
+        }
+        (None, None) => None,
+    })
 }
 
 /// Every PE's `x` set to its inputs.
