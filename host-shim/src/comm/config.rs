@@ -5,7 +5,7 @@
 //! Where a value comes from, first match wins: a field the caller set on a [`CommConfig`];
 //! else its environment variable, read by [`CommConfig::from_env`]; else the default.
 //! The tunables that are not fields (the algorithm, FIFO step sizes, direct writes, the
-//! resident channels, the burst gap) come from their environment variables or their
+//! resident channels, the burst gap, channel statistics) come from their environment variables or their
 //! defaults only.
 
 use std::time::Duration;
