@@ -5,9 +5,11 @@
 //! PTX) and takes the handle the host filled ([`ShmemHandle`], `ferroccl_heap` in C) by
 //! pointer: the handle itself travels by value as a kernel argument, so the device keeps
 //! no global state and a module needs no initialisation (what NVSHMEM's per-module
-//! `nvshmemx_cumodule_init` needs). Functions of a group scope come three times, `_thread`
-//! (or no suffix), `_warp` (the 32 lanes of a warp, all active) and `_block` (every thread
-//! of the CTA); every thread of the group calls them with the same arguments.
+//! `nvshmemx_cumodule_init` needs). Functions of a group scope come three times: no suffix
+//! (one thread), `_warp` (the 32 lanes of a warp, all active) and `_block` (every thread
+//! of the CTA); every thread of the group calls them with the same arguments. One
+//! function goes the other way: `ferroccl_app_work`, which the module calls and an
+//! application defines (its own work in the persistent loop).
 //!
 //! Every wait is bounded by the handle's abort word and spin budget and returns a
 //! [`Status`] instead of hanging; arguments the handle can check (a PE out of range, a
