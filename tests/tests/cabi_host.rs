@@ -197,33 +197,45 @@ fn put_signal_without_its_fence_fails_in_weak_memory() {
     eprintln!("failed after {runs} run(s): {why}");
 }
 
-/// PE 0 puts a word to PE 1, fences, and raises PE 1's signal with `ferroccl_signal_op`
-/// (set); PE 1 waits for it and reads the word; then PE 1 adds 5 to PE 0's signal and PE 0
-/// waits for 5.
+/// Words PE 0 puts before each signal of [`signal_op_after_fence`], and its rounds.
+const SIGNALLED_WORDS: usize = 32;
+const SIGNAL_ROUNDS: u64 = 4;
+
+/// Round `r`: PE 0 puts [`SIGNALLED_WORDS`] words to PE 1, fences, and sets PE 1's signal
+/// to `r + 1` with `ferroccl_signal_op`; PE 1 waits for it, reads every word, and adds 1
+/// to PE 0's signal, which PE 0 waits for before the next round.
 fn signal_op_after_fence(memory: &WeakMemory) -> Result<(), String> {
     let mut heap = TwinHeap::new(2, HEAP_BYTES, BUDGET, Some(memory.clone())).unwrap();
-    let value = heap.malloc(&[8, 8]).unwrap();
+    let bytes = (SIGNALLED_WORDS * 8) as u64;
+    let (value, source) = (heap.malloc(&[bytes, bytes]).unwrap(), heap.malloc(&[bytes, bytes]).unwrap());
     let sig = heap.malloc(&[8, 8]).unwrap();
-    let one = heap.malloc(&[8, 8]).unwrap();
-    heap.write(0, one[0], &[42u64]);
     let failures = Failures::default();
     let run = heap.run(1, |sh: Shmem| {
         let (h, me) = (handle_of(&heap, sh), sh.my_pe());
-        let (value, sig) = (local(&value, sh) as *mut c_void, local(&sig, sh) as *mut u64);
-        // SAFETY: symmetric words; signals accessed only atomically.
-        unsafe {
-            if me == 0 {
-                failures.expect(me, "put", ferroccl_putmem(h, value, local(&one, sh) as *const c_void, 8, 1), Status::Success);
-                ferroccl_fence(h);
-                failures.expect(me, "signal_op set", ferroccl_signal_op(h, sig, 1, 0, 1), Status::Success);
-                failures.expect(me, "wait", ferroccl_signal_wait_until(h, sig, 0, 5, std::ptr::null_mut()), Status::Success);
-            } else {
-                failures.expect(me, "wait", ferroccl_signal_wait_until(h, sig, 0, 1, std::ptr::null_mut()), Status::Success);
-                let read = arch::ld_volatile_global(value as *const u64);
-                if read != 42 {
-                    failures.add(format!("PE 1 read {read} after the signal, not the 42 put before it"));
+        let (value, source, sig) = (local(&value, sh) as *mut u64, local(&source, sh) as *mut u64, local(&sig, sh) as *mut u64);
+        for round in 0..SIGNAL_ROUNDS {
+            let word = |i: usize| round << 32 | i as u64 | 1 << 63;
+            // SAFETY: symmetric buffers of `SIGNALLED_WORDS` words; each round's put comes
+            // after PE 1 acknowledged reading the last; signals accessed only atomically.
+            unsafe {
+                if me == 0 {
+                    for i in 0..SIGNALLED_WORDS {
+                        arch::st_volatile_global(source.add(i), word(i));
+                    }
+                    failures.expect(me, "put", ferroccl_putmem(h, value.cast(), source.cast(), SIGNALLED_WORDS * 8, 1), Status::Success);
+                    ferroccl_fence(h);
+                    failures.expect(me, "signal_op set", ferroccl_signal_op(h, sig, round + 1, 0, 1), Status::Success);
+                    failures.expect(me, "wait", ferroccl_signal_wait_until(h, sig, 3, round + 1, std::ptr::null_mut()), Status::Success);
+                } else {
+                    failures.expect(me, "wait", ferroccl_signal_wait_until(h, sig, 3, round + 1, std::ptr::null_mut()), Status::Success);
+                    for i in 0..SIGNALLED_WORDS {
+                        let read = arch::ld_volatile_global(value.add(i));
+                        if read != word(i) {
+                            failures.add(format!("round {round}: PE 1 read {read:#x} at word {i} after the signal, not {:#x}", word(i)));
+                        }
+                    }
+                    failures.expect(me, "signal_op add", ferroccl_signal_op(h, sig, 1, 1, 0), Status::Success);
                 }
-                failures.expect(me, "signal_op add", ferroccl_signal_op(h, sig, 5, 1, 0), Status::Success);
             }
         }
     });
