@@ -322,9 +322,10 @@ unsafe fn call<const SHMEM: bool>(a: &Channel, item: &WorkItem, shared: *mut Loo
     }
 }
 
-/// Runs the application's device function of an Application item on channel 0's CTA,
-/// then the CTA's barrier (so that every thread's writes are performed before the item
-/// completes). Not inlined: the loop's other items keep their registers.
+/// Runs the application's device function of an Application item on channel 0's CTA
+/// (the barrier that follows every item in the loop and the call kernel performs every
+/// thread's writes before the item completes). Not inlined: the loop's other items keep
+/// their registers.
 ///
 /// # Safety
 /// Every thread of the CTA calls this with the same item; the application's function's
@@ -333,7 +334,6 @@ unsafe fn call<const SHMEM: bool>(a: &Channel, item: &WorkItem, shared: *mut Loo
 unsafe fn application(item: &WorkItem) -> Result<(), Stop> {
     // SAFETY: this function's contract.
     let status = unsafe { cabi::ferroccl_app_work(item.count as u32, item.arg) };
-    arch::barrier_sync_all();
     match status {
         Status::Success => Ok(()),
         Status::Aborted => Err(Stop::Error(LoopError::Aborted, 0)),
