@@ -29,8 +29,13 @@ pub enum Tag {
     Contribute,
     /// PE 0's answer to a collective call (or to the hellos): every PE's part.
     Gathered,
-    /// PE 0's answer when the call failed for any PE: the reason, as text.
+    /// PE 0's answer when the call failed for any PE: the reason, as text. Also, once a
+    /// bootstrap is watched ([`super::Watch`]), a PE's word that it stopped (and PE 0's to
+    /// every other PE that one did).
     Abort,
+    /// A watched PE leaves on purpose (its communicator was destroyed): its connection's
+    /// end is no failure.
+    Leave,
 }
 
 impl Tag {
@@ -40,11 +45,12 @@ impl Tag {
             Self::Contribute => 2,
             Self::Gathered => 3,
             Self::Abort => 4,
+            Self::Leave => 5,
         }
     }
 
     fn from_code(code: u32) -> Option<Self> {
-        [Self::Hello, Self::Contribute, Self::Gathered, Self::Abort].into_iter().find(|t| t.code() == code)
+        [Self::Hello, Self::Contribute, Self::Gathered, Self::Abort, Self::Leave].into_iter().find(|t| t.code() == code)
     }
 }
 

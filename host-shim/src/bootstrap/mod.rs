@@ -12,17 +12,20 @@
 
 pub mod env;
 mod frame;
+mod rendezvous;
+pub mod watch;
 
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::os::unix::fs::FileTypeExt;
-use std::os::unix::net::{UnixListener, UnixStream};
-use std::path::{Path, PathBuf};
+use std::os::unix::net::UnixStream;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use crate::{Error, Result};
 pub use env::PeEnv;
 use frame::{Frame, Tag};
+pub use rendezvous::Rendezvous;
+pub use watch::Watch;
 
 /// How much longer than its budget a PE waits for PE 0's answer, so that PE 0's own
 /// budget runs out first and its explanation arrives.
@@ -70,6 +73,11 @@ impl Bootstrap {
     /// PE has arrived). Every PE returns once all have arrived, or fails within `budget`
     /// (plus [`ANSWER_GRACE`] where PE 0 never answers).
     pub fn join(pe: usize, n_pes: usize, rendezvous: &Path, budget: Duration) -> Result<Self> {
+        Self::join_at(pe, n_pes, &Rendezvous::Path(rendezvous.to_path_buf()), budget)
+    }
+
+    /// As [`Bootstrap::join`], meeting at `rendezvous` (a socket file or an abstract name).
+    pub fn join_at(pe: usize, n_pes: usize, rendezvous: &Rendezvous, budget: Duration) -> Result<Self> {
         if pe >= n_pes {
             return Err(Error::InvalidArgument(format!("PE {pe} of {n_pes}")));
         }
@@ -141,18 +149,13 @@ fn abort_all(peers: &[UnixStream], why: String) -> String {
     why
 }
 
-/// PE 0's side of `join`: listens at `path` until the other `n_pes - 1` PEs have said
-/// hello, each once, with the same PE count.
-fn accept_all(n_pes: usize, path: &Path, budget: Duration) -> Result<Vec<UnixStream>> {
+/// PE 0's side of `join`: listens at `rendezvous` until the other `n_pes - 1` PEs have
+/// said hello, each once, with the same PE count.
+fn accept_all(n_pes: usize, rendezvous: &Rendezvous, budget: Duration) -> Result<Vec<UnixStream>> {
     let deadline = Instant::now() + budget;
-    match std::fs::symlink_metadata(path) {
-        Ok(meta) if meta.file_type().is_socket() => std::fs::remove_file(path).map_err(|e| bootstrap_io(path, "removing an old rendezvous socket", &e))?,
-        Ok(_) => return Err(Error::Bootstrap(format!("the rendezvous path {} exists and is not a socket", path.display()))),
-        Err(_) => {}
-    }
-    let listener = UnixListener::bind(path).map_err(|e| bootstrap_io(path, "listening", &e))?;
-    let _unlink = RemoveOnDrop(path.to_path_buf());
-    listener.set_nonblocking(true).map_err(|e| bootstrap_io(path, "listening", &e))?;
+    let listening = rendezvous.listen()?;
+    let listener = &listening.listener;
+    listener.set_nonblocking(true).map_err(|e| rendezvous.failed("listening", &e))?;
     let mut arrived: Vec<Option<UnixStream>> = (1..n_pes).map(|_| None).collect();
     let fail = |arrived: &[Option<UnixStream>], also: Option<UnixStream>, why: String| {
         let mut others: Vec<UnixStream> = arrived.iter().flatten().filter_map(|s| s.try_clone().ok()).collect();
@@ -178,10 +181,10 @@ fn accept_all(n_pes: usize, path: &Path, budget: Duration) -> Result<Vec<UnixStr
             Err(e) if e.kind() == io::ErrorKind::WouldBlock && Instant::now() < deadline => std::thread::sleep(Duration::from_millis(1)),
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                 let missing: Vec<String> = arrived.iter().enumerate().filter(|(_, s)| s.is_none()).map(|(i, _)| (i + 1).to_string()).collect();
-                let why = format!("PE(s) {} of {n_pes} never reached the rendezvous {} within {budget:?}", missing.join(", "), path.display());
+                let why = format!("PE(s) {} of {n_pes} never reached the rendezvous {rendezvous} within {budget:?}", missing.join(", "));
                 return Err(fail(&arrived, None, why));
             }
-            Err(e) => return Err(fail(&arrived, None, format!("accepting at {}: {e}", path.display()))),
+            Err(e) => return Err(fail(&arrived, None, format!("accepting at {rendezvous}: {e}"))),
         }
     }
     let peers: Vec<UnixStream> = arrived.into_iter().flatten().collect();
@@ -206,21 +209,21 @@ fn hello_from(payload: &[u8], n_pes: usize) -> Result<usize, String> {
 
 /// Any other PE's side of `join`: connects (retrying while PE 0 is not listening yet),
 /// says hello, and waits for PE 0's word that everyone is there.
-fn connect(pe: usize, n_pes: usize, path: &Path, budget: Duration) -> Result<UnixStream> {
+fn connect(pe: usize, n_pes: usize, rendezvous: &Rendezvous, budget: Duration) -> Result<UnixStream> {
     let deadline = Instant::now() + budget;
     let stream = loop {
-        match UnixStream::connect(path) {
+        match rendezvous.connect() {
             Ok(stream) => break stream,
             Err(e) if matches!(e.kind(), io::ErrorKind::NotFound | io::ErrorKind::ConnectionRefused) && Instant::now() < deadline => {
                 std::thread::sleep(Duration::from_millis(2));
             }
             Err(e) if matches!(e.kind(), io::ErrorKind::NotFound | io::ErrorKind::ConnectionRefused) => {
-                return Err(Error::Bootstrap(format!("PE 0 never opened the rendezvous {} within {budget:?}", path.display())));
+                return Err(Error::Bootstrap(format!("PE 0 never opened the rendezvous {rendezvous} within {budget:?}")));
             }
-            Err(e) => return Err(bootstrap_io(path, "connecting", &e)),
+            Err(e) => return Err(rendezvous.failed("connecting", &e)),
         }
     };
-    stream.set_write_timeout(Some(budget)).map_err(|e| bootstrap_io(path, "connecting", &e))?;
+    stream.set_write_timeout(Some(budget)).map_err(|e| rendezvous.failed("connecting", &e))?;
     let hello: Vec<u8> = [pe as u64, n_pes as u64].iter().flat_map(|w| w.to_le_bytes()).collect();
     // As in a collective call, a failed send may have an abort waiting behind it.
     let sent = frame::send(&stream, Tag::Hello, &hello, &[]);
@@ -229,19 +232,6 @@ fn connect(pe: usize, n_pes: usize, path: &Path, budget: Duration) -> Result<Uni
         Ok(Frame { tag: Tag::Abort, payload, .. }) => Err(Error::Bootstrap(String::from_utf8_lossy(&payload).into_owned())),
         Ok(other) => Err(Error::Bootstrap(format!("PE 0 answered the rendezvous with {:?}", other.tag))),
         Err(e) => Err(Error::Bootstrap(lost(0, "the end of the rendezvous", budget, sent.as_ref().err().unwrap_or(&e)))),
-    }
-}
-
-fn bootstrap_io(path: &Path, doing: &str, e: &io::Error) -> Error {
-    Error::Bootstrap(format!("{doing} at the rendezvous {}: {e}", path.display()))
-}
-
-/// Removes the rendezvous socket when PE 0's join ends, however it ends.
-struct RemoveOnDrop(PathBuf);
-
-impl Drop for RemoveOnDrop {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
     }
 }
 

@@ -4,6 +4,7 @@
 use std::io::Write;
 use std::os::fd::AsFd;
 use std::os::unix::fs::FileExt;
+use std::path::PathBuf;
 use std::thread;
 
 use super::*;
@@ -155,4 +156,62 @@ fn a_path_that_is_not_a_socket_is_left_alone() {
     assert!(why.contains("is not a socket"), "{why}");
     assert_eq!(std::fs::read_to_string(&path).unwrap(), "precious");
     std::fs::remove_file(&path).unwrap();
+}
+
+/// Three PEs on threads, each watched once joined (but PE `unwatched`, whose bootstrap is
+/// dropped at once, closing its connection as a process that dies does), its failures
+/// collected (tagged with the PE); `then(pe, watch)` decides what each watched PE does.
+fn watched(name: &str, unwatched: Option<usize>, then: impl Fn(usize, Watch) + Sync) -> Vec<(usize, String)> {
+    let path = rendezvous(name);
+    let (failures, heard) = std::sync::mpsc::channel();
+    on_threads(0..3, |pe| {
+        let b = Bootstrap::join(pe, 3, &path, Duration::from_secs(20)).unwrap();
+        if unwatched == Some(pe) {
+            return;
+        }
+        let failures = failures.clone();
+        let watch = Watch::new(b, "rank", Box::new(move |why| failures.send((pe, why)).unwrap())).unwrap();
+        then(pe, watch);
+    });
+    drop(failures);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut all = Vec::new();
+    while let Ok(f) = heard.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+        all.push(f);
+    }
+    all.sort();
+    all
+}
+
+#[test]
+fn a_watched_pe_whose_connection_ends_is_named_to_every_other() {
+    // PE 1's connection ends without a leave; the others stay until they have heard.
+    let failures = watched("watch-dies", Some(1), |_, watch| {
+        std::thread::sleep(Duration::from_millis(500));
+        drop(watch);
+    });
+    assert_eq!(failures.iter().map(|(pe, _)| *pe).collect::<Vec<_>>(), [0, 2], "{failures:?}");
+    assert!(failures.iter().all(|(_, why)| why.contains("rank 1's process ended")), "{failures:?}");
+}
+
+#[test]
+fn watched_pes_that_leave_fail_nobody() {
+    let failures = watched("watch-leave", None, |pe, watch| {
+        std::thread::sleep(Duration::from_millis(100 * pe as u64));
+        drop(watch);
+    });
+    assert!(failures.is_empty(), "{failures:?}");
+}
+
+#[test]
+fn a_watched_pes_abort_reaches_every_other_with_its_reason() {
+    let failures = watched("watch-abort", None, |pe, watch| {
+        if pe == 2 {
+            watch.abort("rank 2 aborted its communicator".into());
+        }
+        std::thread::sleep(Duration::from_millis(500));
+        drop(watch);
+    });
+    assert_eq!(failures.iter().map(|(pe, _)| *pe).collect::<Vec<_>>(), [0, 1], "{failures:?}");
+    assert!(failures.iter().all(|(_, why)| why == "rank 2 aborted its communicator"), "{failures:?}");
 }

@@ -61,6 +61,8 @@
 //! ```
 
 mod config;
+mod id;
+pub mod join;
 #[cfg(feature = "testing")]
 pub mod tuning;
 #[cfg(not(feature = "testing"))]
@@ -71,6 +73,7 @@ pub mod wiring;
 pub(crate) mod wiring;
 
 pub use config::{CommConfig, parse_bytes};
+pub use id::{COMM_ID_BYTES, CommId};
 #[cfg(feature = "testing")]
 pub use tuning::Tuning;
 #[cfg(not(feature = "testing"))]
