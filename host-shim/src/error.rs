@@ -75,6 +75,10 @@ pub enum Error {
     /// PE never arrived, left, or was at another call (the reason names it). Every PE
     /// gets this error; the bootstrap refuses every later call.
     Bootstrap(String),
+    /// Another rank of a communicator across processes failed after it was built: its
+    /// process ended without destroying its communicator, or it aborted (the reason names
+    /// the rank). This rank's loop was aborted; every later call fails the same way.
+    RankFailed(String),
     /// Device `ordinal` does not support NVLink multicast
     /// (`CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED`): no multicast object was created.
     MulticastUnsupported { ordinal: usize },
@@ -153,7 +157,7 @@ impl Error {
             | Self::MultimemUnsupported { .. } => ErrorKind::Unsupported,
             Self::Timeout { .. } | Self::DeviceTimeout { .. } | Self::ShutdownIncomplete { .. } => ErrorKind::Timeout,
             Self::Aborted | Self::LoopClosed => ErrorKind::Aborted,
-            Self::PeerMismatch { .. } | Self::Bootstrap(_) => ErrorKind::PeerFailure,
+            Self::PeerMismatch { .. } | Self::Bootstrap(_) | Self::RankFailed(_) => ErrorKind::PeerFailure,
             Self::NoDriver | Self::NoDevice | Self::Cuda { .. } => ErrorKind::Cuda,
             Self::UnknownLoopStatus(_) => ErrorKind::Internal,
         }
@@ -219,6 +223,7 @@ impl fmt::Display for Error {
                 write!(f, "the symmetric heap has no free {want} bytes (largest free range: {largest_free} bytes); nothing changed")
             }
             Self::Bootstrap(why) => write!(f, "bootstrap of the PEs failed: {why}"),
+            Self::RankFailed(why) => write!(f, "the communicator stopped: {why}"),
             Self::MulticastUnsupported { ordinal } => {
                 write!(f, "device {ordinal} does not support NVLink multicast; no multicast object was created")
             }
@@ -323,6 +328,7 @@ mod tests {
             (Error::LoopClosed, ErrorKind::Aborted),
             (Error::PeerMismatch { seq: 4 }, ErrorKind::PeerFailure),
             (Error::Bootstrap("PE 1 left".into()), ErrorKind::PeerFailure),
+            (Error::RankFailed("rank 1's process ended".into()), ErrorKind::PeerFailure),
             (Error::NoDriver, ErrorKind::Cuda),
             (Error::NoDevice, ErrorKind::Cuda),
             (Error::Cuda { call: "cuMemAlloc", source: DriverError(CUDA_ERROR_OUT_OF_MEMORY) }, ErrorKind::Cuda),

@@ -322,9 +322,9 @@ impl DeviceAlloc {
 struct LoopMemory {
     ring: HostMapped<u64>,
     state: DeviceAlloc,
-    /// Other memory the loop reads (its communicator's connections, buffers), freed
-    /// with the loop's own.
-    adopted: Vec<DeviceAlloc>,
+    /// Other memory the loop reads (its communicator's connections, buffers: device
+    /// allocations, or blocks mapped from other processes), freed with the loop's own.
+    adopted: Vec<Box<dyn Send>>,
 }
 
 /// The streams other than its own that a loop's memory was handed to: every
@@ -889,7 +889,7 @@ impl WorkLoop {
 
     /// Gives the loop its communicator (a `CommDevice` in `comm`'s memory) before it
     /// starts; the memory is freed with the loop's own, once no loop of the context runs.
-    pub(crate) fn attach_comm(&mut self, comm: DeviceAlloc, comm_addr: u64) -> Result<()> {
+    pub(crate) fn attach_comm(&mut self, comm: Box<dyn Send>, comm_addr: u64) -> Result<()> {
         let Some(memory) = &mut self.memory else { return Err(Error::LoopClosed) };
         if self.started {
             return Err(Error::InvalidState("a communicator must be attached before the loop starts"));
@@ -903,7 +903,7 @@ impl WorkLoop {
     /// Keeps `alloc` alive as long as the loop's own memory.
     pub(crate) fn adopt(&mut self, alloc: DeviceAlloc) -> Result<()> {
         let Some(memory) = &mut self.memory else { return Err(Error::LoopClosed) };
-        memory.adopted.push(alloc);
+        memory.adopted.push(Box::new(alloc));
         Ok(())
     }
 

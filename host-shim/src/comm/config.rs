@@ -15,6 +15,9 @@ use device_rt::algo::AlgorithmChoice;
 use super::tuning::Tuning;
 use crate::{Error, Result};
 
+/// [`CommConfig::timeout`]'s default.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
+
 /// A communicator's configuration: what a user may need to choose. `#[non_exhaustive]`:
 /// start from [`CommConfig::default`] or [`CommConfig::from_env`] and change fields.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -28,7 +31,12 @@ pub struct CommConfig {
     /// `FERROCCL_NTHREADS`.
     pub threads: u32,
     /// How long any wait inside a call may take before the rank's loop stops with a
-    /// timeout (every later call fails). Default 10 s. `FERROCCL_TIMEOUT_MS`.
+    /// timeout ([`Error::DeviceTimeout`]: the communicator is done, every later call fails
+    /// with it; build a new one), and how long ranks across processes wait for each other
+    /// at init. Default 10 minutes, as PyTorch's NCCL watchdog: a rank may be that late (a
+    /// checkpoint, a slow data loader) without stopping the job. A rank that fails is found
+    /// sooner: an abort, or another process's rank whose process ends, stops the
+    /// communicator at once. `FERROCCL_TIMEOUT_MS`.
     pub timeout: Duration,
     /// Bytes of staging per rank for the one-shot and two-shot algorithms (twice this is
     /// allocated): the largest call they run. 0: every collective takes the ring. Default
@@ -46,7 +54,7 @@ impl Default for CommConfig {
         Self {
             max_channels: tuning.loop_cfg.channels + tuning.loop_cfg.call_channels,
             threads: tuning.loop_cfg.threads,
-            timeout: tuning.loop_cfg.spin_budget,
+            timeout: DEFAULT_TIMEOUT,
             staging_bytes: tuning.staging_bytes,
             idle_sleep: tuning.loop_cfg.sleep_after,
         }
@@ -178,7 +186,7 @@ mod tests {
         assert_eq!(cfg, CommConfig::default());
         let (t, d) = (cfg.tuning_with(&env_of(&[])).unwrap(), Tuning::default());
         assert_eq!((t.loop_cfg.channels, t.loop_cfg.call_channels, t.loop_cfg.threads), (d.loop_cfg.channels, d.loop_cfg.call_channels, d.loop_cfg.threads));
-        assert_eq!((t.loop_cfg.spin_budget, t.loop_cfg.sleep_after, t.staging_bytes), (d.loop_cfg.spin_budget, d.loop_cfg.sleep_after, d.staging_bytes));
+        assert_eq!((t.loop_cfg.spin_budget, t.loop_cfg.sleep_after, t.staging_bytes), (DEFAULT_TIMEOUT, d.loop_cfg.sleep_after, d.staging_bytes));
         assert_eq!((t.algorithm, t.ring_step_bytes, t.p2p_step_bytes, t.direct), (d.algorithm, d.ring_step_bytes, d.p2p_step_bytes, d.direct));
     }
 

@@ -60,6 +60,7 @@
 //! }
 //! ```
 
+mod across;
 mod config;
 mod id;
 pub mod join;
@@ -237,6 +238,8 @@ pub struct Comm {
     /// Peers may write into this rank's outputs where they are mapped for them
     /// ([`Tuning::direct`]).
     direct: bool,
+    /// The other processes' ranks, for a communicator across processes.
+    across: Option<across::Across>,
 }
 
 impl Comm {
@@ -345,16 +348,7 @@ impl Comm {
         code: &[(&str, LinkInput<'_>)],
     ) -> Result<Vec<Self>> {
         let nranks = u32::try_from(streams.len()).map_err(|_| Error::InvalidArgument("too many ranks".into()))?;
-        if cfg.loop_cfg.threads.min(cfg.loop_cfg.loop_threads()) < 128 {
-            return Err(Error::InvalidArgument(format!(
-                "a communicator's channels need at least 128 threads, not {}",
-                cfg.loop_cfg.threads.min(cfg.loop_cfg.loop_threads())
-            )));
-        }
-        check_nvls_threads(cfg.algorithm, cfg.loop_cfg.threads.min(cfg.loop_cfg.loop_threads()))?;
-        if cfg.paired && cfg.loop_cfg.call_channels > 0 {
-            return Err(Error::InvalidArgument("paired channels are all resident: call channels take unpaired communicators only".into()));
-        }
+        check_tuning(&cfg)?;
         let mut contexts: BTreeMap<usize, Arc<CudaContext>> = BTreeMap::new();
         for s in &streams {
             contexts.entry(s.context().ordinal()).or_insert_with(|| s.context().clone());
@@ -391,25 +385,8 @@ impl Comm {
         // rank's call kernel runs: the loops must leave one call kernel's room per rank.
         for (ordinal, ctx) in &contexts {
             let ranks_here = streams.iter().filter(|s| s.context().ordinal() == *ordinal).count() as u32;
-            let sms = device::sm_count(ctx)?;
             let per_sm = loops[streams.iter().position(|s| s.context().ordinal() == *ordinal).unwrap_or(0)].channels_per_sm()?;
-            let channels = ranks_here * (cfg.loop_cfg.channels + cfg.loop_cfg.call_channels);
-            if channels > sms * per_sm {
-                return Err(Error::DeviceLimit(format!(
-                    "device {ordinal}: {ranks_here} rank(s) × {} channels do not fit at once on its {sms} SMs ({per_sm} channel(s) per SM)",
-                    cfg.loop_cfg.channels + cfg.loop_cfg.call_channels
-                )));
-            }
-            if channels + ranks_here > sms * per_sm {
-                return Err(Error::DeviceLimit(format!(
-                    "device {ordinal}: {ranks_here} rank(s) × {} channels fill its {sms} SMs ({per_sm} channel(s) per SM) and leave no room for the call kernel each rank's stream-ordered calls launch (one CTA per rank): use fewer channels",
-                    cfg.loop_cfg.channels + cfg.loop_cfg.call_channels
-                )));
-            }
-            // Where two call kernels of every rank fit beside the loops, a call kernel may
-            // start (and plan its item) while the one before it runs: a waiting call kernel
-            // never holds an SM that a grid it waits for needs.
-            if call_kernels_may_overlap(sms * per_sm, ranks_here, cfg.loop_cfg.channels, cfg.loop_cfg.call_channels) {
+            if check_room(*ordinal, ranks_here, device::sm_count(ctx)? * per_sm, &cfg.loop_cfg)? {
                 for (lp, s) in loops.iter_mut().zip(&streams) {
                     if s.context().ordinal() == *ordinal {
                         lp.allow_overlapping_call_kernels();
@@ -428,7 +405,7 @@ impl Comm {
         }
         for (lp, block) in loops.iter_mut().zip(blocks) {
             let addr = block.ptr();
-            lp.attach_comm(block, addr)?;
+            lp.attach_comm(Box::new(block), addr)?;
         }
         let aborts = CommAbortHandle { ranks: Arc::new(loops.iter().map(WorkLoop::abort_handle).collect()) };
         let mut comms = Vec::new();
@@ -439,7 +416,7 @@ impl Comm {
             }
             let stats = cfg.stats.then(|| bases[rank] + layout.stats);
             let peer_devices = contexts.keys().copied().filter(|&d| d != stream.context().ordinal()).collect();
-            comms.push(Comm { rank: rank as u32, nranks, stream, lp, aborts: aborts.clone(), stats, staging: layout.staging(), algorithm: cfg.algorithm, peer_devices, direct: cfg.direct });
+            comms.push(Comm { rank: rank as u32, nranks, stream, lp, aborts: aborts.clone(), stats, staging: layout.staging(), algorithm: cfg.algorithm, peer_devices, direct: cfg.direct, across: None });
         }
         Ok(comms)
     }
@@ -497,6 +474,9 @@ impl Comm {
     /// blocks. From another thread, use [`Comm::abort_handle`].
     pub fn abort(&self) {
         self.aborts.abort();
+        if let Some(across) = &self.across {
+            across.abort(self.rank);
+        }
     }
 
     /// A handle that aborts the whole communicator from any thread.
@@ -506,7 +486,16 @@ impl Comm {
 
     /// The error this rank's loop stopped with, if it did. Never blocks.
     pub fn async_error(&self) -> Option<Error> {
-        self.lp.async_error()
+        self.across.as_ref().and_then(across::Across::failure).or_else(|| self.lp.async_error())
+    }
+
+    /// `result`, its error replaced by another rank's failure where one stopped the
+    /// communicator (its loop's abort is that failure's consequence).
+    fn explained<T>(&self, result: Result<T>) -> Result<T> {
+        match (result, self.across.as_ref().and_then(across::Across::failure)) {
+            (Err(_), Some(failure)) => Err(failure),
+            (result, _) => result,
+        }
     }
 
     #[cfg(feature = "testing")]
@@ -578,7 +567,7 @@ impl Comm {
 
     /// Waits until `ticket` (and every earlier item of the direct path) has completed.
     pub fn wait(&self, ticket: Ticket, timeout: Duration) -> Result<()> {
-        self.lp.wait(ticket, timeout)
+        self.explained(self.lp.wait(ticket, timeout))
     }
 
     /// The stream-ordered path for a raw item (what every collective call takes): checks
@@ -605,7 +594,7 @@ impl Comm {
     pub unsafe fn enqueue_on_stream(&self, item: WorkItem) -> Result<()> {
         let item = self.check(item, self.staging)?;
         // SAFETY: this function's contract.
-        unsafe { self.lp.enqueue_on_stream(&self.stream, item) }
+        self.explained(unsafe { self.lp.enqueue_on_stream(&self.stream, item) })
     }
 
     /// The application's device function number `function` on `arg`, run by this rank's
@@ -795,6 +784,48 @@ fn fit_call_channels(cfg: Tuning, streams: &[Arc<CudaStream>], modules: &BTreeMa
         log::info!("communicator: {call_channels} call channels per rank (of {} asked for) fit every device", cfg.loop_cfg.call_channels);
     }
     Ok(Tuning { loop_cfg: LoopConfig { call_channels, ..cfg.loop_cfg }, ..cfg })
+}
+
+/// Refuses ([`Error::InvalidArgument`]) a configuration no communicator runs with.
+fn check_tuning(cfg: &Tuning) -> Result<()> {
+    if cfg.loop_cfg.threads.min(cfg.loop_cfg.loop_threads()) < 128 {
+        return Err(Error::InvalidArgument(format!(
+            "a communicator's channels need at least 128 threads, not {}",
+            cfg.loop_cfg.threads.min(cfg.loop_cfg.loop_threads())
+        )));
+    }
+    check_nvls_threads(cfg.algorithm, cfg.loop_cfg.threads.min(cfg.loop_cfg.loop_threads()))?;
+    if cfg.paired && cfg.loop_cfg.call_channels > 0 {
+        return Err(Error::InvalidArgument("paired channels are all resident: call channels take unpaired communicators only".into()));
+    }
+    Ok(())
+}
+
+/// Refuses ([`Error::DeviceLimit`]) `ranks` ranks of `cfg`'s loops on device `ordinal`,
+/// which holds `room` channels at once, unless all their channels and one call kernel's
+/// submitter per rank fit at once. Every channel of every rank of a device must be
+/// resident at once: a channel waiting for a peer that never gets an SM would wait until
+/// its spin budget ends. And each rank's stream-ordered calls launch a call kernel (its
+/// first CTA the submitter: 32 threads without call channels, else a channel's size; then
+/// one CTA per call channel) that must run while the loops hold their SMs and every other
+/// rank's call kernel runs. `Ok(true)` where two call kernels of every rank fit beside the
+/// loops: a call kernel may then start (and plan its item) while the one before it runs,
+/// since a waiting call kernel never holds an SM that a grid it waits for needs.
+fn check_room(ordinal: usize, ranks: u32, room: u32, cfg: &LoopConfig) -> Result<bool> {
+    let channels = ranks * (cfg.channels + cfg.call_channels);
+    if channels > room {
+        return Err(Error::DeviceLimit(format!(
+            "device {ordinal}: {ranks} rank(s) × {} channels do not fit at once in the {room} channels it holds",
+            cfg.channels + cfg.call_channels
+        )));
+    }
+    if channels + ranks > room {
+        return Err(Error::DeviceLimit(format!(
+            "device {ordinal}: {ranks} rank(s) × {} channels fill the {room} channels it holds and leave no room for the call kernel each rank's stream-ordered calls launch (one CTA per rank): use fewer channels",
+            cfg.channels + cfg.call_channels
+        )));
+    }
+    Ok(call_kernels_may_overlap(room, ranks, cfg.channels, cfg.call_channels))
 }
 
 /// Whether a device that holds `room` channels at once holds, for each of its `ranks`

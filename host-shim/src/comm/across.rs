@@ -1,0 +1,150 @@
+//! A communicator whose ranks are in several processes ([`Comm::init_rank`], NCCL's
+//! `ncclCommInitRank`): each rank's connection block is device memory exported as a file
+//! descriptor and mapped by every rank's process; each rank writes its own block's
+//! `CommDevice` with the addresses its process sees; a watcher thread per rank
+//! ([`Watch`]) learns when another rank's process ends or aborts and stops this one.
+
+use std::os::fd::AsFd;
+use std::sync::{Arc, Mutex};
+
+use cudarc::driver::{CudaStream, sys};
+
+use super::join::{self, Intro};
+use super::wiring::Layout;
+use super::{CommAbortHandle, CommConfig, CommId, Comm, Tuning, check_room, check_tuning};
+use crate::bootstrap::Watch;
+use crate::module::Module;
+use crate::shmem::vmm::{self, VmmHeap};
+use crate::work::{LoopConfig, WorkLoop};
+use crate::{Error, Result, device};
+
+/// What a rank of a communicator across processes keeps beside its loop.
+pub(super) struct Across {
+    /// Tells the other ranks when this one aborts, and that it leaves when dropped.
+    watch: Watch,
+    /// Why the communicator stopped, once another rank failed.
+    failed: Arc<Mutex<Option<String>>>,
+}
+
+impl Across {
+    /// Another rank's failure, if one was heard.
+    pub(super) fn failure(&self) -> Option<Error> {
+        self.failed.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone().map(Error::RankFailed)
+    }
+
+    /// Tells every other rank that `rank` aborted.
+    pub(super) fn abort(&self, rank: u32) {
+        self.watch.abort(format!("rank {rank} aborted its communicator"));
+    }
+}
+
+/// The part of a configuration every rank must share, as text.
+fn describe(t: &Tuning) -> String {
+    format!(
+        "{} resident channel(s) of {} threads ({} in the loop), {} B ring steps, {} B point-to-point steps, {} B staging, algorithm {:?}, statistics {}, paired {}",
+        t.loop_cfg.channels, t.loop_cfg.threads, t.loop_cfg.loop_threads(), t.ring_step_bytes, t.p2p_step_bytes, t.staging_bytes, t.algorithm, t.stats, t.paired
+    )
+}
+
+/// Copies `bytes` to device address `to` of the current context (synchronously).
+fn upload(to: u64, bytes: &[u8]) -> Result<()> {
+    // SAFETY: `to` starts at least `bytes.len()` mapped, writable bytes (the caller's
+    // block); the copy completes before the call returns.
+    unsafe { sys::cuMemcpyHtoD_v2(to, bytes.as_ptr().cast(), bytes.len()) }.result().map_err(Error::cuda("cuMemcpyHtoD"))
+}
+
+impl Comm {
+    /// Rank `rank` of a communicator of `nranks` ranks that meet at `id` (made by one of
+    /// them with [`CommId::new`] and handed to the others), on `stream`'s device: NCCL's
+    /// `ncclCommInitRank`. Every rank calls it at once, in its own process or several in
+    /// one process (each on a thread of its own: the call returns when every rank has
+    /// arrived). Ranks of one process may share a device; ranks of two processes may not
+    /// (their persistent loops would time-slice the GPU: [`Error::DeviceLimit`]).
+    ///
+    /// Every rank must be given the same configuration but for its timeout: a rank
+    /// configured otherwise fails every rank's init, naming it. `cfg.timeout` bounds
+    /// the meeting too: a rank that never arrives fails every other rank's init with
+    /// [`Error::Bootstrap`] naming it. Once built, a rank whose process ends without
+    /// dropping its communicator, or that aborts ([`Comm::abort`]), stops every other
+    /// rank within milliseconds: their loops are aborted and every call fails with
+    /// [`Error::RankFailed`] naming it. A rank dropped on purpose is no failure; ranks still
+    /// calling collectives with it wait for it until `cfg.timeout`.
+    ///
+    /// Peers never write into another process's buffers: every collective moves data
+    /// through the connection blocks (no direct writes into outputs).
+    pub fn init_rank(id: &CommId, nranks: usize, rank: usize, stream: Arc<CudaStream>, cfg: CommConfig) -> Result<Self> {
+        crate::init()?;
+        let mut tuning = cfg.tuning()?;
+        tuning.direct = false;
+        check_tuning(&tuning)?;
+        let ctx = stream.context().clone();
+        let ordinal = ctx.ordinal();
+        let module = Module::load_for_threads(&ctx, tuning.loop_cfg.threads)?;
+        let room = device::sm_count(&ctx)? * crate::work::channels_per_sm(&module.kernel("ferroccl_work_loop")?, Some(&module.kernel("ferroccl_call_kernel")?), tuning.loop_cfg.threads)?;
+        let uuid = ctx.uuid().map_err(Error::cuda("cuDeviceGetUuid"))?;
+        let intro = Intro {
+            process: u64::from(std::process::id()),
+            device: uuid.bytes.map(|b| b as u8),
+            room,
+            granularity: vmm::granularity(&ctx)?,
+            call_channels: tuning.loop_cfg.call_channels,
+            config: describe(&tuning),
+        };
+        let (mut bootstrap, intros) = join::meet(id, nranks, rank, cfg.timeout, &intro)?;
+        let agreed = join::agree(&intros, tuning.loop_cfg.channels)?;
+        tuning.loop_cfg.call_channels = agreed.call_channels;
+        let nranks = nranks as u32;
+        let layout = Layout::new(tuning.shape(nranks))?;
+        let ranks_here = agreed.ranks_on_device[rank];
+        let loop_cfg = LoopConfig { placement: tuning.placement_on(ranks_here as usize, device::sm_count(&ctx)?), ..tuning.loop_cfg };
+        let mut lp = WorkLoop::new(&ctx, &module, loop_cfg)?;
+        if check_room(ordinal, ranks_here, room, &tuning.loop_cfg)? {
+            lp.allow_overlapping_call_kernels();
+        }
+        let bytes = layout.block_bytes.next_multiple_of(agreed.granularity);
+        let own = VmmHeap::new(&ctx, bytes, &[ordinal])?;
+        let exported = own.export()?;
+        let fds = join::exchange_blocks(&mut bootstrap, exported.as_fd())?;
+        let mut own = Some(own);
+        let mut blocks = Vec::new();
+        for (r, fd) in fds.iter().enumerate() {
+            blocks.push(match own.take_if(|_| r == rank) {
+                Some(own) => own,
+                None => VmmHeap::import(&ctx, fd, bytes)?,
+            });
+        }
+        let bases: Vec<u64> = blocks.iter().map(VmmHeap::base).collect();
+        upload(bases[rank], &layout.image_on_heap(rank as u32, &bases, 0)?)?;
+        join::ready(&mut bootstrap, "communicator blocks written")?;
+        lp.attach_comm(Box::new(blocks), bases[rank])?;
+        let aborts = CommAbortHandle { ranks: Arc::new(vec![lp.abort_handle()]) };
+        let failed = Arc::new(Mutex::new(None));
+        let on_failure = {
+            let (failed, aborts) = (failed.clone(), aborts.clone());
+            Box::new(move |why: String| {
+                log::warn!("communicator: {why}");
+                *failed.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(why);
+                aborts.abort();
+            })
+        };
+        let watch = Watch::new(bootstrap, "rank", on_failure)?;
+        let across = Across { watch, failed };
+        if let Err(e) = lp.start() {
+            across.abort(rank as u32);
+            return Err(e);
+        }
+        Ok(Comm {
+            rank: rank as u32,
+            nranks,
+            stream,
+            lp,
+            aborts,
+            stats: tuning.stats.then(|| bases[rank] + layout.stats),
+            staging: layout.staging(),
+            algorithm: tuning.algorithm,
+            peer_devices: Vec::new(),
+            direct: false,
+            across: Some(across),
+        })
+    }
+}
