@@ -7,8 +7,7 @@
 //! (`memfd`) that the bootstrap hands to every PE and each maps: the GPU heap's export and
 //! import, with the CPU's shared memory in place of NVLink.
 
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
-use std::ptr::NonNull;
+use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -22,70 +21,30 @@ use host_shim::shmem::pes::PeSet;
 use host_shim::{Error, Result};
 use zerocopy::{FromBytes, Immutable, IntoBytes};
 
+use crate::shared::{SharedMap, shared_file};
+
 /// One PE's heap as this process sees it.
 enum Region {
     /// Host memory of this process (16-byte aligned).
     Owned(Vec<u128>),
-    /// A shared-memory file mapped here (page aligned); unmapped on drop.
-    Shared { at: NonNull<u8>, len: usize },
+    /// A shared-memory file mapped here.
+    Shared(SharedMap),
 }
 
-// SAFETY: a shared mapping is plain memory, valid until drop, reachable from any thread;
-// the kernels reach it only through `arch`, the host only while no kernel runs.
-unsafe impl Send for Region {}
-// SAFETY: as above.
-unsafe impl Sync for Region {}
-
 impl Region {
-    /// Maps `len` bytes of the shared-memory file `fd`, readable and writable.
-    fn map(fd: &OwnedFd, len: usize) -> Result<Self> {
-        // SAFETY: a fresh shared mapping of `len` bytes of `fd`; the kernel picks the address.
-        let at = unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd.as_raw_fd(), 0) };
-        if at == libc::MAP_FAILED {
-            return Err(Error::InvalidArgument(format!("mapping a twin heap of {len} bytes: {}", std::io::Error::last_os_error())));
-        }
-        Ok(Self::Shared { at: NonNull::new(at.cast()).ok_or_else(|| Error::InvalidArgument("mmap returned null".into()))?, len })
-    }
-
     fn base(&self) -> *mut u8 {
         match self {
             Self::Owned(words) => words.as_ptr().cast_mut().cast(),
-            Self::Shared { at, .. } => at.as_ptr(),
+            Self::Shared(map) => map.base(),
         }
     }
 
     fn len(&self) -> usize {
         match self {
             Self::Owned(words) => words.len() * 16,
-            Self::Shared { len, .. } => *len,
+            Self::Shared(map) => map.len(),
         }
     }
-}
-
-impl Drop for Region {
-    fn drop(&mut self) {
-        if let Self::Shared { at, len } = self {
-            // SAFETY: the mapping `map` made; no kernel runs once the heap is dropped.
-            unsafe { libc::munmap(at.as_ptr().cast(), *len) };
-        }
-    }
-}
-
-/// A new shared-memory file of `len` zero bytes.
-fn shared_file(len: usize) -> Result<OwnedFd> {
-    let io = |what: &str| Error::InvalidArgument(format!("{what} for a twin heap: {}", std::io::Error::last_os_error()));
-    // SAFETY: a constant, zero-terminated name; the flags ask for close-on-exec.
-    let fd = unsafe { libc::memfd_create(c"ferroccl-twin-heap".as_ptr(), libc::MFD_CLOEXEC) };
-    if fd < 0 {
-        return Err(io("memfd_create"));
-    }
-    // SAFETY: `memfd_create` just opened this descriptor for us.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-    // SAFETY: sizes the file we own.
-    if unsafe { libc::ftruncate(fd.as_raw_fd(), len as libc::off_t) } != 0 {
-        return Err(io("ftruncate"));
-    }
-    Ok(fd)
 }
 
 /// The heap of host-twin PEs.
@@ -119,9 +78,9 @@ impl TwinHeap {
         let heap_bytes = agree("init", &pes.gather("init", &[heap_bytes])?)?.next_multiple_of(4096);
         let book = HeapBook::new(heap_bytes)?;
         let len = usize::try_from(heap_bytes).map_err(|_| Error::InvalidArgument(format!("a heap of {heap_bytes} bytes")))?;
-        let own = shared_file(len)?;
+        let own = shared_file(len, c"ferroccl-twin-heap")?;
         let fds = exchange(&mut pes, "twin heaps", own.as_fd())?;
-        let heaps = fds.iter().enumerate().map(|(pe, fd)| Region::map(if pe == me { &own } else { fd }, len)).collect::<Result<Vec<_>>>()?;
+        let heaps = fds.iter().enumerate().map(|(pe, fd)| SharedMap::map(if pe == me { &own } else { fd }, len).map(Region::Shared)).collect::<Result<Vec<_>>>()?;
         let mut heap = Self::assemble(book, heaps, pes, spin_budget, None)?;
         // No PE uses a peer's heap before every PE has mapped every heap.
         heap.pes.gather("mapped", &[0])?;

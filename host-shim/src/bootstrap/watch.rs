@@ -11,30 +11,47 @@
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
 use std::sync::mpsc::{self, Receiver, Sender, TryRecvError};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::frame::{self, Frame, Tag};
 use super::{Bootstrap, Links};
 use crate::{Error, Result};
 
-/// How often the watcher looks at its connections and at this process's requests.
+/// How often the watcher looks at its connections and whether it should stop.
 pub const TICK: Duration = Duration::from_millis(20);
 
 /// How long a read of a message whose first byte has arrived may take.
 const READ_BUDGET: Duration = Duration::from_secs(5);
 
-/// What this process asks of its watcher.
-enum Request {
-    /// Tell every PE that this one stopped, and why.
-    Abort(String),
-    /// Leave on purpose.
-    Leave,
+/// This process's sending ends (copies of the bootstrap's connections: PE 0's to every
+/// other PE, any other PE's to PE 0), shared by the watcher and [`Watch`]: the first word
+/// said (a leave, or an abort) is the last. Sends are whole messages under the lock.
+struct Outbox {
+    /// `None` once this process has said its last word.
+    streams: Mutex<Option<Vec<UnixStream>>>,
 }
 
-/// This process's end of a watched bootstrap. Dropping it leaves (never blocks: the
-/// watcher thread says so to PE 0, or PE 0's to everyone, and ends).
+impl Outbox {
+    /// Sends `tag` with `why` to every connection for which `to(i)` holds, as this
+    /// process's last word; nothing where it has spoken already.
+    fn last_word(&self, to: impl Fn(usize) -> bool, tag: Tag, why: &str) {
+        let mut streams = self.streams.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        for (i, stream) in streams.take().into_iter().flatten().enumerate() {
+            if to(i) {
+                // Best effort: a peer that is gone needs no word.
+                let _ = frame::send(&stream, tag, why.as_bytes(), &[]);
+            }
+        }
+    }
+}
+
+/// This process's end of a watched bootstrap. Dropping it leaves: it tells PE 0 (PE 0
+/// tells every other PE) before it returns, so a process that exits right after is no
+/// failure. It blocks only for that send (a message of a few bytes).
 pub struct Watch {
-    requests: Sender<Request>,
+    outbox: Arc<Outbox>,
+    stop: Sender<()>,
 }
 
 impl std::fmt::Debug for Watch {
@@ -51,50 +68,50 @@ impl Watch {
         if let Some(why) = bootstrap.failed {
             return Err(Error::Bootstrap(why));
         }
-        let (requests, incoming) = mpsc::channel();
         let links = bootstrap.links;
+        let streams = match &links {
+            Links::Alone => Ok(Vec::new()),
+            Links::Root { peers } => peers.iter().map(UnixStream::try_clone).collect::<std::io::Result<_>>(),
+            Links::Leaf(root) => root.try_clone().map(|r| vec![r]),
+        }
+        .map_err(|e| Error::Bootstrap(format!("copying a bootstrap connection to watch the other {member}s: {e}")))?;
+        let outbox = Arc::new(Outbox { streams: Mutex::new(Some(streams)) });
+        let (stop, stopped) = mpsc::channel();
+        let watcher = outbox.clone();
         std::thread::Builder::new()
             .name("ferroccl-watch".into())
             .spawn(move || {
                 let failure = match links {
-                    Links::Alone => watch_alone(&incoming),
-                    Links::Root { peers } => watch_root(&peers, member, &incoming),
-                    Links::Leaf(root) => watch_leaf(&root, member, &incoming),
+                    Links::Alone => None,
+                    Links::Root { peers } => watch_root(&peers, member, &watcher, &stopped),
+                    Links::Leaf(root) => watch_leaf(&root, member, &stopped),
                 };
                 if let Some(why) = failure {
                     on_failure(why);
                 }
             })
             .map_err(|e| Error::Bootstrap(format!("no thread to watch the other {member}s: {e}")))?;
-        Ok(Self { requests })
+        Ok(Self { outbox, stop })
     }
 
     /// Tells every PE that this one stopped because of `why` (their `on_failure` runs
-    /// with it). Never blocks.
+    /// with it), and stops watching.
     pub fn abort(&self, why: String) {
-        let _ = self.requests.send(Request::Abort(why));
+        self.outbox.last_word(|_| true, Tag::Abort, &why);
+        let _ = self.stop.send(());
     }
 }
 
 impl Drop for Watch {
     fn drop(&mut self) {
-        let _ = self.requests.send(Request::Leave);
+        self.outbox.last_word(|_| true, Tag::Leave, "");
+        let _ = self.stop.send(());
     }
 }
 
-/// The only PE: nothing to hear, only to wait for its leave.
-fn watch_alone(incoming: &Receiver<Request>) -> Option<String> {
-    let _ = incoming.recv();
-    None
-}
-
-/// What this process asked, if anything: `Some` ends the watch.
-fn asked(incoming: &Receiver<Request>) -> Option<Request> {
-    match incoming.try_recv() {
-        Ok(request) => Some(request),
-        Err(TryRecvError::Empty) => None,
-        Err(TryRecvError::Disconnected) => Some(Request::Leave),
-    }
+/// Whether this process asked the watcher to stop (or is gone).
+fn stopped(stop: &Receiver<()>) -> bool {
+    !matches!(stop.try_recv(), Err(TryRecvError::Empty))
 }
 
 /// Which of `streams` have something to read (or have ended), waiting up to [`TICK`].
@@ -118,33 +135,14 @@ fn heard(stream: &UnixStream, pe: usize, member: &str) -> Option<String> {
     }
 }
 
-/// PE 0: hears every other PE; tells all of them when one fails or when this one aborts
-/// or leaves.
-fn watch_root(peers: &[UnixStream], member: &str, incoming: &Receiver<Request>) -> Option<String> {
+/// PE 0: hears every other PE; tells all of them when one fails.
+fn watch_root(peers: &[UnixStream], member: &str, outbox: &Outbox, stop: &Receiver<()>) -> Option<String> {
     let mut live: Vec<bool> = vec![true; peers.len()];
-    let tell = |live: &[bool], tag: Tag, why: &str| {
-        for (peer, _) in peers.iter().zip(live).filter(|(_, l)| **l) {
-            let _ = frame::send(peer, tag, why.as_bytes(), &[]);
-        }
-    };
-    loop {
-        match asked(incoming) {
-            Some(Request::Leave) => {
-                tell(&live, Tag::Leave, "");
-                return None;
-            }
-            Some(Request::Abort(why)) => {
-                tell(&live, Tag::Abort, &why);
-                return None;
-            }
-            None => {}
-        }
+    while !stopped(stop) {
         let watched: Vec<(usize, &UnixStream)> = peers.iter().enumerate().filter(|(i, _)| live[*i]).collect();
         if watched.is_empty() {
-            // Every other PE left: wait for this one's own leave or abort.
-            return match incoming.recv() {
-                Ok(Request::Abort(_) | Request::Leave) | Err(_) => None,
-            };
+            // Every other PE left: nothing more to hear.
+            return None;
         }
         let ready = readable(&watched.iter().map(|(_, s)| *s).collect::<Vec<_>>());
         for ((i, stream), ready) in watched.into_iter().zip(ready) {
@@ -155,30 +153,21 @@ fn watch_root(peers: &[UnixStream], member: &str, incoming: &Receiver<Request>) 
                 None => live[i] = false,
                 Some(why) => {
                     live[i] = false;
-                    tell(&live, Tag::Abort, &why);
+                    outbox.last_word(|j| live[j], Tag::Abort, &why);
                     return Some(why);
                 }
             }
         }
     }
+    None
 }
 
-/// Any other PE: hears PE 0; tells it when this one aborts or leaves.
-fn watch_leaf(root: &UnixStream, member: &str, incoming: &Receiver<Request>) -> Option<String> {
-    loop {
-        match asked(incoming) {
-            Some(Request::Leave) => {
-                let _ = frame::send(root, Tag::Leave, &[], &[]);
-                return None;
-            }
-            Some(Request::Abort(why)) => {
-                let _ = frame::send(root, Tag::Abort, why.as_bytes(), &[]);
-                return None;
-            }
-            None => {}
-        }
+/// Any other PE: hears PE 0.
+fn watch_leaf(root: &UnixStream, member: &str, stop: &Receiver<()>) -> Option<String> {
+    while !stopped(stop) {
         if readable(&[root])[0] {
             return heard(root, 0, member);
         }
     }
+    None
 }

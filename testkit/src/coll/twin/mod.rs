@@ -15,7 +15,10 @@ use device_rt::arch::{self, GridDependency, WeakMemory};
 use device_rt::conn::{ChannelStats, CommDevice};
 use device_rt::work::{CallArgs, ITEM_OUTPUT_PEER_MAPPED, LOOP_SMEM_BYTES, LoopArgs, LoopState, QueueHeader, RingSlot, WorkItem, WorkKind, serve_call, serve_call_alone, work_loop};
 
+mod process;
+
 use super::group::{Buffer, RankGroup, SubmitPath, Submitted};
+use process::Across;
 use device_rt::algo::Staging;
 use host_shim::comm::check_algorithm;
 use host_shim::comm::wiring::{Layout, Shape};
@@ -42,7 +45,9 @@ struct TwinRank {
     _header: Arc<Box<QueueHeader>>,
     _ring: Vec<RingSlot>,
     state: Box<LoopState>,
-    _block: Block,
+    /// The rank's connection block (its own memory, or a shared mapping with the others'
+    /// of a rank in processes): kept as long as the rank.
+    _block: Box<dyn Send>,
     queue: Queue,
     /// The loop's launches, in order: the first, and one more each time the queue
     /// launched the loop again after it slept.
@@ -93,9 +98,14 @@ struct TwinStream {
     traps: Traps,
 }
 
-/// The ranks of a host-twin communicator.
+/// The ranks of a host-twin communicator (those of this process: all of them, or one of
+/// a communicator across processes).
 pub struct TwinGroup {
     ranks: Vec<TwinRank>,
+    /// The rank of `ranks[0]`.
+    first: u32,
+    /// The other processes' ranks, for a rank of a communicator across processes.
+    across: Option<Across>,
     buffers: Vec<Block>,
     shape: Shape,
     threads: u32,
@@ -170,24 +180,24 @@ impl TwinGroup {
 
     /// Whether rank `rank`'s loop has left to sleep.
     pub fn asleep(&self, rank: u32) -> bool {
-        self.ranks[rank as usize].queue.asleep()
+        self.ranks[(rank - self.first) as usize].queue.asleep()
     }
 
     /// Pins rank `rank`'s loop awake for good, as a call kernel captured in a CUDA graph
     /// does (host-shim's `Queue::announce_submit`).
     pub fn pin_awake(&self, rank: u32) -> Result<()> {
-        self.ranks[rank as usize].queue.announce_submit(true)
+        self.ranks[(rank - self.first) as usize].queue.announce_submit(true)
     }
 
     /// The last ring item every channel of rank `rank`'s loop has completed.
     pub fn completed(&self, rank: u32) -> u64 {
-        self.ranks[rank as usize].queue.completed()
+        self.ranks[(rank - self.first) as usize].queue.completed()
     }
 
     /// The highest ring item rank `rank`'s loop has found whole (taken, or about to be):
     /// a state that precedes the item's run.
     pub fn ring_items_found(&self, rank: u32) -> u64 {
-        let state = &self.ranks[rank as usize].state;
+        let state = &self.ranks[(rank - self.first) as usize].state;
         // SAFETY: an aligned word of the rank's live loop state, which the loop changes only
         // atomically (an atomic max).
         unsafe { AtomicU64::from_ptr((&raw const state.seen_seq).cast_mut()) }.load(Ordering::Relaxed)
@@ -195,7 +205,7 @@ impl TwinGroup {
 
     /// How many times rank `rank`'s loop was launched (1 + the launches after it slept).
     pub fn launches(&self, rank: u32) -> usize {
-        self.ranks[rank as usize].launches.lock().unwrap_or_else(std::sync::PoisonError::into_inner).len()
+        self.ranks[(rank - self.first) as usize].launches.lock().unwrap_or_else(std::sync::PoisonError::into_inner).len()
     }
 
     /// Makes the collectives of `ranks` say their outputs are not mapped for the peers
@@ -268,10 +278,11 @@ impl TwinGroup {
             let image = layout.image_on_heap(rank as u32, &bases, heap.map_or(0, |h| h[rank]))?;
             // SAFETY: the block holds `block_bytes >= meta_bytes` bytes.
             unsafe { std::ptr::copy_nonoverlapping(image.as_ptr(), block.addr() as *mut u8, image.len()) };
+            let block = RankBlock { addr: block.addr(), memory: Box::new(block) };
             ranks.push(start_rank(rank as u32, block, shape.nchannels - resident, loops, memory.as_ref(), streams, &traps)?);
         }
         let path = if streams == Streams::None { SubmitPath::Direct } else { SubmitPath::Stream };
-        Ok(Self { ranks, buffers: Vec::new(), shape, threads, stats, memory, retired: Vec::new(), resident, path, unmapped: 0, traps })
+        Ok(Self { ranks, first: 0, across: None, buffers: Vec::new(), shape, threads, stats, memory, retired: Vec::new(), resident, path, unmapped: 0, traps })
     }
 
     /// Sets every rank's abort flag.
@@ -283,7 +294,8 @@ impl TwinGroup {
     /// group's threads said, if one did.
     pub fn health(&self, rank: u32) -> Result<()> {
         reported(&self.traps)?;
-        self.ranks[rank as usize].queue.health()
+        self.failure()?;
+        self.ranks[(rank - self.first) as usize].queue.health()
     }
 
     /// Runs every rank's outstanding items, stops the loops and joins their threads; `Err`
@@ -373,14 +385,14 @@ impl TwinLaunch {
 /// Starts rank `rank`'s loop as `loops` says on the communicator in `block`, and as
 /// `streams` says its stream twin, whose call kernels carry `call_channels` call channels;
 /// their threads record their panics in `traps`.
-fn start_rank(rank: u32, block: Block, call_channels: u32, loops: TwinLoops, memory: Option<&WeakMemory>, streams: Streams, traps: &Traps) -> Result<TwinRank> {
+fn start_rank(rank: u32, block: RankBlock, call_channels: u32, loops: TwinLoops, memory: Option<&WeakMemory>, streams: Streams, traps: &Traps) -> Result<TwinRank> {
     let TwinLoops { resident, threads, budget, sleep_after } = loops;
     let mut header = Box::new(QueueHeader::new());
     let mut ring = vec![RingSlot::default(); CAPACITY as usize];
     let mut state = Box::new(LoopState::default());
     // The sleep time as a GPU loop of this shape gets it (one resident channel only).
     state.sleep_after_ns = host_shim::work::LoopConfig { channels: resident, sleep_after, ..Default::default() }.sleep_after_ns();
-    let (h, r, s, c) = (&raw mut *header as usize, ring.as_mut_ptr() as usize, &raw mut *state as usize, block.addr() as usize);
+    let (h, r, s, c) = (&raw mut *header as usize, ring.as_mut_ptr() as usize, &raw mut *state as usize, block.addr as usize);
     let budget_ns = u64::try_from(budget.as_nanos()).unwrap_or(u64::MAX);
     if let Some(memory) = memory {
         memory.host_region(ring.as_ptr().cast(), ring.len() * size_of::<RingSlot>());
@@ -408,7 +420,14 @@ fn start_rank(rank: u32, block: Block, call_channels: u32, loops: TwinLoops, mem
         relaunched.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(handle);
         Ok(())
     }));
-    Ok(TwinRank { _header: header, _ring: ring, state, _block: block, queue, launches, stream })
+    Ok(TwinRank { _header: header, _ring: ring, state, _block: block.memory, queue, launches, stream })
+}
+
+/// A rank's connection block: the memory that holds it (kept as long as the rank) and
+/// the address of its `CommDevice`.
+struct RankBlock {
+    memory: Box<dyn Send>,
+    addr: u64,
 }
 
 /// What a rank's call kernels are launched with (addresses of the rank's loop memory).
@@ -706,7 +725,7 @@ impl RankGroup for TwinGroup {
         // SAFETY: the item's addresses lie in the rank's buffers (process memory the twin's
         // loops may use), not released before it has completed, as `RankGroup::enqueue`'s
         // contract has it.
-        unsafe { self.ranks[rank as usize].queue.enqueue(item, Duration::from_secs(60)) }
+        unsafe { self.ranks[(rank - self.first) as usize].queue.enqueue(item, Duration::from_secs(60)) }
     }
 
     fn submit(&mut self, rank: u32, item: WorkItem) -> Result<Submitted> {
@@ -718,7 +737,7 @@ impl RankGroup for TwinGroup {
         check_algorithm(&item, self.shape.staging(), self.shape.algorithm)?;
         let item = self.as_handed_over(rank, item);
         reported(&self.traps)?;
-        let r = &mut self.ranks[rank as usize];
+        let r = &mut self.ranks[(rank - self.first) as usize];
         r.queue.health()?;
         let stream = r.stream.as_mut().ok_or(Error::InvalidState("this twin group has no streams"))?;
         // As host-shim's `WorkLoop::enqueue_on_stream`: the submission is counted (and a
@@ -732,7 +751,7 @@ impl RankGroup for TwinGroup {
         match submitted {
             Submitted::Queue(ticket) => self.wait(rank, ticket, timeout),
             Submitted::Stream => {
-                let r = &self.ranks[rank as usize];
+                let r = &self.ranks[(rank - self.first) as usize];
                 r.stream.as_ref().ok_or(Error::InvalidState("this twin group has no streams"))?.drain(timeout)?;
                 if let Some(memory) = &self.memory {
                     memory.host_acquired();
@@ -749,10 +768,10 @@ impl RankGroup for TwinGroup {
         loop {
             reported(&self.traps)?;
             let left = timeout.saturating_sub(start.elapsed());
-            match self.ranks[rank as usize].queue.wait(ticket, left.min(TRAP_LOOK)) {
+            match self.ranks[(rank - self.first) as usize].queue.wait(ticket, left.min(TRAP_LOOK)) {
                 Err(Error::Timeout { .. }) if left > TRAP_LOOK => {}
                 Err(Error::Timeout { what, .. }) => return reported(&self.traps).and(Err(Error::Timeout { what, after: timeout })),
-                outcome => break outcome?,
+                outcome => break self.failure().and(outcome)?,
             }
         }
         if let Some(memory) = &self.memory {
@@ -764,7 +783,7 @@ impl RankGroup for TwinGroup {
     fn channel_stats(&mut self, rank: u32) -> Result<Option<Vec<ChannelStats>>> {
         let Some(stats) = &self.stats else { return Ok(None) };
         let channels = (0..self.shape.nchannels as usize).map(|c| {
-            let base = (stats[rank as usize] as usize as *mut ChannelStats).wrapping_add(c);
+            let base = (stats[(rank - self.first) as usize] as usize as *mut ChannelStats).wrapping_add(c);
             // SAFETY: the rank's block (alive as long as the rank) holds its counters; the
             // device threads update them with atomic adds, read here with atomic loads.
             let load = |field: *mut u64| unsafe { std::sync::atomic::AtomicU64::from_ptr(field) }.load(std::sync::atomic::Ordering::Relaxed);

@@ -1,0 +1,158 @@
+//! One rank of a communicator whose ranks are processes, on the host twin (the device code
+//! on CPU threads, the connection blocks shared-memory files): start it with
+//! `ferroccl run -n N twin-rank --id HEX` (or `testkit::launch`), the id made once by the
+//! launching side (`CommId::new`, its bytes in hex), as NCCL programs hand out their
+//! unique id. The ranks meet and agree through `host_shim::comm::join` (what
+//! `Comm::init_rank` runs on GPUs), then run all_reduce, all_gather, reduce_scatter,
+//! broadcast and a send/recv ring (f32 sums, several sizes) through each rank's queue and
+//! check every output against the values every rank can compute.
+//!
+//! Exit status: 0 all checked; 2 a host call failed (the error is printed: a rank that
+//! never arrived or failed, a configuration that differs); 3 this rank left on purpose
+//! (`--absent`, `--die-in`); 4 a wrong result.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Parser;
+use device_rt::algo::{AlgorithmChoice, CollFunction, NO_PEER};
+use device_rt::dtype::DataType;
+use device_rt::redop::RedOpKind;
+use device_rt::work::WorkItem;
+use ferroccl_testkit::coll::group::RankGroup;
+use ferroccl_testkit::coll::twin::TwinGroup;
+use host_shim::bootstrap::PeEnv;
+use host_shim::comm::CommId;
+use host_shim::comm::wiring::Shape;
+
+#[derive(Parser, Debug)]
+struct Args {
+    /// The communicator's id, its 128 bytes in hex
+    #[arg(long)]
+    id: String,
+    /// This rank exits (status 3) before it meets the others
+    #[arg(long, value_name = "RANK")]
+    absent: Option<u32>,
+    /// This rank exits (status 3) once it has enqueued its part of the first all_reduce,
+    /// without waiting for it: its peers are in the call
+    #[arg(long, value_name = "RANK")]
+    die_in: Option<u32>,
+    /// Channel threads (every rank must be given the same)
+    #[arg(long, default_value_t = 128)]
+    threads: u32,
+    /// This rank's channels get 32 threads more than the others': every rank's init fails
+    #[arg(long, value_name = "RANK")]
+    odd: Option<u32>,
+    /// The spin budget of every wait, and of the meeting
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration, default_value = "60s")]
+    budget: Duration,
+}
+
+enum Fail {
+    Host(String),
+    Wrong(String),
+}
+
+impl From<host_shim::Error> for Fail {
+    fn from(e: host_shim::Error) -> Self {
+        Self::Host(e.to_string())
+    }
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    match run(&args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Fail::Host(why)) => {
+            eprintln!("twin-rank: {why}");
+            ExitCode::from(2)
+        }
+        Err(Fail::Wrong(why)) => {
+            eprintln!("twin-rank: wrong result: {why}");
+            ExitCode::from(4)
+        }
+    }
+}
+
+/// The communicator's shape: two channels, small FIFO steps (many steps even for small
+/// calls), one-shot and two-shot staging, no direct writes.
+fn shape(nranks: u32) -> Shape {
+    Shape {
+        nranks,
+        nchannels: 2,
+        ring_step_bytes: 4096,
+        p2p_step_bytes: 4096,
+        direct: false,
+        stats: false,
+        paired: false,
+        staging_bytes: 1 << 16,
+        algorithm: AlgorithmChoice::Auto,
+        nvls_multicast: false,
+    }
+}
+
+/// Element `i` of rank `r`'s input: small integers, exact in f32 sums.
+fn input(r: u32, i: usize) -> f32 {
+    (r as usize * 1000 + i % 997) as f32
+}
+
+fn bytes(values: &[f32]) -> Vec<u8> {
+    values.iter().flat_map(|v| v.to_le_bytes()).collect()
+}
+
+fn floats(bytes: &[u8]) -> Vec<f32> {
+    bytes.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
+}
+
+fn run(args: &Args) -> Result<(), Fail> {
+    let env = PeEnv::from_env()?.ok_or_else(|| Fail::Host("no rank variables: start me with `ferroccl run -n N twin-rank --id HEX`".into()))?;
+    let (me, n) = (env.pe as u32, env.n_pes as u32);
+    let hex = args.id.as_bytes().chunks(2).map(|d| std::str::from_utf8(d).ok().and_then(|d| u8::from_str_radix(d, 16).ok())).collect::<Option<Vec<u8>>>();
+    let id = CommId::from_bytes(&hex.ok_or_else(|| Fail::Host(format!("--id {:?} is not hex", args.id)))?)?;
+    if args.absent == Some(me) {
+        std::process::exit(3);
+    }
+    let threads = if args.odd == Some(me) { args.threads + 32 } else { args.threads };
+    let mut group = TwinGroup::join_process(&id, me, shape(n), threads, args.budget)?;
+    let wait = Duration::from_secs(120);
+    for count in [1usize, 1000, 40_000] {
+        let mine: Vec<f32> = (0..count).map(|i| input(me, i)).collect();
+        let block = |r: u32| (0..count).map(move |i| input(r, i));
+        let send = group.alloc(me, count * 4 * n as usize)?;
+        let recv = group.alloc(me, count * 4 * n as usize)?;
+        let call = |group: &mut TwinGroup, function: CollFunction, sent: &[f32], op_arg: u64, arg: u64, out: usize| -> Result<Vec<f32>, Fail> {
+            group.write(send, &bytes(sent))?;
+            group.write(recv, &vec![0u8; out * 4])?;
+            let item = WorkItem::collective(function, DataType::F32, RedOpKind::Sum, op_arg, send.addr, recv.addr, count as u64, arg);
+            let ticket = group.enqueue(me, item)?;
+            if args.die_in == Some(me) && function == CollFunction::AllReduce {
+                std::process::exit(3);
+            }
+            group.wait(me, ticket, wait)?;
+            Ok(floats(&group.read(recv, out * 4)?))
+        };
+        let sum: Vec<f32> = (0..count).map(|i| (0..n).map(|r| input(r, i)).sum()).collect();
+        check("all_reduce", count, &call(&mut group, CollFunction::AllReduce, &mine, 0, 0, count)?, &sum)?;
+        let gathered: Vec<f32> = (0..n).flat_map(block).collect();
+        check("all_gather", count, &call(&mut group, CollFunction::AllGather, &mine, 0, 0, count * n as usize)?, &gathered)?;
+        let whole: Vec<f32> = (0..count * n as usize).map(|i| input(me, i)).collect();
+        let scattered: Vec<f32> = (0..count).map(|i| (0..n).map(|r| input(r, me as usize * count + i)).sum()).collect();
+        check("reduce_scatter", count, &call(&mut group, CollFunction::ReduceScatter, &whole, 0, 0, count)?, &scattered)?;
+        let root = 1 % n;
+        check("broadcast", count, &call(&mut group, CollFunction::Broadcast, &mine, 0, u64::from(root), count)?, &block(root).collect::<Vec<_>>())?;
+        let (to, from) = ((me + 1) % n, (me + n - 1) % n);
+        let peers = if n == 1 { u64::from(NO_PEER) << 32 | u64::from(NO_PEER) } else { u64::from(from) << 32 | u64::from(to) };
+        let want = if n == 1 { vec![0.0; count] } else { block(from).collect() };
+        check("send/recv", count, &call(&mut group, CollFunction::SendRecv, &mine, count as u64, peers, count)?, &want)?;
+    }
+    println!("rank {me} of {n}: all_reduce, all_gather, reduce_scatter, broadcast, send/recv checked");
+    group.shutdown(wait)?;
+    Ok(())
+}
+
+fn check(what: &str, count: usize, got: &[f32], want: &[f32]) -> Result<(), Fail> {
+    match (0..want.len()).find(|&i| got[i] != want[i]) {
+        Some(i) => Err(Fail::Wrong(format!("{what} of {count}: element {i} is {}, want {}", got[i], want[i]))),
+        None => Ok(()),
+    }
+}
