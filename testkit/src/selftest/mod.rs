@@ -134,6 +134,7 @@ pub const ALL: &[SelfTest] = &[
     SelfTest { name: "comm_on_heap_zero_copy", run: work::comm_on_heap_zero_copy },
     SelfTest { name: "comm_drop_frees_memory_promptly", run: work::comm_drop_frees_memory_promptly },
     SelfTest { name: "comm_refuses_buffers_past_their_allocation", run: work::comm_refuses_buffers_past_their_allocation },
+    SelfTest { name: "comm_init_rank_on_threads", run: work::comm_init_rank_on_threads },
 ];
 
 /// The result of one test.

@@ -821,3 +821,52 @@ pub(super) fn comm_refuses_buffers_past_their_allocation(fx: &Fixture) -> Outcom
     }
     Ok(())
 }
+
+/// `Comm::init_rank` with two ranks of this process on the fixture's device, each on a
+/// thread of its own (as a program that drives several GPUs from one process calls
+/// `ncclCommInitRank`): the ranks meet at a fresh id, export and import each other's
+/// connection blocks, and all_reduce and all_gather in place are checked; one rank's
+/// abort then fails the other's next call with the reason that names it.
+pub(super) fn comm_init_rank_on_threads(fx: &Fixture) -> Outcome {
+    use host_shim::comm::{Comm, CommConfig, CommId, ReduceOp};
+    type Rank = Result<(Comm, Vec<f32>, Vec<f32>), Failure>;
+    const N: usize = 1 << 16;
+    let id = CommId::new()?;
+    let mut cfg = CommConfig::default();
+    (cfg.max_channels, cfg.timeout) = (4, Duration::from_secs(20));
+    let ranks: Vec<Rank> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..2)
+            .map(|rank| {
+                s.spawn(move || -> Rank {
+                    let stream = fx.ctx.new_stream().map_err(Error::cuda("cuStreamCreate"))?;
+                    let comm = Comm::init_rank(&id, 2, rank, stream.clone(), cfg)?;
+                    let input: Vec<f32> = (0..N).map(|i| (rank * N + i % 1000) as f32).collect();
+                    let mut buf = stream.clone_htod(&input).map_err(Error::cuda("cuMemcpyHtoD"))?;
+                    comm.all_reduce_in_place(&mut buf, ReduceOp::Sum)?;
+                    let reduced = stream.clone_dtoh(&buf).map_err(Error::cuda("cuMemcpyDtoH"))?;
+                    let mut gathered = stream.alloc_zeros::<f32>(2 * N).map_err(Error::cuda("cuMemAlloc"))?;
+                    comm.all_gather(&buf, &mut gathered)?;
+                    let gathered = stream.clone_dtoh(&gathered).map_err(Error::cuda("cuMemcpyDtoH"))?;
+                    stream::wait(&stream, LOOP_WAIT, "the ranks' collectives")?;
+                    Ok((comm, reduced, gathered))
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(Failure("a rank's thread panicked".into())))).collect()
+    });
+    let mut comms = Vec::new();
+    for (rank, outcome) in ranks.into_iter().enumerate() {
+        let (comm, reduced, gathered) = outcome?;
+        let sum = |i: usize| (i % 1000 + N + i % 1000) as f32;
+        ensure((0..N).all(|i| reduced[i] == sum(i)), || format!("rank {rank}'s all_reduce is wrong"))?;
+        ensure((0..2 * N).all(|i| gathered[i] == sum(i % N)), || format!("rank {rank}'s all_gather is wrong"))?;
+        comms.push(comm);
+    }
+    comms[1].abort();
+    let start = std::time::Instant::now();
+    while comms[0].async_error().is_none() && start.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let error = comms[0].async_error().map(|e| e.to_string()).unwrap_or_default();
+    ensure(error.contains("rank 1 aborted"), || format!("rank 0 after rank 1's abort: {error:?}"))
+}
