@@ -3,7 +3,8 @@
 //! meet through the id's abstract socket, agree through `host_shim::comm::join` (what
 //! `Comm::init_rank` runs on GPUs), map each other's connection blocks (shared-memory
 //! files passed as descriptors) and run every collective and send/recv, each checked by
-//! its rank. A rank that never arrives, a rank whose process dies inside a call, and ranks
+//! its rank, then split the ranks into two communicators and check an all_reduce on
+//! each. A rank that never arrives, a rank whose process dies inside a call, and ranks
 //! configured otherwise make every other rank fail with a reason that names the rank,
 //! never hang.
 
@@ -27,7 +28,7 @@ fn codes(outcome: &Outcome) -> Vec<Option<i32>> {
 #[test]
 fn every_collective_between_processes() {
     for ranks in [2, 4] {
-        let outcome = launch(ranks, &[]);
+        let outcome = launch(ranks, &["--split"]);
         assert!(outcome.success(), "{ranks} ranks: {outcome}");
     }
 }

@@ -5,7 +5,9 @@
 //! ([`Watch`]) learns when another rank's process ends or aborts and stops this one.
 
 use std::os::fd::AsFd;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use cudarc::driver::{CudaStream, sys};
 
@@ -24,6 +26,11 @@ pub(super) struct Across {
     watch: Watch,
     /// Why the communicator stopped, once another rank failed.
     failed: Arc<Mutex<Option<String>>>,
+    /// Where the ranks met, how long they wait for each other, and the splits so far
+    /// (every rank splits in the same order: the count names the split).
+    id: CommId,
+    timeout: Duration,
+    splits: AtomicU64,
 }
 
 impl Across {
@@ -128,7 +135,7 @@ impl Comm {
             })
         };
         let watch = Watch::new(bootstrap, "rank", on_failure)?;
-        let across = Across { watch, failed };
+        let across = Across { watch, failed, id: *id, timeout: cfg.timeout, splits: AtomicU64::new(0) };
         if let Err(e) = lp.start() {
             across.abort(rank as u32);
             return Err(e);
@@ -146,5 +153,22 @@ impl Comm {
             direct: false,
             across: Some(across),
         })
+    }
+
+    /// NCCL's `ncclCommSplit`: every rank of this communicator calls it at once; the ranks
+    /// of each `color` form a new communicator, ranked by `key`, then by their rank here,
+    /// built with `cfg` on this rank's stream. `None` for [`join::NO_COLOR`] (the rank takes
+    /// part but joins none). Only for communicators across processes ([`Comm::init_rank`]);
+    /// every rank must call it with the same count of splits before.
+    pub fn split(&self, color: i32, key: i32, cfg: CommConfig) -> Result<Option<Comm>> {
+        let Some(across) = &self.across else {
+            return Err(Error::InvalidArgument("split takes a communicator made by Comm::init_rank".into()));
+        };
+        if let Some(failure) = across.failure() {
+            return Err(failure);
+        }
+        let nth = across.splits.fetch_add(1, Ordering::Relaxed) + 1;
+        let Some(place) = join::split(&across.id, nth, self.nranks as usize, self.rank as usize, color, key, across.timeout)? else { return Ok(None) };
+        Comm::init_rank(&place.id, place.nranks, place.rank, self.stream.clone(), cfg).map(Some)
     }
 }

@@ -59,6 +59,19 @@ impl CommId {
         Ok(Self(bytes))
     }
 
+    /// An id every holder of this one derives alike from `salt` (and no holder of another
+    /// id does): what ranks that share this communicator use to meet again, for a split.
+    pub fn derive(&self, salt: &[u8]) -> Self {
+        // Two FNV-1a hashes of the nonce and the salt, with different offsets: 128 bits.
+        let fnv = |offset: u64| {
+            self.0[12..12 + NONCE_BYTES].iter().chain(salt).fold(offset, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3))
+        };
+        let mut bytes = self.0;
+        bytes[12..20].copy_from_slice(&fnv(0xcbf2_9ce4_8422_2325).to_le_bytes());
+        bytes[20..28].copy_from_slice(&fnv(0x84222325_cbf29ce4).to_le_bytes());
+        Self(bytes)
+    }
+
     /// The nonce in hex.
     fn nonce_hex(&self) -> String {
         self.0[12..12 + NONCE_BYTES].iter().map(|b| format!("{b:02x}")).collect()
@@ -86,6 +99,17 @@ mod tests {
         assert_eq!(CommId::from_bytes(id.as_bytes()).unwrap(), id);
         assert_ne!(CommId::new().unwrap(), id);
         assert_eq!(id.rendezvous(), CommId::from_bytes(id.as_bytes()).unwrap().rendezvous());
+    }
+
+    #[test]
+    fn derived_ids_agree_for_one_salt_and_differ_for_another() {
+        let id = CommId::new().unwrap();
+        let again = CommId::from_bytes(id.as_bytes()).unwrap();
+        assert_eq!(id.derive(b"split 1 color 3"), again.derive(b"split 1 color 3"));
+        assert_ne!(id.derive(b"split 1 color 3"), id.derive(b"split 1 color 4"));
+        assert_ne!(id.derive(b"split 1 color 3"), id);
+        assert_ne!(id.derive(b"x"), CommId::new().unwrap().derive(b"x"));
+        assert_eq!(CommId::from_bytes(id.derive(b"x").as_bytes()).unwrap(), id.derive(b"x"));
     }
 
     #[test]

@@ -134,6 +134,47 @@ pub fn exchange_blocks(bootstrap: &mut Bootstrap, fd: BorrowedFd<'_>) -> Result<
         .collect()
 }
 
+/// A rank's place in a communicator a split made: the new communicator's id, its ranks,
+/// and this rank among them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SplitPlace {
+    pub id: CommId,
+    pub nranks: usize,
+    pub rank: usize,
+}
+
+/// The color of a rank that takes part in a split without joining any of its
+/// communicators (NCCL's `NCCL_SPLIT_NOCOLOR`).
+pub const NO_COLOR: i32 = -1;
+
+/// The `nth` split of the communicator of `nranks` ranks that met at `id` (NCCL's
+/// `ncclCommSplit`): every rank calls it at once with its `color` and `key`; the ranks
+/// meet again (at an id derived from `id` and `nth`, within `budget`) and trade both.
+/// Returns this rank's place: the ranks of its color, ordered by key, then by their rank
+/// here, at an id derived from `id`, `nth` and the color; `None` for [`NO_COLOR`]. A
+/// negative color other than [`NO_COLOR`] fails every rank's split.
+pub fn split(id: &CommId, nth: u64, nranks: usize, rank: usize, color: i32, key: i32, budget: Duration) -> Result<Option<SplitPlace>> {
+    let meeting = id.derive(format!("split {nth}").as_bytes());
+    let mut bootstrap = Bootstrap::join_at(rank, nranks, &meeting.rendezvous(), budget).map_err(in_ranks)?;
+    let mine: Vec<u8> = [color, key].iter().flat_map(|v| v.to_le_bytes()).collect();
+    let parts = bootstrap.all_gather("split", &mine, &[]).map_err(in_ranks)?;
+    let mut all = Vec::new();
+    for (r, part) in parts.iter().enumerate() {
+        let [c0, c1, c2, c3, k0, k1, k2, k3] = part.bytes[..] else { return Err(Error::Bootstrap(format!("rank {r} sent a malformed split"))) };
+        all.push((i32::from_le_bytes([c0, c1, c2, c3]), i32::from_le_bytes([k0, k1, k2, k3])));
+    }
+    if let Some((r, (c, _))) = all.iter().enumerate().find(|(_, (c, _))| *c < 0 && *c != NO_COLOR) {
+        return Err(Error::InvalidArgument(format!("rank {r} split with color {c}: a color is at least 0, or NO_COLOR ({NO_COLOR})")));
+    }
+    if color == NO_COLOR {
+        return Ok(None);
+    }
+    let mut members: Vec<(i32, usize)> = all.iter().enumerate().filter(|(_, (c, _))| *c == color).map(|(r, (_, k))| (*k, r)).collect();
+    members.sort_unstable();
+    let place = members.iter().position(|&(_, r)| r == rank).unwrap_or(0);
+    Ok(Some(SplitPlace { id: id.derive(format!("split {nth} color {color}").as_bytes()), nranks: members.len(), rank: place }))
+}
+
 /// Waits until every rank has called `ready` with the same `what`: every rank's block is
 /// written before any loop starts (a peer's first FIFO write must land on a written
 /// block).
@@ -193,6 +234,32 @@ mod tests {
             handles.into_iter().map(|h| h.join().unwrap()).collect()
         });
         assert!(errors.iter().all(|e| e.contains("rank(s) 2 of 3 never reached")), "{errors:?}");
+    }
+
+    #[test]
+    fn a_split_orders_each_color_by_key_then_rank() {
+        let id = CommId::new().unwrap();
+        // Ranks 0..5: colors 0, 1, 0, NO_COLOR, 1; keys put rank 2 before rank 0.
+        let (colors, keys) = ([0, 1, 0, NO_COLOR, 1], [5, 0, 1, 0, 0]);
+        let places: Vec<Option<SplitPlace>> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..5).map(|r| s.spawn(move || split(&id, 1, 5, r, colors[r], keys[r], Duration::from_secs(20)).unwrap())).collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let of = |r: usize| places[r].map(|p| (p.nranks, p.rank));
+        assert_eq!([of(0), of(1), of(2), of(3), of(4)], [Some((2, 1)), Some((2, 0)), Some((2, 0)), None, Some((2, 1))]);
+        assert_eq!(places[0].unwrap().id, places[2].unwrap().id);
+        assert_eq!(places[1].unwrap().id, places[4].unwrap().id);
+        assert_ne!(places[0].unwrap().id, places[1].unwrap().id);
+    }
+
+    #[test]
+    fn a_negative_color_fails_every_ranks_split() {
+        let id = CommId::new().unwrap();
+        let errors: Vec<String> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..2).map(|r| s.spawn(move || split(&id, 1, 2, r, if r == 1 { -5 } else { 0 }, 0, Duration::from_secs(20)).unwrap_err().to_string())).collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        assert!(errors.iter().all(|e| e.contains("rank 1 split with color -5")), "{errors:?}");
     }
 
     #[test]

@@ -22,7 +22,7 @@ use device_rt::work::WorkItem;
 use ferroccl_testkit::coll::group::RankGroup;
 use ferroccl_testkit::coll::twin::TwinGroup;
 use host_shim::bootstrap::PeEnv;
-use host_shim::comm::CommId;
+use host_shim::comm::{CommId, join};
 use host_shim::comm::wiring::Shape;
 
 #[derive(Parser, Debug)]
@@ -43,6 +43,10 @@ struct Args {
     /// This rank's channels get 32 threads more than the others': every rank's init fails
     #[arg(long, value_name = "RANK")]
     odd: Option<u32>,
+    /// Then split into two communicators (even and odd ranks, each ordered by descending
+    /// rank) and check an all_reduce on each
+    #[arg(long)]
+    split: bool,
     /// The spin budget of every wait, and of the meeting
     #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration, default_value = "60s")]
     budget: Duration,
@@ -146,7 +150,31 @@ fn run(args: &Args) -> Result<(), Fail> {
         check("send/recv", count, &call(&mut group, CollFunction::SendRecv, &mine, count as u64, peers, count)?, &want)?;
     }
     println!("rank {me} of {n}: all_reduce, all_gather, reduce_scatter, broadcast, send/recv checked");
+    if args.split {
+        split_and_reduce(&id, me, n, threads, args.budget)?;
+    }
     group.shutdown(wait)?;
+    Ok(())
+}
+
+/// The even and the odd ranks split off (key: minus the rank), and each new communicator
+/// all_reduces.
+fn split_and_reduce(id: &CommId, me: u32, n: u32, threads: u32, budget: Duration) -> Result<(), Fail> {
+    let place = join::split(id, 1, n as usize, me as usize, (me % 2) as i32, -(me as i32), budget)?.ok_or_else(|| Fail::Wrong("a colored rank got no place".into()))?;
+    let members: Vec<u32> = (0..n).rev().filter(|r| r % 2 == me % 2).collect();
+    if (place.nranks, place.rank) != (members.len(), members.iter().position(|&r| r == me).unwrap_or(usize::MAX)) {
+        return Err(Fail::Wrong(format!("rank {me} split to rank {} of {}; its color holds ranks {members:?}", place.rank, place.nranks)));
+    }
+    let mut sub = TwinGroup::join_process(&place.id, place.rank as u32, shape(place.nranks as u32), threads, budget)?;
+    let count = 1000;
+    let (send, recv) = (sub.alloc(place.rank as u32, count * 4)?, sub.alloc(place.rank as u32, count * 4)?);
+    sub.write(send, &bytes(&(0..count).map(|i| input(me, i)).collect::<Vec<_>>()))?;
+    let ticket = sub.enqueue(place.rank as u32, WorkItem::collective(CollFunction::AllReduce, DataType::F32, RedOpKind::Sum, 0, send.addr, recv.addr, count as u64, 0))?;
+    sub.wait(place.rank as u32, ticket, Duration::from_secs(120))?;
+    let want: Vec<f32> = (0..count).map(|i| members.iter().map(|&r| input(r, i)).sum()).collect();
+    check("the split communicator's all_reduce", count, &floats(&sub.read(recv, count * 4)?), &want)?;
+    println!("rank {me}: rank {} of {} after the split, all_reduce checked", place.rank, place.nranks);
+    sub.shutdown(Duration::from_secs(120))?;
     Ok(())
 }
 
