@@ -592,9 +592,24 @@ impl Comm {
     /// (work queued on it after the call, a stream-ordered free included, runs after the
     /// item).
     pub unsafe fn enqueue_on_stream(&self, item: WorkItem) -> Result<()> {
+        // SAFETY: this function's contract, on the rank's own stream.
+        unsafe { self.enqueue_on(&self.stream, item) }
+    }
+
+    /// [`Comm::enqueue_on_stream`] on `stream`, a stream of this rank's device other than
+    /// the rank's own (what a C caller passes with each call). The loop serves one stream:
+    /// the first stream-ordered call names it, and a call on another fails with
+    /// [`Error::StreamInUse`], nothing enqueued.
+    ///
+    /// # Safety
+    /// As [`Comm::enqueue_on_stream`]'s, with `stream` in place of the rank's stream.
+    pub unsafe fn enqueue_on(&self, stream: &CudaStream, item: WorkItem) -> Result<()> {
+        if stream.context().ordinal() != self.stream.context().ordinal() {
+            return Err(Error::WrongDevice { buffer: stream.context().ordinal(), rank: self.stream.context().ordinal() });
+        }
         let item = self.check(item, self.staging)?;
         // SAFETY: this function's contract.
-        self.explained(unsafe { self.lp.enqueue_on_stream(&self.stream, item) })
+        self.explained(unsafe { self.lp.enqueue_on_stream(stream, item) })
     }
 
     /// The application's device function number `function` on `arg`, run by this rank's

@@ -1,0 +1,151 @@
+//! `ncclGroupStart` / `ncclGroupEnd`: per thread, as NCCL's. Inside a group, inits and
+//! point-to-point calls wait for the group's end; collectives run at once (each is
+//! stream-ordered and returns without waiting for the other ranks, so several ranks of one
+//! thread may call them in turn). At the end, the inits run together (one thread each:
+//! every init waits for its peers) and each rank's sends and receives run as one item.
+
+use std::cell::RefCell;
+
+use host_shim::cudarc::driver::sys;
+
+use crate::calls::{self, Side};
+use crate::comm::{InitArgs, NcclComm};
+use crate::error::Failure;
+
+/// A point-to-point call waiting for its group's end.
+#[derive(Clone, Copy)]
+struct Transfer {
+    comm: *mut NcclComm,
+    stream: sys::CUstream,
+    side: Side,
+    send: bool,
+}
+
+/// An init waiting for its group's end, and where its rank goes.
+struct Init {
+    out: *mut *mut NcclComm,
+    args: InitArgs,
+}
+
+#[derive(Default)]
+struct Group {
+    depth: u32,
+    inits: Vec<Init>,
+    transfers: Vec<Transfer>,
+}
+
+thread_local! {
+    static GROUP: RefCell<Group> = RefCell::new(Group::default());
+}
+
+/// `ncclGroupStart`.
+pub fn start() {
+    GROUP.with(|g| g.borrow_mut().depth += 1);
+}
+
+/// Whether this thread is inside a group.
+fn open() -> bool {
+    GROUP.with(|g| g.borrow().depth > 0)
+}
+
+/// `ncclCommInitRank` and its kin: at once outside a group, at its end inside one.
+///
+/// # Safety
+/// `out` is a writable `ncclComm_t` that lives until the group ends.
+pub unsafe fn init(out: *mut *mut NcclComm, args: InitArgs) -> Result<(), Failure> {
+    if out.is_null() {
+        return Err(Failure::argument("comm is NULL"));
+    }
+    if open() {
+        GROUP.with(|g| g.borrow_mut().inits.push(Init { out, args }));
+        return Ok(());
+    }
+    let comm = args.init()?;
+    // SAFETY: `out` is writable (this function's contract).
+    unsafe { *out = Box::into_raw(comm) };
+    Ok(())
+}
+
+/// `ncclSend` / `ncclRecv`: a group of its own outside a group.
+///
+/// # Safety
+/// As [`calls::send_recv`]'s; inside a group, until its end.
+pub unsafe fn transfer(comm: *mut NcclComm, stream: sys::CUstream, side: Side, send: bool) -> Result<(), Failure> {
+    // SAFETY: this function's contract.
+    unsafe { NcclComm::from_ptr(comm) }?;
+    let transfer = Transfer { comm, stream, side, send };
+    if open() {
+        GROUP.with(|g| g.borrow_mut().transfers.push(transfer));
+        return Ok(());
+    }
+    // SAFETY: this function's contract.
+    unsafe { run_transfers(&[transfer]) }
+}
+
+/// `ncclGroupEnd`: the group's inits and transfers run when the outermost group ends.
+///
+/// # Safety
+/// Every pointer the group's calls were given is still valid.
+pub unsafe fn end() -> Result<(), Failure> {
+    let (inits, transfers) = GROUP.with(|g| {
+        let mut g = g.borrow_mut();
+        match g.depth {
+            0 => Err(Failure::usage("ncclGroupEnd without ncclGroupStart")),
+            1 => {
+                g.depth = 0;
+                Ok((std::mem::take(&mut g.inits), std::mem::take(&mut g.transfers)))
+            }
+            _ => {
+                g.depth -= 1;
+                Ok((Vec::new(), Vec::new()))
+            }
+        }
+    })?;
+    let built: Vec<Result<Box<NcclComm>, Failure>> = std::thread::scope(|s| {
+        let handles: Vec<_> = inits.iter().map(|init| init.args).map(|args| s.spawn(move || args.init())).collect();
+        handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(Failure::usage("an init panicked")))).collect()
+    });
+    let mut first = Ok(());
+    for (init, comm) in inits.iter().zip(built) {
+        match comm {
+            // SAFETY: `out` is writable until the group's end (`init`'s contract).
+            Ok(comm) => unsafe { *init.out = Box::into_raw(comm) },
+            Err(e) => first = first.and(Err(e)),
+        }
+    }
+    first?;
+    // SAFETY: this function's contract.
+    unsafe { run_transfers(&transfers) }
+}
+
+/// Runs a group's transfers: each rank's at most one send and one receive as one item.
+/// More, or a send and receive on different streams, are refused before any runs.
+///
+/// # Safety
+/// As [`calls::send_recv`]'s, for every transfer.
+unsafe fn run_transfers(transfers: &[Transfer]) -> Result<(), Failure> {
+    let mut ranks: Vec<*mut NcclComm> = transfers.iter().map(|t| t.comm).collect();
+    ranks.sort_unstable();
+    ranks.dedup();
+    let mut pairs = Vec::new();
+    for comm in ranks {
+        let mine: Vec<&Transfer> = transfers.iter().filter(|t| t.comm == comm).collect();
+        let (sends, recvs): (Vec<&&Transfer>, Vec<&&Transfer>) = mine.iter().partition(|t| t.send);
+        if sends.len() > 1 || recvs.len() > 1 {
+            return Err(Failure::usage(format!(
+                "a group with {} sends and {} receives on one communicator: ferroccl runs at most one send and one receive per communicator in a group",
+                sends.len(),
+                recvs.len()
+            )));
+        }
+        if mine.windows(2).any(|w| w[0].stream != w[1].stream) {
+            return Err(Failure::usage("a group's send and receive on one communicator are on different streams"));
+        }
+        pairs.push((comm, mine[0].stream, sends.first().map(|t| t.side), recvs.first().map(|t| t.side)));
+    }
+    for (comm, stream, send, recv) in pairs {
+        // SAFETY: this function's contract.
+        unsafe { calls::send_recv(comm, stream, send, recv) }?;
+    }
+    Ok(())
+}
