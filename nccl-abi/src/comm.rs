@@ -177,13 +177,15 @@ impl InitArgs {
         Ok(Self { nranks, id, rank, cfg, device: None })
     }
 
+    /// The same, on the device current on this thread where none is named.
+    pub fn on_current_device(self) -> Result<Self, Failure> {
+        Ok(Self { device: Some(self.device.map_or_else(current_device, Ok)?), ..self })
+    }
+
     /// Builds the rank (blocks until every rank has arrived, or fails within the
-    /// configuration's timeout).
+    /// configuration's timeout), on the current device where none is named.
     pub fn init(self) -> Result<Box<NcclComm>, Failure> {
-        let device = match self.device {
-            Some(device) => device,
-            None => current_device()?,
-        };
+        let device = self.device.map_or_else(current_device, Ok)?;
         let ctx = host_shim::device::context(usize::try_from(device).map_err(|_| Failure::argument(format!("device {device}")))?)?;
         let stream = ctx.new_stream().map_err(host_shim::Error::cuda("cuStreamCreate"))?;
         let id = CommId::from_bytes(&self.id.internal)?;

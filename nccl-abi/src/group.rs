@@ -56,6 +56,8 @@ pub unsafe fn init(out: *mut *mut NcclComm, args: InitArgs) -> Result<(), Failur
     if out.is_null() {
         return Err(Failure::argument("comm is NULL"));
     }
+    // The device is the one current now (a caller sets it before each init of a group).
+    let args = args.on_current_device()?;
     if open() {
         GROUP.with(|g| g.borrow_mut().inits.push(Init { out, args }));
         return Ok(());
