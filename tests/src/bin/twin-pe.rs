@@ -13,6 +13,7 @@ use std::time::Duration;
 use clap::Parser;
 use device_rt::shmem::{Block, Cmp, Shmem, Signal, SignalOp, Thread};
 use ferroccl_testkit::shmem::TwinHeap;
+use ferroccl_tests::outcome::{Fail, exit};
 use host_shim::bootstrap::{Bootstrap, PeEnv};
 
 #[derive(Parser, Debug)]
@@ -31,30 +32,8 @@ struct Args {
 /// Words each PE puts to the next in the ring.
 const RING_WORDS: usize = 1000;
 
-enum Fail {
-    Host(String),
-    Wrong(String),
-}
-
-impl From<host_shim::Error> for Fail {
-    fn from(e: host_shim::Error) -> Self {
-        Self::Host(e.to_string())
-    }
-}
-
 fn main() -> ExitCode {
-    let args = Args::parse();
-    match run(&args) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(Fail::Host(why)) => {
-            eprintln!("twin-pe: {why}");
-            ExitCode::from(2)
-        }
-        Err(Fail::Wrong(why)) => {
-            eprintln!("twin-pe: wrong result: {why}");
-            ExitCode::from(4)
-        }
-    }
+    exit("twin-pe", run(&Args::parse()))
 }
 
 fn run(args: &Args) -> Result<(), Fail> {

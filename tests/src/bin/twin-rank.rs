@@ -21,6 +21,7 @@ use device_rt::redop::RedOpKind;
 use device_rt::work::WorkItem;
 use ferroccl_testkit::coll::group::RankGroup;
 use ferroccl_testkit::coll::twin::TwinGroup;
+use ferroccl_tests::outcome::{Fail, exit};
 use host_shim::bootstrap::PeEnv;
 use host_shim::comm::{CommId, join};
 use host_shim::comm::wiring::Shape;
@@ -52,30 +53,8 @@ struct Args {
     budget: Duration,
 }
 
-enum Fail {
-    Host(String),
-    Wrong(String),
-}
-
-impl From<host_shim::Error> for Fail {
-    fn from(e: host_shim::Error) -> Self {
-        Self::Host(e.to_string())
-    }
-}
-
 fn main() -> ExitCode {
-    let args = Args::parse();
-    match run(&args) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(Fail::Host(why)) => {
-            eprintln!("twin-rank: {why}");
-            ExitCode::from(2)
-        }
-        Err(Fail::Wrong(why)) => {
-            eprintln!("twin-rank: wrong result: {why}");
-            ExitCode::from(4)
-        }
-    }
+    exit("twin-rank", run(&Args::parse()))
 }
 
 /// The communicator's shape: two channels, small FIFO steps (many steps even for small
