@@ -2,7 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-use cudarc::driver::{CudaStream, result::DriverError, sys};
+use cudarc::driver::{CudaContext, CudaStream, result, result::DriverError, sys};
 
 use crate::{Error, Result};
 
@@ -61,3 +61,23 @@ pub unsafe fn wait_raw(stream: sys::CUstream, timeout: Duration, what: &str) -> 
 
 /// How long [`wait`] polls before it starts sleeping between polls.
 pub const SPIN_BEFORE_SLEEP: Duration = Duration::from_micros(200);
+
+/// Runs `work` (which queues operations) on a new non-blocking stream of `ctx` and waits
+/// for it, up to [`PRIVATE_WORK_TIMEOUT`]: nothing else on the device is waited for (a
+/// context synchronization would wait for running persistent loops). Named `what` in a
+/// timeout.
+pub(crate) fn on_private_stream(ctx: &CudaContext, what: &str, work: impl FnOnce(sys::CUstream) -> Result<()>) -> Result<()> {
+    ctx.bind_to_thread().map_err(Error::cuda("cuCtxSetCurrent"))?;
+    let stream = result::stream::create(result::stream::StreamKind::NonBlocking).map_err(Error::cuda("cuStreamCreate"))?;
+    // SAFETY: `stream` was just created in the current context and is destroyed only
+    // below, after the wait; destroying it with work pending (after a timeout) lets that
+    // work finish.
+    let done = work(stream).and_then(|()| unsafe { wait_raw(stream, PRIVATE_WORK_TIMEOUT, what) });
+    // SAFETY: as above; no use of `stream` follows.
+    let destroyed = unsafe { result::stream::destroy(stream) }.map_err(Error::cuda("cuStreamDestroy"));
+    done.and(destroyed)
+}
+
+/// How long [`on_private_stream`] waits for its work (zeroing, an upload): far beyond
+/// what either takes (milliseconds for gigabytes) on a working device.
+pub const PRIVATE_WORK_TIMEOUT: Duration = Duration::from_secs(60);

@@ -279,21 +279,9 @@ impl DeviceAlloc {
     /// before their writes land (for device memory and pageable copies): a kernel on
     /// another stream could then read the old bytes, or see them zeroed after it wrote.
     fn on_own_stream(&self, what: &str, work: impl FnOnce(sys::CUstream) -> Result<()>) -> Result<()> {
-        self.ctx.bind_to_thread().map_err(Error::cuda("cuCtxSetCurrent"))?;
-        let stream = result::stream::create(result::stream::StreamKind::NonBlocking).map_err(Error::cuda("cuStreamCreate"))?;
-        // SAFETY: `stream` was just created in the current context and is destroyed only
-        // below, after the wait; destroying it with work pending (after a timeout) lets
-        // that work finish.
-        let done = work(stream).and_then(|()| unsafe { crate::stream::wait_raw(stream, UPLOAD_TIMEOUT, what) });
-        // SAFETY: as above; no use of `stream` follows.
-        let destroyed = unsafe { result::stream::destroy(stream) }.map_err(Error::cuda("cuStreamDestroy"));
-        done.and(destroyed)
+        crate::stream::on_private_stream(&self.ctx, what, work)
     }
 }
-
-/// How long [`DeviceAlloc`] waits for its zeroing or an upload: far beyond what either
-/// takes (milliseconds for gigabytes) on a working device.
-const UPLOAD_TIMEOUT: Duration = Duration::from_secs(60);
 
 impl Drop for DeviceAlloc {
     fn drop(&mut self) {

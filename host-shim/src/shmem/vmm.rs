@@ -60,12 +60,13 @@ impl VmmHeap {
         // SAFETY: `prop` is a valid property block; the handle is written on success.
         unsafe { sys::cuMemCreate(&mut handle, bytes, &prop, 0) }.result().map_err(Error::cuda("cuMemCreate"))?;
         let heap = Self::map(ctx, handle, bytes, readers)?;
-        // SAFETY: `bytes` mapped, writable bytes from `base`; no kernel uses them yet.
-        unsafe { sys::cuMemsetD8_v2(heap.base, 0, bytes) }.result().map_err(Error::cuda("cuMemsetD8"))?;
-        // The memset may still be running when it returns (device memory), on the legacy
-        // stream, which the PEs' non-blocking streams do not wait for: a peer's first
-        // barrier arrival could land before it and be wiped. Wait for it.
-        ctx.synchronize().map_err(Error::cuda("cuCtxSynchronize (heap zeroed)"))?;
+        // Zeroed and waited for before anyone can see it (a peer's first write must not be
+        // wiped), on a stream of its own: a context synchronization would also wait for
+        // the persistent loops already running on the device (another communicator's).
+        crate::stream::on_private_stream(ctx, "zeroing shared device memory", |stream| {
+            // SAFETY: `bytes` mapped, writable bytes from `base`; no kernel uses them yet.
+            unsafe { sys::cuMemsetD8Async(heap.base, 0, bytes, stream) }.result().map_err(Error::cuda("cuMemsetD8Async"))
+        })?;
         Ok(heap)
     }
 
