@@ -34,6 +34,13 @@ fn every_collective_between_processes() {
 }
 
 #[test]
+fn ranks_on_threads_of_several_processes() {
+    // Two processes of two ranks each: ranks of one process meet those of the other.
+    let outcome = launch(2, &["--ranks-here", "2", "--split"]);
+    assert!(outcome.success(), "{outcome}");
+}
+
+#[test]
 fn a_rank_that_never_arrives_fails_every_other_within_the_budget() {
     let start = Instant::now();
     let outcome = launch(3, &["--absent", "2", "--budget", "3s"]);

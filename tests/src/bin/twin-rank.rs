@@ -38,6 +38,10 @@ struct Args {
     /// without waiting for it: its peers are in the call
     #[arg(long, value_name = "RANK")]
     die_in: Option<u32>,
+    /// Ranks of this process, each on a thread of its own: process `p` holds ranks
+    /// `p × K` to `p × K + K - 1` of `N × K` (one rank per process by default)
+    #[arg(long, value_name = "K", default_value_t = 1)]
+    ranks_here: u32,
     /// Channel threads (every rank must be given the same)
     #[arg(long, default_value_t = 128)]
     threads: u32,
@@ -89,14 +93,24 @@ fn floats(bytes: &[u8]) -> Vec<f32> {
 
 fn run(args: &Args) -> Result<(), Fail> {
     let env = PeEnv::from_env()?.ok_or_else(|| Fail::Host("no rank variables: start me with `ferroccl run -n N twin-rank --id HEX`".into()))?;
-    let (me, n) = (env.pe as u32, env.n_pes as u32);
     let hex = args.id.as_bytes().chunks(2).map(|d| std::str::from_utf8(d).ok().and_then(|d| u8::from_str_radix(d, 16).ok())).collect::<Option<Vec<u8>>>();
     let id = CommId::from_bytes(&hex.ok_or_else(|| Fail::Host(format!("--id {:?} is not hex", args.id)))?)?;
+    let (k, n) = (args.ranks_here.max(1), env.n_pes as u32 * args.ranks_here.max(1));
+    let first = env.pe as u32 * k;
+    std::thread::scope(|s| {
+        let ranks: Vec<_> = (first..first + k).map(|me| s.spawn(move || run_rank(args, &id, me, n))).collect();
+        ranks.into_iter().map(|r| r.join().unwrap_or_else(|_| Err(Fail::Wrong("a rank's thread panicked".into())))).collect::<Result<Vec<()>, Fail>>()
+    })?;
+    Ok(())
+}
+
+/// Rank `me` of `n`: every collective and send/recv at three sizes, checked.
+fn run_rank(args: &Args, id: &CommId, me: u32, n: u32) -> Result<(), Fail> {
     if args.absent == Some(me) {
         std::process::exit(3);
     }
     let threads = if args.odd == Some(me) { args.threads + 32 } else { args.threads };
-    let mut group = TwinGroup::join_process(&id, me, shape(n), threads, args.budget)?;
+    let mut group = TwinGroup::join_process(id, me, shape(n), threads, args.budget)?;
     let wait = Duration::from_secs(120);
     for count in [1usize, 1000, 40_000] {
         let mine: Vec<f32> = (0..count).map(|i| input(me, i)).collect();
@@ -130,7 +144,7 @@ fn run(args: &Args) -> Result<(), Fail> {
     }
     println!("rank {me} of {n}: all_reduce, all_gather, reduce_scatter, broadcast, send/recv checked");
     if args.split {
-        split_and_reduce(&id, me, n, threads, args.budget)?;
+        split_and_reduce(id, me, n, threads, args.budget)?;
     }
     group.shutdown(wait)?;
     Ok(())
