@@ -81,7 +81,20 @@ impl Comm {
     /// through the connection blocks (no direct writes into outputs).
     pub fn init_rank(id: &CommId, nranks: usize, rank: usize, stream: Arc<CudaStream>, cfg: CommConfig) -> Result<Self> {
         crate::init()?;
-        let mut tuning = cfg.tuning()?;
+        Self::join(id, nranks, rank, stream, cfg.tuning()?)
+    }
+
+    /// As [`Comm::init_rank`], every tunable given (tests and benchmarks); its spin
+    /// budget is the timeout.
+    #[cfg(feature = "testing")]
+    pub fn init_rank_tuned(id: &CommId, nranks: usize, rank: usize, stream: Arc<CudaStream>, tuning: Tuning) -> Result<Self> {
+        crate::init()?;
+        Self::join(id, nranks, rank, stream, tuning)
+    }
+
+    /// The rank of [`Comm::init_rank`] built with `tuning`.
+    fn join(id: &CommId, nranks: usize, rank: usize, stream: Arc<CudaStream>, mut tuning: Tuning) -> Result<Self> {
+        let timeout = tuning.loop_cfg.spin_budget;
         tuning.direct = false;
         check_tuning(&tuning)?;
         let ctx = stream.context().clone();
@@ -97,7 +110,7 @@ impl Comm {
             call_channels: tuning.loop_cfg.call_channels,
             config: describe(&tuning),
         };
-        let (mut bootstrap, intros) = join::meet(id, nranks, rank, cfg.timeout, &intro)?;
+        let (mut bootstrap, intros) = join::meet(id, nranks, rank, timeout, &intro)?;
         let agreed = join::agree(&intros, tuning.loop_cfg.channels)?;
         tuning.loop_cfg.call_channels = agreed.call_channels;
         let nranks = nranks as u32;
@@ -135,7 +148,7 @@ impl Comm {
             })
         };
         let watch = Watch::new(bootstrap, "rank", on_failure)?;
-        let across = Across { watch, failed, id: *id, timeout: cfg.timeout, splits: AtomicU64::new(0) };
+        let across = Across { watch, failed, id: *id, timeout, splits: AtomicU64::new(0) };
         if let Err(e) = lp.start() {
             across.abort(rank as u32);
             return Err(e);

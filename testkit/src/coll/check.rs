@@ -75,16 +75,16 @@ pub fn matrix(nranks: u32, big_count: usize) -> Vec<CollCase> {
 /// returns what came out wrong (empty: every call right on every rank).
 pub fn run_back_to_back(g: &mut dyn RankGroup, prepared: &[Prepared], timeout: Duration) -> Result<Vec<String>> {
     let mut last = Vec::new();
-    for rank in 0..g.nranks() {
+    for rank in g.local_ranks() {
         let mut ticket = None;
         for p in prepared {
             ticket = Some(g.enqueue(rank, p.item(rank))?);
         }
-        last.push(ticket);
+        last.push((rank, ticket));
     }
-    for (rank, ticket) in last.into_iter().enumerate() {
+    for (rank, ticket) in last {
         if let Some(ticket) = ticket {
-            g.wait(rank as u32, ticket, timeout)?;
+            g.wait(rank, ticket, timeout)?;
         }
     }
     prepared.iter().filter_map(|p| p.verify(g).transpose()).collect()
@@ -108,11 +108,11 @@ fn run_case_in(g: &mut dyn RankGroup, case: &CollCase, seed: u64, timeout: Durat
     let prepared = Prepared::new(g, case, seed)?;
     let before = all_stats(g)?;
     let mut tickets = Vec::new();
-    for rank in 0..g.nranks() {
-        tickets.push(g.submit(rank, prepared.item(rank))?);
+    for rank in g.local_ranks() {
+        tickets.push((rank, g.submit(rank, prepared.item(rank))?));
     }
-    for (rank, submitted) in tickets.into_iter().enumerate() {
-        g.wait_submitted(rank as u32, submitted, timeout)?;
+    for (rank, submitted) in tickets {
+        g.wait_submitted(rank, submitted, timeout)?;
     }
     if let Err(why) = &prepared.algorithm {
         return Ok(Some(format!("{}: ran, where the documented choice rules refuse it ({why})", case.describe())));
@@ -125,13 +125,17 @@ fn run_case_in(g: &mut dyn RankGroup, case: &CollCase, seed: u64, timeout: Durat
     prepared.verify(g)
 }
 
-/// One case's buffers on every rank, filled, with what every rank's output must hold
-/// once the case has run: [`run_case`] in three steps, for callers that hand several
-/// cases to the ranks before waiting for any (allocate every case's buffers first).
+/// One case's buffers on every rank the group drives, filled, with what every rank's
+/// output must hold once the case has run: [`run_case`] in three steps, for callers that
+/// hand several cases to the ranks before waiting for any (allocate every case's buffers
+/// first).
 pub struct Prepared {
     case: CollCase,
     nranks: u32,
-    /// Per rank: input, output, and the input's byte offset in its buffer.
+    /// The ranks the group drives.
+    local: std::ops::Range<u32>,
+    /// Per rank the group drives, from `local.start`: input, output, and the input's
+    /// byte offset in its buffer.
     bufs: Vec<(Buffer, Buffer, u64)>,
     /// Each rank's input.
     inputs: Vec<Vec<u8>>,
@@ -142,7 +146,7 @@ pub struct Prepared {
 }
 
 impl Prepared {
-    /// Allocates `case`'s buffers on every rank of `g` and fills them: inputs from
+    /// Allocates `case`'s buffers on every rank `g` drives and fills them: inputs from
     /// `seed`, outputs with a sentinel. The expected outputs are reduced in the order of
     /// the algorithm the documented choice rules give the case on `g`'s communicator and
     /// path ([`stated_algorithm`]).
@@ -152,34 +156,43 @@ impl Prepared {
         let (in_elems, out_elems) = case.extents(nranks);
         let mut rng = Rng::new(seed);
         let inputs: Vec<Vec<u8>> = (0..nranks).map(|_| case.input(in_elems, &mut rng)).collect();
+        let local = g.local_ranks();
         let mut bufs: Vec<(Buffer, Buffer, u64)> = Vec::new();
         let mut before = Vec::new();
+        // Every rank's output as it starts (the reference needs them all); buffers only
+        // for the ranks the group drives.
         for rank in 0..nranks {
+            let here = local.contains(&rank);
             let (input, output, in_offset) = if case.in_place {
                 let bytes = in_elems.max(out_elems) * size;
-                let b = g.alloc(rank, bytes.max(1))?;
                 let mut data = vec![SENTINEL; bytes];
                 let at = if case.function == CollFunction::AllGather { case.in_place_offset(rank) * size } else { 0 };
                 data[at..at + inputs[rank as usize].len()].copy_from_slice(&inputs[rank as usize]);
-                g.write(b, &data)?;
+                let b = if here { Some(g.alloc(rank, bytes.max(1))?) } else { None };
+                if let Some(b) = b {
+                    g.write(b, &data)?;
+                }
                 before.push(data);
                 (b, b, at as u64)
             } else {
-                let input = g.alloc(rank, (in_elems * size).max(1))?;
-                let output = g.alloc(rank, (out_elems * size).max(1))?;
-                g.write(input, &inputs[rank as usize])?;
                 let data = vec![SENTINEL; out_elems * size];
-                g.write(output, &data)?;
+                let (input, output) = if here { (Some(g.alloc(rank, (in_elems * size).max(1))?), Some(g.alloc(rank, (out_elems * size).max(1))?)) } else { (None, None) };
+                if let (Some(input), Some(output)) = (input, output) {
+                    g.write(input, &inputs[rank as usize])?;
+                    g.write(output, &data)?;
+                }
                 before.push(data);
                 (input, output, 0)
             };
-            bufs.push((input, output, in_offset));
+            if let (Some(input), Some(output)) = (input, output) {
+                bufs.push((input, output, in_offset));
+            }
         }
         let route = Route { channels: g.plan_channels(), ll_channels: g.ll_channels() };
         let algorithm = stated_algorithm(case, &g.shape(), route);
         let order = ReduceOrder::of(algorithm.clone().unwrap_or(None), &g.shape(), route.channels);
         let expected = case.expect(&inputs, &before, order);
-        Ok(Self { case: case.clone(), nranks, bufs, inputs, expected, algorithm })
+        Ok(Self { case: case.clone(), nranks, local, bufs, inputs, expected, algorithm })
     }
 
     /// The algorithm the case must take (`None`: none, as point-to-point), or why the
@@ -196,9 +209,9 @@ impl Prepared {
     /// case without an algorithm.
     pub fn check_algorithm_ran(&self, before: &[ChannelStats], after: &[ChannelStats]) -> std::result::Result<(), String> {
         let stated = self.algorithm.clone()?;
-        let channels = before.len() / self.nranks as usize;
-        for rank in 0..self.nranks as usize {
-            let range = rank * channels..(rank + 1) * channels;
+        let channels = before.len() / self.bufs.len().max(1);
+        for (at, rank) in self.local.clone().enumerate() {
+            let range = at * channels..(at + 1) * channels;
             let ran = |algorithm: Algorithm| -> u64 { after[range.clone()].iter().zip(&before[range.clone()]).map(|(a, b)| a.algorithm_items[algorithm as usize] - b.algorithm_items[algorithm as usize]).sum() };
             for algorithm in Algorithm::ALL {
                 let counted = ran(algorithm);
@@ -215,7 +228,7 @@ impl Prepared {
     /// Rank `rank`'s work item.
     pub fn item(&self, rank: u32) -> WorkItem {
         let (case, nranks) = (&self.case, self.nranks);
-        let (input, output, in_offset) = self.bufs[rank as usize];
+        let (input, output, in_offset) = self.bufs[(rank - self.local.start) as usize];
         let src = input.addr + in_offset;
         let mut dst = output.addr;
         if case.in_place && case.function == CollFunction::ReduceScatter {
@@ -238,9 +251,10 @@ impl Prepared {
         &self.inputs
     }
 
-    /// Each rank's whole output buffer as it is now.
+    /// The whole output buffer of each rank the group drives, as it is now.
     pub fn outputs(&self, g: &mut dyn RankGroup) -> Result<Vec<Vec<u8>>> {
-        self.bufs.iter().zip(&self.expected).map(|(&(_, output, _), want)| g.read(output, want.len())).collect()
+        let expected = &self.expected[self.local.start as usize..];
+        self.bufs.iter().zip(expected).map(|(&(_, output, _), want)| g.read(output, want.len())).collect()
     }
 
     /// Compares every rank's output with the reference, once every rank's item has
@@ -249,7 +263,7 @@ impl Prepared {
     /// element.
     pub fn verify(&self, g: &mut dyn RankGroup) -> Result<Option<String>> {
         let size = self.case.dtype.size();
-        for (rank, got) in (0..self.nranks).zip(self.outputs(g)?) {
+        for (rank, got) in self.local.clone().zip(self.outputs(g)?) {
             let want = &self.expected[rank as usize];
             if let Some(at) = got.iter().zip(want).position(|(a, b)| a != b) {
                 let e = at / size.max(1);

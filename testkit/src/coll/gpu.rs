@@ -10,7 +10,8 @@ use cudarc::driver::{CudaContext, CudaGraph, CudaStream, result, sys};
 use device_rt::conn::ChannelStats;
 use device_rt::work::WorkItem;
 use host_shim::comm::wiring::Shape;
-use host_shim::comm::{Comm, Tuning};
+use host_shim::bootstrap::Bootstrap;
+use host_shim::comm::{Comm, CommId, Tuning};
 use host_shim::queue::Ticket;
 use host_shim::shmem::Heap;
 use host_shim::work::{DeviceAlloc, LoopConfig, Placement};
@@ -23,6 +24,12 @@ use super::group::{Buffer, RankGroup, SubmitPath, Submitted};
 pub struct GpuGroup {
     /// First: dropped (their loops stopped) before the heap they may read.
     comms: Vec<Comm>,
+    /// The rank of `comms[0]`, and the communicator's ranks (more than `comms` holds
+    /// where the others are in other processes).
+    first: u32,
+    nranks: u32,
+    /// The processes' bootstrap, for a communicator across processes.
+    coordination: Option<Bootstrap>,
     /// Each rank's captured graphs ([`RankGroup::capture`]).
     graphs: Vec<Vec<CudaGraph>>,
     path: SubmitPath,
@@ -53,6 +60,30 @@ impl GpuGroup {
             c.keep_until_stopped(a)?;
         }
         Self::with_comms(ordinals, cfg, comms, arenas, None)
+    }
+
+    /// Rank `rank` of a communicator of `nranks` ranks across processes
+    /// (`Comm::init_rank` at `id`) on device `ordinal`, with an arena of `arena_bytes`
+    /// (allocated before the rank's loop starts), and `coordination`, the processes'
+    /// bootstrap ([`RankGroup::processes`]).
+    pub fn join_process(id: &CommId, rank: u32, nranks: u32, ordinal: usize, cfg: Tuning, arena_bytes: usize, coordination: Bootstrap) -> Result<Self> {
+        let stream = streams_on(&[ordinal])?.remove(0);
+        let arena = DeviceAlloc::zeroed(stream.context(), arena_bytes.max(256))?;
+        let arenas = vec![(arena.ptr(), arena_bytes)];
+        let mut comm = Comm::init_rank_tuned(id, nranks as usize, rank as usize, stream, cfg)?;
+        comm.keep_until_stopped(arena)?;
+        // Across processes nothing writes into another's buffers (no direct writes).
+        let cfg = Tuning { direct: false, ..cfg };
+        let mut group = Self::with_comms(&[ordinal], cfg, vec![comm], arenas, None)?;
+        (group.first, group.nranks, group.shape) = (rank, nranks, cfg.shape(nranks));
+        group.describe = format!("rank {rank} of {nranks} (one process each), {}", group.describe);
+        group.coordination = Some(coordination);
+        Ok(group)
+    }
+
+    /// The index in `comms` of rank `rank`.
+    fn local(&self, rank: u32) -> usize {
+        (rank - self.first) as usize
     }
 
     /// As [`GpuGroup::new`], with every rank's arena one allocation of a symmetric heap of
@@ -104,7 +135,8 @@ impl GpuGroup {
             };
         let shape = cfg.shape(comms.len() as u32);
         let resident = cfg.loop_cfg.channels;
-        Ok(Self { used: vec![0; comms.len()], graphs: comms.iter().map(|_| Vec::new()).collect(), comms, path: SubmitPath::Direct, arenas, describe, shape, resident, _heap: heap })
+        let nranks = comms.len() as u32;
+        Ok(Self { used: vec![0; comms.len()], graphs: comms.iter().map(|_| Vec::new()).collect(), comms, first: 0, nranks, coordination: None, path: SubmitPath::Direct, arenas, describe, shape, resident, _heap: heap })
     }
 
     /// Makes [`RankGroup::submit`] take `path` (the direct path until then).
@@ -144,7 +176,15 @@ fn streams_on(ordinals: &[usize]) -> Result<Vec<Arc<CudaStream>>> {
 
 impl RankGroup for GpuGroup {
     fn nranks(&self) -> u32 {
-        self.comms.len() as u32
+        self.nranks
+    }
+
+    fn local_ranks(&self) -> std::ops::Range<u32> {
+        self.first..self.first + self.comms.len() as u32
+    }
+
+    fn processes(&mut self) -> Option<&mut Bootstrap> {
+        self.coordination.as_mut()
     }
 
     fn describe(&self) -> String {
@@ -165,7 +205,7 @@ impl RankGroup for GpuGroup {
     }
 
     fn alloc(&mut self, rank: u32, bytes: usize) -> Result<Buffer> {
-        let r = rank as usize;
+        let r = self.local(rank);
         let (base, size) = self.arenas[r];
         let start = self.used[r].next_multiple_of(256);
         if start + bytes > size {
@@ -187,7 +227,7 @@ impl RankGroup for GpuGroup {
         if data.len() > buf.bytes {
             return Err(Error::InvalidArgument(format!("{} bytes written to a buffer of {}", data.len(), buf.bytes)));
         }
-        let stream = self.comms[buf.rank as usize].stream();
+        let stream = self.comms[self.local(buf.rank)].stream();
         stream.context().bind_to_thread().map_err(Error::cuda("cuCtxSetCurrent"))?;
         // SAFETY: `buf` lies in the rank's arena; the copy ends before `data` is dropped.
         unsafe { result::memcpy_htod_async(buf.addr, data, stream.cu_stream()) }.map_err(Error::cuda("cuMemcpyHtoDAsync"))?;
@@ -196,7 +236,7 @@ impl RankGroup for GpuGroup {
 
     fn read(&mut self, buf: Buffer, bytes: usize) -> Result<Vec<u8>> {
         let mut out = vec![0u8; bytes.min(buf.bytes)];
-        let stream = self.comms[buf.rank as usize].stream();
+        let stream = self.comms[self.local(buf.rank)].stream();
         stream.context().bind_to_thread().map_err(Error::cuda("cuCtxSetCurrent"))?;
         // SAFETY: as `write`.
         unsafe { result::memcpy_dtoh_async(&mut out, buf.addr, stream.cu_stream()) }.map_err(Error::cuda("cuMemcpyDtoHAsync"))?;
@@ -205,18 +245,19 @@ impl RankGroup for GpuGroup {
     }
 
     fn enqueue(&mut self, rank: u32, item: WorkItem) -> Result<Ticket> {
+        let r = self.local(rank);
         // SAFETY: the item's addresses lie in the rank's buffers (its arena, allocated
         // until the group drops, after the communicators), as `RankGroup::enqueue`'s
         // contract has it.
-        unsafe { self.comms[rank as usize].enqueue(item) }
+        unsafe { self.comms[r].enqueue(item) }
     }
 
     fn channel_stats(&mut self, rank: u32) -> Result<Option<Vec<ChannelStats>>> {
-        self.comms[rank as usize].channel_stats()
+        self.comms[self.local(rank)].channel_stats()
     }
 
     fn wait(&mut self, rank: u32, ticket: Ticket, timeout: Duration) -> Result<()> {
-        self.comms[rank as usize].wait(ticket, timeout)
+        self.comms[self.local(rank)].wait(ticket, timeout)
     }
 
     fn submit(&mut self, rank: u32, item: WorkItem) -> Result<Submitted> {
@@ -224,7 +265,7 @@ impl RankGroup for GpuGroup {
             SubmitPath::Direct => Ok(Submitted::Queue(self.enqueue(rank, item)?)),
             SubmitPath::Stream => {
                 // SAFETY: as in `enqueue`.
-                unsafe { self.comms[rank as usize].enqueue_on_stream(item) }?;
+                unsafe { self.comms[self.local(rank)].enqueue_on_stream(item) }?;
                 Ok(Submitted::Stream)
             }
         }
@@ -234,7 +275,7 @@ impl RankGroup for GpuGroup {
         match submitted {
             Submitted::Queue(ticket) => self.wait(rank, ticket, timeout),
             Submitted::Stream => {
-                let comm = &self.comms[rank as usize];
+                let comm = &self.comms[self.local(rank)];
                 host_shim::stream::wait(comm.stream(), timeout, "a rank's stream-ordered items")?;
                 comm.async_error().map_or(Ok(()), Err)
             }
@@ -245,7 +286,7 @@ impl RankGroup for GpuGroup {
     /// so no cudarc event enters the capture. A failed capture is ended (its partial
     /// graph dropped) before the error returns.
     fn capture(&mut self, rank: u32, items: &[WorkItem]) -> Result<usize> {
-        let comm = &self.comms[rank as usize];
+        let comm = &self.comms[self.local(rank)];
         let stream = comm.stream();
         stream.begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED).map_err(Error::cuda("cuStreamBeginCapture"))?;
         // SAFETY: as in `enqueue`: the arena outlives the graphs (`drop_graphs`, then the
@@ -254,13 +295,14 @@ impl RankGroup for GpuGroup {
         let ended = stream.end_capture(sys::CUgraphInstantiate_flags(0)).map_err(Error::cuda("cuStreamEndCapture"));
         submitted?;
         let graph = ended?.ok_or(Error::InvalidState("the capture produced no graph"))?;
-        let graphs = &mut self.graphs[rank as usize];
+        let r = self.local(rank);
+        let graphs = &mut self.graphs[r];
         graphs.push(graph);
         Ok(graphs.len() - 1)
     }
 
     fn replay(&mut self, rank: u32, graph: usize) -> Result<Submitted> {
-        let g = self.graphs[rank as usize].get(graph).ok_or(Error::InvalidState("no such captured graph"))?;
+        let g = self.graphs[self.local(rank)].get(graph).ok_or(Error::InvalidState("no such captured graph"))?;
         g.launch().map_err(Error::cuda("cuGraphLaunch"))?;
         Ok(Submitted::Stream)
     }

@@ -1,12 +1,14 @@
 //! What the correctness matrix and the benchmark need from a communicator, whatever runs
 //! its ranks (GPUs, or the host twin): buffers, their bytes, and the direct host path.
 
+use std::ops::Range;
 use std::time::Duration;
 
 use device_rt::conn::ChannelStats;
 use device_rt::work::WorkItem;
 
 use host_shim::Result;
+use host_shim::bootstrap::Bootstrap;
 use host_shim::comm::wiring::Shape;
 use host_shim::queue::Ticket;
 
@@ -51,10 +53,24 @@ pub enum Submitted {
     Stream,
 }
 
-/// The ranks of one communicator, driven from one host thread.
+/// The ranks of one communicator, driven from one host thread: all of them, or (a
+/// communicator across processes) this process's.
 pub trait RankGroup {
     /// Ranks in the communicator.
     fn nranks(&self) -> u32;
+
+    /// The ranks this group drives (every rank, unless the others are in other
+    /// processes): every call that names a rank names one of these.
+    fn local_ranks(&self) -> Range<u32> {
+        0..self.nranks()
+    }
+
+    /// Where the communicator's ranks are in several processes, the bootstrap between
+    /// them for the benchmark's barriers and figures (every process calls the same
+    /// collective calls in the same order); `None` for a group of every rank.
+    fn processes(&mut self) -> Option<&mut Bootstrap> {
+        None
+    }
 
     /// What runs the ranks, in words (for reports).
     fn describe(&self) -> String;
@@ -146,11 +162,11 @@ pub trait RankGroup {
     fn drop_graphs(&mut self) {}
 }
 
-/// Every channel's statistics of every rank of `g`, rank by rank (`None` when not kept):
-/// entry `rank × nchannels + channel`.
+/// Every channel's statistics of every rank `g` drives, rank by rank (`None` when not
+/// kept): entry `(rank - first local rank) × nchannels + channel`.
 pub fn all_stats(g: &mut dyn RankGroup) -> Result<Option<Vec<ChannelStats>>> {
     let mut all: Option<Vec<ChannelStats>> = None;
-    for rank in 0..g.nranks() {
+    for rank in g.local_ranks() {
         if let Some(channels) = g.channel_stats(rank)? {
             all.get_or_insert_with(Vec::new).extend(channels);
         }

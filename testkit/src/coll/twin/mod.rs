@@ -17,6 +17,8 @@ use device_rt::work::{CallArgs, ITEM_OUTPUT_PEER_MAPPED, LOOP_SMEM_BYTES, LoopAr
 
 mod process;
 
+pub use process::coordination;
+
 use super::group::{Buffer, RankGroup, SubmitPath, Submitted};
 use process::Across;
 use device_rt::algo::Staging;
@@ -631,6 +633,14 @@ impl Drop for TwinGroup {
 impl RankGroup for TwinGroup {
     fn nranks(&self) -> u32 {
         self.shape.nranks
+    }
+
+    fn local_ranks(&self) -> std::ops::Range<u32> {
+        self.first..self.first + self.ranks.len() as u32
+    }
+
+    fn processes(&mut self) -> Option<&mut host_shim::bootstrap::Bootstrap> {
+        self.across.as_mut().map(|a| &mut a.coordination)
     }
 
     fn shape(&self) -> Shape {

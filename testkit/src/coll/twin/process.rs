@@ -8,7 +8,7 @@ use std::os::fd::AsFd;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use host_shim::bootstrap::Watch;
+use host_shim::bootstrap::{Bootstrap, Watch};
 use host_shim::comm::CommId;
 use host_shim::comm::join::{self, Intro};
 use host_shim::comm::wiring::{Layout, Shape};
@@ -23,6 +23,9 @@ pub(super) struct Across {
     _watch: Watch,
     /// Why the communicator stopped, once another rank failed.
     failed: Arc<Mutex<Option<String>>>,
+    /// The processes' own bootstrap, for a benchmark's barriers and figures
+    /// ([`RankGroup::processes`](super::RankGroup::processes)).
+    pub(super) coordination: Bootstrap,
 }
 
 impl TwinGroup {
@@ -68,10 +71,11 @@ impl TwinGroup {
             })
         };
         let watch = Watch::new(bootstrap, "rank", on_failure)?;
+        let coordination = coordination(id, rank, shape.nranks, budget)?;
         Ok(Self {
             ranks: vec![twin_rank],
             first: rank,
-            across: Some(Across { _watch: watch, failed }),
+            across: Some(Across { _watch: watch, failed, coordination }),
             buffers: Vec::new(),
             shape,
             threads,
@@ -94,4 +98,11 @@ impl TwinGroup {
             None => Ok(()),
         }
     }
+}
+
+/// The bootstrap of a communicator's processes for what the tools around it coordinate
+/// (a benchmark's barriers and figures), beside the communicator's own: rank `rank` of
+/// `nranks` meeting at an id derived from `id`.
+pub fn coordination(id: &CommId, rank: u32, nranks: u32, budget: Duration) -> Result<Bootstrap> {
+    Bootstrap::join_at(rank as usize, nranks as usize, &id.derive(b"coordination").rendezvous(), budget)
 }
