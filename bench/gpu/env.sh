@@ -61,7 +61,7 @@ build_of() {
 nccl_baseline() {
   local line
   line=$(grep -m1 '^# baseline:' "$1" | sed 's/^# baseline: //' || true)
-  echo "${line:-NCCL} in the same process on the same GPUs, measured before ferroccl's loops start (NCCL_NVLS_ENABLE=0, no multicast object)"
+  echo "${line:-NCCL} on the same GPUs in the same run, one rank per process as ferroccl's (or all in one process with PROCS=0), measured before ferroccl's loops start (NCCL_NVLS_ENABLE=0, no multicast object)"
 }
 
 # ndevices 0,1,2: how many devices a list names.

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The small calls alone against NCCL in the same process: all_reduce, all_gather and
+# The small calls alone against NCCL (each rank a process of its own, --procs; NCCL the
+# same way, in the same run; PROCS=0: every rank in one process): all_reduce, all_gather and
 # reduce_scatter from 8 B to 1 MiB back to back, each call synchronized and in CUDA graphs
 # of 20 calls, every row checked (results/latency.json's rows and small_* fields; the
 # current file came out of ring.sh's whole sweep, whose rows up to 1 MiB are the same
@@ -8,7 +9,7 @@
 set -euo pipefail
 usage="usage: $0 BINARY OUTDIR
   BINARY: ferroccl built with --features nccl; OUTDIR: where the results go
-  env: DEVICES (0,1) FACTOR (-f, 2) ITERS (-n, 20) WARMUP (-w, 5)
+  env: DEVICES (0,1) PROCS (one process per device; 0: every rank in one process) FACTOR (-f, 2) ITERS (-n, 20) WARMUP (-w, 5)
        TIMING (back-to-back,sync,graph) LIMIT (seconds, 300) DEVICE BUILD"
 [ $# -eq 2 ] || { echo "$usage" >&2; exit 2; }
 bin=$(realpath "$1")
@@ -20,6 +21,7 @@ open_results "$2" latency
 raw=$rawdir/small-${n}gpu-$day
 args=(bench all_reduce all_gather reduce_scatter -b 8 -e 1M -f "${FACTOR:-2}" -c 1
       -n "${ITERS:-20}" -w "${WARMUP:-5}" --devices "$devices" --nccl
+      $([ "${PROCS:-$n}" -gt 0 ] && echo "--procs ${PROCS:-$n}" || true)
       --timing "${TIMING:-back-to-back,sync,graph}" --json "$out/$raw.json")
 step "ferroccl ${args[*]}"
 timeout "${LIMIT:-300}" "$bin" "${args[@]}" > "$out/$raw.txt" 2>&1

@@ -44,6 +44,7 @@ impl Cli {
 }
 
 #[derive(Debug, Subcommand)]
+#[expect(clippy::large_enum_variant, reason = "parsed once per run: boxing would only make the matches longer")]
 pub enum Command {
     /// List CUDA devices and what they support
     Info,
@@ -242,6 +243,15 @@ pub struct BenchCmd {
     /// feature)
     #[arg(long)]
     pub nccl: bool,
+    /// Run the ranks as N processes, one GPU each (`--devices`, or 0 to N-1; on the host
+    /// twin, N processes of CPU threads), each timing its own rank's calls; every time is
+    /// the mean over the processes, as nccl-tests reports its ranks'. With `--nccl`, NCCL
+    /// runs one rank per process too (`ncclCommInitRank`)
+    #[arg(long, value_name = "N")]
+    pub procs: Option<usize>,
+    /// The communicator's id in hex: set by `--procs` for the processes it starts
+    #[arg(long, hide = true, value_name = "HEX")]
+    pub comm_id: Option<String>,
     /// Which of the sweep's flags the command line gave (set by [`Cli::parse_args`]).
     #[arg(skip)]
     pub given: SweepGiven,

@@ -30,6 +30,7 @@ use crate::cli::{dtype_parser, function_parser, op_parser, parse_check, parse_si
 use ferroccl_testkit::coll::check::run_case;
 use ferroccl_testkit::coll::expect::{CollCase, Inputs};
 use ferroccl_testkit::coll::group::{Buffer, RankGroup, Submitted, all_stats, sum_stats};
+use host_shim::bootstrap::Bootstrap;
 use host_shim::{Error, Result};
 
 /// Limit of every wait on the group, and of each correctness check.
@@ -408,8 +409,9 @@ fn sweep(
         .flat_map(|&f| sizes(args).into_iter().map(move |s| row_bytes(f, args.dtype, count_for(f, args.dtype, s, nranks), nranks)))
         .max()
         .unwrap_or(0);
+    // Indexed from the first rank the group drives.
     let buffers: Vec<(Buffer, Buffer)> =
-        (0..nranks).map(|rank| Ok((g.alloc(rank, largest.max(1))?, g.alloc(rank, largest.max(1))?))).collect::<Result<_>>()?;
+        g.local_ranks().map(|rank| Ok((g.alloc(rank, largest.max(1))?, g.alloc(rank, largest.max(1))?))).collect::<Result<_>>()?;
     let mut rows = Vec::new();
     for &timing in &args.timing {
         for &function in &args.functions {
@@ -427,9 +429,16 @@ fn sweep(
                 let stats_before = all_stats(g)?;
                 let mut measure = |in_place: bool| -> Result<Timing> {
                     let case = CollCase { function, dtype: args.dtype, op: args.op, count, root, in_place, inputs: Inputs::Exact };
-                    let wrong = if args.check { Some(check(g, &case, size)?) } else { None };
+                    // Every process checks its own ranks; the row counts them all.
+                    let wrong = if args.check {
+                        let here = check(g, &case, size)?;
+                        Some(gather(g.processes(), here as f64)?.iter().sum::<f64>() as usize)
+                    } else {
+                        None
+                    };
+                    barrier(g.processes())?;
                     let us = time_ferroccl(g, &case, &buffers, timing, args.warmup, args.iters)?;
-                    Ok(Timing::new(us, bytes, factor, wrong))
+                    Ok(Timing::new(mean(g.processes(), us)?, bytes, factor, wrong))
                 };
                 // A size the communicator's forced algorithm cannot run is refused before
                 // anything is enqueued: the row is left out, with a line saying why.
@@ -621,7 +630,9 @@ impl Premeasured {
     /// Times `baseline` on the whole sweep of `args` for `nranks` ranks; `progress`
     /// counts the rows.
     #[cfg_attr(not(feature = "nccl"), allow(dead_code))]
-    pub fn measure(baseline: &mut dyn Baseline, args: &BenchArgs, nranks: u32, progress: &ProgressBar) -> Result<Self> {
+    /// With `processes` (a baseline rank per process), every time is the mean of every
+    /// process's, each measured after a barrier.
+    pub fn measure(baseline: &mut dyn Baseline, args: &BenchArgs, nranks: u32, mut processes: Option<&mut Bootstrap>, progress: &ProgressBar) -> Result<Self> {
         args.validate()?;
         progress.set_length(row_count(args, nranks) as u64);
         let mut times = std::collections::BTreeMap::new();
@@ -635,8 +646,9 @@ impl Premeasured {
                     let root = if has_root(function) { args.root } else { 0 };
                     progress.set_message(format!("{} {size} B {timing:?}", function.name()));
                     for in_place in [false, true] {
+                        barrier(processes.as_deref_mut())?;
                         let us = baseline.time_us(function, args.dtype, args.op, count, root, in_place, timing, args.warmup, args.iters)?;
-                        times.insert((timing, function as u32, count, in_place), us);
+                        times.insert((timing, function as u32, count, in_place), mean(processes.as_deref_mut(), us)?);
                     }
                     progress.inc(1);
                 }
@@ -658,6 +670,25 @@ impl Baseline for Premeasured {
             .copied()
             .ok_or_else(|| invalid(format!("{} with {count} elements ({timing:?}) was not measured ahead of time", function.name())))
     }
+}
+
+/// Waits for every process of a benchmark across processes (nothing to wait for in one).
+fn barrier(processes: Option<&mut Bootstrap>) -> Result<()> {
+    processes.map_or(Ok(()), Bootstrap::barrier)
+}
+
+/// Every process's `value`, through `processes` (just `value` in one process).
+fn gather(processes: Option<&mut Bootstrap>, value: f64) -> Result<Vec<f64>> {
+    let Some(p) = processes else { return Ok(vec![value]) };
+    let parts = p.all_gather("a benchmark figure", &value.to_le_bytes(), &[])?;
+    parts.iter().map(|part| part.bytes.as_slice().try_into().map(f64::from_le_bytes).map_err(|_| Error::Bootstrap("a malformed benchmark figure".into()))).collect()
+}
+
+/// The mean over the processes of each one's time per call (as nccl-tests reports its
+/// ranks' times by default).
+fn mean(processes: Option<&mut Bootstrap>, us: f64) -> Result<f64> {
+    let all = gather(processes, us)?;
+    Ok(all.iter().sum::<f64>() / all.len() as f64)
 }
 
 /// An error writing the table to the caller's writer.
@@ -699,12 +730,12 @@ fn bench_item(case: &CollCase, nranks: u32, rank: u32, (input, output): (Buffer,
 /// before the next; graph, [`GRAPH_CALLS`] calls captured per rank, the graphs launched
 /// `iters` times back to back (rank-major within a replay) and waited for, per call.
 fn time_ferroccl(g: &mut dyn RankGroup, case: &CollCase, buffers: &[(Buffer, Buffer)], timing: CallTiming, warmup: usize, iters: usize) -> Result<f64> {
-    let nranks = g.nranks();
-    let items: Vec<WorkItem> = (0..nranks).map(|rank| bench_item(case, nranks, rank, buffers[rank as usize])).collect();
+    let (nranks, local) = (g.nranks(), g.local_ranks());
+    let items: Vec<WorkItem> = local.clone().zip(buffers).map(|(rank, &bufs)| bench_item(case, nranks, rank, bufs)).collect();
     let enqueue_all =
-        |g: &mut dyn RankGroup| -> Result<Vec<Submitted>> { items.iter().zip(0..nranks).map(|(&item, rank)| g.submit(rank, item)).collect() };
+        |g: &mut dyn RankGroup| -> Result<Vec<Submitted>> { items.iter().zip(local.clone()).map(|(&item, rank)| g.submit(rank, item)).collect() };
     let wait_all = |g: &mut dyn RankGroup, submitted: Vec<Submitted>| -> Result<()> {
-        submitted.into_iter().zip(0..nranks).try_for_each(|(s, rank)| g.wait_submitted(rank, s, TIMEOUT))
+        submitted.into_iter().zip(local.clone()).try_for_each(|(s, rank)| g.wait_submitted(rank, s, TIMEOUT))
     };
     for _ in 0..warmup {
         let tickets = enqueue_all(g)?;
@@ -730,8 +761,8 @@ fn time_ferroccl(g: &mut dyn RankGroup, case: &CollCase, buffers: &[(Buffer, Buf
         }
         CallTiming::Graph => {
             let timed = (|| -> Result<f64> {
-                let graphs: Vec<usize> = items.iter().zip(0..nranks).map(|(&item, rank)| g.capture(rank, &[item; GRAPH_CALLS])).collect::<Result<_>>()?;
-                let replay_all = |g: &mut dyn RankGroup| -> Result<Vec<Submitted>> { graphs.iter().zip(0..nranks).map(|(&graph, rank)| g.replay(rank, graph)).collect() };
+                let graphs: Vec<usize> = items.iter().zip(local.clone()).map(|(&item, rank)| g.capture(rank, &[item; GRAPH_CALLS])).collect::<Result<_>>()?;
+                let replay_all = |g: &mut dyn RankGroup| -> Result<Vec<Submitted>> { graphs.iter().zip(local.clone()).map(|(&graph, rank)| g.replay(rank, graph)).collect() };
                 let warm = replay_all(g)?;
                 wait_all(g, warm)?;
                 let start = Instant::now();
@@ -824,7 +855,7 @@ fn print_header(out: &mut dyn Write, function: CollFunction, timing: CallTiming,
 /// MiB, out of place and in place (`null` without a baseline or without such a row), and
 /// `rows`, every [`Row`] field by name (times in µs, bandwidths in GB/s; `null` for what
 /// is absent or not a finite number).
-pub fn rows_json(rows: &[Row], command: &str, device: &str, date_utc: &str) -> String {
+pub fn rows_json(rows: &[Row], command: &str, device: &str, date_utc: &str, processes: usize) -> String {
     let ratio = |function: CollFunction| rows.iter().any(|r| r.function == function).then(|| min_large_ratio(rows, function));
     let small = |timing: CallTiming| rows.iter().any(|r| r.timing == timing).then(|| worst_small_time_ratio(rows, timing));
     let graph_us = |size: usize| {
@@ -834,6 +865,7 @@ pub fn rows_json(rows: &[Row], command: &str, device: &str, date_utc: &str) -> S
         command,
         device,
         date: date_utc,
+        processes,
         small_time: small(CallTiming::BackToBack),
         small_sync_time: small(CallTiming::Sync),
         small_graph_time: small(CallTiming::Graph),
@@ -857,6 +889,9 @@ struct RowsJson<'a> {
     command: &'a str,
     device: &'a str,
     date: &'a str,
+    /// The processes the ranks ran in: 1 (every rank driven by one thread of one
+    /// process), or one per rank (`--procs`).
+    processes: usize,
     #[serde(rename = "small_time_vs_nccl_le256K", skip_serializing_if = "Option::is_none")]
     small_time: Option<Option<f64>>,
     #[serde(rename = "small_sync_time_vs_nccl_le256K", skip_serializing_if = "Option::is_none")]
@@ -1126,14 +1161,14 @@ mod tests {
             timed(CollFunction::AllReduce, Graph, 8, (4.0, 5.0), (5.0, 5.0)),
             timed(CollFunction::AllReduce, Graph, 256 << 10, (9.0, 9.0), (10.0, 10.0)),
         ];
-        let json: serde_json::Value = serde_json::from_str(&rows_json(&rows, "", "", "")).unwrap();
+        let json: serde_json::Value = serde_json::from_str(&rows_json(&rows, "", "", "", 1)).unwrap();
         assert_eq!(json["small_time_vs_nccl_le256K"], 1.5);
         assert_eq!(json["small_sync_time_vs_nccl_le256K"], 0.7);
         assert_eq!(json["small_graph_time_vs_nccl_le256K"], 1.0);
         assert_eq!((&json["allreduce_graph_8B_us"], &json["allreduce_graph_256K_us"]), (&4.0.into(), &9.0.into()));
         // busbw ratios: every row's is 1 (row() gives busbw 1 to both sides).
         assert_eq!(json["busbw_vs_nccl_min_512K_1G"], 1.0);
-        let back_to_back_only: serde_json::Value = serde_json::from_str(&rows_json(&rows[..2], "", "", "")).unwrap();
+        let back_to_back_only: serde_json::Value = serde_json::from_str(&rows_json(&rows[..2], "", "", "", 1)).unwrap();
         for absent in ["small_sync_time_vs_nccl_le256K", "small_graph_time_vs_nccl_le256K", "allreduce_graph_8B_us", "busbw_vs_nccl_min_512K_1G"] {
             assert!(back_to_back_only.get(absent).is_none(), "{absent}: {back_to_back_only}");
         }
@@ -1162,7 +1197,7 @@ mod tests {
             row(CollFunction::Broadcast, 1 << 20, (50.0, 50.0), Some((100.0, 100.0))),
             row(CollFunction::Reduce, 128 << 20, (50.0, 50.0), None),
         ];
-        let text = rows_json(&rows, "ferroccl bench \"coll\"", "2 x H100\n", "2025-01-01T00:00:00Z");
+        let text = rows_json(&rows, "ferroccl bench \"coll\"", "2 x H100\n", "2025-01-01T00:00:00Z", 1);
         let json: serde_json::Value = serde_json::from_str(&text).unwrap();
         assert_eq!(json["allreduce_busbw_vs_nccl_ge64M"], 0.8, "{text}");
         assert_eq!(json["allgather_busbw_vs_nccl_ge64M"], 0.5, "{text}");
@@ -1173,11 +1208,13 @@ mod tests {
         assert_eq!(json["command"], "ferroccl bench \"coll\"", "{text}");
         assert_eq!(json["device"], "2 x H100\n", "{text}");
         assert_eq!(json["date"], "2025-01-01T00:00:00Z", "{text}");
+        assert_eq!(json["processes"], 1, "{text}");
         let mut keys: Vec<&str> = json.as_object().unwrap().keys().map(String::as_str).collect();
         let mut expected = [
             "command",
             "device",
             "date",
+            "processes",
             "small_time_vs_nccl_le256K",
             "busbw_vs_nccl_min_512K_1G",
             "allreduce_busbw_vs_nccl_ge64M",
@@ -1209,7 +1246,7 @@ mod tests {
         assert_eq!(first["oop"], serde_json::json!({"time_us": 1.0, "algbw": 1.0, "busbw": 1.0, "wrong": 0}));
         // JSON has no NaN or infinity: such numbers are null, and so is an unchecked #wrong.
         let odd = Row { oop: Timing { time_us: f64::INFINITY, algbw: f64::NAN, busbw: 0.0, wrong: None }, ..rows[0].clone() };
-        let json: serde_json::Value = serde_json::from_str(&rows_json(&[odd], "", "", "")).unwrap();
+        let json: serde_json::Value = serde_json::from_str(&rows_json(&[odd], "", "", "", 1)).unwrap();
         assert_eq!(json["rows"][0]["oop"], serde_json::json!({"time_us": null, "algbw": null, "busbw": 0.0, "wrong": null}));
         assert_eq!(json["rows"][0]["ip"]["time_us"], 1.0);
     }

@@ -24,6 +24,7 @@ mod dispatch;
 mod footprint;
 #[cfg(feature = "nccl")]
 mod nccl_baseline;
+mod procs;
 mod shmem_bench;
 mod twin;
 
@@ -317,6 +318,12 @@ fn run_matrix(g: &mut dyn RankGroup, cases: &[CollCase], started: std::time::Ins
 }
 
 fn bench_collectives(args: BenchCmd) -> Result<ExitCode, Error> {
+    if let Some(n) = args.procs {
+        return procs::bench(args, n);
+    }
+    if args.comm_id.is_some() {
+        return Err(Error::InvalidArgument("--comm-id is for the processes `bench --procs` starts".into()));
+    }
     let twin_why = no_gpu()?;
     if twin_why.is_some() {
         twin::refuse_bench(&args)?;
@@ -362,7 +369,7 @@ fn bench_collectives(args: BenchCmd) -> Result<ExitCode, Error> {
         (rows, line)
     };
     if let Some(path) = &bench_args.json {
-        write_json(path, collbench::rows_json(&rows, &command, &device_line, &utc_now()))?;
+        write_json(path, collbench::rows_json(&rows, &command, &device_line, &utc_now(), 1))?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -371,7 +378,7 @@ fn bench_collectives(args: BenchCmd) -> Result<ExitCode, Error> {
 fn measure_nccl(args: &collbench::BenchArgs, ordinals: &[usize]) -> Result<collbench::Premeasured, Error> {
     println!("# measuring NCCL first (one rank per GPU: {ordinals:?})");
     let mut nccl = crate::nccl_baseline::NcclBaseline::new(ordinals)?;
-    collbench::Premeasured::measure(&mut nccl, args, ordinals.len() as u32, &progress_bar(collbench::row_count(args, ordinals.len() as u32), "NCCL rows"))
+    collbench::Premeasured::measure(&mut nccl, args, ordinals.len() as u32, None, &progress_bar(collbench::row_count(args, ordinals.len() as u32), "NCCL rows"))
 }
 
 #[cfg(not(feature = "nccl"))]

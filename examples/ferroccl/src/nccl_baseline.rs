@@ -105,6 +105,30 @@ impl NcclBaseline {
         Ok(Self { ranks, name })
     }
 
+    /// Rank `rank` of an NCCL communicator of `nranks` ranks in as many processes, on
+    /// device `ordinal`: rank 0 makes NCCL's unique id and hands it to the others through
+    /// `processes` (`ncclCommInitRank`, as programs of one process per GPU do).
+    pub fn join(rank: u32, nranks: u32, ordinal: usize, processes: &mut host_shim::bootstrap::Bootstrap) -> Result<Self> {
+        // SAFETY: only tries to dlopen libnccl; no NCCL call is made.
+        if !unsafe { sys::is_culib_present() } {
+            return Err(Error::InvalidArgument("NCCL baseline: libnccl.so could not be loaded (is NCCL installed, and on LD_LIBRARY_PATH?)".into()));
+        }
+        let version = nccl::get_nccl_version().map_err(nccl_error("ncclGetVersion"))?;
+        let mine: Vec<u8> = if rank == 0 { nccl::get_uniqueid().map_err(nccl_error("ncclGetUniqueId"))?.internal.iter().map(|&b| b as u8).collect() } else { Vec::new() };
+        let parts = processes.all_gather("NCCL's unique id", &mine, &[])?;
+        let bytes = parts.first().map(|p| p.bytes.as_slice()).filter(|b| b.len() == 128).ok_or_else(|| Error::Bootstrap("rank 0 sent no NCCL unique id".into()))?;
+        let mut id = sys::ncclUniqueId { internal: [0; 128] };
+        for (to, &from) in id.internal.iter_mut().zip(bytes) {
+            *to = from as std::ffi::c_char;
+        }
+        let stream = host_shim::device::context(ordinal)?.new_stream().map_err(Error::cuda("cuStreamCreate"))?;
+        let mut comm: sys::ncclComm_t = std::ptr::null_mut();
+        // SAFETY: `comm` is written on success; the id came from rank 0's ncclGetUniqueId.
+        unsafe { nccl::comm_init_rank(&mut comm, nranks as c_int, id, rank as c_int) }.map_err(nccl_error("ncclCommInitRank"))?;
+        let name = format!("NCCL {}.{}.{}, rank {rank} of {nranks} (one process each) on device {ordinal}", version / 10_000, version / 100 % 100, version % 100);
+        Ok(Self { ranks: vec![NcclRank { comm, stream, buffers: None }], name })
+    }
+
     /// Makes every rank's buffers at least `bytes` long (the old ones are freed in
     /// stream order, after the work already queued on them).
     fn reserve(&mut self, bytes: usize) -> Result<()> {

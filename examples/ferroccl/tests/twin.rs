@@ -87,3 +87,29 @@ fn coll_runs_on_the_twin_and_says_so() {
     let last = stdout.lines().last().unwrap_or_default();
     assert!(last.contains(" 0 wrong") && last.contains("on the host twin") && !last.starts_with("0 cases"), "{stdout}");
 }
+
+/// `bench --procs 2` runs each rank in a process of its own on the twin: one table (rank
+/// 0's), every row checked by both processes, the JSON written once; a lone process and
+/// an id given by hand are refused.
+#[test]
+fn bench_runs_as_processes_on_the_twin() {
+    if !no_gpu() {
+        return;
+    }
+    let json = std::env::temp_dir().join(format!("ferroccl-procs-{}.json", std::process::id()));
+    let out = ferroccl(&format!("bench --procs 2 all_reduce all_gather -b 8 -e 4K -f 8 --json {}", json.display()));
+    assert!(out.status.success());
+    let stdout = text(&out.stdout);
+    assert_eq!(stdout.matches("running on the host twin").count(), 1, "{stdout}");
+    let rows: Vec<Vec<&str>> = stdout.lines().filter(|l| l.trim_start().starts_with(|c: char| c.is_ascii_digit())).map(|l| l.split_whitespace().collect()).collect();
+    assert_eq!(rows.len(), 8, "two functions, four sizes: {stdout}");
+    assert!(rows.iter().all(|r| r.len() == 13 && r[8] == "0" && r[12] == "0"), "every row's two wrong counts are 0: {stdout}");
+    let written = std::fs::read_to_string(&json).unwrap();
+    let _ = std::fs::remove_file(&json);
+    assert!(written.contains("in as many processes") && written.contains("--procs 2") && written.contains("\"processes\": 2"), "{written}");
+    for (line, says) in [("bench --procs 1", "at least 2 processes"), ("bench --procs 2 --ranks 3", "one rank per process"), ("bench --comm-id 00", "--comm-id is for the processes")] {
+        let out = ferroccl(line);
+        assert_eq!(out.status.code(), Some(1), "{line}");
+        assert!(text(&out.stderr).contains(says), "{line}: {}", text(&out.stderr));
+    }
+}

@@ -183,3 +183,10 @@ pub fn total_stats(g: &mut dyn RankGroup) -> Result<Option<ChannelStats>> {
 pub fn sum_stats(channels: &[ChannelStats]) -> ChannelStats {
     channels.iter().fold(ChannelStats::default(), |a, c| a.plus(c))
 }
+
+/// The bootstrap of a communicator's processes for what the tools around it coordinate
+/// (a benchmark's barriers and figures), beside the communicator's own: rank `rank` of
+/// `nranks` meeting at an id derived from `id`.
+pub fn coordination(id: &host_shim::comm::CommId, rank: u32, nranks: u32, budget: Duration) -> Result<Bootstrap> {
+    Bootstrap::join_at(rank as usize, nranks as usize, &id.derive(b"coordination").rendezvous(), budget)
+}

@@ -17,8 +17,6 @@ use device_rt::work::{CallArgs, ITEM_OUTPUT_PEER_MAPPED, LOOP_SMEM_BYTES, LoopAr
 
 mod process;
 
-pub use process::coordination;
-
 use super::group::{Buffer, RankGroup, SubmitPath, Submitted};
 use process::Across;
 use device_rt::algo::Staging;

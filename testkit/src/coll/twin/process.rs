@@ -15,6 +15,7 @@ use host_shim::comm::wiring::{Layout, Shape};
 use host_shim::{Error, Result};
 
 use super::{RankBlock, Streams, SubmitPath, Traps, TwinGroup, TwinLoops, start_rank};
+use crate::coll::group::coordination;
 use crate::shared::{SharedMap, shared_file};
 
 /// What a rank of a twin communicator across processes keeps beside its loop.
@@ -98,11 +99,4 @@ impl TwinGroup {
             None => Ok(()),
         }
     }
-}
-
-/// The bootstrap of a communicator's processes for what the tools around it coordinate
-/// (a benchmark's barriers and figures), beside the communicator's own: rank `rank` of
-/// `nranks` meeting at an id derived from `id`.
-pub fn coordination(id: &CommId, rank: u32, nranks: u32, budget: Duration) -> Result<Bootstrap> {
-    Bootstrap::join_at(rank as usize, nranks as usize, &id.derive(b"coordination").rendezvous(), budget)
 }
