@@ -59,6 +59,12 @@ fn a_rank_that_dies_inside_a_call_fails_every_other_at_once() {
 }
 
 #[test]
+fn a_rank_that_aborts_stops_every_other_naming_it() {
+    let outcome = launch(3, &["--abort", "2", "--budget", "600s"]);
+    assert_eq!(codes(&outcome), [Some(2), Some(2), Some(3)], "{outcome}");
+}
+
+#[test]
 fn ranks_configured_otherwise_all_fail() {
     let outcome = launch(3, &["--odd", "1"]);
     assert_eq!(codes(&outcome), [Some(2); 3], "{outcome}");

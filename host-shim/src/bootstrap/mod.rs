@@ -25,7 +25,7 @@ use crate::{Error, Result};
 pub use env::PeEnv;
 use frame::{Frame, Tag};
 pub use rendezvous::Rendezvous;
-pub use watch::Watch;
+pub use watch::{Watch, WatchAbort};
 
 /// How much longer than its budget a PE waits for PE 0's answer, so that PE 0's own
 /// budget runs out first and its explanation arrives.

@@ -207,7 +207,7 @@ fn watched_pes_that_leave_fail_nobody() {
 fn a_watched_pes_abort_reaches_every_other_with_its_reason() {
     let failures = watched("watch-abort", None, |pe, watch| {
         if pe == 2 {
-            watch.abort("rank 2 aborted its communicator".into());
+            watch.abort("rank 2 aborted its communicator");
         }
         std::thread::sleep(Duration::from_millis(500));
         drop(watch);

@@ -50,8 +50,30 @@ impl Outbox {
 /// tells every other PE) before it returns, so a process that exits right after is no
 /// failure. It blocks only for that send (a message of a few bytes).
 pub struct Watch {
+    aborter: WatchAbort,
+}
+
+/// Tells every other PE that this one stopped ([`Watch::abort`]), from any thread, also
+/// after the [`Watch`] is gone (then nothing is told: the leave was the last word).
+#[derive(Clone)]
+pub struct WatchAbort {
     outbox: Arc<Outbox>,
     stop: Sender<()>,
+}
+
+impl std::fmt::Debug for WatchAbort {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("WatchAbort")
+    }
+}
+
+impl WatchAbort {
+    /// Tells every PE that this one stopped because of `why` (their `on_failure` runs
+    /// with it), and stops the watch; nothing where this process has said its last word.
+    pub fn abort(&self, why: &str) {
+        self.outbox.last_word(|_| true, Tag::Abort, why);
+        let _ = self.stop.send(());
+    }
 }
 
 impl std::fmt::Debug for Watch {
@@ -91,21 +113,25 @@ impl Watch {
                 }
             })
             .map_err(|e| Error::Bootstrap(format!("no thread to watch the other {member}s: {e}")))?;
-        Ok(Self { outbox, stop })
+        Ok(Self { aborter: WatchAbort { outbox, stop } })
     }
 
     /// Tells every PE that this one stopped because of `why` (their `on_failure` runs
     /// with it), and stops watching.
-    pub fn abort(&self, why: String) {
-        self.outbox.last_word(|_| true, Tag::Abort, &why);
-        let _ = self.stop.send(());
+    pub fn abort(&self, why: &str) {
+        self.aborter.abort(why);
+    }
+
+    /// A handle that does [`Watch::abort`] from any thread.
+    pub fn abort_handle(&self) -> WatchAbort {
+        self.aborter.clone()
     }
 }
 
 impl Drop for Watch {
     fn drop(&mut self) {
-        self.outbox.last_word(|_| true, Tag::Leave, "");
-        let _ = self.stop.send(());
+        self.aborter.outbox.last_word(|_| true, Tag::Leave, "");
+        let _ = self.aborter.stop.send(());
     }
 }
 

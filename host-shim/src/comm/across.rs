@@ -22,8 +22,8 @@ use crate::{Error, Result, device};
 
 /// What a rank of a communicator across processes keeps beside its loop.
 pub(super) struct Across {
-    /// Tells the other ranks when this one aborts, and that it leaves when dropped.
-    watch: Watch,
+    /// Says this rank leaves when dropped (its abort handle tells of an abort).
+    _watch: Watch,
     /// Why the communicator stopped, once another rank failed.
     failed: Arc<Mutex<Option<String>>>,
     /// Where the ranks met, how long they wait for each other, and the splits so far
@@ -37,11 +37,6 @@ impl Across {
     /// Another rank's failure, if one was heard.
     pub(super) fn failure(&self) -> Option<Error> {
         self.failed.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone().map(Error::RankFailed)
-    }
-
-    /// Tells every other rank that `rank` aborted.
-    pub(super) fn abort(&self, rank: u32) {
-        self.watch.abort(format!("rank {rank} aborted its communicator"));
     }
 }
 
@@ -137,20 +132,21 @@ impl Comm {
         upload(bases[rank], &layout.image_on_heap(rank as u32, &bases, 0)?)?;
         join::ready(&mut bootstrap, "communicator blocks written")?;
         lp.attach_comm(Box::new(blocks), bases[rank])?;
-        let aborts = CommAbortHandle { ranks: Arc::new(vec![lp.abort_handle()]) };
+        let local = CommAbortHandle { ranks: Arc::new(vec![lp.abort_handle()]), across: None };
         let failed = Arc::new(Mutex::new(None));
         let on_failure = {
-            let (failed, aborts) = (failed.clone(), aborts.clone());
+            let (failed, local) = (failed.clone(), local.clone());
             Box::new(move |why: String| {
                 log::warn!("communicator: {why}");
                 *failed.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(why);
-                aborts.abort();
+                local.abort();
             })
         };
         let watch = Watch::new(bootstrap, "rank", on_failure)?;
-        let across = Across { watch, failed, id: *id, timeout, splits: AtomicU64::new(0) };
+        let aborts = CommAbortHandle { across: Some((rank as u32, watch.abort_handle())), ..local };
+        let across = Across { _watch: watch, failed, id: *id, timeout, splits: AtomicU64::new(0) };
         if let Err(e) = lp.start() {
-            across.abort(rank as u32);
+            aborts.abort();
             return Err(e);
         }
         Ok(Comm {

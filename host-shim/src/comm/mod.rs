@@ -115,14 +115,22 @@ use wiring::Layout;
 #[derive(Clone, Debug)]
 pub struct CommAbortHandle {
     ranks: Arc<Vec<AbortHandle>>,
+    /// For a rank of a communicator across processes: the rank, and its word to the other
+    /// processes' ranks.
+    across: Option<(u32, crate::bootstrap::WatchAbort)>,
 }
 
 impl CommAbortHandle {
-    /// Sets every rank's abort flag: waits in progress end, later calls fail.
+    /// Sets every rank's abort flag: waits in progress end, later calls fail. Across
+    /// processes, also tells every other rank (which stops with `Error::RankFailed`
+    /// naming this one).
     ///
     /// Ordering: one release store per rank (see the loop queue's `AbortHandle::abort`).
     pub fn abort(&self) {
         self.ranks.iter().for_each(AbortHandle::abort);
+        if let Some((rank, word)) = &self.across {
+            word.abort(&format!("rank {rank} aborted its communicator"));
+        }
     }
 }
 
@@ -407,7 +415,7 @@ impl Comm {
             let addr = block.ptr();
             lp.attach_comm(Box::new(block), addr)?;
         }
-        let aborts = CommAbortHandle { ranks: Arc::new(loops.iter().map(WorkLoop::abort_handle).collect()) };
+        let aborts = CommAbortHandle { ranks: Arc::new(loops.iter().map(WorkLoop::abort_handle).collect()), across: None };
         let mut comms = Vec::new();
         for (rank, (stream, mut lp)) in streams.into_iter().zip(loops).enumerate() {
             if let Err(e) = lp.start() {
@@ -474,9 +482,6 @@ impl Comm {
     /// blocks. From another thread, use [`Comm::abort_handle`].
     pub fn abort(&self) {
         self.aborts.abort();
-        if let Some(across) = &self.across {
-            across.abort(self.rank);
-        }
     }
 
     /// A handle that aborts the whole communicator from any thread.

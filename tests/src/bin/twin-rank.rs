@@ -9,7 +9,7 @@
 //!
 //! Exit status: 0 all checked; 2 a host call failed (the error is printed: a rank that
 //! never arrived or failed, a configuration that differs); 3 this rank left on purpose
-//! (`--absent`, `--die-in`); 4 a wrong result.
+//! (`--absent`, `--die-in`, `--abort`); 4 a wrong result.
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -42,6 +42,10 @@ struct Args {
     /// `p × K` to `p × K + K - 1` of `N × K` (one rank per process by default)
     #[arg(long, value_name = "K", default_value_t = 1)]
     ranks_here: u32,
+    /// This rank aborts its communicator (and exits, status 3) once its first all_reduce
+    /// has completed: the others' next call fails, naming it
+    #[arg(long, value_name = "RANK")]
+    abort: Option<u32>,
     /// Channel threads (every rank must be given the same)
     #[arg(long, default_value_t = 128)]
     threads: u32,
@@ -126,6 +130,10 @@ fn run_rank(args: &Args, id: &CommId, me: u32, n: u32) -> Result<(), Fail> {
                 std::process::exit(3);
             }
             group.wait(me, ticket, wait)?;
+            if args.abort == Some(me) {
+                group.abort_all();
+                std::process::exit(3);
+            }
             Ok(floats(&group.read(recv, out * 4)?))
         };
         let sum: Vec<f32> = (0..count).map(|i| (0..n).map(|r| input(r, i)).sum()).collect();

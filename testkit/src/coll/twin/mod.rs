@@ -285,8 +285,17 @@ impl TwinGroup {
         Ok(Self { ranks, first: 0, across: None, buffers: Vec::new(), shape, threads, stats, memory, retired: Vec::new(), resident, path, unmapped: 0, traps })
     }
 
-    /// Sets every rank's abort flag.
+    /// Sets every rank's abort flag; a rank of a communicator across processes also tells
+    /// the other processes' ranks, which stop.
     pub fn abort_all(&self) {
+        self.abort_here();
+        if let Some(across) = &self.across {
+            across.watch.abort(&format!("rank {} aborted its communicator", self.first));
+        }
+    }
+
+    /// Sets the abort flag of every rank of this process.
+    fn abort_here(&self) {
         self.ranks.iter().for_each(|r| r.queue.abort_handle().abort());
     }
 
@@ -611,7 +620,9 @@ impl Drop for TwinGroup {
     /// that caught it and fails the group's next wait, health check or shutdown; one that
     /// only shows here (nothing waited after it) is logged: a drop must not panic.
     fn drop(&mut self) {
-        self.abort_all();
+        // This process's ranks only: a rank dropped (after its shutdown, or with the
+        // process's end) leaves; it does not abort the others.
+        self.abort_here();
         for r in &mut self.ranks {
             if let Some(stream) = &mut r.stream {
                 stream.close();

@@ -20,8 +20,8 @@ use crate::shared::{SharedMap, shared_file};
 
 /// What a rank of a twin communicator across processes keeps beside its loop.
 pub(super) struct Across {
-    /// Says this rank leaves when dropped.
-    _watch: Watch,
+    /// Says this rank leaves when dropped, or that it aborted ([`TwinGroup::abort_all`]).
+    pub(super) watch: Watch,
     /// Why the communicator stopped, once another rank failed.
     failed: Arc<Mutex<Option<String>>>,
     /// The processes' own bootstrap, for a benchmark's barriers and figures
@@ -76,7 +76,7 @@ impl TwinGroup {
         Ok(Self {
             ranks: vec![twin_rank],
             first: rank,
-            across: Some(Across { _watch: watch, failed, coordination }),
+            across: Some(Across { watch, failed, coordination }),
             buffers: Vec::new(),
             shape,
             threads,
