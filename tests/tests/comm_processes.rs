@@ -4,9 +4,10 @@
 //! `Comm::init_rank` runs on GPUs), map each other's connection blocks (shared-memory
 //! files passed as descriptors) and run every collective and send/recv, each checked by
 //! its rank, then split the ranks into two communicators and check an all_reduce on
-//! each. A rank that never arrives, a rank whose process dies inside a call, and ranks
-//! configured otherwise make every other rank fail with a reason that names the rank,
-//! never hang.
+//! each, and all_reduce inputs that lie in a symmetric heap of the processes (zero copy).
+//! A rank that never arrives, a rank whose process dies inside a call or aborts, and
+//! ranks configured otherwise make every other rank fail with a reason that names the
+//! rank, never hang.
 
 use std::process::ExitStatus;
 use std::time::{Duration, Instant};
@@ -28,7 +29,7 @@ fn codes(outcome: &Outcome) -> Vec<Option<i32>> {
 #[test]
 fn every_collective_between_processes() {
     for ranks in [2, 4] {
-        let outcome = launch(ranks, &["--split"]);
+        let outcome = launch(ranks, &["--split", "--heap"]);
         assert!(outcome.success(), "{ranks} ranks: {outcome}");
     }
 }

@@ -16,6 +16,7 @@ use super::wiring::Layout;
 use super::{CommAbortHandle, CommConfig, CommId, Comm, Tuning, check_room, check_tuning};
 use crate::bootstrap::Watch;
 use crate::module::Module;
+use crate::shmem::Heap;
 use crate::shmem::vmm::{self, VmmHeap};
 use crate::work::{LoopConfig, WorkLoop};
 use crate::{Error, Result, device};
@@ -48,6 +49,15 @@ fn describe(t: &Tuning) -> String {
     )
 }
 
+/// The id a heap's ranks meet at: PE 0's new one, handed to every PE through the
+/// heap's bootstrap.
+fn heap_comm_id(heap: &mut Heap, rank: usize) -> Result<CommId> {
+    let mine = if rank == 0 { CommId::new()?.as_bytes().to_vec() } else { Vec::new() };
+    let bootstrap = heap.bootstrap().ok_or(Error::InvalidState("a heap of one PE per process has a bootstrap"))?;
+    let parts = bootstrap.all_gather("a communicator on the heap", &mine, &[])?;
+    CommId::from_bytes(parts.first().map_or(&[][..], |p| p.bytes.as_slice()))
+}
+
 /// Copies `bytes` to device address `to` of the current context (synchronously).
 fn upload(to: u64, bytes: &[u8]) -> Result<()> {
     // SAFETY: `to` starts at least `bytes.len()` mapped, writable bytes (the caller's
@@ -76,7 +86,30 @@ impl Comm {
     /// through the connection blocks (no direct writes into outputs).
     pub fn init_rank(id: &CommId, nranks: usize, rank: usize, stream: Arc<CudaStream>, cfg: CommConfig) -> Result<Self> {
         crate::init()?;
-        Self::join(id, nranks, rank, stream, cfg.tuning()?)
+        Self::join(id, nranks, rank, stream, cfg.tuning()?, 0)
+    }
+
+    /// [`Comm::init_rank`] on the symmetric heap `heap` of one PE per process
+    /// ([`Heap::join`]): this process's PE is the rank, its heap's PEs the ranks, and
+    /// `stream` a stream of its device. As [`Comm::from_heap`] in one process, an
+    /// out-of-place all_reduce whose input lies in the heap reads every rank's input in
+    /// place where it runs two-shot (zero copy). Every PE calls it at once; the id the
+    /// ranks meet at is made by PE 0 and handed out through the heap's bootstrap.
+    ///
+    /// # Safety
+    /// `heap` outlives the communicator's loop: shut it down ([`Comm::shutdown`]) or drop
+    /// it before the heap is freed or finalized (the loop reads every PE's heap).
+    pub unsafe fn init_rank_on_heap(heap: &mut Heap, stream: Arc<CudaStream>, cfg: CommConfig) -> Result<Self> {
+        crate::init()?;
+        let &[rank] = heap.local_pes() else {
+            return Err(Error::InvalidArgument(format!("a heap with PEs {:?} in this process: init_rank_on_heap takes a heap of one PE per process (Heap::join)", heap.local_pes())));
+        };
+        if heap.device_of(rank) != Some(stream.context().ordinal()) {
+            return Err(Error::InvalidArgument(format!("the stream is on device {}, PE {rank} on {:?}", stream.context().ordinal(), heap.device_of(rank))));
+        }
+        let (nranks, handle) = (heap.n_pes(), heap.handle(rank));
+        let id = heap_comm_id(heap, rank)?;
+        Self::join(&id, nranks, rank, stream, cfg.tuning()?, handle)
     }
 
     /// As [`Comm::init_rank`], every tunable given (tests and benchmarks); its spin
@@ -84,11 +117,12 @@ impl Comm {
     #[cfg(feature = "testing")]
     pub fn init_rank_tuned(id: &CommId, nranks: usize, rank: usize, stream: Arc<CudaStream>, tuning: Tuning) -> Result<Self> {
         crate::init()?;
-        Self::join(id, nranks, rank, stream, tuning)
+        Self::join(id, nranks, rank, stream, tuning, 0)
     }
 
-    /// The rank of [`Comm::init_rank`] built with `tuning`.
-    fn join(id: &CommId, nranks: usize, rank: usize, stream: Arc<CudaStream>, mut tuning: Tuning) -> Result<Self> {
+    /// The rank of [`Comm::init_rank`] built with `tuning`, on the heap whose handle
+    /// (this rank's `ShmemHandle` on its device) is `heap`, if not 0.
+    fn join(id: &CommId, nranks: usize, rank: usize, stream: Arc<CudaStream>, mut tuning: Tuning, heap: u64) -> Result<Self> {
         let timeout = tuning.loop_cfg.spin_budget;
         tuning.direct = false;
         check_tuning(&tuning)?;
@@ -129,7 +163,7 @@ impl Comm {
             });
         }
         let bases: Vec<u64> = blocks.iter().map(VmmHeap::base).collect();
-        upload(bases[rank], &layout.image_on_heap(rank as u32, &bases, 0)?)?;
+        upload(bases[rank], &layout.image_on_heap(rank as u32, &bases, heap)?)?;
         join::ready(&mut bootstrap, "communicator blocks written")?;
         lp.attach_comm(Box::new(blocks), bases[rank])?;
         let local = CommAbortHandle { ranks: Arc::new(vec![lp.abort_handle()]), across: None };

@@ -154,6 +154,12 @@ impl Heap {
         Ok(Self { loops: Vec::new(), book, heaps, pes, handles: vec![handle], values: vec![value], abort, spin_budget })
     }
 
+    /// The bootstrap to the other processes' PEs, in the one-PE-per-process form
+    /// ([`Heap::join`]).
+    pub(crate) fn bootstrap(&mut self) -> Option<&mut Bootstrap> {
+        self.pes.bootstrap()
+    }
+
     /// The number of PEs.
     pub fn n_pes(&self) -> usize {
         self.heaps.len()

@@ -21,8 +21,9 @@ use device_rt::redop::RedOpKind;
 use device_rt::work::WorkItem;
 use ferroccl_testkit::coll::group::RankGroup;
 use ferroccl_testkit::coll::twin::TwinGroup;
+use ferroccl_testkit::shmem::TwinHeap;
 use ferroccl_tests::outcome::{Fail, exit};
-use host_shim::bootstrap::PeEnv;
+use host_shim::bootstrap::{Bootstrap, PeEnv};
 use host_shim::comm::{CommId, join};
 use host_shim::comm::wiring::Shape;
 
@@ -46,6 +47,11 @@ struct Args {
     /// has completed: the others' next call fails, naming it
     #[arg(long, value_name = "RANK")]
     abort: Option<u32>,
+    /// Then, with every process a PE of a symmetric heap, an all_reduce of a communicator
+    /// on the heap (two-shot) whose inputs lie in the heap: read in place by every rank
+    /// (one rank per process only)
+    #[arg(long)]
+    heap: bool,
     /// Channel threads (every rank must be given the same)
     #[arg(long, default_value_t = 128)]
     threads: u32,
@@ -100,11 +106,38 @@ fn run(args: &Args) -> Result<(), Fail> {
     let hex = args.id.as_bytes().chunks(2).map(|d| std::str::from_utf8(d).ok().and_then(|d| u8::from_str_radix(d, 16).ok())).collect::<Option<Vec<u8>>>();
     let id = CommId::from_bytes(&hex.ok_or_else(|| Fail::Host(format!("--id {:?} is not hex", args.id)))?)?;
     let (k, n) = (args.ranks_here.max(1), env.n_pes as u32 * args.ranks_here.max(1));
+    if args.heap && k > 1 {
+        return Err(Fail::Host("--heap takes one rank per process".into()));
+    }
     let first = env.pe as u32 * k;
     std::thread::scope(|s| {
         let ranks: Vec<_> = (first..first + k).map(|me| s.spawn(move || run_rank(args, &id, me, n))).collect();
         ranks.into_iter().map(|r| r.join().unwrap_or_else(|_| Err(Fail::Wrong("a rank's thread panicked".into())))).collect::<Result<Vec<()>, Fail>>()
     })?;
+    if args.heap {
+        heap_all_reduce(&env, &id.derive(b"heap"), args.threads, args.budget)?;
+    }
+    Ok(())
+}
+
+/// An all_reduce (two-shot) of a communicator on a symmetric heap of the processes,
+/// whose inputs lie in the heap (zero copy: every rank reads the others' inputs in
+/// place), checked.
+fn heap_all_reduce(env: &PeEnv, id: &CommId, threads: u32, budget: Duration) -> Result<(), Fail> {
+    let (me, n) = (env.pe as u32, env.n_pes as u32);
+    let count = 4000;
+    let mut heap = TwinHeap::join(1 << 20, budget, Bootstrap::join_env(env, budget)?)?;
+    let shape = Shape { algorithm: AlgorithmChoice::TwoShot, ..shape(n) };
+    let mut group = TwinGroup::join_process_on_heap(id, me, shape, threads, budget, heap.handle(me as usize))?;
+    let heap_input = heap.malloc(&[count as u64 * 4])?[0];
+    heap.write(me as usize, heap_input, &(0..count).map(|i| input(me, i)).collect::<Vec<f32>>());
+    let output = group.alloc(me, count * 4)?;
+    let ticket = group.enqueue(me, WorkItem::collective(CollFunction::AllReduce, DataType::F32, RedOpKind::Sum, 0, heap_input, output.addr, count as u64, 0))?;
+    group.wait(me, ticket, Duration::from_secs(120))?;
+    let want: Vec<f32> = (0..count).map(|i| (0..n).map(|r| input(r, i)).sum()).collect();
+    check("the heap communicator's all_reduce", count, &floats(&group.read(output, count * 4)?), &want)?;
+    println!("rank {me}: all_reduce of inputs in the symmetric heap checked");
+    group.shutdown(Duration::from_secs(120))?;
     Ok(())
 }
 

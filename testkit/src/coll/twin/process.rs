@@ -36,6 +36,13 @@ impl TwinGroup {
     /// meeting); only the queue's path (no stream twins). Peers never write into another
     /// process's buffers: `shape.direct` must be off.
     pub fn join_process(id: &CommId, rank: u32, shape: Shape, threads: u32, budget: Duration) -> Result<Self> {
+        Self::join_process_on_heap(id, rank, shape, threads, budget, 0)
+    }
+
+    /// As [`TwinGroup::join_process`], on a symmetric heap of one PE per process: `heap`
+    /// is the address of this rank's `ShmemHandle` (a joined [`crate::shmem::TwinHeap`]'s
+    /// `handle(rank)`), as `Comm::init_rank_on_heap` on GPUs; 0 for none.
+    pub fn join_process_on_heap(id: &CommId, rank: u32, shape: Shape, threads: u32, budget: Duration, heap: u64) -> Result<Self> {
         if shape.direct {
             return Err(Error::InvalidArgument("ranks in processes cannot write into each other's outputs: a direct shape".into()));
         }
@@ -55,7 +62,7 @@ impl TwinGroup {
         let fds = join::exchange_blocks(&mut bootstrap, own.as_fd())?;
         let blocks = fds.iter().map(|fd| SharedMap::map(fd, len)).collect::<Result<Vec<_>>>()?;
         let bases: Vec<u64> = blocks.iter().map(|b| b.base() as u64).collect();
-        let image = layout.image(rank, &bases)?;
+        let image = layout.image_on_heap(rank, &bases, heap)?;
         // SAFETY: this rank's block holds `block_bytes >= meta_bytes` bytes; no loop runs.
         unsafe { std::ptr::copy_nonoverlapping(image.as_ptr(), blocks[rank as usize].base(), image.len()) };
         join::ready(&mut bootstrap, "communicator blocks written")?;
