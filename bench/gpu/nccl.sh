@@ -33,6 +33,11 @@ make -C "$out/nccl-tests" -j"$(nproc)" MPI=0 CUDA_HOME="$cuda" NCCL_HOME="$real"
 echo "symbols the tests take from libnccl that ferroccl's library lacks:" >> "$f"
 comm -23 <(nm -D --undefined-only "$out"/nccl-tests/build/*_perf | awk '/ nccl/ {print $2}' | sort -u) \
          <(nm -D --defined-only "$ours/libnccl.so.2" | awk '{print $3}' | sort -u) >> "$f" || true
+# Two ranks of one process on GPU 0 (ferroccl lets ranks of one process share a GPU):
+# nccl-abi/tests/gpu/two_ranks.cu, every result checked.
+step "ours two_ranks on GPU 0" >> "$f"
+"$cuda/bin/nvcc" -I "$repo/nccl-abi/include" "$repo/nccl-abi/tests/gpu/two_ranks.cu" -L "$ours" -lnccl -Xlinker -rpath -Xlinker "$ours" -o "$out/two_ranks" >> "$f" 2>&1 \
+  && timeout 120 "$out/two_ranks" >> "$f" 2>&1 || echo "exit status $?" >> "$f"
 tests="all_reduce_perf all_gather_perf reduce_scatter_perf broadcast_perf sendrecv_perf"
 for lib in real ours; do
   for t in $tests; do
