@@ -399,3 +399,28 @@ pub unsafe extern "C" fn ncclCommDeregister(comm: *mut NcclComm, _handle: *mut c
         Ok(())
     })
 }
+
+/// NCCL functions ferroccl does not serve, exported so that a program linked against
+/// NCCL loads (PyTorch binds every NCCL symbol it names when it loads): each returns
+/// `ncclInvalidUsage`, `ncclGetLastError` naming it. Their arguments are not read.
+macro_rules! not_served {
+    ($($name:ident),* $(,)?) => {
+        $(
+            #[unsafe(no_mangle)]
+            pub extern "C" fn $name() -> NcclResult {
+                guarded(stringify!($name), || Err(Failure::usage("not served by ferroccl (docs/nccl.md lists what is)")))
+            }
+        )*
+    };
+}
+
+not_served!(
+    ncclAlltoAll,
+    ncclCommInitRankScalable,
+    ncclCommShrink,
+    ncclCommWindowRegister,
+    ncclCommWindowDeregister,
+    ncclDevCommCreate,
+    ncclDevCommDestroy,
+    ncclGroupSimulateEnd,
+);

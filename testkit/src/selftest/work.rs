@@ -793,10 +793,11 @@ pub(super) fn comm_refuses_buffers_past_their_allocation(fx: &Fixture) -> Outcom
     refused("the input", comms[0].all_reduce(&claim(&sends[0], 0, N + 1, 0), &mut claim(&recvs[0], 0, N + 1, 0), ReduceOp::Sum))?;
     refused("the output", comms[0].all_reduce(&claim(&sends[0], 0, N, 0), &mut claim(&recvs[0], 4, N, 0), ReduceOp::Sum))?;
     let pooled_claim = Claimed { ptr: device_ptr(fx, &pooled), len: N + 1, stream: &streams[0] };
-    refused("the input", comms[0].all_reduce(&pooled_claim, &mut claim(&recvs[0], 0, N, 0), ReduceOp::Sum))
+    // The output as long as the input (its length is checked first), and checked after it.
+    refused("the input", comms[0].all_reduce(&pooled_claim, &mut claim(&recvs[0], 0, N + 1, 0), ReduceOp::Sum))
         .or_else(|f| if fx.ctx.has_async_alloc() { Err(f) } else { Ok(()) })?;
     let mapped_claim = Claimed { ptr: mapped.device_ptr(), len: N + 1, stream: &streams[0] };
-    refused("the input", comms[0].all_reduce(&mapped_claim, &mut claim(&recvs[0], 0, N, 0), ReduceOp::Sum))?;
+    refused("the input", comms[0].all_reduce(&mapped_claim, &mut claim(&recvs[0], 0, N + 1, 0), ReduceOp::Sum))?;
     for (rank, comm) in comms.iter().enumerate() {
         comm.all_reduce(&claim(&sends[rank], 0, N, rank), &mut claim(&recvs[rank], 0, N, rank), ReduceOp::Sum)?;
     }
