@@ -78,6 +78,6 @@ pub(crate) fn on_private_stream(ctx: &CudaContext, what: &str, work: impl FnOnce
     done.and(destroyed)
 }
 
-/// How long [`on_private_stream`] waits for its work (zeroing, an upload): far beyond
+/// How long the runtime waits for its own work on a private stream (zeroing, an upload): far beyond
 /// what either takes (milliseconds for gigabytes) on a working device.
-pub const PRIVATE_WORK_TIMEOUT: Duration = Duration::from_secs(60);
+pub(crate) const PRIVATE_WORK_TIMEOUT: Duration = Duration::from_secs(60);
