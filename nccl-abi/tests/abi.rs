@@ -5,11 +5,14 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// This build's `libnccl.so` (beside the test's `deps` directory).
+/// This build's `libnccl.so`: beside the test in `deps` (where `cargo test` leaves it),
+/// or in the profile's folder above (where `cargo build` copies it), the newer of the two.
 fn library() -> PathBuf {
     let exe = std::env::current_exe().unwrap();
-    let profile = exe.parent().and_then(Path::parent).unwrap();
-    profile.join("libnccl.so")
+    let deps = exe.parent().unwrap();
+    let candidates = [deps.join("libnccl.so"), deps.parent().unwrap().join("libnccl.so")];
+    let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    candidates.into_iter().filter(|p| p.is_file()).max_by_key(|p| modified(p)).expect("cargo built the cdylib (libnccl.so) with this test")
 }
 
 #[test]
