@@ -496,11 +496,9 @@ impl Comm {
 
     /// `result`, its error replaced by another rank's failure where one stopped the
     /// communicator (its loop's abort is that failure's consequence).
+    /// Looked at only on an error: a successful call takes no lock.
     fn explained<T>(&self, result: Result<T>) -> Result<T> {
-        match (result, self.across.as_ref().and_then(across::Across::failure)) {
-            (Err(_), Some(failure)) => Err(failure),
-            (result, _) => result,
-        }
+        result.map_err(|e| self.across.as_ref().and_then(across::Across::failure).unwrap_or(e))
     }
 
     #[cfg(feature = "testing")]
