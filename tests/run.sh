@@ -5,8 +5,13 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
+# One build from nothing, no edit loop: incremental compilation's files would only take
+# disk (about 1.7 GiB of a clean run's target).
+export CARGO_INCREMENTAL=0
+# Free disk at every step, so that a run stopped by a full disk says so where it stopped.
+free_disk() { df -h "$root" | awk 'NR == 2 { print "   (" $4 " free on " $6 ")" }'; }
 
-echo "== tests/run.sh: step 1 $(date -u +%T)"
+echo "== tests/run.sh: step 1 $(date -u +%T)"; free_disk
 # 1. rust-src for -Zbuild-std=core (the toolchain itself comes from rust-toolchain.toml).
 if [ -x ../shared/toolchain/install-rust-src.sh ]; then
   ../shared/toolchain/install-rust-src.sh nightly
@@ -14,7 +19,7 @@ else
   rustup component add rust-src --toolchain nightly
 fi
 
-echo "== tests/run.sh: step 2 $(date -u +%T)"
+echo "== tests/run.sh: step 2 $(date -u +%T)"; free_disk
 # 2. ptxas 13.0, from PyPI's nvidia-cuda-nvcc (tests/install-ptxas.sh, which says why 13.0),
 #    unless FERROCCL_PTXAS names one; then the CUDA C++ toolchain.
 if [ -z "${FERROCCL_PTXAS:-}" ]; then
@@ -30,7 +35,7 @@ if [ -z "${FERROCCL_CUDA_BIN:-}" ]; then
   export FERROCCL_CUDA_BIN
 fi
 
-echo "== tests/run.sh: step 3 $(date -u +%T)"
+echo "== tests/run.sh: step 3 $(date -u +%T)"; free_disk
 # 3. Lints, warnings as errors: clippy over the whole workspace on the host, then the
 #    nvptx-only code (device-rt's arch/nvptx.rs, then the kernel crate, which is outside
 #    the workspace) for the GPU target.
@@ -43,13 +48,18 @@ nvptx_clippy=(clippy --release --target nvptx64-nvidia-cuda -Zbuild-std=core --t
 RUSTFLAGS="-C target-cpu=sm_90 -C target-feature=+ptx83" cargo "${nvptx_clippy[@]}" -p device-rt -- -D warnings
 (cd ptx/kernels && RUSTFLAGS="-C target-cpu=sm_90 -C target-feature=+ptx83" cargo "${nvptx_clippy[@]}" -- -D warnings)
 
-echo "== tests/run.sh: step 3b $(date -u +%T)"
+echo "== tests/run.sh: step 3b $(date -u +%T)"; free_disk
 # 3b. The twin's protocol tests under ThreadSanitizer (tests/tsan.sh, reduced filters:
 #     about 11 minutes on CI's 2 cores from nothing, most of it building std with the
 #     sanitizer; docs/testing.md, "ThreadSanitizer").
 bash "$root/tests/tsan.sh"
+# On CI (a clean clone thrown away after the run) the sanitizer's and the nvptx lints'
+# builds are not needed again: their disk goes back before the largest build.
+if [ -n "${CI:-}" ]; then
+  rm -rf "$root/target/tsan" "$root/target/nvptx-clippy"
+fi
 
-echo "== tests/run.sh: step 4 $(date -u +%T)"
+echo "== tests/run.sh: step 4 $(date -u +%T)"; free_disk
 # 4. Every host test, the PTX build (host-shim's build script) and the ptxas checks of the
 #    work loop uncapped and under every register cap the runtime can give it
 #    (FERROCCL_PTXAS_EVERY_CAP=1, set here unless the caller set it: about three times
