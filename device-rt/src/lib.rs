@@ -4,7 +4,7 @@
 //! by `ptx/kernels`. The layers are those of `docs/architecture.md` (Layers), and every
 //! import points down: [`abi`], [`conn`] and [`dtype`] (what layers and the host share)
 //! at the bottom, then `arch` → `pack` → `redop` → [`multicast`] → `copy` → `block` →
-//! `shmem` (the symmetric heap's device API) → `prims` → [`algo`] → [`work`]
+//! `shmem` (the symmetric heap's device API) → [`matmul`] → `prims` → [`algo`] → [`work`]
 //! (`tests/layers.rs` checks this on the source). `arch` is the only module that speaks
 //! PTX; everything above it is written against `arch`'s functions, so the same code also
 //! runs on CPU threads (feature `host-emu`) for tests without a GPU.
@@ -35,6 +35,7 @@ pub mod conn;
 #[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
 pub mod copy;
 pub mod dtype;
+pub mod matmul;
 pub mod multicast;
 #[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
 pub mod pack;

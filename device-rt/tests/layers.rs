@@ -17,7 +17,7 @@ const LAYERS: &[&[&str]] = &[
     &["copy"],
     &["block"],
     &["shmem"],
-    &["cabi"],
+    &["cabi", "matmul"],
     &["prims"],
     &["algo"],
     &["work"],

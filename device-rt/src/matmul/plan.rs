@@ -1,0 +1,294 @@
+//! The schedules of the two collective matmuls, as the ordered operations of each lane of
+//! one rank: what a GPU enqueues on its streams and what the host twin runs on its
+//! threads, from the same list.
+//!
+//! Lanes are streams of one rank: [`Lane::Compute`] (the caller's stream: the GEMMs) and
+//! one copy lane per ring direction. Operations of one lane run in order, each finishing
+//! before the next starts; lanes meet only through [`Op::Record`] / [`Op::WaitEvent`]
+//! (this rank) and through signal words in the symmetric workspace (other ranks). Every
+//! word is monotonic across calls (values carry the call's sequence number), so no word
+//! is ever reset and a late reader never mistakes an old call's value for a new one.
+
+use super::shape::{Collective, Shape};
+
+/// A stream of one rank.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Lane {
+    /// The caller's stream: the GEMMs, and the signals that free this rank's buffers.
+    Compute = 0,
+    /// Copies to the next rank of the ring.
+    ToNext = 1,
+    /// Copies to the previous rank (the bidirectional all-gather only).
+    ToPrev = 2,
+}
+
+/// A ring neighbour.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Peer {
+    /// Rank `r + 1` (mod the ring).
+    Next,
+    /// Rank `r - 1` (mod the ring).
+    Prev,
+}
+
+/// A matrix an operation reads or writes. The caller's `A` and `C` are the call's
+/// arguments; the others live in the symmetric workspace ([`super::Workspace`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Matrix {
+    /// The caller's `A` (row-major, `k` columns).
+    A,
+    /// The caller's `C` (row-major, `n` columns).
+    C,
+    /// The all-gather's copy of rank `shard`'s `A` (`m` rows of `k`).
+    Gathered { shard: u32 },
+    /// The reduce-scatter's receive slot `slot` (0 or 1): a partial block from the
+    /// previous rank (`m` rows of `n`).
+    Partial { slot: u32 },
+    /// The reduce-scatter's send slot `slot` (0 or 1): a partial block for the next rank.
+    Out { slot: u32 },
+}
+
+/// Rows `row0 .. row0 + rows` of a matrix.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Rows {
+    /// The matrix.
+    pub matrix: Matrix,
+    /// The first row.
+    pub row0: u64,
+    /// How many rows.
+    pub rows: u64,
+}
+
+/// A signal word of the symmetric workspace (each rank has its own copy; a word is
+/// written by one rank only and waited for by its owner only).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Word {
+    /// Rows of a gathered shard (slot `2 × shard + half`) or a partial block (slot 0, 1)
+    /// have landed here. Written by the neighbour that sent them.
+    Landed { slot: u32 },
+    /// The neighbour `from` has finished reading every buffer this rank writes into it
+    /// for the call in the value (all-gather). Written by that neighbour.
+    Freed { from: Peer },
+    /// How many partial blocks the next rank has consumed (reduce-scatter). Written by
+    /// the next rank.
+    Consumed,
+}
+
+/// A point in one lane that another lane of the same rank waits for (a CUDA event on a
+/// GPU; a word of this rank's workspace on the twin). Recorded values only grow.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Event {
+    /// The call's inputs are ready on the compute lane.
+    Start = 0,
+    /// The compute lane has written a partial block into a send slot.
+    Computed = 1,
+    /// The copy lane to the next rank has delivered a copy.
+    SentNext = 2,
+    /// The copy lane to the previous rank has delivered a copy.
+    SentPrev = 3,
+}
+
+/// Events, in numbering order.
+pub const EVENTS: usize = 4;
+
+/// One operation of a lane.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Op {
+    /// Until this rank's `word` is at least `at_least` (acquire: later operations of the
+    /// lane see what the writer published before it). Bounded by the abort flag and the
+    /// spin budget.
+    Wait { word: Word, at_least: u64 },
+    /// Sets `word` of rank `on` to `value`, after every earlier operation of the lane is
+    /// complete and visible to that rank (release).
+    Signal { word: Word, on: Peer, value: u64 },
+    /// Copies `src` (this rank) to `dst` on rank `to`, then sets `to`'s `word` to
+    /// `value`, after the data (a put with signal).
+    Put { src: Rows, dst: Rows, to: Peer, word: Word, value: u64 },
+    /// `c = round(a × B + acc)`: `B` the caller's whole `k × n` matrix, products summed
+    /// in f32, `acc` (when given) added in f32, then one rounding to the element type.
+    Gemm { a: Rows, c: Rows, acc: Option<Rows> },
+    /// Marks this point of the lane as `event` reaching `value`.
+    Record { event: Event, value: u64 },
+    /// Until `event` has reached `at_least` (every operation before that record done).
+    WaitEvent { event: Event, at_least: u64 },
+}
+
+/// The value of a word or event at point `i` (1-based, below 2^16) of call `seq`:
+/// larger than every value of earlier calls.
+pub const fn tag(seq: u64, i: u64) -> u64 {
+    seq << 16 | i
+}
+
+/// A rank's view of its ring.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RingPlan {
+    /// What is computed, and its shape.
+    pub shape: Shape,
+    /// This rank.
+    pub rank: u32,
+    /// The call's sequence number: 1 for a communicator's first collective matmul, then
+    /// one more per call (the same on every rank).
+    pub seq: u64,
+}
+
+impl RingPlan {
+    /// Calls `f` with every operation of the call in the order they are enqueued: every
+    /// [`Op::Record`] comes before the [`Op::WaitEvent`] that waits for it.
+    pub fn for_each(&self, mut f: impl FnMut(Lane, Op)) {
+        match self.shape.collective {
+            Collective::AllGatherMatmul { bidirectional: false } => self.all_gather(&mut f),
+            Collective::AllGatherMatmul { bidirectional: true } => self.all_gather_both_ways(&mut f),
+            Collective::MatmulReduceScatter => self.reduce_scatter(&mut f),
+        }
+    }
+
+    fn nranks(&self) -> u32 {
+        self.shape.nranks
+    }
+
+    /// The rank `steps` places before this one on the ring.
+    fn behind(&self, steps: u32) -> u32 {
+        (self.rank + self.nranks() - steps % self.nranks()) % self.nranks()
+    }
+
+    /// The rank `steps` places after this one on the ring.
+    fn ahead(&self, steps: u32) -> u32 {
+        (self.rank + steps) % self.nranks()
+    }
+
+    /// Rows of the caller's `C` that hold the product of rank `shard`'s `A`.
+    fn c_rows(&self, shard: u32, row0: u64, rows: u64) -> Rows {
+        Rows { matrix: Matrix::C, row0: u64::from(shard) * self.shape.m + row0, rows }
+    }
+
+    /// Rows `row0 .. row0 + rows` of shard `shard`: the caller's `A` for its own shard.
+    fn shard_rows(&self, shard: u32, row0: u64, rows: u64) -> Rows {
+        let matrix = if shard == self.rank { Matrix::A } else { Matrix::Gathered { shard } };
+        Rows { matrix, row0, rows }
+    }
+
+    /// `AllGather(A) × B`, one way round the ring: at step `s` this rank multiplies the
+    /// shard of rank `r - s`, which it received at step `s - 1` and passes on.
+    fn all_gather(&self, f: &mut impl FnMut(Lane, Op)) {
+        let (d, m, seq) = (self.nranks(), self.shape.m, self.seq);
+        f(Lane::Compute, Op::Record { event: Event::Start, value: tag(seq, 1) });
+        f(Lane::ToNext, Op::WaitEvent { event: Event::Start, at_least: tag(seq, 1) });
+        if d > 1 {
+            // The next rank's slots are free once it has finished the previous call.
+            f(Lane::ToNext, Op::Wait { word: Word::Freed { from: Peer::Next }, at_least: seq - 1 });
+        }
+        for s in 0..d {
+            let shard = self.behind(s);
+            let landed = Word::Landed { slot: 2 * shard };
+            if s > 0 {
+                f(Lane::Compute, Op::Wait { word: landed, at_least: tag(seq, 1) });
+            }
+            f(Lane::Compute, Op::Gemm { a: self.shard_rows(shard, 0, m), c: self.c_rows(shard, 0, m), acc: None });
+            if s + 1 < d {
+                if s > 0 {
+                    f(Lane::ToNext, Op::Wait { word: landed, at_least: tag(seq, 1) });
+                }
+                let dst = Rows { matrix: Matrix::Gathered { shard }, row0: 0, rows: m };
+                f(Lane::ToNext, Op::Put { src: self.shard_rows(shard, 0, m), dst, to: Peer::Next, word: landed, value: tag(seq, 1) });
+            }
+        }
+        f(Lane::ToNext, Op::Record { event: Event::SentNext, value: tag(seq, 1) });
+        if d > 1 {
+            // This rank's slots are written by the previous rank: free them for its next call.
+            f(Lane::Compute, Op::WaitEvent { event: Event::SentNext, at_least: tag(seq, 1) });
+            f(Lane::Compute, Op::Signal { word: Word::Freed { from: Peer::Next }, on: Peer::Prev, value: seq });
+        }
+    }
+
+    /// `AllGather(A) × B` both ways round the ring: the top half of each shard travels to
+    /// the next rank, the bottom half to the previous one, each link carrying half a
+    /// shard per step. At step `s` this rank multiplies the top half of rank `r - s`'s
+    /// shard and the bottom half of rank `r + s`'s.
+    fn all_gather_both_ways(&self, f: &mut impl FnMut(Lane, Op)) {
+        let (d, m, seq) = (self.nranks(), self.shape.m, self.seq);
+        let top = m.div_ceil(2);
+        f(Lane::Compute, Op::Record { event: Event::Start, value: tag(seq, 1) });
+        for (lane, from) in [(Lane::ToNext, Peer::Next), (Lane::ToPrev, Peer::Prev)] {
+            f(lane, Op::WaitEvent { event: Event::Start, at_least: tag(seq, 1) });
+            if d > 1 {
+                f(lane, Op::Wait { word: Word::Freed { from }, at_least: seq - 1 });
+            }
+        }
+        for s in 0..d {
+            let halves = [(self.behind(s), 0, 0, top, Lane::ToNext, Peer::Next), (self.ahead(s), 1, top, m - top, Lane::ToPrev, Peer::Prev)];
+            for (shard, half, row0, rows, lane, to) in halves {
+                let landed = Word::Landed { slot: 2 * shard + half };
+                if s > 0 {
+                    f(Lane::Compute, Op::Wait { word: landed, at_least: tag(seq, 1) });
+                }
+                f(Lane::Compute, Op::Gemm { a: self.shard_rows(shard, row0, rows), c: self.c_rows(shard, row0, rows), acc: None });
+                if s + 1 < d {
+                    if s > 0 {
+                        f(lane, Op::Wait { word: landed, at_least: tag(seq, 1) });
+                    }
+                    let dst = Rows { matrix: Matrix::Gathered { shard }, row0, rows };
+                    f(lane, Op::Put { src: self.shard_rows(shard, row0, rows), dst, to, word: landed, value: tag(seq, 1) });
+                }
+            }
+        }
+        for (lane, event, from, on) in [(Lane::ToNext, Event::SentNext, Peer::Next, Peer::Prev), (Lane::ToPrev, Event::SentPrev, Peer::Prev, Peer::Next)] {
+            f(lane, Op::Record { event, value: tag(seq, 1) });
+            if d > 1 {
+                f(Lane::Compute, Op::WaitEvent { event, at_least: tag(seq, 1) });
+                f(Lane::Compute, Op::Signal { word: Word::Freed { from }, on, value: seq });
+            }
+        }
+    }
+
+    /// `ReduceScatter(A × B)` round the ring: block `b` (rows `b·m ..`) starts at rank
+    /// `b + 1` and collects one partial product per step, ending on rank `b`; at step
+    /// `s` this rank adds its product of block `r - s - 1` to the partial sum that came
+    /// from the previous rank. Each block is summed in the same order on every call.
+    fn reduce_scatter(&self, f: &mut impl FnMut(Lane, Op)) {
+        let (d, m, seq) = (self.nranks(), self.shape.m, self.seq);
+        let per_call = u64::from(d - 1);
+        // Transfer `t` (counted over the communicator's calls) is received into slot
+        // `t % 2` and signalled with `t + 1`.
+        let transfer = |s: u32| (seq - 1) * per_call + u64::from(s);
+        f(Lane::Compute, Op::Record { event: Event::Start, value: tag(seq, 1) });
+        f(Lane::ToNext, Op::WaitEvent { event: Event::Start, at_least: tag(seq, 1) });
+        for s in 0..d {
+            let block = self.behind(s + 1);
+            let a = Rows { matrix: Matrix::A, row0: u64::from(block) * m, rows: m };
+            let acc = (s > 0).then(|| {
+                let t = transfer(s - 1);
+                let slot = (t % 2) as u32;
+                f(Lane::Compute, Op::Wait { word: Word::Landed { slot }, at_least: t + 1 });
+                (t, Rows { matrix: Matrix::Partial { slot }, row0: 0, rows: m })
+            });
+            if s + 1 == d {
+                f(Lane::Compute, Op::Gemm { a, c: Rows { matrix: Matrix::C, row0: 0, rows: m }, acc: acc.map(|(_, rows)| rows) });
+            } else {
+                let out = Rows { matrix: Matrix::Out { slot: s % 2 }, row0: 0, rows: m };
+                if s >= 2 {
+                    // The copy that read this send slot two steps ago is done.
+                    f(Lane::Compute, Op::WaitEvent { event: Event::SentNext, at_least: tag(seq, u64::from(s - 1)) });
+                }
+                f(Lane::Compute, Op::Gemm { a, c: out, acc: acc.map(|(_, rows)| rows) });
+                f(Lane::Compute, Op::Record { event: Event::Computed, value: tag(seq, u64::from(s + 1)) });
+                let t = transfer(s);
+                f(Lane::ToNext, Op::WaitEvent { event: Event::Computed, at_least: tag(seq, u64::from(s + 1)) });
+                // The next rank has consumed the transfer that used this receive slot last.
+                f(Lane::ToNext, Op::Wait { word: Word::Consumed, at_least: t.saturating_sub(1) });
+                let dst = Rows { matrix: Matrix::Partial { slot: (t % 2) as u32 }, row0: 0, rows: m };
+                f(Lane::ToNext, Op::Put { src: out, dst, to: Peer::Next, word: Word::Landed { slot: (t % 2) as u32 }, value: t + 1 });
+                f(Lane::ToNext, Op::Record { event: Event::SentNext, value: tag(seq, u64::from(s + 1)) });
+            }
+            if let Some((t, _)) = acc {
+                f(Lane::Compute, Op::Signal { word: Word::Consumed, on: Peer::Prev, value: t + 1 });
+            }
+        }
+        if d > 1 {
+            // Every copy of this call is done before the call is: the send slots are free
+            // for the next call, and the caller's stream covers the whole call.
+            f(Lane::Compute, Op::WaitEvent { event: Event::SentNext, at_least: tag(seq, u64::from(d - 1)) });
+        }
+    }
+}

@@ -1,0 +1,322 @@
+//! The collective matmuls' schedules (`device_rt::matmul::plan`) run on a model of a ring:
+//! every rank's lanes as queues of operations, run one operation at a time in random
+//! orders that respect only the plan's waits, over several calls in a row. Buffers hold
+//! what they were last given (which rank's shard of which call; which products, summed in
+//! which order), so a GEMM that reads a slot before its data landed, or after the next
+//! call overwrote it, reads the wrong thing and fails; a plan that can stop with work
+//! left fails as a deadlock. Shapes are checked before anything runs.
+
+use std::collections::HashMap;
+
+use device_rt::dtype::DataType;
+use device_rt::matmul::{Collective, Event, Lane, Matrix, Op, Peer, RingPlan, Rows, Shape, ShapeError, Word};
+
+/// What a row of a buffer holds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Content {
+    /// Nothing written yet.
+    Nothing,
+    /// Row `row` of rank `shard`'s `A` of call `seq`.
+    Shard { shard: u32, seq: u64, row: u64 },
+    /// The all-gather's product of that row.
+    Product { shard: u32, seq: u64, row: u64 },
+    /// Row `row` of block `block`'s sum of products of call `seq`, over `ranks` in the
+    /// order they were added.
+    Sum { block: u32, seq: u64, row: u64, ranks: Vec<u32> },
+}
+
+const ALL: [Collective; 3] = [Collective::AllGatherMatmul { bidirectional: false }, Collective::AllGatherMatmul { bidirectional: true }, Collective::MatmulReduceScatter];
+
+fn shape(collective: Collective, nranks: u32, m: u64) -> Shape {
+    Shape { collective, nranks, m, k: 8, n: 16, dtype: DataType::F16 }
+}
+
+/// xorshift64*: the model's scheduler.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: usize) -> usize {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        (self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 33) as usize % n
+    }
+}
+
+/// One queued operation, or a point where the caller's stream begins or ends a call.
+#[derive(Clone, Debug)]
+enum Step {
+    /// The caller writes call `seq`'s `A` (its stream has finished the previous call).
+    Begin(u64),
+    Op(Op),
+    /// The caller reads call `seq`'s `C`.
+    End(u64),
+}
+
+struct Rank {
+    lanes: [Vec<Step>; 3],
+    next: [usize; 3],
+    words: HashMap<Word, u64>,
+    events: HashMap<u32, u64>,
+    rows: HashMap<(MatrixKey, u64), Content>,
+}
+
+/// `Matrix` as a map key.
+type MatrixKey = (u8, u32);
+
+fn key(m: Matrix) -> MatrixKey {
+    match m {
+        Matrix::A => (0, 0),
+        Matrix::C => (1, 0),
+        Matrix::Gathered { shard } => (2, shard),
+        Matrix::Partial { slot } => (3, slot),
+        Matrix::Out { slot } => (4, slot),
+    }
+}
+
+struct Ring {
+    shape: Shape,
+    ranks: Vec<Rank>,
+}
+
+impl Ring {
+    fn new(shape: Shape, calls: u64) -> Self {
+        let ranks = (0..shape.nranks)
+            .map(|rank| {
+                let mut lanes: [Vec<Step>; 3] = Default::default();
+                let mut recorded: HashMap<u32, Vec<u64>> = HashMap::new();
+                for seq in 1..=calls {
+                    lanes[0].push(Step::Begin(seq));
+                    RingPlan { shape, rank, seq }.for_each(|lane, op| {
+                        match op {
+                            Op::Record { event, value } => recorded.entry(event as u32).or_default().push(value),
+                            // A GPU waits for one recorded event: the record of this value
+                            // must already be enqueued.
+                            Op::WaitEvent { event, at_least } => {
+                                assert!(recorded.get(&(event as u32)).is_some_and(|v| v.contains(&at_least)), "rank {rank} call {seq}: {op:?} before its record")
+                            }
+                            _ => {}
+                        }
+                        lanes[lane as usize].push(Step::Op(op));
+                    });
+                    lanes[0].push(Step::End(seq));
+                }
+                Rank { lanes, next: [0; 3], words: HashMap::new(), events: HashMap::new(), rows: HashMap::new() }
+            })
+            .collect();
+        Self { shape, ranks }
+    }
+
+    fn peer(&self, rank: u32, peer: Peer) -> u32 {
+        let d = self.shape.nranks;
+        match peer {
+            Peer::Next => (rank + 1) % d,
+            Peer::Prev => (rank + d - 1) % d,
+        }
+    }
+
+    fn ready(&self, rank: usize, lane: usize) -> bool {
+        let r = &self.ranks[rank];
+        match r.lanes[lane].get(r.next[lane]) {
+            None => false,
+            Some(Step::Op(Op::Wait { word, at_least })) => r.words.get(word).copied().unwrap_or(0) >= *at_least,
+            Some(Step::Op(Op::WaitEvent { event, at_least })) => r.events.get(&(*event as u32)).copied().unwrap_or(0) >= *at_least,
+            Some(_) => true,
+        }
+    }
+
+    fn read(&self, rank: u32, rows: Rows, row: u64) -> Content {
+        self.ranks[rank as usize].rows.get(&(key(rows.matrix), rows.row0 + row)).cloned().unwrap_or(Content::Nothing)
+    }
+
+    fn write(&mut self, rank: u32, rows: Rows, row: u64, c: Content) {
+        self.ranks[rank as usize].rows.insert((key(rows.matrix), rows.row0 + row), c);
+    }
+
+    /// Runs the next step of `rank`'s `lane`.
+    fn step(&mut self, rank: u32, lane: usize) -> Result<(), String> {
+        let (d, m) = (self.shape.nranks, self.shape.m);
+        let r = &mut self.ranks[rank as usize];
+        let step = r.lanes[lane][r.next[lane]].clone();
+        r.next[lane] += 1;
+        match step {
+            Step::Begin(seq) => {
+                let rows = Rows { matrix: Matrix::A, row0: 0, rows: self.shape.dims()[0].0 };
+                for row in 0..rows.rows {
+                    let c = match self.shape.collective {
+                        Collective::AllGatherMatmul { .. } => Content::Shard { shard: rank, seq, row },
+                        Collective::MatmulReduceScatter => Content::Sum { block: (row / m) as u32, seq, row: row % m, ranks: vec![rank] },
+                    };
+                    self.write(rank, rows, row, c);
+                }
+            }
+            Step::End(seq) => {
+                let rows = Rows { matrix: Matrix::C, row0: 0, rows: self.shape.dims()[2].0 };
+                for row in 0..rows.rows {
+                    let want = match self.shape.collective {
+                        Collective::AllGatherMatmul { .. } => Content::Product { shard: (row / m) as u32, seq, row: row % m },
+                        Collective::MatmulReduceScatter => Content::Sum { block: rank, seq, row, ranks: (1..=d).map(|i| (rank + i) % d).collect() },
+                    };
+                    let got = self.read(rank, rows, row);
+                    if got != want {
+                        return Err(format!("rank {rank} after call {seq}: C row {row} holds {got:?}, not {want:?}"));
+                    }
+                }
+            }
+            Step::Op(op) => match op {
+                Op::Wait { .. } | Op::WaitEvent { .. } => {}
+                Op::Signal { word, on, value } => {
+                    let at = self.peer(rank, on) as usize;
+                    let old = self.ranks[at].words.insert(word, value).unwrap_or(0);
+                    if old > value {
+                        return Err(format!("rank {rank}: {op:?} lowers a word from {old}"));
+                    }
+                }
+                Op::Record { event, value } => {
+                    let old = self.ranks[rank as usize].events.insert(event as u32, value).unwrap_or(0);
+                    if old > value {
+                        return Err(format!("rank {rank}: {op:?} lowers an event from {old}"));
+                    }
+                }
+                Op::Put { src, dst, to, word, value } => {
+                    if src.rows != dst.rows {
+                        return Err(format!("rank {rank}: {op:?} copies between different row counts"));
+                    }
+                    let at = self.peer(rank, to);
+                    for row in 0..src.rows {
+                        let c = self.read(rank, src, row);
+                        if c == Content::Nothing {
+                            return Err(format!("rank {rank}: {op:?} sends a row never written"));
+                        }
+                        self.write(at, dst, row, c);
+                    }
+                    let old = self.ranks[at as usize].words.insert(word, value).unwrap_or(0);
+                    if old > value {
+                        return Err(format!("rank {rank}: {op:?} lowers a word from {old}"));
+                    }
+                }
+                Op::Gemm { a, c, acc } => {
+                    for row in 0..a.rows {
+                        let result = match (self.read(rank, a, row), acc.map(|acc| self.read(rank, acc, row))) {
+                            (Content::Shard { shard, seq, row: i }, None) if c.matrix == Matrix::C && c.row0 + row == u64::from(shard) * m + i => Content::Product { shard, seq, row: i },
+                            (Content::Sum { block, seq, row: i, ranks }, None) if ranks == [rank] => Content::Sum { block, seq, row: i, ranks },
+                            (Content::Sum { block, seq, row: i, .. }, Some(Content::Sum { block: b2, seq: s2, row: i2, ranks: mut summed })) if (block, seq, i) == (b2, s2, i2) => {
+                                summed.push(rank);
+                                Content::Sum { block, seq, row: i, ranks: summed }
+                            }
+                            (x, y) => return Err(format!("rank {rank}: {op:?} row {row} multiplies {x:?} with accumulator {y:?}")),
+                        };
+                        self.write(rank, c, row, result);
+                    }
+                }
+            },
+        }
+        Ok(())
+    }
+
+    /// Runs every lane to its end in an order `rng` picks among the runnable steps.
+    fn run(&mut self, rng: &mut Rng) -> Result<(), String> {
+        loop {
+            let ready: Vec<(usize, usize)> = (0..self.ranks.len()).flat_map(|r| (0..3).map(move |l| (r, l))).filter(|&(r, l)| self.ready(r, l)).collect();
+            if ready.is_empty() {
+                let left: Vec<String> = self
+                    .ranks
+                    .iter()
+                    .enumerate()
+                    .flat_map(|(r, rank)| (0..3).filter_map(move |l| rank.lanes[l].get(rank.next[l]).map(|s| format!("rank {r} lane {l} at {s:?}"))))
+                    .collect();
+                return if left.is_empty() { Ok(()) } else { Err(format!("deadlock: {}", left.join("; "))) };
+            }
+            let (r, l) = ready[rng.below(ready.len())];
+            self.step(r as u32, l)?;
+        }
+    }
+}
+
+#[test]
+fn every_schedule_computes_the_right_rows_in_any_order_the_waits_allow() {
+    for collective in ALL {
+        for nranks in 1..=8 {
+            for m in [2, 3] {
+                for seed in 1..=40u64 {
+                    let shape = shape(collective, nranks, m);
+                    shape.check().unwrap();
+                    let mut ring = Ring::new(shape, 3);
+                    if let Err(e) = ring.run(&mut Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15))) {
+                        panic!("{collective:?} on {nranks} ranks, m = {m}, order {seed}: {e}");
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn lanes_are_used_as_their_names_say() {
+    for collective in ALL {
+        let mut lanes = [0; 3];
+        RingPlan { shape: shape(collective, 4, 2), rank: 1, seq: 1 }.for_each(|lane, op| {
+            lanes[lane as usize] += 1;
+            match op {
+                Op::Gemm { .. } => assert_eq!(lane, Lane::Compute, "{op:?}"),
+                Op::Put { to: Peer::Next, .. } => assert_eq!(lane, Lane::ToNext, "{op:?}"),
+                Op::Put { to: Peer::Prev, .. } => assert_eq!(lane, Lane::ToPrev, "{op:?}"),
+                _ => {}
+            }
+        });
+        let both_ways = collective == Collective::AllGatherMatmul { bidirectional: true };
+        assert_eq!(lanes[Lane::ToPrev as usize] > 0, both_ways, "{collective:?}");
+    }
+}
+
+/// True when some order of the ring, without the steps `dropped` picks, fails.
+fn caught_without(shape: Shape, dropped: impl Fn(&Step) -> bool) -> bool {
+    (1..=200u64).any(|seed| {
+        let mut ring = Ring::new(shape, 3);
+        for rank in &mut ring.ranks {
+            for lane in &mut rank.lanes {
+                lane.retain(|s| !dropped(s));
+            }
+        }
+        ring.run(&mut Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15))).is_err()
+    })
+}
+
+#[test]
+fn every_wait_of_the_schedules_is_needed() {
+    // Negative controls of the model: without each kind of wait, some order of the ring
+    // reads or overwrites a buffer at the wrong time.
+    let gather = shape(Collective::AllGatherMatmul { bidirectional: false }, 3, 2);
+    let both_ways = shape(Collective::AllGatherMatmul { bidirectional: true }, 3, 2);
+    let scatter = shape(Collective::MatmulReduceScatter, 4, 2);
+    let cases: [(&str, Shape, fn(&Step) -> bool); 5] = [
+        ("the all-gather's free slots", gather, |s| matches!(s, Step::Op(Op::Wait { word: Word::Freed { .. }, .. }))),
+        ("the all-gather's landed shards", gather, |s| matches!(s, Step::Op(Op::Wait { word: Word::Landed { .. }, .. }))),
+        ("the bidirectional all-gather's free slots", both_ways, |s| matches!(s, Step::Op(Op::Wait { word: Word::Freed { from: Peer::Prev }, .. }))),
+        ("the reduce-scatter's consumed partial sums", scatter, |s| matches!(s, Step::Op(Op::Wait { word: Word::Consumed, .. }))),
+        ("the reduce-scatter's sent slots", scatter, |s| matches!(s, Step::Op(Op::WaitEvent { event: Event::SentNext, .. }))),
+    ];
+    for (what, shape, dropped) in cases {
+        assert!(caught_without(shape, dropped), "without the waits for {what} no order failed: the model cannot see the hazard");
+    }
+}
+
+#[test]
+fn bad_shapes_are_refused_with_what_is_wrong() {
+    let good = shape(Collective::MatmulReduceScatter, 2, 4);
+    let cases = [
+        (Shape { dtype: DataType::F32, ..good }, ShapeError::Dtype(DataType::F32)),
+        (Shape { nranks: 0, ..good }, ShapeError::TooManyRanks(0)),
+        (Shape { m: 0, ..good }, ShapeError::Empty("m")),
+        (Shape { k: 0, ..good }, ShapeError::Empty("k")),
+        (Shape { n: 12, ..good }, ShapeError::RowAlignment("B and C", 12)),
+        (Shape { k: 4, ..good }, ShapeError::RowAlignment("A", 4)),
+        (Shape { collective: Collective::AllGatherMatmul { bidirectional: true }, m: 1, ..good }, ShapeError::ShardTooShort(1)),
+        (Shape { m: u64::MAX / 4, ..good }, ShapeError::TooLarge("A")),
+    ];
+    for (shape, want) in cases {
+        assert_eq!(shape.check(), Err(want), "{shape:?}");
+        assert!(!want.to_string().is_empty());
+    }
+    assert_eq!(good.check(), Ok(()));
+}
