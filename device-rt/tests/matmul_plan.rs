@@ -289,7 +289,8 @@ fn every_wait_of_the_schedules_is_needed() {
     let gather = shape(Collective::AllGatherMatmul { bidirectional: false }, 3, 2);
     let both_ways = shape(Collective::AllGatherMatmul { bidirectional: true }, 3, 2);
     let scatter = shape(Collective::MatmulReduceScatter, 4, 2);
-    let cases: [(&str, Shape, fn(&Step) -> bool); 5] = [
+    type Case = (&'static str, Shape, fn(&Step) -> bool);
+    let cases: [Case; 5] = [
         ("the all-gather's free slots", gather, |s| matches!(s, Step::Op(Op::Wait { word: Word::Freed { .. }, .. }))),
         ("the all-gather's landed shards", gather, |s| matches!(s, Step::Op(Op::Wait { word: Word::Landed { .. }, .. }))),
         ("the bidirectional all-gather's free slots", both_ways, |s| matches!(s, Step::Op(Op::Wait { word: Word::Freed { from: Peer::Prev }, .. }))),

@@ -8,11 +8,13 @@
 //!   ([`coll::twin::TwinGroup`], the device code on CPU threads);
 //! - [`selftest`]: the GPU self-tests (the device's unit tests) and their harness;
 //! - [`shmem`]: a symmetric heap whose PEs run on the host twin;
+//! - [`matmul`](mod@matmul): collective matmuls on twin ranks, and their reference;
 //! - [`shared`]: shared-memory files, the twin's memory exported to other processes;
 //! - [`launch`]: `ferroccl run`'s PE launcher (one process per PE).
 
 pub mod coll;
 pub mod launch;
+pub mod matmul;
 pub mod reference;
 pub mod selftest;
 pub mod shared;

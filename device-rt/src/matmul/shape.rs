@@ -100,7 +100,7 @@ impl Shape {
         }
         let size = self.dtype.size() as u64;
         for (matrix, cols) in [("A", self.k), ("B and C", self.n)] {
-            if (cols * size) % 16 != 0 {
+            if !cols.is_multiple_of(16 / size) {
                 return Err(ShapeError::RowAlignment(matrix, cols));
             }
         }
