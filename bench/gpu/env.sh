@@ -13,17 +13,20 @@ export CUDA_MODULE_LOADING=EAGER
 # The JIT cache beside the checkout, kept between runs on one machine.
 export CUDA_CACHE_PATH=${CUDA_CACHE_PATH:-$repo/.nvcache} CUDA_CACHE_MAXSIZE=${CUDA_CACHE_MAXSIZE:-4294967296}
 
-# NCCL (the baseline, opened at run time as libnccl.so) and cuBLAS (the footprint's GEMM,
-# opened as libcublas.so) from the image's Python packages, under the names the program
-# looks for, in a folder of links put first on the loader's path. NVIDIA_LIBS, NCCL_LIB
-# and CUBLAS_LIB override where they are.
+# NCCL (the baseline, opened at run time as libnccl.so), cuBLAS (the footprint's GEMM,
+# opened as libcublas.so) and cuBLASLt (the collective matmuls' GEMMs, opened as
+# libcublasLt.so) from the image's Python packages, under the names the program looks
+# for, in a folder of links put first on the loader's path. NVIDIA_LIBS, NCCL_LIB,
+# CUBLAS_LIB and CUBLASLT_LIB override where they are.
 nv=${NVIDIA_LIBS:-/opt/torch/.venv/lib/python3.12/site-packages/nvidia}
 libs=${TMPDIR:-/tmp}/ferroccl-libs
 mkdir -p "$libs"
 nccl_lib=${NCCL_LIB:-$(ls "$nv"/nccl/lib/libnccl.so.* 2>/dev/null | head -n 1 || true)}
 cublas_lib=${CUBLAS_LIB:-$(ls "$nv"/*/lib/libcublas.so.* 2>/dev/null | head -n 1 || true)}
+cublaslt_lib=${CUBLASLT_LIB:-$(ls "$nv"/*/lib/libcublasLt.so.* 2>/dev/null | head -n 1 || true)}
 [ -z "$nccl_lib" ] || ln -sf "$nccl_lib" "$libs/libnccl.so"
 [ -z "$cublas_lib" ] || ln -sf "$cublas_lib" "$libs/libcublas.so"
+[ -z "$cublaslt_lib" ] || ln -sf "$cublaslt_lib" "$libs/libcublasLt.so"
 export LD_LIBRARY_PATH=$libs${cublas_lib:+:$(dirname "$cublas_lib")}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 
 # open_results OUTDIR BENCHMARK: OUTDIR/raw/BENCHMARK/ for the raw output and its log

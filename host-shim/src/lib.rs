@@ -55,6 +55,7 @@ pub mod bootstrap;
 pub mod comm;
 pub mod device;
 pub mod linking;
+pub mod matmul;
 pub mod module;
 pub mod shmem;
 pub mod stream;

@@ -224,6 +224,14 @@ impl Heap {
         Ok(self.pes.local().iter().map(|&pe| self.heaps[pe].base() + offset).collect())
     }
 
+    /// Waits until every PE has called it with the same `what` (collective, on the host:
+    /// the bootstrap's exchange; no device work). A PE that does not come ends it with the
+    /// bootstrap's error.
+    pub fn host_barrier(&mut self, what: &str) -> Result<()> {
+        let zeros = vec![0; self.pes.local().len()];
+        self.pes.gather(what, &zeros).map(|_| ())
+    }
+
     /// Collective `free`: `addrs[i]` is local PE `i`'s symmetric address of one allocation
     /// (what [`Heap::malloc`] returned), the same allocation on every PE; no kernel may
     /// use it any more, and no view of the heap may live ([`Heap::slice`]'s borrow). A

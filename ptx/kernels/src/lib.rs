@@ -10,6 +10,7 @@ mod bench;
 mod copy;
 mod interop;
 mod jacobi;
+mod matmul;
 mod nvls;
 mod selftest;
 mod shmem;

@@ -1,0 +1,276 @@
+//! `ferroccl-matmul`: the collective matmuls of a tensor-parallel MLP
+//! (`host_shim::matmul::RingMatmul`, `docs/matmul.md`) on GPUs: `AllGather(A) × B` (one
+//! way or both ways round the ring) or `ReduceScatter(A × B)`, every rank's result checked
+//! at sampled entries against an f64 sum of the data, then timed.
+//!
+//! Started by `ferroccl run -n N ferroccl-matmul …` (or any launcher
+//! `host_shim::bootstrap::PeEnv` reads), this process is one rank of N on the device the
+//! launcher gives it: one process per GPU. Otherwise `--pes N` runs N ranks in this
+//! process (rank `i` on device `i mod` the device count). `--gemm-alone` also times one
+//! GEMM of the gathered shape on one rank alone (no communication: the floor). Prints one
+//! JSON object per local rank.
+
+use std::error::Error;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::{Parser, ValueEnum};
+use cudarc::driver::{CudaSlice, CudaStream, DeviceRepr, ValidAsZeroBits, sys};
+use half::{bf16, f16};
+use host_shim::bootstrap::{Bootstrap, PeEnv};
+use host_shim::device;
+use host_shim::device_rt::matmul::{Collective, Shape, Workspace};
+use host_shim::matmul::RingMatmul;
+use host_shim::comm::Element;
+use host_shim::shmem::Heap;
+use serde_json::json;
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum Which {
+    /// `C = AllGather(A) × B`, one way round the ring.
+    AllGather,
+    /// `C = AllGather(A) × B`, half of each shard each way.
+    AllGatherBoth,
+    /// `C = ReduceScatter(A × B)`.
+    ReduceScatter,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum Dtype {
+    F16,
+    Bf16,
+}
+
+#[derive(Parser, Debug)]
+#[command(about = "Collective matmuls (all-gather × matmul, matmul × reduce-scatter) on ferroccl's symmetric heap, checked and timed")]
+struct Args {
+    #[arg(long, value_enum, default_value_t = Which::AllGather)]
+    collective: Which,
+    #[arg(long, value_enum, default_value_t = Dtype::F16)]
+    dtype: Dtype,
+    /// Rows of a shard (all-gather) or of an output block (reduce-scatter).
+    #[arg(short, default_value_t = 1024)]
+    m: u64,
+    /// The inner dimension.
+    #[arg(short, default_value_t = 4096)]
+    k: u64,
+    /// Columns of B and C.
+    #[arg(short, default_value_t = 4096)]
+    n: u64,
+    /// Timed calls.
+    #[arg(long, default_value_t = 20)]
+    iters: u32,
+    /// Untimed calls first.
+    #[arg(long, default_value_t = 5)]
+    warmup: u32,
+    /// Ranks in this process, when no launcher started it.
+    #[arg(long, default_value_t = 2)]
+    pes: usize,
+    /// Also time one GEMM of the gathered shape alone.
+    #[arg(long)]
+    gemm_alone: bool,
+    /// Dense f16/bf16 tensor-core peak of one GPU in TFLOP/s, for `tc_util` (H100 and H200
+    /// SXM: 989.4).
+    #[arg(long, default_value_t = 989.4)]
+    peak_tflops: f64,
+}
+
+/// What the example's steps return.
+type Outcome<T> = Result<T, Box<dyn Error>>;
+
+/// Entries of `C` checked per rank.
+const SAMPLES: u64 = 256;
+/// How long a wait for a neighbour may spin.
+const SPIN_BUDGET: Duration = Duration::from_secs(20);
+/// How long the ranks of several processes wait for each other at a host call.
+const BOOTSTRAP_BUDGET: Duration = Duration::from_secs(120);
+
+/// An element type of the example.
+trait Elem: Element + DeviceRepr + ValidAsZeroBits + Copy + Send + Sync + 'static {
+    fn from_f32(v: f32) -> Self;
+    fn to_f64(self) -> f64;
+    /// The type's unit roundoff.
+    const EPS: f64;
+}
+
+impl Elem for f16 {
+    fn from_f32(v: f32) -> Self {
+        f16::from_f32(v)
+    }
+    fn to_f64(self) -> f64 {
+        f64::from(self.to_f32())
+    }
+    const EPS: f64 = 1.0 / 2048.0;
+}
+
+impl Elem for bf16 {
+    fn from_f32(v: f32) -> Self {
+        bf16::from_f32(v)
+    }
+    fn to_f64(self) -> f64 {
+        f64::from(self.to_f32())
+    }
+    const EPS: f64 = 1.0 / 256.0;
+}
+
+/// Element `i` of matrix `which` (0 `A`, 1 `B`) of rank `rank`: eighths from -1 to 1,
+/// from a hash, so any process can make any rank's data.
+fn value<T: Elem>(rank: u32, which: u64, i: u64) -> T {
+    let mut x = (u64::from(rank) << 40 ^ which << 36 ^ i).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    x ^= x >> 29;
+    x = x.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x ^= x >> 32;
+    T::from_f32((x % 17) as f32 / 8.0 - 1.0)
+}
+
+fn main() -> Result<(), Box<dyn Error>> {
+    env_logger::Builder::from_env(env_logger::Env::new().filter_or("FERROCCL_LOG", "warn")).init();
+    let args = Args::parse();
+    match args.dtype {
+        Dtype::F16 => run::<f16>(&args),
+        Dtype::Bf16 => run::<bf16>(&args),
+    }
+}
+
+fn collective(which: Which) -> Collective {
+    match which {
+        Which::AllGather => Collective::AllGatherMatmul { bidirectional: false },
+        Which::AllGatherBoth => Collective::AllGatherMatmul { bidirectional: true },
+        Which::ReduceScatter => Collective::MatmulReduceScatter,
+    }
+}
+
+/// This process's ranks: the heap (with room for the ring's workspace) and their streams.
+fn ranks(args: &Args, shape: &Shape) -> Outcome<(Heap, Vec<Arc<CudaStream>>)> {
+    let heap_bytes = Workspace::new(shape).bytes.next_multiple_of(2 << 20) + (2 << 20);
+    let count = device::list()?.len();
+    Ok(match PeEnv::from_env()? {
+        Some(env) => {
+            let stream = device::context(env.device)?.new_stream()?;
+            let bootstrap = Bootstrap::join_env(&env, BOOTSTRAP_BUDGET)?;
+            (Heap::join(&stream, heap_bytes, SPIN_BUDGET, bootstrap)?, vec![stream])
+        }
+        None => {
+            if args.pes == 0 || count == 0 {
+                return Err(format!("--pes {}: at least one rank, and a device ({count} here)", args.pes).into());
+            }
+            let streams = (0..args.pes).map(|pe| Ok(device::context(pe % count)?.new_stream()?)).collect::<Result<Vec<_>, Box<dyn Error>>>()?;
+            (Heap::new(&streams, heap_bytes, SPIN_BUDGET)?, streams)
+        }
+    })
+}
+
+fn run<T: Elem>(args: &Args) -> Result<(), Box<dyn Error>> {
+    let collective = collective(args.collective);
+    let probe = Shape { collective, nranks: 1, m: args.m, k: args.k, n: args.n, dtype: T::DTYPE };
+    let (mut heap, streams) = ranks(args, &Shape { nranks: u32::try_from(PeEnv::from_env()?.map_or(args.pes, |e| e.n_pes))?, ..probe })?;
+    let nranks = heap.n_pes() as u32;
+    let local: Vec<u32> = heap.local_pes().iter().map(|&p| p as u32).collect();
+    let mut ring = RingMatmul::new::<T>(&mut heap, collective, args.m, args.k, args.n, streams.clone())?;
+    let shape = ring.shape();
+    let [la, lb, lc] = shape.lens();
+    let mut a = Vec::new();
+    let mut b = Vec::new();
+    let mut c = Vec::new();
+    for (&rank, stream) in local.iter().zip(&streams) {
+        a.push(stream.clone_htod(&(0..la).map(|i| value::<T>(rank, 0, i)).collect::<Vec<T>>())?);
+        b.push(stream.clone_htod(&(0..lb).map(|i| value::<T>(rank, 1, i)).collect::<Vec<T>>())?);
+        c.push(stream.alloc_zeros::<T>(lc as usize)?);
+    }
+    let call = |ring: &mut RingMatmul, c: &mut [CudaSlice<T>]| -> Result<(), Box<dyn Error>> {
+        let mut calls: Vec<_> = a.iter().zip(&b).zip(c.iter_mut()).map(|((a, b), c)| (a, b, c)).collect();
+        Ok(ring.call(&mut calls)?)
+    };
+    for _ in 0..args.warmup.max(1) {
+        call(&mut ring, &mut c)?;
+    }
+    for s in &streams {
+        s.synchronize()?;
+    }
+    if let Some(e) = ring.async_error() {
+        return Err(e.into());
+    }
+    let errors: Vec<f64> = local.iter().zip(&streams).zip(&c).map(|((&rank, s), c)| check::<T>(&shape, rank, &s.clone_dtoh(c)?)).collect::<Result<_, _>>()?;
+    let starts: Vec<_> = streams.iter().map(|s| s.record_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))).collect::<Result<_, _>>()?;
+    for _ in 0..args.iters {
+        call(&mut ring, &mut c)?;
+    }
+    let ends: Vec<_> = streams.iter().map(|s| s.record_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))).collect::<Result<_, _>>()?;
+    for s in &streams {
+        s.synchronize()?;
+    }
+    if let Some(e) = ring.async_error() {
+        return Err(e.into());
+    }
+    let flops = 2.0 * (u64::from(nranks) * args.m) as f64 * args.k as f64 * args.n as f64;
+    let alone = if args.gemm_alone { Some(gemm_alone::<T>(args, &shape, &streams[0])?) } else { None };
+    for (i, &rank) in local.iter().enumerate() {
+        let us = f64::from(starts[i].elapsed_ms(&ends[i])?) * 1e3 / f64::from(args.iters.max(1));
+        let row = json!({
+            "collective": format!("{:?}", args.collective).to_lowercase(),
+            "dtype": format!("{:?}", args.dtype).to_lowercase(),
+            "nranks": nranks, "rank": rank, "m": args.m, "k": args.k, "n": args.n,
+            "iters": args.iters, "time_us": us,
+            "tflops": flops / us / 1e6,
+            "tc_util": flops / us / 1e6 / args.peak_tflops,
+            "checked": SAMPLES, "max_error_in_eps": errors[i],
+            "gemm_alone_us": alone,
+            "vs_gemm_alone": alone.map(|g| us / g),
+        });
+        println!("{row}");
+    }
+    Ok(())
+}
+
+/// The largest error, in units of the type's roundoff times the sum of magnitudes (the
+/// bound of a sum of rounded products), over sampled entries of `rank`'s `C` against an
+/// f64 sum of the data. Fails past 8 units.
+fn check<T: Elem>(shape: &Shape, rank: u32, c: &[T]) -> Result<f64, Box<dyn Error>> {
+    let (d, m, k, n) = (u64::from(shape.nranks), shape.m, shape.k, shape.n);
+    let rows = c.len() as u64 / n;
+    let mut worst = 0f64;
+    for s in 0..SAMPLES {
+        let (i, j) = ((s * 7919 + 13) % rows, (s * 104_729 + 7) % n);
+        let (mut exact, mut size) = (0f64, 0f64);
+        let mut add = |owner: u32, a_row: u64, b_owner: u32| {
+            for l in 0..k {
+                let p = value::<T>(owner, 0, a_row * k + l).to_f64() * value::<T>(b_owner, 1, l * n + j).to_f64();
+                exact += p;
+                size += p.abs();
+            }
+        };
+        match shape.collective {
+            Collective::AllGatherMatmul { .. } => add((i / m) as u32, i % m, rank),
+            Collective::MatmulReduceScatter => (0..d as u32).for_each(|q| add(q, u64::from(rank) * m + i, q)),
+        }
+        let err = (c[(i * n + j) as usize].to_f64() - exact).abs() / (T::EPS * size.max(1.0) * (d as f64).max(1.0));
+        if err > 8.0 {
+            return Err(format!("rank {rank}: C[{i}, {j}] = {} against {exact} (an error of {err:.1} units)", c[(i * n + j) as usize].to_f64()).into());
+        }
+        worst = worst.max(err);
+    }
+    Ok(worst)
+}
+
+/// Microseconds of one GEMM of the gathered shape (`(nranks · m) × k` by `k × n`) on
+/// `stream`'s device, alone: a one-rank ring of that shape, which is one cuBLASLt GEMM.
+fn gemm_alone<T: Elem>(args: &Args, shape: &Shape, stream: &Arc<CudaStream>) -> Result<f64, Box<dyn Error>> {
+    let rows = u64::from(shape.nranks) * args.m;
+    let single = Shape { collective: Collective::AllGatherMatmul { bidirectional: false }, nranks: 1, m: rows, ..*shape };
+    let stream = stream.context().new_stream()?;
+    let mut heap = Heap::new(std::slice::from_ref(&stream), Workspace::new(&single).bytes.next_multiple_of(2 << 20) + (2 << 20), SPIN_BUDGET)?;
+    let mut ring = RingMatmul::new::<T>(&mut heap, single.collective, rows, args.k, args.n, vec![stream.clone()])?;
+    let a = stream.clone_htod(&(0..rows * args.k).map(|i| value::<T>(0, 0, i)).collect::<Vec<T>>())?;
+    let b = stream.clone_htod(&(0..args.k * args.n).map(|i| value::<T>(0, 1, i)).collect::<Vec<T>>())?;
+    let mut c = stream.alloc_zeros::<T>((rows * args.n) as usize)?;
+    for _ in 0..args.warmup.max(1) {
+        ring.call(&mut [(&a, &b, &mut c)])?;
+    }
+    let start = stream.record_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))?;
+    for _ in 0..args.iters {
+        ring.call(&mut [(&a, &b, &mut c)])?;
+    }
+    let end = stream.record_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))?;
+    stream.synchronize()?;
+    Ok(f64::from(start.elapsed_ms(&end)?) * 1e3 / f64::from(args.iters.max(1)))
+}

@@ -1,0 +1,247 @@
+//! Collective matmuls on GPUs: `AllGather(A) × B` and `ReduceScatter(A × B)` over a
+//! symmetric heap, the communication hidden behind the GEMMs (`docs/matmul.md`).
+//!
+//! The schedule is device-rt's (`device_rt::matmul::plan`), the same list of operations
+//! the host twin runs; here each lane of a rank is a stream: the caller's stream computes
+//! (cuBLASLt), one stream per ring direction copies with the copy engines
+//! (`cuMemcpyDtoDAsync` into the neighbour's mapped workspace, no SM taken from the
+//! GEMMs). A wait for a neighbour's signal is a one-thread kernel, bounded by the heap's
+//! abort flag and spin budget; a signal is a one-thread kernel that fences, then stores;
+//! lanes of one rank meet through CUDA events. Nothing waits on the host during a call.
+
+mod blas;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use cudarc::driver::{CudaEvent, CudaFunction, CudaStream, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg, result, sys};
+use device_rt::abi::ShmemHandle;
+use device_rt::matmul::{Addresses, Collective, Event, Op, Peer, RingPlan, Shape, Workspace};
+
+use crate::memory::HostMapped;
+use crate::module::Module;
+use crate::op::Element;
+use crate::shmem::Heap;
+use crate::{Error, Result};
+
+use blas::Blas;
+
+/// One rank's streams, kernels and GEMM handle.
+struct RankLanes {
+    pe: u32,
+    /// The caller's stream (the compute lane), then the copy lanes to the next and the
+    /// previous rank.
+    streams: [Arc<CudaStream>; 3],
+    /// Device address of the PE's `ShmemHandle`, and the handle's value (every PE's base).
+    handle: u64,
+    value: ShmemHandle,
+    wait: CudaFunction,
+    signal: CudaFunction,
+    /// Written by a wait that ended early: 1 aborted, 2 timed out.
+    status: HostMapped<u32>,
+    blas: Blas,
+    /// The module the kernels are in, kept loaded.
+    _module: Module,
+}
+
+/// Collective matmuls of one shape over a symmetric heap: one for every PE of this
+/// process, made by every PE of the heap alike (its workspace is a collective
+/// allocation), and called by every PE in the same order.
+pub struct RingMatmul {
+    shape: Shape,
+    layout: Workspace,
+    /// By local PE.
+    ranks: Vec<RankLanes>,
+    workspace: Vec<u64>,
+    /// Calls made, this one included.
+    seq: u64,
+}
+
+impl RingMatmul {
+    /// Collective matmuls of `collective` for `m`, `k`, `n` of `T` (f16 or bf16; see
+    /// `device_rt::matmul::Shape` for what each dimension is) on `heap`, whose every PE is
+    /// a rank: `streams[i]` is local PE `i`'s stream (on its device), the stream its calls
+    /// run on. Allocates the ring's workspace from the heap (collective: every PE makes
+    /// the same `RingMatmul`), zeroes its signal words and waits for every PE to have done
+    /// so. Loads the kernels' module on each device: make it before any persistent loop
+    /// runs there, or with `CUDA_MODULE_LOADING=EAGER`. Bad shapes, a stream per PE
+    /// missing or on another device, or a heap too small are refused with
+    /// [`Error::InvalidArgument`] before anything is allocated.
+    pub fn new<T: Element>(heap: &mut Heap, collective: Collective, m: u64, k: u64, n: u64, streams: Vec<Arc<CudaStream>>) -> Result<Self> {
+        let nranks = u32::try_from(heap.n_pes()).map_err(|_| Error::InvalidArgument("too many PEs".into()))?;
+        let shape = Shape { collective, nranks, m, k, n, dtype: T::DTYPE };
+        shape.check().map_err(|e| Error::InvalidArgument(format!("collective matmul: {e}")))?;
+        let local = heap.local_pes().to_vec();
+        if streams.len() != local.len() {
+            return Err(Error::InvalidArgument(format!("collective matmul: {} streams for {} PE(s) of this process", streams.len(), local.len())));
+        }
+        for (&pe, s) in local.iter().zip(&streams) {
+            if heap.device_of(pe) != Some(s.context().ordinal()) {
+                return Err(Error::InvalidArgument(format!("collective matmul: PE {pe} is on device {:?}, its stream on device {}", heap.device_of(pe), s.context().ordinal())));
+            }
+        }
+        let layout = Workspace::new(&shape);
+        let mut ranks = Vec::with_capacity(local.len());
+        for (&pe, compute) in local.iter().zip(streams) {
+            let ctx = compute.context().clone();
+            let module = Module::load(&ctx)?;
+            let streams = [compute.clone(), ctx.new_stream().map_err(Error::cuda("cuStreamCreate"))?, ctx.new_stream().map_err(Error::cuda("cuStreamCreate"))?];
+            ranks.push(RankLanes {
+                pe: pe as u32,
+                handle: heap.handle(pe),
+                value: heap.device_handle(pe)?,
+                wait: module.kernel("ferroccl_matmul_wait")?,
+                signal: module.kernel("ferroccl_matmul_signal")?,
+                status: HostMapped::zeroed(&ctx, 1)?,
+                blas: Blas::new(&compute, &shape)?,
+                streams,
+                _module: module,
+            });
+        }
+        let workspace = heap.malloc(&vec![layout.bytes; local.len()])?;
+        for (rank, &ws) in ranks.iter().zip(&workspace) {
+            let words = layout.words;
+            // SAFETY: the words lie in the allocation just made; no kernel uses it yet.
+            unsafe { result::memset_d8_async(ws + words, 0, (layout.bytes - words) as usize, rank.streams[0].cu_stream()) }.map_err(Error::cuda("cuMemsetD8Async"))?;
+            rank.streams[0].synchronize().map_err(Error::cuda("cuStreamSynchronize"))?;
+        }
+        // No PE signals into another's workspace before every PE has zeroed its words.
+        heap.host_barrier("collective matmul")?;
+        Ok(Self { shape, layout, ranks, workspace, seq: 0 })
+    }
+
+    /// The shape every call takes.
+    pub fn shape(&self) -> Shape {
+        self.shape
+    }
+
+    /// One call on every local PE, enqueued on each PE's stream (it returns before the
+    /// work is done): `args[i]` is local PE `i`'s `(A, B, C)`, of the shape's sizes
+    /// (`Shape::dims`, row-major). Wrong lengths, or an element type that is not the
+    /// shape's, are refused before anything is enqueued. The call is complete, on every
+    /// lane, when the PE's stream has passed it; a wait that ended early (abort, spin
+    /// budget) is reported by [`RingMatmul::async_error`] (its call's `C` is then wrong).
+    pub fn call<T: Element, S: DevicePtr<T>, R: DevicePtrMut<T>>(&mut self, args: &mut [(&S, &S, &mut R)]) -> Result<()> {
+        if T::DTYPE != self.shape.dtype {
+            return Err(Error::InvalidArgument(format!("collective matmul of {} called with {}", self.shape.dtype.short_name(), T::DTYPE.short_name())));
+        }
+        if args.len() != self.ranks.len() {
+            return Err(Error::InvalidArgument(format!("collective matmul: {} calls for {} PE(s) of this process", args.len(), self.ranks.len())));
+        }
+        let lens = self.shape.lens();
+        for (pe, (a, b, c)) in args.iter().enumerate() {
+            for (what, len, want) in [("A", a.len(), lens[0]), ("B", b.len(), lens[1]), ("C", c.len(), lens[2])] {
+                if len as u64 != want {
+                    return Err(Error::InvalidArgument(format!("collective matmul: local PE {pe}'s {what} holds {len} elements, its shape {want}")));
+                }
+            }
+        }
+        self.seq += 1;
+        for (i, (a, b, c)) in args.iter_mut().enumerate() {
+            let stream = self.ranks[i].streams[0].clone();
+            let (a, _ra) = a.device_ptr(&stream);
+            let (b, _rb) = b.device_ptr(&stream);
+            let (c, _rc) = c.device_ptr_mut(&stream);
+            let at = Addresses { a, b, c, workspace: self.workspace[i] };
+            // SAFETY: `A`, `B` and `C` hold the shape's sizes (checked above) and stay live
+            // for the stream (cudarc's records); the workspace is this ring's.
+            unsafe { self.enqueue(i, at)? };
+        }
+        Ok(())
+    }
+
+    /// The first error a wait of any local PE reported, if one has: [`Error::Aborted`]
+    /// (the heap's abort flag), or [`Error::DeviceTimeout`] (a neighbour's signal did not
+    /// come within the heap's spin budget; `seq` 0: not a work loop's item).
+    pub fn async_error(&self) -> Option<Error> {
+        let status = self.ranks.iter().map(|r| {
+            // SAFETY: one live host-mapped `u32`, which the device writes at most once.
+            unsafe { r.status.host_ptr().read_volatile() }
+        });
+        status.into_iter().find(|&s| s != 0).map(|s| if s == 1 { Error::Aborted } else { Error::DeviceTimeout { site: None, seq: 0 } })
+    }
+
+    /// Enqueues local PE `i`'s operations of the current call on its lanes.
+    ///
+    /// # Safety
+    /// `at` holds the call's matrices, live until the PE's stream has passed the call.
+    unsafe fn enqueue(&mut self, i: usize, at: Addresses) -> Result<()> {
+        let (shape, layout, rank) = (self.shape, self.layout, &mut self.ranks[i]);
+        let mut ops = Vec::new();
+        RingPlan { shape, rank: rank.pe, seq: self.seq }.for_each(|lane, op| ops.push((lane, op)));
+        let mut events: HashMap<(Event, u64), CudaEvent> = HashMap::new();
+        for (lane, op) in ops {
+            let stream = rank.streams[lane as usize].clone();
+            match op {
+                Op::Wait { word, at_least } => rank.wait_for(&stream, at.workspace + layout.word(&shape, word), at_least)?,
+                Op::Signal { word, on, value } => rank.signal(&stream, at.workspace + layout.word(&shape, word), value, on, shape.nranks)?,
+                Op::Record { event, value } => {
+                    let e = stream.record_event(Some(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING)).map_err(Error::cuda("cuEventRecord"))?;
+                    events.insert((event, value), e);
+                }
+                Op::WaitEvent { event, at_least } => {
+                    let e = events.get(&(event, at_least)).ok_or(Error::InvalidState("a collective matmul's lane waits for an event never recorded"))?;
+                    stream.wait(e).map_err(Error::cuda("cuStreamWaitEvent"))?;
+                }
+                Op::Put { src, dst, to, word, value } => {
+                    let (src, bytes) = at.rows(&shape, &layout, src);
+                    let (dst, _) = at.rows(&shape, &layout, dst);
+                    let dst = rank.on_peer(dst, to, shape.nranks)?;
+                    // SAFETY: `src` holds `bytes` (the shape's rows), `dst` the same rows of
+                    // the neighbour's workspace, mapped here; the plan's waits ordered them.
+                    unsafe { result::memcpy_dtod_async(dst, src, bytes as usize, stream.cu_stream()) }.map_err(Error::cuda("cuMemcpyDtoDAsync"))?;
+                    rank.signal(&stream, at.workspace + layout.word(&shape, word), value, to, shape.nranks)?;
+                }
+                Op::Gemm { a, c, acc } => {
+                    let (a, _) = at.rows(&shape, &layout, a);
+                    let (c_at, _) = at.rows(&shape, &layout, c);
+                    let acc = acc.map(|acc| at.rows(&shape, &layout, acc).0);
+                    // SAFETY: the rows hold `rows × k` and `rows × n` elements of the shape's
+                    // type and `B` is `k × n` (the call's checks); the plan's waits ordered
+                    // the reads after the data landed.
+                    unsafe { rank.blas.gemm(&stream, c.rows, a, at.b, acc, c_at) }?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl RankLanes {
+    /// The address of this PE's symmetric `addr` on its neighbour `peer`.
+    fn on_peer(&self, addr: u64, peer: Peer, nranks: u32) -> Result<u64> {
+        let pe = self.neighbour(peer, nranks);
+        let offset = addr.wrapping_sub(self.value.bases[self.pe as usize]);
+        match self.value.bases.get(pe as usize) {
+            Some(&base) if base != 0 && offset < self.value.heap_bytes => Ok(base + offset),
+            _ => Err(Error::InvalidArgument(format!("collective matmul: PE {pe}'s heap is not mapped on PE {}'s device", self.pe))),
+        }
+    }
+
+    fn neighbour(&self, peer: Peer, nranks: u32) -> u32 {
+        match peer {
+            Peer::Next => (self.pe + 1) % nranks,
+            Peer::Prev => (self.pe + nranks - 1) % nranks,
+        }
+    }
+
+    /// Queues the bounded wait for this PE's `word` to reach `at_least` on `stream`.
+    fn wait_for(&self, stream: &CudaStream, word: u64, at_least: u64) -> Result<()> {
+        let status = self.status.device_ptr();
+        // SAFETY: the arguments match `ferroccl_matmul_wait`: the PE's handle, a word of its
+        // workspace, a value, its host-mapped status; one thread.
+        unsafe { stream.launch_builder(&self.wait).arg(&self.handle).arg(&word).arg(&at_least).arg(&status).launch(one_thread()) }.map(|_| ()).map_err(Error::cuda("cuLaunchKernel (collective matmul wait)"))
+    }
+
+    /// Queues the store of `value` into `peer`'s copy of the symmetric `word` on `stream`.
+    fn signal(&self, stream: &CudaStream, word: u64, value: u64, peer: Peer, nranks: u32) -> Result<()> {
+        let pe = self.neighbour(peer, nranks);
+        // SAFETY: the arguments match `ferroccl_matmul_signal`: the PE's handle, a word of
+        // its workspace, a value, a PE of the heap; one thread.
+        unsafe { stream.launch_builder(&self.signal).arg(&self.handle).arg(&word).arg(&value).arg(&pe).launch(one_thread()) }.map(|_| ()).map_err(Error::cuda("cuLaunchKernel (collective matmul signal)"))
+    }
+}
+
+fn one_thread() -> LaunchConfig {
+    LaunchConfig { grid_dim: (1, 1, 1), block_dim: (1, 1, 1), shared_mem_bytes: 0 }
+}
