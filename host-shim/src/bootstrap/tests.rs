@@ -160,8 +160,9 @@ fn a_path_that_is_not_a_socket_is_left_alone() {
 
 /// Three PEs on threads, each watched once joined (but PE `unwatched`, whose bootstrap is
 /// dropped at once, closing its connection as a process that dies does), its failures
-/// collected (tagged with the PE); `then(pe, watch)` decides what each watched PE does.
-fn watched(name: &str, unwatched: Option<usize>, then: impl Fn(usize, Watch) + Sync) -> Vec<(usize, String)> {
+/// collected (tagged with the PE); `then(pe, watch, heard)` decides what each watched PE
+/// does (`heard()`: whether its watcher has reported a failure yet).
+fn watched(name: &str, unwatched: Option<usize>, then: impl Fn(usize, Watch, &dyn Fn() -> bool) + Sync) -> Vec<(usize, String)> {
     let path = rendezvous(name);
     let (failures, heard) = std::sync::mpsc::channel();
     on_threads(0..3, |pe| {
@@ -170,8 +171,14 @@ fn watched(name: &str, unwatched: Option<usize>, then: impl Fn(usize, Watch) + S
             return;
         }
         let failures = failures.clone();
-        let watch = Watch::new(b, "rank", Box::new(move |why| failures.send((pe, why)).unwrap())).unwrap();
-        then(pe, watch);
+        let flag = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let seen = flag.clone();
+        let watch = Watch::new(b, "rank", Box::new(move |why| {
+            seen.store(true, std::sync::atomic::Ordering::Release);
+            failures.send((pe, why)).unwrap();
+        }))
+        .unwrap();
+        then(pe, watch, &|| flag.load(std::sync::atomic::Ordering::Acquire));
     });
     drop(failures);
     let deadline = Instant::now() + Duration::from_secs(5);
@@ -183,11 +190,19 @@ fn watched(name: &str, unwatched: Option<usize>, then: impl Fn(usize, Watch) + S
     all
 }
 
+/// Until `heard()` holds, or 10 s have passed (a loaded machine may take long to relay).
+fn until_heard(heard: &dyn Fn() -> bool) {
+    let start = Instant::now();
+    while !heard() && start.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
 #[test]
 fn a_watched_pe_whose_connection_ends_is_named_to_every_other() {
     // PE 1's connection ends without a leave; the others stay until they have heard.
-    let failures = watched("watch-dies", Some(1), |_, watch| {
-        std::thread::sleep(Duration::from_millis(500));
+    let failures = watched("watch-dies", Some(1), |_, watch, heard| {
+        until_heard(heard);
         drop(watch);
     });
     assert_eq!(failures.iter().map(|(pe, _)| *pe).collect::<Vec<_>>(), [0, 2], "{failures:?}");
@@ -196,7 +211,7 @@ fn a_watched_pe_whose_connection_ends_is_named_to_every_other() {
 
 #[test]
 fn watched_pes_that_leave_fail_nobody() {
-    let failures = watched("watch-leave", None, |pe, watch| {
+    let failures = watched("watch-leave", None, |pe, watch, _| {
         std::thread::sleep(Duration::from_millis(100 * pe as u64));
         drop(watch);
     });
@@ -205,11 +220,13 @@ fn watched_pes_that_leave_fail_nobody() {
 
 #[test]
 fn a_watched_pes_abort_reaches_every_other_with_its_reason() {
-    let failures = watched("watch-abort", None, |pe, watch| {
+    let failures = watched("watch-abort", None, |pe, watch, heard| {
         if pe == 2 {
             watch.abort("rank 2 aborted its communicator");
+        } else {
+            // PE 0 relays the abort to PE 1: neither leaves before it has heard.
+            until_heard(heard);
         }
-        std::thread::sleep(Duration::from_millis(500));
         drop(watch);
     });
     assert_eq!(failures.iter().map(|(pe, _)| *pe).collect::<Vec<_>>(), [0, 1], "{failures:?}");
