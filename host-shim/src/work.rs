@@ -367,9 +367,30 @@ impl StreamUse {
 /// Never blocks.
 fn free_after(ctx: usize, stream: Arc<CudaStream>, uses: &StreamUse, memory: Box<dyn Send>) {
     match uses.marks() {
-        Some(marks) => hand_over(FreeEvent::Park(Parked { ctx, kernel: stream, marks, memory })),
+        Some(marks) => hand_over(FreeEvent::Park(Parked { ctx, kernel: Some(stream), marks, memory })),
         None => {
             log::warn!("work loop: calls of a dropped loop were captured in a CUDA graph (or went untracked); its memory is kept until the process exits, since a replay may still read it");
+            std::mem::forget(memory);
+        }
+    }
+}
+
+/// Hands `memory`, which the work queued on `streams` so far reads (and no later work
+/// will), to the deferred frees: freed (on their own thread) once that work has ended and
+/// no loop of the streams' context runs, so that a free, or a module's unload, never
+/// waits for work queued behind something only the caller would release. Never blocks;
+/// where a stream's work cannot be marked, the memory is kept until the process exits.
+pub(crate) fn free_after_streams(streams: &[Arc<CudaStream>], memory: Box<dyn Send>) {
+    let Some(first) = streams.first() else { return drop(memory) };
+    let ctx = first.context().cu_ctx() as usize;
+    let marks: std::result::Result<Vec<Arc<CudaEvent>>, _> = streams.iter().map(|s| s.record_event(Some(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING)).map(Arc::new)).collect();
+    match marks {
+        Ok(marks) => {
+            start_reaper();
+            hand_over(FreeEvent::Park(Parked { ctx, kernel: None, marks, memory }));
+        }
+        Err(e) => {
+            log::warn!("no event marks the work of memory being dropped ({e}): it is kept until the process exits");
             std::mem::forget(memory);
         }
     }
@@ -437,8 +458,8 @@ impl Passed for Arc<CudaEvent> {
 struct Parked<S, M> {
     /// The context (its handle).
     ctx: usize,
-    /// The stream of the loop kernel that used the memory.
-    kernel: S,
+    /// The stream of the loop kernel that used the memory, if a loop did.
+    kernel: Option<S>,
     /// Per other stream that received work using the memory, a mark after that work.
     marks: Vec<M>,
     memory: Box<dyn Send>,
@@ -484,7 +505,7 @@ impl<S: KernelStream, M: Passed> DeferredFrees<S, M> {
         }
         let parked = std::mem::take(&mut self.parked);
         for p in parked {
-            if p.ctx == ctx && p.kernel.passed() && p.marks.iter().all(Passed::passed) {
+            if p.ctx == ctx && p.kernel.as_ref().is_none_or(Passed::passed) && p.marks.iter().all(Passed::passed) {
                 drop(p.memory);
             } else {
                 self.parked.push(p);
@@ -921,6 +942,11 @@ impl WorkLoop {
             args: [header.device_ptr(), memory.ring.device_ptr(), u64::from(self.cfg.capacity), memory.state.ptr, u64::try_from(self.cfg.spin_budget.as_nanos()).unwrap_or(u64::MAX), self.comm],
             placement: (self.grid != self.cfg.channels).then(|| memory.state.ptr + PLACEMENT_OFFSET),
         };
+        // The deferred frees' lock is held from the launch until the loop is on their list
+        // of running loops: a free between the two would think no loop of the context
+        // runs, and a free (or a module's unload) may wait for the new kernel, which never
+        // ends by itself, while holding the lock this thread then takes.
+        let mut frees = deferred_frees();
         // SAFETY: the memory lives until the kernel has ended (`Drop` defers freeing it
         // until then); nothing runs on the loop's stream yet.
         unsafe { launch_loop.launch(false) }?;
@@ -933,7 +959,7 @@ impl WorkLoop {
             self.queue.set_relaunch(Box::new(move || unsafe { launch_loop.launch(true) }));
         }
         self.started = true;
-        deferred_frees().running.push((self.ctx_key(), self.stream.clone()));
+        frees.running.push((self.ctx_key(), self.stream.clone()));
         log::debug!("work loop started: {:?}", self.cfg);
         Ok(())
     }
@@ -1294,8 +1320,9 @@ impl WorkLoop {
 }
 
 impl Drop for WorkLoop {
-    /// Never blocks: aborts a loop still running, and hands its memory to the deferred
-    /// frees, which free it (on their own thread, promptly) once its kernel has ended,
+    /// Never blocks: aborts a loop still running, and hands its memory and its module's
+    /// code to the deferred frees, which free them (on their own thread, promptly) once
+    /// its kernel has ended,
     /// every stream its stream-ordered calls went to has passed their work, and no loop of
     /// the context runs.
     fn drop(&mut self) {
@@ -1304,9 +1331,13 @@ impl Drop for WorkLoop {
             log::debug!("work loop dropped while running: aborted");
         }
         let key = self.ctx_key();
-        if let Some(memory) = self.memory.take() {
-            free_after(key, self.stream.clone(), &self.uses, Box::new(memory));
-        }
+        // The module's code goes with the memory: it is unloaded when its last function
+        // drops, and an unload waits for every queued kernel of the module, such as a call
+        // kernel queued on a user's stream behind work that only this thread would
+        // release (an event, a stream wait on a host flag): dropped here, it could wait
+        // forever.
+        let code = (self.kernel.clone(), self.call_kernel.clone());
+        free_after(key, self.stream.clone(), &self.uses, Box::new((self.memory.take(), code)));
         hand_over(FreeEvent::Forget(key, self.stream.clone()));
         // The header follows when the last abort handle drops its share.
     }
@@ -1356,7 +1387,7 @@ mod tests {
     }
 
     fn park(ctx: usize, kernel: FakeStream, marks: Vec<FakeMark>, freed: &Arc<AtomicBool>) -> FreeEvent<FakeStream, FakeMark> {
-        FreeEvent::Park(Parked { ctx, kernel, marks, memory: Box::new(Tracked(freed.clone())) })
+        FreeEvent::Park(Parked { ctx, kernel: Some(kernel), marks, memory: Box::new(Tracked(freed.clone())) })
     }
 
     /// Parked allocations are freed as soon as their kernel has ended and no other loop of

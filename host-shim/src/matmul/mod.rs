@@ -150,6 +150,20 @@ impl RingMatmul {
         Ok(())
     }
 
+    /// Gives the ring's workspace back to `heap` (collective, as `Heap::free`: every PE
+    /// frees its ring in the same order), once every lane of every local PE has run its
+    /// calls (waiting up to `timeout` for each; on a timeout the workspace is kept, since
+    /// a lane may still use it, and the error returned). Dropping a ring instead keeps its
+    /// workspace until the heap goes.
+    pub fn free(mut self, heap: &mut Heap, timeout: std::time::Duration) -> Result<()> {
+        for rank in &self.ranks {
+            for stream in &rank.streams {
+                crate::stream::wait(stream, timeout, "a collective matmul's lane")?;
+            }
+        }
+        heap.free(&std::mem::take(&mut self.workspace))
+    }
+
     /// The first error a wait of any local PE reported, if one has: [`Error::Aborted`]
     /// (the heap's abort flag), or [`Error::DeviceTimeout`] (a neighbour's signal did not
     /// come within the heap's spin budget; `seq` 0: not a work loop's item).
@@ -204,6 +218,19 @@ impl RingMatmul {
             }
         }
         Ok(())
+    }
+}
+
+impl Drop for RingMatmul {
+    /// Never blocks: each rank's streams, kernels, handle and status word go to the
+    /// deferred frees, freed once the work queued on its lanes has ended (an unload of the
+    /// module, or a free, would otherwise wait for a wait kernel still spinning, or for
+    /// work queued behind something the caller has yet to release).
+    fn drop(&mut self) {
+        for rank in self.ranks.drain(..) {
+            let streams = rank.streams.to_vec();
+            crate::work::free_after_streams(&streams, Box::new(rank));
+        }
     }
 }
 
