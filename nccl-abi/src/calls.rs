@@ -94,7 +94,7 @@ pub unsafe fn send_recv(comm: *mut NcclComm, stream: sys::CUstream, send: Option
     let to_self = (send.map(|s| s.peer == me), recv.map(|r| r.peer == me));
     if let (Some(true), _) | (_, Some(true)) = to_self {
         let (Some(s), Some(r)) = (send.filter(|s| s.peer == me), recv.filter(|r| r.peer == me)) else {
-            return Err(Failure::usage("a send to this rank itself needs its receive from itself in the same group (ferroccl pairs one send and one receive per group)"));
+            return Err(Failure::usage("a send to this rank itself needs its receive from itself in the same group (each send to itself is paired with the receive from itself of the same order)"));
         };
         let bytes = units(&s, send_dtype).min(units(&r, recv_dtype)) * dtype.size();
         // SAFETY: both buffers are device memory of the rank's device, `bytes` long

@@ -2,7 +2,8 @@
 //! point-to-point calls wait for the group's end; collectives run at once (each is
 //! stream-ordered and returns without waiting for the other ranks, so several ranks of one
 //! thread may call them in turn). At the end, the inits run together (one thread each:
-//! every init waits for its peers) and each rank's sends and receives run as one item.
+//! every init waits for its peers) and each rank's sends and receives run as items of one
+//! send and one receive each, in an order that cannot deadlock (`rounds`).
 
 use std::cell::RefCell;
 
@@ -11,6 +12,8 @@ use host_shim::cudarc::driver::sys;
 use crate::calls::{self, Side};
 use crate::comm::{InitArgs, NcclComm};
 use crate::error::Failure;
+use crate::rounds;
+use crate::types::data_type;
 
 /// A point-to-point call waiting for its group's end.
 #[derive(Clone, Copy)]
@@ -120,8 +123,10 @@ pub unsafe fn end() -> Result<(), Failure> {
     unsafe { run_transfers(&transfers) }
 }
 
-/// Runs a group's transfers: each rank's at most one send and one receive as one item.
-/// More, or a send and receive on different streams, are refused before any runs.
+/// Runs a group's transfers: each rank's sends and receives as a sequence of items of one
+/// send and one receive each, in the order [`rounds`] gives (by distance round the ring:
+/// no group deadlocks, whatever order its calls came in). A rank's transfers on different
+/// streams, a peer outside the ranks or an unknown type are refused before any runs.
 ///
 /// # Safety
 /// As [`calls::send_recv`]'s, for every transfer.
@@ -129,25 +134,34 @@ unsafe fn run_transfers(transfers: &[Transfer]) -> Result<(), Failure> {
     let mut ranks: Vec<*mut NcclComm> = transfers.iter().map(|t| t.comm).collect();
     ranks.sort_unstable();
     ranks.dedup();
-    let mut pairs = Vec::new();
+    let mut plans = Vec::new();
     for comm in ranks {
         let mine: Vec<&Transfer> = transfers.iter().filter(|t| t.comm == comm).collect();
-        let (sends, recvs): (Vec<&&Transfer>, Vec<&&Transfer>) = mine.iter().partition(|t| t.send);
-        if sends.len() > 1 || recvs.len() > 1 {
-            return Err(Failure::usage(format!(
-                "a group with {} sends and {} receives on one communicator: ferroccl runs at most one send and one receive per communicator in a group",
-                sends.len(),
-                recvs.len()
-            )));
-        }
         if mine.windows(2).any(|w| w[0].stream != w[1].stream) {
-            return Err(Failure::usage("a group's send and receive on one communicator are on different streams"));
+            return Err(Failure::usage("a group's sends and receives on one communicator are on different streams"));
         }
-        pairs.push((comm, mine[0].stream, sends.first().map(|t| t.side), recvs.first().map(|t| t.side)));
+        for t in &mine {
+            data_type(t.side.dtype).map_err(Failure::argument)?;
+        }
+        let (rank, nranks) = {
+            // SAFETY: a live rank (checked when the transfer was queued; this function's
+            // contract keeps it live).
+            let held = unsafe { NcclComm::from_ptr(comm) }?.lock();
+            let c = held.comm()?;
+            (c.rank(), c.world_size())
+        };
+        let calls: Vec<rounds::Call> = mine
+            .iter()
+            .map(|t| usize::try_from(t.side.peer).map(|peer| rounds::Call { peer, send: t.send }).map_err(|_| Failure::argument(format!("peer {} of {nranks} ranks", t.side.peer))))
+            .collect::<Result<_, _>>()?;
+        let items = rounds::rounds(rank, nranks, &calls).map_err(Failure::argument)?;
+        plans.push((comm, mine[0].stream, items.into_iter().map(|(s, r)| (s.map(|i| mine[i].side), r.map(|i| mine[i].side))).collect::<Vec<_>>()));
     }
-    for (comm, stream, send, recv) in pairs {
-        // SAFETY: this function's contract.
-        unsafe { calls::send_recv(comm, stream, send, recv) }?;
+    for (comm, stream, items) in plans {
+        for (send, recv) in items {
+            // SAFETY: this function's contract.
+            unsafe { calls::send_recv(comm, stream, send, recv) }?;
+        }
     }
     Ok(())
 }

@@ -17,6 +17,7 @@ pub mod comm;
 pub mod error;
 pub mod group;
 pub mod memory;
+pub mod rounds;
 pub mod types;
 
 use std::ffi::{c_char, c_int, c_void};
