@@ -8,7 +8,8 @@
 set -euo pipefail
 usage="usage: $0 FERROCCL FERROCCL_MATMUL OUTDIR
   FERROCCL: target/release/ferroccl (the launcher); FERROCCL_MATMUL: target/release/ferroccl-matmul
-  env: NGPUS (default: every GPU) DTYPE (default f16) ITERS (default 20) SHAPES (default the seed's and the issue's)"
+  env: NGPUS (default: every GPU) DTYPE (default f16) ITERS (default 20) SM_COPIES (CTAs of the SM-copy design, default 16)
+       SHAPES (default the seed's and the issue's)"
 [ $# -eq 3 ] || { echo "$usage" >&2; exit 2; }
 launcher=$(realpath "$1") ours=$(realpath "$2")
 source "$(dirname "$0")/env.sh"
@@ -22,6 +23,9 @@ for shape in $shapes; do
   for c in all-gather all-gather-both reduce-scatter; do
     step "ours $c m=$m k=$k n=$n, $ngpus processes" >> "$f"
     timeout 300 "$launcher" run -n "$ngpus" "$ours" --collective "$c" --dtype "$dtype" -m "$m" -k "$k" -n "$n" --iters "$iters" --gemm-alone >> "$f" 2>&1 || echo "exit status $?" >> "$f"
+    # The second design: copies by SMs (a kernel of SM_COPIES CTAs) instead of the copy engines.
+    step "ours $c m=$m k=$k n=$n, $ngpus processes, sm copies" >> "$f"
+    timeout 300 "$launcher" run -n "$ngpus" "$ours" --collective "$c" --dtype "$dtype" -m "$m" -k "$k" -n "$n" --iters "$iters" --sm-copies "${SM_COPIES:-16}" >> "$f" 2>&1 || echo "exit status $?" >> "$f"
   done
 done
 torchrun=/opt/torch/.venv/bin/torchrun
@@ -41,18 +45,19 @@ for line in open(raw, errors="replace"):
         base[key] = row
     else:
         # The slowest rank's time is the call's.
-        kept = ours.get((row["collective"],) + key)
+        mine = (row["collective"], row["copies"]) + key
+        kept = ours.get(mine)
         if kept is None or row["time_us"] > kept["time_us"]:
-            ours[(row["collective"],) + key] = row
+            ours[mine] = row
 rows = []
-for (c, m, k, n), row in sorted(ours.items()):
+for (c, copies, m, k, n), row in sorted(ours.items()):
     b = base.get((m, k, n), {})
     against = b.get("gemm_then_reduce_scatter_us" if c == "reducescatter" else "all_gather_then_gemm_us")
-    rows.append({"collective": c, "gpus": int(ngpus), "m": m, "k": k, "n": n, "time_us": row["time_us"], "tc_util": row["tc_util"],
+    rows.append({"collective": c, "copies": copies, "gpus": int(ngpus), "m": m, "k": k, "n": n, "time_us": row["time_us"], "tc_util": row["tc_util"],
                  "vs_nccl_cublas": against / row["time_us"] if against else None,
                  "vs_gemm_alone": row["time_us"] / b["gemm_alone_us"] if b.get("gemm_alone_us") else row.get("vs_gemm_alone"),
                  "nccl_cublas_us": against, "gemm_alone_us": b.get("gemm_alone_us"), "max_error_in_eps": row["max_error_in_eps"]})
-json.dump({"measures": "ferroccl's collective matmuls (cuBLASLt GEMMs, copy-engine ring) against NCCL + cuBLAS and cuBLAS alone, one process per GPU",
+json.dump({"measures": "ferroccl's collective matmuls (cuBLASLt GEMMs; the ring's copies by the copy engines, or by SMs) against NCCL + cuBLAS and cuBLAS alone, one process per GPU",
            "command": f"bash bench/gpu/matmul.sh target/release/ferroccl target/release/ferroccl-matmul OUTDIR (NGPUS={ngpus} DTYPE={dtype})",
            "device": device, "date": date, "build": build, "raw": [rawpath], "script": "bench/gpu/matmul.sh",
            "baseline": "torch.distributed on NCCL (NCCL_NVLS_ENABLE=0) + torch.matmul, same GPUs, same run",

@@ -176,6 +176,11 @@ impl TwinHeap {
 
     /// As [`TwinHeap::run`], each CTA given `smem_bytes` of dynamic shared memory.
     pub fn run_shared(&self, block: u32, smem_bytes: u32, kernel: impl Fn(Shmem) + Sync) -> std::result::Result<(), String> {
+        self.run_grid(1, block, smem_bytes, kernel)
+    }
+
+    /// As [`TwinHeap::run_shared`], each PE's launch a grid of `grid` CTAs.
+    pub fn run_grid(&self, grid: u32, block: u32, smem_bytes: u32, kernel: impl Fn(Shmem) + Sync) -> std::result::Result<(), String> {
         let kernel = &kernel;
         let outcomes: Vec<std::thread::Result<()>> = std::thread::scope(|scope| {
             let launches: Vec<_> = self
@@ -184,7 +189,7 @@ impl TwinHeap {
                 .map(|handle| {
                     let (handle, memory) = (handle as *const ShmemHandle as usize, self.memory.as_ref());
                     scope.spawn(move || {
-                        arch::launch_in(memory, 1, block, smem_bytes, || {
+                        arch::launch_in(memory, grid, block, smem_bytes, || {
                             // SAFETY: every PE's handle and heap outlive the launches, which
                             // the scope joins; kernels access the heaps only through `arch`
                             // while they run.

@@ -4,13 +4,19 @@
 //! reduce-scatter's summation order is the ring's, fixed), call after call on the same
 //! buffers with new data each call; a rank that dies mid-ring ends every other rank's
 //! waits by the spin budget, and an abort ends them early; bad shapes are refused before
-//! anything runs.
+//! anything runs. And the put of a copy lane when SMs copy (every CTA of a grid a slice,
+//! the last to arrive signals), also in weak memory, with a negative control for the
+//! fence before each CTA's arrival.
 
 use std::time::{Duration, Instant};
 
+use device_rt::arch::{self, Site, WeakMemory};
 use device_rt::matmul::Collective;
+use device_rt::matmul::lane::put_by_grid;
+use device_rt::shmem::{Cmp, Shmem, Signal, SignalOp};
 use device_rt::spin::Interrupted;
 use ferroccl_testkit::matmul::{Fault, Half, TwinMatmul, reference};
+use ferroccl_testkit::shmem::TwinHeap;
 use half::{bf16, f16};
 use host_shim::Error;
 
@@ -123,4 +129,71 @@ fn bad_shapes_are_refused_before_anything_runs() {
     assert!(refused(TwinMatmul::new(Collective::MatmulReduceScatter, 2, 0, 8, 8, BUDGET)).contains("m is 0"));
     assert!(refused(TwinMatmul::new(Collective::MatmulReduceScatter, 2, 2, 8, 6, BUDGET)).contains("16 bytes"));
     assert!(refused(TwinMatmul::new(Collective::AllGatherMatmul { bidirectional: true }, 2, 1, 8, 8, BUDGET)).contains("halves"));
+}
+
+/// Every PE puts `words` words to the next PE with a grid of `grid` CTAs
+/// (`device_rt::matmul::lane::put_by_grid`, a copy lane's put when SMs copy), one launch
+/// per round as on a stream, the arrival counter reused; in the same launch thread 0 of
+/// CTA 0 waits for its own signal and checks every word the previous PE sent.
+fn grid_puts(grid: u32, words: usize, rounds: u64, memory: Option<&WeakMemory>) -> Result<(), String> {
+    let mut heap = TwinHeap::new(2, 1 << 16, BUDGET, memory.cloned()).map_err(|e| e.to_string())?;
+    let bytes = (words * 8) as u64;
+    let [src, dst, sig, arrived] = [bytes, bytes, 8, 8].map(|b| heap.malloc(&[b, b]).unwrap());
+    let value = |pe: usize, round: u64, i: usize| (pe as u64) << 40 | round << 32 | i as u64;
+    for round in 0..rounds {
+        for pe in 0..2 {
+            heap.write(pe, src[pe], &(0..words).map(|i| value(pe, round, i)).collect::<Vec<u64>>());
+        }
+        let bad = std::sync::Mutex::new(None);
+        heap.run_grid(grid, 32, 0, |sh: Shmem| {
+            let (me, next) = (sh.my_pe() as usize, (sh.my_pe() + 1) % 2);
+            let signal = Signal { sig: sig[me] as *mut u64, value: round + 1, op: SignalOp::Set };
+            // SAFETY: every thread of every CTA calls it alike; the buffers are the heap's.
+            unsafe { put_by_grid(sh, dst[me], src[me], bytes, signal, next, arrived[me] as *mut u64) };
+            if arch::block_idx() != 0 || arch::thread_idx() != 0 {
+                // Stay a while: a thread that ends drains its stores, which would hide a
+                // missing fence.
+                std::thread::sleep(std::time::Duration::from_millis(10));
+                return;
+            }
+            {
+                // SAFETY: this PE's signal word, accessed only atomically.
+                if let Err(e) = unsafe { sh.wait_until(sig[me] as *const u64, Cmp::Ge, round + 1) } {
+                    *bad.lock().unwrap() = Some(format!("PE {me} round {round}: {e:?}"));
+                    return;
+                }
+                let from = 1 - me;
+                for i in 0..words {
+                    // SAFETY: word `i` of this PE's destination, complete once the signal is seen.
+                    let got = unsafe { arch::ld_volatile_global((dst[me] as *const u64).add(i)) };
+                    if got != value(from, round, i) {
+                        *bad.lock().unwrap() = Some(format!("PE {me} round {round}: word {i} is {got:#x}, not {:#x}", value(from, round, i)));
+                        return;
+                    }
+                }
+            }
+        })?;
+        if let Some(why) = bad.into_inner().unwrap() {
+            return Err(why);
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn a_grid_put_delivers_every_slice_before_its_signal() {
+    for grid in [1, 3, 4] {
+        grid_puts(grid, 2 * 37, 3, None).unwrap();
+    }
+}
+
+#[test]
+fn a_grid_put_in_weak_memory() {
+    WeakMemory::every_seed_passes(0..6, |memory| grid_puts(4, 2 * 37, 2, Some(memory)));
+}
+
+#[test]
+fn a_grid_put_without_its_arrival_fence_fails_in_weak_memory() {
+    let (runs, why) = WeakMemory::first_failure(0..40, &[Site::MatmulGridArrive], |memory| grid_puts(4, 2 * 37, 2, Some(memory)));
+    eprintln!("failed after {runs} run(s): {why}");
 }

@@ -602,11 +602,14 @@ pub enum Site {
     ShmemBarrierFence,
     /// shmem: the barrier's acquire poll of a peer's arrival.
     ShmemBarrierPoll,
+    /// matmul: a CTA's fence after its slice of a grid's put, before it counts itself
+    /// arrived, which hands its slice on to the CTA that signals.
+    MatmulGridArrive,
 }
 
 impl Site {
     /// Every site.
-    pub const ALL: [Site; 20] = [
+    pub const ALL: [Site; 21] = [
         Site::PrimsSendFence,
         Site::PrimsEmptySliceFence,
         Site::PrimsRecvPoll,
@@ -627,6 +630,7 @@ impl Site {
         Site::ShmemWaitPoll,
         Site::ShmemBarrierFence,
         Site::ShmemBarrierPoll,
+        Site::MatmulGridArrive,
     ];
 
     /// The kind of operation this site names.
@@ -641,7 +645,8 @@ impl Site {
             | Site::ShmemSignalFence
             | Site::ShmemFence
             | Site::ShmemQuiet
-            | Site::ShmemBarrierFence => SiteKind::Fence,
+            | Site::ShmemBarrierFence
+            | Site::MatmulGridArrive => SiteKind::Fence,
             Site::PrimsRecvPoll | Site::RingPoll | Site::MailboxTake | Site::ShotFlagPoll | Site::ShmemWaitPoll | Site::ShmemBarrierPoll => {
                 SiteKind::AcquireLoad
             }

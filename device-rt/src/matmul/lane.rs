@@ -2,8 +2,8 @@
 //! symmetric heap ([`crate::shmem`]); the GEMM is the engine's (a callback here).
 
 use super::{Addresses, Event, Op, Peer, RingPlan, Rows, Workspace};
-use crate::arch;
-use crate::shmem::{Cmp, Group, Shmem, Signal, SignalOp};
+use crate::arch::{self, AtomicWord, Site};
+use crate::shmem::{Block, Cmp, Group, Shmem, Signal, SignalOp};
 use crate::spin::Interrupted;
 
 /// One rank's call: its plan, its workspace's layout and its addresses.
@@ -94,6 +94,43 @@ impl Call {
             arch::fence_acq_rel_sys();
             // SAFETY: `word` is a workspace word on every rank, accessed only atomically.
             unsafe { sh.signal_op(word, value, SignalOp::Set, pe) };
+        }
+    }
+}
+
+/// A put by every CTA of a grid: copies `bytes` (a multiple of 16) from `src` (this PE's
+/// memory) to the symmetric `dst` on PE `pe`, each CTA a slice, then sets `pe`'s copy of
+/// `signal.sig` to `signal.value` once every CTA's slice is delivered (what a copy lane's
+/// [`Op::Put`] is when SMs copy instead of the copy engines). Ordering: each CTA's
+/// barrier, then its thread 0's `fence.acq_rel.sys` and a relaxed add to `arrived`; the
+/// CTA whose add completes the grid fences again and stores the signal, so every CTA's
+/// data is ordered before it (fence to fence through the counter's read-modify-writes).
+///
+/// # Safety
+/// Every thread of every CTA calls it with the same arguments; `dst` lies in the heap
+/// (`bytes` of it, on `pe`, mapped here), `src` holds `bytes`; `arrived` is a `u64` of
+/// this PE's memory used by no other grid at the same time, every grid that uses it of
+/// the same size; `signal.sig` a symmetric word accessed only atomically.
+pub unsafe fn put_by_grid(sh: Shmem, dst: u64, src: u64, bytes: u64, signal: Signal, pe: u32, arrived: *mut u64) {
+    let grid = u64::from(arch::grid_dim());
+    let slice = (bytes / 16).div_ceil(grid) * 16;
+    let start = (u64::from(arch::block_idx()) * slice).min(bytes);
+    let len = slice.min(bytes - start);
+    // SAFETY: the slice lies inside both ranges (the caller's contract); the whole block
+    // calls it alike.
+    unsafe { sh.put::<Block, u64>((dst + start) as *mut u64, (src + start) as *const u64, (len / 8) as usize, pe) };
+    if arch::thread_idx() == 0 {
+        arch::site(Site::MatmulGridArrive);
+        arch::fence_acq_rel_sys();
+        // SAFETY: `arrived` is this PE's own word, used by this grid alone now.
+        let before = unsafe { u64::atomic_add_relaxed_sys(arrived, 1) };
+        if (before + 1) % grid == 0 {
+            // The acquire half of the fence-to-fence synchronisation through the counter
+            // (the twin's weak memory, whose read-modify-writes act on memory at once,
+            // cannot show it missing).
+            arch::fence_acq_rel_sys();
+            // SAFETY: the caller's contract.
+            unsafe { sh.signal_op(signal.sig, signal.value, SignalOp::Set, pe) };
         }
     }
 }

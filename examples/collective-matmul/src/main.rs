@@ -6,7 +6,8 @@
 //! Started by `ferroccl run -n N ferroccl-matmul …` (or any launcher
 //! `host_shim::bootstrap::PeEnv` reads), this process is one rank of N on the device the
 //! launcher gives it: one process per GPU. Otherwise `--pes N` runs N ranks in this
-//! process (rank `i` on device `i mod` the device count). `--gemm-alone` also times one
+//! process (rank `i` on device `i mod` the device count). The copy lanes use the copy
+//! engines, or with `--sm-copies N` a kernel of N CTAs. `--gemm-alone` also times one
 //! GEMM of the gathered shape on one rank alone (no communication: the floor). Prints one
 //! JSON object per local rank.
 
@@ -66,6 +67,9 @@ struct Args {
     /// Ranks in this process, when no launcher started it.
     #[arg(long, default_value_t = 2)]
     pes: usize,
+    /// Copies by a kernel of this many CTAs instead of the copy engines.
+    #[arg(long)]
+    sm_copies: Option<u32>,
     /// Also time one GEMM of the gathered shape alone.
     #[arg(long)]
     gemm_alone: bool,
@@ -167,6 +171,7 @@ fn run<T: Elem>(args: &Args) -> Result<(), Box<dyn Error>> {
     let nranks = heap.n_pes() as u32;
     let local: Vec<u32> = heap.local_pes().iter().map(|&p| p as u32).collect();
     let mut ring = RingMatmul::new::<T>(&mut heap, collective, args.m, args.k, args.n, streams.clone())?;
+    ring.set_sm_copies(args.sm_copies)?;
     let shape = ring.shape();
     let [la, lb, lc] = shape.lens();
     let mut a = Vec::new();
@@ -209,6 +214,7 @@ fn run<T: Elem>(args: &Args) -> Result<(), Box<dyn Error>> {
         let row = json!({
             "collective": format!("{:?}", args.collective).to_lowercase(),
             "dtype": format!("{:?}", args.dtype).to_lowercase(),
+            "copies": args.sm_copies.map_or("engines".to_string(), |n| format!("sms:{n}")),
             "nranks": nranks, "rank": rank, "m": args.m, "k": args.k, "n": args.n,
             "iters": args.iters, "time_us": us,
             "tflops": flops / us / 1e6,

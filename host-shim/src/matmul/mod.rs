@@ -22,7 +22,7 @@ use crate::memory::HostMapped;
 use crate::module::Module;
 use crate::op::Element;
 use crate::shmem::Heap;
-use crate::{Error, Result};
+use crate::{DeviceAlloc, Error, Result};
 
 use blas::Blas;
 
@@ -37,6 +37,9 @@ struct RankLanes {
     value: ShmemHandle,
     wait: CudaFunction,
     signal: CudaFunction,
+    put: CudaFunction,
+    /// With SM copies: the grid's CTAs, and each copy lane's arrival counter (two `u64`).
+    sm_copies: Option<(u32, DeviceAlloc)>,
     /// Written by a wait that ended early: 1 aborted, 2 timed out.
     status: HostMapped<u32>,
     blas: Blas,
@@ -92,6 +95,8 @@ impl RingMatmul {
                 value: heap.device_handle(pe)?,
                 wait: module.kernel("ferroccl_matmul_wait")?,
                 signal: module.kernel("ferroccl_matmul_signal")?,
+                put: module.kernel("ferroccl_matmul_put")?,
+                sm_copies: None,
                 status: HostMapped::zeroed(&ctx, 1)?,
                 blas: Blas::new(&compute, &shape)?,
                 streams,
@@ -108,6 +113,36 @@ impl RingMatmul {
         // No PE signals into another's workspace before every PE has zeroed its words.
         heap.host_barrier("collective matmul")?;
         Ok(Self { shape, layout, ranks, workspace, seq: 0 })
+    }
+
+    /// How the copy lanes move data from the next call on: `None` (the default) the copy
+    /// engines, no SM taken from the GEMMs; `Some(ctas)` a kernel of `ctas` CTAs per copy
+    /// (`device_rt::matmul::lane::put_by_grid`), which takes SMs from the GEMMs while it
+    /// runs and may pay where the copy engines are slower. `ctas` from 1 to the device's
+    /// SM count, else [`Error::InvalidArgument`] and nothing changes. Every rank should
+    /// choose alike (each rank's copies are its own; the results do not depend on it).
+    pub fn set_sm_copies(&mut self, ctas: Option<u32>) -> Result<()> {
+        let mut chosen = Vec::with_capacity(self.ranks.len());
+        for rank in &self.ranks {
+            chosen.push(match ctas {
+                None => None,
+                Some(n) => {
+                    let ctx = rank.streams[0].context();
+                    let sms = crate::device::sm_count(ctx)?;
+                    if n == 0 || n > sms {
+                        return Err(Error::InvalidArgument(format!("collective matmul: copies by {n} CTAs on a device of {sms} SMs")));
+                    }
+                    Some((n, DeviceAlloc::zeroed(ctx, 16)?))
+                }
+            });
+        }
+        for (rank, sm) in self.ranks.iter_mut().zip(chosen) {
+            // A counter in use by a queued copy goes with the rank's other deferred memory.
+            if let Some(old) = std::mem::replace(&mut rank.sm_copies, sm) {
+                crate::work::free_after_streams(&rank.streams, Box::new(old));
+            }
+        }
+        Ok(())
     }
 
     /// The shape every call takes.
@@ -200,11 +235,18 @@ impl RingMatmul {
                 Op::Put { src, dst, to, word, value } => {
                     let (src, bytes) = at.rows(&shape, &layout, src);
                     let (dst, _) = at.rows(&shape, &layout, dst);
-                    let dst = rank.on_peer(dst, to, shape.nranks)?;
-                    // SAFETY: `src` holds `bytes` (the shape's rows), `dst` the same rows of
-                    // the neighbour's workspace, mapped here; the plan's waits ordered them.
-                    unsafe { result::memcpy_dtod_async(dst, src, bytes as usize, stream.cu_stream()) }.map_err(Error::cuda("cuMemcpyDtoDAsync"))?;
-                    rank.signal(&stream, at.workspace + layout.word(&shape, word), value, to, shape.nranks)?;
+                    let word = at.workspace + layout.word(&shape, word);
+                    match &rank.sm_copies {
+                        Some((ctas, arrived)) => rank.put_by_sms(&stream, *ctas, arrived.ptr() + 8 * (lane as u64 - 1), (dst, src, bytes), word, value, to, shape.nranks)?,
+                        None => {
+                            let dst = rank.on_peer(dst, to, shape.nranks)?;
+                            // SAFETY: `src` holds `bytes` (the shape's rows), `dst` the same rows
+                            // of the neighbour's workspace, mapped here; the plan's waits
+                            // ordered them.
+                            unsafe { result::memcpy_dtod_async(dst, src, bytes as usize, stream.cu_stream()) }.map_err(Error::cuda("cuMemcpyDtoDAsync"))?;
+                            rank.signal(&stream, word, value, to, shape.nranks)?;
+                        }
+                    }
                 }
                 Op::Gemm { a, c, acc } => {
                     let (a, _) = at.rows(&shape, &layout, a);
@@ -260,6 +302,22 @@ impl RankLanes {
         unsafe { stream.launch_builder(&self.wait).arg(&self.handle).arg(&word).arg(&at_least).arg(&status).launch(one_thread()) }.map(|_| ()).map_err(Error::cuda("cuLaunchKernel (collective matmul wait)"))
     }
 
+    /// Queues a put by a grid of `ctas` CTAs on `stream`: `bytes` from `src` to this PE's
+    /// symmetric `dst` on `peer`, then `peer`'s `word` set to `value`; `arrived` is the
+    /// lane's arrival counter.
+    #[allow(clippy::too_many_arguments)]
+    fn put_by_sms(&self, stream: &CudaStream, ctas: u32, arrived: u64, (dst, src, bytes): (u64, u64, u64), word: u64, value: u64, peer: Peer, nranks: u32) -> Result<()> {
+        let pe = self.neighbour(peer, nranks);
+        let cfg = LaunchConfig { grid_dim: (ctas, 1, 1), block_dim: (PUT_THREADS, 1, 1), shared_mem_bytes: 0 };
+        // SAFETY: the arguments match `ferroccl_matmul_put`: the PE's handle, a symmetric
+        // range of the workspace and a source of `bytes`, a word of the workspace, a PE of
+        // the heap, the lane's own counter (its launches serialised on its stream, all of
+        // `ctas` CTAs).
+        unsafe { stream.launch_builder(&self.put).arg(&self.handle).arg(&dst).arg(&src).arg(&bytes).arg(&word).arg(&value).arg(&pe).arg(&arrived).launch(cfg) }
+            .map(|_| ())
+            .map_err(Error::cuda("cuLaunchKernel (collective matmul put)"))
+    }
+
     /// Queues the store of `value` into `peer`'s copy of the symmetric `word` on `stream`.
     fn signal(&self, stream: &CudaStream, word: u64, value: u64, peer: Peer, nranks: u32) -> Result<()> {
         let pe = self.neighbour(peer, nranks);
@@ -268,6 +326,9 @@ impl RankLanes {
         unsafe { stream.launch_builder(&self.signal).arg(&self.handle).arg(&word).arg(&value).arg(&pe).launch(one_thread()) }.map(|_| ()).map_err(Error::cuda("cuLaunchKernel (collective matmul signal)"))
     }
 }
+
+/// Threads of each CTA of a put by SMs.
+const PUT_THREADS: u32 = 512;
 
 fn one_thread() -> LaunchConfig {
     LaunchConfig { grid_dim: (1, 1, 1), block_dim: (1, 1, 1), shared_mem_bytes: 0 }

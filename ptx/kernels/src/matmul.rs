@@ -1,9 +1,11 @@
-//! The collective matmuls' one kernel: a lane's wait for a signal word of the symmetric
-//! workspace (`device_rt::matmul`), bounded, so that a GEMM or a copy queued behind it on
-//! a stream starts once the data it reads has landed or the buffer it writes is free.
+//! The collective matmuls' kernels (`device_rt::matmul`): a lane's bounded wait for a
+//! signal word of the symmetric workspace, so that a GEMM or a copy queued behind it on a
+//! stream starts once the data it reads has landed or the buffer it writes is free; a
+//! lane's signal; and a copy lane's put by SMs.
 
 use device_rt::abi::ShmemHandle;
-use device_rt::shmem::{Cmp, Shmem, SignalOp};
+use device_rt::matmul::lane::put_by_grid;
+use device_rt::shmem::{Cmp, Shmem, Signal, SignalOp};
 use device_rt::spin::Interrupted;
 
 /// Waits, with one thread, until this PE's `word` is at least `at_least` (acquire at
@@ -44,4 +46,20 @@ pub unsafe extern "gpu-kernel" fn ferroccl_matmul_signal(handle: *const ShmemHan
     device_rt::arch::fence_acq_rel_sys();
     // SAFETY: this kernel's contract.
     unsafe { Shmem::new(handle).signal_op(word, value, SignalOp::Set, pe) };
+}
+
+/// A copy lane's put by SMs: the grid copies `bytes` (a multiple of 16) from `src` to the
+/// symmetric `dst` on PE `pe`, each CTA a slice, and the last CTA to finish sets `pe`'s
+/// `word` to `value` (`device_rt::matmul::lane::put_by_grid`).
+///
+/// # Safety
+/// `handle` is this PE's `ShmemHandle`; `dst` a symmetric range of `bytes`, `src` a range
+/// of `bytes` of this PE; `word` a symmetric `u64` accessed only atomically; `arrived` a
+/// `u64` of this PE's memory that only launches of this grid size use, one at a time.
+#[unsafe(no_mangle)]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "gpu-kernel" fn ferroccl_matmul_put(handle: *const ShmemHandle, dst: u64, src: u64, bytes: u64, word: *mut u64, value: u64, pe: u32, arrived: *mut u64) {
+    let signal = Signal { sig: word, value, op: SignalOp::Set };
+    // SAFETY: this kernel's contract.
+    unsafe { put_by_grid(Shmem::new(handle), dst, src, bytes, signal, pe, arrived) };
 }
