@@ -22,7 +22,7 @@ use crate::{Error, Result};
 const WORKSPACE_BYTES: usize = 32 << 20;
 
 /// One GEMM's descriptor, layouts and algorithm.
-struct Plan {
+pub struct Plan {
     rows: u64,
     accumulates: bool,
     desc: sys::cublasLtMatmulDesc_t,
@@ -70,8 +70,10 @@ impl Blas {
         }
     }
 
-    /// The plan for `rows` rows with or without an accumulator, made on first use.
-    fn plan(&mut self, rows: u64, accumulates: bool) -> Result<&Plan> {
+    /// The plan for `rows` rows with or without an accumulator, made on first use
+    /// ([`Blas::prepare`] makes it before any call, so that a shape cuBLASLt refuses is
+    /// refused before anything is enqueued).
+    pub fn plan(&mut self, rows: u64, accumulates: bool) -> Result<&Plan> {
         if let Some(at) = self.plans.iter().position(|p| p.rows == rows && p.accumulates == accumulates) {
             return Ok(&self.plans[at]);
         }

@@ -84,11 +84,25 @@ impl RingMatmul {
             }
         }
         let layout = Workspace::new(&shape);
+        // Every GEMM the plan makes (its row count, and whether it accumulates), so that
+        // cuBLASLt's plans are made, or refused, before any call.
+        let mut gemms = Vec::new();
+        RingPlan { shape, rank: 0, seq: 1 }.for_each(|_, op| {
+            if let Op::Gemm { c, acc, .. } = op {
+                gemms.push((c.rows, acc.is_some()));
+            }
+        });
+        gemms.sort_unstable();
+        gemms.dedup();
         let mut ranks = Vec::with_capacity(local.len());
         for (&pe, compute) in local.iter().zip(streams) {
             let ctx = compute.context().clone();
             let module = Module::load(&ctx)?;
             let streams = [compute.clone(), ctx.new_stream().map_err(Error::cuda("cuStreamCreate"))?, ctx.new_stream().map_err(Error::cuda("cuStreamCreate"))?];
+            let mut blas = Blas::new(&compute, &shape)?;
+            for &(rows, accumulates) in &gemms {
+                blas.plan(rows, accumulates)?;
+            }
             ranks.push(RankLanes {
                 pe: pe as u32,
                 handle: heap.handle(pe),
@@ -98,7 +112,7 @@ impl RingMatmul {
                 put: module.kernel("ferroccl_matmul_put")?,
                 sm_copies: None,
                 status: HostMapped::zeroed(&ctx, 1)?,
-                blas: Blas::new(&compute, &shape)?,
+                blas,
                 streams,
                 _module: module,
             });
@@ -216,6 +230,8 @@ impl RingMatmul {
     /// `at` holds the call's matrices, live until the PE's stream has passed the call.
     unsafe fn enqueue(&mut self, i: usize, at: Addresses) -> Result<()> {
         let (shape, layout, rank) = (self.shape, self.layout, &mut self.ranks[i]);
+        // The raw driver calls and cuBLASLt work in the current context: the rank's.
+        rank.streams[0].context().bind_to_thread().map_err(Error::cuda("cuCtxSetCurrent"))?;
         let mut ops = Vec::new();
         RingPlan { shape, rank: rank.pe, seq: self.seq }.for_each(|lane, op| ops.push((lane, op)));
         let mut events: HashMap<(Event, u64), CudaEvent> = HashMap::new();
