@@ -18,14 +18,17 @@ f=$out/$rawdir/run-$day.txt
 ngpus=${NGPUS:-$(nvidia-smi -L | wc -l)}
 dtype=${DTYPE:-f16} iters=${ITERS:-20}
 shapes=${SHAPES:-"1024,4096,4096 256,4096,4096 512,4096,4096 4096,4096,4096 1024,8192,8192"}
+# One process per GPU; on one GPU, two ranks of one process share it (the logic and the
+# results, not a speed to compare: the baselines then run one rank, no communication).
+if [ "$ngpus" = 1 ]; then runner=("$ours" --pes 2); else runner=("$launcher" run -n "$ngpus" "$ours"); fi
 for shape in $shapes; do
   IFS=, read -r m k n <<< "$shape"
   for c in all-gather all-gather-both reduce-scatter; do
     step "ours $c m=$m k=$k n=$n, $ngpus processes" >> "$f"
-    timeout 300 "$launcher" run -n "$ngpus" "$ours" --collective "$c" --dtype "$dtype" -m "$m" -k "$k" -n "$n" --iters "$iters" --gemm-alone >> "$f" 2>&1 || echo "exit status $?" >> "$f"
+    timeout 300 "${runner[@]}" --collective "$c" --dtype "$dtype" -m "$m" -k "$k" -n "$n" --iters "$iters" --gemm-alone >> "$f" 2>&1 || echo "exit status $?" >> "$f"
     # The second design: copies by SMs (a kernel of SM_COPIES CTAs) instead of the copy engines.
     step "ours $c m=$m k=$k n=$n, $ngpus processes, sm copies" >> "$f"
-    timeout 300 "$launcher" run -n "$ngpus" "$ours" --collective "$c" --dtype "$dtype" -m "$m" -k "$k" -n "$n" --iters "$iters" --sm-copies "${SM_COPIES:-16}" >> "$f" 2>&1 || echo "exit status $?" >> "$f"
+    timeout 300 "${runner[@]}" --collective "$c" --dtype "$dtype" -m "$m" -k "$k" -n "$n" --iters "$iters" --sm-copies "${SM_COPIES:-16}" >> "$f" 2>&1 || echo "exit status $?" >> "$f"
   done
 done
 torchrun=/opt/torch/.venv/bin/torchrun
