@@ -34,37 +34,10 @@ done
 torchrun=/opt/torch/.venv/bin/torchrun
 step "baseline matmul_torch.py, $ngpus processes" >> "$f"
 timeout 600 "$torchrun" --nproc-per-node "$ngpus" "$repo/bench/gpu/matmul_torch.py" "$dtype" "$iters" 5 $shapes >> "$f" 2>&1 || echo "exit status $?" >> "$f"
-python3 - "$f" "$out/collective_matmul.json" "$(device_line)" "$(date -u +%FT%TZ)" "$(build_of "$ours")" "bench/results/$rawdir/run-$day.txt" "$ngpus" "$dtype" <<'PY'
-import json, sys
-raw, dest, device, date, build, rawpath, ngpus, dtype = sys.argv[1:]
-ours, base = {}, {}
-for line in open(raw, errors="replace"):
-    line = line.strip()
-    if not line.startswith("{"):
-        continue
-    row = json.loads(line)
-    key = (row["m"], row["k"], row["n"])
-    if "baseline" in row:
-        base[key] = row
-    else:
-        # The slowest rank's time is the call's.
-        mine = (row["collective"], row["copies"]) + key
-        kept = ours.get(mine)
-        if kept is None or row["time_us"] > kept["time_us"]:
-            ours[mine] = row
-rows = []
-for (c, copies, m, k, n), row in sorted(ours.items()):
-    b = base.get((m, k, n), {})
-    against = b.get("gemm_then_reduce_scatter_us" if c == "reducescatter" else "all_gather_then_gemm_us")
-    rows.append({"collective": c, "copies": copies, "gpus": int(ngpus), "m": m, "k": k, "n": n, "time_us": row["time_us"], "tc_util": row["tc_util"],
-                 "vs_nccl_cublas": against / row["time_us"] if against else None,
-                 "vs_gemm_alone": row["time_us"] / b["gemm_alone_us"] if b.get("gemm_alone_us") else row.get("vs_gemm_alone"),
-                 "nccl_cublas_us": against, "gemm_alone_us": b.get("gemm_alone_us"), "max_error_in_eps": row["max_error_in_eps"]})
-json.dump({"measures": "ferroccl's collective matmuls (cuBLASLt GEMMs; the ring's copies by the copy engines, or by SMs) against NCCL + cuBLAS and cuBLAS alone, one process per GPU",
-           "command": f"bash bench/gpu/matmul.sh target/release/ferroccl target/release/ferroccl-matmul OUTDIR (NGPUS={ngpus} DTYPE={dtype})",
-           "device": device, "date": date, "build": build, "raw": [rawpath], "script": "bench/gpu/matmul.sh",
-           "baseline": "torch.distributed on NCCL (NCCL_NVLS_ENABLE=0) + torch.matmul, same GPUs, same run",
-           "rows": rows}, open(dest, "w"), indent=2)
-PY
+"${results[@]}" matmul "$f" "$out/collective_matmul.json" "$ngpus" \
+  "command=bash bench/gpu/matmul.sh target/release/ferroccl target/release/ferroccl-matmul OUTDIR (NGPUS=$ngpus DTYPE=$dtype SM_COPIES=${SM_COPIES:-16})" \
+  "device=$(device_line)" "date=$(date -u +%FT%TZ)" "build=$(build_of "$ours")" \
+  "baseline=torch.distributed on NCCL (NCCL_NVLS_ENABLE=0) + torch.matmul (cuBLAS), same GPUs, same run" \
+  "raw=[\"bench/results/$rawdir/run-$day.txt\"]" "script=bench/gpu/matmul.sh" | tee -a "$log"
 step "device: $(device_line)"
 step end

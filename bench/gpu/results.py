@@ -12,6 +12,10 @@ the build, its same-run baseline and the raw file it came from. Used by bench/gp
   results.py jacobi OUT.json LOG.txt [NAME:LOG.txt...] KEY=VALUE...
                                                       step times and error lines of the
                                                       first log; each NAME:LOG under NAME
+  results.py matmul RAW.txt OUT.json GPUS KEY=VALUE...
+                                                      ferroccl-matmul's JSON lines (the
+                                                      slowest rank per run) against
+                                                      matmul_torch.py's baseline lines
   results.py compare DIR NAME BUILD [BUILD...]        A/B table of bench text output
                                                       DIR/NAME-BUILD-ROUND.txt: per row the
                                                       median over rounds of the mean of out
@@ -185,6 +189,38 @@ def jacobi(out, *args):
     write(out, res)
 
 
+def matmul(raw, out, gpus, *pairs):
+    ours, base = {}, {}
+    for line in open(raw, errors="replace"):
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        row = json.loads(line)
+        shape = (row["m"], row["k"], row["n"])
+        if "baseline" in row:
+            base[shape] = row
+            continue
+        # The slowest rank's time is the call's.
+        key = (row["collective"], row["copies"]) + shape
+        if key not in ours or row["time_us"] > ours[key]["time_us"]:
+            ours[key] = row
+    rows = []
+    for (c, copies, m, k, n), row in sorted(ours.items()):
+        b = base.get((m, k, n), {})
+        against = b.get("gemm_then_reduce_scatter_us" if c == "reducescatter" else "all_gather_then_gemm_us")
+        alone = b.get("gemm_alone_us") or row.get("gemm_alone_us")
+        rows.append({"collective": c, "copies": copies, "gpus": int(gpus), "m": m, "k": k, "n": n,
+                     "time_us": row["time_us"], "tc_util": row["tc_util"],
+                     "vs_nccl_cublas": against / row["time_us"] if against else None,
+                     "vs_gemm_alone": row["time_us"] / alone if alone else None,
+                     "nccl_cublas_us": against, "gemm_alone_us": alone, "max_error_in_eps": row["max_error_in_eps"]})
+    write(out, {
+        "measures": "ferroccl's collective matmuls (cuBLASLt GEMMs; the ring's copies by the copy engines, or by SMs) against NCCL + cuBLAS and cuBLAS alone on the gathered shape, one process per GPU; tc_util = useful FLOPs / (time x dense peak)",
+        **meta(pairs),
+        "rows": rows,
+    })
+
+
 def parse_table(path):
     rows, function, tm = [], None, None
     for line in open(path):
@@ -223,7 +259,7 @@ def compare(d, name, *builds):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) < 2 or sys.argv[1] not in ("ring", "latency", "annotate", "nvls", "jacobi", "compare"):
+    if len(sys.argv) < 2 or sys.argv[1] not in ("ring", "latency", "annotate", "nvls", "jacobi", "matmul", "compare"):
         sys.exit(__doc__)
     {"ring": ring, "latency": latency, "annotate": annotate, "nvls": nvls, "jacobi": jacobi,
-     "compare": compare}[sys.argv[1]](*sys.argv[2:])
+     "matmul": matmul, "compare": compare}[sys.argv[1]](*sys.argv[2:])
