@@ -97,25 +97,22 @@ trait Elem: Element + DeviceRepr + ValidAsZeroBits + Copy + Send + Sync + 'stati
     const EPS: f64;
 }
 
-impl Elem for f16 {
-    fn from_f32(v: f32) -> Self {
-        f16::from_f32(v)
-    }
-    fn to_f64(self) -> f64 {
-        f64::from(self.to_f32())
-    }
-    const EPS: f64 = 1.0 / 2048.0;
+macro_rules! elem {
+    ($t:ty, $eps:expr) => {
+        impl Elem for $t {
+            fn from_f32(v: f32) -> Self {
+                <$t>::from_f32(v)
+            }
+            fn to_f64(self) -> f64 {
+                f64::from(self.to_f32())
+            }
+            const EPS: f64 = $eps;
+        }
+    };
 }
 
-impl Elem for bf16 {
-    fn from_f32(v: f32) -> Self {
-        bf16::from_f32(v)
-    }
-    fn to_f64(self) -> f64 {
-        f64::from(self.to_f32())
-    }
-    const EPS: f64 = 1.0 / 256.0;
-}
+elem!(f16, 1.0 / 2048.0);
+elem!(bf16, 1.0 / 256.0);
 
 /// Element `i` of matrix `which` (0 `A`, 1 `B`) of rank `rank`: eighths from -1 to 1,
 /// from a hash, so any process can make any rank's data.
