@@ -67,9 +67,10 @@ impl RingMatmul {
     /// run on. Allocates the ring's workspace from the heap (collective: every PE makes
     /// the same `RingMatmul`), zeroes its signal words and waits for every PE to have done
     /// so. Loads the kernels' module on each device: make it before any persistent loop
-    /// runs there, or with `CUDA_MODULE_LOADING=EAGER`. Bad shapes, a stream per PE
-    /// missing or on another device, or a heap too small are refused with
-    /// [`Error::InvalidArgument`] before anything is allocated.
+    /// runs there, or with `CUDA_MODULE_LOADING=EAGER`. Bad shapes, and a stream per PE
+    /// missing or on another device, are refused with [`Error::InvalidArgument`] before
+    /// anything is allocated; a shape cuBLASLt cannot run, or a heap too small for the
+    /// workspace, with its error before any call can be made.
     pub fn new<T: Element>(heap: &mut Heap, collective: Collective, m: u64, k: u64, n: u64, streams: Vec<Arc<CudaStream>>) -> Result<Self> {
         let nranks = u32::try_from(heap.n_pes()).map_err(|_| Error::InvalidArgument("too many PEs".into()))?;
         let shape = Shape { collective, nranks, m, k, n, dtype: T::DTYPE };
@@ -120,6 +121,7 @@ impl RingMatmul {
         let workspace = heap.malloc(&vec![layout.bytes; local.len()])?;
         for (rank, &ws) in ranks.iter().zip(&workspace) {
             let words = layout.words;
+            rank.streams[0].context().bind_to_thread().map_err(Error::cuda("cuCtxSetCurrent"))?;
             // SAFETY: the words lie in the allocation just made; no kernel uses it yet.
             unsafe { result::memset_d8_async(ws + words, 0, (layout.bytes - words) as usize, rank.streams[0].cu_stream()) }.map_err(Error::cuda("cuMemsetD8Async"))?;
             rank.streams[0].synchronize().map_err(Error::cuda("cuStreamSynchronize"))?;
