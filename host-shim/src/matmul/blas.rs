@@ -71,8 +71,8 @@ impl Blas {
     }
 
     /// The plan for `rows` rows with or without an accumulator, made on first use
-    /// ([`Blas::prepare`] makes it before any call, so that a shape cuBLASLt refuses is
-    /// refused before anything is enqueued).
+    /// (`RingMatmul::new` asks for every plan of its schedule, so that a shape cuBLASLt
+    /// refuses is refused before any call).
     pub fn plan(&mut self, rows: u64, accumulates: bool) -> Result<&Plan> {
         if let Some(at) = self.plans.iter().position(|p| p.rows == rows && p.accumulates == accumulates) {
             return Ok(&self.plans[at]);
