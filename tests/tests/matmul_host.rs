@@ -141,8 +141,8 @@ fn grid_puts(grid: u32, words: usize, rounds: u64, memory: Option<&WeakMemory>) 
     let [src, dst, sig, arrived] = [bytes, bytes, 8, 8].map(|b| heap.malloc(&[b, b]).unwrap());
     let value = |pe: usize, round: u64, i: usize| (pe as u64) << 40 | round << 32 | i as u64;
     for round in 0..rounds {
-        for pe in 0..2 {
-            heap.write(pe, src[pe], &(0..words).map(|i| value(pe, round, i)).collect::<Vec<u64>>());
+        for (pe, &at) in src.iter().enumerate() {
+            heap.write(pe, at, &(0..words).map(|i| value(pe, round, i)).collect::<Vec<u64>>());
         }
         let bad = std::sync::Mutex::new(None);
         heap.run_grid(grid, 32, 0, |sh: Shmem| {
