@@ -9,8 +9,9 @@ use std::path::{Path, PathBuf};
 
 /// The top-level modules from the bottom up; a module may use those on earlier rows only.
 /// `op` (element types and reduction operators) sits below both `shmem` and `comm`,
-/// which take elements; `comm` and `multicast` use `shmem` and not each other; `nvls_hw`
-/// puts the communicator's wiring on multicast memory.
+/// which take elements; `comm`, `multicast` and `matmul` (the collective matmuls, on a
+/// heap) use `shmem` and not each other; `nvls_hw` puts the communicator's wiring on
+/// multicast memory.
 const LAYERS: &[&[&str]] = &[
     &["error"],
     &["driver", "op"],
@@ -18,7 +19,7 @@ const LAYERS: &[&[&str]] = &[
     &["module"],
     &["work", "linking"],
     &["shmem"],
-    &["comm", "multicast"],
+    &["comm", "multicast", "matmul"],
     &["nvls_hw"],
 ];
 
