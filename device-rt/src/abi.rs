@@ -182,6 +182,23 @@ static_assertions::const_assert_eq!(core::mem::size_of::<ShmemHandle>(), 8 * MAX
 static_assertions::const_assert_eq!(core::mem::offset_of!(ShmemHandle, heap_bytes), 8 * MAX_PES);
 static_assertions::const_assert_eq!(core::mem::offset_of!(ShmemHandle, my_pe), 8 * MAX_PES + 24);
 
+impl ShmemHandle {
+    /// Where this PE's symmetric address `addr` lies in PE `pe`'s heap as this PE
+    /// addresses it: `None` when `addr` is not in this PE's heap or `pe`'s heap is not
+    /// mapped here. The device API's and the host's one translation.
+    #[inline(always)]
+    pub fn translate(&self, addr: u64, pe: u32) -> Option<u64> {
+        let offset = addr.wrapping_sub(self.bases[self.my_pe as usize % self.bases.len()]);
+        if pe >= self.n_pes || offset >= self.heap_bytes {
+            return None;
+        }
+        match self.bases[pe as usize % self.bases.len()] {
+            0 => None,
+            base => Some(base + offset),
+        }
+    }
+}
+
 /// The runtime's own words at the head of every PE's heap (zeroed by the host before the
 /// first kernel uses the heap): the barrier's state.
 #[repr(C)]

@@ -108,11 +108,7 @@ impl Ring {
     }
 
     fn peer(&self, rank: u32, peer: Peer) -> u32 {
-        let d = self.shape.nranks;
-        match peer {
-            Peer::Next => (rank + 1) % d,
-            Peer::Prev => (rank + d - 1) % d,
-        }
+        peer.of(rank, self.shape.nranks)
     }
 
     fn ready(&self, rank: usize, lane: usize) -> bool {

@@ -1322,9 +1322,8 @@ impl WorkLoop {
 impl Drop for WorkLoop {
     /// Never blocks: aborts a loop still running, and hands its memory and its module's
     /// code to the deferred frees, which free them (on their own thread, promptly) once
-    /// its kernel has ended,
-    /// every stream its stream-ordered calls went to has passed their work, and no loop of
-    /// the context runs.
+    /// its kernel has ended, every stream its stream-ordered calls went to has passed
+    /// their work, and no loop of the context runs.
     fn drop(&mut self) {
         if self.started && !self.kernel_done() {
             self.abort();

@@ -24,11 +24,7 @@ impl Call {
     }
 
     fn pe(&self, sh: Shmem, peer: Peer) -> u32 {
-        let n = sh.n_pes();
-        match peer {
-            Peer::Next => (sh.my_pe() + 1) % n,
-            Peer::Prev => (sh.my_pe() + n - 1) % n,
-        }
+        peer.of(sh.my_pe(), sh.n_pes())
     }
 
     fn word(&self, word: super::Word) -> *mut u64 {

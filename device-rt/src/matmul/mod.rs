@@ -39,23 +39,20 @@ impl Workspace {
     pub fn new(shape: &Shape) -> Self {
         let es = shape.dtype.size() as u64;
         let (d, m, k, n) = (u64::from(shape.nranks), shape.m, shape.k, shape.n);
-        let (gathered_bytes, slot_bytes, landed) = match shape.collective {
-            Collective::AllGatherMatmul { .. } => (d * m * k * es, 0, 2 * d),
-            Collective::MatmulReduceScatter => (0, m * n * es, 2),
+        let (gathered_bytes, slot_bytes) = match shape.collective {
+            Collective::AllGatherMatmul { .. } => (d * m * k * es, 0),
+            Collective::MatmulReduceScatter => (0, m * n * es),
         };
         let partial = gathered_bytes;
         let out = partial + 2 * slot_bytes;
         let words = (out + 2 * slot_bytes).next_multiple_of(16);
-        let bytes = words + (landed + 3 + plan::EVENTS as u64) * 8;
+        let bytes = words + (landed_slots(shape) + 3 + plan::EVENTS as u64) * 8;
         Self { gathered: 0, partial, out, words, bytes }
     }
 
     /// The offset of `word`.
     pub fn word(&self, shape: &Shape, word: Word) -> u64 {
-        let landed = match shape.collective {
-            Collective::AllGatherMatmul { .. } => 2 * u64::from(shape.nranks),
-            Collective::MatmulReduceScatter => 2,
-        };
+        let landed = landed_slots(shape);
         let index = match word {
             Word::Landed { slot } => u64::from(slot),
             Word::Freed { from: Peer::Next } => landed,
@@ -68,6 +65,15 @@ impl Workspace {
     /// The offset of the twin's word for `event`.
     pub fn event(&self, shape: &Shape, event: Event) -> u64 {
         self.word(shape, Word::Consumed) + 8 * (1 + event as u64)
+    }
+}
+
+/// [`Word::Landed`] slots: two per shard (its halves) for the all-gather, the two receive
+/// slots for the reduce-scatter.
+fn landed_slots(shape: &Shape) -> u64 {
+    match shape.collective {
+        Collective::AllGatherMatmul { .. } => 2 * u64::from(shape.nranks),
+        Collective::MatmulReduceScatter => 2,
     }
 }
 

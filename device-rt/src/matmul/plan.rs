@@ -32,6 +32,16 @@ pub enum Peer {
     Prev,
 }
 
+impl Peer {
+    /// The neighbour's rank, for rank `rank` of a ring of `nranks`.
+    pub const fn of(self, rank: u32, nranks: u32) -> u32 {
+        match self {
+            Peer::Next => (rank + 1) % nranks,
+            Peer::Prev => (rank + nranks - 1) % nranks,
+        }
+    }
+}
+
 /// A matrix an operation reads or writes. The caller's `A` and `C` are the call's
 /// arguments; the others live in the symmetric workspace ([`super::Workspace`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

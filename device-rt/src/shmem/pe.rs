@@ -66,18 +66,11 @@ impl Shmem {
         last.is_some_and(|last| self.translate(addr, pe).is_some() && self.translate(last, pe).is_some())
     }
 
-    /// `addr`'s place in `pe`'s heap, if `addr` is symmetric and `pe` reachable.
+    /// `addr`'s place in `pe`'s heap, if `addr` is symmetric and `pe` reachable
+    /// ([`ShmemHandle::translate`]).
     #[inline(always)]
     fn translate(self, addr: u64, pe: u32) -> Option<u64> {
-        let h = self.handle();
-        let offset = addr.wrapping_sub(h.bases[h.my_pe as usize % h.bases.len()]);
-        if pe >= h.n_pes || offset >= h.heap_bytes {
-            return None;
-        }
-        match h.bases[pe as usize % h.bases.len()] {
-            0 => None,
-            base => Some(base + offset),
-        }
+        self.handle().translate(addr, pe)
     }
 
     /// As [`Shmem::translate`] for an operation that needs the peer: traps when `addr` is

@@ -141,11 +141,19 @@ fn collective(which: Which) -> Collective {
     }
 }
 
-/// This process's ranks: the heap (with room for the ring's workspace) and their streams.
-fn ranks(args: &Args, shape: &Shape) -> Outcome<(Heap, Vec<Arc<CudaStream>>)> {
-    let heap_bytes = Workspace::new(shape).bytes.next_multiple_of(2 << 20) + (2 << 20);
+/// A heap with room for `shape`'s workspace (and the heap's own head).
+fn heap_bytes(shape: &Shape) -> u64 {
+    Workspace::new(shape).bytes.next_multiple_of(2 << 20) + (2 << 20)
+}
+
+/// This process's ranks: the heap (with room for the ring's workspace of `shape`, whose
+/// `nranks` is set here: the launcher's PEs, else `--pes`) and their streams.
+fn ranks(args: &Args, shape: Shape) -> Outcome<(Heap, Vec<Arc<CudaStream>>)> {
     let count = device::list()?.len();
-    Ok(match PeEnv::from_env()? {
+    let env = PeEnv::from_env()?;
+    let nranks = u32::try_from(env.as_ref().map_or(args.pes, |e| e.n_pes))?;
+    let heap_bytes = heap_bytes(&Shape { nranks, ..shape });
+    Ok(match env {
         Some(env) => {
             let stream = device::context(env.device)?.new_stream()?;
             let bootstrap = Bootstrap::join_env(&env, BOOTSTRAP_BUDGET)?;
@@ -163,8 +171,7 @@ fn ranks(args: &Args, shape: &Shape) -> Outcome<(Heap, Vec<Arc<CudaStream>>)> {
 
 fn run<T: Elem>(args: &Args) -> Result<(), Box<dyn Error>> {
     let collective = collective(args.collective);
-    let probe = Shape { collective, nranks: 1, m: args.m, k: args.k, n: args.n, dtype: T::DTYPE };
-    let (mut heap, streams) = ranks(args, &Shape { nranks: u32::try_from(PeEnv::from_env()?.map_or(args.pes, |e| e.n_pes))?, ..probe })?;
+    let (mut heap, streams) = ranks(args, Shape { collective, nranks: 1, m: args.m, k: args.k, n: args.n, dtype: T::DTYPE })?;
     let nranks = heap.n_pes() as u32;
     let local: Vec<u32> = heap.local_pes().iter().map(|&p| p as u32).collect();
     let mut ring = RingMatmul::new::<T>(&mut heap, collective, args.m, args.k, args.n, streams.clone())?;
@@ -261,7 +268,7 @@ fn gemm_alone<T: Elem>(args: &Args, shape: &Shape, stream: &Arc<CudaStream>) -> 
     let rows = u64::from(shape.nranks) * args.m;
     let single = Shape { collective: Collective::AllGatherMatmul { bidirectional: false }, nranks: 1, m: rows, ..*shape };
     let stream = stream.context().new_stream()?;
-    let mut heap = Heap::new(std::slice::from_ref(&stream), Workspace::new(&single).bytes.next_multiple_of(2 << 20) + (2 << 20), SPIN_BUDGET)?;
+    let mut heap = Heap::new(std::slice::from_ref(&stream), heap_bytes(&single), SPIN_BUDGET)?;
     let mut ring = RingMatmul::new::<T>(&mut heap, single.collective, rows, args.k, args.n, vec![stream.clone()])?;
     let a = stream.clone_htod(&(0..rows * args.k).map(|i| value::<T>(0, 0, i)).collect::<Vec<T>>())?;
     let b = stream.clone_htod(&(0..args.k * args.n).map(|i| value::<T>(0, 1, i)).collect::<Vec<T>>())?;

@@ -297,19 +297,8 @@ impl Drop for RingMatmul {
 impl RankLanes {
     /// The address of this PE's symmetric `addr` on its neighbour `peer`.
     fn on_peer(&self, addr: u64, peer: Peer, nranks: u32) -> Result<u64> {
-        let pe = self.neighbour(peer, nranks);
-        let offset = addr.wrapping_sub(self.value.bases[self.pe as usize]);
-        match self.value.bases.get(pe as usize) {
-            Some(&base) if base != 0 && offset < self.value.heap_bytes => Ok(base + offset),
-            _ => Err(Error::InvalidArgument(format!("collective matmul: PE {pe}'s heap is not mapped on PE {}'s device", self.pe))),
-        }
-    }
-
-    fn neighbour(&self, peer: Peer, nranks: u32) -> u32 {
-        match peer {
-            Peer::Next => (self.pe + 1) % nranks,
-            Peer::Prev => (self.pe + nranks - 1) % nranks,
-        }
+        let pe = peer.of(self.pe, nranks);
+        self.value.translate(addr, pe).ok_or_else(|| Error::InvalidArgument(format!("collective matmul: PE {pe}'s heap is not mapped on PE {}'s device", self.pe)))
     }
 
     /// Queues the bounded wait for this PE's `word` to reach `at_least` on `stream`.
@@ -325,7 +314,7 @@ impl RankLanes {
     /// lane's arrival counter.
     #[allow(clippy::too_many_arguments)]
     fn put_by_sms(&self, stream: &CudaStream, ctas: u32, arrived: u64, (dst, src, bytes): (u64, u64, u64), word: u64, value: u64, peer: Peer, nranks: u32) -> Result<()> {
-        let pe = self.neighbour(peer, nranks);
+        let pe = peer.of(self.pe, nranks);
         let cfg = LaunchConfig { grid_dim: (ctas, 1, 1), block_dim: (PUT_THREADS, 1, 1), shared_mem_bytes: 0 };
         // SAFETY: the arguments match `ferroccl_matmul_put`: the PE's handle, a symmetric
         // range of the workspace and a source of `bytes`, a word of the workspace, a PE of
@@ -338,7 +327,7 @@ impl RankLanes {
 
     /// Queues the store of `value` into `peer`'s copy of the symmetric `word` on `stream`.
     fn signal(&self, stream: &CudaStream, word: u64, value: u64, peer: Peer, nranks: u32) -> Result<()> {
-        let pe = self.neighbour(peer, nranks);
+        let pe = peer.of(self.pe, nranks);
         // SAFETY: the arguments match `ferroccl_matmul_signal`: the PE's handle, a word of
         // its workspace, a value, a PE of the heap; one thread.
         unsafe { stream.launch_builder(&self.signal).arg(&self.handle).arg(&word).arg(&value).arg(&pe).launch(one_thread()) }.map(|_| ()).map_err(Error::cuda("cuLaunchKernel (collective matmul signal)"))
