@@ -151,7 +151,8 @@ pub fn run(streams: &[Arc<CudaStream>], cpp: &[Module], max_bytes: usize, iters:
                 return Err(e);
             }
         }
-        bytes *= 4;
+        // Sizes grow fourfold, and the last is --max-bytes itself.
+        bytes = if bytes < max_bytes && bytes * 4 > max_bytes { max_bytes } else { bytes * 4 };
     }
     drop(comms);
     heap.finalize(Duration::from_secs(10))?;
