@@ -205,7 +205,20 @@ def matmul(raw, out, gpus, *pairs):
         if key not in ours or row["time_us"] > ours[key]["time_us"]:
             ours[key] = row
     rows = []
+    # The gathered GEMM alone, as ferroccl-matmul --gemm-alone timed it (cuBLASLt), by shape.
+    own_alone = {(m, k, n): r["gemm_alone_us"] for (_, _, m, k, n), r in ours.items() if r.get("gemm_alone_us")}
     for (c, copies, m, k, n), row in sorted(ours.items()):
+        if int(gpus) == 1:
+            # Every rank on the one GPU: NCCL's baselines ran one rank (nothing to
+            # compare), and the floor is every rank's GEMM of the gathered shape one after
+            # another on that GPU; tc_util counts all of the ranks' FLOPs.
+            alone = own_alone.get((m, k, n))
+            floor = alone * row["nranks"] if alone else None
+            rows.append({"collective": c, "copies": copies, "gpus": 1, "ranks": row["nranks"], "m": m, "k": k, "n": n,
+                         "time_us": row["time_us"], "tc_util_of_the_gpu": row["tc_util"] * row["nranks"],
+                         "gemm_alone_us": alone, "vs_ranks_gemms_in_series": row["time_us"] / floor if floor else None,
+                         "max_error_in_eps": row["max_error_in_eps"]})
+            continue
         b = base.get((m, k, n), {})
         against = b.get("gemm_then_reduce_scatter_us" if c == "reducescatter" else "all_gather_then_gemm_us")
         alone = b.get("gemm_alone_us") or row.get("gemm_alone_us")
@@ -214,11 +227,14 @@ def matmul(raw, out, gpus, *pairs):
                      "vs_nccl_cublas": against / row["time_us"] if against else None,
                      "vs_gemm_alone": row["time_us"] / alone if alone else None,
                      "nccl_cublas_us": against, "gemm_alone_us": alone, "max_error_in_eps": row["max_error_in_eps"]})
-    write(out, {
-        "measures": "ferroccl's collective matmuls (cuBLASLt GEMMs; the ring's copies by the copy engines, or by SMs) against NCCL + cuBLAS and cuBLAS alone on the gathered shape, one process per GPU; tc_util = useful FLOPs / (time x dense peak)",
-        **meta(pairs),
-        "rows": rows,
-    })
+    measures = ("ferroccl's collective matmuls (cuBLASLt GEMMs; the ring's copies by the copy engines, or by SMs) against "
+                "NCCL + cuBLAS and cuBLAS alone on the gathered shape, one process per GPU; tc_util = useful FLOPs / (time x dense peak)")
+    if int(gpus) == 1:
+        measures = ("ferroccl's collective matmuls with every rank on one GPU (one process): the results checked and what the "
+                    "ring costs on top of the ranks' GEMMs; not the overlap of communication, which needs a GPU per rank. "
+                    "tc_util_of_the_gpu = every rank's useful FLOPs / (time x dense peak); vs_ranks_gemms_in_series = time / "
+                    "(ranks x cuBLASLt's GEMM of the gathered shape alone)")
+    write(out, {"measures": measures, **meta(pairs), "rows": rows})
 
 
 def parse_table(path):

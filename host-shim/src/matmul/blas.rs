@@ -70,6 +70,27 @@ impl Blas {
         }
     }
 
+    /// Runs every plan once on scratch matrices of zeros and waits for them: whatever
+    /// cuBLASLt does on a kernel's first use (loading it, setting its attributes) can wait
+    /// for the device's running kernels, and during a call those include waits for a
+    /// neighbour whose work this thread has yet to enqueue. Done at construction, before
+    /// any wait is queued.
+    pub fn warm_up(&mut self, stream: &Arc<CudaStream>) -> Result<()> {
+        let Some(rows) = self.plans.iter().map(|p| p.rows).max() else { return Ok(()) };
+        let bytes = |r: u64, c: u64| (r * c * 2) as usize;
+        let a = stream.alloc_zeros::<u8>(bytes(rows, self.k)).map_err(Error::cuda("cuMemAllocAsync"))?;
+        let b = stream.alloc_zeros::<u8>(bytes(self.k, self.n)).map_err(Error::cuda("cuMemAllocAsync"))?;
+        let c = stream.alloc_zeros::<u8>(bytes(rows, self.n)).map_err(Error::cuda("cuMemAllocAsync"))?;
+        let ((a_at, _ra), (b_at, _rb), (c_at, _rc)) = (a.device_ptr(stream), b.device_ptr(stream), c.device_ptr(stream));
+        let plans: Vec<(u64, bool)> = self.plans.iter().map(|p| (p.rows, p.accumulates)).collect();
+        for (rows, accumulates) in plans {
+            // SAFETY: the scratch matrices hold `rows × k`, `k × n` and `rows × n` 16-bit
+            // elements (`rows` at most the largest plan's), live until the stream is synchronized below.
+            unsafe { self.gemm(stream, rows, a_at, b_at, accumulates.then_some(c_at), c_at) }?;
+        }
+        stream.synchronize().map_err(Error::cuda("cuStreamSynchronize"))
+    }
+
     /// The plan for `rows` rows with or without an accumulator, made on first use
     /// (`RingMatmul::new` asks for every plan of its schedule, so that a shape cuBLASLt
     /// refuses is refused before any call).

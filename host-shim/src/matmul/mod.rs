@@ -104,6 +104,7 @@ impl RingMatmul {
             for &(rows, accumulates) in &gemms {
                 blas.plan(rows, accumulates)?;
             }
+            blas.warm_up(&compute)?;
             ranks.push(RankLanes {
                 pe: pe as u32,
                 handle: heap.handle(pe),
