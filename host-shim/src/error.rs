@@ -43,8 +43,6 @@ pub enum Error {
     /// Linking device code with ferroccl's module failed for a reason its log names
     /// ([`LinkFailure`]); the whole log is kept.
     Link { failure: LinkFailure, log: String },
-    /// The work loop's stream-ordered path already serves another stream.
-    StreamInUse,
     /// The work loop reported a status this host does not know (a newer or corrupted
     /// device runtime); the loop stopped.
     UnknownLoopStatus(u64),
@@ -145,7 +143,6 @@ impl Error {
             | Self::WrongDevice { .. }
             | Self::NoSuchDevice { .. }
             | Self::InvalidState(_)
-            | Self::StreamInUse
             | Self::BadWorkItem { .. }
             | Self::AlgorithmUnfit { .. }
             | Self::SymmetricMismatch { .. }
@@ -186,7 +183,6 @@ impl fmt::Display for Error {
             Self::DeviceLimit(why) => write!(f, "beyond the device's limits: {why}"),
             Self::InvalidState(why) => write!(f, "invalid state: {why}"),
             Self::Link { failure, .. } => write!(f, "linking with ferroccl's module: {failure}"),
-            Self::StreamInUse => f.write_str("this work loop's stream-ordered path already serves another stream"),
             Self::UnknownLoopStatus(status) => write!(f, "the work loop stopped with an unknown status {status:#x}"),
             Self::BadWorkItem { reason, seq: 0 } => write!(f, "work item refused: {}", reason.describe()),
             Self::BadWorkItem { reason, seq } => {
@@ -314,7 +310,6 @@ mod tests {
             (Error::InvalidArgument("x".into()), ErrorKind::InvalidArgument),
             (Error::BufferTooSmall { what: "the receive buffer", have: 1, want: 2 }, ErrorKind::InvalidArgument),
             (Error::WrongDevice { buffer: 1, rank: 0 }, ErrorKind::InvalidArgument),
-            (Error::StreamInUse, ErrorKind::InvalidArgument),
             (Error::Link { failure: LinkFailure::ArchMismatch { input: "a.cubin".into() }, log: String::new() }, ErrorKind::InvalidArgument),
             (Error::BadWorkItem { reason: BadItem::NullPointer, seq: 0 }, ErrorKind::InvalidArgument),
             (Error::SymmetricMismatch { call: "malloc", args: vec![1, 2] }, ErrorKind::InvalidArgument),

@@ -347,6 +347,13 @@ impl StreamUse {
         }
     }
 
+    /// The event recorded after the last call's work on the stream `key` (by handle), if
+    /// a call on it was marked.
+    fn mark_of(&self, key: usize) -> Option<Arc<CudaEvent>> {
+        let marks = self.marks.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        marks.iter().find(|(k, _)| *k == key).map(|(_, event)| event.clone())
+    }
+
     /// A call's work went into a CUDA graph capture: the memory is kept for good.
     fn captured(&self) {
         self.untracked.store(true, Ordering::Relaxed);
@@ -359,6 +366,36 @@ impl StreamUse {
         }
         let marks = self.marks.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         Some(marks.iter().map(|(_, event)| event.clone()).collect())
+    }
+}
+
+/// The streams a loop's stream-ordered path has served.
+#[derive(Default)]
+struct Served {
+    /// The stream of the last call outside a capture (by handle).
+    last: Option<usize>,
+    /// Per stream (by handle), whether it is a non-blocking stream (the ring route needs
+    /// one), once a call outside a capture has asked (a capturing stream does not tell).
+    kinds: Vec<(usize, bool)>,
+}
+
+impl Served {
+    /// Whether `stream` is known to be non-blocking: asked at its first call outside a
+    /// capture; false while it is `captured` and has not been asked.
+    fn non_blocking(&mut self, stream: &CudaStream, captured: bool) -> Result<bool> {
+        let this = stream.cu_stream() as usize;
+        if let Some(&(_, non_blocking)) = self.kinds.iter().find(|(s, _)| *s == this) {
+            return Ok(non_blocking);
+        }
+        if captured {
+            return Ok(false);
+        }
+        let mut flags = 0u32;
+        // SAFETY: a live stream (the caller's), not capturing; `flags` outlives the call.
+        unsafe { sys::cuStreamGetFlags(stream.cu_stream(), &raw mut flags) }.result().map_err(Error::cuda("cuStreamGetFlags"))?;
+        let non_blocking = flags & sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32 != 0;
+        self.kinds.push((this, non_blocking));
+        Ok(non_blocking)
     }
 }
 
@@ -620,11 +657,11 @@ pub struct WorkLoop {
     call_kernel: CudaFunction,
     cfg: LoopConfig,
     started: bool,
-    /// The one stream the mailbox serves (its operations wait for each other, so one
-    /// mailbox never holds two items; a second stream would overwrite a pending item),
-    /// and whether it is a non-blocking stream (which the ring route needs; `None` until
-    /// a call outside a capture has asked: a capturing stream does not tell).
-    mailbox_stream: Mutex<Option<(usize, Option<bool>)>>,
+    /// The streams the stream-ordered path has served, held while a call is enqueued:
+    /// calls on different streams, from any thread, are enqueued one at a time, and a call
+    /// outside a capture on another stream than the last such call first has its stream
+    /// wait for the last one's work, so one call kernel at a time writes the mailbox.
+    served: Mutex<Served>,
     /// Stream-ordered calls that took the ring route, and of those, the ones whose item
     /// the stream had to wait for (it had not completed within [`RING_ROUTE_SPIN`]).
     ring_routed: AtomicU64,
@@ -885,7 +922,7 @@ impl WorkLoop {
             cfg,
             grid,
             started: false,
-            mailbox_stream: Mutex::new(None),
+            served: Mutex::new(Served::default()),
             ring_routed: AtomicU64::new(0),
             ring_waits: AtomicU64::new(0),
             epoch: Instant::now(),
@@ -1046,11 +1083,16 @@ impl WorkLoop {
     /// earlier. A failure inside the loop does not stall `stream` (the loop releases the
     /// stream's wait as it leaves, the call kernel returns): check
     /// [`WorkLoop::async_error`]; a call kernel that waits past the loop's spin budget
-    /// stops the loop with [`Error::DeviceTimeout`]. The loop serves one such stream: the
-    /// first one used; others are refused ([`Error::StreamInUse`]). Calls on that stream
-    /// from several threads at once are ordered as they reach the driver, except that a
-    /// call that takes the ring route may run beside an operation another thread queued
-    /// between its look at the stream and its wait. The call kernel and the stream's wait
+    /// stops the loop with [`Error::DeviceTimeout`]. Calls may come on any streams of the
+    /// loop's context, from any threads: they are enqueued one at a time, in the order they
+    /// take the loop's lock, and run in that order, as NCCL orders a communicator's calls
+    /// on several streams: a call on another stream than the last call outside a capture
+    /// first makes its stream wait (`cuStreamWaitEvent`) for that call's work, and takes the
+    /// call-kernel route. A call captured in a CUDA graph is ordered by its graph's
+    /// launches: the caller orders replays with the loop's other calls (as with NCCL), since
+    /// a replay's call kernel beside another call's would write the same mailbox. A call
+    /// that takes the ring route may run beside an operation another thread queued on its
+    /// stream between its look at the stream and its wait. The call kernel and the stream's wait
     /// read the loop's memory: after each call, one `cuEventRecord` on `stream` marks the
     /// work, and a dropped loop's memory is freed only once every stream it served has
     /// passed its mark (and the loop's own kernel has ended); a call captured in a CUDA
@@ -1077,12 +1119,22 @@ impl WorkLoop {
         // SAFETY: a live stream of this loop's context (the caller's).
         let capture = unsafe { result::stream::is_capturing(stream.cu_stream()) }.map_err(Error::cuda("cuStreamIsCapturing"))?;
         let captured = capture != sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
-        let non_blocking = self.serve(stream, captured)?;
+        // Held until the call is enqueued and marked: the next call, on any stream, comes after it.
+        let mut served = self.served.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let non_blocking = served.non_blocking(stream, captured)?;
+        let this = stream.cu_stream() as usize;
+        let switched = served.last.is_some_and(|last| last != this);
+        // Ordering: the stream's later work (this call) starts once the work the last call
+        // left on its own stream has completed, its mailbox item and call kernel included.
+        if switched && !captured && let Some(mark) = served.last.and_then(|last| self.uses.mark_of(last)) {
+            stream.wait(&mark).map_err(Error::cuda("cuStreamWaitEvent"))?;
+        }
         let one_channel = self.cfg.channels == 1 && (self.cfg.call_channels == 0 || kind != WorkKind::Collective);
         // SAFETY: `item` as this function's contract says.
-        if one_channel && non_blocking && !captured && !burst && unsafe { self.ring_route(stream, item, &memory.state) }? {
+        if one_channel && non_blocking && !captured && !burst && !switched && unsafe { self.ring_route(stream, item, &memory.state) }? {
             self.ring_routed.fetch_add(1, Ordering::Relaxed);
             self.last_return_ns.store(self.now_ns(), Ordering::Relaxed);
+            served.last = Some(this);
             return Ok(());
         }
         // Whether the submission was counted for the loop's sleep handshake (outside a
@@ -1129,8 +1181,9 @@ impl WorkLoop {
         // submits (checked above), and its call
         // kernels run one after another: a call kernel launched to overlap the one before
         // it waits for that one's end (`device_rt::work::after_previous_grid`) before it
-        // touches the mailbox or a call channel, so one call kernel at a time writes the
-        // mailbox and serves the call channels.
+        // touches the mailbox or a call channel, and one on another stream than the last
+        // call's waits for that call's mark (above), so one call kernel at a time writes the
+        // mailbox and serves the call channels (a capture's replays: the caller's order).
         unsafe { launch_call_kernel(stream, &self.call_kernel, launch, params, self.overlap_call_kernels) }.inspect_err(|_| {
             if counted {
                 self.queue.retract_submit();
@@ -1138,6 +1191,7 @@ impl WorkLoop {
         })?;
         if !captured {
             self.uses.mark(stream);
+            served.last = Some(this);
         }
         self.last_return_ns.store(self.now_ns(), Ordering::Relaxed);
         Ok(())
@@ -1146,31 +1200,6 @@ impl WorkLoop {
     /// Nanoseconds since the loop was made (at least 1: 0 stands for no call yet).
     fn now_ns(&self) -> u64 {
         u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX).max(1)
-    }
-
-    /// Makes `stream` the one the loop's stream-ordered path serves, or refuses another
-    /// ([`Error::StreamInUse`]); returns whether it is a non-blocking stream (false while
-    /// it is `captured` and has not been asked before: a capturing stream does not tell).
-    fn serve(&self, stream: &CudaStream, captured: bool) -> Result<bool> {
-        let mut owner = self.mailbox_stream.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let this = stream.cu_stream() as usize;
-        let known = match *owner {
-            Some((s, known)) if s == this => known,
-            Some(_) => return Err(Error::StreamInUse),
-            None => None,
-        };
-        let non_blocking = match known {
-            Some(non_blocking) => Some(non_blocking),
-            None if captured => None,
-            None => {
-                let mut flags = 0u32;
-                // SAFETY: a live stream (the caller's), not capturing; `flags` outlives the call.
-                unsafe { sys::cuStreamGetFlags(stream.cu_stream(), &raw mut flags) }.result().map_err(Error::cuda("cuStreamGetFlags"))?;
-                Some(flags & sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32 != 0)
-            }
-        };
-        *owner = Some((this, non_blocking));
-        Ok(non_blocking == Some(true))
     }
 
     /// The ring route of [`WorkLoop::enqueue_on_stream`], for an item the loop's one

@@ -1,6 +1,6 @@
 //! The collectives and point-to-point calls: each becomes one ferroccl work item on the
-//! caller's stream (a stream of the rank's device; the rank serves the first stream it is
-//! called on, and refuses another).
+//! caller's stream (a stream of the rank's device; calls on several streams run in the
+//! order they were made, `Comm::enqueue_on`).
 
 use host_shim::device_rt::algo::{CollFunction, NO_PEER};
 use host_shim::device_rt::dtype::DataType;

@@ -600,9 +600,11 @@ impl Comm {
     }
 
     /// [`Comm::enqueue_on_stream`] on `stream`, a stream of this rank's device other than
-    /// the rank's own (what a C caller passes with each call). The loop serves one stream:
-    /// the first stream-ordered call names it, and a call on another fails with
-    /// [`Error::StreamInUse`], nothing enqueued.
+    /// the rank's own (what a C caller passes with each call). Calls on several streams
+    /// run in the order they were made, as NCCL runs a communicator's: a call on another
+    /// stream than the last one's first makes its stream wait for that call's work
+    /// (outside a CUDA graph capture; a captured call is ordered by its graph's launches,
+    /// which the caller orders with the communicator's other calls).
     ///
     /// # Safety
     /// As [`Comm::enqueue_on_stream`]'s, with `stream` in place of the rank's stream.

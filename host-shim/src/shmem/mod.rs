@@ -288,9 +288,9 @@ impl Heap {
     /// put issued before it on any PE is complete (the device API's
     /// `Shmem::barrier_all` (device-rt), a quiet then the
     /// arrivals). Every PE calls it, or the device API's `barrier_all`, as its next heap
-    /// barrier; no kernel of this PE may be inside a heap barrier meanwhile. Each PE's
-    /// loop serves the first stream it is used with (another is refused,
-    /// [`Error::StreamInUse`]). A wait past the spin budget, or an abort, stops the loop;
+    /// barrier; no kernel of this PE may be inside a heap barrier meanwhile. Calls on
+    /// several streams run in the order they were made (`WorkLoop::enqueue_on_stream`'s
+    /// ordering). A wait past the spin budget, or an abort, stops the loop;
     /// later calls return that error ([`Heap::async_error`] tells it at once).
     pub fn barrier_all_on_stream(&self, pe: usize, stream: &CudaStream) -> Result<()> {
         let at = self.local_at(pe)?;

@@ -140,7 +140,9 @@ fn lp_stream(lp: &host_shim::work::WorkLoop) -> Arc<CudaStream> {
 
 /// The stream-ordered path: captured in a CUDA graph from the first item on and replayed,
 /// every replay runs every item; work before it on the user's stream runs first, work
-/// after it waits.
+/// after it waits. Calls on a second stream run after the first stream's: a copy on the
+/// second stream of what a gated call on the first wrote sees it, and so does a copy on
+/// the first stream again of what the second wrote.
 pub(super) fn work_loop_stream_graph(fx: &Fixture) -> Outcome {
     use cudarc::driver::sys;
     use device_rt::dtype::DataType;
@@ -180,9 +182,38 @@ pub(super) fn work_loop_stream_graph(fx: &Fixture) -> Outcome {
     let got = user.clone_dtoh(&dst).map_err(Error::cuda("cuMemcpyDtoH"))?;
     ensure(got.iter().all(|&v| v == 0xC0FFEE), || "the loop's copy did not see the memset queued before it".into())?;
     let other = fx.ctx.new_stream().map_err(Error::cuda("cuStreamCreate"))?;
-    // SAFETY: a no-op carries no address.
-    let refused = unsafe { lp.enqueue_on_stream(&other, WorkItem::noop()) };
-    ensure(matches!(refused, Err(Error::StreamInUse)), || format!("a second stream was not refused as in use: {refused:?}"))?;
+    let back = other.alloc_zeros::<u32>(N).map_err(Error::cuda("cuMemAlloc"))?;
+    stream::wait(&other, LOOP_WAIT, "allocations")?;
+    let pb = back.device_ptr(&other).0;
+    let gate = HostMapped::<u32>::zeroed(&fx.ctx, 1)?;
+    let geq = sys::CUstreamWaitValue_flags::CU_STREAM_WAIT_VALUE_GEQ as u32;
+    for (round, value) in [(1u32, 0xBEEFu32), (2, 0xF00D)] {
+        // `user` holds its memset and its call behind the gate, which opens only once the
+        // call on `other` is enqueued too: unordered, `other`'s copy would run first.
+        // SAFETY: `gate` is one host-mapped u32, alive until the streams have run (waited
+        // for below); `ps` is the start of `src`, N u32 words, alive as long.
+        unsafe {
+            sys::cuStreamWaitValue32_v2(user.cu_stream(), gate.device_ptr(), round, geq).result().map_err(Error::cuda("cuStreamWaitValue32"))?;
+            sys::cuMemsetD32Async(ps, value, N, user.cu_stream()).result().map_err(Error::cuda("cuMemsetD32Async"))?;
+        }
+        // SAFETY: `src`, `dst` and `back` hold N words each, device memory of the loop's
+        // device used by these calls alone, and outlive the streams' run of them (waited
+        // for below).
+        unsafe {
+            lp.enqueue_on_stream(&user, WorkItem::copy(DataType::U32, ps, pd, N as u64))?;
+            lp.enqueue_on_stream(&other, WorkItem::copy(DataType::U32, pd, pb, N as u64))?;
+            lp.enqueue_on_stream(&user, WorkItem::copy(DataType::U32, pb, ps, N as u64))?;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+        // Ordering: a volatile store to host-mapped memory, which the stream's wait polls;
+        // nothing else is published with it.
+        // SAFETY: `gate.host_ptr()` is the gate's one live, aligned u32.
+        unsafe { gate.host_ptr().write_volatile(round) };
+        let got = other.clone_dtoh(&back).map_err(Error::cuda("cuMemcpyDtoH"))?;
+        ensure(got.iter().all(|&v| v == value), || format!("round {round}: the second stream's call ran before the first's ({:#x}, not {value:#x})", got[N - 1]))?;
+        let again = user.clone_dtoh(&src).map_err(Error::cuda("cuMemcpyDtoH"))?;
+        ensure(again.iter().all(|&v| v == value), || format!("round {round}: the first stream's call ran before the second's ({:#x}, not {value:#x})", again[N - 1]))?;
+    }
     let count = user.clone_dtoh(&counter).map_err(Error::cuda("cuMemcpyDtoH"))?;
     ensure_eq_slices("increments after replays", &count, &[ITEMS * REPLAYS])?;
     if let Some(e) = lp.async_error() {
