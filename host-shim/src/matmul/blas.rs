@@ -70,11 +70,10 @@ impl Blas {
         }
     }
 
-    /// Runs every plan once on scratch matrices of zeros and waits for them: whatever
-    /// cuBLASLt does on a kernel's first use (loading it, setting its attributes) can wait
-    /// for the device's running kernels, and during a call those include waits for a
-    /// neighbour whose work this thread has yet to enqueue. Done at construction, before
-    /// any wait is queued.
+    /// Runs every plan once on scratch matrices of zeros and waits for them: what cuBLASLt
+    /// does at a kernel's first use (loading it, setting its attributes) can wait for the
+    /// device's running kernels, a communicator's persistent loop among them (which never
+    /// ends), so it is done at construction, where loading belongs (`RingMatmul::new`).
     pub fn warm_up(&mut self, stream: &Arc<CudaStream>) -> Result<()> {
         let Some(rows) = self.plans.iter().map(|p| p.rows).max() else { return Ok(()) };
         let bytes = |r: u64, c: u64| (r * c * 2) as usize;

@@ -10,13 +10,14 @@
 //! lanes of one rank meet through CUDA events. Nothing waits on the host during a call.
 
 mod blas;
+mod order;
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use cudarc::driver::{CudaEvent, CudaFunction, CudaStream, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg, result, sys};
 use device_rt::abi::ShmemHandle;
-use device_rt::matmul::{Addresses, Collective, Event, Op, Peer, RingPlan, Shape, Workspace};
+use device_rt::matmul::{Addresses, Collective, Event, Lane, Op, Peer, RingPlan, Shape, Workspace};
 
 use crate::memory::HostMapped;
 use crate::module::Module;
@@ -25,6 +26,7 @@ use crate::shmem::Heap;
 use crate::{DeviceAlloc, Error, Result};
 
 use blas::Blas;
+use order::Submitted;
 
 /// One rank's streams, kernels and GEMM handle.
 struct RankLanes {
@@ -58,6 +60,9 @@ pub struct RingMatmul {
     workspace: Vec<u64>,
     /// Calls made, this one included.
     seq: u64,
+    /// The ring's words as the calls enqueued so far will have set them, which orders
+    /// each call's submissions ([`order`]).
+    submitted: Submitted,
 }
 
 impl RingMatmul {
@@ -129,7 +134,7 @@ impl RingMatmul {
         }
         // No PE signals into another's workspace before every PE has zeroed its words.
         heap.host_barrier("collective matmul")?;
-        Ok(Self { shape, layout, ranks, workspace, seq: 0 })
+        Ok(Self { shape, layout, ranks, workspace, seq: 0, submitted: Submitted::default() })
     }
 
     /// How the copy lanes move data from the next call on: `None` (the default) the copy
@@ -188,16 +193,28 @@ impl RingMatmul {
                 }
             }
         }
+        let order = self.submitted.order(self.shape, self.seq + 1).map_err(|stuck| {
+            log::error!("{stuck}");
+            Error::InvalidState("a collective matmul's schedule cannot finish")
+        })?;
         self.seq += 1;
-        for (i, (a, b, c)) in args.iter_mut().enumerate() {
-            let stream = self.ranks[i].streams[0].clone();
-            let (a, _ra) = a.device_ptr(&stream);
-            let (b, _rb) = b.device_ptr(&stream);
-            let (c, _rc) = c.device_ptr_mut(&stream);
-            let at = Addresses { a, b, c, workspace: self.workspace[i] };
+        // Each local PE's matrices, held (cudarc's records) until every operation is enqueued.
+        let streams: Vec<Arc<CudaStream>> = self.ranks.iter().map(|r| r.streams[0].clone()).collect();
+        let mut held = Vec::with_capacity(args.len());
+        let mut at = Vec::with_capacity(args.len());
+        for ((i, (a, b, c)), stream) in args.iter_mut().enumerate().zip(&streams) {
+            let (a, ra) = a.device_ptr(stream);
+            let (b, rb) = b.device_ptr(stream);
+            let (c, rc) = c.device_ptr_mut(stream);
+            at.push(Addresses { a, b, c, workspace: self.workspace[i] });
+            held.push((ra, rb, rc));
+        }
+        let mut events: Vec<HashMap<(Event, u64), CudaEvent>> = (0..self.ranks.len()).map(|_| HashMap::new()).collect();
+        for (rank, lane, op) in order {
+            let Some(i) = self.ranks.iter().position(|r| r.pe == rank) else { continue };
             // SAFETY: `A`, `B` and `C` hold the shape's sizes (checked above) and stay live
-            // for the stream (cudarc's records); the workspace is this ring's.
-            unsafe { self.enqueue(i, at)? };
+            // for the stream (cudarc's records, held above); the workspace is this ring's.
+            unsafe { self.enqueue(i, at[i], lane, op, &mut events[i])? };
         }
         Ok(())
     }
@@ -227,55 +244,51 @@ impl RingMatmul {
         status.into_iter().find(|&s| s != 0).map(|s| if s == 1 { Error::Aborted } else { Error::DeviceTimeout { site: None, seq: 0 } })
     }
 
-    /// Enqueues local PE `i`'s operations of the current call on its lanes.
+    /// Enqueues local PE `i`'s operation `op` of the current call on its lane `lane`;
+    /// `events` holds the events the PE's lanes recorded in this call.
     ///
     /// # Safety
     /// `at` holds the call's matrices, live until the PE's stream has passed the call.
-    unsafe fn enqueue(&mut self, i: usize, at: Addresses) -> Result<()> {
+    unsafe fn enqueue(&mut self, i: usize, at: Addresses, lane: Lane, op: Op, events: &mut HashMap<(Event, u64), CudaEvent>) -> Result<()> {
         let (shape, layout, rank) = (self.shape, self.layout, &mut self.ranks[i]);
         // The raw driver calls and cuBLASLt work in the current context: the rank's.
         rank.streams[0].context().bind_to_thread().map_err(Error::cuda("cuCtxSetCurrent"))?;
-        let mut ops = Vec::new();
-        RingPlan { shape, rank: rank.pe, seq: self.seq }.for_each(|lane, op| ops.push((lane, op)));
-        let mut events: HashMap<(Event, u64), CudaEvent> = HashMap::new();
-        for (lane, op) in ops {
-            let stream = rank.streams[lane as usize].clone();
-            match op {
-                Op::Wait { word, at_least } => rank.wait_for(&stream, at.workspace + layout.word(&shape, word), at_least)?,
-                Op::Signal { word, on, value } => rank.signal(&stream, at.workspace + layout.word(&shape, word), value, on, shape.nranks)?,
-                Op::Record { event, value } => {
-                    let e = stream.record_event(Some(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING)).map_err(Error::cuda("cuEventRecord"))?;
-                    events.insert((event, value), e);
-                }
-                Op::WaitEvent { event, at_least } => {
-                    let e = events.get(&(event, at_least)).ok_or(Error::InvalidState("a collective matmul's lane waits for an event never recorded"))?;
-                    stream.wait(e).map_err(Error::cuda("cuStreamWaitEvent"))?;
-                }
-                Op::Put { src, dst, to, word, value } => {
-                    let (src, bytes) = at.rows(&shape, &layout, src);
-                    let (dst, _) = at.rows(&shape, &layout, dst);
-                    let word = at.workspace + layout.word(&shape, word);
-                    match &rank.sm_copies {
-                        Some((ctas, arrived)) => rank.put_by_sms(&stream, *ctas, arrived.ptr() + 8 * (lane as u64 - 1), (dst, src, bytes), word, value, to, shape.nranks)?,
-                        None => {
-                            let dst = rank.on_peer(dst, to, shape.nranks)?;
-                            // SAFETY: `src` holds `bytes` (the shape's rows), `dst` the same rows
-                            // of the neighbour's workspace, mapped here; the plan's waits
-                            // ordered them.
-                            unsafe { result::memcpy_dtod_async(dst, src, bytes as usize, stream.cu_stream()) }.map_err(Error::cuda("cuMemcpyDtoDAsync"))?;
-                            rank.signal(&stream, word, value, to, shape.nranks)?;
-                        }
+        let stream = rank.streams[lane as usize].clone();
+        match op {
+            Op::Wait { word, at_least } => rank.wait_for(&stream, at.workspace + layout.word(&shape, word), at_least)?,
+            Op::Signal { word, on, value } => rank.signal(&stream, at.workspace + layout.word(&shape, word), value, on, shape.nranks)?,
+            Op::Record { event, value } => {
+                let e = stream.record_event(Some(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING)).map_err(Error::cuda("cuEventRecord"))?;
+                events.insert((event, value), e);
+            }
+            Op::WaitEvent { event, at_least } => {
+                let e = events.get(&(event, at_least)).ok_or(Error::InvalidState("a collective matmul's lane waits for an event never recorded"))?;
+                stream.wait(e).map_err(Error::cuda("cuStreamWaitEvent"))?;
+            }
+            Op::Put { src, dst, to, word, value } => {
+                let (src, bytes) = at.rows(&shape, &layout, src);
+                let (dst, _) = at.rows(&shape, &layout, dst);
+                let word = at.workspace + layout.word(&shape, word);
+                match &rank.sm_copies {
+                    Some((ctas, arrived)) => rank.put_by_sms(&stream, *ctas, arrived.ptr() + 8 * (lane as u64 - 1), (dst, src, bytes), word, value, to, shape.nranks)?,
+                    None => {
+                        let dst = rank.on_peer(dst, to, shape.nranks)?;
+                        // SAFETY: `src` holds `bytes` (the shape's rows), `dst` the same rows
+                        // of the neighbour's workspace, mapped here; the plan's waits
+                        // ordered them.
+                        unsafe { result::memcpy_dtod_async(dst, src, bytes as usize, stream.cu_stream()) }.map_err(Error::cuda("cuMemcpyDtoDAsync"))?;
+                        rank.signal(&stream, word, value, to, shape.nranks)?;
                     }
                 }
-                Op::Gemm { a, c, acc } => {
-                    let (a, _) = at.rows(&shape, &layout, a);
-                    let (c_at, _) = at.rows(&shape, &layout, c);
-                    let acc = acc.map(|acc| at.rows(&shape, &layout, acc).0);
-                    // SAFETY: the rows hold `rows × k` and `rows × n` elements of the shape's
-                    // type and `B` is `k × n` (the call's checks); the plan's waits ordered
-                    // the reads after the data landed.
-                    unsafe { rank.blas.gemm(&stream, c.rows, a, at.b, acc, c_at) }?;
-                }
+            }
+            Op::Gemm { a, c, acc } => {
+                let (a, _) = at.rows(&shape, &layout, a);
+                let (c_at, _) = at.rows(&shape, &layout, c);
+                let acc = acc.map(|acc| at.rows(&shape, &layout, acc).0);
+                // SAFETY: the rows hold `rows × k` and `rows × n` elements of the shape's
+                // type and `B` is `k × n` (the call's checks); the plan's waits ordered
+                // the reads after the data landed.
+                unsafe { rank.blas.gemm(&stream, c.rows, a, at.b, acc, c_at) }?;
             }
         }
         Ok(())

@@ -1,0 +1,168 @@
+//! The order in which a process enqueues its ranks' operations of one call.
+//!
+//! A GPU runs the work of a process's streams through a few hardware queues, each first
+//! in, first out across every stream mapped to it. An operation that waits (a spinning
+//! wait kernel, and the stream-ordered work queued behind it) holds its queue; work of
+//! another stream submitted later to the same queue waits behind it. So a rank's wait
+//! for a signal must never be submitted before the work that leads to that signal: when
+//! two ranks of one process were enqueued one after the other, rank 0's wait for rank 1's
+//! copy came first, rank 1's copy could sit behind it in a shared queue, and the call
+//! waited until the spin budget ran out (seen on an H100 and an H200, two ranks on one
+//! GPU, reduce-scatter).
+//!
+//! [`Submitted::order`] runs every rank's plan of the call on a model of the ring (every
+//! rank's, remote ones too: a remote rank's signal depends on what this process sends it)
+//! and returns the operations in an order in which each comes after everything it waits
+//! for: the operations before it on its lane, the record of an event it waits for, and
+//! the signal or put that brings a word it waits for to its value. Submitted in that
+//! order, what any wait needs was submitted before it, in every queue.
+
+use std::collections::{HashMap, VecDeque};
+
+use device_rt::matmul::{Event, Lane, Op, RingPlan, Shape, Word};
+
+/// The model of the ring's signal words across calls: the largest value each rank's word
+/// has been sent by the operations ordered so far (every call's, of every rank).
+#[derive(Default)]
+pub(crate) struct Submitted {
+    words: HashMap<(u32, Word), u64>,
+}
+
+/// One operation of one rank, in submission order.
+pub(crate) type Step = (u32, Lane, Op);
+
+impl Submitted {
+    /// Every operation of call `seq` of `shape`'s ring, every rank's, in an order in which
+    /// each comes after what it waits for (see the module's documentation); each lane's
+    /// operations in their plan's order. An error where no such order exists (a schedule
+    /// that could not finish; the model is then left as it was).
+    pub(crate) fn order(&mut self, shape: Shape, seq: u64) -> Result<Vec<Step>, String> {
+        let n = shape.nranks;
+        let mut lanes: Vec<[VecDeque<Op>; 3]> = (0..n).map(|_| Default::default()).collect();
+        for (rank, queues) in (0..n).zip(lanes.iter_mut()) {
+            RingPlan { shape, rank, seq }.for_each(|lane, op| queues[lane as usize].push_back(op));
+        }
+        let mut words = self.words.clone();
+        let mut events: Vec<HashMap<Event, u64>> = vec![HashMap::new(); n as usize];
+        let mut order = Vec::new();
+        loop {
+            let mut moved = false;
+            for (rank, queues) in (0..n).zip(lanes.iter_mut()) {
+                for (lane, queue) in [Lane::Compute, Lane::ToNext, Lane::ToPrev].into_iter().zip(queues.iter_mut()) {
+                    while let Some(&op) = queue.front() {
+                        let recorded = &mut events[rank as usize];
+                        let ready = match op {
+                            Op::Wait { word, at_least } => words.get(&(rank, word)).is_some_and(|&v| v >= at_least) || at_least == 0,
+                            Op::WaitEvent { event, at_least } => recorded.get(&event).is_some_and(|&v| v >= at_least),
+                            _ => true,
+                        };
+                        if !ready {
+                            break;
+                        }
+                        match op {
+                            Op::Signal { word, on: peer, value } | Op::Put { to: peer, word, value, .. } => {
+                                let sent = words.entry((peer.of(rank, n), word)).or_default();
+                                *sent = (*sent).max(value);
+                            }
+                            Op::Record { event, value } => {
+                                let at = recorded.entry(event).or_default();
+                                *at = (*at).max(value);
+                            }
+                            _ => {}
+                        }
+                        queue.pop_front();
+                        order.push((rank, lane, op));
+                        moved = true;
+                    }
+                }
+            }
+            if lanes.iter().all(|queues| queues.iter().all(VecDeque::is_empty)) {
+                self.words = words;
+                return Ok(order);
+            }
+            if !moved {
+                let stuck: Vec<String> = (0..n)
+                    .zip(&lanes)
+                    .flat_map(|(rank, queues)| queues.iter().filter_map(move |q| q.front().map(|op| format!("rank {rank}: {op:?}"))))
+                    .collect();
+                return Err(format!("collective matmul: call {seq}'s schedule cannot finish ({})", stuck.join("; ")));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use device_rt::dtype::DataType;
+    use device_rt::matmul::Collective;
+
+    fn shapes() -> impl Iterator<Item = Shape> {
+        let collectives = [Collective::AllGatherMatmul { bidirectional: false }, Collective::AllGatherMatmul { bidirectional: true }, Collective::MatmulReduceScatter];
+        (1..=8).flat_map(move |nranks| collectives.map(|collective| Shape { collective, nranks, m: 16, k: 16, n: 16, dtype: DataType::F16 }))
+    }
+
+    /// Whether every operation of `order` comes after what it waits for, given the words
+    /// earlier calls sent (`words`, updated): the property the hardware queues need.
+    fn waits_follow_their_causes(order: &[Step], nranks: u32, words: &mut HashMap<(u32, Word), u64>) -> Result<(), String> {
+        let mut recorded: HashMap<(u32, Event), u64> = HashMap::new();
+        for (i, &(rank, _, op)) in order.iter().enumerate() {
+            match op {
+                Op::Wait { word, at_least } if at_least > 0 && words.get(&(rank, word)).is_none_or(|&v| v < at_least) => {
+                    return Err(format!("step {i}: rank {rank} waits for {word:?} ≥ {at_least} before it is sent"));
+                }
+                Op::WaitEvent { event, at_least } if recorded.get(&(rank, event)).is_none_or(|&v| v < at_least) => {
+                    return Err(format!("step {i}: rank {rank} waits for {event:?} before its record"));
+                }
+                Op::Signal { word, on: peer, value } | Op::Put { to: peer, word, value, .. } => {
+                    let v = words.entry((peer.of(rank, nranks), word)).or_default();
+                    *v = (*v).max(value);
+                }
+                Op::Record { event, value } => {
+                    let v = recorded.entry((rank, event)).or_default();
+                    *v = (*v).max(value);
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn every_wait_is_submitted_after_its_cause_call_after_call() {
+        for shape in shapes() {
+            let mut model = Submitted::default();
+            let mut words = HashMap::new();
+            for seq in 1..=4 {
+                let order = model.order(shape, seq).unwrap();
+                let mut plan_ops = 0;
+                for rank in 0..shape.nranks {
+                    let mut lanes: [Vec<Op>; 3] = Default::default();
+                    RingPlan { shape, rank, seq }.for_each(|lane, op| lanes[lane as usize].push(op));
+                    plan_ops += lanes.iter().map(Vec::len).sum::<usize>();
+                    for lane in [Lane::Compute, Lane::ToNext, Lane::ToPrev] {
+                        let got: Vec<Op> = order.iter().filter(|&&(r, l, _)| r == rank && l == lane).map(|&(_, _, op)| op).collect();
+                        assert_eq!(got, lanes[lane as usize], "{shape:?} call {seq}: rank {rank}'s {lane:?} lane out of its order");
+                    }
+                }
+                assert_eq!(order.len(), plan_ops, "{shape:?} call {seq}: an operation lost or repeated");
+                waits_follow_their_causes(&order, shape.nranks, &mut words).unwrap_or_else(|e| panic!("{shape:?} call {seq}: {e}"));
+            }
+        }
+    }
+
+    /// The negative control: enqueued rank after rank in plan order (as before this
+    /// order existed), some rank's wait comes before the put it waits for, for every
+    /// collective on two or more ranks.
+    #[test]
+    fn rank_after_rank_puts_a_wait_before_its_cause() {
+        for shape in shapes().filter(|s| s.nranks >= 2) {
+            let mut words = HashMap::new();
+            let mut order = Vec::new();
+            for rank in 0..shape.nranks {
+                RingPlan { shape, rank, seq: 1 }.for_each(|lane, op| order.push((rank, lane, op)));
+            }
+            assert!(waits_follow_their_causes(&order, shape.nranks, &mut words).is_err(), "{shape:?}: rank after rank never waited early");
+        }
+    }
+}
