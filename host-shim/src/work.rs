@@ -369,34 +369,14 @@ impl StreamUse {
     }
 }
 
-/// The streams a loop's stream-ordered path has served.
-#[derive(Default)]
-struct Served {
-    /// The stream of the last call outside a capture (by handle).
-    last: Option<usize>,
-    /// Per stream (by handle), whether it is a non-blocking stream (the ring route needs
-    /// one), once a call outside a capture has asked (a capturing stream does not tell).
-    kinds: Vec<(usize, bool)>,
-}
-
-impl Served {
-    /// Whether `stream` is known to be non-blocking: asked at its first call outside a
-    /// capture; false while it is `captured` and has not been asked.
-    fn non_blocking(&mut self, stream: &CudaStream, captured: bool) -> Result<bool> {
-        let this = stream.cu_stream() as usize;
-        if let Some(&(_, non_blocking)) = self.kinds.iter().find(|(s, _)| *s == this) {
-            return Ok(non_blocking);
-        }
-        if captured {
-            return Ok(false);
-        }
-        let mut flags = 0u32;
-        // SAFETY: a live stream (the caller's), not capturing; `flags` outlives the call.
-        unsafe { sys::cuStreamGetFlags(stream.cu_stream(), &raw mut flags) }.result().map_err(Error::cuda("cuStreamGetFlags"))?;
-        let non_blocking = flags & sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32 != 0;
-        self.kinds.push((this, non_blocking));
-        Ok(non_blocking)
-    }
+/// Whether `stream`, not capturing, is a non-blocking stream (which the ring route needs:
+/// a blocking stream also waits for the legacy stream's work, which `stream_idle` does not
+/// see). Asked at every call: a stream's handle may be reused by a new stream.
+fn non_blocking(stream: &CudaStream) -> Result<bool> {
+    let mut flags = 0u32;
+    // SAFETY: a live stream (the caller's), not capturing; `flags` outlives the call.
+    unsafe { sys::cuStreamGetFlags(stream.cu_stream(), &raw mut flags) }.result().map_err(Error::cuda("cuStreamGetFlags"))?;
+    Ok(flags & sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32 != 0)
 }
 
 /// Hands `memory`, which the loop kernel on `stream` (of context `ctx`) and the work the
@@ -657,11 +637,12 @@ pub struct WorkLoop {
     call_kernel: CudaFunction,
     cfg: LoopConfig,
     started: bool,
-    /// The streams the stream-ordered path has served, held while a call is enqueued:
-    /// calls on different streams, from any thread, are enqueued one at a time, and a call
-    /// outside a capture on another stream than the last such call first has its stream
-    /// wait for the last one's work, so one call kernel at a time writes the mailbox.
-    served: Mutex<Served>,
+    /// The stream of the last stream-ordered call outside a capture (by handle), held
+    /// while a call is enqueued: calls on different streams, from any thread, are enqueued
+    /// one at a time, and a call outside a capture on another stream than the last such
+    /// call first has its stream wait for the last one's work, so one call kernel at a
+    /// time writes the mailbox.
+    last_stream: Mutex<Option<usize>>,
     /// Stream-ordered calls that took the ring route, and of those, the ones whose item
     /// the stream had to wait for (it had not completed within [`RING_ROUTE_SPIN`]).
     ring_routed: AtomicU64,
@@ -922,7 +903,7 @@ impl WorkLoop {
             cfg,
             grid,
             started: false,
-            served: Mutex::new(Served::default()),
+            last_stream: Mutex::new(None),
             ring_routed: AtomicU64::new(0),
             ring_waits: AtomicU64::new(0),
             epoch: Instant::now(),
@@ -1120,21 +1101,20 @@ impl WorkLoop {
         let capture = unsafe { result::stream::is_capturing(stream.cu_stream()) }.map_err(Error::cuda("cuStreamIsCapturing"))?;
         let captured = capture != sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
         // Held until the call is enqueued and marked: the next call, on any stream, comes after it.
-        let mut served = self.served.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let non_blocking = served.non_blocking(stream, captured)?;
+        let mut last = self.last_stream.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let this = stream.cu_stream() as usize;
-        let switched = served.last.is_some_and(|last| last != this);
+        let switched = last.is_some_and(|last| last != this);
         // Ordering: the stream's later work (this call) starts once the work the last call
         // left on its own stream has completed, its mailbox item and call kernel included.
-        if switched && !captured && let Some(mark) = served.last.and_then(|last| self.uses.mark_of(last)) {
+        if switched && !captured && let Some(mark) = last.and_then(|last| self.uses.mark_of(last)) {
             stream.wait(&mark).map_err(Error::cuda("cuStreamWaitEvent"))?;
         }
         let one_channel = self.cfg.channels == 1 && (self.cfg.call_channels == 0 || kind != WorkKind::Collective);
         // SAFETY: `item` as this function's contract says.
-        if one_channel && non_blocking && !captured && !burst && !switched && unsafe { self.ring_route(stream, item, &memory.state) }? {
+        if one_channel && !captured && !burst && !switched && non_blocking(stream)? && unsafe { self.ring_route(stream, item, &memory.state) }? {
             self.ring_routed.fetch_add(1, Ordering::Relaxed);
             self.last_return_ns.store(self.now_ns(), Ordering::Relaxed);
-            served.last = Some(this);
+            *last = Some(this);
             return Ok(());
         }
         // Whether the submission was counted for the loop's sleep handshake (outside a
@@ -1191,7 +1171,7 @@ impl WorkLoop {
         })?;
         if !captured {
             self.uses.mark(stream);
-            served.last = Some(this);
+            *last = Some(this);
         }
         self.last_return_ns.store(self.now_ns(), Ordering::Relaxed);
         Ok(())
