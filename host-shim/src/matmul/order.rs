@@ -128,6 +128,77 @@ mod tests {
         Ok(())
     }
 
+    /// Runs `order` (one process's submissions) on `queues` hardware queues, each first in,
+    /// first out, the stream of `(rank, lane)` on queue `(3 × rank + lane) mod queues`: an
+    /// operation at a queue's head that waits (for a word, or an event) holds the queue
+    /// until what it waits for has run. Whether every operation ran; `words` carries the
+    /// words from call to call.
+    fn runs_on_shared_queues(order: &[Step], nranks: u32, queues: usize, words: &mut HashMap<(u32, Word), u64>) -> bool {
+        let mut fifo: Vec<VecDeque<Step>> = vec![VecDeque::new(); queues];
+        for &step in order {
+            fifo[(3 * step.0 as usize + step.1 as usize) % queues].push_back(step);
+        }
+        let mut recorded: HashMap<(u32, Event), u64> = HashMap::new();
+        loop {
+            let mut ran = false;
+            for queue in &mut fifo {
+                while let Some(&(rank, _, op)) = queue.front() {
+                    let can_run = match op {
+                        Op::Wait { word, at_least } => at_least == 0 || words.get(&(rank, word)).is_some_and(|&v| v >= at_least),
+                        Op::WaitEvent { event, at_least } => recorded.get(&(rank, event)).is_some_and(|&v| v >= at_least),
+                        _ => true,
+                    };
+                    if !can_run {
+                        break;
+                    }
+                    match op {
+                        Op::Signal { word, on: peer, value } | Op::Put { to: peer, word, value, .. } => {
+                            let v = words.entry((peer.of(rank, nranks), word)).or_default();
+                            *v = (*v).max(value);
+                        }
+                        Op::Record { event, value } => {
+                            let v = recorded.entry((rank, event)).or_default();
+                            *v = (*v).max(value);
+                        }
+                        _ => {}
+                    }
+                    queue.pop_front();
+                    ran = true;
+                }
+            }
+            if fifo.iter().all(VecDeque::is_empty) {
+                return true;
+            }
+            if !ran {
+                return false;
+            }
+        }
+    }
+
+    /// Every rank in one process, its streams on 1 to 4 shared first-in-first-out queues:
+    /// submitted in this order, every call of every collective runs to its end; submitted
+    /// rank after rank, with one queue, none of those on two or more ranks does.
+    #[test]
+    fn one_process_never_blocks_its_own_queues() {
+        for shape in shapes().filter(|s| s.nranks <= 4) {
+            for queues in 1..=4 {
+                let mut model = Submitted::default();
+                let mut words = HashMap::new();
+                for seq in 1..=3 {
+                    let order = model.order(shape, seq).unwrap();
+                    assert!(runs_on_shared_queues(&order, shape.nranks, queues, &mut words), "{shape:?} call {seq} on {queues} queue(s): blocked");
+                }
+            }
+            if shape.nranks >= 2 {
+                let mut order = Vec::new();
+                for rank in 0..shape.nranks {
+                    RingPlan { shape, rank, seq: 1 }.for_each(|lane, op| order.push((rank, lane, op)));
+                }
+                assert!(!runs_on_shared_queues(&order, shape.nranks, 1, &mut HashMap::new()), "{shape:?}: rank after rank ran on one queue");
+            }
+        }
+    }
+
     #[test]
     fn every_wait_is_submitted_after_its_cause_call_after_call() {
         for shape in shapes() {
