@@ -31,6 +31,33 @@ pub(crate) struct Submitted {
 /// One operation of one rank, in submission order.
 pub(crate) type Step = (u32, Lane, Op);
 
+/// The ring's words, and this call's events, as the operations run so far have set them.
+struct Model {
+    words: HashMap<(u32, Word), u64>,
+    events: HashMap<(u32, Event), u64>,
+}
+
+impl Model {
+    /// Whether rank `rank`'s `op` can run: what it waits for has come.
+    fn ready(&self, rank: u32, op: Op) -> bool {
+        match op {
+            Op::Wait { word, at_least } => at_least == 0 || self.words.get(&(rank, word)).is_some_and(|&v| v >= at_least),
+            Op::WaitEvent { event, at_least } => self.events.get(&(rank, event)).is_some_and(|&v| v >= at_least),
+            _ => true,
+        }
+    }
+
+    /// What rank `rank`'s `op` sets, in a ring of `nranks`: a neighbour's word, or an event.
+    fn run(&mut self, rank: u32, nranks: u32, op: Op) {
+        let (at, value) = match op {
+            Op::Signal { word, on: peer, value } | Op::Put { to: peer, word, value, .. } => (self.words.entry((peer.of(rank, nranks), word)).or_default(), value),
+            Op::Record { event, value } => (self.events.entry((rank, event)).or_default(), value),
+            _ => return,
+        };
+        *at = (*at).max(value);
+    }
+}
+
 impl Submitted {
     /// Every operation of call `seq` of `shape`'s ring, every rank's, in an order in which
     /// each comes after what it waits for (see the module's documentation); each lane's
@@ -42,34 +69,14 @@ impl Submitted {
         for (rank, queues) in (0..n).zip(lanes.iter_mut()) {
             RingPlan { shape, rank, seq }.for_each(|lane, op| queues[lane as usize].push_back(op));
         }
-        let mut words = self.words.clone();
-        let mut events: Vec<HashMap<Event, u64>> = vec![HashMap::new(); n as usize];
+        let mut model = Model { words: self.words.clone(), events: HashMap::new() };
         let mut order = Vec::new();
         loop {
             let mut moved = false;
             for (rank, queues) in (0..n).zip(lanes.iter_mut()) {
                 for (lane, queue) in [Lane::Compute, Lane::ToNext, Lane::ToPrev].into_iter().zip(queues.iter_mut()) {
-                    while let Some(&op) = queue.front() {
-                        let recorded = &mut events[rank as usize];
-                        let ready = match op {
-                            Op::Wait { word, at_least } => words.get(&(rank, word)).is_some_and(|&v| v >= at_least) || at_least == 0,
-                            Op::WaitEvent { event, at_least } => recorded.get(&event).is_some_and(|&v| v >= at_least),
-                            _ => true,
-                        };
-                        if !ready {
-                            break;
-                        }
-                        match op {
-                            Op::Signal { word, on: peer, value } | Op::Put { to: peer, word, value, .. } => {
-                                let sent = words.entry((peer.of(rank, n), word)).or_default();
-                                *sent = (*sent).max(value);
-                            }
-                            Op::Record { event, value } => {
-                                let at = recorded.entry(event).or_default();
-                                *at = (*at).max(value);
-                            }
-                            _ => {}
-                        }
+                    while let Some(&op) = queue.front().filter(|&&op| model.ready(rank, op)) {
+                        model.run(rank, n, op);
                         queue.pop_front();
                         order.push((rank, lane, op));
                         moved = true;
@@ -77,7 +84,7 @@ impl Submitted {
                 }
             }
             if lanes.iter().all(|queues| queues.iter().all(VecDeque::is_empty)) {
-                self.words = words;
+                self.words = model.words;
                 return Ok(order);
             }
             if !moved {
@@ -105,26 +112,14 @@ mod tests {
     /// Whether every operation of `order` comes after what it waits for, given the words
     /// earlier calls sent (`words`, updated): the property the hardware queues need.
     fn waits_follow_their_causes(order: &[Step], nranks: u32, words: &mut HashMap<(u32, Word), u64>) -> Result<(), String> {
-        let mut recorded: HashMap<(u32, Event), u64> = HashMap::new();
+        let mut model = Model { words: std::mem::take(words), events: HashMap::new() };
         for (i, &(rank, _, op)) in order.iter().enumerate() {
-            match op {
-                Op::Wait { word, at_least } if at_least > 0 && words.get(&(rank, word)).is_none_or(|&v| v < at_least) => {
-                    return Err(format!("step {i}: rank {rank} waits for {word:?} ≥ {at_least} before it is sent"));
-                }
-                Op::WaitEvent { event, at_least } if recorded.get(&(rank, event)).is_none_or(|&v| v < at_least) => {
-                    return Err(format!("step {i}: rank {rank} waits for {event:?} before its record"));
-                }
-                Op::Signal { word, on: peer, value } | Op::Put { to: peer, word, value, .. } => {
-                    let v = words.entry((peer.of(rank, nranks), word)).or_default();
-                    *v = (*v).max(value);
-                }
-                Op::Record { event, value } => {
-                    let v = recorded.entry((rank, event)).or_default();
-                    *v = (*v).max(value);
-                }
-                _ => {}
+            if !model.ready(rank, op) {
+                return Err(format!("step {i}: rank {rank}'s {op:?} comes before what it waits for"));
             }
+            model.run(rank, nranks, op);
         }
+        *words = model.words;
         Ok(())
     }
 
@@ -138,41 +133,25 @@ mod tests {
         for &step in order {
             fifo[(3 * step.0 as usize + step.1 as usize) % queues].push_back(step);
         }
-        let mut recorded: HashMap<(u32, Event), u64> = HashMap::new();
-        loop {
+        let mut model = Model { words: std::mem::take(words), events: HashMap::new() };
+        let all_ran = loop {
             let mut ran = false;
             for queue in &mut fifo {
-                while let Some(&(rank, _, op)) = queue.front() {
-                    let can_run = match op {
-                        Op::Wait { word, at_least } => at_least == 0 || words.get(&(rank, word)).is_some_and(|&v| v >= at_least),
-                        Op::WaitEvent { event, at_least } => recorded.get(&(rank, event)).is_some_and(|&v| v >= at_least),
-                        _ => true,
-                    };
-                    if !can_run {
-                        break;
-                    }
-                    match op {
-                        Op::Signal { word, on: peer, value } | Op::Put { to: peer, word, value, .. } => {
-                            let v = words.entry((peer.of(rank, nranks), word)).or_default();
-                            *v = (*v).max(value);
-                        }
-                        Op::Record { event, value } => {
-                            let v = recorded.entry((rank, event)).or_default();
-                            *v = (*v).max(value);
-                        }
-                        _ => {}
-                    }
+                while let Some(&(rank, _, op)) = queue.front().filter(|&&(rank, _, op)| model.ready(rank, op)) {
+                    model.run(rank, nranks, op);
                     queue.pop_front();
                     ran = true;
                 }
             }
             if fifo.iter().all(VecDeque::is_empty) {
-                return true;
+                break true;
             }
             if !ran {
-                return false;
+                break false;
             }
-        }
+        };
+        *words = model.words;
+        all_ran
     }
 
     /// Every rank in one process, its streams on 1 to 4 shared first-in-first-out queues:
