@@ -10,8 +10,9 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use cudarc::driver::{CudaContext, CudaEvent, CudaFunction, CudaStream, LaunchConfig, PushKernelArg, result, sys};
-use zerocopy::IntoBytes;
+use zerocopy::{FromBytes, IntoBytes};
 use device_rt::abi::MAX_CHANNELS;
+use device_rt::conn::CommDevice;
 use device_rt::work::{ChannelPlacement, LOOP_SMEM_BYTES, LoopState, MAX_SMS, QueueHeader, RingSlot, WorkItem, WorkKind};
 
 use crate::memory::HostMapped;
@@ -653,6 +654,9 @@ pub struct WorkLoop {
     last_return_ns: AtomicU64,
     /// The communicator's `CommDevice` address, 0 for none.
     comm: u64,
+    /// A copy of that `CommDevice`: what decides whether a call runs without the loop
+    /// (`device_rt::work::runs_without_loop`), asked of calls captured in a CUDA graph.
+    comm_copy: Option<Box<CommDevice>>,
     /// CTAs launched: the channels, or one per SM when the loop chooses their SMs.
     grid: u32,
     /// Whether call kernels are launched to overlap the one before them
@@ -909,20 +913,24 @@ impl WorkLoop {
             epoch: Instant::now(),
             last_return_ns: AtomicU64::new(0),
             comm: 0,
+            comm_copy: None,
             overlap_call_kernels: cfg.call_channels == 0,
             uses,
         })
     }
 
-    /// Gives the loop its communicator (a `CommDevice` in `comm`'s memory) before it
-    /// starts; the memory is freed with the loop's own, once no loop of the context runs.
-    pub(crate) fn attach_comm(&mut self, comm: Box<dyn Send>, comm_addr: u64) -> Result<()> {
+    /// Gives the loop its communicator (a `CommDevice` at `comm_addr`, in `comm`'s memory,
+    /// written from `image`, whose first bytes are that `CommDevice`) before it starts;
+    /// the memory is freed with the loop's own, once no loop of the context runs.
+    pub(crate) fn attach_comm(&mut self, comm: Box<dyn Send>, comm_addr: u64, image: &[u8]) -> Result<()> {
         let Some(memory) = &mut self.memory else { return Err(Error::LoopClosed) };
         if self.started {
             return Err(Error::InvalidState("a communicator must be attached before the loop starts"));
         }
+        let (copy, _) = CommDevice::read_from_prefix(image).map_err(|_| Error::InvalidState("a communicator image shorter than its CommDevice"))?;
         memory.adopted.push(comm);
         self.comm = comm_addr;
+        self.comm_copy = Some(Box::new(copy));
         Ok(())
     }
 
@@ -1118,19 +1126,29 @@ impl WorkLoop {
             return Ok(());
         }
         // Whether the submission was counted for the loop's sleep handshake (outside a
-        // capture).
+        // capture). A captured call pins the loop awake for good (its replays submit
+        // without the host) unless it runs without the loop: then the loop may go on
+        // sleeping, and a device-wide synchronize still returns once it does.
         let mut counted = false;
         if self.cfg.sleep_after_ns() != 0 {
-            self.queue.announce_submit(captured)?;
-            counted = !captured;
+            if !captured {
+                self.queue.announce_submit(false)?;
+                counted = true;
+            } else if !self.runs_without_loop(&item) {
+                self.queue.announce_submit(true)?;
+            }
         }
         // The call kernel's parameters, each where `params` points.
         let (mut state, mut header, mut comm, mut resident) = (memory.state.ptr, header.device_ptr(), self.comm, self.cfg.channels);
         let mut words: [u64; 8] = zerocopy::transmute!(item);
         let mut budget_ns = u64::try_from(self.cfg.spin_budget.as_nanos()).unwrap_or(u64::MAX);
+        // Whether the device counts the call kernel's submission as the host counted it
+        // (`device_rt::work::CallArgs::counted`).
+        let mut counted_flag = u32::from(!captured);
         // The kernel's parameter list, in a fixed array (no allocation on the call's path):
-        // the head, then the item's eight words, then the budget.
-        let mut params = [std::ptr::null_mut::<c_void>(); 13];
+        // the head, then the item's eight words, then the budget (and with call channels
+        // the counted flag).
+        let mut params = [std::ptr::null_mut::<c_void>(); 14];
         let (launch, head_len) = match self.cfg.call_channels {
             0 => {
                 params[..2].copy_from_slice(&[(&raw mut state).cast(), (&raw mut header).cast()]);
@@ -1145,15 +1163,16 @@ impl WorkLoop {
             *param = (word as *mut u64).cast();
         }
         params[head_len + 8] = (&raw mut budget_ns).cast();
-        let params = &mut params[..head_len + 9];
+        params[head_len + 9] = (&raw mut counted_flag).cast();
+        let params = &mut params[..head_len + if self.cfg.call_channels == 0 { 9 } else { 10 }];
         if captured {
             self.uses.captured();
         }
         // SAFETY: `params` point to the arguments of the call kernel `WorkLoop::new` chose
         // for the call channels, in order and of their types: `ferroccl_call_kernel`
-        // (state, header, communicator, resident channels, item, budget) or, without call
-        // channels, `ferroccl_call_kernel_alone` (the same less the communicator and the
-        // channels): the loop's live state, header and communicator (whose connections
+        // (state, header, communicator, resident channels, item, budget, counted) or,
+        // without call channels, `ferroccl_call_kernel_alone` (state, header, item, budget):
+        // the loop's live state, header and communicator (whose connections
         // cover the resident and call channels: the communicator's shape counts both),
         // which stay allocated while the loop lives and, after a drop, until its kernel has
         // ended and `stream` has passed this call kernel (the deferred free waits for the
@@ -1175,6 +1194,16 @@ impl WorkLoop {
         }
         self.last_return_ns.store(self.now_ns(), Ordering::Relaxed);
         Ok(())
+    }
+
+    /// Whether the call kernel runs `item` without the loop (`device_rt::work::runs_without_loop`,
+    /// on this loop's copy of its communicator): never without call channels.
+    fn runs_without_loop(&self, item: &WorkItem) -> bool {
+        match &self.comm_copy {
+            // SAFETY: a copy of the loop's `CommDevice`, of which only the fields are read.
+            Some(comm) if self.cfg.call_channels != 0 => unsafe { device_rt::work::runs_without_loop(&raw const **comm, self.cfg.channels, self.cfg.threads, item) },
+            _ => false,
+        }
     }
 
     /// Nanoseconds since the loop was made (at least 1: 0 stands for no call yet).

@@ -178,6 +178,35 @@ fn a_pinned_loop_never_sleeps() {
     g.shutdown(TIMEOUT).unwrap();
 }
 
+/// Calls handed over as a CUDA graph capture hands them (not counted; the loop pinned
+/// only by a call that needs it, `device_rt::work::runs_without_loop`): LL calls, which run
+/// on the call kernel alone, are exact while every loop sleeps, and launch and pin none,
+/// so a sleeping loop stays asleep (and a device-wide synchronize returns); a ring
+/// all-reduce, which goes through the mailbox, pins the loops awake, as before, and is
+/// exact, and the pinned loops then never sleep.
+#[test]
+fn captured_calls_pin_the_loop_only_when_they_need_it() {
+    let mut g = TwinGroup::start_sleeping(shape(3), THREADS, Duration::from_secs(60), Duration::from_micros(200), false).unwrap();
+    run_all(&mut g, &mixed()[..1], 1);
+    assert!(all_asleep(&g, Duration::from_secs(30)));
+    let asleep = launches(&g);
+    g.set_captured(true);
+    // Within the LL path's reach on 3 ranks of 3 call channels of 128 threads.
+    let loop_free = [case(CollFunction::AllReduce, 100, false), case(CollFunction::AllGather, 5_000, true), case(CollFunction::ReduceScatter, 3_000, false)];
+    for round in 0..3 {
+        run_all(&mut g, &loop_free, 20 + 10 * round);
+        assert!((0..3).all(|r| g.asleep(r)), "round {round}: a captured call that needs no loop woke one");
+        assert_eq!(launches(&g), asleep, "round {round}: a captured call that needs no loop launched one");
+    }
+    run_all(&mut g, &[case(CollFunction::AllReduce, 300_000, false)], 60);
+    let pinned = launches(&g);
+    assert!(pinned.iter().zip(&asleep).all(|(p, a)| *p == a + 1), "a captured call through the mailbox launched each loop again: {asleep:?} then {pinned:?}");
+    run_all(&mut g, &mixed(), 70);
+    assert!((0..3).all(|r| !g.asleep(r)), "a loop a captured call pinned slept");
+    assert_eq!(launches(&g), pinned, "a pinned loop was launched again");
+    g.shutdown(TIMEOUT).unwrap();
+}
+
 /// A sleeping loop shuts down (the shutdown item launches it; it then leaves for good);
 /// an aborted one is not launched again: the next call fails with `Aborted` at once.
 #[test]

@@ -9,6 +9,7 @@
 //! host twin.
 
 mod function;
+pub mod ll_plan;
 mod select;
 
 #[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]

@@ -47,16 +47,14 @@
 use super::channel::{Channel, LoopArgs};
 use super::complete::{channel_stats, close_mailbox, complete_mailbox, count_call_kernel_part, record_error, stats_entry};
 use super::dispatch::{Stop, execute, planned_collective};
-use super::item::{ITEM_OUTPUT_PEER_MAPPED, WorkItem, WorkKind};
+use super::item::WorkItem;
 use super::mailbox::{count_submit, submit_to_mailbox};
 use super::queue::{LoopShared, LoopState, MAILBOX_CLOSED, QueueHeader};
-use super::participation::{call_kernel_only_plan, mailbox_participation};
-use crate::algo::ll::{LlCall, LlComm, LlPlan, LlRun, ll_collective, ll_plan};
-use crate::algo::{AlgorithmChoice, CollFunction};
+use super::participation::mailbox_participation;
+use super::without_loop::{call_kernel_only_plan, ll_call};
+use crate::algo::ll::{LlCall, LlComm, LlPlan, LlRun, ll_collective};
 use crate::arch;
 use crate::conn::{CommDevice, StagingConns};
-use crate::dtype::DataType;
-use crate::redop::RedOpKind;
 
 /// What the call kernel is launched with.
 #[derive(Clone, Copy, Debug)]
@@ -73,6 +71,13 @@ pub struct CallArgs {
     pub spin_budget_ns: u64,
     /// The loop's resident channels: CTA `g ≥ 1` of the grid is channel `resident + g - 1`.
     pub resident: u32,
+    /// Whether the host counted this call's submission (`submits_seen`'s other side, the
+    /// loop's sleep handshake): false for a call captured in a CUDA graph, whose replays
+    /// the host never sees. An uncounted call that runs without the loop
+    /// ([`runs_without_loop`]) counts nothing, so the loop may still sleep; one that needs
+    /// the loop comes only to a loop the host pinned awake, which never sleeps, and its
+    /// submission counts as any.
+    pub counted: bool,
 }
 
 /// What a call channel tests before it runs any part of an item: the loop's mailbox state
@@ -123,19 +128,8 @@ struct LlItem {
 /// # Safety
 /// `p.comm` is null or the rank's valid `CommDevice`, with its staging memory.
 unsafe fn ll_item(p: &CallArgs) -> Option<LlItem> {
-    let item = &p.item;
-    if p.comm.is_null() || item.kind != WorkKind::Collective as u8 || item.flags & !ITEM_OUTPUT_PEER_MAPPED != 0 {
-        return None;
-    }
-    // SAFETY: a non-null `p.comm` is the rank's `CommDevice` (this function's contract),
-    // which the host wrote before it started the loop.
-    let comm = unsafe { LlComm::load(p.comm) };
-    if comm.nchannels <= p.resident || AlgorithmChoice::from_u32(comm.algorithm) != Some(AlgorithmChoice::Auto) {
-        return None;
-    }
-    let function = CollFunction::from_u32(item.function)?;
-    let call = LlCall { function, dtype: DataType::from_u8(item.dtype)?, op: RedOpKind::from_u8(item.op)?, arg: item.op_arg, input: item.src, output: item.dst, count: item.count };
-    let plan = ll_plan(&comm, p.resident, arch::block_dim(), &call)?;
+    // SAFETY: this function's contract.
+    let (comm, call, plan) = unsafe { ll_call(p.comm, p.resident, arch::block_dim(), &p.item) }?;
     Some(LlItem { comm, call, plan })
 }
 
@@ -242,7 +236,7 @@ pub unsafe fn serve_call(p: CallArgs) {
     // SAFETY: `p` holds the running loop's memory and the rank's communicator (this
     // function's contract).
     if let Some(ll) = unsafe { ll_item(&p) } {
-        if arch::block_idx() == 0 && tid == 0 {
+        if arch::block_idx() == 0 && tid == 0 && p.counted {
             // SAFETY: `p.state` is the loop's live state (this function's contract).
             unsafe { count_submit(p.state) };
         }
@@ -271,7 +265,7 @@ pub unsafe fn serve_call(p: CallArgs) {
             // SAFETY: this function's contract is `submit_to_mailbox`'s, for the one
             // submitter.
             let _ = unsafe { submit_to_mailbox(p.state, p.header, p.item, p.spin_budget_ns) };
-        } else if tid == 0 {
+        } else if tid == 0 && p.counted {
             // SAFETY: `p.state` is the loop's live state (this function's contract).
             unsafe { count_submit(p.state) };
         }

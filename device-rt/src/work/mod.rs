@@ -15,6 +15,7 @@
 mod item;
 mod placement;
 mod queue;
+mod without_loop;
 
 #[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
 mod abort;
@@ -37,6 +38,7 @@ mod mailbox;
 
 pub use item::{BadItem, DeviceFunction, ITEM_OUTPUT_PEER_MAPPED, WorkItem, WorkKind};
 pub use placement::{ChannelPlacement, MAX_SMS};
+pub use without_loop::runs_without_loop;
 pub use queue::{LOOP_ASLEEP, LOOP_AWAKE, LOOP_LEAVING, LOOP_SMEM_BYTES, LoopState, MAILBOX_CLOSED, MAILBOX_COMPLETE, MAILBOX_GENERATION_ONE, MAILBOX_PENDING, Mailbox, QueueHeader, RingSlot, SLOT_WORDS, STREAM_DONE_RELEASE, mailbox_generation};
 
 #[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]

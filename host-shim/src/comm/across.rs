@@ -163,9 +163,10 @@ impl Comm {
             });
         }
         let bases: Vec<u64> = blocks.iter().map(VmmHeap::base).collect();
-        upload(bases[rank], &layout.image_on_heap(rank as u32, &bases, heap)?)?;
+        let image = layout.image_on_heap(rank as u32, &bases, heap)?;
+        upload(bases[rank], &image)?;
         join::ready(&mut bootstrap, "communicator blocks written")?;
-        lp.attach_comm(Box::new(blocks), bases[rank])?;
+        lp.attach_comm(Box::new(blocks), bases[rank], &image)?;
         let local = CommAbortHandle { ranks: Arc::new(vec![lp.abort_handle()]), across: None };
         let failed = Arc::new(Mutex::new(None));
         let on_failure = {

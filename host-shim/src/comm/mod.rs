@@ -403,17 +403,19 @@ impl Comm {
             }
         }
         let bases: Vec<u64> = blocks.iter().map(DeviceAlloc::ptr).collect();
+        let mut images = Vec::with_capacity(blocks.len());
         for (rank, block) in blocks.iter().enumerate() {
             let image = layout.image_on_heap(rank as u32, &bases, heap.as_ref().map_or(0, |h| h[rank]))?;
             // SAFETY: the block holds at least `meta_bytes`; no kernel uses it yet.
             unsafe { block.upload(0, &image) }?;
+            images.push(image);
         }
         for (rank, s) in streams.iter().enumerate() {
             before_start(rank as u32, s.context())?;
         }
-        for (lp, block) in loops.iter_mut().zip(blocks) {
+        for ((lp, block), image) in loops.iter_mut().zip(blocks).zip(&images) {
             let addr = block.ptr();
-            lp.attach_comm(Box::new(block), addr)?;
+            lp.attach_comm(Box::new(block), addr, image)?;
         }
         let aborts = CommAbortHandle { ranks: Arc::new(loops.iter().map(WorkLoop::abort_handle).collect()), across: None };
         let mut comms = Vec::new();

@@ -47,7 +47,8 @@ pub unsafe extern "gpu-kernel" fn ferroccl_shmem_work_loop(
 /// waits until the loop has run it, has left, the host aborts or the budget passes (see
 /// `device_rt::work::submit_to_mailbox`); CTA `g ≥ 1` is the communicator's call channel
 /// `resident + g - 1`, which runs its share of the item if the item takes part there
-/// (see `device_rt::work::serve_call`).
+/// (see `device_rt::work::serve_call`). `counted`: 1 where the host counted the call's
+/// submission, 0 for a call captured in a CUDA graph (`CallArgs::counted`).
 ///
 /// # Safety
 /// As `device_rt::work::serve_call`, for `state`, `header` and `comm` of one running loop
@@ -67,11 +68,12 @@ pub unsafe extern "gpu-kernel" fn ferroccl_call_kernel(
     w6: u64,
     w7: u64,
     spin_budget_ns: u64,
+    counted: u32,
 ) {
     let item = WorkItem::from_words([w0, w1, w2, w3, w4, w5, w6, w7]);
     // SAFETY: this kernel's contract is `serve_call`'s, which the host keeps when it
-    // launches it (one call kernel per mailbox at a time: its one-stream rule).
-    unsafe { serve_call(CallArgs { state, header, comm, item, spin_budget_ns, resident }) }
+    // launches it (one call kernel per mailbox at a time: the calls' order on the host).
+    unsafe { serve_call(CallArgs { state, header, comm, item, spin_budget_ns, resident, counted: counted != 0 }) }
 }
 
 /// The call kernel of a loop without call channels, launched on the user's stream as one

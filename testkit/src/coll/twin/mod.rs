@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use device_rt::arch::{self, GridDependency, WeakMemory};
 use device_rt::conn::{ChannelStats, CommDevice};
-use device_rt::work::{CallArgs, ITEM_OUTPUT_PEER_MAPPED, LOOP_SMEM_BYTES, LoopArgs, LoopState, QueueHeader, RingSlot, WorkItem, WorkKind, serve_call, serve_call_alone, work_loop};
+use device_rt::work::{CallArgs, ITEM_OUTPUT_PEER_MAPPED, LOOP_SMEM_BYTES, LoopArgs, LoopState, QueueHeader, RingSlot, WorkItem, WorkKind, runs_without_loop, serve_call, serve_call_alone, work_loop};
 
 mod process;
 
@@ -54,6 +54,8 @@ struct TwinRank {
     launches: Launches,
     /// The rank's stream twin, when the group has one.
     stream: Option<TwinStream>,
+    /// The address of the rank's `CommDevice`.
+    comm: u64,
 }
 
 /// A rank's loop launches (threads), shared with the queue's relaunch hook.
@@ -89,7 +91,9 @@ const TRAP_LOOK: Duration = Duration::from_millis(50);
 /// A rank's stream on the host twin: items sent to its thread run one after another,
 /// each as a call kernel (`serve_call`) of one submitter CTA and one CTA per call channel.
 struct TwinStream {
-    items: Option<mpsc::Sender<WorkItem>>,
+    /// Each item, and whether the host counted its submission (false: as if captured in a
+    /// CUDA graph).
+    items: Option<mpsc::Sender<(WorkItem, bool)>>,
     submitted: u64,
     /// Call kernels that have ended.
     done: Arc<AtomicU64>,
@@ -122,6 +126,9 @@ pub struct TwinGroup {
     resident: u32,
     /// How [`RankGroup::submit`] hands items over.
     path: SubmitPath,
+    /// Whether stream-ordered items are handed over as calls captured in a CUDA graph
+    /// ([`TwinGroup::set_captured`]).
+    captured: bool,
     /// Bit `r`: rank `r`'s outputs count as not mapped for its peers (the twin's memory
     /// is all mapped; see [`TwinGroup::set_unmapped_outputs`]).
     unmapped: u64,
@@ -208,6 +215,14 @@ impl TwinGroup {
         self.ranks[(rank - self.first) as usize].launches.lock().unwrap_or_else(std::sync::PoisonError::into_inner).len()
     }
 
+    /// Hands the stream-ordered items that follow over as calls captured in a CUDA graph
+    /// are (host-shim's `WorkLoop::enqueue_on_stream`): not counted for the loop's sleep
+    /// handshake, and the loop pinned awake for good only by an item that needs it
+    /// (`device_rt::work::runs_without_loop`); `false` goes back to counted calls.
+    pub fn set_captured(&mut self, captured: bool) {
+        self.captured = captured;
+    }
+
     /// Makes the collectives of `ranks` say their outputs are not mapped for the peers
     /// (as host-shim's communicator says of memory other than `cuMemAlloc`'s): with direct
     /// connections, their previous ranks then send to them through the FIFO, and pushing
@@ -282,7 +297,7 @@ impl TwinGroup {
             ranks.push(start_rank(rank as u32, block, shape.nchannels - resident, loops, memory.as_ref(), streams, &traps)?);
         }
         let path = if streams == Streams::None { SubmitPath::Direct } else { SubmitPath::Stream };
-        Ok(Self { ranks, first: 0, across: None, buffers: Vec::new(), shape, threads, stats, memory, retired: Vec::new(), resident, path, unmapped: 0, traps })
+        Ok(Self { ranks, first: 0, across: None, buffers: Vec::new(), shape, threads, stats, memory, retired: Vec::new(), resident, path, captured: false, unmapped: 0, traps })
     }
 
     /// Sets every rank's abort flag; a rank of a communicator across processes also tells
@@ -429,7 +444,7 @@ fn start_rank(rank: u32, block: RankBlock, call_channels: u32, loops: TwinLoops,
         relaunched.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(handle);
         Ok(())
     }));
-    Ok(TwinRank { _header: header, _ring: ring, state, _block: block.memory, queue, launches, stream })
+    Ok(TwinRank { _header: header, _ring: ring, state, _block: block.memory, queue, launches, stream, comm: block.addr })
 }
 
 /// A rank's connection block: the memory that holds it (kept as long as the rank) and
@@ -468,7 +483,7 @@ enum Streams {
 /// Starts a rank's stream twin: a thread that runs one call kernel per item it receives,
 /// recording in `traps` what a call kernel's trap (or its thread's panic) said.
 fn start_stream(kernel: CallKernel, memory: Option<WeakMemory>, traps: Traps) -> Result<TwinStream> {
-    let (items, received) = mpsc::channel::<WorkItem>();
+    let (items, received) = mpsc::channel::<(WorkItem, bool)>();
     let done = Arc::new(AtomicU64::new(0));
     let ended = done.clone();
     let stream_traps = Arc::clone(&traps);
@@ -484,9 +499,9 @@ fn start_stream(kernel: CallKernel, memory: Option<WeakMemory>, traps: Traps) ->
                     record_trap(&stream_traps, &format!("rank {}'s call kernel thread", kernel.rank), payload.as_ref());
                 }
             };
-            for item in received {
+            for (item, counted) in received {
                 if !kernel.overlap {
-                    run_call_kernel(kernel, item, memory.as_ref(), None, &stream_traps);
+                    run_call_kernel(kernel, item, counted, memory.as_ref(), None, &stream_traps);
                     ended.fetch_add(1, Ordering::AcqRel);
                     continue;
                 }
@@ -494,7 +509,7 @@ fn start_stream(kernel: CallKernel, memory: Option<WeakMemory>, traps: Traps) ->
                 let dependency = (last.as_ref().map(|(prior, _)| Arc::clone(prior)), Arc::clone(&own));
                 let (memory, ended, traps) = (memory.clone(), Arc::clone(&ended), Arc::clone(&stream_traps));
                 let spawned = std::thread::Builder::new().name("twin-call-kernel".into()).spawn(move || {
-                    run_call_kernel(kernel, item, memory.as_ref(), Some(dependency), &traps);
+                    run_call_kernel(kernel, item, counted, memory.as_ref(), Some(dependency), &traps);
                     ended.fetch_add(1, Ordering::AcqRel);
                 });
                 let Ok(handle) = spawned else {
@@ -522,7 +537,7 @@ fn start_stream(kernel: CallKernel, memory: Option<WeakMemory>, traps: Traps) ->
 /// before it (`arch::launch_after`). A trapped grid ends nothing else, as a failed launch
 /// would; what it said goes into `traps`, and the stream's next wait fails with it, as a
 /// GPU's stream reports a trap at its next synchronisation.
-fn run_call_kernel(kernel: CallKernel, item: WorkItem, memory: Option<&WeakMemory>, dependency: Option<(Option<Arc<GridDependency>>, Arc<GridDependency>)>, traps: &Traps) {
+fn run_call_kernel(kernel: CallKernel, item: WorkItem, counted: bool, memory: Option<&WeakMemory>, dependency: Option<(Option<Arc<GridDependency>>, Arc<GridDependency>)>, traps: &Traps) {
     let grid = || {
         let p = CallArgs {
             state: kernel.state as *mut LoopState,
@@ -531,6 +546,7 @@ fn run_call_kernel(kernel: CallKernel, item: WorkItem, memory: Option<&WeakMemor
             item,
             spin_budget_ns: kernel.budget_ns,
             resident: kernel.resident,
+            counted,
         };
         // SAFETY: the rank's loop memory outlives its stream (joined first, see `Drop`); one
         // call kernel at a time touches it (the stream's thread, and each overlapping grid
@@ -556,9 +572,9 @@ fn run_call_kernel(kernel: CallKernel, item: WorkItem, memory: Option<&WeakMemor
 }
 
 impl TwinStream {
-    fn submit(&mut self, item: WorkItem) -> Result<()> {
+    fn submit(&mut self, item: WorkItem, counted: bool) -> Result<()> {
         let Some(items) = &self.items else { return Err(Error::LoopClosed) };
-        items.send(item).map_err(|_| Error::LoopClosed)?;
+        items.send((item, counted)).map_err(|_| Error::LoopClosed)?;
         self.submitted += 1;
         Ok(())
     }
@@ -761,8 +777,18 @@ impl RankGroup for TwinGroup {
         let stream = r.stream.as_mut().ok_or(Error::InvalidState("this twin group has no streams"))?;
         // As host-shim's `WorkLoop::enqueue_on_stream`: the submission is counted (and a
         // loop that slept launched again) before the call kernel is.
-        r.queue.announce_submit(false)?;
-        stream.submit(item).inspect_err(|_| r.queue.retract_submit())?;
+        if !self.captured {
+            r.queue.announce_submit(false)?;
+            stream.submit(item, true).inspect_err(|_| r.queue.retract_submit())?;
+            return Ok(Submitted::Stream);
+        }
+        // As host-shim's `WorkLoop::enqueue_on_stream` for a call captured in a CUDA graph:
+        // uncounted, and the loop pinned awake only where the call needs it.
+        // SAFETY: the rank's `CommDevice`, live while the group is.
+        if !unsafe { runs_without_loop(r.comm as *const CommDevice, self.resident, self.threads, &item) } {
+            r.queue.announce_submit(true)?;
+        }
+        stream.submit(item, false)?;
         Ok(Submitted::Stream)
     }
 

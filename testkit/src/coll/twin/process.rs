@@ -92,6 +92,7 @@ impl TwinGroup {
             retired: Vec::new(),
             resident: shape.nchannels,
             path: SubmitPath::Direct,
+            captured: false,
             unmapped: 0,
             traps,
         })
