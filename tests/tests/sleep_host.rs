@@ -78,6 +78,16 @@ fn run_all(g: &mut TwinGroup, cases: &[CollCase], seed: u64) {
     }
 }
 
+/// `nranks` ranks whose loops sleep after 200 µs idle, every loop asleep after two calls,
+/// and each rank's launches then.
+fn asleep_after_calls(nranks: u32) -> (TwinGroup, Vec<usize>) {
+    let mut g = TwinGroup::start_sleeping(shape(nranks), THREADS, Duration::from_secs(60), Duration::from_micros(200), false).unwrap();
+    run_all(&mut g, &mixed()[..2], 1);
+    assert!(all_asleep(&g, Duration::from_secs(30)));
+    let asleep = launches(&g);
+    (g, asleep)
+}
+
 /// Each rank's launches so far.
 fn launches(g: &TwinGroup) -> Vec<usize> {
     (0..g.nranks()).map(|r| g.launches(r)).collect()
@@ -162,10 +172,7 @@ fn calls_after_a_sleep_and_back_to_back_are_exact() {
 /// every call that follows.
 #[test]
 fn a_pinned_loop_never_sleeps() {
-    let mut g = TwinGroup::start_sleeping(shape(2), THREADS, Duration::from_secs(60), Duration::from_micros(200), false).unwrap();
-    run_all(&mut g, &mixed()[..2], 1);
-    assert!(all_asleep(&g, Duration::from_secs(30)));
-    let asleep = launches(&g);
+    let (mut g, asleep) = asleep_after_calls(2);
     g.pin_awake(0).unwrap();
     g.pin_awake(1).unwrap();
     let pinned = launches(&g);
@@ -186,10 +193,7 @@ fn a_pinned_loop_never_sleeps() {
 /// exact, and the pinned loops then never sleep.
 #[test]
 fn captured_calls_pin_the_loop_only_when_they_need_it() {
-    let mut g = TwinGroup::start_sleeping(shape(3), THREADS, Duration::from_secs(60), Duration::from_micros(200), false).unwrap();
-    run_all(&mut g, &mixed()[..1], 1);
-    assert!(all_asleep(&g, Duration::from_secs(30)));
-    let asleep = launches(&g);
+    let (mut g, asleep) = asleep_after_calls(3);
     g.set_captured(true);
     // Within the LL path's reach on 3 ranks of 3 call channels of 128 threads.
     let loop_free = [case(CollFunction::AllReduce, 100, false), case(CollFunction::AllGather, 5_000, true), case(CollFunction::ReduceScatter, 3_000, false)];
