@@ -1176,8 +1176,8 @@ impl WorkLoop {
         // cover the resident and call channels: the communicator's shape counts both),
         // which stay allocated while the loop lives and, after a drop, until its kernel has
         // ended and `stream` has passed this call kernel (the deferred free waits for the
-        // mark recorded below; a captured call's memory is never freed). One stream
-        // submits (checked above), and its call
+        // mark recorded below; a captured call's memory is never freed). Calls are enqueued
+        // one at a time (the lock above), and their call
         // kernels run one after another: a call kernel launched to overlap the one before
         // it waits for that one's end (`device_rt::work::after_previous_grid`) before it
         // touches the mailbox or a call channel, and one on another stream than the last

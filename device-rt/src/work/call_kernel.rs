@@ -74,7 +74,7 @@ pub struct CallArgs {
     /// Whether the host counted this call's submission (`submits_seen`'s other side, the
     /// loop's sleep handshake): false for a call captured in a CUDA graph, whose replays
     /// the host never sees. An uncounted call that runs without the loop
-    /// ([`runs_without_loop`]) counts nothing, so the loop may still sleep; one that needs
+    /// ([`runs_without_loop`](super::runs_without_loop)) counts nothing, so the loop may still sleep; one that needs
     /// the loop comes only to a loop the host pinned awake, which never sleeps, and its
     /// submission counts as any.
     pub counted: bool,
