@@ -234,7 +234,11 @@ def matmul(raw, out, gpus, *pairs):
                     "ring costs on top of the ranks' GEMMs; not the overlap of communication, which needs a GPU per rank. "
                     "tc_util_of_the_gpu = every rank's useful FLOPs / (time x dense peak); vs_ranks_gemms_in_series = time / "
                     "(ranks x cuBLASLt's GEMM of the gathered shape alone)")
-    write(out, {"measures": measures, **meta(pairs), "rows": rows})
+    fields = meta(pairs)
+    if int(gpus) == 1:
+        fields["baseline"] = ("ferroccl-matmul --gemm-alone: cuBLASLt's GEMM of the gathered shape alone on the same GPU, "
+                              "same run, once per rank (NCCL's baselines need a GPU per rank)")
+    write(out, {"measures": measures, **fields, "rows": rows})
 
 
 def parse_table(path):
