@@ -51,6 +51,15 @@ impl AbortHandle {
         // SAFETY: `_owner` keeps the header live; it is 8-byte aligned.
         unsafe { AtomicU64::from_ptr(&raw mut (*self.header).abort) }.store(1, Ordering::Release);
     }
+
+    /// Whether the loop was aborted (the host's flag: the device only reads it; a loop that
+    /// stops on an error of its own does not set it).
+    ///
+    /// Ordering: an acquire load, paired with [`AbortHandle::abort`]'s release store.
+    pub fn aborted(&self) -> bool {
+        // SAFETY: as in `abort`.
+        unsafe { AtomicU64::from_ptr(&raw mut (*self.header).abort) }.load(Ordering::Acquire) != 0
+    }
 }
 
 /// A word of the queue header that the host reads or changes (the loop's protocol:

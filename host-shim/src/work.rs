@@ -851,6 +851,11 @@ impl WorkLoop {
         self.cfg.placement
     }
 
+    /// The bound of every wait of the loop.
+    pub fn spin_budget(&self) -> Duration {
+        self.cfg.spin_budget
+    }
+
     /// Allocates the queue (host-mapped) and loop state (device memory) without starting
     /// the loop. Allocate every loop of a device before starting any: CUDA may make an
     /// allocation wait for running kernels.

@@ -1,5 +1,5 @@
-//! `ferroccl-matmul`: the collective matmuls of a tensor-parallel MLP
-//! (`host_shim::matmul::RingMatmul`, `docs/matmul.md`) on GPUs: `AllGather(A) × B` (one
+//! `ferroccl-matmul`: the collective matmuls of a tensor-parallel MLP on a communicator
+//! (`Comm::matmul`, `docs/matmul.md`) on GPUs: `AllGather(A) × B` (one
 //! way or both ways round the ring) or `ReduceScatter(A × B)`, every rank's result checked
 //! at sampled entries against an f64 sum of the data, then timed.
 //!
@@ -20,9 +20,9 @@ use cudarc::driver::{CudaSlice, CudaStream, DeviceRepr, ValidAsZeroBits, sys};
 use half::{bf16, f16};
 use host_shim::bootstrap::{Bootstrap, PeEnv};
 use host_shim::device;
-use host_shim::device_rt::matmul::{Collective, Shape, Workspace};
-use host_shim::matmul::RingMatmul;
-use host_shim::comm::Element;
+use host_shim::comm::{Comm, CommConfig, CommId, CommMatmul, Element};
+use host_shim::device_rt::matmul::{Collective, Shape};
+use host_shim::matmul::{self, RingMatmul};
 use host_shim::shmem::Heap;
 use serde_json::json;
 
@@ -43,7 +43,7 @@ enum Dtype {
 }
 
 #[derive(Parser, Debug)]
-#[command(about = "Collective matmuls (all-gather × matmul, matmul × reduce-scatter) on ferroccl's symmetric heap, checked and timed")]
+#[command(about = "Collective matmuls (all-gather × matmul, matmul × reduce-scatter) on a ferroccl communicator, checked and timed")]
 struct Args {
     #[arg(long, value_enum, default_value_t = Which::AllGather)]
     collective: Which,
@@ -84,7 +84,7 @@ type Outcome<T> = Result<T, Box<dyn Error>>;
 
 /// Entries of `C` checked per rank.
 const SAMPLES: u64 = 256;
-/// How long a wait for a neighbour may spin.
+/// How long a wait of the GEMM alone's one-rank ring may spin.
 const SPIN_BUDGET: Duration = Duration::from_secs(20);
 /// How long the ranks of several processes wait for each other at a host call.
 const BOOTSTRAP_BUDGET: Duration = Duration::from_secs(120);
@@ -141,40 +141,40 @@ fn collective(which: Which) -> Collective {
     }
 }
 
-/// A heap with room for `shape`'s workspace (and the heap's own head).
-fn heap_bytes(shape: &Shape) -> u64 {
-    Workspace::new(shape).bytes.next_multiple_of(2 << 20) + (2 << 20)
-}
-
-/// This process's ranks: the heap (with room for the ring's workspace of `shape`, whose
-/// `nranks` is set here: the launcher's PEs, else `--pes`) and their streams.
-fn ranks(args: &Args, shape: Shape) -> Outcome<(Heap, Vec<Arc<CudaStream>>)> {
-    let count = device::list()?.len();
-    let env = PeEnv::from_env()?;
-    let nranks = u32::try_from(env.as_ref().map_or(args.pes, |e| e.n_pes))?;
-    let heap_bytes = heap_bytes(&Shape { nranks, ..shape });
-    Ok(match env {
+/// This process's ranks of a communicator: one rank per process when a launcher started
+/// it (its PEs; rank 0 makes the id the ranks meet at and hands it out through the
+/// launcher's bootstrap), else `--pes` ranks of one communicator made here.
+fn ranks(args: &Args) -> Outcome<Vec<Comm>> {
+    Ok(match PeEnv::from_env()? {
         Some(env) => {
             let stream = device::context(env.device)?.new_stream()?;
-            let bootstrap = Bootstrap::join_env(&env, BOOTSTRAP_BUDGET)?;
-            (Heap::join(&stream, heap_bytes, SPIN_BUDGET, bootstrap)?, vec![stream])
+            let mut bootstrap = Bootstrap::join_env(&env, BOOTSTRAP_BUDGET)?;
+            let mine = if env.pe == 0 { CommId::new()?.as_bytes().to_vec() } else { Vec::new() };
+            let parts = bootstrap.all_gather("the communicator's id", &mine, &[])?;
+            let id = CommId::from_bytes(parts.first().map_or(&[][..], |p| p.bytes.as_slice()))?;
+            vec![Comm::init_rank(&id, env.n_pes, env.pe, stream, CommConfig::from_env()?)?]
         }
         None => {
+            let count = device::list()?.len();
             if args.pes == 0 || count == 0 {
                 return Err(format!("--pes {}: at least one rank, and a device ({count} here)", args.pes).into());
             }
             let streams = (0..args.pes).map(|pe| Ok(device::context(pe % count)?.new_stream()?)).collect::<Result<Vec<_>, Box<dyn Error>>>()?;
-            (Heap::new(&streams, heap_bytes, SPIN_BUDGET)?, streams)
+            Comm::from_devices(streams)?
         }
     })
 }
 
 fn run<T: Elem>(args: &Args) -> Result<(), Box<dyn Error>> {
     let collective = collective(args.collective);
-    let (mut heap, streams) = ranks(args, Shape { collective, nranks: 1, m: args.m, k: args.k, n: args.n, dtype: T::DTYPE })?;
-    let nranks = heap.n_pes() as u32;
-    let local: Vec<u32> = heap.local_pes().iter().map(|&p| p as u32).collect();
-    let mut ring = RingMatmul::new::<T>(&mut heap, collective, args.m, args.k, args.n, streams.clone())?;
+    // The floor first, before any communicator's loop runs on the device.
+    let nranks_here = PeEnv::from_env()?.map_or(args.pes, |e| e.n_pes) as u32;
+    let alone = if args.gemm_alone { Some(gemm_alone::<T>(args, nranks_here)?) } else { None };
+    let comms = ranks(args)?;
+    let nranks = comms[0].world_size() as u32;
+    let local: Vec<u32> = comms.iter().map(|c| c.rank() as u32).collect();
+    let streams: Vec<Arc<CudaStream>> = comms.iter().map(|c| c.stream().clone()).collect();
+    let mut ring = Comm::matmul::<T>(&comms.iter().collect::<Vec<_>>(), collective, args.m, args.k, args.n)?;
     ring.set_sm_copies(args.sm_copies)?;
     let shape = ring.shape();
     let [la, lb, lc] = shape.lens();
@@ -186,7 +186,7 @@ fn run<T: Elem>(args: &Args) -> Result<(), Box<dyn Error>> {
         b.push(stream.clone_htod(&(0..lb).map(|i| value::<T>(rank, 1, i)).collect::<Vec<T>>())?);
         c.push(stream.alloc_zeros::<T>(lc as usize)?);
     }
-    let call = |ring: &mut RingMatmul, c: &mut [CudaSlice<T>]| -> Result<(), Box<dyn Error>> {
+    let call = |ring: &mut CommMatmul, c: &mut [CudaSlice<T>]| -> Result<(), Box<dyn Error>> {
         let mut calls: Vec<_> = a.iter().zip(&b).zip(c.iter_mut()).map(|((a, b), c)| (a, b, c)).collect();
         Ok(ring.call(&mut calls)?)
     };
@@ -212,7 +212,6 @@ fn run<T: Elem>(args: &Args) -> Result<(), Box<dyn Error>> {
         return Err(e.into());
     }
     let flops = 2.0 * (u64::from(nranks) * args.m) as f64 * args.k as f64 * args.n as f64;
-    let alone = if args.gemm_alone { Some(gemm_alone::<T>(args, &shape, &streams[0])?) } else { None };
     for (i, &rank) in local.iter().enumerate() {
         let us = f64::from(starts[i].elapsed_ms(&ends[i])?) * 1e3 / f64::from(args.iters.max(1));
         let row = json!({
@@ -262,13 +261,14 @@ fn check<T: Elem>(shape: &Shape, rank: u32, c: &[T]) -> Result<f64, Box<dyn Erro
     Ok(worst)
 }
 
-/// Microseconds of one GEMM of the gathered shape (`(nranks · m) × k` by `k × n`) on
-/// `stream`'s device, alone: a one-rank ring of that shape, which is one cuBLASLt GEMM.
-fn gemm_alone<T: Elem>(args: &Args, shape: &Shape, stream: &Arc<CudaStream>) -> Result<f64, Box<dyn Error>> {
-    let rows = u64::from(shape.nranks) * args.m;
-    let single = Shape { collective: Collective::AllGatherMatmul { bidirectional: false }, nranks: 1, m: rows, ..*shape };
-    let stream = stream.context().new_stream()?;
-    let mut heap = Heap::new(std::slice::from_ref(&stream), heap_bytes(&single), SPIN_BUDGET)?;
+/// Microseconds of one GEMM of the gathered shape (`(nranks · m) × k` by `k × n`) on this
+/// process's (first) device, alone: a one-rank ring of that shape, which is one cuBLASLt
+/// GEMM.
+fn gemm_alone<T: Elem>(args: &Args, nranks: u32) -> Result<f64, Box<dyn Error>> {
+    let rows = u64::from(nranks) * args.m;
+    let single = Shape { collective: Collective::AllGatherMatmul { bidirectional: false }, nranks: 1, m: rows, k: args.k, n: args.n, dtype: T::DTYPE };
+    let stream = device::context(PeEnv::from_env()?.map_or(0, |e| e.device))?.new_stream()?;
+    let mut heap = Heap::new(std::slice::from_ref(&stream), matmul::heap_bytes(&single), SPIN_BUDGET)?;
     let mut ring = RingMatmul::new::<T>(&mut heap, single.collective, rows, args.k, args.n, vec![stream.clone()])?;
     let a = stream.clone_htod(&(0..rows * args.k).map(|i| value::<T>(0, 0, i)).collect::<Vec<T>>())?;
     let b = stream.clone_htod(&(0..args.k * args.n).map(|i| value::<T>(0, 1, i)).collect::<Vec<T>>())?;

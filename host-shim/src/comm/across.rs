@@ -21,23 +21,39 @@ use crate::shmem::vmm::{self, VmmHeap};
 use crate::work::{LoopConfig, WorkLoop};
 use crate::{Error, Result, device};
 
+/// Why a communicator across processes stopped, once another rank failed.
+pub(super) type Failure = Arc<Mutex<Option<String>>>;
+
+/// The failure `failed` tells of, if one was heard.
+pub(super) fn failure_of(failed: &Failure) -> Option<Error> {
+    failed.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone().map(Error::RankFailed)
+}
+
 /// What a rank of a communicator across processes keeps beside its loop.
 pub(super) struct Across {
     /// Says this rank leaves when dropped (its abort handle tells of an abort).
     _watch: Watch,
-    /// Why the communicator stopped, once another rank failed.
-    failed: Arc<Mutex<Option<String>>>,
-    /// Where the ranks met, how long they wait for each other, and the splits so far
-    /// (every rank splits in the same order: the count names the split).
-    id: CommId,
-    timeout: Duration,
+    pub(super) failed: Failure,
+    /// Where the ranks met, how long they wait for each other, and the splits and
+    /// collective matmuls so far (every rank makes them in the same order: the counts
+    /// name their meetings).
+    pub(super) id: CommId,
+    pub(super) timeout: Duration,
     splits: AtomicU64,
+    matmuls: AtomicU64,
+    /// The ranks of this process on this rank's device, itself included.
+    pub(super) ranks_on_device: u32,
 }
 
 impl Across {
     /// Another rank's failure, if one was heard.
     pub(super) fn failure(&self) -> Option<Error> {
-        self.failed.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone().map(Error::RankFailed)
+        failure_of(&self.failed)
+    }
+
+    /// The count that names this rank's next collective matmul's meeting.
+    pub(super) fn next_matmul(&self) -> u64 {
+        self.matmuls.fetch_add(1, Ordering::Relaxed) + 1
     }
 }
 
@@ -167,7 +183,7 @@ impl Comm {
         upload(bases[rank], &image)?;
         join::ready(&mut bootstrap, "communicator blocks written")?;
         lp.attach_comm(Box::new(blocks), bases[rank], &image)?;
-        let local = CommAbortHandle { ranks: Arc::new(vec![lp.abort_handle()]), across: None };
+        let local = CommAbortHandle::of_ranks(vec![lp.abort_handle()]);
         let failed = Arc::new(Mutex::new(None));
         let on_failure = {
             let (failed, local) = (failed.clone(), local.clone());
@@ -179,7 +195,7 @@ impl Comm {
         };
         let watch = Watch::new(bootstrap, "rank", on_failure)?;
         let aborts = CommAbortHandle { across: Some((rank as u32, watch.abort_handle())), ..local };
-        let across = Across { _watch: watch, failed, id: *id, timeout, splits: AtomicU64::new(0) };
+        let across = Across { _watch: watch, failed, id: *id, timeout, splits: AtomicU64::new(0), matmuls: AtomicU64::new(0), ranks_on_device: ranks_here };
         if let Err(e) = lp.start() {
             aborts.abort();
             return Err(e);
@@ -193,6 +209,7 @@ impl Comm {
             stats: tuning.stats.then(|| bases[rank] + layout.stats),
             staging: layout.staging(),
             algorithm: tuning.algorithm,
+            module,
             peer_devices: Vec::new(),
             direct: false,
             across: Some(across),

@@ -147,6 +147,14 @@ pub struct SplitPlace {
 /// communicators (NCCL's `NCCL_SPLIT_NOCOLOR`).
 pub const NO_COLOR: i32 = -1;
 
+/// Meets the other `nranks - 1` ranks of the communicator that met at `id` again, as rank
+/// `rank`, at an id derived from `id` and `what` (every rank names the meeting alike: a
+/// split or a collective matmul, with its count), within `budget`: the bootstrap of the
+/// meeting. A rank that never arrives fails every rank's meeting, naming it.
+pub fn meet_again(id: &CommId, what: &str, nranks: usize, rank: usize, budget: Duration) -> Result<Bootstrap> {
+    Bootstrap::join_at(rank, nranks, &id.derive(what.as_bytes()).rendezvous(), budget).map_err(in_ranks)
+}
+
 /// The `nth` split of the communicator of `nranks` ranks that met at `id` (NCCL's
 /// `ncclCommSplit`): every rank calls it at once with its `color` and `key`; the ranks
 /// meet again (at an id derived from `id` and `nth`, within `budget`) and trade both.
@@ -154,8 +162,7 @@ pub const NO_COLOR: i32 = -1;
 /// here, at an id derived from `id`, `nth` and the color; `None` for [`NO_COLOR`]. A
 /// negative color other than [`NO_COLOR`] fails every rank's split.
 pub fn split(id: &CommId, nth: u64, nranks: usize, rank: usize, color: i32, key: i32, budget: Duration) -> Result<Option<SplitPlace>> {
-    let meeting = id.derive(format!("split {nth}").as_bytes());
-    let mut bootstrap = Bootstrap::join_at(rank, nranks, &meeting.rendezvous(), budget).map_err(in_ranks)?;
+    let mut bootstrap = meet_again(id, &format!("split {nth}"), nranks, rank, budget)?;
     let mine: Vec<u8> = [color, key].iter().flat_map(|v| v.to_le_bytes()).collect();
     let parts = bootstrap.all_gather("split", &mine, &[]).map_err(in_ranks)?;
     let mut all = Vec::new();

@@ -63,6 +63,7 @@
 mod across;
 mod config;
 mod id;
+mod matmul;
 pub mod join;
 #[cfg(feature = "testing")]
 pub mod tuning;
@@ -75,6 +76,7 @@ pub(crate) mod wiring;
 
 pub use config::{CommConfig, parse_bytes};
 pub use id::{COMM_ID_BYTES, CommId};
+pub use matmul::CommMatmul;
 #[cfg(feature = "testing")]
 pub use tuning::Tuning;
 #[cfg(not(feature = "testing"))]
@@ -87,7 +89,7 @@ pub use crate::work::Placement;
 pub use crate::op::{Element, ReduceOp, scalar_arg};
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use cudarc::driver::{CudaContext, CudaStream, DevicePtr, DevicePtrMut, result};
@@ -103,7 +105,7 @@ use crate::linking::LinkInput;
 use crate::memory::{BufferInfo, buffer_info, check_extent, lies_in};
 use crate::module::Module;
 use crate::queue::AbortHandle;
-use crate::shmem::Heap;
+use crate::shmem::{Heap, HeapAbortHandle};
 use crate::work::{DeviceAlloc, LoopConfig, WorkLoop};
 use crate::{Error, Result};
 use wiring::Layout;
@@ -118,6 +120,9 @@ pub struct CommAbortHandle {
     /// For a rank of a communicator across processes: the rank, and its word to the other
     /// processes' ranks.
     across: Option<(u32, crate::bootstrap::WatchAbort)>,
+    /// The heaps of the communicator's collective matmuls alive now ([`CommMatmul`]),
+    /// aborted with it.
+    matmuls: Arc<Mutex<Vec<HeapAbortHandle>>>,
 }
 
 impl CommAbortHandle {
@@ -126,11 +131,46 @@ impl CommAbortHandle {
     /// naming this one).
     ///
     /// Ordering: one release store per rank (see the loop queue's `AbortHandle::abort`).
+    /// Then aborts the heaps of its collective matmuls (under a lock that is only ever
+    /// held to add, remove or abort one, never across a wait).
     pub fn abort(&self) {
         self.ranks.iter().for_each(AbortHandle::abort);
         if let Some((rank, word)) = &self.across {
             word.abort(&format!("rank {rank} aborted its communicator"));
         }
+        self.linked_matmuls().iter().for_each(HeapAbortHandle::abort);
+    }
+
+    /// A handle of `ranks`' abort flags, with none of the other processes' and no
+    /// collective matmul yet.
+    fn of_ranks(ranks: Vec<AbortHandle>) -> Self {
+        Self { ranks: Arc::new(ranks), across: None, matmuls: Arc::default() }
+    }
+
+    fn linked_matmuls(&self) -> std::sync::MutexGuard<'_, Vec<HeapAbortHandle>> {
+        self.matmuls.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Aborts `heap` with the communicator from now on (at once, if it was aborted).
+    ///
+    /// Ordering: the heap is added under the lock, then the ranks' flags read: an abort
+    /// that took the lock before the addition set its flags before (the lock orders the
+    /// two), one that took it after finds the heap in the list.
+    fn link(&self, heap: HeapAbortHandle) {
+        self.linked_matmuls().push(heap.clone());
+        if self.ranks.iter().any(AbortHandle::aborted) {
+            heap.abort();
+        }
+    }
+
+    /// Stops aborting `heap` with the communicator.
+    fn unlink(&self, heap: &HeapAbortHandle) {
+        self.linked_matmuls().retain(|h| !h.same_word(heap));
+    }
+
+    /// Whether `other` aborts the same ranks.
+    fn same_ranks(&self, other: &CommAbortHandle) -> bool {
+        Arc::ptr_eq(&self.ranks, &other.ranks)
     }
 }
 
@@ -240,6 +280,8 @@ pub struct Comm {
     /// asks for: what [`check_algorithm`] checks calls against.
     staging: Staging,
     algorithm: AlgorithmChoice,
+    /// The module the rank's loop runs (its collective matmuls' kernels are in it too).
+    module: Module,
     /// The other devices of the communicator's ranks: those a buffer must be mapped for
     /// before peers write into it.
     peer_devices: Vec<usize>,
@@ -417,7 +459,7 @@ impl Comm {
             let addr = block.ptr();
             lp.attach_comm(Box::new(block), addr, image)?;
         }
-        let aborts = CommAbortHandle { ranks: Arc::new(loops.iter().map(WorkLoop::abort_handle).collect()), across: None };
+        let aborts = CommAbortHandle::of_ranks(loops.iter().map(WorkLoop::abort_handle).collect());
         let mut comms = Vec::new();
         for (rank, (stream, mut lp)) in streams.into_iter().zip(loops).enumerate() {
             if let Err(e) = lp.start() {
@@ -425,8 +467,9 @@ impl Comm {
                 return Err(e);
             }
             let stats = cfg.stats.then(|| bases[rank] + layout.stats);
+            let module = modules[&stream.context().ordinal()].clone();
             let peer_devices = contexts.keys().copied().filter(|&d| d != stream.context().ordinal()).collect();
-            comms.push(Comm { rank: rank as u32, nranks, stream, lp, aborts: aborts.clone(), stats, staging: layout.staging(), algorithm: cfg.algorithm, peer_devices, direct: cfg.direct, across: None });
+            comms.push(Comm { rank: rank as u32, nranks, stream, lp, aborts: aborts.clone(), stats, staging: layout.staging(), algorithm: cfg.algorithm, module, peer_devices, direct: cfg.direct, across: None });
         }
         Ok(comms)
     }
@@ -970,6 +1013,26 @@ mod tests {
         assert!(Comm::need("the receive buffer", 4, 4).is_ok());
         let err = Comm::need("the receive buffer", 3, 8);
         assert!(matches!(err, Err(Error::BufferTooSmall { what: "the receive buffer", have: 3, want: 8 })), "{err:?}");
+    }
+
+    #[test]
+    fn a_comm_abort_reaches_the_heaps_of_its_live_collective_matmuls() {
+        use crate::shmem::abort::testing::{host_queue, host_word};
+        let (queue, _ring) = host_queue();
+        let aborts = CommAbortHandle::of_ranks(vec![queue.abort_handle()]);
+        let (_word, live) = host_word();
+        let (_dropped_word, dropped) = host_word();
+        aborts.link(live.clone());
+        aborts.link(dropped.clone());
+        aborts.unlink(&dropped);
+        assert!(!live.aborted());
+        aborts.clone().abort();
+        assert!(matches!(queue.health(), Err(Error::Aborted)), "the rank's loop");
+        assert!(live.aborted(), "a linked heap is aborted with the communicator");
+        assert!(!dropped.aborted(), "an unlinked one is not");
+        let (_late_word, late) = host_word();
+        aborts.link(late.clone());
+        assert!(late.aborted(), "a heap linked after the abort is aborted at once");
     }
 
     #[test]

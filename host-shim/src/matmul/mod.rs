@@ -28,6 +28,12 @@ use crate::{DeviceAlloc, Error, Result};
 use blas::Blas;
 use order::Submitted;
 
+/// Bytes of a symmetric heap that holds the workspace of `shape`'s ring (and the heap's
+/// reserved head, and the alignment of its allocations).
+pub fn heap_bytes(shape: &Shape) -> u64 {
+    Workspace::new(shape).bytes.next_multiple_of(2 << 20) + (2 << 20)
+}
+
 /// One rank's streams, kernels and GEMM handle.
 struct RankLanes {
     pe: u32,
@@ -77,6 +83,13 @@ impl RingMatmul {
     /// anything is allocated; a shape cuBLASLt cannot run, or a heap too small for the
     /// workspace, with its error before any call can be made.
     pub fn new<T: Element>(heap: &mut Heap, collective: Collective, m: u64, k: u64, n: u64, streams: Vec<Arc<CudaStream>>) -> Result<Self> {
+        Self::with_modules::<T>(heap, collective, m, k, n, streams, None)
+    }
+
+    /// As [`RingMatmul::new`], the kernels taken from `modules` (one per stream, already
+    /// loaded on its device) where given: a module loaded while a persistent loop runs on
+    /// the device may wait for that loop.
+    pub(crate) fn with_modules<T: Element>(heap: &mut Heap, collective: Collective, m: u64, k: u64, n: u64, streams: Vec<Arc<CudaStream>>, modules: Option<Vec<Module>>) -> Result<Self> {
         let nranks = u32::try_from(heap.n_pes()).map_err(|_| Error::InvalidArgument("too many PEs".into()))?;
         let shape = Shape { collective, nranks, m, k, n, dtype: T::DTYPE };
         shape.check().map_err(|e| Error::InvalidArgument(format!("collective matmul: {e}")))?;
@@ -100,10 +113,19 @@ impl RingMatmul {
         });
         gemms.sort_unstable();
         gemms.dedup();
+        if let Some(modules) = &modules
+            && modules.len() != streams.len()
+        {
+            return Err(Error::InvalidArgument(format!("collective matmul: {} modules for {} streams", modules.len(), streams.len())));
+        }
+        let mut modules = modules.map(Vec::into_iter);
         let mut ranks = Vec::with_capacity(local.len());
         for (&pe, compute) in local.iter().zip(streams) {
             let ctx = compute.context().clone();
-            let module = Module::load(&ctx)?;
+            let module = match modules.as_mut().and_then(Iterator::next) {
+                Some(module) => module,
+                None => Module::load(&ctx)?,
+            };
             let streams = [compute.clone(), ctx.new_stream().map_err(Error::cuda("cuStreamCreate"))?, ctx.new_stream().map_err(Error::cuda("cuStreamCreate"))?];
             let mut blas = Blas::new(&compute, &shape)?;
             for &(rows, accumulates) in &gemms {

@@ -89,6 +89,11 @@ impl HeapAbortHandle {
         }
     }
 
+    /// Whether `other` is a handle of the same heap's abort word.
+    pub fn same_word(&self, other: &HeapAbortHandle) -> bool {
+        std::ptr::eq(self.word, other.word)
+    }
+
     /// Whether the heap has been aborted.
     ///
     /// Ordering: an acquire load of the flag.
@@ -118,16 +123,16 @@ const _: fn() = || {
     send_sync_clone::<HeapAbortHandle>();
 };
 
+/// Abort words and loop queues in host memory, for tests of what aborts what.
 #[cfg(test)]
-mod tests {
+pub(crate) mod testing {
     use super::*;
-    use crate::Error;
     use crate::queue::Queue;
     use device_rt::work::{QueueHeader, RingSlot};
 
     /// A heap's abort word in host memory (a stand-in for the host-mapped word) and its
     /// handle.
-    fn host_word() -> (Arc<AtomicU64>, HeapAbortHandle) {
+    pub(crate) fn host_word() -> (Arc<AtomicU64>, HeapAbortHandle) {
         let word = Arc::new(AtomicU64::new(0));
         // SAFETY: the `AtomicU64` is aligned and lives as long as the share the handle holds.
         let handle = unsafe { HeapAbortHandle::new(word.as_ptr(), word.clone()) };
@@ -135,7 +140,7 @@ mod tests {
     }
 
     /// A loop's queue over host memory (no loop runs), for its abort flag, and its ring.
-    fn host_queue() -> (Queue, Vec<RingSlot>) {
+    pub(crate) fn host_queue() -> (Queue, Vec<RingSlot>) {
         let mut header = Box::new(QueueHeader::new());
         let header_ptr = &raw mut *header;
         let mut ring = vec![RingSlot::default(); 1];
@@ -144,6 +149,13 @@ mod tests {
         let queue = unsafe { Queue::new(header_ptr, ring.as_mut_ptr(), 1, 1, Arc::new(header)) }.unwrap();
         (queue, ring)
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::testing::{host_queue, host_word};
+    use super::*;
+    use crate::Error;
 
     #[test]
     fn a_handle_outlives_its_heap_and_releases_the_word_last() {

@@ -21,7 +21,7 @@
 //! ([`Heap::start_loops`]): the stream's call kernel hands the item to the loop, whose one
 //! CTA runs the device API's block barrier or reduction; no kernel of its own per call.
 
-mod abort;
+pub(crate) mod abort;
 pub mod book;
 pub mod pes;
 pub mod slice;

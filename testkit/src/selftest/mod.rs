@@ -7,6 +7,7 @@
 
 mod arch;
 mod copy;
+mod matmul;
 mod multicast;
 mod work;
 
@@ -135,6 +136,7 @@ pub const ALL: &[SelfTest] = &[
     SelfTest { name: "comm_drop_frees_memory_promptly", run: work::comm_drop_frees_memory_promptly },
     SelfTest { name: "comm_refuses_buffers_past_their_allocation", run: work::comm_refuses_buffers_past_their_allocation },
     SelfTest { name: "comm_init_rank_on_threads", run: work::comm_init_rank_on_threads },
+    SelfTest { name: "comm_matmul", run: matmul::comm_matmul },
 ];
 
 /// The result of one test.
