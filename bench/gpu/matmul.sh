@@ -18,6 +18,8 @@ f=$out/$rawdir/run-$day.txt
 ngpus=${NGPUS:-$(nvidia-smi -L | wc -l)}
 dtype=${DTYPE:-f16} iters=${ITERS:-20}
 shapes=${SHAPES:-"1024,4096,4096 256,4096,4096 512,4096,4096 4096,4096,4096 1024,8192,8192"}
+# A wait that outlasts 20 s fails the run (the communicator's default waits 10 minutes).
+export FERROCCL_TIMEOUT_MS=${FERROCCL_TIMEOUT_MS:-20000}
 # One process per GPU; on one GPU, two ranks of one process share it (the logic and the
 # results, not a speed to compare: the baselines then run one rank, no communication).
 if [ "$ngpus" = 1 ]; then runner=("$ours" --pes 2); else runner=("$launcher" run -n "$ngpus" "$ours"); fi
