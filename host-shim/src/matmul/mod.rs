@@ -66,9 +66,12 @@ pub struct RingMatmul {
     workspace: Vec<u64>,
     /// Calls made, this one included.
     seq: u64,
-    /// The ring's words as the calls enqueued so far will have set them, which orders
-    /// each call's submissions ([`order`]).
-    submitted: Submitted,
+    /// Where two local PEs share a device (and so its hardware queues): the ring's words
+    /// as the calls enqueued so far will have set them, which orders each call's
+    /// submissions ([`order`]). PEs on devices of their own submit in their plans' order:
+    /// their waits hold only their own device's queues, behind nothing another PE needs
+    /// (`order`'s tests show both on a model of the queues).
+    submitted: Option<Submitted>,
 }
 
 impl RingMatmul {
@@ -156,7 +159,10 @@ impl RingMatmul {
         }
         // No PE signals into another's workspace before every PE has zeroed its words.
         heap.host_barrier("collective matmul")?;
-        Ok(Self { shape, layout, ranks, workspace, seq: 0, submitted: Submitted::default() })
+        let mut devices: Vec<usize> = ranks.iter().map(|r| r.streams[0].context().ordinal()).collect();
+        devices.sort_unstable();
+        let shared = devices.windows(2).any(|w| w[0] == w[1]);
+        Ok(Self { shape, layout, ranks, workspace, seq: 0, submitted: shared.then(Submitted::default) })
     }
 
     /// How the copy lanes move data from the next call on: `None` (the default) the copy
@@ -215,10 +221,19 @@ impl RingMatmul {
                 }
             }
         }
-        let order = self.submitted.order(self.shape, self.seq + 1).map_err(|stuck| {
-            log::error!("{stuck}");
-            Error::InvalidState("a collective matmul's schedule cannot finish")
-        })?;
+        let order = match &mut self.submitted {
+            Some(submitted) => submitted.order(self.shape, self.seq + 1).map_err(|stuck| {
+                log::error!("{stuck}");
+                Error::InvalidState("a collective matmul's schedule cannot finish")
+            })?,
+            None => {
+                let mut order = Vec::new();
+                for rank in &self.ranks {
+                    RingPlan { shape: self.shape, rank: rank.pe, seq: self.seq + 1 }.for_each(|lane, op| order.push((rank.pe, lane, op)));
+                }
+                order
+            }
+        };
         self.seq += 1;
         // Each local PE's matrices, held (cudarc's records) until every operation is enqueued.
         let streams: Vec<Arc<CudaStream>> = self.ranks.iter().map(|r| r.streams[0].clone()).collect();

@@ -123,15 +123,19 @@ mod tests {
         Ok(())
     }
 
-    /// Runs `order` (one process's submissions) on `queues` hardware queues, each first in,
-    /// first out, the stream of `(rank, lane)` on queue `(3 × rank + lane) mod queues`: an
-    /// operation at a queue's head that waits (for a word, or an event) holds the queue
-    /// until what it waits for has run. Whether every operation ran; `words` carries the
-    /// words from call to call.
-    fn runs_on_shared_queues(order: &[Step], nranks: u32, queues: usize, words: &mut HashMap<(u32, Word), u64>) -> bool {
-        let mut fifo: Vec<VecDeque<Step>> = vec![VecDeque::new(); queues];
+    /// Runs `order` (every rank's submissions, each process's in this order) on hardware
+    /// queues, each first in, first out, the stream of `(rank, lane)` on queue
+    /// `queue_of(rank, lane)`: an operation at a queue's head that waits (for a word, or an
+    /// event) holds the queue until what it waits for has run. Whether every operation
+    /// ran; `words` carries the words from call to call.
+    fn runs_on_queues(order: &[Step], nranks: u32, queue_of: impl Fn(u32, Lane) -> usize, words: &mut HashMap<(u32, Word), u64>) -> bool {
+        let mut fifo: Vec<VecDeque<Step>> = Vec::new();
         for &step in order {
-            fifo[(3 * step.0 as usize + step.1 as usize) % queues].push_back(step);
+            let q = queue_of(step.0, step.1);
+            if fifo.len() <= q {
+                fifo.resize(q + 1, VecDeque::new());
+            }
+            fifo[q].push_back(step);
         }
         let mut model = Model { words: std::mem::take(words), events: HashMap::new() };
         let all_ran = loop {
@@ -165,15 +169,66 @@ mod tests {
                 let mut words = HashMap::new();
                 for seq in 1..=3 {
                     let order = model.order(shape, seq).unwrap();
-                    assert!(runs_on_shared_queues(&order, shape.nranks, queues, &mut words), "{shape:?} call {seq} on {queues} queue(s): blocked");
+                    assert!(runs_on_queues(&order, shape.nranks, shared(queues), &mut words), "{shape:?} call {seq} on {queues} queue(s): blocked");
                 }
             }
             if shape.nranks >= 2 {
-                let mut order = Vec::new();
-                for rank in 0..shape.nranks {
-                    RingPlan { shape, rank, seq: 1 }.for_each(|lane, op| order.push((rank, lane, op)));
+                assert!(!runs_on_queues(&plan_order(shape, 1), shape.nranks, shared(1), &mut HashMap::new()), "{shape:?}: rank after rank ran on one queue");
+            }
+        }
+    }
+
+    /// One process's streams on `queues` shared queues: `(rank, lane)`'s on queue
+    /// `(3 × rank + lane) mod queues`.
+    fn shared(queues: usize) -> impl Fn(u32, Lane) -> usize {
+        move |rank, lane| (3 * rank as usize + lane as usize) % queues
+    }
+
+    /// Each rank in a process (and on a GPU) of its own, its streams on `queues` queues of
+    /// its own.
+    fn per_process(queues: usize) -> impl Fn(u32, Lane) -> usize {
+        move |rank, lane| rank as usize * queues + lane as usize % queues
+    }
+
+    /// Every rank's operations of call `seq`, rank after rank, each rank's in its plan's
+    /// order.
+    fn plan_order(shape: Shape, seq: u64) -> Vec<Step> {
+        let mut order = Vec::new();
+        for rank in 0..shape.nranks {
+            RingPlan { shape, rank, seq }.for_each(|lane, op| order.push((rank, lane, op)));
+        }
+        order
+    }
+
+    /// Ranks with queues of their own (each on a GPU of its own), each rank's operations
+    /// submitted in its plan's order, on 1 to 3 queues a rank: every call of every
+    /// collective runs to its end, on 1 to 8 ranks, call after call. What lets a process
+    /// whose ranks are on distinct devices skip the order.
+    #[test]
+    fn ranks_on_queues_of_their_own_run_in_plan_order() {
+        for shape in shapes() {
+            for queues in 1..=3 {
+                let mut words = HashMap::new();
+                for seq in 1..=3 {
+                    assert!(runs_on_queues(&plan_order(shape, seq), shape.nranks, per_process(queues), &mut words), "{shape:?} call {seq}, {queues} queue(s) a rank: blocked");
                 }
-                assert!(!runs_on_shared_queues(&order, shape.nranks, 1, &mut HashMap::new()), "{shape:?}: rank after rank ran on one queue");
+            }
+        }
+    }
+
+    /// One rank per process (each process submits its rank's operations in the order's
+    /// sequence; its streams on 1 to 3 queues of its own): every call of every collective
+    /// runs to its end, on 1 to 8 ranks.
+    #[test]
+    fn one_rank_per_process_never_blocks_its_queues() {
+        for shape in shapes() {
+            for queues in 1..=3 {
+                let mut model = Submitted::default();
+                let mut words = HashMap::new();
+                for seq in 1..=3 {
+                    let order = model.order(shape, seq).unwrap();
+                    assert!(runs_on_queues(&order, shape.nranks, per_process(queues), &mut words), "{shape:?} call {seq}, {queues} queue(s) a process: blocked");
+                }
             }
         }
     }
@@ -208,11 +263,7 @@ mod tests {
     fn rank_after_rank_puts_a_wait_before_its_cause() {
         for shape in shapes().filter(|s| s.nranks >= 2) {
             let mut words = HashMap::new();
-            let mut order = Vec::new();
-            for rank in 0..shape.nranks {
-                RingPlan { shape, rank, seq: 1 }.for_each(|lane, op| order.push((rank, lane, op)));
-            }
-            assert!(waits_follow_their_causes(&order, shape.nranks, &mut words).is_err(), "{shape:?}: rank after rank never waited early");
+            assert!(waits_follow_their_causes(&plan_order(shape, 1), shape.nranks, &mut words).is_err(), "{shape:?}: rank after rank never waited early");
         }
     }
 }
