@@ -61,39 +61,41 @@ impl Comm {
         }
         let streams: Vec<Arc<CudaStream>> = comms.iter().map(|c| c.stream.clone()).collect();
         let budget = first.lp.spin_budget();
+        let ranks: Vec<(u32, bool)> = comms.iter().map(|c| (c.rank, c.aborts.same_ranks(&first.aborts))).collect();
+        check_ranks(&ranks, first.nranks, first.across.as_ref().map(|a| a.ranks_on_device))?;
         let (mut heap, failure) = match &first.across {
             Some(across) => {
-                if comms.len() != 1 {
-                    return Err(Error::InvalidArgument(format!("a collective matmul on {} ranks of a communicator across processes: each rank makes its own", comms.len())));
-                }
-                if across.ranks_on_device > 1 {
-                    return Err(Error::InvalidArgument(format!(
-                        "rank {} shares its device with {} other rank(s) of its process: a collective matmul runs such ranks from one call for all of them (make them with Comm::from_devices)",
-                        first.rank,
-                        across.ranks_on_device - 1
-                    )));
-                }
                 let bootstrap = join::meet_again(&across.id, &format!("matmul {}", across.next_matmul()), first.nranks as usize, first.rank as usize, across.timeout)?;
-                let heap = Heap::join(&first.stream, heap_bytes(&shape), budget, bootstrap)?;
-                (heap, Some(across.failed.clone()))
+                (Heap::join(&first.stream, heap_bytes(&shape), budget, bootstrap)?, Some(across.failed.clone()))
             }
-            None => {
-                let in_order = comms.len() == first.nranks as usize && comms.iter().enumerate().all(|(r, c)| c.rank as usize == r && c.aborts.same_ranks(&first.aborts));
-                if !in_order {
-                    return Err(Error::InvalidArgument(format!(
-                        "a collective matmul on ranks {:?} of a communicator of {} made in one process: it takes every rank, in order",
-                        comms.iter().map(|c| c.rank).collect::<Vec<_>>(),
-                        first.nranks
-                    )));
-                }
-                (Heap::new(&streams, heap_bytes(&shape), budget)?, None)
-            }
+            None => (Heap::new(&streams, heap_bytes(&shape), budget)?, None),
         };
         let modules = comms.iter().map(|c| c.module.clone()).collect();
         let ring = RingMatmul::with_modules::<T>(&mut heap, collective, m, k, n, streams.clone(), Some(modules))?;
         let heap_abort = heap.abort_handle();
         first.aborts.link(heap_abort.clone());
         Ok(CommMatmul { ring, heap: Some(heap), heap_abort, aborts: first.aborts.clone(), ranks: comms.iter().map(|c| c.rank).zip(streams).collect(), failure })
+    }
+}
+
+/// Refuses ranks a collective matmul cannot take: `ranks` holds each given rank's number
+/// and whether it is of the first one's communicator, of `nranks` ranks; `across` is, for
+/// a communicator across processes, how many ranks of its process share the first one's
+/// device (itself included). Across processes: one rank, alone on its device in its
+/// process (ranks sharing a device need their work enqueued by one call). In one process:
+/// every rank of one communicator, in rank order.
+fn check_ranks(ranks: &[(u32, bool)], nranks: u32, across: Option<u32>) -> Result<()> {
+    let numbers: Vec<u32> = ranks.iter().map(|&(r, _)| r).collect();
+    match across {
+        Some(_) if ranks.len() != 1 => Err(Error::InvalidArgument(format!("a collective matmul on ranks {numbers:?} of a communicator across processes: each rank makes its own"))),
+        Some(on_device) if on_device > 1 => Err(Error::InvalidArgument(format!(
+            "rank {} shares its device with {} other rank(s) of its process: a collective matmul runs such ranks from one call for all of them (make them with Comm::from_devices)",
+            numbers[0],
+            on_device - 1
+        ))),
+        Some(_) => Ok(()),
+        None if ranks.len() == nranks as usize && ranks.iter().enumerate().all(|(i, &(r, same))| r as usize == i && same) => Ok(()),
+        None => Err(Error::InvalidArgument(format!("a collective matmul on ranks {numbers:?} (of one communicator: {}) of a communicator of {nranks} made in one process: it takes every rank of one communicator, in order", ranks.iter().all(|&(_, same)| same)))),
     }
 }
 
@@ -164,5 +166,29 @@ impl Drop for CommMatmul {
             let streams: Vec<Arc<CudaStream>> = self.ranks.iter().map(|(_, s)| s.clone()).collect();
             crate::work::free_after_streams(&streams, Box::new(heap));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refused(ranks: &[(u32, bool)], nranks: u32, across: Option<u32>) -> String {
+        match check_ranks(ranks, nranks, across) {
+            Err(Error::InvalidArgument(why)) => why,
+            other => panic!("{ranks:?} of {nranks}, across {across:?}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_matmul_takes_every_rank_of_one_process_or_its_one_rank_across_processes() {
+        check_ranks(&[(0, true), (1, true), (2, true)], 3, None).unwrap();
+        check_ranks(&[(0, true)], 1, None).unwrap();
+        check_ranks(&[(5, true)], 8, Some(1)).unwrap();
+        assert!(refused(&[(0, true), (1, true)], 3, None).contains("every rank"), "a rank missing");
+        assert!(refused(&[(1, true), (0, true)], 2, None).contains("in order"), "out of order");
+        assert!(refused(&[(0, true), (1, false)], 2, None).contains("of one communicator: false"), "another communicator's rank");
+        assert!(refused(&[(0, true), (1, true)], 2, Some(1)).contains("each rank makes its own"), "two ranks across processes");
+        assert!(refused(&[(3, true)], 4, Some(2)).contains("shares its device with 1 other"), "a rank sharing its device");
     }
 }
