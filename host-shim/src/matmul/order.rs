@@ -216,23 +216,6 @@ mod tests {
         }
     }
 
-    /// One rank per process (each process submits its rank's operations in the order's
-    /// sequence; its streams on 1 to 3 queues of its own): every call of every collective
-    /// runs to its end, on 1 to 8 ranks.
-    #[test]
-    fn one_rank_per_process_never_blocks_its_queues() {
-        for shape in shapes() {
-            for queues in 1..=3 {
-                let mut model = Submitted::default();
-                let mut words = HashMap::new();
-                for seq in 1..=3 {
-                    let order = model.order(shape, seq).unwrap();
-                    assert!(runs_on_queues(&order, shape.nranks, per_process(queues), &mut words), "{shape:?} call {seq}, {queues} queue(s) a process: blocked");
-                }
-            }
-        }
-    }
-
     #[test]
     fn every_wait_is_submitted_after_its_cause_call_after_call() {
         for shape in shapes() {
