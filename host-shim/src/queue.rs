@@ -57,8 +57,19 @@ impl AbortHandle {
     ///
     /// Ordering: an acquire load, paired with [`AbortHandle::abort`]'s release store.
     pub fn aborted(&self) -> bool {
-        // SAFETY: as in `abort`.
-        unsafe { AtomicU64::from_ptr(&raw mut (*self.header).abort) }.load(Ordering::Acquire) != 0
+        // SAFETY: `_owner` keeps the header live as long as `self`.
+        unsafe { header_word(self.header, HeaderWord::Abort) }.load(Ordering::Acquire) != 0
+    }
+
+    /// The error the loop stopped with, if it did: an error of its own, else
+    /// [`Error::Aborted`] once aborted: what [`Queue::health`] says, but of a loop whose
+    /// kernel has ended (a shut-down or sleeping loop is no error here).
+    ///
+    /// Ordering: acquire loads of the header's words, paired with the device's release
+    /// stores of its status and [`AbortHandle::abort`]'s store.
+    pub fn stopped(&self) -> Option<Error> {
+        // SAFETY: `_owner` keeps the header live as long as `self`.
+        stopped(|which| unsafe { header_word(self.header, which) }.load(Ordering::Acquire))
     }
 }
 
@@ -75,6 +86,41 @@ enum HeaderWord {
     Exited,
     /// Channel `c`'s `cta_completed` entry, `c` below [`MAX_CHANNELS`].
     Completed(usize),
+}
+
+/// A word of the loop queue header at `header` as an atomic (panics for a channel at or
+/// past [`MAX_CHANNELS`]).
+///
+/// # Safety
+/// `header` is a live header, and stays live for `'a`.
+unsafe fn header_word<'a>(header: *mut QueueHeader, which: HeaderWord) -> &'a AtomicU64 {
+    // SAFETY: `header` is live (this function's contract); only a field's address is
+    // computed (the array index is bounds-checked), no reference to the header made.
+    let field = unsafe {
+        match which {
+            HeaderWord::Submits => &raw mut (*header).submits,
+            HeaderWord::Pinned => &raw mut (*header).pinned,
+            HeaderWord::Awake => &raw mut (*header).awake,
+            HeaderWord::Status => &raw mut (*header).status,
+            HeaderWord::ErrorSeq => &raw mut (*header).error_seq,
+            HeaderWord::Abort => &raw mut (*header).abort,
+            HeaderWord::Exited => &raw mut (*header).exited,
+            HeaderWord::Completed(c) => &raw mut (*header).cta_completed[c],
+        }
+    };
+    // SAFETY: `field` is an 8-byte aligned word of the header, live for `'a`; the device
+    // accesses it with single-copy-atomic 64-bit operations, the host through atomics only.
+    unsafe { AtomicU64::from_ptr(field) }
+}
+
+/// The error a loop stopped with, read from its header's words by `load`: an error of
+/// its own (its status), else [`Error::Aborted`] where its abort flag is set.
+fn stopped(load: impl Fn(HeaderWord) -> u64) -> Option<Error> {
+    let status = load(HeaderWord::Status);
+    if status != 0 {
+        return Some(status_error(status, load(HeaderWord::ErrorSeq)));
+    }
+    (load(HeaderWord::Abort) != 0).then_some(Error::Aborted)
 }
 
 /// Launches a loop that slept again, on its own stream after the kernel that ended
@@ -129,25 +175,8 @@ impl Queue {
 
     /// A header word as an atomic (panics for a channel at or past [`MAX_CHANNELS`]).
     fn word(&self, which: HeaderWord) -> &AtomicU64 {
-        let header = self.header;
-        // SAFETY: `header` is the live header (`new`'s contract); only a field's address
-        // is computed (the array index is bounds-checked), no reference to the header made.
-        let field = unsafe {
-            match which {
-                HeaderWord::Submits => &raw mut (*header).submits,
-                HeaderWord::Pinned => &raw mut (*header).pinned,
-                HeaderWord::Awake => &raw mut (*header).awake,
-                HeaderWord::Status => &raw mut (*header).status,
-                HeaderWord::ErrorSeq => &raw mut (*header).error_seq,
-                HeaderWord::Abort => &raw mut (*header).abort,
-                HeaderWord::Exited => &raw mut (*header).exited,
-                HeaderWord::Completed(c) => &raw mut (*header).cta_completed[c],
-            }
-        };
-        // SAFETY: `field` is an 8-byte aligned word of the header, which stays live as
-        // long as `self.owner` (so as `&self`); the device accesses it with
-        // single-copy-atomic 64-bit operations, the host through atomics only.
-        unsafe { AtomicU64::from_ptr(field) }
+        // SAFETY: the header stays live as long as `self.owner`, so as `&self`.
+        unsafe { header_word(self.header, which) }
     }
 
     /// The stream-ordered path, before a call kernel is launched: counts the submission
@@ -238,13 +267,8 @@ impl Queue {
     /// every channel has left without an error (each channel publishes its completions
     /// before it leaves, so a completion check made after this returned is final).
     pub fn health(&self) -> Result<()> {
-        let status = self.load(HeaderWord::Status);
-        if status != 0 {
-            let seq = self.load(HeaderWord::ErrorSeq);
-            return Err(status_error(status, seq));
-        }
-        if self.load(HeaderWord::Abort) != 0 {
-            return Err(Error::Aborted);
+        if let Some(e) = stopped(|which| self.load(which)) {
+            return Err(e);
         }
         if self.load(HeaderWord::Exited) >= self.channels as u64 {
             return Err(Error::LoopClosed);

@@ -115,8 +115,8 @@ impl CommMatmul {
     /// [`Comm::matmul`] was given them), of the shape's sizes (`Shape::lens`, row-major).
     /// Refused before anything is enqueued: wrong lengths, an element type that is not
     /// the shape's, a buffer on another device than its rank's or past the end of its
-    /// allocation, a communicator that stopped (its error: [`Error::Aborted`], another
-    /// process's rank's failure). A wait that ends early mid-call (an abort, the
+    /// allocation, a communicator that stopped (its error: a rank's loop's, [`Error::Aborted`],
+    /// another process's rank's failure). A wait that ends early mid-call (an abort, the
     /// communicator's timeout) is reported by [`CommMatmul::async_error`], and later
     /// calls are refused with it (that call's `C` is then wrong).
     pub fn call<T: Element, S: DevicePtr<T>, R: DevicePtrMut<T>>(&mut self, args: &mut [(&S, &S, &mut R)]) -> Result<()> {
@@ -148,11 +148,11 @@ impl CommMatmul {
     }
 
     /// The error that stopped the collective matmul, if one did: the communicator's
-    /// (another process's rank's failure first), [`Error::Aborted`] once the communicator
-    /// was aborted, or the first error a wait of the ring reported
-    /// ([`RingMatmul::async_error`]). Never blocks.
+    /// (another process's rank's failure first; then the error a rank's loop stopped
+    /// with, or [`Error::Aborted`] once the communicator was aborted), else the first error
+    /// a wait of the ring reported ([`RingMatmul::async_error`]). Never blocks.
     pub fn async_error(&self) -> Option<Error> {
-        self.failure.as_ref().and_then(failure_of).or_else(|| self.heap_abort.aborted().then_some(Error::Aborted)).or_else(|| self.ring.async_error())
+        self.failure.as_ref().and_then(failure_of).or_else(|| self.aborts.stopped()).or_else(|| self.ring.async_error())
     }
 }
 

@@ -168,6 +168,11 @@ impl CommAbortHandle {
         self.linked_matmuls().retain(|h| !h.same_word(heap));
     }
 
+    /// The error a rank's loop stopped with (or [`Error::Aborted`]), if one did.
+    fn stopped(&self) -> Option<Error> {
+        self.ranks.iter().find_map(AbortHandle::stopped)
+    }
+
     /// Whether `other` aborts the same ranks.
     fn same_ranks(&self, other: &CommAbortHandle) -> bool {
         Arc::ptr_eq(&self.ranks, &other.ranks)
@@ -1026,8 +1031,10 @@ mod tests {
         aborts.link(dropped.clone());
         aborts.unlink(&dropped);
         assert!(!live.aborted());
+        assert!(aborts.stopped().is_none());
         aborts.clone().abort();
         assert!(matches!(queue.health(), Err(Error::Aborted)), "the rank's loop");
+        assert!(matches!(aborts.stopped(), Some(Error::Aborted)), "what a collective matmul then says");
         assert!(live.aborted(), "a linked heap is aborted with the communicator");
         assert!(!dropped.aborted(), "an unlinked one is not");
         let (_late_word, late) = host_word();
