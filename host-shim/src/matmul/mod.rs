@@ -202,8 +202,8 @@ impl RingMatmul {
 
     /// One call on every local PE, enqueued on each PE's stream (it returns before the
     /// work is done): `args[i]` is local PE `i`'s `(A, B, C)`, of the shape's sizes
-    /// (`Shape::dims`, row-major). Wrong lengths, or an element type that is not the
-    /// shape's, are refused before anything is enqueued. The call is complete, on every
+    /// (`Shape::dims`, row-major). Wrong lengths, an element type that is not the shape's,
+    /// and a stream capturing a CUDA graph are refused before anything is enqueued. The call is complete, on every
     /// lane, when the PE's stream has passed it; a wait that ended early (abort, spin
     /// budget) is reported by [`RingMatmul::async_error`] (its call's `C` is then wrong).
     pub fn call<T: Element, S: DevicePtr<T>, R: DevicePtrMut<T>>(&mut self, args: &mut [(&S, &S, &mut R)]) -> Result<()> {
@@ -213,6 +213,7 @@ impl RingMatmul {
         if args.len() != self.ranks.len() {
             return Err(Error::InvalidArgument(format!("collective matmul: {} calls for {} PE(s) of this process", args.len(), self.ranks.len())));
         }
+        self.refuse_capture()?;
         let lens = self.shape.lens();
         for (pe, (a, b, c)) in args.iter().enumerate() {
             for (what, len, want) in [("A", a.len(), lens[0]), ("B", b.len(), lens[1]), ("C", c.len(), lens[2])] {
@@ -252,6 +253,23 @@ impl RingMatmul {
             // SAFETY: `A`, `B` and `C` hold the shape's sizes (checked above) and stay live
             // for the stream (cudarc's records, held above); the workspace is this ring's.
             unsafe { self.enqueue(i, at[i], lane, op, &mut events[i])? };
+        }
+        Ok(())
+    }
+
+    /// Refuses a call while a local PE's stream is capturing a CUDA graph: a call is not
+    /// captured (its copy lanes are streams of their own, which its waits would leave out
+    /// of the graph).
+    pub(crate) fn refuse_capture(&self) -> Result<()> {
+        for rank in &self.ranks {
+            // SAFETY: a live stream of the rank's context.
+            let capture = unsafe { result::stream::is_capturing(rank.streams[0].cu_stream()) }.map_err(Error::cuda("cuStreamIsCapturing"))?;
+            if capture != sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE {
+                return Err(Error::InvalidArgument(format!(
+                    "collective matmul: PE {}'s stream is capturing a CUDA graph, and a call cannot be captured (its copy lanes are streams of their own, which its waits would leave out of the graph)",
+                    rank.pe
+                )));
+            }
         }
         Ok(())
     }

@@ -31,7 +31,7 @@ fn call(mm: &mut CommMatmul, a: &[CudaSlice<f16>], b: &[CudaSlice<f16>], c: &mut
 /// Every collective (all-gather × matmul one way and both ways, matmul × reduce-scatter)
 /// on two ranks of one communicator: each rank's `C` is the reference's bit for bit, on
 /// two calls in a row. Refused before anything is enqueued: one rank of two, a bad shape,
-/// a wrong length. A call whose second rank never starts (its stream held behind a gate)
+/// a wrong length, a call on a stream capturing a CUDA graph. A call whose second rank never starts (its stream held behind a gate)
 /// ends when the communicator is aborted, says [`Error::Aborted`], and later calls are
 /// refused with it.
 pub(super) fn comm_matmul(fx: &Fixture) -> Outcome {
@@ -57,6 +57,11 @@ pub(super) fn comm_matmul(fx: &Fixture) -> Outcome {
         let mut short = streams[0].alloc_zeros::<f16>(lc as usize - 1).map_err(Error::cuda("cuMemAlloc"))?;
         let refused = mm.call(&mut [(&a[0], &b[0], &mut short), (&a[1], &b[1], &mut c[1])]);
         ensure(matches!(refused, Err(Error::InvalidArgument(_))), || format!("{collective:?}: a C one element short: {refused:?}"))?;
+        streams[0].begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED).map_err(Error::cuda("cuStreamBeginCapture"))?;
+        let captured = call(&mut mm, &a, &b, &mut c);
+        // Nothing was captured: the graph, if any, is empty.
+        streams[0].end_capture(sys::CUgraphInstantiate_flags(0)).map_err(Error::cuda("cuStreamEndCapture"))?;
+        ensure(matches!(captured, Err(Error::InvalidArgument(_))), || format!("{collective:?}: a call captured in a CUDA graph: {captured:?}"))?;
         for nth in 1..=2 {
             call(&mut mm, &a, &b, &mut c)?;
             for s in &streams {
