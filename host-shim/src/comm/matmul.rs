@@ -46,7 +46,8 @@ impl Comm {
     ///
     /// Makes a symmetric heap for the ring's workspace and loads cuBLASLt's kernels:
     /// make it while the ranks are idle (CUDA may hold an allocation, or a kernel's first
-    /// load, until a rank's running loop sleeps). Bad shapes, ranks that are not what
+    /// load, until a rank's running loop sleeps; a loop pinned awake by a captured call
+    /// that needs it never sleeps, so make the matmuls before such a capture). Bad shapes, ranks that are not what
     /// this says, and a communicator that stopped are refused before anything is made.
     pub fn matmul<T: Element>(comms: &[&Comm], collective: Collective, m: u64, k: u64, n: u64) -> Result<CommMatmul> {
         let Some(first) = comms.first() else {
