@@ -114,21 +114,18 @@ impl CommMatmul {
     /// One call on every rank of this process, enqueued on each rank's stream (it returns
     /// before the work is done): `args[i]` is the `i`-th rank's `(A, B, C)` (in the order
     /// [`Comm::matmul`] was given them), of the shape's sizes (`Shape::lens`, row-major).
-    /// Refused before anything is enqueued: a stream capturing a CUDA graph, wrong lengths,
-    /// an element type that is not the shape's, a buffer on another device than its rank's or past the end of its
-    /// allocation, a communicator that stopped (its error: a rank's loop's, [`Error::Aborted`],
-    /// another process's rank's failure). A wait that ends early mid-call (an abort, the
+    /// Refused before anything is enqueued: an element type that is not the shape's, wrong
+    /// lengths, a stream capturing a CUDA graph, a buffer on another device than its
+    /// rank's or past the end of its allocation, a communicator that stopped (its error: a
+    /// rank's loop's, [`Error::Aborted`], another process's rank's failure). A wait that ends early mid-call (an abort, the
     /// communicator's timeout) is reported by [`CommMatmul::async_error`], and later
     /// calls are refused with it (that call's `C` is then wrong).
     pub fn call<T: Element, S: DevicePtr<T>, R: DevicePtrMut<T>>(&mut self, args: &mut [(&S, &S, &mut R)]) -> Result<()> {
         if let Some(e) = self.async_error() {
             return Err(e);
         }
-        if args.len() != self.ranks.len() {
-            return Err(Error::InvalidArgument(format!("collective matmul: {} calls for {} rank(s) of this process", args.len(), self.ranks.len())));
-        }
         // Before any buffer's use is recorded on a stream (cudarc's event tracking).
-        self.ring.refuse_capture()?;
+        self.ring.check_call(args)?;
         let size = T::DTYPE.size() as u64;
         for ((rank, stream), (a, b, c)) in self.ranks.iter().zip(args.iter_mut()) {
             let ctx = stream.context();

@@ -207,21 +207,7 @@ impl RingMatmul {
     /// lane, when the PE's stream has passed it; a wait that ended early (abort, spin
     /// budget) is reported by [`RingMatmul::async_error`] (its call's `C` is then wrong).
     pub fn call<T: Element, S: DevicePtr<T>, R: DevicePtrMut<T>>(&mut self, args: &mut [(&S, &S, &mut R)]) -> Result<()> {
-        if T::DTYPE != self.shape.dtype {
-            return Err(Error::InvalidArgument(format!("collective matmul of {} called with {}", self.shape.dtype.short_name(), T::DTYPE.short_name())));
-        }
-        if args.len() != self.ranks.len() {
-            return Err(Error::InvalidArgument(format!("collective matmul: {} calls for {} PE(s) of this process", args.len(), self.ranks.len())));
-        }
-        self.refuse_capture()?;
-        let lens = self.shape.lens();
-        for (pe, (a, b, c)) in args.iter().enumerate() {
-            for (what, len, want) in [("A", a.len(), lens[0]), ("B", b.len(), lens[1]), ("C", c.len(), lens[2])] {
-                if len as u64 != want {
-                    return Err(Error::InvalidArgument(format!("collective matmul: local PE {pe}'s {what} holds {len} elements, its shape {want}")));
-                }
-            }
-        }
+        self.check_call(args)?;
         let order = match &mut self.submitted {
             Some(submitted) => submitted.order(self.shape, self.seq + 1).map_err(|stuck| {
                 log::error!("{stuck}");
@@ -257,10 +243,31 @@ impl RingMatmul {
         Ok(())
     }
 
+    /// Refuses a call of `args` that [`RingMatmul::call`] cannot take, before anything is
+    /// enqueued or recorded: an element type that is not the shape's, a count of calls
+    /// that is not one per local PE, wrong lengths, a stream capturing a CUDA graph.
+    pub(crate) fn check_call<T: Element, S: DevicePtr<T>, R: DevicePtrMut<T>>(&self, args: &[(&S, &S, &mut R)]) -> Result<()> {
+        if T::DTYPE != self.shape.dtype {
+            return Err(Error::InvalidArgument(format!("collective matmul of {} called with {}", self.shape.dtype.short_name(), T::DTYPE.short_name())));
+        }
+        if args.len() != self.ranks.len() {
+            return Err(Error::InvalidArgument(format!("collective matmul: {} calls for {} PE(s) of this process", args.len(), self.ranks.len())));
+        }
+        let lens = self.shape.lens();
+        for (pe, (a, b, c)) in args.iter().enumerate() {
+            for (what, len, want) in [("A", a.len(), lens[0]), ("B", b.len(), lens[1]), ("C", c.len(), lens[2])] {
+                if len as u64 != want {
+                    return Err(Error::InvalidArgument(format!("collective matmul: local PE {pe}'s {what} holds {len} elements, its shape {want}")));
+                }
+            }
+        }
+        self.refuse_capture()
+    }
+
     /// Refuses a call while a local PE's stream is capturing a CUDA graph: a call is not
     /// captured (its copy lanes are streams of their own, which its waits would leave out
     /// of the graph).
-    pub(crate) fn refuse_capture(&self) -> Result<()> {
+    fn refuse_capture(&self) -> Result<()> {
         for rank in &self.ranks {
             // SAFETY: a live stream of the rank's context.
             let capture = unsafe { result::stream::is_capturing(rank.streams[0].cu_stream()) }.map_err(Error::cuda("cuStreamIsCapturing"))?;
