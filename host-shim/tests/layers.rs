@@ -9,9 +9,10 @@ use std::path::{Path, PathBuf};
 
 /// The top-level modules from the bottom up; a module may use those on earlier rows only.
 /// `op` (element types and reduction operators) sits below both `shmem` and `comm`,
-/// which take elements; `comm`, `multicast` and `matmul` (the collective matmuls, on a
-/// heap) use `shmem` and not each other; `nvls_hw` puts the communicator's wiring on
-/// multicast memory.
+/// which take elements; `matmul` (the collective matmuls' ring, on a heap) uses `shmem`,
+/// and `comm` uses it for the communicator's collective matmuls; `comm` and `multicast`
+/// use `shmem` and not each other; `nvls_hw` puts the communicator's wiring on multicast
+/// memory.
 const LAYERS: &[&[&str]] = &[
     &["error"],
     &["driver", "op"],
@@ -19,7 +20,8 @@ const LAYERS: &[&[&str]] = &[
     &["module"],
     &["work", "linking"],
     &["shmem"],
-    &["comm", "multicast", "matmul"],
+    &["matmul"],
+    &["comm", "multicast"],
     &["nvls_hw"],
 ];
 
