@@ -8,9 +8,9 @@ use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
 use device_rt::matmul::{Collective, Shape};
 
 use super::across::{Failure, failure_of};
-use super::{Comm, CommAbortHandle, join};
+use super::{Comm, CommAbortHandle, check_buffer, join};
 use crate::matmul::{RingMatmul, heap_bytes};
-use crate::memory::{buffer_info, check_extent};
+use crate::memory::buffer_info;
 use crate::op::Element;
 use crate::shmem::{Heap, HeapAbortHandle};
 use crate::{Error, Result};
@@ -135,13 +135,7 @@ impl CommMatmul {
             let (pb, _b) = b.device_ptr(stream);
             let (pc, _c) = c.device_ptr_mut(stream);
             for (what, at, len) in [("A", pa, lens[0]), ("B", pb, lens[1]), ("C", pc, lens[2])] {
-                let info = buffer_info(at, ctx.cu_ctx(), &[])?;
-                if let Some(device) = info.device
-                    && device != ctx.ordinal()
-                {
-                    return Err(Error::WrongDevice { buffer: device, rank: ctx.ordinal() });
-                }
-                check_extent(&format!("rank {rank}'s {what}"), info.allocation, (at, len as u64 * size))?;
+                check_buffer(&format!("rank {rank}'s {what}"), (at, len as u64 * size), &buffer_info(at, ctx.cu_ctx(), &[])?, ctx.ordinal())?;
             }
         }
         self.ring.call(args)

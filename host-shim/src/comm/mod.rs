@@ -239,6 +239,18 @@ fn buffer_extents(item: &WorkItem, nranks: u32) -> Result<[(&'static str, u64, u
     Ok([("the input", item.src, input), ("the output", item.dst, output)])
 }
 
+/// Refuses the buffer `what` of `bytes` at `addr`, which the driver says is `buffer`, used
+/// by a rank of device `ordinal`: device memory of another device, or bytes that do not
+/// all lie in the allocation that holds its first address.
+fn check_buffer(what: &str, (addr, bytes): (u64, u64), buffer: &BufferInfo, ordinal: usize) -> Result<()> {
+    if let Some(device) = buffer.device
+        && device != ordinal
+    {
+        return Err(Error::WrongDevice { buffer: device, rank: ordinal });
+    }
+    check_extent(what, buffer.allocation, (addr, bytes))
+}
+
 /// Refuses `item`, of a rank of device `ordinal` in a communicator of `nranks` ranks, if
 /// a buffer it names is device memory of another device, or (a collective) if the bytes
 /// it reads or writes in a buffer do not all lie in the allocation that holds the
@@ -257,12 +269,7 @@ fn check_buffers(item: &WorkItem, nranks: u32, ordinal: usize, info: impl Fn(u64
             Some(input) if lies_in(input.allocation, (addr, bytes.max(1))) => input,
             _ => info(addr)?,
         };
-        if let Some(device) = buffer.device
-            && device != ordinal
-        {
-            return Err(Error::WrongDevice { buffer: device, rank: ordinal });
-        }
-        check_extent(what, buffer.allocation, (addr, bytes))?;
+        check_buffer(what, (addr, bytes), &buffer, ordinal)?;
         if index == 1 {
             output_mapped = buffer.peer_mapped;
         }
