@@ -166,8 +166,12 @@ impl Drop for VmmHeap {
             }
         }
         // SAFETY: the handle came from `cuMemCreate`; its mapping is gone.
-        if let Err(e) = unsafe { sys::cuMemRelease(self.handle) }.result() {
-            log::warn!("cuMemRelease of a symmetric heap failed: {e}");
+        match unsafe { sys::cuMemRelease(self.handle) }.result() {
+            Ok(()) => {}
+            // The process is exiting and the driver already tore down its contexts, and the
+            // memory with them.
+            Err(e) if e.0 == sys::cudaError_enum::CUDA_ERROR_DEINITIALIZED => log::debug!("symmetric heap released after the driver shut down: {e}"),
+            Err(e) => log::warn!("cuMemRelease of a symmetric heap failed: {e}"),
         }
     }
 }
