@@ -531,6 +531,15 @@ impl<S: KernelStream, M: Passed> DeferredFrees<S, M> {
         }
     }
 
+    /// [`DeferredFrees::collect`] for context `ctx`, and what is left of its memory.
+    fn drain(&mut self, ctx: usize) -> Drained {
+        if self.running.iter().any(|(c, s)| *c == ctx && !s.passed()) {
+            return Drained::HeldByALoop;
+        }
+        self.collect(ctx);
+        if self.parked.iter().any(|p| p.ctx == ctx) { Drained::Pending } else { Drained::Done }
+    }
+
     /// [`DeferredFrees::collect`] for every context with parked memory; whether memory
     /// is still parked.
     fn collect_all(&mut self) -> bool {
@@ -542,6 +551,18 @@ impl<S: KernelStream, M: Passed> DeferredFrees<S, M> {
         }
         !self.parked.is_empty()
     }
+}
+
+/// What is left of a context's parked memory after a look ([`DeferredFrees::drain`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Drained {
+    /// None: every piece has been freed.
+    Done,
+    /// Some waits for work still running on its streams (a kernel, a mark).
+    Pending,
+    /// A started loop of the context runs: nothing of it is freed before that loop
+    /// sleeps or ends.
+    HeldByALoop,
 }
 
 type Frees = DeferredFrees<Arc<CudaStream>, Arc<CudaEvent>>;
@@ -596,6 +617,28 @@ fn start_reaper() {
 fn look_at_frees(ctx: usize) {
     if !REAPER_RUNS.load(Ordering::Relaxed) {
         deferred_frees().collect(ctx);
+    }
+}
+
+/// Waits, up to `within`, until no memory of context `ctx` is parked with the deferred
+/// frees, freeing on this thread what can be freed; whether none is left. Gives up at
+/// once while another started loop of the context runs (its memory goes back only once
+/// that loop sleeps or ends, on the reaper's thread).
+pub(crate) fn wait_for_frees(ctx: usize, within: Duration) -> bool {
+    let end = Instant::now() + within;
+    let mut poll = REAP_FIRST;
+    loop {
+        match deferred_frees().drain(ctx) {
+            Drained::Done => return true,
+            Drained::HeldByALoop => return false,
+            Drained::Pending => {}
+        }
+        let now = Instant::now();
+        if now >= end {
+            return false;
+        }
+        std::thread::sleep(poll.min(end - now));
+        poll = (poll * 2).min(REAP_LAST);
     }
 }
 
@@ -1460,6 +1503,30 @@ mod tests {
         assert!(!frees.collect_all(), "nothing left parked");
         assert!(b_freed.load(Relaxed), "loop 3 runs in another context");
         assert_eq!(frees.running.len(), 1);
+    }
+
+    /// A destroyed rank's wait for its memory: done once every piece of its context is
+    /// freed, pending while its work has not ended, given up at once while another loop
+    /// of the context runs (and another context's pieces are not waited for).
+    #[test]
+    fn a_drain_says_what_is_left_of_a_contexts_memory() {
+        let (kernel_ended, mark_passed, other_loop_ended, other_ctx_ended) = (flag(), flag(), flag(), flag());
+        let (freed, other_ctx_freed) = (flag(), flag());
+        let mut frees: DeferredFrees<FakeStream, FakeMark> = DeferredFrees { running: Vec::new(), parked: Vec::new() };
+        frees.running.push((1, FakeStream(1, kernel_ended.clone())));
+        frees.running.push((1, FakeStream(2, other_loop_ended.clone())));
+        frees.apply(park(1, FakeStream(1, kernel_ended.clone()), vec![FakeMark(mark_passed.clone())], &freed));
+        frees.apply(FreeEvent::Forget(1, FakeStream(1, kernel_ended.clone())));
+        frees.apply(park(2, FakeStream(3, other_ctx_ended), Vec::new(), &other_ctx_freed));
+        kernel_ended.store(true, Relaxed);
+        assert_eq!(frees.drain(1), Drained::HeldByALoop, "loop 2 of the context runs");
+        other_loop_ended.store(true, Relaxed);
+        assert_eq!(frees.drain(1), Drained::Pending, "a user's stream has not passed the call");
+        assert!(!freed.load(Relaxed));
+        mark_passed.store(true, Relaxed);
+        assert_eq!(frees.drain(1), Drained::Done);
+        assert!(freed.load(Relaxed), "freed by the drain itself");
+        assert!(!other_ctx_freed.load(Relaxed), "another context's memory is not this drain's");
     }
 
     /// Memory whose stream-ordered calls left work on users' streams is freed only once

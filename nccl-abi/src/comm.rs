@@ -194,13 +194,16 @@ impl InitArgs {
     }
 }
 
-/// Destroys a rank: runs its outstanding calls (unless finalized) and frees it. A
+/// Destroys a rank: runs its outstanding calls (unless finalized) and frees it, its
+/// memory back before this returns where no other rank's loop runs on its device
+/// ([`Comm::destroy`]: a program may reset the device next, as nccl-tests does). A
 /// shutdown that fails is logged; the rank is freed either way.
 pub fn destroy(comm: Box<NcclComm>) {
     let mut inner = comm.inner.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
-    if let Some(mut c) = inner.comm.take()
-        && let Err(e) = c.shutdown(inner.cfg.timeout)
-    {
-        log::warn!("ferroccl's NCCL: destroying rank {}: {e}", c.rank());
+    if let Some(c) = inner.comm.take() {
+        let rank = c.rank();
+        if let Err(e) = c.destroy(inner.cfg.timeout) {
+            log::warn!("ferroccl's NCCL: destroying rank {rank}: {e}");
+        }
     }
 }

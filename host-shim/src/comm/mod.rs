@@ -842,6 +842,24 @@ impl Comm {
     pub fn shutdown(&mut self, timeout: Duration) -> Result<()> {
         self.lp.shutdown(timeout)
     }
+
+    /// Shuts the rank down ([`Comm::shutdown`]), drops it, and waits, within what is left
+    /// of `timeout`, until the memory it held has gone back (a dropped rank's memory is
+    /// otherwise freed on a thread of its own once nothing uses it), so that the device
+    /// may be reset (`cudaDeviceReset`) or that memory reused as soon as this returns.
+    /// Where another started loop of the device still runs, its memory goes back only
+    /// once that loop sleeps or ends, and this does not wait for it. Returns the
+    /// shutdown's result.
+    pub fn destroy(mut self, timeout: Duration) -> Result<()> {
+        let started = std::time::Instant::now();
+        let ctx = self.stream.context().cu_ctx() as usize;
+        let shutdown = self.shutdown(timeout);
+        drop(self);
+        if !crate::work::wait_for_frees(ctx, timeout.saturating_sub(started.elapsed())) {
+            log::debug!("communicator: destroyed; some of its device's memory is still in use and goes back later");
+        }
+        shutdown
+    }
 }
 
 /// `cfg` with as many call channels as it asks for, or fewer: the most that every
