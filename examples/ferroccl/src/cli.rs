@@ -44,7 +44,6 @@ impl Cli {
 }
 
 #[derive(Debug, Subcommand)]
-#[expect(clippy::large_enum_variant, reason = "parsed once per run: boxing would only make the matches longer")]
 pub enum Command {
     /// List CUDA devices and what they support
     Info,
@@ -223,6 +222,14 @@ pub struct CollArgs {
     /// Run only the cases whose description contains FILTER
     #[arg(value_name = "FILTER")]
     pub filter: Option<String>,
+    /// Run the ranks as N processes, one GPU each (`--devices`, or 0 to N-1; on the host
+    /// twin, N processes of CPU threads), each checking its own rank's outputs; the first
+    /// prints the progress and the total of wrong cases
+    #[arg(long, value_name = "N")]
+    pub procs: Option<usize>,
+    /// The communicator's id in hex: set by `--procs` for the processes it starts
+    #[arg(long, hide = true, value_name = "HEX")]
+    pub comm_id: Option<String>,
 }
 
 /// `ferroccl bench`: the collective sweep, or one of the single-GPU benchmarks.
@@ -665,8 +672,12 @@ pub(crate) mod tests {
                 comm: CommArgs { devices: Some(vec![0, 1]), ranks: Some(4), channels: Some(4), step: Some(65536), paired: Some(true), ..CommArgs::default() },
                 big: Some(1572864),
                 filter: None,
+                procs: None,
+                comm_id: None,
             }
         );
+        let c = coll("ferroccl coll --procs 2 --devices 0,1 all_gather");
+        assert_eq!((c.procs, c.comm.devices, c.filter.as_deref()), (Some(2), Some(vec![0, 1]), Some("all_gather")));
         let c = coll("ferroccl coll --devices 0,1 --ranks 2 --channels 2 --threads 512 no-such-case");
         assert_eq!((c.comm.threads, c.filter.as_deref(), c.big), (Some(512), Some("no-such-case"), None));
         let c = coll("ferroccl coll --devices 0,1,2,3,4,5,6,7 --ranks 8 --channels 8 --direct true");

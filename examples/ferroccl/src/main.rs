@@ -239,6 +239,12 @@ fn coll_cases(big: usize, shape: &Shape) -> Vec<CollCase> {
 const GPU_BIG: usize = 3 << 20;
 
 fn coll(args: &CollArgs) -> Result<ExitCode, Error> {
+    if let Some(n) = args.procs {
+        return procs::coll(args, n);
+    }
+    if args.comm_id.is_some() {
+        return Err(Error::InvalidArgument("--comm-id is for the processes `coll --procs` starts".into()));
+    }
     if let Some(why) = no_gpu()? {
         return coll_on_twin(args, &why);
     }
@@ -249,18 +255,24 @@ fn coll(args: &CollArgs) -> Result<ExitCode, Error> {
     let big = args.big.unwrap_or(GPU_BIG);
     let ordinals = rank_devices(&devices, nranks)?;
     let cases = filtered(coll_cases(big, &cfg.shape(nranks as u32)), args.filter.as_deref());
-    let (_, out_elems) = cases.iter().map(|c| c.extents(nranks as u32)).max_by_key(|e| e.0.max(e.1)).unwrap_or((0, 0));
-    let arena = 4 * (out_elems.max(big * nranks) * 8 + (1 << 20));
+    let arena = matrix_arena(&cases, nranks as u32, big);
     let started = std::time::Instant::now();
     let mut g = if args.comm.heap { GpuGroup::new_on_heap(&ordinals, cfg, arena)? } else { GpuGroup::new(&ordinals, cfg, arena)? };
     g.set_path(path);
     println!("collective matrix: {} on {}, {path:?} path: {} cases (set up in {:.1} s)", nranks, g.describe(), cases.len(), started.elapsed().as_secs_f64());
-    let Some(wrong) = run_matrix(&mut g, &cases, started) else {
+    let Some(wrong) = run_matrix(&mut g, &cases, started, true) else {
         return Ok(ExitCode::FAILURE);
     };
     println!("{} cases, {} wrong, {:.1} s ({} stream-ordered calls on the ring route)", cases.len(), wrong, started.elapsed().as_secs_f64(), g.ring_routed());
     g.shutdown(Duration::from_secs(30))?;
     Ok(if wrong == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+/// The bytes of buffers a rank needs for `cases` on `nranks` ranks with `big` their large
+/// count (inputs, outputs, alignment, with room to spare).
+fn matrix_arena(cases: &[CollCase], nranks: u32, big: usize) -> usize {
+    let (_, out_elems) = cases.iter().map(|c| c.extents(nranks)).max_by_key(|e| e.0.max(e.1)).unwrap_or((0, 0));
+    4 * (out_elems.max(big * nranks as usize) * 8 + (1 << 20))
 }
 
 /// `coll` without a GPU (`why`): the matrix on the host twin, after refusing what the
@@ -274,7 +286,7 @@ fn coll_on_twin(args: &CollArgs, why: &Error) -> Result<ExitCode, Error> {
     let started = std::time::Instant::now();
     let mut g = TwinGroup::start(shape, args.comm.threads.unwrap_or(twin::DEFAULT_THREADS), twin::SPIN_BUDGET)?;
     println!("collective matrix: {nranks} on {}: {} cases (set up in {:.1} s)", g.describe(), cases.len(), started.elapsed().as_secs_f64());
-    let Some(wrong) = run_matrix(&mut g, &cases, started) else {
+    let Some(wrong) = run_matrix(&mut g, &cases, started, true) else {
         return Ok(ExitCode::FAILURE);
     };
     println!("{} cases, {} wrong, {:.1} s (on the host twin: CPU threads, not a GPU)", cases.len(), wrong, started.elapsed().as_secs_f64());
@@ -287,11 +299,12 @@ fn filtered(cases: Vec<CollCase>, filter: Option<&str>) -> Vec<CollCase> {
     cases.into_iter().filter(|c| filter.is_none_or(|f| c.describe().contains(f))).collect()
 }
 
-/// Runs `cases` on `g` in order, printing each wrong one, with a progress bar (or a line
-/// every 100 cases when stdout is not a terminal); the number of wrong cases, or `None`
-/// after a case that failed to run (printed; the group is then left as it is).
-fn run_matrix(g: &mut dyn RankGroup, cases: &[CollCase], started: std::time::Instant) -> Option<usize> {
-    let bar = progress_bar(cases.len(), "cases");
+/// Runs `cases` on `g` in order, printing each wrong one, with (if `progress`) a progress
+/// bar, or a line every 100 cases when stdout is not a terminal; the number of wrong
+/// cases, or `None` after a case that failed to run (printed; the group is then left as
+/// it is).
+fn run_matrix(g: &mut dyn RankGroup, cases: &[CollCase], started: std::time::Instant, progress: bool) -> Option<usize> {
+    let bar = if progress { progress_bar(cases.len(), "cases") } else { ProgressBar::hidden() };
     let mut wrong = 0;
     for (k, case) in cases.iter().enumerate() {
         bar.set_message(case.describe());
@@ -309,7 +322,7 @@ fn run_matrix(g: &mut dyn RankGroup, cases: &[CollCase], started: std::time::Ins
         }
         bar.inc(1);
         // Without a bar (stdout not a terminal), a line every 100 cases.
-        if bar.is_hidden() && (k + 1) % 100 == 0 {
+        if progress && bar.is_hidden() && (k + 1) % 100 == 0 {
             println!("  {}/{} cases, {} wrong, {:.1} s", k + 1, cases.len(), wrong, started.elapsed().as_secs_f64());
         }
     }

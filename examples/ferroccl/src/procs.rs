@@ -1,18 +1,21 @@
-//! `ferroccl bench --procs N`: the collective benchmark as N processes, one rank (and one
-//! GPU) each, as users deploy communicators. The command starts N copies of itself
-//! (`testkit::launch`, as `ferroccl run` does) with a fresh communicator id; each builds
-//! its rank (`Comm::init_rank` on its GPU, or a host-twin rank without a GPU), times its
-//! own calls, and the processes agree on every row through a bootstrap of their own
-//! (a barrier before each timing; every time the mean over the processes, every wrong
-//! count their sum). Rank 0 prints the table and writes the JSON; NCCL (`--nccl`) runs
-//! one rank per process before ferroccl's loops start, timed the same way.
+//! `--procs N`: the collective benchmark (`bench`) and the correctness matrix (`coll`) as
+//! N processes, one rank (and one GPU) each, as users deploy communicators. The command
+//! starts N copies of itself (`testkit::launch`, as `ferroccl run` does) with a fresh
+//! communicator id; each builds its rank (`Comm::init_rank` on its GPU, or a host-twin
+//! rank without a GPU) and the processes agree through a bootstrap of their own. `bench`:
+//! each process times its own calls (a barrier before each timing; every time the mean
+//! over the processes, every wrong count their sum), rank 0 prints the table and writes
+//! the JSON; NCCL (`--nccl`) runs one rank per process before ferroccl's loops start,
+//! timed the same way. `coll`: each process checks its own rank's outputs of every case
+//! and prints what it finds wrong; rank 0 prints the progress and the total.
 
 use std::io::Write;
 use std::process::ExitCode;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use indicatif::ProgressBar;
 
+use ferroccl_testkit::coll::expect::CollCase;
 use ferroccl_testkit::coll::gpu::GpuGroup;
 use ferroccl_testkit::coll::group::{RankGroup, SubmitPath, coordination};
 use ferroccl_testkit::coll::twin::TwinGroup;
@@ -22,8 +25,8 @@ use host_shim::comm::wiring::Shape;
 use host_shim::comm::{CommId, Tuning};
 use host_shim::{Error, device};
 
-use crate::cli::BenchCmd;
-use crate::{collbench, comm_config, no_gpu, progress_bar, twin, utc_now, write_json};
+use crate::cli::{BenchCmd, CollArgs, CommArgs};
+use crate::{GPU_BIG, coll_cases, collbench, comm_config, filtered, matrix_arena, no_gpu, progress_bar, run_matrix, twin, utc_now, write_json};
 
 /// How long the processes wait for each other at a barrier (a row's NCCL or ferroccl
 /// timing on another process may take this long).
@@ -38,7 +41,30 @@ pub fn bench(args: BenchCmd, n: usize) -> Result<ExitCode, Error> {
             as_process(args, &id, &env)
         }
         (Some(_), None) => Err(Error::InvalidArgument("--comm-id is for the processes `bench --procs` starts".into())),
-        (None, _) => start(&args, n),
+        (None, _) => start(&args.comm, n),
+    }
+}
+
+/// `coll --procs n`: the starting command, or (with the id it passes) one of its
+/// processes.
+pub fn coll(args: &CollArgs, n: usize) -> Result<ExitCode, Error> {
+    match (&args.comm_id, PeEnv::from_env()?) {
+        (Some(hex), Some(env)) => {
+            let id = CommId::from_bytes(&from_hex(hex)?)?;
+            coll_as_process(args, &id, &env)
+        }
+        (Some(_), None) => Err(Error::InvalidArgument("--comm-id is for the processes `coll --procs` starts".into())),
+        (None, _) => {
+            if args.comm.heap {
+                return Err(Error::InvalidArgument(format!(
+                    "--procs {n} with --heap: the matrix's ranks in processes are not on a symmetric heap (run --heap without --procs)"
+                )));
+            }
+            if no_gpu()?.is_some() {
+                twin::refuse_coll(args)?;
+            }
+            start(&args.comm, n)
+        }
     }
 }
 
@@ -50,15 +76,16 @@ fn from_hex(hex: &str) -> Result<Vec<u8>, Error> {
         .ok_or_else(|| Error::InvalidArgument(format!("--comm-id {hex:?} is not hex")))
 }
 
-/// Starts the `n` processes and waits for them.
-fn start(args: &BenchCmd, n: usize) -> Result<ExitCode, Error> {
+/// Starts the `n` processes of this command line (its communicator `comm`) and waits for
+/// them.
+fn start(comm: &CommArgs, n: usize) -> Result<ExitCode, Error> {
     if n < 2 {
         return Err(Error::InvalidArgument(format!("--procs {n}: at least 2 processes")));
     }
-    if args.comm.ranks.is_some_and(|r| r != n) {
-        return Err(Error::InvalidArgument(format!("--procs {n} with --ranks {}: one rank per process", args.comm.ranks.unwrap_or(0))));
+    if comm.ranks.is_some_and(|r| r != n) {
+        return Err(Error::InvalidArgument(format!("--procs {n} with --ranks {}: one rank per process", comm.ranks.unwrap_or(0))));
     }
-    let devices = match (&args.comm.devices, no_gpu()?) {
+    let devices = match (&comm.devices, no_gpu()?) {
         (_, Some(_)) => vec![0; n],
         (Some(devices), None) if devices.len() == n => devices.clone(),
         (Some(devices), None) => return Err(Error::InvalidArgument(format!("--procs {n} with --devices {devices:?}: one device per process"))),
@@ -68,11 +95,11 @@ fn start(args: &BenchCmd, n: usize) -> Result<ExitCode, Error> {
     let program = std::env::current_exe().map_err(|e| Error::InvalidArgument(format!("finding this program: {e}")))?;
     let argv = std::env::args().skip(1).chain(["--comm-id".to_string(), id]).collect();
     let outcome = launch::run(&launch::Launch { program, args: argv, devices, grace: Duration::from_secs(60) })
-        .map_err(|e| Error::InvalidArgument(format!("bench --procs: {e}")))?;
+        .map_err(|e| Error::InvalidArgument(format!("--procs {n}: {e}")))?;
     if outcome.success() {
         return Ok(ExitCode::SUCCESS);
     }
-    eprintln!("ferroccl bench --procs: {outcome}");
+    eprintln!("ferroccl --procs {n}: {outcome}");
     Ok(ExitCode::FAILURE)
 }
 
@@ -127,6 +154,66 @@ fn as_process(args: BenchCmd, id: &CommId, env: &PeEnv) -> Result<ExitCode, Erro
         write_json(path, collbench::rows_json(&rows, &command, &line, &utc_now(), nranks as usize))?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// One process of `coll --procs`: its rank, the matrix (this rank's outputs checked), and
+/// the processes' total of wrong cases; failure on every process when any is wrong.
+fn coll_as_process(args: &CollArgs, id: &CommId, env: &PeEnv) -> Result<ExitCode, Error> {
+    let (rank, nranks) = (env.pe as u32, env.n_pes as u32);
+    let lead = rank == 0;
+    let started = Instant::now();
+    let filter = args.filter.as_deref();
+    let wrong = match no_gpu()? {
+        Some(why) => {
+            twin::refuse_coll(args)?;
+            let shape = Shape { direct: false, ..twin::shape(&args.comm, nranks, false) };
+            let cases = filtered(coll_cases(args.big.unwrap_or(twin::DEFAULT_BIG), &shape), filter);
+            let mut g = TwinGroup::join_process(id, rank, shape, args.comm.threads.unwrap_or(twin::DEFAULT_THREADS), twin::SPIN_BUDGET)?;
+            if lead {
+                println!("# no GPU ({why}): {}", twin::NOTICE);
+            }
+            let wrong = matrix_as_process(&mut g, &cases, lead, started)?;
+            g.shutdown(Duration::from_secs(60))?;
+            wrong
+        }
+        None => {
+            let path = args.comm.path.unwrap_or_default();
+            // Across processes nothing writes into another's buffers (no direct writes).
+            let cfg = Tuning { direct: false, ..comm_config(&args.comm, 4, path) };
+            let big = args.big.unwrap_or(GPU_BIG);
+            let cases = filtered(coll_cases(big, &cfg.shape(nranks)), filter);
+            let processes = coordination(id, rank, nranks, BARRIER_BUDGET)?;
+            let mut g = GpuGroup::join_process(id, rank, nranks, env.device, cfg, matrix_arena(&cases, nranks, big), processes)?;
+            g.set_path(path);
+            let wrong = matrix_as_process(&mut g, &cases, lead, started)?;
+            g.shutdown(Duration::from_secs(60))?;
+            wrong
+        }
+    };
+    Ok(if wrong == Some(0) { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+/// The matrix `cases` on this process's rank of `g`, then the processes' total of wrong
+/// cases (rank 0 prints it); `None` when a case failed to run here (printed; the other
+/// processes' next call then fails, naming this rank).
+fn matrix_as_process(g: &mut dyn RankGroup, cases: &[CollCase], lead: bool, started: Instant) -> Result<Option<u64>, Error> {
+    if lead {
+        println!("collective matrix: {}, {} processes: {} cases (set up in {:.1} s)", g.describe(), g.nranks(), cases.len(), started.elapsed().as_secs_f64());
+    }
+    let Some(wrong) = run_matrix(g, cases, started, lead) else {
+        return Ok(None);
+    };
+    let processes = g.processes().ok_or_else(|| Error::InvalidArgument("a rank of processes without their bootstrap".into()))?;
+    let counts = processes.all_gather("wrong cases", &(wrong as u64).to_le_bytes(), &[])?;
+    let mut total = 0;
+    for part in &counts {
+        let bytes: [u8; 8] = part.bytes.as_slice().try_into().map_err(|_| Error::InvalidArgument("a process sent no count of wrong cases".into()))?;
+        total += u64::from_le_bytes(bytes);
+    }
+    if lead {
+        println!("{} cases, {total} wrong across the {} processes, {:.1} s", cases.len(), g.nranks(), started.elapsed().as_secs_f64());
+    }
+    Ok(Some(total))
 }
 
 #[cfg(feature = "nccl")]

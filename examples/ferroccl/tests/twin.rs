@@ -113,3 +113,33 @@ fn bench_runs_as_processes_on_the_twin() {
         assert!(text(&out.stderr).contains(says), "{line}: {}", text(&out.stderr));
     }
 }
+
+/// `coll --procs N` runs the matrix with each rank in a process of its own on the twin:
+/// every process checks its own rank's outputs, and rank 0 prints the setup and the total
+/// once; what cannot run that way is refused before any process starts.
+#[test]
+fn coll_runs_as_processes_on_the_twin() {
+    if !no_gpu() {
+        return;
+    }
+    for (procs, filter) in [(2, "count=7"), (3, "all_gather")] {
+        let out = ferroccl(&format!("coll --procs {procs} --big 1000 {filter}"));
+        let stdout = text(&out.stdout);
+        assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+        assert_eq!(stdout.matches("running on the host twin").count(), 1, "{stdout}");
+        assert!(stdout.contains(&format!("{procs} ranks ×")) && stdout.contains(&format!("{procs} processes:")), "{stdout}");
+        let last = stdout.lines().last().unwrap_or_default();
+        assert!(last.contains(&format!(" 0 wrong across the {procs} processes")) && !last.starts_with("0 cases"), "{stdout}");
+    }
+    for (line, says) in [
+        ("coll --procs 1", "at least 2 processes"),
+        ("coll --procs 2 --ranks 3", "one rank per process"),
+        ("coll --procs 2 --heap", "not on a symmetric heap"),
+        ("coll --comm-id 00", "--comm-id is for the processes"),
+    ] {
+        let out = ferroccl(line);
+        assert_eq!(out.status.code(), Some(1), "{line}");
+        assert!(text(&out.stderr).contains(says), "{line}: {}", text(&out.stderr));
+        assert_eq!(text(&out.stdout), "", "{line} ran something before refusing");
+    }
+}
