@@ -601,15 +601,39 @@ const REAP_LAST: Duration = Duration::from_millis(20);
 /// Whether the reaper runs ([`start_reaper`]).
 static REAPER_RUNS: AtomicBool = AtomicBool::new(false);
 
+/// Set once the process exits ([`stop_reaping`]): the reaper looks no more. Relaxed: the
+/// store comes before [`stop_reaping`] takes the deferred frees' lock and the reaper reads
+/// it holding that lock, so the lock orders the two.
+static EXITING: AtomicBool = AtomicBool::new(false);
+
 /// Starts, once per process, the thread that frees parked memory as soon as it can be
 /// freed; without it (the thread could not be started) memory is freed at the next
-/// loop's `new`, `start` or `shutdown` ([`look_at_frees`]).
+/// loop's `new`, `start` or `shutdown` ([`look_at_frees`]). With the thread, registers
+/// [`stop_reaping`] to run at the process's exit.
 fn start_reaper() {
     static STARTED: std::sync::Once = std::sync::Once::new();
     STARTED.call_once(|| match std::thread::Builder::new().name("ferroccl-frees".into()).spawn(reap) {
-        Ok(_) => REAPER_RUNS.store(true, Ordering::Relaxed),
+        Ok(_) => {
+            REAPER_RUNS.store(true, Ordering::Relaxed);
+            // SAFETY: registers a function of no arguments that never unwinds.
+            if unsafe { libc::atexit(stop_reaping) } != 0 {
+                log::warn!("work loop: no exit handler for the thread that frees dropped loops' memory: it may still query streams while the driver shuts down");
+            }
+        }
         Err(e) => log::warn!("work loop: no thread to free dropped loops' memory ({e}): it is freed at the next loop's start or shutdown"),
     });
+}
+
+/// Run at the process's exit (`atexit`, registered after the driver was initialised, so
+/// before the driver's own exit handlers run): stops the reaper, which would otherwise go
+/// on querying the streams of parked memory while the driver shuts down under it. Sets
+/// [`EXITING`], then takes and drops the deferred frees' lock: a look in progress ends
+/// first, and the reaper reads the flag under that lock before every look, so none
+/// starts after this returns. Parked memory is left to the process's end. Never blocks
+/// longer than one look (a look waits for no running kernel).
+extern "C" fn stop_reaping() {
+    EXITING.store(true, Ordering::Relaxed);
+    drop(DEFERRED_FREES.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
 }
 
 /// Frees what parked memory of context `ctx` can be freed, where no reaper does: a free
@@ -643,7 +667,8 @@ pub(crate) fn wait_for_frees(ctx: usize, within: Duration) -> bool {
 }
 
 /// The reaper: waits for memory to be handed over, then looks at the parked memory (every
-/// `REAP_FIRST` to `REAP_LAST` while some is left) and frees what can be freed.
+/// `REAP_FIRST` to `REAP_LAST` while some is left) and frees what can be freed, until the
+/// process exits ([`stop_reaping`]).
 fn reap() {
     let mut parked_left = false;
     let mut poll = REAP_FIRST;
@@ -662,7 +687,12 @@ fn reap() {
                 poll = REAP_FIRST;
             }
         }
-        parked_left = deferred_frees().collect_all();
+        let mut frees = deferred_frees();
+        // Read under the lock [`stop_reaping`] takes after setting it.
+        if EXITING.load(Ordering::Relaxed) {
+            return;
+        }
+        parked_left = frees.collect_all();
     }
 }
 
@@ -1473,6 +1503,32 @@ mod tests {
 
     fn park(ctx: usize, kernel: FakeStream, marks: Vec<FakeMark>, freed: &Arc<AtomicBool>) -> FreeEvent<FakeStream, FakeMark> {
         FreeEvent::Park(Parked { ctx, kernel: Some(kernel), marks, memory: Box::new(Tracked(freed.clone())) })
+    }
+
+    /// Waits up to 10 s for `done`.
+    fn within_10s(done: impl Fn() -> bool) -> bool {
+        let end = Instant::now() + Duration::from_secs(10);
+        while !done() && Instant::now() < end {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        done()
+    }
+
+    /// The reaper frees what is handed over until the process exits; after
+    /// `stop_reaping` (the exit handler) it looks no more and ends, leaving what is handed
+    /// over then parked. The process's own reaper and exit handler are those of the GPU
+    /// paths, which no host test starts: this test's reaper is the only one.
+    #[test]
+    fn the_reaper_frees_until_the_exit_handler_stops_it() {
+        let memory = |freed: &Arc<AtomicBool>| FreeEvent::Park(Parked { ctx: 7, kernel: None, marks: Vec::new(), memory: Box::new(Tracked(freed.clone())) });
+        let reaper = std::thread::spawn(reap);
+        let (before_exit, after_exit) = (flag(), flag());
+        hand_over(memory(&before_exit));
+        assert!(within_10s(|| before_exit.load(Relaxed)), "the reaper frees memory nothing holds back");
+        stop_reaping();
+        hand_over(memory(&after_exit));
+        assert!(within_10s(|| reaper.is_finished()), "the reaper ends once woken after the exit handler");
+        assert!(!after_exit.load(Relaxed), "nothing is freed after the exit handler");
     }
 
     /// Parked allocations are freed as soon as their kernel has ended and no other loop of
