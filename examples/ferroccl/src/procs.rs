@@ -173,7 +173,9 @@ fn coll_as_process(args: &CollArgs, id: &CommId, env: &PeEnv) -> Result<ExitCode
                 println!("# no GPU ({why}): {}", twin::NOTICE);
             }
             let wrong = matrix_as_process(&mut g, &cases, lead, started)?;
-            g.shutdown(Duration::from_secs(60))?;
+            if wrong.is_some() {
+                g.shutdown(Duration::from_secs(60))?;
+            }
             wrong
         }
         None => {
@@ -186,7 +188,9 @@ fn coll_as_process(args: &CollArgs, id: &CommId, env: &PeEnv) -> Result<ExitCode
             let mut g = GpuGroup::join_process(id, rank, nranks, env.device, cfg, matrix_arena(&cases, nranks, big), processes)?;
             g.set_path(path);
             let wrong = matrix_as_process(&mut g, &cases, lead, started)?;
-            g.shutdown(Duration::from_secs(60))?;
+            if wrong.is_some() {
+                g.shutdown(Duration::from_secs(60))?;
+            }
             wrong
         }
     };
@@ -194,8 +198,9 @@ fn coll_as_process(args: &CollArgs, id: &CommId, env: &PeEnv) -> Result<ExitCode
 }
 
 /// The matrix `cases` on this process's rank of `g`, then the processes' total of wrong
-/// cases (rank 0 prints it); `None` when a case failed to run here (printed; the other
-/// processes' next call then fails, naming this rank).
+/// cases (rank 0 prints it); `None` when a case failed to run here (printed): the caller
+/// then leaves without a shutdown, which would wait for calls the other ranks are in, and
+/// the other processes' calls fail once this process has gone, naming its rank.
 fn matrix_as_process(g: &mut dyn RankGroup, cases: &[CollCase], lead: bool, started: Instant) -> Result<Option<u64>, Error> {
     if lead {
         println!("collective matrix: {}, {} processes: {} cases (set up in {:.1} s)", g.describe(), g.nranks(), cases.len(), started.elapsed().as_secs_f64());
