@@ -116,7 +116,8 @@ fn bench_runs_as_processes_on_the_twin() {
 
 /// `coll --procs N` runs the matrix with each rank in a process of its own on the twin:
 /// every process checks its own rank's outputs, and rank 0 prints the setup and the total
-/// once; what cannot run that way is refused before any process starts.
+/// once; what cannot run that way is refused before any case runs (a configuration no
+/// rank runs with, by every process).
 #[test]
 fn coll_runs_as_processes_on_the_twin() {
     if !no_gpu() {
@@ -136,6 +137,7 @@ fn coll_runs_as_processes_on_the_twin() {
         ("coll --procs 2 --ranks 3", "one rank per process"),
         ("coll --procs 2 --heap", "not on a symmetric heap"),
         ("coll --comm-id 00", "--comm-id is for the processes"),
+        ("coll --procs 2 --algo nvls", "forces NVLS needs at least 192 threads"),
     ] {
         let out = ferroccl(line);
         assert_eq!(out.status.code(), Some(1), "{line}");

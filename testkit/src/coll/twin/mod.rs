@@ -279,10 +279,7 @@ impl TwinGroup {
             }
             (None, Err(_)) => None,
         };
-        if threads < 128 || !threads.is_multiple_of(32) {
-            return Err(Error::InvalidArgument(format!("a communicator's channels need a multiple of 32 threads, at least 128, not {threads}")));
-        }
-        host_shim::comm::check_nvls_threads(shape.algorithm, threads)?;
+        check_threads(shape, threads)?;
         let layout = Layout::new(shape)?;
         let blocks: Vec<Block> = (0..shape.nranks).map(|_| Block::zeroed(layout.block_bytes as usize)).collect();
         let bases: Vec<u64> = blocks.iter().map(Block::addr).collect();
@@ -856,4 +853,13 @@ impl RankGroup for TwinGroup {
         });
         Ok(Some(channels.collect()))
     }
+}
+
+/// Refuses `threads` a channel that no communicator of `shape` runs with: a multiple of 32,
+/// at least 128, and what a forced NVLS needs (as `Comm`'s configuration check on GPUs).
+fn check_threads(shape: Shape, threads: u32) -> Result<()> {
+    if threads < 128 || !threads.is_multiple_of(32) {
+        return Err(Error::InvalidArgument(format!("a communicator's channels need a multiple of 32 threads, at least 128, not {threads}")));
+    }
+    host_shim::comm::check_nvls_threads(shape.algorithm, threads)
 }

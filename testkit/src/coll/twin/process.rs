@@ -46,6 +46,7 @@ impl TwinGroup {
         if shape.direct {
             return Err(Error::InvalidArgument("ranks in processes cannot write into each other's outputs: a direct shape".into()));
         }
+        super::check_threads(shape, threads)?;
         let intro = Intro {
             process: u64::from(std::process::id()),
             device: u128::from(std::process::id()).to_le_bytes(),
