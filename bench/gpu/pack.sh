@@ -3,7 +3,7 @@
 # take and packs them with an MPI (PyPI's mpich wheel, for nccl-tests' one process per GPU)
 # and nccl-tests' source into one archive to carry there (GPU machines have no Rust and
 # reach no network). On the GPU machine: `tar xJf OUT.tar.xz -C DIR`, then
-# bench/gpu/two_gpu.sh PART DIR OUTDIR (or the scripts it runs, with DIR/bin's binaries).
+# bench/gpu/gpus.sh PART DIR OUTDIR (or the scripts it runs, with DIR/bin's binaries).
 # The archive holds bin/ (ferroccl with the `nccl` feature, ferroccl-matmul, libnccl.so.2,
 # stripped; BUILD: the commit they were built from), mpich/ (include/, lib/, bin/mpiexec)
 # and nccl-tests/.
