@@ -16,8 +16,11 @@
 #           OUTDIR/latency[-Ngpu].json
 #   matmul: bench/gpu/matmul.sh (the collective matmuls against NCCL + cuBLAS and cuBLAS
 #           alone): OUTDIR/collective_matmul.json
+#   shmem:  the symmetric-heap examples with one PE per GPU, each PE a process (`ferroccl
+#           run -n N … jacobi`, `… shift`), each checking its results, and `ferroccl bench
+#           shmem` on the first two GPUs: OUTDIR/raw/shmem/procs-N-DATE.txt
 set -euo pipefail
-usage="usage: $0 tests|matrix|nccl|bench|matmul CARRY OUTDIR
+usage="usage: $0 tests|matrix|nccl|bench|matmul|shmem CARRY OUTDIR
   env: NGPUS (default: every GPU) DEVICE (the machine's line, as the device tool gave it)
        and what each part's script takes"
 [ $# -eq 3 ] || { echo "$usage" >&2; exit 2; }
@@ -38,10 +41,15 @@ run() {
   timeout "$limit" "$@" >> "$f" 2>&1 || echo "exit status $?" >> "$f"
 }
 case $part in
-  tests|matrix)
+  tests|matrix|shmem)
     source "$here/env.sh"
-    open_results "$out" selftest
-    if [ "$part" = tests ]; then
+    open_results "$out" "$([ "$part" = shmem ] && echo shmem || echo selftest)"
+    if [ "$part" = shmem ]; then
+      f=$out/$rawdir/procs-$n-$day.txt
+      run 120 "$f" "$bin/ferroccl" run -n "$n" --devices "$devices" --grace 5s "$bin/jacobi"
+      run 120 "$f" "$bin/ferroccl" run -n "$n" --devices "$devices" --grace 5s "$bin/shift" --check-api
+      run 120 "$f" "$bin/ferroccl" bench shmem --devices 0,1
+    elif [ "$part" = tests ]; then
       f=$out/$rawdir/gpus-$n-$day.txt
       for d in $(echo 0 $((n - 1)) | tr ' ' '\n' | sort -un); do
         run 150 "$f" "$bin/ferroccl" test --device "$d"

@@ -4,8 +4,8 @@
 # and nccl-tests' source into one archive to carry there (GPU machines have no Rust and
 # reach no network). On the GPU machine: `tar xJf OUT.tar.xz -C DIR`, then
 # bench/gpu/gpus.sh PART DIR OUTDIR (or the scripts it runs, with DIR/bin's binaries).
-# The archive holds bin/ (ferroccl with the `nccl` feature, ferroccl-matmul, libnccl.so.2,
-# stripped; BUILD: the commit they were built from), mpich/ (include/, lib/, bin/mpiexec)
+# The archive holds bin/ (ferroccl with the `nccl` feature, ferroccl-matmul, jacobi,
+# shift, libnccl.so.2, stripped; BUILD: the commit they were built from), mpich/ (include/, lib/, bin/mpiexec)
 # and nccl-tests/.
 set -euo pipefail
 usage="usage: $0 NCCL_TESTS_SRC OUT.tar.xz
@@ -17,12 +17,12 @@ dest=$(realpath -m "$2")
 [ -f "$src/src/all_reduce.cu" ] || { echo "$0: $src is not a checkout of nccl-tests (no src/all_reduce.cu)" >&2; exit 2; }
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$repo"
-cargo build --release -p ferroccl --features nccl -p ferroccl-matmul -p ferroccl-nccl
+cargo build --release -p ferroccl --features nccl -p ferroccl-matmul -p ferroccl-nccl -p ferroccl-jacobi -p ferroccl-shift
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/bin"
 strip -o "$stage/bin/ferroccl" target/release/ferroccl
-strip -o "$stage/bin/ferroccl-matmul" target/release/ferroccl-matmul
+for b in ferroccl-matmul jacobi shift; do strip -o "$stage/bin/$b" "target/release/$b"; done
 strip -o "$stage/bin/libnccl.so.2" target/release/libnccl.so
 echo "$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . ':!bench/results' || echo ' with uncommitted changes')" > "$stage/bin/BUILD"
 # A wheel keeps no file modes: mpiexec and its helpers are made executable again.
