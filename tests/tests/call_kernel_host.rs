@@ -27,6 +27,13 @@ use host_shim::comm::wiring::Shape;
 
 const TIMEOUT: Duration = Duration::from_secs(120);
 
+/// The device code's spin budget (wall-clock time) in the communicators these tests run
+/// their cases on: the same as the host's waits. On CI's 2 cores two of these tests run
+/// side by side, each with thousands of CPU threads, and a 60 s budget has run out there
+/// (two tests at once, each passing when run again): a thread starved that long is not a
+/// hang. A wait that never ends still fails, after this budget.
+const SPIN_BUDGET: Duration = TIMEOUT;
+
 /// Channels of every rank: one resident, three call channels.
 const CHANNELS: u32 = 4;
 const RESIDENT: u32 = 1;
@@ -57,7 +64,7 @@ fn shape(nranks: u32, algorithm: AlgorithmChoice) -> Shape {
 /// channels its plan names: over all four channels on the stream path, over the resident
 /// ones alone on the direct path.
 fn try_cases(shape: Shape, resident: u32, path: SubmitPath, memory: Option<WeakMemory>, cases: &[CollCase]) -> Result<(), String> {
-    let mut g = TwinGroup::start_with_call_channels(shape, resident, THREADS, Duration::from_secs(60), memory).map_err(|e| e.to_string())?;
+    let mut g = TwinGroup::start_with_call_channels(shape, resident, THREADS, SPIN_BUDGET, memory).map_err(|e| e.to_string())?;
     g.set_path(path).map_err(|e| e.to_string())?;
     let call_channels = CHANNELS - resident;
     let path_channels = if path == SubmitPath::Stream { CHANNELS } else { resident };
@@ -98,7 +105,7 @@ fn cases(shape: Shape, choice: AlgorithmChoice, part: (usize, usize)) -> Vec<Col
 #[test]
 fn one_rank_collectives_run_on_the_channels_their_bytes_need() {
     let shape = shape(1, AlgorithmChoice::Auto);
-    let mut g = TwinGroup::start_with_call_channels(shape, RESIDENT, THREADS, Duration::from_secs(60), None).unwrap();
+    let mut g = TwinGroup::start_with_call_channels(shape, RESIDENT, THREADS, SPIN_BUDGET, None).unwrap();
     g.set_path(SubmitPath::Stream).unwrap();
     let call_channels = CHANNELS - RESIDENT;
     let cases = ferroccl_testkit::coll::check::matrix(1, 70_000);
@@ -179,7 +186,7 @@ fn call_channels_in_a_weak_memory_world() {
 #[test]
 fn back_to_back_stream_calls_need_no_host_synchronisation() {
     let shape = shape(3, AlgorithmChoice::Auto);
-    burst_without_host_synchronisation(TwinGroup::start_with_call_channels(shape, RESIDENT, THREADS, Duration::from_secs(60), None).unwrap(), shape);
+    burst_without_host_synchronisation(TwinGroup::start_with_call_channels(shape, RESIDENT, THREADS, SPIN_BUDGET, None).unwrap(), shape);
 }
 
 /// The same burst with call kernels that overlap the one before them, as on a GPU that
@@ -188,7 +195,7 @@ fn back_to_back_stream_calls_need_no_host_synchronisation() {
 #[test]
 fn overlapping_call_kernels_need_no_host_synchronisation() {
     let shape = shape(3, AlgorithmChoice::Auto);
-    burst_without_host_synchronisation(TwinGroup::start_with_overlapping_call_kernels(shape, RESIDENT, THREADS, Duration::from_secs(60), None).unwrap(), shape);
+    burst_without_host_synchronisation(TwinGroup::start_with_overlapping_call_kernels(shape, RESIDENT, THREADS, SPIN_BUDGET, None).unwrap(), shape);
 }
 
 /// The burst of [`back_to_back_stream_calls_need_no_host_synchronisation`] on `g`, a
@@ -255,7 +262,7 @@ fn small_stream_collectives_take_the_ll_path() {
     ];
     for nranks in [2, 3, 5] {
         let shape = Shape { direct: true, ..shape(nranks, AlgorithmChoice::Auto) };
-        let mut g = TwinGroup::start_with_call_channels(shape, RESIDENT, THREADS, Duration::from_secs(60), None).unwrap();
+        let mut g = TwinGroup::start_with_call_channels(shape, RESIDENT, THREADS, SPIN_BUDGET, None).unwrap();
         g.set_path(SubmitPath::Stream).unwrap();
         let functions = [CollFunction::AllReduce, CollFunction::AllGather, CollFunction::ReduceScatter];
         let cases = functions.into_iter().flat_map(|function| {
@@ -284,7 +291,7 @@ fn small_stream_collectives_take_the_ll_path() {
 /// path on every rank with `RanksDisagree` before any output is written.
 #[test]
 fn ll_calls_whose_ranks_disagree_stop_before_writing() {
-    let mut g = TwinGroup::start_with_call_channels(shape(2, AlgorithmChoice::Auto), RESIDENT, THREADS, Duration::from_secs(60), None).unwrap();
+    let mut g = TwinGroup::start_with_call_channels(shape(2, AlgorithmChoice::Auto), RESIDENT, THREADS, SPIN_BUDGET, None).unwrap();
     let mut outputs = Vec::new();
     for (rank, count) in [(0u32, 100u64), (1, 101)] {
         let (src, dst) = (g.alloc(rank, 4 * 101).unwrap(), g.alloc(rank, 4 * 101).unwrap());
