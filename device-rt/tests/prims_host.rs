@@ -338,12 +338,18 @@ fn a_direct_address_is_never_published_over_one_not_yet_taken() {
                 let mut p = Primitives::<SwMulticast, P, FanAsymmetric<0, 1>>::new(g, &[], &[send as *mut ConnInfo], STEP_BYTES, 0, 0, f32_data());
                 p.exchange_direct(true);
                 assert!(p.outcome().is_ok(), "the sender's exchange found an address");
+                drop(p);
+                // The CTA barrier that ends an item in the work loop: the next operation's
+                // threads read the connection this one's wrote back on drop.
+                arch::barrier_sync_all();
             }
         } else {
             for out in outs {
                 let mut p = Primitives::<SwMulticast, P, FanAsymmetric<1, 0>>::new(g, &[recv as *mut ConnInfo], &[], STEP_BYTES, 0, out, f32_data());
                 p.exchange_direct(true);
                 assert!(p.outcome().is_ok(), "the receiver published its address");
+                drop(p);
+                arch::barrier_sync_all();
             }
             if arch::thread_idx() == 0 {
                 receiver_done.store(true, Ordering::Release);
