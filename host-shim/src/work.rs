@@ -518,9 +518,19 @@ impl<S: KernelStream, M: Passed> DeferredFrees<S, M> {
     /// Frees the parked memory of context `ctx` whose kernel and marks have passed, if no
     /// started loop of the context still runs. Never blocks (but in the frees).
     fn collect(&mut self, ctx: usize) {
-        if self.running.iter().any(|(c, s)| *c == ctx && !s.passed()) {
-            return;
+        if !self.loop_runs(ctx) {
+            self.free_passed(ctx);
         }
+    }
+
+    /// Whether a started loop of context `ctx` still runs (its kernel has not ended).
+    fn loop_runs(&self, ctx: usize) -> bool {
+        self.running.iter().any(|(c, s)| *c == ctx && !s.passed())
+    }
+
+    /// Frees the parked memory of context `ctx` whose kernel and marks have passed; the
+    /// caller has seen no started loop of the context run.
+    fn free_passed(&mut self, ctx: usize) {
         let parked = std::mem::take(&mut self.parked);
         for p in parked {
             if p.ctx == ctx && p.kernel.as_ref().is_none_or(Passed::passed) && p.marks.iter().all(Passed::passed) {
@@ -533,10 +543,10 @@ impl<S: KernelStream, M: Passed> DeferredFrees<S, M> {
 
     /// [`DeferredFrees::collect`] for context `ctx`, and what is left of its memory.
     fn drain(&mut self, ctx: usize) -> Drained {
-        if self.running.iter().any(|(c, s)| *c == ctx && !s.passed()) {
+        if self.loop_runs(ctx) {
             return Drained::HeldByALoop;
         }
-        self.collect(ctx);
+        self.free_passed(ctx);
         if self.parked.iter().any(|p| p.ctx == ctx) { Drained::Pending } else { Drained::Done }
     }
 
