@@ -1,7 +1,9 @@
 """The baselines of the collective matmuls, under torchrun (one process per GPU, NCCL):
-NCCL's all-gather then cuBLAS (torch.matmul), cuBLAS then NCCL's reduce-scatter, and
-cuBLAS alone on the gathered shape (no communication: the floor). Prints one JSON object
-per shape and collective from rank 0.
+NCCL's all-gather then cuBLAS (torch.matmul), cuBLAS then NCCL's reduce-scatter, cuBLAS
+alone on the gathered shape (no communication: the floor of any design), and cuBLAS alone
+on one shard's shape (M x K times K x N: a ring of D steps runs D of these one after
+another, so D times it is the floor of the ring's design). Prints one JSON object per
+shape from rank 0.
 
 usage: torchrun --nproc-per-node N matmul_torch.py DTYPE ITERS WARMUP M,K,N [M,K,N ...]
 """
@@ -56,6 +58,7 @@ def main():
         rows["all_gather_then_gemm_us"] = timed(gather_then_gemm, iters, warmup)
         rows["gemm_then_reduce_scatter_us"] = timed(gemm_then_scatter, iters, warmup)
         rows["gemm_alone_us"] = timed(lambda: full @ b, iters, warmup)
+        rows["gemm_shard_us"] = timed(lambda: a @ b, iters, warmup)
         if rank == 0:
             print(json.dumps({"baseline": "torch.distributed NCCL + torch.matmul (cuBLAS)", "nccl": ".".join(map(str, torch.cuda.nccl.version())),
                               "dtype": sys.argv[1], "nranks": d, "m": m, "k": k, "n": n, "iters": iters, **rows}), flush=True)
