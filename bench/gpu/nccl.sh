@@ -2,8 +2,9 @@
 # ferroccl's libnccl.so.2 under programs nobody here wrote, beside NVIDIA's NCCL in the
 # same run: nccl-tests (all_reduce_perf, all_gather_perf, reduce_scatter_perf,
 # broadcast_perf, sendrecv_perf; built here against NCCL's own headers, data checked with
-# `-c 1`): all GPUs in one process (`-g NGPUS`), and with MPI_HOME and more than one GPU
-# also one process per GPU (built with MPI, `mpiexec -n NGPUS … -g 1`), then
+# `-c 1`): all GPUs in one process (`-g NGPUS`), and with MPI_HOME also one process per
+# GPU (built with MPI, `mpiexec -n NGPUS … -g 1`; on one GPU that is one process, which
+# shows the MPI build's route through ncclGetUniqueId and ncclCommInitRank), then
 # torch.distributed on the NCCL backend (bench/gpu/torch_nccl.py under torchrun, one
 # process per GPU; ferroccl's library preloaded). Writes OUTDIR/raw/nccl/run-DATE.txt and
 # OUTDIR/nccl_abi.json (per test, library and mode: out-of-bounds (wrong) values and
@@ -33,9 +34,9 @@ ln -sf "$nccl_lib" "$real/lib/libnccl.so.2"
 cp "$ours_lib" "$ours/libnccl.so.2"
 ln -sf libnccl.so.2 "$ours/libnccl.so"
 # One build of nccl-tests per mode: without MPI (every rank in one process), and with
-# MPI_HOME's (one process per rank) where it is given and there is more than one GPU.
+# MPI_HOME's (one process per rank) where it is given.
 modes=(single)
-if [ -n "${MPI_HOME:-}" ] && [ "$ngpus" -gt 1 ]; then modes+=(mpi); fi
+if [ -n "${MPI_HOME:-}" ]; then modes+=(mpi); fi
 for mode in "${modes[@]}"; do
   step "nccl-tests ($mode) built against $(basename "$nccl_lib")" >> "$f"
   cp -r "$src" "$out/nccl-tests-$mode"
