@@ -26,7 +26,9 @@ ngpus=${NGPUS:-$(nvidia-smi -L | wc -l)}
 sizes=${SIZES:--b 8 -e 64M -f 4}
 # NVIDIA's NCCL (headers and library) from the image's Python packages, and ferroccl's
 # library under NCCL's names, each in a folder of its own.
-real=$out/real ours=$out/ours
+# The builds live in a scratch folder, so OUTDIR holds results only.
+work=$(mktemp -d)
+real=$work/real ours=$work/ours
 mkdir -p "$real/lib" "$ours"
 ln -sf "$nv/nccl/include" "$real/include"
 ln -sf "$nccl_lib" "$real/lib/libnccl.so"
@@ -39,30 +41,31 @@ modes=(single)
 if [ -n "${MPI_HOME:-}" ]; then modes+=(mpi); fi
 for mode in "${modes[@]}"; do
   step "nccl-tests ($mode) built against $(basename "$nccl_lib")" >> "$f"
-  cp -r "$src" "$out/nccl-tests-$mode"
+  cp -r "$src" "$work/nccl-tests-$mode"
   mpi=$([ "$mode" = mpi ] && echo "MPI=1 MPI_HOME=$MPI_HOME" || echo MPI=0)
-  make -C "$out/nccl-tests-$mode" -j"$(nproc)" $mpi CUDA_HOME="$cuda" NCCL_HOME="$real" NVCC_GENCODE="-gencode=arch=compute_90,code=sm_90" >> "$f" 2>&1
+  make -C "$work/nccl-tests-$mode" -j"$(nproc)" $mpi CUDA_HOME="$cuda" NCCL_HOME="$real" NVCC_GENCODE="-gencode=arch=compute_90,code=sm_90" >> "$f" 2>&1
 done
 echo "symbols the tests take from libnccl that ferroccl's library lacks:" >> "$f"
-comm -23 <(nm -D --undefined-only "$out"/nccl-tests-single/build/*_perf | awk '/ nccl/ {print $2}' | sort -u) \
+comm -23 <(nm -D --undefined-only "$work"/nccl-tests-single/build/*_perf | awk '/ nccl/ {print $2}' | sort -u) \
          <(nm -D --defined-only "$ours/libnccl.so.2" | awk '{print $3}' | sort -u) >> "$f" || true
 # Two ranks of one process on GPU 0 (ferroccl lets ranks of one process share a GPU):
 # nccl-abi/tests/gpu/two_ranks.cu, every result checked.
 step "ours two_ranks on GPU 0" >> "$f"
-"$cuda/bin/nvcc" -I "$repo/nccl-abi/include" "$repo/nccl-abi/tests/gpu/two_ranks.cu" -L "$ours" -lnccl -Xlinker -rpath -Xlinker "$ours" -o "$out/two_ranks" >> "$f" 2>&1 \
-  && timeout 120 "$out/two_ranks" >> "$f" 2>&1 || echo "exit status $?" >> "$f"
+"$cuda/bin/nvcc" -I "$repo/nccl-abi/include" "$repo/nccl-abi/tests/gpu/two_ranks.cu" -L "$ours" -lnccl -Xlinker -rpath -Xlinker "$ours" -o "$work/two_ranks" >> "$f" 2>&1 \
+  && timeout 120 "$work/two_ranks" >> "$f" 2>&1 || echo "exit status $?" >> "$f"
 tests="all_reduce_perf all_gather_perf reduce_scatter_perf broadcast_perf sendrecv_perf"
 for lib in real ours; do
-  libpath=${!lib}/$([ "$lib" = real ] && echo lib)
+  libpath=${!lib}
+  if [ "$lib" = real ]; then libpath=$libpath/lib; fi
   for t in $tests; do
     step "$lib $t -g $ngpus" >> "$f"
     LD_LIBRARY_PATH=$libpath:$LD_LIBRARY_PATH timeout 300 \
-      "$out/nccl-tests-single/build/$t" $sizes -g "$ngpus" -c 1 -w 5 -n 20 >> "$f" 2>&1 || echo "exit status $?" >> "$f"
+      "$work/nccl-tests-single/build/$t" $sizes -g "$ngpus" -c 1 -w 5 -n 20 >> "$f" 2>&1 || echo "exit status $?" >> "$f"
     if [ "${modes[*]}" = "single mpi" ]; then
       # mpiexec passes the environment on; its fork launcher starts the ranks on this host.
       step "$lib $t mpiexec -n $ngpus -g 1" >> "$f"
       LD_LIBRARY_PATH=$libpath:$MPI_HOME/lib:$LD_LIBRARY_PATH timeout 300 \
-        "$MPI_HOME/bin/mpiexec" -launcher fork -n "$ngpus" "$out/nccl-tests-mpi/build/$t" $sizes -g 1 -c 1 -w 5 -n 20 >> "$f" 2>&1 || echo "exit status $?" >> "$f"
+        "$MPI_HOME/bin/mpiexec" -launcher fork -n "$ngpus" "$work/nccl-tests-mpi/build/$t" $sizes -g 1 -c 1 -w 5 -n 20 >> "$f" 2>&1 || echo "exit status $?" >> "$f"
     fi
   done
 done
