@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # ferroccl's libnccl.so.2 under programs nobody here wrote, beside NVIDIA's NCCL in the
 # same run: nccl-tests (all_reduce_perf, all_gather_perf, reduce_scatter_perf,
-# broadcast_perf, sendrecv_perf; built here against NCCL's own headers, data checked with
-# `-c 1`): all GPUs in one process (`-g NGPUS`), and with MPI_HOME also one process per
-# GPU (built with MPI, `mpiexec -n NGPUS … -g 1`; on one GPU that is one process, which
-# shows the MPI build's route through ncclGetUniqueId and ncclCommInitRank), then
+# broadcast_perf, sendrecv_perf, gather_perf, scatter_perf, alltoall_perf; built here
+# against NCCL's own headers, data checked with `-c 1`): all GPUs in one process (`-g
+# NGPUS`), and with MPI_HOME also one process per GPU (built with MPI, `mpiexec -n NGPUS …
+# -g 1`; on one GPU that is one process, which shows the MPI build's route through
+# ncclGetUniqueId and ncclCommInitRank), then
 # torch.distributed on the NCCL backend (bench/gpu/torch_nccl.py under torchrun, one
 # process per GPU; ferroccl's library preloaded). Writes OUTDIR/raw/nccl/run-DATE.txt and
 # OUTDIR/nccl_abi.json (per test, library and mode: out-of-bounds (wrong) values and
@@ -53,7 +54,7 @@ comm -23 <(nm -D --undefined-only "$work"/nccl-tests-single/build/*_perf | awk '
 step "ours two_ranks on GPU 0" >> "$f"
 "$cuda/bin/nvcc" -I "$repo/nccl-abi/include" "$repo/nccl-abi/tests/gpu/two_ranks.cu" -L "$ours" -lnccl -Xlinker -rpath -Xlinker "$ours" -o "$work/two_ranks" >> "$f" 2>&1 \
   && timeout 120 "$work/two_ranks" >> "$f" 2>&1 || echo "exit status $?" >> "$f"
-tests="all_reduce_perf all_gather_perf reduce_scatter_perf broadcast_perf sendrecv_perf"
+tests="all_reduce_perf all_gather_perf reduce_scatter_perf broadcast_perf sendrecv_perf gather_perf scatter_perf alltoall_perf"
 for lib in real ours; do
   libpath=${!lib}
   if [ "$lib" = real ]; then libpath=$libpath/lib; fi

@@ -10,6 +10,8 @@ use host_shim::cudarc::driver::sys;
 
 use crate::comm::NcclComm;
 use crate::error::Failure;
+use crate::exchange::{Buffers, Exchange, plan};
+use crate::group;
 use crate::types::data_type;
 
 /// A collective's arguments as the C call gives them.
@@ -108,4 +110,28 @@ pub unsafe fn send_recv(comm: *mut NcclComm, stream: sys::CUstream, send: Option
     // SAFETY: the buffers are the call's (this function's contract).
     unsafe { c.enqueue_on(&stream, item) }?;
     Ok(())
+}
+
+/// Rank `comm`'s part of `exchange` (`ncclGather`, `ncclScatter`, `ncclAlltoAll`): its
+/// sends and receives as one group (inside a caller's group, at that group's end). A call
+/// of 0 elements does nothing (as NCCL's).
+///
+/// # Safety
+/// As [`send_recv`]'s, for every slice of the buffers the exchange names on this rank
+/// (on ranks other than the root, a gather's receive buffer and a scatter's send buffer
+/// are not read); inside a group, until its end.
+pub unsafe fn exchange(comm: *mut NcclComm, stream: sys::CUstream, exchange: Exchange, buffers: Buffers) -> Result<(), Failure> {
+    let (rank, nranks) = {
+        // SAFETY: this function's contract.
+        let held = unsafe { NcclComm::from_ptr(comm) }?.lock();
+        let c = held.comm()?;
+        (c.rank(), c.world_size())
+    };
+    let size = data_type(buffers.dtype).map_err(Failure::argument)?.size();
+    let calls = plan(exchange, rank, nranks, buffers, size).map_err(Failure::argument)?;
+    if buffers.count == 0 {
+        return Ok(());
+    }
+    // SAFETY: this function's contract.
+    unsafe { group::transfers(comm, stream, &calls) }
 }

@@ -71,20 +71,22 @@ pub unsafe fn init(out: *mut *mut NcclComm, args: InitArgs) -> Result<(), Failur
     Ok(())
 }
 
-/// `ncclSend` / `ncclRecv`: a group of its own outside a group.
+/// Point-to-point calls of rank `comm` (`true`: a send): `ncclSend` / `ncclRecv` one each,
+/// the exchanges (`ncclGather`, …) all of theirs. Queued together inside a group; outside
+/// one, a group of their own.
 ///
 /// # Safety
 /// As [`calls::send_recv`]'s; inside a group, until its end.
-pub unsafe fn transfer(comm: *mut NcclComm, stream: sys::CUstream, side: Side, send: bool) -> Result<(), Failure> {
+pub unsafe fn transfers(comm: *mut NcclComm, stream: sys::CUstream, calls: &[(Side, bool)]) -> Result<(), Failure> {
     // SAFETY: this function's contract.
     unsafe { NcclComm::from_ptr(comm) }?;
-    let transfer = Transfer { comm, stream, side, send };
+    let transfers: Vec<Transfer> = calls.iter().map(|&(side, send)| Transfer { comm, stream, side, send }).collect();
     if open() {
-        GROUP.with(|g| g.borrow_mut().transfers.push(transfer));
+        GROUP.with(|g| g.borrow_mut().transfers.extend(transfers));
         return Ok(());
     }
     // SAFETY: this function's contract.
-    unsafe { run_transfers(&[transfer]) }
+    unsafe { run_transfers(&transfers) }
 }
 
 /// `ncclGroupEnd`: the group's inits and transfers run when the outermost group ends.

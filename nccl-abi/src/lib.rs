@@ -15,6 +15,7 @@
 pub mod calls;
 pub mod comm;
 pub mod error;
+pub mod exchange;
 pub mod group;
 pub mod memory;
 pub mod rounds;
@@ -27,6 +28,7 @@ use host_shim::comm::CommId;
 use host_shim::cudarc::driver::sys::CUstream;
 
 use calls::{Collective, Side};
+use exchange::{Buffers, Exchange};
 use comm::{InitArgs, NcclComm};
 use error::{Failure, guarded};
 use types::{ConfigHead, NUM_RESULTS, NcclResult, RESULT_TEXTS, SCALAR_DEVICE, SCALAR_HOST_IMMEDIATE, UniqueId, VERSION_CODE, data_type};
@@ -332,7 +334,7 @@ pub unsafe extern "C" fn ncclReduce(sendbuff: *const c_void, recvbuff: *mut c_vo
 pub unsafe extern "C" fn ncclSend(sendbuff: *const c_void, count: usize, datatype: c_int, peer: c_int, comm: *mut NcclComm, stream: CUstream) -> NcclResult {
     let side = Side { buf: sendbuff as u64, count, dtype: datatype, peer };
     // SAFETY: this function's contract.
-    guarded("ncclSend", || unsafe { group::transfer(comm, stream, side, true) })
+    guarded("ncclSend", || unsafe { group::transfers(comm, stream, &[(side, true)]) })
 }
 
 /// # Safety
@@ -341,7 +343,34 @@ pub unsafe extern "C" fn ncclSend(sendbuff: *const c_void, count: usize, datatyp
 pub unsafe extern "C" fn ncclRecv(recvbuff: *mut c_void, count: usize, datatype: c_int, peer: c_int, comm: *mut NcclComm, stream: CUstream) -> NcclResult {
     let side = Side { buf: recvbuff as u64, count, dtype: datatype, peer };
     // SAFETY: this function's contract.
-    guarded("ncclRecv", || unsafe { group::transfer(comm, stream, side, false) })
+    guarded("ncclRecv", || unsafe { group::transfers(comm, stream, &[(side, false)]) })
+}
+
+/// # Safety
+/// As [`calls::exchange`]'s.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ncclGather(sendbuff: *const c_void, recvbuff: *mut c_void, count: usize, datatype: c_int, root: c_int, comm: *mut NcclComm, stream: CUstream) -> NcclResult {
+    let buffers = Buffers { send: sendbuff as u64, recv: recvbuff as u64, count, dtype: datatype };
+    // SAFETY: this function's contract.
+    guarded("ncclGather", || unsafe { calls::exchange(comm, stream, Exchange::Gather { root }, buffers) })
+}
+
+/// # Safety
+/// As [`calls::exchange`]'s.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ncclScatter(sendbuff: *const c_void, recvbuff: *mut c_void, count: usize, datatype: c_int, root: c_int, comm: *mut NcclComm, stream: CUstream) -> NcclResult {
+    let buffers = Buffers { send: sendbuff as u64, recv: recvbuff as u64, count, dtype: datatype };
+    // SAFETY: this function's contract.
+    guarded("ncclScatter", || unsafe { calls::exchange(comm, stream, Exchange::Scatter { root }, buffers) })
+}
+
+/// # Safety
+/// As [`calls::exchange`]'s.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ncclAlltoAll(sendbuff: *const c_void, recvbuff: *mut c_void, count: usize, datatype: c_int, comm: *mut NcclComm, stream: CUstream) -> NcclResult {
+    let buffers = Buffers { send: sendbuff as u64, recv: recvbuff as u64, count, dtype: datatype };
+    // SAFETY: this function's contract.
+    guarded("ncclAlltoAll", || unsafe { calls::exchange(comm, stream, Exchange::AllToAll, buffers) })
 }
 
 #[unsafe(no_mangle)]
@@ -416,7 +445,6 @@ macro_rules! not_served {
 }
 
 not_served!(
-    ncclAlltoAll,
     ncclCommInitRankScalable,
     ncclCommShrink,
     ncclCommWindowRegister,

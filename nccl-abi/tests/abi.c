@@ -57,6 +57,9 @@ int main(void) {
   int count = 0;
   CHECK(ncclAllReduce(NULL, NULL, 1, ncclFloat, ncclSum, NULL, NULL) == ncclInvalidArgument && said("ncclAllReduce: comm is NULL"), "an all-reduce on no communicator");
   CHECK(ncclSend(NULL, 1, ncclFloat, 0, NULL, NULL) == ncclInvalidArgument, "a send on no communicator");
+  CHECK(ncclGather(NULL, NULL, 1, ncclFloat, 0, NULL, NULL) == ncclInvalidArgument && said("ncclGather: comm is NULL"), "a gather on no communicator");
+  CHECK(ncclScatter(NULL, NULL, 1, ncclFloat, 0, NULL, NULL) == ncclInvalidArgument && said("ncclScatter: comm is NULL"), "a scatter on no communicator");
+  CHECK(ncclAlltoAll(NULL, NULL, 1, ncclFloat, NULL, NULL) == ncclInvalidArgument && said("ncclAlltoAll: comm is NULL"), "an all-to-all on no communicator");
   CHECK(ncclCommCount(NULL, &count) == ncclInvalidArgument, "the count of no communicator");
   CHECK(ncclCommDestroy(NULL) == ncclInvalidArgument, "destroying no communicator");
 

@@ -2,7 +2,7 @@
 // (ncclCommInitAll with devices {0, 0}; ferroccl lets ranks of one process share a GPU),
 // driven from one thread in groups as nccl-tests drives -g 2: all_reduce (sum, avg, a
 // PreMulSum operator), all_gather and reduce_scatter in place, broadcast, a send/recv
-// pair, and a split of each rank into a communicator of its own. Every result checked
+// pair, gather, scatter and all-to-all, and a split of each rank into a communicator of its own. Every result checked
 // against the values every rank can compute. Exit 0 when all hold; prints each check.
 // Build on the GPU machine: nvcc -I nccl-abi/include two_ranks.cu -L DIR -lnccl.
 #include <cuda_runtime.h>
@@ -127,6 +127,39 @@ int main(void) {
   for (int r = 0; r < NR; r++) {
     for (int i = 0; i < N; i++) want[i] = input(1 - r, i);
     check("send/recv", r, recv[r], want, N);
+  }
+  // gather to rank 1: rank r's input at r * N of rank 1's recv.
+  CUDA(cudaMemset(recv[1], 0, NR * N * sizeof(float)));
+  NCCL(ncclGroupStart());
+  for (int r = 0; r < NR; r++) NCCL(ncclGather(send[r], recv[r], N, ncclFloat, 1, comms[r], streams[r]));
+  NCCL(ncclGroupEnd());
+  for (int r = 0; r < NR; r++) CUDA(cudaStreamSynchronize(streams[r]));
+  for (int b = 0; b < NR; b++)
+    for (int i = 0; i < N; i++) want[b * N + i] = input(b, i);
+  check("gather to rank 1", 1, recv[1], want, NR * N);
+  // Every rank's send buffer whole (NR * N) for scatter and all-to-all: send[r][i] = input(r, i).
+  for (int r = 0; r < NR; r++) {
+    for (int i = 0; i < NR * N; i++) host[i] = input(r, i);
+    CUDA(cudaMemcpy(send[r], host, NR * N * sizeof(float), cudaMemcpyHostToDevice));
+  }
+  // scatter from rank 0: rank r gets block r of rank 0's send.
+  NCCL(ncclGroupStart());
+  for (int r = 0; r < NR; r++) NCCL(ncclScatter(send[r], recv[r], N, ncclFloat, 0, comms[r], streams[r]));
+  NCCL(ncclGroupEnd());
+  for (int r = 0; r < NR; r++) CUDA(cudaStreamSynchronize(streams[r]));
+  for (int r = 0; r < NR; r++) {
+    for (int i = 0; i < N; i++) want[i] = input(0, r * N + i);
+    check("scatter from rank 0", r, recv[r], want, N);
+  }
+  // all-to-all: block j of rank r's recv is block r of rank j's send.
+  NCCL(ncclGroupStart());
+  for (int r = 0; r < NR; r++) NCCL(ncclAlltoAll(send[r], recv[r], N, ncclFloat, comms[r], streams[r]));
+  NCCL(ncclGroupEnd());
+  for (int r = 0; r < NR; r++) CUDA(cudaStreamSynchronize(streams[r]));
+  for (int r = 0; r < NR; r++) {
+    for (int j = 0; j < NR; j++)
+      for (int i = 0; i < N; i++) want[j * N + i] = input(j, r * N + i);
+    check("all-to-all", r, recv[r], want, NR * N);
   }
   // Queries, and the async error of a healthy communicator.
   for (int r = 0; r < NR; r++) {
