@@ -4,8 +4,8 @@ ferroccl's libnccl.so.2 preloaded (LD_PRELOAD), and compare the two outputs. Eac
 prints one line per operation, `op: ok` or `op: WRONG ...`, and exits 1 if any is wrong.
 
 Operations: all_reduce (sum, avg, max), all_gather_into_tensor, reduce_scatter_tensor,
-broadcast, send/recv around a ring, a new_group of the even ranks, and an all_reduce
-captured in a CUDA graph and replayed."""
+broadcast, send/recv around a ring, all_to_all_single, gather, scatter, a new_group of the
+even ranks, and an all_reduce captured in a CUDA graph and replayed."""
 
 import os
 import sys
@@ -63,6 +63,19 @@ def main() -> int:
         for req in dist.batch_isend_irecv(ops):
             req.wait()
         check("send/recv ring", got, mine((rank - 1) % world))
+
+    src = torch.cat([mine(rank) + b for b in range(world)])
+    out = torch.empty(world * n, device=dev)
+    dist.all_to_all_single(out, src)
+    check("all_to_all_single", out, torch.cat([mine(j) + rank for j in range(world)]))
+
+    gathered = [torch.empty(n, device=dev) for _ in range(world)] if rank == 0 else None
+    dist.gather(mine(rank), gather_list=gathered, dst=0)
+    if rank == 0:
+        check("gather to rank 0", torch.cat(gathered), torch.cat([mine(r) for r in range(world)]))
+    got = torch.empty(n, device=dev)
+    dist.scatter(got, scatter_list=[mine(0) + r for r in range(world)] if rank == 0 else None, src=0)
+    check("scatter from rank 0", got, mine(0) + rank)
 
     evens = list(range(0, world, 2))
     group = dist.new_group(evens)
