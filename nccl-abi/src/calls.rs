@@ -10,7 +10,8 @@ use host_shim::cudarc::driver::sys;
 
 use crate::comm::NcclComm;
 use crate::error::Failure;
-use crate::exchange::{Buffers, Exchange, plan};
+use crate::exchange::{Buffers, Exchange, extent, overlaps, plan};
+use crate::memory::StagedCopy;
 use crate::group;
 use crate::types::data_type;
 
@@ -113,25 +114,36 @@ pub unsafe fn send_recv(comm: *mut NcclComm, stream: sys::CUstream, send: Option
 }
 
 /// Rank `comm`'s part of `exchange` (`ncclGather`, `ncclScatter`, `ncclAlltoAll`): its
-/// sends and receives as one group (inside a caller's group, at that group's end). A call
-/// of 0 elements does nothing (as NCCL's).
+/// sends and receives as one group (inside a caller's group, at that group's end). An
+/// all-to-all whose buffers overlap reads a copy of its send buffer made on `stream`
+/// first (freed on it after the exchange). A call of 0 elements does nothing (as NCCL's).
 ///
 /// # Safety
 /// As [`send_recv`]'s, for every slice of the buffers the exchange names on this rank
 /// (on ranks other than the root, a gather's receive buffer and a scatter's send buffer
 /// are not read); inside a group, until its end.
-pub unsafe fn exchange(comm: *mut NcclComm, stream: sys::CUstream, exchange: Exchange, buffers: Buffers) -> Result<(), Failure> {
-    let (rank, nranks) = {
+pub unsafe fn exchange(comm: *mut NcclComm, stream: sys::CUstream, exchange: Exchange, mut buffers: Buffers) -> Result<(), Failure> {
+    let (rank, nranks, ctx) = {
         // SAFETY: this function's contract.
         let held = unsafe { NcclComm::from_ptr(comm) }?.lock();
         let c = held.comm()?;
-        (c.rank(), c.world_size())
+        (c.rank(), c.world_size(), held.ctx.clone())
     };
     let size = data_type(buffers.dtype).map_err(Failure::argument)?.size();
+    let staged = match extent(nranks, buffers, size) {
+        Some(bytes) if buffers.count > 0 && exchange == Exchange::AllToAll && overlaps(nranks, buffers, size) => {
+            // SAFETY: the send buffer and the stream are the caller's (this function's
+            // contract).
+            let copy = unsafe { StagedCopy::new(&ctx, stream, buffers.send, bytes as usize) }?;
+            buffers.send = copy.ptr();
+            Some(copy)
+        }
+        _ => None,
+    };
     let calls = plan(exchange, rank, nranks, buffers, size).map_err(Failure::argument)?;
     if buffers.count == 0 {
         return Ok(());
     }
     // SAFETY: this function's contract.
-    unsafe { group::transfers(comm, stream, &calls) }
+    unsafe { group::transfers(comm, stream, &calls, staged) }
 }

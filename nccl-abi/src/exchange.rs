@@ -24,20 +24,31 @@ pub struct Buffers {
     pub dtype: i32,
 }
 
+/// The bytes every rank's slices of a call span in each buffer (`nranks` slices), if they
+/// fit the address space from both buffers.
+pub fn extent(nranks: usize, b: Buffers, size: usize) -> Option<u64> {
+    let extent = b.count.checked_mul(size).and_then(|bytes| bytes.checked_mul(nranks)).and_then(|e| u64::try_from(e).ok())?;
+    (b.send.checked_add(extent).is_some() && b.recv.checked_add(extent).is_some()).then_some(extent)
+}
+
+/// Whether an all-to-all's buffers overlap (in place, or partly): its send buffer must
+/// then be copied aside first, since a slice would be overwritten before it is sent.
+pub fn overlaps(nranks: usize, b: Buffers, size: usize) -> bool {
+    extent(nranks, b, size).is_some_and(|e| b.send < b.recv + e && b.recv < b.send + e)
+}
+
 /// Rank `rank`'s point-to-point calls of `exchange` among `nranks` ranks, elements of
-/// `size` bytes, in call order
-/// (`true`: a send). In place, in NCCL's layouts (a gather's send buffer at the root's
-/// slice of its receive buffer; a scatter's receive buffer at the root's slice of its send
-/// buffer), the root moves nothing to itself. Refused: a root outside the ranks, slices
-/// whose extent overflows the address space, an all-to-all whose buffers overlap (a slice
-/// would be overwritten before it is sent).
+/// `size` bytes, in call order (`true`: a send). In place, in NCCL's layouts (a gather's
+/// send buffer at the root's slice of its receive buffer; a scatter's receive buffer at
+/// the root's slice of its send buffer), the root moves nothing to itself. Refused: a root
+/// outside the ranks, slices whose extent overflows the address space, an all-to-all whose
+/// buffers overlap (the caller copies its send buffer aside first: [`overlaps`]).
 pub fn plan(exchange: Exchange, rank: usize, nranks: usize, b: Buffers, size: usize) -> Result<Vec<(Side, bool)>, String> {
     let root = match exchange {
         Exchange::Gather { root } | Exchange::Scatter { root } => usize::try_from(root).ok().filter(|&r| r < nranks).ok_or_else(|| format!("root {root} of {nranks} ranks"))?,
         Exchange::AllToAll => 0,
     };
-    let extent = b.count.checked_mul(size).and_then(|bytes| bytes.checked_mul(nranks)).and_then(|e| u64::try_from(e).ok());
-    let extent = extent.filter(|&e| b.send.checked_add(e).is_some() && b.recv.checked_add(e).is_some()).ok_or_else(|| format!("{} elements × {nranks} ranks overflow the address space", b.count))?;
+    extent(nranks, b, size).ok_or_else(|| format!("{} elements × {nranks} ranks overflow the address space", b.count))?;
     let slice = |base: u64, i: usize| base + (i * b.count * size) as u64;
     let side = |buf: u64, peer: usize| Side { buf, count: b.count, dtype: b.dtype, peer: peer as i32 };
     let mut calls = Vec::new();
@@ -61,8 +72,8 @@ pub fn plan(exchange: Exchange, rank: usize, nranks: usize, b: Buffers, size: us
             }
         }
         Exchange::AllToAll => {
-            if b.send < b.recv + extent && b.recv < b.send + extent {
-                return Err("an all-to-all's send and receive buffers overlap (it does not run in place)".to_string());
+            if overlaps(nranks, b, size) {
+                return Err("an all-to-all's send and receive buffers overlap".to_string());
             }
             for i in 0..nranks {
                 calls.push((side(slice(b.send, i), i), true));
@@ -189,7 +200,8 @@ mod tests {
         assert_eq!(plan(Exchange::Gather { root: 3 }, 0, 3, b, SIZE).unwrap_err(), "root 3 of 3 ranks");
         assert_eq!(plan(Exchange::Scatter { root: -1 }, 0, 2, b, SIZE).unwrap_err(), "root -1 of 2 ranks");
         assert!(plan(Exchange::AllToAll, 0, 4, b, SIZE).unwrap_err().contains("overlap"), "32 bytes apart, 4 × 16 bytes each");
-        assert!(plan(Exchange::AllToAll, 0, 2, b, SIZE).is_ok(), "32 bytes apart, 2 × 16 bytes each");
+        assert!(overlaps(4, b, SIZE) && overlaps(2, Buffers { recv: 0, ..b }, SIZE) && overlaps(2, Buffers { send: 40, ..b }, SIZE));
+        assert!(plan(Exchange::AllToAll, 0, 2, b, SIZE).is_ok() && !overlaps(2, b, SIZE), "32 bytes apart, 2 × 16 bytes each");
         assert!(plan(Exchange::AllToAll, 0, 2, Buffers { count: usize::MAX / 2, ..b }, SIZE).unwrap_err().contains("overflow"));
         assert!(plan(Exchange::Gather { root: 0 }, 0, 2, Buffers { recv: u64::MAX - 8, ..b }, SIZE).unwrap_err().contains("overflow"));
     }

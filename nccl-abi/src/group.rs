@@ -12,6 +12,7 @@ use host_shim::cudarc::driver::sys;
 use crate::calls::{self, Side};
 use crate::comm::{InitArgs, NcclComm};
 use crate::error::Failure;
+use crate::memory::StagedCopy;
 use crate::rounds;
 use crate::types::data_type;
 
@@ -35,6 +36,8 @@ struct Group {
     depth: u32,
     inits: Vec<Init>,
     transfers: Vec<Transfer>,
+    /// Copies the transfers read, freed once they are enqueued.
+    staged: Vec<StagedCopy>,
 }
 
 thread_local! {
@@ -72,17 +75,22 @@ pub unsafe fn init(out: *mut *mut NcclComm, args: InitArgs) -> Result<(), Failur
 }
 
 /// Point-to-point calls of rank `comm` (`true`: a send): `ncclSend` / `ncclRecv` one each,
-/// the exchanges (`ncclGather`, …) all of theirs. Queued together inside a group; outside
+/// the exchanges (`ncclGather`, …) all of theirs, with the copy they read from, if any
+/// (freed on its stream once they are enqueued). Queued together inside a group; outside
 /// one, a group of their own.
 ///
 /// # Safety
 /// As [`calls::send_recv`]'s; inside a group, until its end.
-pub unsafe fn transfers(comm: *mut NcclComm, stream: sys::CUstream, calls: &[(Side, bool)]) -> Result<(), Failure> {
+pub unsafe fn transfers(comm: *mut NcclComm, stream: sys::CUstream, calls: &[(Side, bool)], staged: Option<StagedCopy>) -> Result<(), Failure> {
     // SAFETY: this function's contract.
     unsafe { NcclComm::from_ptr(comm) }?;
     let transfers: Vec<Transfer> = calls.iter().map(|&(side, send)| Transfer { comm, stream, side, send }).collect();
     if open() {
-        GROUP.with(|g| g.borrow_mut().transfers.extend(transfers));
+        GROUP.with(|g| {
+            let mut g = g.borrow_mut();
+            g.transfers.extend(transfers);
+            g.staged.extend(staged);
+        });
         return Ok(());
     }
     // SAFETY: this function's contract.
@@ -94,17 +102,18 @@ pub unsafe fn transfers(comm: *mut NcclComm, stream: sys::CUstream, calls: &[(Si
 /// # Safety
 /// Every pointer the group's calls were given is still valid.
 pub unsafe fn end() -> Result<(), Failure> {
-    let (inits, transfers) = GROUP.with(|g| {
+    // `_staged` is dropped (its frees enqueued) after the transfers, on every return.
+    let (inits, transfers, _staged) = GROUP.with(|g| {
         let mut g = g.borrow_mut();
         match g.depth {
             0 => Err(Failure::usage("ncclGroupEnd without ncclGroupStart")),
             1 => {
                 g.depth = 0;
-                Ok((std::mem::take(&mut g.inits), std::mem::take(&mut g.transfers)))
+                Ok((std::mem::take(&mut g.inits), std::mem::take(&mut g.transfers), std::mem::take(&mut g.staged)))
             }
             _ => {
                 g.depth -= 1;
-                Ok((Vec::new(), Vec::new()))
+                Ok((Vec::new(), Vec::new(), Vec::new()))
             }
         }
     })?;

@@ -334,7 +334,7 @@ pub unsafe extern "C" fn ncclReduce(sendbuff: *const c_void, recvbuff: *mut c_vo
 pub unsafe extern "C" fn ncclSend(sendbuff: *const c_void, count: usize, datatype: c_int, peer: c_int, comm: *mut NcclComm, stream: CUstream) -> NcclResult {
     let side = Side { buf: sendbuff as u64, count, dtype: datatype, peer };
     // SAFETY: this function's contract.
-    guarded("ncclSend", || unsafe { group::transfers(comm, stream, &[(side, true)]) })
+    guarded("ncclSend", || unsafe { group::transfers(comm, stream, &[(side, true)], None) })
 }
 
 /// # Safety
@@ -343,7 +343,7 @@ pub unsafe extern "C" fn ncclSend(sendbuff: *const c_void, count: usize, datatyp
 pub unsafe extern "C" fn ncclRecv(recvbuff: *mut c_void, count: usize, datatype: c_int, peer: c_int, comm: *mut NcclComm, stream: CUstream) -> NcclResult {
     let side = Side { buf: recvbuff as u64, count, dtype: datatype, peer };
     // SAFETY: this function's contract.
-    guarded("ncclRecv", || unsafe { group::transfers(comm, stream, &[(side, false)]) })
+    guarded("ncclRecv", || unsafe { group::transfers(comm, stream, &[(side, false)], None) })
 }
 
 /// # Safety

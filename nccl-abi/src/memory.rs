@@ -1,10 +1,12 @@
-//! `ncclMemAlloc` / `ncclMemFree` (device memory of the current device) and
+//! `ncclMemAlloc` / `ncclMemFree` (device memory of the current device),
 //! `ncclCommRegister` / `ncclCommDeregister` (accepted; ferroccl needs no registration:
-//! every call stages or reads its buffers through the connection blocks).
+//! every call stages or reads its buffers through the connection blocks), and the staged
+//! copies of in-place all-to-alls.
 
 use std::ffi::c_void;
+use std::sync::Arc;
 
-use host_shim::cudarc::driver::sys;
+use host_shim::cudarc::driver::{CudaContext, sys};
 
 use crate::error::Failure;
 
@@ -54,4 +56,53 @@ pub unsafe fn free(ptr: *mut c_void) -> Result<(), Failure> {
     with_context()?;
     // SAFETY: an allocation of `alloc`'s (this function's contract).
     unsafe { sys::cuMemFree_v2(ptr as sys::CUdeviceptr) }.result().map_err(cuda("cuMemFree"))
+}
+
+/// A copy of a buffer made on a stream (`cuMemAllocAsync`, then the copy), for an exchange
+/// that must not read the buffer it writes; freed on the same stream when dropped
+/// (`cuMemFreeAsync`: after the work enqueued on the stream before the drop).
+pub struct StagedCopy {
+    ptr: sys::CUdeviceptr,
+    stream: sys::CUstream,
+    ctx: Arc<CudaContext>,
+}
+
+impl StagedCopy {
+    /// Copies `bytes` bytes from `src` on `stream`.
+    ///
+    /// # Safety
+    /// `stream` is a live stream of `ctx` (or null: the legacy default stream) until the
+    /// copy is dropped; `src` is device memory of `ctx`'s device, `bytes` long, until the
+    /// stream has passed the copy.
+    pub unsafe fn new(ctx: &Arc<CudaContext>, stream: sys::CUstream, src: sys::CUdeviceptr, bytes: usize) -> Result<Self, Failure> {
+        ctx.bind_to_thread().map_err(cuda("cuCtxSetCurrent"))?;
+        let mut ptr = 0;
+        // SAFETY: writes the allocation's address; the stream is `ctx`'s (this function's
+        // contract).
+        unsafe { sys::cuMemAllocAsync(&mut ptr, bytes.max(1), stream) }.result().map_err(cuda("cuMemAllocAsync"))?;
+        let copy = Self { ptr, stream, ctx: ctx.clone() };
+        // SAFETY: `ptr` holds `bytes` bytes; `src` as this function's contract says. On
+        // failure, dropping `copy` frees `ptr` on the stream.
+        unsafe { sys::cuMemcpyDtoDAsync_v2(ptr, src, bytes, stream) }.result().map_err(cuda("cuMemcpyDtoDAsync"))?;
+        Ok(copy)
+    }
+
+    /// The copy's device address.
+    pub fn ptr(&self) -> u64 {
+        self.ptr
+    }
+}
+
+impl Drop for StagedCopy {
+    fn drop(&mut self) {
+        // Enqueues the free and returns; a failure leaks the copy and is logged.
+        let freed = self.ctx.bind_to_thread().and_then(|()| {
+            // SAFETY: this copy's allocation, freed once, on the stream it was made on,
+            // which `new`'s contract keeps live until now.
+            unsafe { sys::cuMemFreeAsync(self.ptr, self.stream) }.result()
+        });
+        if let Err(e) = freed {
+            log::warn!("ferroccl's NCCL: freeing an all-to-all's staged copy failed: {e}");
+        }
+    }
 }

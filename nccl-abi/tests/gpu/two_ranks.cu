@@ -2,7 +2,8 @@
 // (ncclCommInitAll with devices {0, 0}; ferroccl lets ranks of one process share a GPU),
 // driven from one thread in groups as nccl-tests drives -g 2: all_reduce (sum, avg, a
 // PreMulSum operator), all_gather and reduce_scatter in place, broadcast, a send/recv
-// pair, gather, scatter and all-to-all, and a split of each rank into a communicator of its own. Every result checked
+// pair, gather, scatter and all-to-all (in place too), and a split of each rank into a
+// communicator of its own. Every result checked
 // against the values every rank can compute. Exit 0 when all hold; prints each check.
 // Build on the GPU machine: nvcc -I nccl-abi/include two_ranks.cu -L DIR -lnccl.
 #include <cuda_runtime.h>
@@ -160,6 +161,17 @@ int main(void) {
     for (int j = 0; j < NR; j++)
       for (int i = 0; i < N; i++) want[j * N + i] = input(j, r * N + i);
     check("all-to-all", r, recv[r], want, NR * N);
+  }
+  // all-to-all in place (nccl-tests calls it so; ferroccl's reads a copy of the buffer).
+  for (int r = 0; r < NR; r++) CUDA(cudaMemcpy(recv[r], send[r], NR * N * sizeof(float), cudaMemcpyDeviceToDevice));
+  NCCL(ncclGroupStart());
+  for (int r = 0; r < NR; r++) NCCL(ncclAlltoAll(recv[r], recv[r], N, ncclFloat, comms[r], streams[r]));
+  NCCL(ncclGroupEnd());
+  for (int r = 0; r < NR; r++) CUDA(cudaStreamSynchronize(streams[r]));
+  for (int r = 0; r < NR; r++) {
+    for (int j = 0; j < NR; j++)
+      for (int i = 0; i < N; i++) want[j * N + i] = input(j, r * N + i);
+    check("all-to-all in place", r, recv[r], want, NR * N);
   }
   // Queries, and the async error of a healthy communicator.
   for (int r = 0; r < NR; r++) {
