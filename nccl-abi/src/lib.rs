@@ -93,6 +93,27 @@ pub unsafe extern "C" fn ncclCommInitRankConfig(comm: *mut *mut NcclComm, nranks
     })
 }
 
+/// NCCL's init from several ids (spread bootstrap roots for very large jobs): every rank
+/// passes the same `n_id` ids, so the first is one id every rank shares; ferroccl's
+/// bootstrap needs no more than one.
+///
+/// # Safety
+/// As [`ncclCommInitRankConfig`]'s; `comm_ids` null (refused) or `n_id` ids.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ncclCommInitRankScalable(comm: *mut *mut NcclComm, nranks: c_int, rank: c_int, n_id: c_int, comm_ids: *const UniqueId, cfg: *const ConfigHead) -> NcclResult {
+    guarded("ncclCommInitRankScalable", || {
+        if n_id < 1 {
+            return Err(Failure::argument(format!("nId {n_id}: at least one id")));
+        }
+        // SAFETY: null or `n_id` ≥ 1 ids (this function's contract).
+        let first = unsafe { comm_ids.as_ref() }.ok_or_else(|| Failure::argument("commIds is NULL"))?;
+        // SAFETY: this function's contract.
+        let args = InitArgs::new(nranks, *first, rank, unsafe { config(cfg) })?;
+        // SAFETY: this function's contract.
+        unsafe { group::init(comm, args) }
+    })
+}
+
 /// One process's ranks on `ndev` devices (`devlist`, or 0..ndev when null).
 ///
 /// # Safety
@@ -445,7 +466,6 @@ macro_rules! not_served {
 }
 
 not_served!(
-    ncclCommInitRankScalable,
     ncclCommShrink,
     ncclCommWindowRegister,
     ncclCommWindowDeregister,

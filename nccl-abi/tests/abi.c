@@ -44,6 +44,10 @@ int main(void) {
   memset(&junk, 7, sizeof junk);
   CHECK(ncclCommInitRank(&comm, 1, junk, 0) == ncclInvalidArgument && said("no ferroccl communicator id"), "an id ncclGetUniqueId did not make");
 
+  CHECK(ncclCommInitRankScalable(&comm, 1, 0, 0, &a, NULL) == ncclInvalidArgument && said("nId 0"), "a scalable init without ids");
+  CHECK(ncclCommInitRankScalable(&comm, 1, 0, 1, NULL, NULL) == ncclInvalidArgument && said("commIds is NULL"), "a scalable init with NULL ids");
+  CHECK(ncclCommInitRankScalable(&comm, 2, 2, 1, &a, NULL) == ncclInvalidArgument && said("rank 2 of 2"), "a scalable init of rank 2 of 2");
+
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.magic = 0;
   CHECK(ncclCommInitRankConfig(&comm, 1, a, 0, &config) == ncclInvalidArgument && said("magic"), "a config without its magic");
