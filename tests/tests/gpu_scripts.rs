@@ -93,14 +93,15 @@ fn nccl_sh_runs_every_program_on_both_libraries_in_both_modes() {
 }
 
 /// A carry folder (bench/gpu/pack.sh's layout) of stand-in programs: `ferroccl` (`test`,
-/// `coll`, `bench` print what the real ones end with; `run -n N PROGRAM …` runs PROGRAM N
-/// times with `RANK` set), `ferroccl-matmul` (one result line of the real one's form),
+/// `coll` print what the real ones end with, `bench --json FILE` writes a sweep of one
+/// size back to back and in a graph; `run -n N PROGRAM …` runs PROGRAM N times with `RANK`
+/// set), `ferroccl-matmul` (one result line of the real one's form),
 /// `jacobi` and `shift`.
 fn carry(root: &Path) -> PathBuf {
     let carry = root.join("carry");
     write_program(
         &carry.join("bin/ferroccl"),
-        "#!/usr/bin/env bash\ncase $1 in\n  test) echo '27 passed, 0 failed';;\n  coll) echo '1620 cases, 0 wrong across the 2 processes';;\n  bench) echo 'bench stand-in';;\n  run) shift; n=1\n    while [ $# -gt 0 ]; do case $1 in -n) n=$2; shift 2;; --devices|--grace) shift 2;; *) break;; esac; done\n    for r in $(seq 0 $((n - 1))); do RANK=$r \"$@\" || exit $?; done;;\n  *) exit 2;;\nesac\n",
+        "#!/usr/bin/env bash\ncase $1 in\n  test) echo '27 passed, 0 failed';;\n  coll) echo '1620 cases, 0 wrong across the 2 processes';;\n  bench) json=; prev=; for a in \"$@\"; do [ \"$prev\" = --json ] && json=$a; prev=$a; done\n    [ -z \"$json\" ] || echo '{\"command\":\"stand-in\",\"device\":\"stand-in\",\"date\":\"stand-in\",\"rows\":[{\"function\":\"all_reduce\",\"timing\":\"back-to-back\",\"size\":8},{\"function\":\"all_reduce\",\"timing\":\"graph\",\"size\":8}]}' > \"$json\"\n    echo 'bench stand-in';;\n  run) shift; n=1\n    while [ $# -gt 0 ]; do case $1 in -n) n=$2; shift 2;; --devices|--grace) shift 2;; *) break;; esac; done\n    for r in $(seq 0 $((n - 1))); do RANK=$r \"$@\" || exit $?; done;;\n  *) exit 2;;\nesac\n",
     );
     write_program(
         &carry.join("bin/ferroccl-matmul"),
@@ -118,7 +119,7 @@ fn gpus_sh_parts_reach_every_step_and_write_their_results() {
     let root = stand_ins("parts");
     let carry = carry(&root);
     let out = root.join("out");
-    for part in ["tests", "matrix", "shmem", "matmul"] {
+    for part in ["tests", "matrix", "shmem", "matmul", "bench"] {
         run(&root, "gpus.sh", &[Path::new(part), &carry, &out], &[]);
     }
     let raw = |dir: &str, prefix: &str| {
@@ -138,5 +139,9 @@ fn gpus_sh_parts_reach_every_step_and_write_their_results() {
     let rows = json["rows"].as_array().expect("collective_matmul.json has no rows");
     assert_eq!(rows.len(), 5 * 3 * 2, "5 shapes x 3 collectives x 2 copy designs:\n{json:#}");
     assert!(rows.iter().all(|r| r["gpus"] == 2 && r["time_us"] == 100.0), "{json:#}");
+    for (file, timing) in [("ring.json", "back-to-back"), ("latency.json", "graph")] {
+        let json: serde_json::Value = serde_json::from_str(&fs::read_to_string(out.join(file)).unwrap_or_else(|_| panic!("ring.sh wrote no {file}"))).unwrap();
+        assert!(json["rows"].as_array().is_some_and(|rows| rows.iter().any(|r| r["timing"] == timing)), "{file}: {json:#}");
+    }
     let _ = fs::remove_dir_all(&root);
 }
