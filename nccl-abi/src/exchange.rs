@@ -126,24 +126,29 @@ mod tests {
         (0..nranks).map(|r| (0..len).map(|i| (r * 64 + i % 61) as u8).collect()).collect()
     }
 
-    #[test]
-    fn a_gather_puts_each_ranks_slice_at_the_roots_place_for_it() {
+    /// Every count of ranks from 1 to 5 with every root, each with its memories of `slices`
+    /// slices of `count` elements a rank (`slices(nranks)`).
+    fn every_root(count: usize, slices: impl Fn(usize) -> usize, check: impl Fn(usize, usize, Vec<Vec<u8>>)) {
         for nranks in 1..=5 {
-            for root in 0..nranks as i32 {
-                let count = 3;
-                let slice = count * SIZE;
-                // send at 0, the gathered buffer after it.
-                let before = memories(nranks, slice * (nranks + 1));
-                let after = run(Exchange::Gather { root }, nranks, 0, slice as u64, count, before.clone());
-                let root = root as usize;
-                for i in 0..nranks {
-                    assert_eq!(after[root][slice * (1 + i)..slice * (2 + i)], before[i][..slice], "{nranks} ranks, root {root}, slice {i}");
-                }
-                for r in (0..nranks).filter(|&r| r != root) {
-                    assert_eq!(after[r], before[r], "a rank that is not the root received");
-                }
+            for root in 0..nranks {
+                check(nranks, root, memories(nranks, count * SIZE * slices(nranks)));
             }
         }
+    }
+
+    #[test]
+    fn a_gather_puts_each_ranks_slice_at_the_roots_place_for_it() {
+        let (count, slice) = (3, 3 * SIZE);
+        // send at 0, the gathered buffer after it.
+        every_root(count, |nranks| nranks + 1, |nranks, root, before| {
+            let after = run(Exchange::Gather { root: root as i32 }, nranks, 0, slice as u64, count, before.clone());
+            for i in 0..nranks {
+                assert_eq!(after[root][slice * (1 + i)..slice * (2 + i)], before[i][..slice], "{nranks} ranks, root {root}, slice {i}");
+            }
+            for r in (0..nranks).filter(|&r| r != root) {
+                assert_eq!(after[r], before[r], "a rank that is not the root received");
+            }
+        });
     }
 
     #[test]
@@ -162,18 +167,14 @@ mod tests {
 
     #[test]
     fn a_scatter_gives_each_rank_the_roots_slice_for_it() {
-        for nranks in 1..=5 {
-            for root in 0..nranks as i32 {
-                let count = 2;
-                let slice = count * SIZE;
-                // The root's slices at 0, every rank's receive buffer after them.
-                let before = memories(nranks, slice * (nranks + 1));
-                let after = run(Exchange::Scatter { root }, nranks, 0, (slice * nranks) as u64, count, before.clone());
-                for i in 0..nranks {
-                    assert_eq!(after[i][slice * nranks..], before[root as usize][slice * i..slice * (i + 1)], "{nranks} ranks, root {root}, rank {i}");
-                }
+        let (count, slice) = (2, 2 * SIZE);
+        // The root's slices at 0, every rank's receive buffer after them.
+        every_root(count, |nranks| nranks + 1, |nranks, root, before| {
+            let after = run(Exchange::Scatter { root: root as i32 }, nranks, 0, (slice * nranks) as u64, count, before.clone());
+            for i in 0..nranks {
+                assert_eq!(after[i][slice * nranks..], before[root][slice * i..slice * (i + 1)], "{nranks} ranks, root {root}, rank {i}");
             }
-        }
+        });
         let in_place = plan(Exchange::Scatter { root: 0 }, 0, 2, Buffers { send: 0, recv: 0, count: 1, dtype: 7 }, SIZE).unwrap();
         assert_eq!(in_place.len(), 1, "in place the root sends only to the other rank: {in_place:?}");
     }
