@@ -8,7 +8,7 @@
 #           OUTDIR/raw/selftest/gpus-N-DATE.txt
 #   matrix: the correctness matrix with one process per GPU (`ferroccl coll --procs N`:
 #           the device's choice, then one-shot, two-shot and the NVLS software twin
-#           forced): OUTDIR/raw/selftest/matrix-N-DATE.txt
+#           forced; ALGOS names fewer, e.g. "auto"): OUTDIR/raw/selftest/matrix-N-DATE.txt
 #   nccl:   bench/gpu/nccl.sh with CARRY/mpich (nccl-tests with -g N and with one process
 #           per GPU, two_ranks.cu, torch_nccl.py under torchrun): OUTDIR/nccl_abi.json
 #   bench:  bench/gpu/ring.sh (`ferroccl bench --procs N --nccl`, 8 B - 1 GiB back to
@@ -21,8 +21,8 @@
 #           shmem` on the first two GPUs: OUTDIR/raw/shmem/procs-N-DATE.txt
 set -euo pipefail
 usage="usage: $0 tests|matrix|nccl|bench|matmul|shmem CARRY OUTDIR
-  env: NGPUS (default: every GPU) DEVICE (the machine's line, as the device tool gave it)
-       and what each part's script takes"
+  env: NGPUS (default: every GPU) DEVICE (the machine's line, as it was lent)
+       ALGOS (matrix: default \"auto one-shot two-shot nvls\") and what each part's script takes"
 [ $# -eq 3 ] || { echo "$usage" >&2; exit 2; }
 part=$1 carry=$(realpath "$2")
 mkdir -p "$3"
@@ -56,10 +56,15 @@ case $part in
       done
     else
       f=$out/$rawdir/matrix-$n-$day.txt
-      run 240 "$f" "$bin/ferroccl" coll --procs "$n" --devices "$devices"
-      run 120 "$f" "$bin/ferroccl" coll --procs "$n" --devices "$devices" --algo one-shot
-      run 90 "$f" "$bin/ferroccl" coll --procs "$n" --devices "$devices" --algo two-shot
-      run 120 "$f" "$bin/ferroccl" coll --procs "$n" --devices "$devices" --algo nvls --threads 256
+      for algo in ${ALGOS:-auto one-shot two-shot nvls}; do
+        case $algo in
+          auto) run 240 "$f" "$bin/ferroccl" coll --procs "$n" --devices "$devices" ;;
+          one-shot) run 120 "$f" "$bin/ferroccl" coll --procs "$n" --devices "$devices" --algo one-shot ;;
+          two-shot) run 90 "$f" "$bin/ferroccl" coll --procs "$n" --devices "$devices" --algo two-shot ;;
+          nvls) run 120 "$f" "$bin/ferroccl" coll --procs "$n" --devices "$devices" --algo nvls --threads 256 ;;
+          *) echo "ALGOS: no algorithm $algo (auto, one-shot, two-shot, nvls)" >&2; exit 2 ;;
+        esac
+      done
     fi
     grep -E "passed, .* failed|wrong across|exit status|FAILED|WRONG" "$f" | tee -a "$log" || true
     step "device: $(device_line)"
