@@ -29,6 +29,7 @@ sizes=${SIZES:--b 8 -e 64M -f 4}
 # library under NCCL's names, each in a folder of its own.
 # The builds live in a scratch folder, so OUTDIR holds results only.
 work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
 real=$work/real ours=$work/ours
 mkdir -p "$real/lib" "$ours"
 ln -sf "$nv/nccl/include" "$real/include"
