@@ -31,18 +31,24 @@ pub fn extent(nranks: usize, b: Buffers, size: usize) -> Option<u64> {
     (b.send.checked_add(extent).is_some() && b.recv.checked_add(extent).is_some()).then_some(extent)
 }
 
+/// Whether `a_bytes` bytes at `a` and `b_bytes` bytes at `b` overlap.
+fn overlap(a: u64, a_bytes: u64, b: u64, b_bytes: u64) -> bool {
+    a < b + b_bytes && b < a + a_bytes
+}
+
 /// Whether an all-to-all's buffers overlap (in place, or partly): its send buffer must
 /// then be copied aside first, since a slice would be overwritten before it is sent.
 pub fn overlaps(nranks: usize, b: Buffers, size: usize) -> bool {
-    extent(nranks, b, size).is_some_and(|e| b.send < b.recv + e && b.recv < b.send + e)
+    extent(nranks, b, size).is_some_and(|e| overlap(b.send, e, b.recv, e))
 }
 
 /// Rank `rank`'s point-to-point calls of `exchange` among `nranks` ranks, elements of
 /// `size` bytes, in call order (`true`: a send). In place, in NCCL's layouts (a gather's
 /// send buffer at the root's slice of its receive buffer; a scatter's receive buffer at
 /// the root's slice of its send buffer), the root moves nothing to itself. Refused: a root
-/// outside the ranks, slices whose extent overflows the address space, an all-to-all whose
-/// buffers overlap (the caller copies its send buffer aside first: [`overlaps`]).
+/// outside the ranks, slices whose extent overflows the address space, a root's buffers
+/// that overlap otherwise (a slice could be overwritten before it is sent), an all-to-all
+/// whose buffers overlap (the caller copies its send buffer aside first: [`overlaps`]).
 pub fn plan(exchange: Exchange, rank: usize, nranks: usize, b: Buffers, size: usize) -> Result<Vec<(Side, bool)>, String> {
     let root = match exchange {
         Exchange::Gather { root } | Exchange::Scatter { root } => usize::try_from(root).ok().filter(|&r| r < nranks).ok_or_else(|| format!("root {root} of {nranks} ranks"))?,
@@ -55,6 +61,9 @@ pub fn plan(exchange: Exchange, rank: usize, nranks: usize, b: Buffers, size: us
     match exchange {
         Exchange::Gather { .. } => {
             let in_place = rank == root && b.send == slice(b.recv, root);
+            if rank == root && !in_place && overlap(b.send, slice(0, 1), b.recv, slice(0, nranks)) {
+                return Err("a gather's send buffer overlaps the root's receive buffer, other than at the root's own slice (in place)".to_string());
+            }
             if !in_place {
                 calls.push((side(b.send, root), true));
             }
@@ -64,6 +73,9 @@ pub fn plan(exchange: Exchange, rank: usize, nranks: usize, b: Buffers, size: us
         }
         Exchange::Scatter { .. } => {
             let in_place = rank == root && b.recv == slice(b.send, root);
+            if rank == root && !in_place && overlap(b.recv, slice(0, 1), b.send, slice(0, nranks)) {
+                return Err("a scatter's receive buffer overlaps the root's send buffer, other than at the root's own slice (in place)".to_string());
+            }
             if rank == root {
                 calls.extend((0..nranks).filter(|&i| !(in_place && i == root)).map(|i| (side(slice(b.send, i), i), true)));
             }
@@ -204,6 +216,14 @@ mod tests {
         assert!(overlaps(4, b, SIZE) && overlaps(2, Buffers { recv: 0, ..b }, SIZE) && overlaps(2, Buffers { send: 40, ..b }, SIZE));
         assert!(plan(Exchange::AllToAll, 0, 2, b, SIZE).is_ok() && !overlaps(2, b, SIZE), "32 bytes apart, 2 × 16 bytes each");
         assert!(plan(Exchange::AllToAll, 0, 2, Buffers { count: usize::MAX / 2, ..b }, SIZE).unwrap_err().contains("overflow"));
+        // 4 elements of 4 bytes a slice: the root's slice of 2 ranks' 32 bytes at 32 is at 48.
+        let root_1 = |send, recv| Buffers { send, recv, ..b };
+        assert!(plan(Exchange::Gather { root: 1 }, 1, 2, root_1(40, 32), SIZE).unwrap_err().contains("overlaps"));
+        assert!(plan(Exchange::Gather { root: 1 }, 1, 2, root_1(48, 32), SIZE).is_ok(), "in place");
+        assert!(plan(Exchange::Gather { root: 1 }, 0, 2, root_1(40, 32), SIZE).is_ok(), "not the root: its receive buffer is not used");
+        assert!(plan(Exchange::Scatter { root: 1 }, 1, 2, root_1(32, 36), SIZE).unwrap_err().contains("overlaps"));
+        assert!(plan(Exchange::Scatter { root: 1 }, 1, 2, root_1(32, 48), SIZE).is_ok(), "in place");
+        assert!(plan(Exchange::Scatter { root: 1 }, 1, 2, root_1(0, 64), SIZE).is_ok(), "apart");
         assert!(plan(Exchange::Gather { root: 0 }, 0, 2, Buffers { recv: u64::MAX - 8, ..b }, SIZE).unwrap_err().contains("overflow"));
     }
 }
