@@ -152,26 +152,20 @@ int main(void) {
     for (int i = 0; i < N; i++) want[i] = input(0, r * N + i);
     check("scatter from rank 0", r, recv[r], want, N);
   }
-  // all-to-all: block j of rank r's recv is block r of rank j's send.
-  NCCL(ncclGroupStart());
-  for (int r = 0; r < NR; r++) NCCL(ncclAlltoAll(send[r], recv[r], N, ncclFloat, comms[r], streams[r]));
-  NCCL(ncclGroupEnd());
-  for (int r = 0; r < NR; r++) CUDA(cudaStreamSynchronize(streams[r]));
-  for (int r = 0; r < NR; r++) {
-    for (int j = 0; j < NR; j++)
-      for (int i = 0; i < N; i++) want[j * N + i] = input(j, r * N + i);
-    check("all-to-all", r, recv[r], want, NR * N);
-  }
-  // all-to-all in place (nccl-tests calls it so; ferroccl's reads a copy of the buffer).
-  for (int r = 0; r < NR; r++) CUDA(cudaMemcpy(recv[r], send[r], NR * N * sizeof(float), cudaMemcpyDeviceToDevice));
-  NCCL(ncclGroupStart());
-  for (int r = 0; r < NR; r++) NCCL(ncclAlltoAll(recv[r], recv[r], N, ncclFloat, comms[r], streams[r]));
-  NCCL(ncclGroupEnd());
-  for (int r = 0; r < NR; r++) CUDA(cudaStreamSynchronize(streams[r]));
-  for (int r = 0; r < NR; r++) {
-    for (int j = 0; j < NR; j++)
-      for (int i = 0; i < N; i++) want[j * N + i] = input(j, r * N + i);
-    check("all-to-all in place", r, recv[r], want, NR * N);
+  // all-to-all, out of place, then in place (nccl-tests calls it so; ferroccl's reads a
+  // copy of the buffer): block j of rank r's recv is block r of rank j's send.
+  for (int in_place = 0; in_place < 2; in_place++) {
+    if (in_place)
+      for (int r = 0; r < NR; r++) CUDA(cudaMemcpy(recv[r], send[r], NR * N * sizeof(float), cudaMemcpyDeviceToDevice));
+    NCCL(ncclGroupStart());
+    for (int r = 0; r < NR; r++) NCCL(ncclAlltoAll(in_place ? recv[r] : send[r], recv[r], N, ncclFloat, comms[r], streams[r]));
+    NCCL(ncclGroupEnd());
+    for (int r = 0; r < NR; r++) CUDA(cudaStreamSynchronize(streams[r]));
+    for (int r = 0; r < NR; r++) {
+      for (int j = 0; j < NR; j++)
+        for (int i = 0; i < N; i++) want[j * N + i] = input(j, r * N + i);
+      check(in_place ? "all-to-all in place" : "all-to-all", r, recv[r], want, NR * N);
+    }
   }
   // Queries, and the async error of a healthy communicator.
   for (int r = 0; r < NR; r++) {
