@@ -64,7 +64,7 @@ build_of() {
 nccl_baseline() {
   local line
   line=$(grep -m1 '^# baseline:' "$1" | sed 's/^# baseline: //' || true)
-  echo "${line:-NCCL} on the same GPUs in the same run, one rank per process as ferroccl's (or all in one process with PROCS=0), measured before ferroccl's loops start (NCCL_NVLS_ENABLE=0, no multicast object)"
+  echo "${line:-NCCL} on the same GPUs in the same run, one rank per process as ferroccl's (or all in one process with PROCS=0), set up before ferroccl's loops start; each row the median of its rounds, NCCL and ferroccl taking turns round by round (graph rows: NCCL's timed before ferroccl's loops start), NCCL's fastest mode per row and placement (plain buffers or symmetric windows); NCCL_NVLS_ENABLE=0, no multicast object"
 }
 
 # ndevices 0,1,2: how many devices a list names.

@@ -77,7 +77,7 @@ def timing(r):
 def ring(raw, out, *pairs):
     d = load(raw)
     write(out, {
-        "measures": "bus bandwidth by size, calls back to back (nccl-tests' way), against the baseline in the same process; the *_ge64M fields are the smallest ours/baseline busbw ratio from 64 MiB, busbw_vs_nccl_min_512K_1G the smallest from 512 KiB",
+        "measures": "bus bandwidth by size, calls back to back (nccl-tests' way), against the baseline in the same run (each row the median of its rounds, the two taking turns; the baseline's fastest mode per row); the *_ge64M fields are the smallest ours/baseline busbw ratio from 64 MiB, busbw_vs_nccl_min_512K_1G the smallest from 512 KiB",
         **head(d, pairs),
         **fields(d, ["busbw_vs_nccl_min_512K_1G", "allreduce_busbw_vs_nccl_ge64M",
                      "allgather_busbw_vs_nccl_ge64M", "reducescatter_busbw_vs_nccl_ge64M"]),
@@ -88,7 +88,7 @@ def ring(raw, out, *pairs):
 def latency(raw, out, *pairs):
     d = load(raw)
     write(out, {
-        "measures": "time per call of collectives up to 1 MiB, back to back, each call synchronized, and in CUDA graphs of 20 calls, against the baseline in the same process; the small_* fields are the worst ours/baseline time ratio over the sizes up to 256 KiB, allreduce_graph_*_us our all_reduce per call in a graph",
+        "measures": "time per call of collectives up to 1 MiB, back to back, each call synchronized, and in CUDA graphs of 20 calls, against the baseline in the same run (each row the median of its rounds, the two taking turns; the baseline's fastest mode per row); the small_* fields are the worst ours/baseline time ratio over the sizes up to 256 KiB, allreduce_graph_*_us our all_reduce per call in a graph",
         **head(d, pairs),
         **fields(d, ["small_time_vs_nccl_le256K", "small_sync_time_vs_nccl_le256K",
                      "small_graph_time_vs_nccl_le256K", "allreduce_graph_8B_us",

@@ -276,13 +276,15 @@ pub struct SweepGiven {
     pub iters: bool,
     /// `-w`.
     pub warmup: bool,
+    /// `--repeats`.
+    pub repeats: bool,
 }
 
 impl SweepGiven {
     /// The flags `bench`'s matches `m` got from the command line.
     fn of(m: &ArgMatches) -> Self {
         let given = |id: &str| m.value_source(id) == Some(ValueSource::CommandLine);
-        Self { min_bytes: given("min_bytes"), max_bytes: given("max_bytes"), iters: given("iters"), warmup: given("warmup") }
+        Self { min_bytes: given("min_bytes"), max_bytes: given("max_bytes"), iters: given("iters"), warmup: given("warmup"), repeats: given("repeats") }
     }
 }
 
@@ -745,8 +747,8 @@ pub(crate) mod tests {
         assert_eq!(bench("ferroccl bench").given, SweepGiven::default());
         assert_eq!(bench("ferroccl bench all_reduce -f 4 -c 0 --json x.json").given, SweepGiven::default());
         assert_eq!(bench("ferroccl bench -b 8 -n 3").given, SweepGiven { min_bytes: true, iters: true, ..SweepGiven::default() });
-        let all = SweepGiven { min_bytes: true, max_bytes: true, iters: true, warmup: true };
-        assert_eq!(bench("ferroccl bench --minbytes 32M --maxbytes 32M --iters 20 --warmup_iters 5").given, all, "given at their defaults still counts");
+        let all = SweepGiven { min_bytes: true, max_bytes: true, iters: true, warmup: true, repeats: true };
+        assert_eq!(bench("ferroccl bench --minbytes 32M --maxbytes 32M --iters 20 --warmup_iters 5 --repeats 5").given, all, "given at their defaults still counts");
         assert_eq!(bench("ferroccl bench reduce_copy").given, SweepGiven::default());
     }
 

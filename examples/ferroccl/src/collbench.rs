@@ -118,6 +118,11 @@ pub struct BenchArgs {
     /// Sync and graph timings stop at this size (bytes; K/M/G suffixes)
     #[arg(long = "latency-maxbytes", value_name = "BYTES", value_parser = parse_size, default_value = "1M")]
     pub latency_max_bytes: usize,
+    /// Rounds per row, at least 1: ferroccl and the baseline take turns (ferroccl first in
+    /// even rounds, the baseline in odd ones), and each placement's time is the median of
+    /// its rounds, their fastest and slowest beside it; 1 on the host twin unless given
+    #[arg(long, value_name = "N", default_value_t = 5)]
+    pub repeats: usize,
 }
 
 impl Default for BenchArgs {
@@ -137,16 +142,20 @@ impl Default for BenchArgs {
             json: None,
             timing: vec![CallTiming::BackToBack],
             latency_max_bytes: 1 << 20,
+            repeats: 5,
         }
     }
 }
 
 impl BenchArgs {
     /// These arguments with every collective and every timing named once (its first
-    /// place kept), validated.
+    /// place kept; graph timing last: a captured call pins ferroccl's loops awake for good,
+    /// and the other timings and the baseline's live ones need them able to sleep),
+    /// validated.
     pub fn normalized(mut self) -> Result<Self> {
         once_each(&mut self.functions);
         once_each(&mut self.timing);
+        self.timing.sort_by_key(|&t| t == CallTiming::Graph);
         self.validate()?;
         Ok(self)
     }
@@ -175,6 +184,9 @@ impl BenchArgs {
         }
         if self.iters == 0 {
             return bad("at least one timed iteration (-n) is needed".into());
+        }
+        if self.repeats == 0 {
+            return bad("at least one round per row (--repeats) is needed".into());
         }
         if self.functions.is_empty() {
             return bad("no collective to run".into());
@@ -266,16 +278,22 @@ fn has_root(function: CollFunction) -> bool {
     matches!(function, CollFunction::Broadcast | CollFunction::Reduce)
 }
 
-/// One placement (out of place or in place) of one row. Serialized with these field
-/// names; a number that is not finite becomes `null` (serde_json's rule: JSON has no NaN).
+/// One placement (out of place or in place) of one row, over its rounds. Serialized with
+/// these field names; a number that is not finite becomes `null` (serde_json's rule: JSON
+/// has no NaN).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct Timing {
-    /// Wall-clock time per iteration, in microseconds.
+    /// Wall-clock time per iteration, in microseconds: the median of the rounds' (the mean
+    /// of the middle two for an even number of rounds).
     pub time_us: f64,
     /// The row's `bytes` divided by `time_us`, in GB/s (10⁹ bytes per second).
     pub algbw: f64,
     /// `algbw` times [`bus_factor`], in GB/s.
     pub busbw: f64,
+    /// The fastest round's time per iteration, in microseconds.
+    pub min_us: f64,
+    /// The slowest round's time per iteration, in microseconds.
+    pub max_us: f64,
     /// How many checked calls were wrong: 0 or 1 (this is not nccl-tests' count of wrong
     /// elements: one check runs the call once on every rank and stops at the first wrong
     /// element). `None` when not checked (`-c 0`, and for a baseline).
@@ -283,11 +301,35 @@ pub struct Timing {
 }
 
 impl Timing {
-    /// The timing of `bytes` in `time_us` for a function with bus factor `factor`.
-    fn new(time_us: f64, bytes: usize, factor: f64, wrong: Option<usize>) -> Self {
+    /// The timing of `bytes` for a function with bus factor `factor` over rounds that
+    /// took `rounds_us` per iteration each (NaN times for no round).
+    fn of_rounds(rounds_us: &[f64], bytes: usize, factor: f64, wrong: Option<usize>) -> Self {
+        let time_us = median(rounds_us);
         let algbw = bytes as f64 / time_us / 1e3;
-        Self { time_us, algbw, busbw: algbw * factor, wrong }
+        let min_us = rounds_us.iter().copied().reduce(f64::min).unwrap_or(f64::NAN);
+        let max_us = rounds_us.iter().copied().reduce(f64::max).unwrap_or(f64::NAN);
+        Self { time_us, algbw, busbw: algbw * factor, min_us, max_us, wrong }
     }
+}
+
+/// The median of `values` (the mean of the middle two for an even count; NaN for none).
+fn median(values: &[f64]) -> f64 {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    match sorted.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => sorted[n / 2],
+        n => (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0,
+    }
+}
+
+/// One mode of the baseline (NCCL on plain buffers, on symmetric windows) in one row.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ModeTimings {
+    /// The mode's name ([`Baseline::modes`]).
+    pub mode: String,
+    pub oop: Timing,
+    pub ip: Timing,
 }
 
 /// One line of the table: one function at one size. Serialized field by field, the
@@ -316,10 +358,23 @@ pub struct Row {
     pub oop: Timing,
     /// ferroccl, in place.
     pub ip: Timing,
-    /// The baseline out of place, when one was given.
+    /// The rounds each placement's timings are of (`--repeats`).
+    pub rounds: usize,
+    /// The baseline out of place, when one was given: its fastest mode's (lowest median).
     pub baseline_oop: Option<Timing>,
-    /// The baseline in place, when one was given.
+    /// The baseline in place, when one was given: its fastest mode's.
     pub baseline_ip: Option<Timing>,
+    /// The mode `baseline_oop` is of.
+    pub baseline_mode_oop: Option<String>,
+    /// The mode `baseline_ip` is of.
+    pub baseline_mode_ip: Option<String>,
+    /// Every mode of the baseline, in [`Baseline::modes`]' order (empty without one).
+    pub baseline_modes: Vec<ModeTimings>,
+    /// With a baseline: whether it ran with none of ferroccl's loops on the GPUs (each
+    /// of its live timings after every rank's loop had gone to sleep, or timed before the
+    /// loops started); `false` where a loop could not sleep (one kept awake by its
+    /// configuration).
+    pub baseline_alone: Option<bool>,
 }
 
 impl Row {
@@ -330,28 +385,42 @@ impl Row {
     }
 }
 
-/// Another implementation to compare with (NCCL), timed the same way: `warmup` untimed
-/// calls, then `iters` calls as `timing` says, wall-clock time per call. It must run as
-/// many ranks as the group it is compared with.
+/// One timing a baseline is asked for: `function` on every rank with NCCL's `count` (the
+/// same conventions as [`CollCase`]; `root` only matters for broadcast and reduce),
+/// `warmup` untimed calls, then `iters` calls as `timing` says.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BaselineCall {
+    pub function: CollFunction,
+    pub dtype: DataType,
+    pub op: RedOpKind,
+    pub count: usize,
+    pub root: u32,
+    pub in_place: bool,
+    pub timing: CallTiming,
+    pub warmup: usize,
+    pub iters: usize,
+}
+
+/// Another implementation to compare with (NCCL), timed the same way, wall-clock time per
+/// call. It must run as many ranks as the group it is compared with.
 pub trait Baseline {
     /// What runs, in words (for reports).
     fn name(&self) -> String;
 
-    /// Microseconds per call of `function` on every rank with NCCL's `count` (the same
-    /// conventions as [`CollCase`]; `root` only matters for broadcast and reduce).
-    #[allow(clippy::too_many_arguments)]
-    fn time_us(
-        &mut self,
-        function: CollFunction,
-        dtype: DataType,
-        op: RedOpKind,
-        count: usize,
-        root: u32,
-        in_place: bool,
-        timing: CallTiming,
-        warmup: usize,
-        iters: usize,
-    ) -> Result<f64>;
+    /// The ways it is timed, at least one (NCCL: on plain buffers, and on symmetric
+    /// windows where NCCL offers them); every row times each, and compares with the
+    /// fastest.
+    fn modes(&self) -> Vec<String>;
+
+    /// Whether `timing`'s calls are timed when asked (so ferroccl's loops must have left
+    /// the GPUs first), not ahead of time.
+    fn timed_live(&self, _timing: CallTiming) -> bool {
+        true
+    }
+
+    /// Microseconds per call of `call` in mode `mode` (an index into [`Baseline::modes`]),
+    /// in the row's round `round`.
+    fn time_us(&mut self, mode: usize, round: usize, call: &BaselineCall) -> Result<f64>;
 }
 
 /// Runs the benchmark on `g` and prints its table to `out`, with no baseline and no
@@ -403,12 +472,7 @@ fn sweep(
 ) -> Result<Vec<Row>> {
     let nranks = g.nranks();
     progress.set_length(row_count(args, nranks) as u64);
-    let largest = args
-        .functions
-        .iter()
-        .flat_map(|&f| sizes(args).into_iter().map(move |s| row_bytes(f, args.dtype, count_for(f, args.dtype, s, nranks), nranks)))
-        .max()
-        .unwrap_or(0);
+    let largest = largest_bytes(args, nranks);
     // Indexed from the first rank the group drives.
     let buffers: Vec<(Buffer, Buffer)> =
         g.local_ranks().map(|rank| Ok((g.alloc(rank, largest.max(1))?, g.alloc(rank, largest.max(1))?))).collect::<Result<_>>()?;
@@ -427,43 +491,79 @@ fn sweep(
                 let bytes = row_bytes(function, args.dtype, count, nranks);
                 let factor = bus_factor(function, nranks);
                 let stats_before = all_stats(g)?;
-                let mut measure = |in_place: bool| -> Result<Timing> {
-                    let case = CollCase { function, dtype: args.dtype, op: args.op, count, root, in_place, inputs: Inputs::Exact };
-                    // Every process checks its own ranks; the row counts them all.
-                    let wrong = if args.check {
-                        let here = check(g, &case, size)?;
-                        Some(gather(g.processes(), here as f64)?.iter().sum::<f64>() as usize)
-                    } else {
-                        None
-                    };
-                    barrier(g.processes())?;
-                    let us = time_ferroccl(g, &case, &buffers, timing, args.warmup, args.iters)?;
-                    Ok(Timing::new(mean(g.processes(), us)?, bytes, factor, wrong))
+                let case = |in_place| CollCase { function, dtype: args.dtype, op: args.op, count, root, in_place, inputs: Inputs::Exact };
+                let call = |in_place| BaselineCall {
+                    function,
+                    dtype: args.dtype,
+                    op: args.op,
+                    count,
+                    root,
+                    in_place,
+                    timing,
+                    warmup: args.warmup,
+                    iters: args.iters,
                 };
-                // A size the communicator's forced algorithm cannot run is refused before
-                // anything is enqueued: the row is left out, with a line saying why.
-                let oop = match measure(false) {
-                    Err(e @ Error::AlgorithmUnfit { .. }) => {
-                        progress.suspend(|| writeln!(out, "# {size} B: not run: {e}").map_err(write_error))?;
-                        progress.inc(1);
-                        continue;
+                let modes = baseline.as_deref().map_or_else(Vec::new, Baseline::modes);
+                // Per placement (out of place, in place): ferroccl's rounds, the baseline's
+                // per mode.
+                let mut ours: [Vec<f64>; 2] = Default::default();
+                let mut wrong: [Option<usize>; 2] = [None, None];
+                let mut theirs: Vec<[Vec<f64>; 2]> = vec![Default::default(); modes.len()];
+                let mut alone = true;
+                let mut unfit = None;
+                'rounds: for round in 0..args.repeats {
+                    let ferroccl_first = round % 2 == 0;
+                    for ferroccl_turn in [ferroccl_first, !ferroccl_first] {
+                        if ferroccl_turn {
+                            for (p, in_place) in [false, true].into_iter().enumerate() {
+                                match time_placement(g, &case(in_place), &buffers, size, args, timing, round == 0 && args.check) {
+                                    // A size the communicator's forced algorithm cannot run
+                                    // is refused before anything is enqueued (the first call
+                                    // of the row): the row is left out, with a line saying why.
+                                    Err(e @ Error::AlgorithmUnfit { .. }) if round == 0 && !in_place => {
+                                        unfit = Some(e);
+                                        break 'rounds;
+                                    }
+                                    measured => {
+                                        let (us, checked) = measured?;
+                                        ours[p].push(us);
+                                        wrong[p] = wrong[p].or(checked);
+                                    }
+                                }
+                            }
+                        } else if let Some(b) = baseline.as_deref_mut() {
+                            if b.timed_live(timing) {
+                                alone &= loops_asleep_everywhere(g)?;
+                            }
+                            for (mode, rounds) in theirs.iter_mut().enumerate() {
+                                for (p, in_place) in [false, true].into_iter().enumerate() {
+                                    barrier(g.processes())?;
+                                    let us = b.time_us(mode, round, &call(in_place))?;
+                                    rounds[p].push(mean(g.processes(), us)?);
+                                }
+                            }
+                        }
                     }
-                    measured => measured?,
-                };
-                let ip = measure(true)?;
+                }
+                if let Some(e) = unfit {
+                    progress.suspend(|| writeln!(out, "# {size} B: not run: {e}").map_err(write_error))?;
+                    progress.inc(1);
+                    continue;
+                }
                 let stats = stats_before.zip(all_stats(g)?).map(|(before, after)| {
                     after.iter().zip(&before).map(|(a, b)| a.since(b)).collect::<Vec<_>>()
                 });
-                let (baseline_oop, baseline_ip) = match baseline.as_deref_mut() {
-                    Some(b) => {
-                        let mut time = |in_place| -> Result<Timing> {
-                            let us = b.time_us(function, args.dtype, args.op, count, root, in_place, timing, args.warmup, args.iters)?;
-                            Ok(Timing::new(us, bytes, factor, None))
-                        };
-                        (Some(time(false)?), Some(time(true)?))
-                    }
-                    None => (None, None),
+                let timing_of = |rounds: &[f64], wrong| Timing::of_rounds(rounds, bytes, factor, wrong);
+                let baseline_modes: Vec<ModeTimings> = modes
+                    .into_iter()
+                    .zip(&theirs)
+                    .map(|(mode, [oop, ip])| ModeTimings { mode, oop: timing_of(oop, None), ip: timing_of(ip, None) })
+                    .collect();
+                let fastest = |placement: fn(&ModeTimings) -> Timing| {
+                    baseline_modes.iter().min_by(|a, b| placement(a).time_us.total_cmp(&placement(b).time_us)).map(|m| (placement(m), m.mode.clone()))
                 };
+                let (baseline_oop, baseline_mode_oop) = fastest(|m| m.oop).unzip();
+                let (baseline_ip, baseline_mode_ip) = fastest(|m| m.ip).unzip();
                 let row = Row {
                     function,
                     timing,
@@ -473,12 +573,18 @@ fn sweep(
                     dtype: args.dtype,
                     op: args.op,
                     root: if has_root(function) { i64::from(args.root) } else { -1 },
-                    oop,
-                    ip,
+                    oop: timing_of(&ours[0], wrong[0]),
+                    ip: timing_of(&ours[1], wrong[1]),
+                    rounds: args.repeats,
                     baseline_oop,
                     baseline_ip,
+                    baseline_mode_oop,
+                    baseline_mode_ip,
+                    baseline_modes,
+                    baseline_alone: baseline.is_some().then_some(alone),
                 };
                 let mut lines = vec![format_row(&row)];
+                lines.extend(rounds_line(&row));
                 if let Some(stats) = stats {
                     lines.extend([stats_line(&sum_stats(&stats)), spread_line(&stats, nranks), placement_line(&stats, nranks)]);
                     lines.extend(dispatch_line(&stats, nranks));
@@ -492,13 +598,82 @@ fn sweep(
     Ok(rows)
 }
 
+/// One round of `case` on ferroccl: with `check_first`, first a check of its results (the
+/// wrong calls summed over the processes); then a barrier of the processes and its timing
+/// ([`time_ferroccl`]), the mean over the processes. Returns the time and the wrong count.
+fn time_placement(
+    g: &mut dyn RankGroup,
+    case: &CollCase,
+    buffers: &[(Buffer, Buffer)],
+    size: usize,
+    args: &BenchArgs,
+    timing: CallTiming,
+    check_first: bool,
+) -> Result<(f64, Option<usize>)> {
+    // Every process checks its own ranks; the row counts them all.
+    let wrong = if check_first {
+        let here = check(g, case, size)?;
+        Some(gather(g.processes(), here as f64)?.iter().sum::<f64>() as usize)
+    } else {
+        None
+    };
+    barrier(g.processes())?;
+    let us = time_ferroccl(g, case, buffers, timing, args.warmup, args.iters)?;
+    Ok((mean(g.processes(), us)?, wrong))
+}
+
+/// How long a process waits for its ranks' loops to sleep before the baseline's timing
+/// goes ahead beside them (a loop sleeps 1 ms after its last call on the default
+/// communicator).
+const SLEEP_WAIT: Duration = Duration::from_millis(200);
+
+/// Whether no loop of any process's ranks holds its GPU: each process waits up to
+/// [`SLEEP_WAIT`] for its own ([`RankGroup::loops_asleep`]), then the processes agree.
+fn loops_asleep_everywhere(g: &mut dyn RankGroup) -> Result<bool> {
+    let here = g.loops_asleep(SLEEP_WAIT)?;
+    Ok(gather(g.processes(), f64::from(u8::from(here)))?.iter().all(|&v| v == 1.0))
+}
+
+/// The line under a row of several rounds (or one whose baseline ran beside awake loops):
+/// each side's fastest and slowest round, out of place | in place, and whether the
+/// baseline ran beside ferroccl's awake loops.
+fn rounds_line(row: &Row) -> Option<String> {
+    if row.rounds < 2 && row.baseline_alone != Some(false) {
+        return None;
+    }
+    let spread = |oop: &Timing, ip: &Timing| {
+        let us = |t: f64| format_time(t).trim().to_owned();
+        format!("{}-{} | {}-{}", us(oop.min_us), us(oop.max_us), us(ip.min_us), us(ip.max_us))
+    };
+    let mut line = format!("#   {} rounds, fastest-slowest us: ferroccl {}", row.rounds, spread(&row.oop, &row.ip));
+    for m in &row.baseline_modes {
+        let _ = write!(line, "; baseline {} {}", m.mode, spread(&m.oop, &m.ip));
+    }
+    if row.baseline_alone == Some(false) {
+        line += "; the baseline ran beside ferroccl's awake loops";
+    }
+    Some(line)
+}
+
 /// How many rows the sweep of `args` has on `nranks` ranks (sizes whose count is 0 make
 /// no row).
 pub fn row_count(args: &BenchArgs, nranks: u32) -> usize {
-    let per_timing = |t: CallTiming| -> usize {
-        args.functions.iter().map(|&f| args.sizes_for(t).into_iter().filter(|&s| count_for(f, args.dtype, s, nranks) != 0).count()).sum()
-    };
-    args.timing.iter().map(|&t| per_timing(t)).sum()
+    args.timing.iter().map(|&t| rows_timed(args, nranks, t)).sum()
+}
+
+/// How many rows of the sweep of `args` on `nranks` ranks are timed `timing`'s way.
+fn rows_timed(args: &BenchArgs, nranks: u32, timing: CallTiming) -> usize {
+    args.functions.iter().map(|&f| args.sizes_for(timing).into_iter().filter(|&s| count_for(f, args.dtype, s, nranks) != 0).count()).sum()
+}
+
+/// The largest buffer of one rank the sweep of `args` on `nranks` ranks uses, in bytes
+/// (0 for no row).
+pub fn largest_bytes(args: &BenchArgs, nranks: u32) -> usize {
+    args.functions
+        .iter()
+        .flat_map(|&f| sizes(args).into_iter().map(move |s| row_bytes(f, args.dtype, count_for(f, args.dtype, s, nranks), nranks)))
+        .max()
+        .unwrap_or(0)
 }
 
 /// Where the channels' time went during one row (warm-up and timed iterations, out of
@@ -617,26 +792,29 @@ fn sm_text(s: &ChannelStats) -> String {
     s.sm.checked_sub(1).map_or("?".to_string(), |sm| sm.to_string())
 }
 
-/// A baseline measured ahead of time: every (function, count, in-place) the sweep of
-/// `args` on `nranks` ranks asks for, timed once. NCCL must run before ferroccl's loops
-/// start: its setup synchronizes devices and frees memory, which would wait for the
-/// persistent loops forever.
-pub struct Premeasured {
-    name: String,
-    times: std::collections::BTreeMap<(CallTiming, u32, usize, bool), f64>,
+/// A baseline whose graph rows are timed ahead of time, before ferroccl's loops start
+/// (every mode and round of each): a call captured in a graph pins ferroccl's loops awake
+/// for good, and NCCL must neither be timed beside them nor reach a device-wide wait
+/// (its setup synchronizes devices and frees memory, which would wait for a pinned loop
+/// forever). Every other timing goes to the baseline live.
+pub struct Premeasured<B> {
+    live: B,
+    /// (mode, round, function, count, in place) → microseconds per call.
+    graph_us: std::collections::BTreeMap<(usize, usize, u32, usize, bool), f64>,
 }
 
-impl Premeasured {
-    /// Times `baseline` on the whole sweep of `args` for `nranks` ranks; `progress`
-    /// counts the rows.
+impl<B: Baseline> Premeasured<B> {
+    /// Times `live`'s graph rows of the sweep of `args` on `nranks` ranks; `progress`
+    /// counts the rows. With `processes` (a baseline rank per process), every time is the
+    /// mean of every process's, each measured after a barrier.
     #[cfg_attr(not(feature = "nccl"), allow(dead_code))]
-    /// With `processes` (a baseline rank per process), every time is the mean of every
-    /// process's, each measured after a barrier.
-    pub fn measure(baseline: &mut dyn Baseline, args: &BenchArgs, nranks: u32, mut processes: Option<&mut Bootstrap>, progress: &ProgressBar) -> Result<Self> {
+    pub fn measure(mut live: B, args: &BenchArgs, nranks: u32, mut processes: Option<&mut Bootstrap>, progress: &ProgressBar) -> Result<Self> {
         args.validate()?;
-        progress.set_length(row_count(args, nranks) as u64);
-        let mut times = std::collections::BTreeMap::new();
-        for &timing in &args.timing {
+        let mut graph_us = std::collections::BTreeMap::new();
+        let timing = CallTiming::Graph;
+        if args.timing.contains(&timing) {
+            progress.set_length(rows_timed(args, nranks, timing) as u64);
+            let modes = live.modes().len();
             for &function in &args.functions {
                 for size in args.sizes_for(timing) {
                     let count = count_for(function, args.dtype, size, nranks);
@@ -645,30 +823,45 @@ impl Premeasured {
                     }
                     let root = if has_root(function) { args.root } else { 0 };
                     progress.set_message(format!("{} {size} B {timing:?}", function.name()));
-                    for in_place in [false, true] {
-                        barrier(processes.as_deref_mut())?;
-                        let us = baseline.time_us(function, args.dtype, args.op, count, root, in_place, timing, args.warmup, args.iters)?;
-                        times.insert((timing, function as u32, count, in_place), mean(processes.as_deref_mut(), us)?);
+                    for round in 0..args.repeats {
+                        for mode in 0..modes {
+                            for in_place in [false, true] {
+                                let call = BaselineCall { function, dtype: args.dtype, op: args.op, count, root, in_place, timing, warmup: args.warmup, iters: args.iters };
+                                barrier(processes.as_deref_mut())?;
+                                let us = live.time_us(mode, round, &call)?;
+                                graph_us.insert((mode, round, function as u32, count, in_place), mean(processes.as_deref_mut(), us)?);
+                            }
+                        }
                     }
                     progress.inc(1);
                 }
             }
         }
         progress.finish_and_clear();
-        Ok(Self { name: baseline.name(), times })
+        Ok(Self { live, graph_us })
     }
 }
 
-impl Baseline for Premeasured {
+impl<B: Baseline> Baseline for Premeasured<B> {
     fn name(&self) -> String {
-        self.name.clone()
+        self.live.name()
     }
 
-    fn time_us(&mut self, function: CollFunction, _: DataType, _: RedOpKind, count: usize, _: u32, in_place: bool, timing: CallTiming, _: usize, _: usize) -> Result<f64> {
-        self.times
-            .get(&(timing, function as u32, count, in_place))
-            .copied()
-            .ok_or_else(|| invalid(format!("{} with {count} elements ({timing:?}) was not measured ahead of time", function.name())))
+    fn modes(&self) -> Vec<String> {
+        self.live.modes()
+    }
+
+    fn timed_live(&self, timing: CallTiming) -> bool {
+        timing != CallTiming::Graph && self.live.timed_live(timing)
+    }
+
+    fn time_us(&mut self, mode: usize, round: usize, call: &BaselineCall) -> Result<f64> {
+        if call.timing != CallTiming::Graph {
+            return self.live.time_us(mode, round, call);
+        }
+        self.graph_us.get(&(mode, round, call.function as u32, call.count, call.in_place)).copied().ok_or_else(|| {
+            invalid(format!("{} with {} elements (graph, round {round}) was not measured ahead of time", call.function.name(), call.count))
+        })
     }
 }
 
@@ -801,7 +994,9 @@ fn format_row(row: &Row) -> String {
     line += &format_timing(&row.oop);
     line += &format_timing(&row.ip);
     if let (Some(b_oop), Some(b_ip), Some((r_oop, r_ip))) = (row.baseline_oop, row.baseline_ip, row.ratios()) {
-        let _ = write!(line, "  {:>10.2}  {:>7.3}  {:>10.2}  {:>7.3}", b_oop.busbw, r_oop, b_ip.busbw, r_ip);
+        let mode = |m: &Option<String>| m.clone().unwrap_or_default();
+        let (m_oop, m_ip) = (mode(&row.baseline_mode_oop), mode(&row.baseline_mode_ip));
+        let _ = write!(line, "  {:>10.2}  {r_oop:>7.3}  {m_oop:>9}  {:>10.2}  {r_ip:>7.3}  {m_ip:>9}", b_oop.busbw, b_ip.busbw);
     }
     line
 }
@@ -810,7 +1005,7 @@ fn format_row(row: &Row) -> String {
 /// bandwidth and ferroccl's ratio to it, out of place then in place).
 fn print_header(out: &mut dyn Write, function: CollFunction, timing: CallTiming, group: &str, baseline: Option<String>, args: &BenchArgs) -> Result<()> {
     let columns = |a: &str, b: &str, c: &str, d: &str| format!("  {a:>7}  {b:>6}  {c:>6} {d:>6}");
-    let versus = |a: &str, b: &str| format!("  {a:>10}  {b:>7}");
+    let versus = |a: &str, b: &str, c: &str| format!("  {a:>10}  {b:>7}  {c:>9}");
     let with_baseline = baseline.is_some();
     let mut lines = vec![format!("# ferroccl {} on {group}", function.name())];
     if let Some(name) = &baseline {
@@ -822,6 +1017,13 @@ fn print_header(out: &mut dyn Write, function: CollFunction, timing: CallTiming,
         CallTiming::Graph => format!("of {GRAPH_CALLS} calls in a CUDA graph per rank, time per call"),
     };
     lines.push(format!("# {} iterations {how} after {} warmup, check {}", args.iters, args.warmup, if args.check { "on" } else { "off" }));
+    if args.repeats > 1 {
+        let turns = if with_baseline { ", ferroccl and the baseline taking turns" } else { "" };
+        lines.push(format!("# times: the median of {} rounds{turns}", args.repeats));
+    }
+    if with_baseline {
+        lines.push("# nccl: its fastest mode per placement (median time)".to_owned());
+    }
     let mut blocks = format!("#{:51}{:^32}{:^32}", "", "out-of-place", "in-place");
     let mut names = format!("#{:>11}  {:>12}  {:>8}  {:>6}  {:>6}", "size", "count", "type", "redop", "root");
     let mut units = format!("#{:>11}  {:>12}  {:>8}  {:>6}  {:>6}", "(B)", "(elements)", "", "", "");
@@ -830,10 +1032,10 @@ fn print_header(out: &mut dyn Write, function: CollFunction, timing: CallTiming,
         units += &columns("(us)", "(GB/s)", "(GB/s)", "");
     }
     if with_baseline {
-        let _ = write!(blocks, "{:^21}{:^21}", "nccl out-of-place", "nccl in-place");
+        let _ = write!(blocks, "{:^32}{:^32}", "nccl out-of-place", "nccl in-place");
         for _ in 0..2 {
-            names += &versus("nccl_busbw", "ratio");
-            units += &versus("(GB/s)", "");
+            names += &versus("nccl_busbw", "ratio", "mode");
+            units += &versus("(GB/s)", "", "");
         }
     }
     lines.extend([blocks, names, units]);
@@ -1014,7 +1216,9 @@ mod tests {
             "-r",
             "3",
             "--timing",
-            "sync,graph,sync",
+            "graph,sync,graph",
+            "--repeats",
+            "3",
             "--latency-maxbytes",
             "64K",
             "reduce",
@@ -1040,6 +1244,7 @@ mod tests {
                 json: Some(PathBuf::from("out.json")),
                 timing: vec![CallTiming::Sync, CallTiming::Graph],
                 latency_max_bytes: 64 << 10,
+                repeats: 3,
             }
         );
         assert_eq!(parse(&["-b", "1k", "-e", "1K"]).unwrap().min_bytes, 1024);
@@ -1066,6 +1271,7 @@ mod tests {
             &["-f", "1"],
             &["-n", "0"],
             &["-n", "many"],
+            &["--repeats", "0"],
             &["-d", "float16"],
             &["-o", "premulsum"],
             &["-c", "2"],
@@ -1103,7 +1309,7 @@ mod tests {
         assert!(close(bus_factor(CollFunction::Broadcast, 8), 1.0));
         assert!(close(bus_factor(CollFunction::Reduce, 3), 1.0));
         assert!(close(bus_factor(CollFunction::AllReduce, 1), 0.0));
-        let t = Timing::new(10.0, 1 << 20, bus_factor(CollFunction::AllReduce, 2), None);
+        let t = Timing::of_rounds(&[10.0], 1 << 20, bus_factor(CollFunction::AllReduce, 2), None);
         assert!(close(t.algbw, 104.8576) && close(t.busbw, 104.8576));
     }
 
@@ -1121,7 +1327,7 @@ mod tests {
     }
 
     fn timing(busbw: f64) -> Timing {
-        Timing { time_us: 1.0, algbw: busbw, busbw, wrong: Some(0) }
+        Timing { time_us: 1.0, algbw: busbw, busbw, min_us: 1.0, max_us: 1.0, wrong: Some(0) }
     }
 
     fn row(function: CollFunction, size: usize, ours: (f64, f64), nccl: Option<(f64, f64)>) -> Row {
@@ -1136,8 +1342,13 @@ mod tests {
             root: -1,
             oop: timing(ours.0),
             ip: timing(ours.1),
+            rounds: 1,
             baseline_oop: nccl.map(|n| timing(n.0)),
             baseline_ip: nccl.map(|n| timing(n.1)),
+            baseline_mode_oop: nccl.map(|_| "plain".into()),
+            baseline_mode_ip: nccl.map(|_| "plain".into()),
+            baseline_modes: nccl.map(|n| ModeTimings { mode: "plain".into(), oop: timing(n.0), ip: timing(n.1) }).into_iter().collect(),
+            baseline_alone: nccl.map(|_| true),
         }
     }
 
@@ -1238,16 +1449,35 @@ mod tests {
         assert!(last["baseline_oop"].is_null() && last["baseline_ip"].is_null(), "{text}");
         let first = &out_rows[0];
         let row_keys: Vec<&str> = first.as_object().unwrap().keys().map(String::as_str).collect();
-        let mut expected = ["function", "timing", "size", "bytes", "count", "dtype", "op", "root", "oop", "ip", "baseline_oop", "baseline_ip"];
+        let mut expected = [
+            "function",
+            "timing",
+            "size",
+            "bytes",
+            "count",
+            "dtype",
+            "op",
+            "root",
+            "oop",
+            "ip",
+            "rounds",
+            "baseline_oop",
+            "baseline_ip",
+            "baseline_mode_oop",
+            "baseline_mode_ip",
+            "baseline_modes",
+            "baseline_alone",
+        ];
         expected.sort_unstable();
         assert_eq!(row_keys, expected);
         assert_eq!((&first["function"], &first["dtype"], &first["op"], &first["root"]), (&"all_reduce".into(), &"float".into(), &"sum".into(), &(-1).into()));
         assert_eq!((&first["size"], &first["timing"]), (&(32 << 20).into(), &"back-to-back".into()));
-        assert_eq!(first["oop"], serde_json::json!({"time_us": 1.0, "algbw": 1.0, "busbw": 1.0, "wrong": 0}));
+        assert_eq!(first["oop"], serde_json::json!({"time_us": 1.0, "algbw": 1.0, "busbw": 1.0, "min_us": 1.0, "max_us": 1.0, "wrong": 0}));
+        assert_eq!((&first["baseline_mode_oop"], &first["baseline_alone"], &first["baseline_modes"][0]["mode"]), (&"plain".into(), &true.into(), &"plain".into()));
         // JSON has no NaN or infinity: such numbers are null, and so is an unchecked #wrong.
-        let odd = Row { oop: Timing { time_us: f64::INFINITY, algbw: f64::NAN, busbw: 0.0, wrong: None }, ..rows[0].clone() };
+        let odd = Row { oop: Timing { time_us: f64::INFINITY, algbw: f64::NAN, busbw: 0.0, min_us: f64::NAN, max_us: 1.0, wrong: None }, ..rows[0].clone() };
         let json: serde_json::Value = serde_json::from_str(&rows_json(&[odd], "", "", "", 1)).unwrap();
-        assert_eq!(json["rows"][0]["oop"], serde_json::json!({"time_us": null, "algbw": null, "busbw": 0.0, "wrong": null}));
+        assert_eq!(json["rows"][0]["oop"], serde_json::json!({"time_us": null, "algbw": null, "busbw": 0.0, "min_us": null, "max_us": 1.0, "wrong": null}));
         assert_eq!(json["rows"][0]["ip"]["time_us"], 1.0);
     }
 
@@ -1273,7 +1503,7 @@ mod tests {
         };
         let mut g = TwinGroup::start(shape, 128, Duration::from_secs(60)).unwrap();
         let mut table = Vec::new();
-        let rows = run(&mut g, &parse(&["-b", "4K", "-e", "16K", "-f", "2", "-n", "2", "-w", "1", "all_reduce"]).unwrap(), &mut table).unwrap();
+        let rows = run(&mut g, &parse(&["-b", "4K", "-e", "16K", "-f", "2", "-n", "2", "-w", "1", "--repeats", "1", "all_reduce"]).unwrap(), &mut table).unwrap();
         g.shutdown(TIMEOUT).unwrap();
         let table = String::from_utf8(table).unwrap();
         assert_eq!(rows.iter().map(|r| r.size).collect::<Vec<_>>(), [4096, 8192], "{table}");
@@ -1289,44 +1519,22 @@ mod tests {
         use ferroccl_testkit::coll::twin::TwinGroup;
         use host_shim::comm::wiring::Shape;
 
-        struct FixedBaseline(Vec<(CollFunction, usize, bool)>);
-        impl Baseline for FixedBaseline {
-            fn name(&self) -> String {
-                "fixed".into()
-            }
-            fn time_us(
-                &mut self,
-                function: CollFunction,
-                _: DataType,
-                _: RedOpKind,
-                count: usize,
-                _: u32,
-                in_place: bool,
-                _: CallTiming,
-                _: usize,
-                _: usize,
-            ) -> Result<f64> {
-                self.0.push((function, count, in_place));
-                Ok(1e6)
-            }
-        }
-
         let shape = Shape { nranks: 2, nchannels: 1, ring_step_bytes: 4096, p2p_step_bytes: 4096, direct: true, stats: true, paired: false, staging_bytes: 0, algorithm: device_rt::algo::AlgorithmChoice::Ring, nvls_multicast: false };
         let mut g = TwinGroup::start(shape, 128, Duration::from_secs(60)).unwrap();
-        let args = parse(&["-b", "4", "-e", "16K", "-f", "64", "-n", "2", "-w", "1", "-r", "1", "all_gather", "reduce"]).unwrap();
-        let mut baseline = FixedBaseline(Vec::new());
+        let args = parse(&["-b", "4", "-e", "16K", "-f", "64", "-n", "2", "-w", "1", "-r", "1", "--repeats", "3", "all_gather", "reduce"]).unwrap();
+        let mut baseline = FixedBaseline::default();
         let mut table = Vec::new();
         let allocated_before = g.mark();
         let rows = run_with_baseline(&mut g, &args, Some(&mut baseline), &mut table, &ProgressBar::hidden()).unwrap();
         assert_eq!(g.mark(), allocated_before, "the timing buffers are freed");
         let unchecked =
-            run(&mut g, &parse(&["-b", "64", "-e", "64", "-c", "0", "-n", "1", "all_reduce"]).unwrap(), &mut Vec::new()).unwrap();
+            run(&mut g, &parse(&["-b", "64", "-e", "64", "-c", "0", "-n", "1", "--repeats", "1", "all_reduce"]).unwrap(), &mut Vec::new()).unwrap();
         assert_eq!((unchecked.len(), unchecked[0].oop.wrong, unchecked[0].baseline_ip), (1, None, None));
         let no_such_root = run(&mut g, &parse(&["-r", "2", "broadcast"]).unwrap(), &mut Vec::new());
         assert!(matches!(no_such_root, Err(Error::InvalidArgument(_))), "{no_such_root:?}");
         // Each timing its own table; sync and graph rows stop at --latency-maxbytes.
         let mut timed_table = Vec::new();
-        let timed_args = parse(&["-b", "64", "-e", "4K", "-f", "8", "-n", "2", "--timing", "back-to-back,sync", "--latency-maxbytes", "512", "all_reduce"]).unwrap();
+        let timed_args = parse(&["-b", "64", "-e", "4K", "-f", "8", "-n", "2", "--repeats", "1", "--timing", "back-to-back,sync", "--latency-maxbytes", "512", "all_reduce"]).unwrap();
         let timed = run(&mut g, &timed_args, &mut timed_table).unwrap();
         let timings: Vec<(CallTiming, usize)> = timed.iter().map(|r| (r.timing, r.size)).collect();
         assert_eq!(timings, [(CallTiming::BackToBack, 64), (CallTiming::BackToBack, 512), (CallTiming::BackToBack, 4096), (CallTiming::Sync, 64), (CallTiming::Sync, 512)]);
@@ -1354,12 +1562,35 @@ mod tests {
         for r in &rows {
             assert_eq!((r.oop.wrong, r.ip.wrong), (Some(0), Some(0)), "{table}");
             assert!(r.oop.time_us > 0.0 && r.ip.time_us > 0.0);
-            assert_eq!(r.baseline_oop.map(|t| t.time_us), Some(1e6));
+            assert!(r.oop.min_us <= r.oop.time_us && r.oop.time_us <= r.oop.max_us, "{r:?}");
+            // The fastest mode per placement, by the median of its rounds.
+            assert_eq!((r.rounds, r.baseline_alone), (3, Some(true)));
+            assert_eq!((r.baseline_oop.map(|t| (t.time_us, t.min_us, t.max_us)), r.baseline_mode_oop.as_deref()), (Some((2e6, 1e6, 3e6)), Some("plain")));
+            assert_eq!((r.baseline_ip.map(|t| (t.time_us, t.min_us, t.max_us)), r.baseline_mode_ip.as_deref()), (Some((2e6, 1e6, 3e6)), Some("symmetric")));
+            let medians: Vec<(&str, f64, f64)> = r.baseline_modes.iter().map(|m| (m.mode.as_str(), m.oop.time_us, m.ip.time_us)).collect();
+            assert_eq!(medians, [("plain", 2e6, 4e6), ("symmetric", 3e6, 2e6)]);
         }
-        assert_eq!(baseline.0[..2], [(CollFunction::AllGather, 32, false), (CollFunction::AllGather, 32, true)]);
+        // Every mode, placement and round of every row, round after round.
+        assert_eq!(baseline.calls.len(), rows.len() * 3 * 2 * 2);
+        assert_eq!(
+            baseline.calls[..8],
+            [
+                (0, 0, CollFunction::AllGather, 32, false),
+                (0, 0, CollFunction::AllGather, 32, true),
+                (1, 0, CollFunction::AllGather, 32, false),
+                (1, 0, CollFunction::AllGather, 32, true),
+                (0, 1, CollFunction::AllGather, 32, false),
+                (0, 1, CollFunction::AllGather, 32, true),
+                (1, 1, CollFunction::AllGather, 32, false),
+                (1, 1, CollFunction::AllGather, 32, true),
+            ]
+        );
         assert_eq!(table.matches("# ferroccl all_gather on ").count(), 1, "{table}");
         assert_eq!(table.matches("# baseline: fixed").count(), 2, "{table}");
-        assert!(table.contains("nccl_busbw    ratio"), "{table}");
+        assert_eq!(table.matches("# times: the median of 3 rounds, ferroccl and the baseline taking turns").count(), 2, "{table}");
+        assert!(table.contains("nccl_busbw    ratio       mode"), "{table}");
+        assert_eq!(table.matches("#   3 rounds, fastest-slowest us: ferroccl ").count(), rows.len(), "{table}");
+        assert_eq!(table.matches("; baseline plain 1000000-3000000 | 4000000-4000000; baseline symmetric 3000000-3000000 | 1000000-3000000").count(), rows.len(), "{table}");
         let data: Vec<&str> = table.lines().filter(|l| !l.starts_with('#')).collect();
         assert_eq!(data.len(), rows.len(), "{table}");
         assert_eq!(table.matches("#   channels: ").count(), rows.len(), "a statistics line per row: {table}");
@@ -1367,10 +1598,81 @@ mod tests {
         assert_eq!(table.matches("(SM 0)").count(), 4 * rows.len(), "the twin's channels run on SM 0: {table}");
         assert_eq!(table.matches("#   placement (SM:GB/s) | rank 0: 0:").count(), rows.len(), "a placement line per row: {table}");
         let fields = |line: &str| line.split_whitespace().map(str::to_owned).collect::<Vec<_>>();
-        // Five row columns, four per placement, four for the baseline.
-        assert!(data.iter().all(|l| fields(l).len() == 17), "{table}");
+        // Five row columns, four per placement, six for the baseline.
+        assert!(data.iter().all(|l| fields(l).len() == 19), "{table}");
         assert_eq!(fields(data[0])[..5], ["256", "32", "float", "none", "-1"], "{table}");
         assert_eq!(fields(data[2])[..5], ["4", "1", "float", "sum", "1"], "{table}");
         assert_eq!(fields(data[2])[8], "0", "{table}");
+        assert_eq!((fields(data[2])[15].as_str(), fields(data[2])[18].as_str()), ("plain", "symmetric"), "{table}");
+    }
+
+    /// A baseline of two modes whose times depend on the round (3 rounds): plain out of
+    /// place 1, 2, 3 s and in place 4 s; symmetric out of place 3 s and in place 3, 2,
+    /// 1 s; each call recorded as (mode, round, function, count, in place).
+    #[derive(Default)]
+    struct FixedBaseline {
+        calls: Vec<(usize, usize, CollFunction, usize, bool)>,
+    }
+
+    impl Baseline for FixedBaseline {
+        fn name(&self) -> String {
+            "fixed".into()
+        }
+        fn modes(&self) -> Vec<String> {
+            vec!["plain".into(), "symmetric".into()]
+        }
+        fn time_us(&mut self, mode: usize, round: usize, call: &BaselineCall) -> Result<f64> {
+            self.calls.push((mode, round, call.function, call.count, call.in_place));
+            let seconds = match (mode, call.in_place) {
+                (0, false) => 1 + round,
+                (0, true) => 4,
+                (_, false) => 3,
+                (_, true) => 3 - round,
+            };
+            Ok(seconds as f64 * 1e6)
+        }
+    }
+
+    /// Graph rows are timed ahead of time, every mode and round of each; every other
+    /// timing goes to the baseline when asked.
+    #[test]
+    fn premeasured_times_graph_rows_ahead_and_the_rest_live() {
+        let args = parse(&["-b", "64", "-e", "128", "-n", "1", "--repeats", "2", "--timing", "graph,back-to-back", "all_reduce"]).unwrap();
+        assert_eq!(args.timing, [CallTiming::BackToBack, CallTiming::Graph], "graph timing runs last");
+        let mut pre = Premeasured::measure(FixedBaseline::default(), &args, 2, None, &ProgressBar::hidden()).unwrap();
+        // Two sizes, two rounds, two modes, two placements.
+        assert_eq!(pre.live.calls.len(), 16);
+        assert!(pre.live.calls.iter().all(|&(_, _, f, count, _)| f == CollFunction::AllReduce && [16, 32].contains(&count)));
+        assert!(!pre.timed_live(CallTiming::Graph) && pre.timed_live(CallTiming::BackToBack) && pre.timed_live(CallTiming::Sync));
+        assert_eq!(pre.modes(), ["plain", "symmetric"]);
+        let call = |count, in_place, timing| BaselineCall {
+            function: CollFunction::AllReduce,
+            dtype: DataType::F32,
+            op: RedOpKind::Sum,
+            count,
+            root: 0,
+            in_place,
+            timing,
+            warmup: 0,
+            iters: 1,
+        };
+        assert_eq!(pre.time_us(0, 1, &call(32, false, CallTiming::Graph)).unwrap(), 2e6);
+        assert_eq!(pre.time_us(1, 1, &call(16, true, CallTiming::Graph)).unwrap(), 2e6);
+        assert_eq!(pre.live.calls.len(), 16, "graph rows come from what was measured");
+        assert!(pre.time_us(0, 2, &call(32, false, CallTiming::Graph)).is_err(), "no third round was measured");
+        assert!(pre.time_us(0, 0, &call(64, false, CallTiming::Graph)).is_err(), "no such row");
+        assert_eq!(pre.time_us(0, 0, &call(32, true, CallTiming::BackToBack)).unwrap(), 4e6);
+        assert_eq!(pre.live.calls.last(), Some(&(0, 0, CollFunction::AllReduce, 32, true)));
+        let no_graph = parse(&["-b", "64", "-e", "128", "all_reduce"]).unwrap();
+        assert!(Premeasured::measure(FixedBaseline::default(), &no_graph, 2, None, &ProgressBar::hidden()).unwrap().live.calls.is_empty());
+    }
+
+    #[test]
+    fn medians_of_odd_and_even_rounds() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), 2.5);
+        assert!(median(&[]).is_nan());
+        let t = Timing::of_rounds(&[2.0, 8.0, 4.0], 4000, 2.0, Some(0));
+        assert_eq!((t.time_us, t.min_us, t.max_us, t.algbw, t.busbw), (4.0, 2.0, 8.0, 1.0, 2.0));
     }
 }

@@ -366,8 +366,8 @@ fn bench_collectives(args: BenchCmd) -> Result<ExitCode, Error> {
         cfg.stats = stats;
         let ordinals = rank_devices(&devices, nranks)?;
         let arena = 5 * bench_args.max_bytes + (64 << 20);
-        // NCCL first: it must not run while ferroccl's persistent loops hold the GPUs.
-        let mut nccl = if with_nccl { Some(measure_nccl(&bench_args, &ordinals)?) } else { None };
+        // NCCL first: its setup must not run while ferroccl's persistent loops hold the GPUs.
+        let mut nccl = if with_nccl { Some(prepare_nccl(&bench_args, &ordinals)?) } else { None };
         let mut g = if comm.heap { GpuGroup::new_on_heap(&ordinals, cfg, arena)? } else { GpuGroup::new(&ordinals, cfg, arena)? };
         g.set_path(path);
         let names: Vec<String> = device::list()?.into_iter().filter(|d| devices.contains(&d.ordinal)).map(|d| format!("[{}] {}", d.ordinal, d.name)).collect();
@@ -376,7 +376,7 @@ fn bench_collectives(args: BenchCmd) -> Result<ExitCode, Error> {
             SubmitPath::Direct => "direct host queue",
         });
         println!("# ferroccl on {line}");
-        let baseline = nccl.as_mut().map(|b| b as &mut dyn collbench::Baseline);
+        let baseline = nccl.as_mut().map(|b| &mut **b as &mut dyn collbench::Baseline);
         let rows = collbench::run_with_baseline(&mut g, &bench_args, baseline, &mut out, &progress_bar(collbench::row_count(&bench_args, nranks as u32), "rows"))?;
         g.shutdown(Duration::from_secs(60))?;
         (rows, line)
@@ -388,14 +388,17 @@ fn bench_collectives(args: BenchCmd) -> Result<ExitCode, Error> {
 }
 
 #[cfg(feature = "nccl")]
-fn measure_nccl(args: &collbench::BenchArgs, ordinals: &[usize]) -> Result<collbench::Premeasured, Error> {
-    println!("# measuring NCCL first (one rank per GPU: {ordinals:?})");
-    let mut nccl = crate::nccl_baseline::NcclBaseline::new(ordinals)?;
-    collbench::Premeasured::measure(&mut nccl, args, ordinals.len() as u32, None, &progress_bar(collbench::row_count(args, ordinals.len() as u32), "NCCL rows"))
+/// NCCL as the baseline, one rank per GPU of `ordinals`, made (its buffers and windows
+/// for the sweep's largest row) and its graph rows timed before ferroccl's loops start.
+fn prepare_nccl(args: &collbench::BenchArgs, ordinals: &[usize]) -> Result<Box<dyn collbench::Baseline>, Error> {
+    let nranks = ordinals.len() as u32;
+    let nccl = crate::nccl_baseline::NcclBaseline::new(ordinals, collbench::largest_bytes(args, nranks))?;
+    println!("# baseline set up before ferroccl's loops start (graph rows timed now; the others take turns with ferroccl): {}", collbench::Baseline::name(&nccl));
+    Ok(Box::new(collbench::Premeasured::measure(nccl, args, nranks, None, &progress_bar(collbench::row_count(args, nranks), "NCCL graph rows"))?))
 }
 
 #[cfg(not(feature = "nccl"))]
-fn measure_nccl(_: &collbench::BenchArgs, _: &[usize]) -> Result<collbench::Premeasured, Error> {
+fn prepare_nccl(_: &collbench::BenchArgs, _: &[usize]) -> Result<Box<dyn collbench::Baseline>, Error> {
     Err(Error::InvalidArgument("--nccl needs ferroccl built with the `nccl` feature (cargo build --release -p ferroccl --features nccl)".into()))
 }
 

@@ -134,8 +134,8 @@ fn as_process(args: BenchCmd, id: &CommId, env: &PeEnv) -> Result<ExitCode, Erro
             let mut cfg = comm_config(&comm, default.channels + default.call_channels, path);
             cfg.stats = stats;
             let mut processes = coordination(id, rank, nranks, BARRIER_BUDGET)?;
-            // NCCL first: it must not run while ferroccl's persistent loops hold the GPU.
-            let mut nccl = if with_nccl { Some(measure_nccl(&bench_args, rank, nranks, env.device, &mut processes, &bar("NCCL rows"))?) } else { None };
+            // NCCL first: its setup must not run while ferroccl's persistent loops hold the GPU.
+            let mut nccl = if with_nccl { Some(prepare_nccl(&bench_args, rank, nranks, env.device, &mut processes, &bar("NCCL graph rows"))?) } else { None };
             let arena = 5 * bench_args.max_bytes + (64 << 20);
             let mut g = GpuGroup::join_process(id, rank, nranks, env.device, cfg, arena, processes)?;
             g.set_path(path);
@@ -144,7 +144,7 @@ fn as_process(args: BenchCmd, id: &CommId, env: &PeEnv) -> Result<ExitCode, Erro
             if lead {
                 println!("# ferroccl on {line}");
             }
-            let baseline = nccl.as_mut().map(|b| b as &mut dyn collbench::Baseline);
+            let baseline = nccl.as_mut().map(|b| &mut **b as &mut dyn collbench::Baseline);
             let rows = collbench::run_with_baseline(&mut g, &bench_args, baseline, &mut out, &bar("rows"))?;
             g.shutdown(Duration::from_secs(60))?;
             (rows, line)
@@ -222,15 +222,18 @@ fn matrix_as_process(g: &mut dyn RankGroup, cases: &[CollCase], lead: bool, star
 }
 
 #[cfg(feature = "nccl")]
-fn measure_nccl(args: &collbench::BenchArgs, rank: u32, nranks: u32, ordinal: usize, processes: &mut Bootstrap, bar: &ProgressBar) -> Result<collbench::Premeasured, Error> {
+/// This process's rank of NCCL as the baseline (one rank per process), made (its buffers
+/// and windows for the sweep's largest row) and its graph rows timed before ferroccl's
+/// loop starts.
+fn prepare_nccl(args: &collbench::BenchArgs, rank: u32, nranks: u32, ordinal: usize, processes: &mut Bootstrap, bar: &ProgressBar) -> Result<Box<dyn collbench::Baseline>, Error> {
+    let nccl = crate::nccl_baseline::NcclBaseline::join(rank, nranks, ordinal, processes, collbench::largest_bytes(args, nranks))?;
     if rank == 0 {
-        println!("# measuring NCCL first (one rank per process)");
+        println!("# baseline set up before ferroccl's loops start (graph rows timed now; the others take turns with ferroccl): {}", collbench::Baseline::name(&nccl));
     }
-    let mut nccl = crate::nccl_baseline::NcclBaseline::join(rank, nranks, ordinal, processes)?;
-    collbench::Premeasured::measure(&mut nccl, args, nranks, Some(processes), bar)
+    Ok(Box::new(collbench::Premeasured::measure(nccl, args, nranks, Some(processes), bar)?))
 }
 
 #[cfg(not(feature = "nccl"))]
-fn measure_nccl(_: &collbench::BenchArgs, _: u32, _: u32, _: usize, _: &mut Bootstrap, _: &ProgressBar) -> Result<collbench::Premeasured, Error> {
+fn prepare_nccl(_: &collbench::BenchArgs, _: u32, _: u32, _: usize, _: &mut Bootstrap, _: &ProgressBar) -> Result<Box<dyn collbench::Baseline>, Error> {
     Err(Error::InvalidArgument("--nccl needs ferroccl built with the `nccl` feature (cargo build --release -p ferroccl --features nccl)".into()))
 }

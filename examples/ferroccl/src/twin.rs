@@ -33,6 +33,9 @@ pub const DEFAULT_MAX_BYTES: usize = 64 << 10;
 pub const DEFAULT_ITERS: usize = 5;
 /// Untimed iterations per row on the twin without `-w`.
 pub const DEFAULT_WARMUP: usize = 1;
+/// Rounds per row on the twin without `--repeats` (its times are not GPU speeds: one
+/// round says what the twin can).
+pub const DEFAULT_REPEATS: usize = 1;
 
 /// The largest size (`-e`) `bench` takes on the twin. The twin moves about 50 MB/s on 2
 /// cores: a 16 MiB row takes about 6 s (with `-n 5 -w 1`), the whole default sweep up to
@@ -126,7 +129,8 @@ pub fn refuse_coll(args: &CollArgs) -> Result<(), Error> {
 
 /// `sweep` with the twin's defaults for the flags the command line did not give
 /// (`given`): [`DEFAULT_MIN_BYTES`] without `-b`, [`DEFAULT_MAX_BYTES`] without `-e`,
-/// [`DEFAULT_ITERS`] without `-n`, [`DEFAULT_WARMUP`] without `-w`.
+/// [`DEFAULT_ITERS`] without `-n`, [`DEFAULT_WARMUP`] without `-w`, [`DEFAULT_REPEATS`]
+/// without `--repeats`.
 pub fn bench_sweep(mut sweep: BenchArgs, given: SweepGiven) -> BenchArgs {
     if !given.min_bytes {
         sweep.min_bytes = DEFAULT_MIN_BYTES;
@@ -139,6 +143,9 @@ pub fn bench_sweep(mut sweep: BenchArgs, given: SweepGiven) -> BenchArgs {
     }
     if !given.warmup {
         sweep.warmup = DEFAULT_WARMUP;
+    }
+    if !given.repeats {
+        sweep.repeats = DEFAULT_REPEATS;
     }
     sweep
 }
@@ -213,7 +220,8 @@ mod tests {
         }
     }
 
-    /// Without -b/-e/-n/-w the twin's sweep is short; what the command line gives is kept.
+    /// Without -b/-e/-n/-w/--repeats the twin's sweep is short; what the command line
+    /// gives is kept.
     #[test]
     fn the_twin_sweep_defaults_to_small_sizes_and_few_iterations() {
         let twin = |line: &str| {
@@ -221,12 +229,12 @@ mod tests {
             bench_sweep(b.sweep, b.given).normalized().unwrap()
         };
         let d = twin("ferroccl bench");
-        assert_eq!((d.min_bytes, d.max_bytes, d.iters, d.warmup), (8, 64 << 10, 5, 1));
+        assert_eq!((d.min_bytes, d.max_bytes, d.iters, d.warmup, d.repeats), (8, 64 << 10, 5, 1, 1));
         assert_eq!(d.functions.len(), 5);
         let rows = crate::collbench::row_count(&d, DEFAULT_RANKS as u32);
         assert!(rows <= 70, "{rows} rows");
-        let given = twin("ferroccl bench all_reduce -b 1K -e 4K -n 3 -w 2");
-        assert_eq!((given.min_bytes, given.max_bytes, given.iters, given.warmup), (1 << 10, 4 << 10, 3, 2));
+        let given = twin("ferroccl bench all_reduce -b 1K -e 4K -n 3 -w 2 --repeats 3");
+        assert_eq!((given.min_bytes, given.max_bytes, given.iters, given.warmup, given.repeats), (1 << 10, 4 << 10, 3, 2, 3));
         // One end of the range given: the other is the twin's default.
         let b = twin("ferroccl bench -b 64");
         assert_eq!((b.min_bytes, b.max_bytes), (64, 64 << 10));

@@ -41,6 +41,8 @@ pub struct GpuGroup {
     resident: u32,
     /// The symmetric heap the ranks' arenas are in, when on one.
     _heap: Option<Heap>,
+    /// Whether the ranks' loops leave the GPU when idle.
+    sleeps: bool,
 }
 
 impl GpuGroup {
@@ -136,7 +138,8 @@ impl GpuGroup {
         let shape = cfg.shape(comms.len() as u32);
         let resident = cfg.loop_cfg.channels;
         let nranks = comms.len() as u32;
-        Ok(Self { used: vec![0; comms.len()], graphs: comms.iter().map(|_| Vec::new()).collect(), comms, first: 0, nranks, coordination: None, path: SubmitPath::Direct, arenas, describe, shape, resident, _heap: heap })
+        let sleeps = cfg.loop_cfg.sleep_after_ns() != 0;
+        Ok(Self { used: vec![0; comms.len()], graphs: comms.iter().map(|_| Vec::new()).collect(), comms, first: 0, nranks, coordination: None, path: SubmitPath::Direct, arenas, describe, shape, resident, _heap: heap, sleeps })
     }
 
     /// Makes [`RankGroup::submit`] take `path` (the direct path until then).
@@ -309,6 +312,22 @@ impl RankGroup for GpuGroup {
 
     fn drop_graphs(&mut self) {
         self.graphs.iter_mut().for_each(Vec::clear);
+    }
+
+    /// False at once where the loops never sleep (no sleep time, or several resident
+    /// channels), or while a captured call keeps them awake; else polled every 100 µs.
+    fn loops_asleep(&mut self, timeout: Duration) -> Result<bool> {
+        if !self.sleeps {
+            return Ok(false);
+        }
+        let start = std::time::Instant::now();
+        while !self.comms.iter().all(Comm::loop_asleep) {
+            if start.elapsed() > timeout {
+                return Ok(false);
+            }
+            std::thread::sleep(Duration::from_micros(100));
+        }
+        Ok(true)
     }
 }
 

@@ -160,6 +160,14 @@ pub trait RankGroup {
 
     /// Destroys every captured graph; call once their launches have completed.
     fn drop_graphs(&mut self) {}
+
+    /// Waits up to `timeout` until no rank this process drives holds a GPU (each loop that
+    /// sleeps when idle asleep, see `LoopConfig::sleep_after`); returns whether none does.
+    /// A group on CPU threads holds no GPU: true at once.
+    fn loops_asleep(&mut self, timeout: Duration) -> Result<bool> {
+        let _ = timeout;
+        Ok(true)
+    }
 }
 
 /// Every channel's statistics of every rank `g` drives, rank by rank (`None` when not
