@@ -11,7 +11,7 @@
 set -euo pipefail
 usage="usage: $0 BINARY OUTDIR
   BINARY: ferroccl built with --features nccl; OUTDIR: where the results go
-  env: DEVICES (0,1) PROCS (one process per device; 0: every rank in one process) FACTOR (-f, 2) ITERS (-n, 20) WARMUP (-w, 5) MAX (-e, 1G)
+  env: DEVICES (0,1) PROCS (one process per device; 0: every rank in one process) FACTOR (-f, 2) ITERS (-n, 20) WARMUP (-w, 5) REPEATS (--repeats, 5) MAX (-e, 1G)
        TIMING (back-to-back,sync,graph) LIMIT (seconds, 590) DEVICE (the machine's line)
        BUILD (the binary's commit)"
 [ $# -eq 2 ] || { echo "$usage" >&2; exit 2; }
@@ -24,7 +24,7 @@ suffix=$([ "$n" -eq 2 ] || echo "-${n}gpu")
 open_results "$2" ring
 raw=$rawdir/sweep-${n}gpu-$day
 args=(bench all_reduce all_gather reduce_scatter -b 8 -e "${MAX:-1G}" -f "${FACTOR:-2}" -c 1
-      -n "${ITERS:-20}" -w "${WARMUP:-5}" --devices "$devices" --nccl
+      -n "${ITERS:-20}" -w "${WARMUP:-5}" --repeats "${REPEATS:-5}" --devices "$devices" --nccl
       $([ "${PROCS:-$n}" -gt 0 ] && echo "--procs ${PROCS:-$n}" || true) --timing "$timing"
       --json "$out/$raw.json")
 step "ferroccl ${args[*]}"
