@@ -3,7 +3,8 @@
 ferroccl's libnccl.so.2 preloaded (LD_PRELOAD), and compare the two outputs. Each rank
 prints one line per operation, `op: ok` or `op: WRONG ...`, and exits 1 if any is wrong.
 
-Operations: all_reduce (sum, avg, max), all_gather_into_tensor, reduce_scatter_tensor,
+Operations: all_reduce (sum, avg, max), all_gather_into_tensor (float32, and float8_e4m3fn
+as float8 training gathers its weights), reduce_scatter_tensor,
 broadcast, send/recv around a ring, all_to_all_single, gather, scatter, a new_group of the
 even ranks, and an all_reduce captured in a CUDA graph and replayed."""
 
@@ -47,6 +48,13 @@ def main() -> int:
     out = torch.empty(world * n, device=dev)
     dist.all_gather_into_tensor(out, mine(rank))
     check("all_gather_into_tensor", out, torch.cat([mine(r) for r in range(world)]))
+
+    def mine8(r):
+        return (mine(r) % 256).to(torch.float8_e4m3fn)
+
+    out8 = torch.empty(world * n, dtype=torch.float8_e4m3fn, device=dev)
+    dist.all_gather_into_tensor(out8, mine8(rank))
+    check("all_gather_into_tensor float8_e4m3fn", out8.view(torch.uint8), torch.cat([mine8(r) for r in range(world)]).view(torch.uint8))
 
     whole = torch.cat([mine(rank) + b for b in range(world)])
     part = torch.empty(n, device=dev)

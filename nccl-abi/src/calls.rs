@@ -13,7 +13,7 @@ use crate::error::Failure;
 use crate::exchange::{Buffers, Exchange, extent, overlaps, plan};
 use crate::memory::StagedCopy;
 use crate::group;
-use crate::types::data_type;
+use crate::types::{data_type, moved_type};
 
 /// A collective's arguments as the C call gives them.
 pub struct Collective {
@@ -39,7 +39,8 @@ pub unsafe fn collective(comm: *mut NcclComm, stream: sys::CUstream, call: Colle
     // SAFETY: this function's contract.
     let rank = unsafe { NcclComm::from_ptr(comm) }?.lock();
     let c = rank.comm()?;
-    let dtype = data_type(call.dtype).map_err(Failure::argument)?;
+    // A reduction computes with its elements; the others only move them.
+    let dtype = if call.op.is_some() { data_type(call.dtype) } else { moved_type(call.dtype) }?;
     let (op, op_arg) = match call.op {
         Some(op) => rank.operator(op, dtype)?,
         None => (RedOpKind::Sum, 0),
@@ -82,7 +83,7 @@ pub unsafe fn send_recv(comm: *mut NcclComm, stream: sys::CUstream, send: Option
     let peer_of = |side: &Side| {
         u32::try_from(side.peer).ok().filter(|&p| (p as usize) < c.world_size()).ok_or_else(|| Failure::argument(format!("peer {} of {} ranks", side.peer, c.world_size())))
     };
-    let (send_dtype, recv_dtype) = (send.map(|s| data_type(s.dtype)).transpose().map_err(Failure::argument)?, recv.map(|r| data_type(r.dtype)).transpose().map_err(Failure::argument)?);
+    let (send_dtype, recv_dtype) = (send.map(|s| moved_type(s.dtype)).transpose()?, recv.map(|r| moved_type(r.dtype)).transpose()?);
     for side in send.iter().chain(&recv) {
         peer_of(side)?;
     }
@@ -129,7 +130,7 @@ pub unsafe fn exchange(comm: *mut NcclComm, stream: sys::CUstream, exchange: Exc
         let c = held.comm()?;
         (c.rank(), c.world_size(), held.ctx.clone())
     };
-    let size = data_type(buffers.dtype).map_err(Failure::argument)?.size();
+    let size = moved_type(buffers.dtype)?.size();
     let staged = match extent(nranks, buffers, size) {
         Some(bytes) if buffers.count > 0 && exchange == Exchange::AllToAll && overlaps(nranks, buffers, size) => {
             // SAFETY: the send buffer and the stream are the caller's (this function's

@@ -14,7 +14,7 @@ use crate::comm::{InitArgs, NcclComm};
 use crate::error::Failure;
 use crate::memory::StagedCopy;
 use crate::rounds;
-use crate::types::data_type;
+use crate::types::moved_type;
 
 /// A point-to-point call waiting for its group's end.
 #[derive(Clone, Copy)]
@@ -152,7 +152,7 @@ unsafe fn run_transfers(transfers: &[Transfer]) -> Result<(), Failure> {
             return Err(Failure::usage("a group's sends and receives on one communicator are on different streams"));
         }
         for t in &mine {
-            data_type(t.side.dtype).map_err(Failure::argument)?;
+            moved_type(t.side.dtype)?;
         }
         let (rank, nranks) = {
             // SAFETY: a live rank (checked when the transfer was queued; this function's

@@ -265,7 +265,7 @@ pub unsafe extern "C" fn ncclCommUserRank(comm: *mut NcclComm, rank: *mut c_int)
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ncclRedOpCreatePreMulSum(op: *mut c_int, scalar: *const c_void, datatype: c_int, residence: c_int, comm: *mut NcclComm) -> NcclResult {
     guarded("ncclRedOpCreatePreMulSum", || {
-        let dtype = data_type(datatype).map_err(Failure::argument)?;
+        let dtype = data_type(datatype)?;
         match residence {
             SCALAR_HOST_IMMEDIATE => {}
             SCALAR_DEVICE => return Err(Failure::usage("a PreMulSum scalar in device memory (ncclScalarDevice): ferroccl takes host scalars only (ncclScalarHostImmediate)")),

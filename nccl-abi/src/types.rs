@@ -6,6 +6,8 @@ use host_shim::device_rt::dtype::DataType;
 use host_shim::ErrorKind;
 use host_shim::comm::COMM_ID_BYTES;
 
+use crate::error::Failure;
+
 /// `ncclResult_t`.
 pub type NcclResult = i32;
 pub const SUCCESS: NcclResult = 0;
@@ -44,13 +46,27 @@ pub fn result_of(kind: ErrorKind) -> NcclResult {
     }
 }
 
-/// `ncclDataType_t`: NCCL's numbers 0 to 9 are ferroccl's `DataType`'s; 10 and 11 (FP8)
-/// are not served.
-pub fn data_type(value: i32) -> Result<DataType, String> {
-    match value {
-        10 | 11 => Err(format!("datatype {value} (ncclFloat8e4m3 / ncclFloat8e5m2): ferroccl has no FP8 reductions")),
-        _ => u8::try_from(value).ok().and_then(DataType::from_u8).ok_or_else(|| format!("datatype {value} is no ncclDataType_t")),
+/// `ncclFloat8e4m3` and `ncclFloat8e5m2`.
+const FP8_TYPES: [i32; 2] = [10, 11];
+
+/// The `ncclDataType_t` of a call that computes with its elements (a reduction, a
+/// PreMulSum scalar): NCCL's numbers 0 to 9 are ferroccl's `DataType`'s; FP8 is not served
+/// (`ncclInvalidUsage`: ferroccl has no FP8 arithmetic); any other number is no type
+/// (`ncclInvalidArgument`).
+pub fn data_type(value: i32) -> Result<DataType, Failure> {
+    if FP8_TYPES.contains(&value) {
+        return Err(Failure::usage(format!(
+            "datatype {value} (ncclFloat8e4m3 / ncclFloat8e5m2): ferroccl has no FP8 reductions (FP8 is served where elements are only moved: all-gather, broadcast, send/receive, gather, scatter, all-to-all)"
+        )));
     }
+    u8::try_from(value).ok().and_then(DataType::from_u8).ok_or_else(|| Failure::argument(format!("datatype {value} is no ncclDataType_t")))
+}
+
+/// The `ncclDataType_t` of a call that only moves its elements (all-gather, broadcast,
+/// send/receive, gather, scatter, all-to-all): as [`data_type`], with FP8 moved as bytes
+/// (`DataType::U8`: one byte an element, the bits arriving as sent).
+pub fn moved_type(value: i32) -> Result<DataType, Failure> {
+    if FP8_TYPES.contains(&value) { Ok(DataType::U8) } else { data_type(value) }
 }
 
 /// `ncclRedOp_t`'s built-in operators (`ncclSum` … `ncclAvg`); from `ncclNumOps` on, the
@@ -116,13 +132,20 @@ mod tests {
     use super::*;
 
     #[test]
-    fn nccls_type_numbers_are_ferroccls_and_fp8_is_refused() {
-        assert_eq!(data_type(0), Ok(DataType::I8));
-        assert_eq!(data_type(7), Ok(DataType::F32));
-        assert_eq!(data_type(9), Ok(DataType::Bf16));
-        assert!(data_type(10).unwrap_err().contains("FP8"));
-        assert!(data_type(12).unwrap_err().contains("no ncclDataType_t"));
-        assert!(data_type(-1).is_err());
+    fn nccls_type_numbers_are_ferroccls_and_fp8_is_moved_not_reduced() {
+        for (value, dtype) in [(0, DataType::I8), (7, DataType::F32), (9, DataType::Bf16)] {
+            assert_eq!((data_type(value).unwrap(), moved_type(value).unwrap()), (dtype, dtype));
+        }
+        for fp8 in [10, 11] {
+            let refused = data_type(fp8).unwrap_err();
+            assert!(refused.why.contains("FP8") && refused.result == INVALID_USAGE, "{refused:?}");
+            assert_eq!(moved_type(fp8).unwrap(), DataType::U8);
+        }
+        for unknown in [12, -1, 256] {
+            for refused in [data_type(unknown).unwrap_err(), moved_type(unknown).unwrap_err()] {
+                assert!(refused.why.contains("no ncclDataType_t") && refused.result == INVALID_ARGUMENT, "{refused:?}");
+            }
+        }
     }
 
     #[test]

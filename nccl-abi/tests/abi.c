@@ -73,7 +73,7 @@ int main(void) {
 
   ncclRedOp_t op = ncclSum;
   float scalar = 2.0f;
-  CHECK(ncclRedOpCreatePreMulSum(&op, &scalar, ncclFloat8e4m3, ncclScalarHostImmediate, NULL) == ncclInvalidArgument && said("FP8"), "an FP8 operator");
+  CHECK(ncclRedOpCreatePreMulSum(&op, &scalar, ncclFloat8e4m3, ncclScalarHostImmediate, NULL) == ncclInvalidUsage && said("FP8"), "an FP8 operator");
   CHECK(ncclRedOpCreatePreMulSum(&op, &scalar, ncclFloat, ncclScalarDevice, NULL) == ncclInvalidUsage && said("ncclScalarDevice"), "a device scalar");
   CHECK(ncclRedOpCreatePreMulSum(&op, &scalar, ncclFloat, ncclScalarHostImmediate, NULL) == ncclInvalidArgument && said("comm is NULL"), "an operator of no communicator");
 

@@ -2,8 +2,9 @@
 // (ncclCommInitAll with devices {0, 0}; ferroccl lets ranks of one process share a GPU),
 // driven from one thread in groups as nccl-tests drives -g 2: all_reduce (sum, avg, a
 // PreMulSum operator), all_gather and reduce_scatter in place, broadcast, a send/recv
-// pair, gather, scatter and all-to-all (in place too), and a split of each rank into a
-// communicator of its own. Every result checked
+// pair, gather, scatter and all-to-all (in place too), an FP8 all_gather (FP8 is moved
+// as bytes; an FP8 all_reduce is refused), and a split of each rank into a communicator of
+// its own. Every result checked
 // against the values every rank can compute. Exit 0 when all hold; prints each check.
 // Build on the GPU machine: nvcc -I nccl-abi/include two_ranks.cu -L DIR -lnccl.
 #include <cuda_runtime.h>
@@ -167,6 +168,18 @@ int main(void) {
       check(in_place ? "all-to-all in place" : "all-to-all", r, recv[r], want, NR * N);
     }
   }
+  // FP8 all_gather of each rank's first N floats as 4 N FP8 elements: the bits arrive as sent.
+  NCCL(ncclGroupStart());
+  for (int r = 0; r < NR; r++) NCCL(ncclAllGather(send[r], recv[r], 4 * N, ncclFloat8e4m3, comms[r], streams[r]));
+  NCCL(ncclGroupEnd());
+  for (int r = 0; r < NR; r++) CUDA(cudaStreamSynchronize(streams[r]));
+  for (int b = 0; b < NR; b++)
+    for (int i = 0; i < N; i++) want[b * N + i] = input(b, i);
+  for (int r = 0; r < NR; r++) check("all_gather of FP8 elements", r, recv[r], want, NR * N);
+  // An FP8 all_reduce: not served (no FP8 arithmetic), refused before anything is enqueued.
+  ncclResult_t fp8_sum = ncclAllReduce(send[0], recv[0], N, ncclFloat8e5m2, ncclSum, comms[0], streams[0]);
+  printf("rank 0: FP8 all_reduce refused: %s (%s)\n", fp8_sum == ncclInvalidUsage ? "ok" : "WRONG", ncclGetLastError(comms[0]));
+  failures += fp8_sum != ncclInvalidUsage;
   // Queries, and the async error of a healthy communicator.
   for (int r = 0; r < NR; r++) {
     int count = 0, rank = -1, dev = -1;
