@@ -385,17 +385,11 @@ impl Row {
     }
 }
 
-/// One timing a baseline is asked for: `function` on every rank with NCCL's `count` (the
-/// same conventions as [`CollCase`]; `root` only matters for broadcast and reduce),
-/// `warmup` untimed calls, then `iters` calls as `timing` says.
-#[derive(Clone, Copy, Debug, PartialEq)]
+/// One timing a baseline is asked for: `case` on every rank (its inputs are the
+/// baseline's own), `warmup` untimed calls, then `iters` calls as `timing` says.
+#[derive(Clone, Debug, PartialEq)]
 pub struct BaselineCall {
-    pub function: CollFunction,
-    pub dtype: DataType,
-    pub op: RedOpKind,
-    pub count: usize,
-    pub root: u32,
-    pub in_place: bool,
+    pub case: CollCase,
     pub timing: CallTiming,
     pub warmup: usize,
     pub iters: usize,
@@ -492,17 +486,7 @@ fn sweep(
                 let factor = bus_factor(function, nranks);
                 let stats_before = all_stats(g)?;
                 let case = |in_place| CollCase { function, dtype: args.dtype, op: args.op, count, root, in_place, inputs: Inputs::Exact };
-                let call = |in_place| BaselineCall {
-                    function,
-                    dtype: args.dtype,
-                    op: args.op,
-                    count,
-                    root,
-                    in_place,
-                    timing,
-                    warmup: args.warmup,
-                    iters: args.iters,
-                };
+                let call = |in_place| BaselineCall { case: case(in_place), timing, warmup: args.warmup, iters: args.iters };
                 let modes = baseline.as_deref().map_or_else(Vec::new, Baseline::modes);
                 // Per placement (out of place, in place): ferroccl's rounds, the baseline's
                 // per mode.
@@ -826,7 +810,8 @@ impl<B: Baseline> Premeasured<B> {
                     for round in 0..args.repeats {
                         for mode in 0..modes {
                             for in_place in [false, true] {
-                                let call = BaselineCall { function, dtype: args.dtype, op: args.op, count, root, in_place, timing, warmup: args.warmup, iters: args.iters };
+                                let case = CollCase { function, dtype: args.dtype, op: args.op, count, root, in_place, inputs: Inputs::Exact };
+                                let call = BaselineCall { case, timing, warmup: args.warmup, iters: args.iters };
                                 barrier(processes.as_deref_mut())?;
                                 let us = live.time_us(mode, round, &call)?;
                                 graph_us.insert((mode, round, function as u32, count, in_place), mean(processes.as_deref_mut(), us)?);
@@ -859,8 +844,9 @@ impl<B: Baseline> Baseline for Premeasured<B> {
         if call.timing != CallTiming::Graph {
             return self.live.time_us(mode, round, call);
         }
-        self.graph_us.get(&(mode, round, call.function as u32, call.count, call.in_place)).copied().ok_or_else(|| {
-            invalid(format!("{} with {} elements (graph, round {round}) was not measured ahead of time", call.function.name(), call.count))
+        let case = &call.case;
+        self.graph_us.get(&(mode, round, case.function as u32, case.count, case.in_place)).copied().ok_or_else(|| {
+            invalid(format!("{} with {} elements (graph, round {round}) was not measured ahead of time", case.function.name(), case.count))
         })
     }
 }
@@ -1622,8 +1608,8 @@ mod tests {
             vec!["plain".into(), "symmetric".into()]
         }
         fn time_us(&mut self, mode: usize, round: usize, call: &BaselineCall) -> Result<f64> {
-            self.calls.push((mode, round, call.function, call.count, call.in_place));
-            let seconds = match (mode, call.in_place) {
+            self.calls.push((mode, round, call.case.function, call.case.count, call.case.in_place));
+            let seconds = match (mode, call.case.in_place) {
                 (0, false) => 1 + round,
                 (0, true) => 4,
                 (_, false) => 3,
@@ -1646,12 +1632,7 @@ mod tests {
         assert!(!pre.timed_live(CallTiming::Graph) && pre.timed_live(CallTiming::BackToBack) && pre.timed_live(CallTiming::Sync));
         assert_eq!(pre.modes(), ["plain", "symmetric"]);
         let call = |count, in_place, timing| BaselineCall {
-            function: CollFunction::AllReduce,
-            dtype: DataType::F32,
-            op: RedOpKind::Sum,
-            count,
-            root: 0,
-            in_place,
+            case: CollCase { function: CollFunction::AllReduce, dtype: DataType::F32, op: RedOpKind::Sum, count, root: 0, in_place, inputs: Inputs::Exact },
             timing,
             warmup: 0,
             iters: 1,

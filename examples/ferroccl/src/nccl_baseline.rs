@@ -29,6 +29,7 @@ use device_rt::redop::RedOpKind;
 use device_rt::algo::CollFunction;
 
 use crate::collbench::{Baseline, BaselineCall, CallTiming, GRAPH_CALLS};
+use ferroccl_testkit::coll::expect::CollCase;
 use host_shim::bootstrap::Bootstrap;
 use host_shim::{Error, Result};
 
@@ -307,7 +308,8 @@ impl Baseline for NcclBaseline {
     /// synchronized, per call. Wall clock. Inputs are zeros. In place, input and output
     /// share the output buffer at NCCL's offsets (as nccl-tests places them).
     fn time_us(&mut self, mode: usize, _round: usize, call: &BaselineCall) -> Result<f64> {
-        let BaselineCall { function, dtype, op, count, root, in_place, timing, warmup, iters } = *call;
+        let (timing, warmup, iters) = (call.timing, call.warmup, call.iters);
+        let CollCase { function, dtype, op, count, root, in_place, .. } = call.case;
         if iters == 0 {
             return Err(Error::InvalidArgument("NCCL baseline: at least one timed iteration is needed".into()));
         }
