@@ -176,10 +176,12 @@ pub struct CommArgs {
     /// until the next call (a duration, e.g. 1ms, or `never`) [default: 1ms]
     #[arg(long, value_name = "DURATION|never", value_parser = parse_sleep_after)]
     pub sleep_after: Option<SleepAfter>,
-    /// How items reach the ranks' loops: `stream` (a call kernel on each rank's stream, as
-    /// the communicator's public calls do; GPUs only) or `direct` (the host queue)
-    /// [coll: direct; bench: stream on GPUs, direct on the host twin]
-    #[arg(long, value_name = "stream|direct", value_parser = parse_path)]
+    /// How items reach the ranks' loops: `typed` (the communicator's typed calls,
+    /// `Comm::all_reduce` and its siblings, on cudarc slices: what a Rust user's call
+    /// costs; GPUs only), `stream` (the same call kernel on each rank's stream, the item
+    /// handed over by address; GPUs only) or `direct` (the host queue) [coll: direct;
+    /// bench: typed on GPUs, direct on the host twin]
+    #[arg(long, value_name = "typed|stream|direct", value_parser = parse_path)]
     pub path: Option<SubmitPath>,
 }
 
@@ -753,8 +755,9 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn the_path_is_stream_or_direct() {
+    fn the_path_is_typed_stream_or_direct() {
         assert_eq!(bench("ferroccl bench").comm.path, None);
+        assert_eq!(bench("ferroccl bench --path typed").comm.path, Some(SubmitPath::Typed));
         assert_eq!(bench("ferroccl bench --path stream").comm.path, Some(SubmitPath::Stream));
         assert_eq!(coll("ferroccl coll --path direct").comm.path, Some(SubmitPath::Direct));
         for bad in ["ferroccl bench --path queue", "ferroccl coll --path"] {

@@ -129,7 +129,7 @@ fn as_process(args: BenchCmd, id: &CommId, env: &PeEnv) -> Result<ExitCode, Erro
             (rows, line)
         }
         None => {
-            let path = comm.path.unwrap_or(SubmitPath::Stream);
+            let path = comm.path.unwrap_or(SubmitPath::Typed);
             let default = Tuning::default().loop_cfg;
             let mut cfg = comm_config(&comm, default.channels + default.call_channels, path);
             cfg.stats = stats;
@@ -140,7 +140,8 @@ fn as_process(args: BenchCmd, id: &CommId, env: &PeEnv) -> Result<ExitCode, Erro
             let mut g = GpuGroup::join_process(id, rank, nranks, env.device, cfg, arena, processes)?;
             g.set_path(path);
             let name = device::list()?.into_iter().find(|d| d.ordinal == env.device).map_or_else(|| format!("device {}", env.device), |d| d.name);
-            let line = format!("{nranks} processes, one GPU each; rank 0 on [{}] {name}; {}; stream-ordered path", env.device, g.describe());
+            let how = if path == SubmitPath::Typed { "typed calls (Comm::all_reduce and its siblings on cudarc slices)" } else { "stream-ordered items" };
+            let line = format!("{nranks} processes, one GPU each; rank 0 on [{}] {name}; {}; {how}", env.device, g.describe());
             if lead {
                 println!("# ferroccl on {line}");
             }

@@ -8,7 +8,7 @@
 //! `--stats`, `--json`), for `coll` `--big` and the filter. What it refuses: everything
 //! about GPUs (`--devices`, `--sms`, `--heap`, `--nccl`, `--timing graph`), about a GPU
 //! loop's resident and sleeping channels (`--resident`, `--resident-threads`,
-//! `--sleep-after`) and about streams (`--path stream`), and sizes beyond [`MAX_BYTES`]
+//! `--sleep-after`) and about streams (`--path stream`, `--path typed`), and sizes beyond [`MAX_BYTES`]
 //! (`-e`) or [`MAX_BIG`] (`--big`).
 
 use std::time::Duration;
@@ -79,8 +79,9 @@ pub fn refuse_comm(comm: &CommArgs, what: &str) -> Result<(), Error> {
     if comm.sleep_after.is_some() {
         return refused("--sleep-after", "the twin's loops never sleep");
     }
-    if comm.path == Some(SubmitPath::Stream) {
-        return refused("--path stream", "the twin has no streams: its ranks take the direct path (--path direct, the default there)");
+    if let Some(path @ (SubmitPath::Stream | SubmitPath::Typed)) = comm.path {
+        let option = if path == SubmitPath::Stream { "--path stream" } else { "--path typed" };
+        return refused(option, "the twin has no streams: its ranks take the direct path (--path direct, the default there)");
     }
     Ok(())
 }
@@ -183,6 +184,7 @@ mod tests {
             ("ferroccl bench --timing graph", "--timing graph"),
             ("ferroccl bench --timing back-to-back,graph", "--timing graph"),
             ("ferroccl bench --path stream", "--path stream"),
+            ("ferroccl bench --path typed", "--path typed"),
             ("ferroccl bench --devices 0,1", "--devices"),
             ("ferroccl bench --sms tpcs", "--sms"),
             ("ferroccl bench --resident 1", "--resident"),

@@ -39,6 +39,7 @@ fn options_the_twin_cannot_honour_fail_before_anything_runs() {
         ("bench --timing graph", "--timing graph"),
         ("bench --heap", "--heap"),
         ("bench --path stream", "--path stream"),
+        ("bench --path typed", "--path typed"),
         ("bench --devices 0,1", "--devices"),
         ("coll --devices 0,1 --ranks 4", "--devices"),
         ("coll --big 3145728", "--big 3145728"),
@@ -50,6 +51,9 @@ fn options_the_twin_cannot_honour_fail_before_anything_runs() {
         assert!(stderr.contains(&format!("cannot take {option}:")) && stderr.contains("host twin"), "{line}: {stderr}");
         assert_eq!(text(&out.stdout), "", "{line} ran something before refusing");
     }
+    let out = ferroccl("coll --path typed");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("the matrix has cases no typed call makes"), "{}", text(&out.stderr));
     let out = ferroccl("bench reduce_copy");
     assert_eq!(out.status.code(), Some(1));
     assert!(text(&out.stderr).contains("bench reduce_copy runs on GPUs only"), "{}", text(&out.stderr));

@@ -812,6 +812,17 @@ impl Comm {
         unsafe { self.enqueue_typed(WorkItem::collective(CollFunction::Reduce, T::DTYPE, kind, arg, s, r, n as u64, root as u64)) }
     }
 
+    /// [`Comm::reduce`] in place (NCCL's `sendbuff == recvbuff`): on the root, `buf =
+    /// op(buf of every rank)`; the other ranks' `buf` is read only.
+    pub fn reduce_in_place<T: Element, R: DevicePtrMut<T>>(&self, buf: &mut R, op: ReduceOp, root: usize) -> Result<()> {
+        let n = buf.len();
+        let (kind, arg) = op.device(T::DTYPE, self.nranks);
+        let (b, _b) = buf.device_ptr_mut(&self.stream);
+        // SAFETY: the address comes from the buffer's `device_ptr_mut` on the rank's
+        // stream, whose guard lives to the end of this call.
+        unsafe { self.enqueue_typed(WorkItem::collective(CollFunction::Reduce, T::DTYPE, kind, arg, b, b, n as u64, root as u64)) }
+    }
+
     /// Sends `send` to rank `to` and receives `recv` from rank `from`, at once (NCCL's
     /// grouped send and receive); either side may be `None`. Counts must match the
     /// peers' or the loops stop with `PeerMismatch`.

@@ -18,6 +18,7 @@ use host_shim::work::{DeviceAlloc, LoopConfig, Placement};
 use host_shim::{Error, Result, device};
 
 use super::group::{Buffer, RankGroup, SubmitPath, Submitted};
+use super::typed::{self, TypedBuffer};
 
 /// A communicator's ranks with a buffer arena each, driven from one host thread: what
 /// the correctness matrix and `ferroccl bench` run on.
@@ -43,6 +44,8 @@ pub struct GpuGroup {
     _heap: Option<Heap>,
     /// Whether the ranks' loops leave the GPU when idle.
     sleeps: bool,
+    /// Each rank's buffers as cudarc slices, for the typed path (made by `alloc` on it).
+    typed: Vec<Vec<TypedBuffer>>,
 }
 
 impl GpuGroup {
@@ -139,7 +142,8 @@ impl GpuGroup {
         let resident = cfg.loop_cfg.channels;
         let nranks = comms.len() as u32;
         let sleeps = cfg.loop_cfg.sleep_after_ns() != 0;
-        Ok(Self { used: vec![0; comms.len()], graphs: comms.iter().map(|_| Vec::new()).collect(), comms, first: 0, nranks, coordination: None, path: SubmitPath::Direct, arenas, describe, shape, resident, _heap: heap, sleeps })
+        let (graphs, typed) = (comms.iter().map(|_| Vec::new()).collect(), comms.iter().map(|_| Vec::new()).collect());
+        Ok(Self { used: vec![0; comms.len()], graphs, comms, first: 0, nranks, coordination: None, path: SubmitPath::Direct, arenas, describe, shape, resident, _heap: heap, sleeps, typed })
     }
 
     /// Makes [`RankGroup::submit`] take `path` (the direct path until then).
@@ -204,7 +208,7 @@ impl RankGroup for GpuGroup {
     }
 
     fn ll_channels(&self) -> u32 {
-        if self.path == SubmitPath::Stream { self.shape.nchannels.saturating_sub(self.resident) } else { 0 }
+        if self.path.on_stream() { self.shape.nchannels.saturating_sub(self.resident) } else { 0 }
     }
 
     fn alloc(&mut self, rank: u32, bytes: usize) -> Result<Buffer> {
@@ -215,7 +219,13 @@ impl RankGroup for GpuGroup {
             return Err(Error::InvalidArgument(format!("rank {rank}'s buffer arena ({size} bytes) is full")));
         }
         self.used[r] = start + bytes;
-        Ok(Buffer { rank, addr: base + start as u64, bytes })
+        let addr = base + start as u64;
+        if self.path == SubmitPath::Typed {
+            // SAFETY: the bytes lie in the rank's arena, which outlives the group's typed
+            // buffers (released with them, freed after the communicators stop).
+            self.typed[r].push(unsafe { TypedBuffer::new(self.comms[r].stream(), addr, bytes) });
+        }
+        Ok(Buffer { rank, addr, bytes })
     }
 
     fn mark(&self) -> Vec<usize> {
@@ -223,6 +233,9 @@ impl RankGroup for GpuGroup {
     }
 
     fn release(&mut self, mark: Vec<usize>) {
+        for ((typed, &(base, _)), &used) in self.typed.iter_mut().zip(&self.arenas).zip(&mark) {
+            typed.retain(|b| b.addr() < base + used as u64);
+        }
         self.used = mark;
     }
 
@@ -271,6 +284,11 @@ impl RankGroup for GpuGroup {
                 unsafe { self.comms[self.local(rank)].enqueue_on_stream(item) }?;
                 Ok(Submitted::Stream)
             }
+            SubmitPath::Typed => {
+                let r = self.local(rank);
+                typed::call(&self.comms[r], &mut self.typed[r], &item)?;
+                Ok(Submitted::Stream)
+            }
         }
     }
 
@@ -285,9 +303,9 @@ impl RankGroup for GpuGroup {
         }
     }
 
-    /// Captures on the rank's stream in relaxed mode. The items name buffers by address,
-    /// so no cudarc event enters the capture. A failed capture is ended (its partial
-    /// graph dropped) before the error returns.
+    /// Captures on the rank's stream in relaxed mode, on every path as items that name
+    /// buffers by address, so no cudarc event enters the capture (the typed path's too).
+    /// A failed capture is ended (its partial graph dropped) before the error returns.
     fn capture(&mut self, rank: u32, items: &[WorkItem]) -> Result<usize> {
         let comm = &self.comms[self.local(rank)];
         let stream = comm.stream();

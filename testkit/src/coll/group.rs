@@ -29,17 +29,30 @@ pub enum SubmitPath {
     /// The stream-ordered path the communicator's public calls take: a call kernel on the
     /// rank's stream; waited for by synchronizing the stream (GPUs only).
     Stream,
+    /// The stream-ordered path through the public calls themselves: each item made again
+    /// as the communicator's typed call (`Comm::all_reduce` and its siblings) on cudarc
+    /// slices over the buffers, cudarc's tracking of the slices' reads and writes included:
+    /// what a Rust user's call costs (GPUs only; the collectives other than send/recv).
+    Typed,
+}
+
+impl SubmitPath {
+    /// Whether items go through the ranks' streams (a call kernel each).
+    pub fn on_stream(self) -> bool {
+        self != Self::Direct
+    }
 }
 
 impl std::str::FromStr for SubmitPath {
     type Err = host_shim::Error;
 
-    /// `direct` or `stream`.
+    /// `direct`, `stream` or `typed`.
     fn from_str(s: &str) -> Result<Self> {
         match s {
             "direct" => Ok(Self::Direct),
             "stream" => Ok(Self::Stream),
-            other => Err(host_shim::Error::InvalidArgument(format!("{other:?} is not a path: direct or stream"))),
+            "typed" => Ok(Self::Typed),
+            other => Err(host_shim::Error::InvalidArgument(format!("{other:?} is not a path: direct, stream or typed"))),
         }
     }
 }

@@ -9,3 +9,4 @@ pub mod gpu;
 pub mod group;
 pub mod shot;
 pub mod twin;
+pub mod typed;

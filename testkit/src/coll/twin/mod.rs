@@ -243,6 +243,9 @@ impl TwinGroup {
     /// How [`RankGroup::submit`] hands items over (a group started with call channels only
     /// has streams).
     pub fn set_path(&mut self, path: SubmitPath) -> Result<()> {
+        if path == SubmitPath::Typed {
+            return Err(Error::InvalidState("the twin's ranks have no cudarc buffers for the typed calls (the typed path is on GPUs)"));
+        }
         if path == SubmitPath::Stream && self.ranks.iter().any(|r| r.stream.is_none()) {
             return Err(Error::InvalidState("this twin group has no streams (start it with call channels)"));
         }
