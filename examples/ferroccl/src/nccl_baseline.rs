@@ -138,24 +138,28 @@ impl NcclBaseline {
     /// process agreeing through `processes`, when the ranks are in several).
     fn with_comms(comms: Vec<(sys::ncclComm_t, usize)>, name: String, version: c_int, bytes: usize, processes: Option<&mut Bootstrap>) -> Result<Self> {
         let capacity = bytes.max(1);
-        let mut ranks = Vec::new();
-        for (comm, ordinal) in comms {
-            let made = (|| {
+        let made: Result<Vec<NcclRank>> = comms
+            .iter()
+            .map(|&(comm, ordinal)| {
                 let context = host_shim::device::context(ordinal)?;
                 let stream = context.new_stream().map_err(Error::cuda("cuStreamCreate"))?;
                 let plain = PlainBuffers::alloc(&stream, capacity)?;
                 Ok(NcclRank { comm, context, stream, plain, windows: Vec::new() })
-            })();
-            match made {
-                Ok(rank) => ranks.push(rank),
-                Err(e) => {
-                    // SAFETY: this communicator has run nothing; the others are destroyed
-                    // when `ranks` drops below.
-                    let _ = unsafe { nccl::comm_destroy(comm) };
-                    return Err(e);
+            })
+            .collect();
+        let ranks = match made {
+            Ok(ranks) => ranks,
+            Err(e) => {
+                for &(comm, _) in &comms {
+                    // SAFETY: a communicator of this baseline, which has run nothing and
+                    // is destroyed once.
+                    if let Err(destroyed) = unsafe { nccl::comm_destroy(comm) } {
+                        log::warn!("NCCL baseline: ncclCommDestroy failed: {:?}", destroyed.0);
+                    }
                 }
+                return Err(e);
             }
-        }
+        };
         let mut baseline = Self { ranks, name, capacity, symmetric: false };
         match baseline.register_windows(version, processes) {
             Ok(()) => {
@@ -179,10 +183,13 @@ impl NcclBaseline {
             self.ranks.iter_mut().try_for_each(|rank| rank.alloc_windows(self.capacity)).map_err(|e| e.to_string())
         };
         agree(processes.as_deref_mut(), allocated)?;
-        nccl::group_start().map_err(|e| format!("ncclGroupStart failed: {:?}", e.0))?;
-        let registered = self.ranks.iter().try_for_each(|rank| rank.register_windows(self.capacity));
-        let ended = nccl::group_end().map(drop).map_err(|e| format!("ncclGroupEnd after ncclCommWindowRegister failed: {:?}", e.0));
-        agree(processes, registered.and(ended))
+        // Every process reaches the second agreement, whatever failed here.
+        let registered = nccl::group_start().map_err(|e| format!("ncclGroupStart failed: {:?}", e.0)).and_then(|_| {
+            let registered = self.ranks.iter().try_for_each(|rank| rank.register_windows(self.capacity));
+            let ended = nccl::group_end().map(drop).map_err(|e| format!("ncclGroupEnd after ncclCommWindowRegister failed: {:?}", e.0));
+            registered.and(ended)
+        });
+        agree(processes, registered)
     }
 
     /// Waits for everything queued on every rank's stream.
