@@ -87,7 +87,8 @@ fn refused(what: String) -> Error {
 
 /// The typed operator that gives `item`'s device operator on `dtype` and `nranks` ranks.
 fn operator(item: &WorkItem, dtype: DataType, nranks: u32) -> Result<ReduceOp> {
-    let op = match RedOpKind::from_u8(item.op) {
+    let kind = RedOpKind::from_u8(item.op);
+    let op = match kind {
         Some(RedOpKind::Sum) => ReduceOp::Sum,
         Some(RedOpKind::Prod) => ReduceOp::Prod,
         Some(RedOpKind::Max) => ReduceOp::Max,
@@ -95,7 +96,7 @@ fn operator(item: &WorkItem, dtype: DataType, nranks: u32) -> Result<ReduceOp> {
         Some(RedOpKind::SumPostDiv) => ReduceOp::Avg,
         other => return Err(refused(format!("operator {other:?}"))),
     };
-    if op.device(dtype, nranks) != (RedOpKind::from_u8(item.op).unwrap_or(RedOpKind::Sum), item.op_arg) {
+    if kind.map(|k| (k, item.op_arg)) != Some(op.device(dtype, nranks)) {
         return Err(refused(format!("{op:?} on {} is another device operator than the item's", dtype.name())));
     }
     Ok(op)
