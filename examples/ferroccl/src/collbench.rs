@@ -516,16 +516,7 @@ fn sweep(
                                 }
                             }
                         } else if let Some(b) = baseline.as_deref_mut() {
-                            if b.timed_live(timing) {
-                                alone &= loops_asleep_everywhere(g)?;
-                            }
-                            for (mode, rounds) in theirs.iter_mut().enumerate() {
-                                for (p, in_place) in [false, true].into_iter().enumerate() {
-                                    barrier(g.processes())?;
-                                    let us = b.time_us(mode, round, &call(in_place))?;
-                                    rounds[p].push(mean(g.processes(), us)?);
-                                }
-                            }
+                            alone &= baseline_turn(g, b, round, &call, &mut theirs)?;
                         }
                     }
                 }
@@ -604,6 +595,22 @@ fn time_placement(
     barrier(g.processes())?;
     let us = time_ferroccl(g, case, buffers, timing, args.warmup, args.iters)?;
     Ok((mean(g.processes(), us)?, wrong))
+}
+
+/// One round of the baseline: every mode, out of place then in place (`call` makes the
+/// placement's call), each time after a barrier, the mean over the processes pushed onto
+/// `theirs[mode][placement]`. A live timing first waits for ferroccl's loops to leave the
+/// GPUs; returns whether they had (true for timings made ahead of time).
+fn baseline_turn(g: &mut dyn RankGroup, b: &mut dyn Baseline, round: usize, call: &dyn Fn(bool) -> BaselineCall, theirs: &mut [[Vec<f64>; 2]]) -> Result<bool> {
+    let alone = if b.timed_live(call(false).timing) { loops_asleep_everywhere(g)? } else { true };
+    for (mode, rounds) in theirs.iter_mut().enumerate() {
+        for (p, in_place) in [false, true].into_iter().enumerate() {
+            barrier(g.processes())?;
+            let us = b.time_us(mode, round, &call(in_place))?;
+            rounds[p].push(mean(g.processes(), us)?);
+        }
+    }
+    Ok(alone)
 }
 
 /// How long a process waits for its ranks' loops to sleep before the baseline's timing
