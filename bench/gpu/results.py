@@ -215,7 +215,7 @@ def matmul(raw, out, gpus, *pairs):
             alone = own_alone.get((m, k, n))
             floor = alone * row["nranks"] if alone else None
             rows.append({"collective": c, "copies": copies, "gpus": 1, "ranks": row["nranks"], "m": m, "k": k, "n": n,
-                         "time_us": row["time_us"], "tc_util_of_the_gpu": row["tc_util"] * row["nranks"],
+                         "time_us": row["time_us"], "host_us": row.get("host_us"), "tc_util_of_the_gpu": row["tc_util"] * row["nranks"],
                          "gemm_alone_us": alone, "vs_ranks_gemms_in_series": row["time_us"] / floor if floor else None,
                          "max_error_in_eps": row["max_error_in_eps"]})
             continue
@@ -225,7 +225,7 @@ def matmul(raw, out, gpus, *pairs):
         # The ring's own floor: its D steps' GEMMs of one shard's shape in series.
         ring_floor = b["gemm_shard_us"] * int(gpus) if b.get("gemm_shard_us") else None
         rows.append({"collective": c, "copies": copies, "gpus": int(gpus), "m": m, "k": k, "n": n,
-                     "time_us": row["time_us"], "tc_util": row["tc_util"],
+                     "time_us": row["time_us"], "host_us": row.get("host_us"), "tc_util": row["tc_util"],
                      "vs_nccl_cublas": against / row["time_us"] if against else None,
                      "vs_gemm_alone": row["time_us"] / alone if alone else None,
                      "vs_ring_floor": row["time_us"] / ring_floor if ring_floor else None,
