@@ -15,11 +15,15 @@ use super::shape::{Collective, Shape};
 #[repr(u32)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Lane {
-    /// The caller's stream: the GEMMs, and the signals that free this rank's buffers.
+    /// The caller's stream: the GEMMs, and the waits for the data they read. Nothing
+    /// else: every other operation on it (a wait, a signal) would cost it as much as a
+    /// short kernel between two GEMMs, where a wait for another lane's event costs nothing.
     Compute = 0,
-    /// Copies to the next rank of the ring.
+    /// Copies to the next rank of the ring, and the signals that free this rank's
+    /// buffers once the compute lane's GEMMs have read them.
     ToNext = 1,
-    /// Copies to the previous rank (the bidirectional all-gather only).
+    /// Copies to the previous rank (the bidirectional all-gather only), and the signals
+    /// that free the buffers that rank writes here.
     ToPrev = 2,
 }
 
@@ -92,7 +96,9 @@ pub enum Word {
 pub enum Event {
     /// The call's inputs are ready on the compute lane.
     Start = 0,
-    /// The compute lane has written a partial block into a send slot.
+    /// The compute lane's GEMMs have come so far: a partial block written into a send
+    /// slot and a receive slot read (reduce-scatter), or every gathered shard read
+    /// (all-gather).
     Computed = 1,
     /// The copy lane to the next rank has delivered a copy.
     SentNext = 2,
@@ -206,9 +212,24 @@ impl RingPlan {
         }
         f(Lane::ToNext, Op::Record { event: Event::SentNext, value: tag(seq, 1) });
         if d > 1 {
-            // This rank's slots are written by the previous rank: free them for its next call.
-            f(Lane::Compute, Op::WaitEvent { event: Event::SentNext, at_least: tag(seq, 1) });
-            f(Lane::Compute, Op::Signal { word: Word::Freed { from: Peer::Next }, on: Peer::Prev, value: seq });
+            // This rank's slots are written by the previous rank: free them for its next
+            // call once the GEMMs and the forwarding copies have read them.
+            self.free_slots(f, &[(Lane::ToNext, Event::SentNext, Peer::Next, Peer::Prev)]);
+        }
+    }
+
+    /// The end of an all-gather: each copy lane `(lane, sent, from, on)`, once the
+    /// compute lane's GEMMs are done, sets `Freed { from }` on rank `on` (the slots that
+    /// rank writes here are free for its next call); the compute lane waits for every
+    /// copy (the caller's `A` is read by the first) but not for those signals, so it goes
+    /// on to the caller's next work while they are sent.
+    fn free_slots(&self, f: &mut impl FnMut(Lane, Op), lanes: &[(Lane, Event, Peer, Peer)]) {
+        let seq = self.seq;
+        f(Lane::Compute, Op::Record { event: Event::Computed, value: tag(seq, 1) });
+        for &(lane, sent, from, on) in lanes {
+            f(lane, Op::WaitEvent { event: Event::Computed, at_least: tag(seq, 1) });
+            f(lane, Op::Signal { word: Word::Freed { from }, on, value: seq });
+            f(Lane::Compute, Op::WaitEvent { event: sent, at_least: tag(seq, 1) });
         }
     }
 
@@ -243,12 +264,12 @@ impl RingPlan {
                 }
             }
         }
-        for (lane, event, from, on) in [(Lane::ToNext, Event::SentNext, Peer::Next, Peer::Prev), (Lane::ToPrev, Event::SentPrev, Peer::Prev, Peer::Next)] {
+        let lanes = [(Lane::ToNext, Event::SentNext, Peer::Next, Peer::Prev), (Lane::ToPrev, Event::SentPrev, Peer::Prev, Peer::Next)];
+        for (lane, event, _, _) in lanes {
             f(lane, Op::Record { event, value: tag(seq, 1) });
-            if d > 1 {
-                f(Lane::Compute, Op::WaitEvent { event, at_least: tag(seq, 1) });
-                f(Lane::Compute, Op::Signal { word: Word::Freed { from }, on, value: seq });
-            }
+        }
+        if d > 1 {
+            self.free_slots(f, &lanes);
         }
     }
 
@@ -275,6 +296,11 @@ impl RingPlan {
             });
             if s + 1 == d {
                 f(Lane::Compute, Op::Gemm { a, c: Rows { matrix: Matrix::C, row0: 0, rows: m }, acc: acc.map(|(_, rows)| rows) });
+                if let Some((t, _)) = acc {
+                    f(Lane::Compute, Op::Record { event: Event::Computed, value: tag(seq, u64::from(d)) });
+                    f(Lane::ToNext, Op::WaitEvent { event: Event::Computed, at_least: tag(seq, u64::from(d)) });
+                    f(Lane::ToNext, Op::Signal { word: Word::Consumed, on: Peer::Prev, value: t + 1 });
+                }
             } else {
                 let out = Rows { matrix: Matrix::Out { slot: s % 2 }, row0: 0, rows: m };
                 if s >= 2 {
@@ -285,14 +311,15 @@ impl RingPlan {
                 f(Lane::Compute, Op::Record { event: Event::Computed, value: tag(seq, u64::from(s + 1)) });
                 let t = transfer(s);
                 f(Lane::ToNext, Op::WaitEvent { event: Event::Computed, at_least: tag(seq, u64::from(s + 1)) });
+                if let Some((consumed, _)) = acc {
+                    // The GEMM has read the receive slot: the previous rank may refill it.
+                    f(Lane::ToNext, Op::Signal { word: Word::Consumed, on: Peer::Prev, value: consumed + 1 });
+                }
                 // The next rank has consumed the transfer that used this receive slot last.
                 f(Lane::ToNext, Op::Wait { word: Word::Consumed, at_least: t.saturating_sub(1) });
                 let dst = Rows { matrix: Matrix::Partial { slot: (t % 2) as u32 }, row0: 0, rows: m };
                 f(Lane::ToNext, Op::Put { src: out, dst, to: Peer::Next, word: Word::Landed { slot: (t % 2) as u32 }, value: t + 1 });
                 f(Lane::ToNext, Op::Record { event: Event::SentNext, value: tag(seq, u64::from(s + 1)) });
-            }
-            if let Some((t, _)) = acc {
-                f(Lane::Compute, Op::Signal { word: Word::Consumed, on: Peer::Prev, value: t + 1 });
             }
         }
         if d > 1 {

@@ -6,8 +6,10 @@
 //! (cuBLASLt), one stream per ring direction copies with the copy engines
 //! (`cuMemcpyDtoDAsync` into the neighbour's mapped workspace, no SM taken from the
 //! GEMMs). A wait for a neighbour's signal is a one-thread kernel, bounded by the heap's
-//! abort flag and spin budget; a signal is a one-thread kernel that fences, then stores;
-//! lanes of one rank meet through CUDA events. Nothing waits on the host during a call.
+//! abort flag and spin budget; a signal is a stream memory operation
+//! (`cuStreamWriteValue64` into the neighbour's mapped word, after a memory barrier: no
+//! SM, and it never waits); lanes of one rank meet through CUDA events. Nothing waits on
+//! the host during a call.
 
 mod blas;
 mod order;
@@ -44,7 +46,6 @@ struct RankLanes {
     handle: u64,
     value: ShmemHandle,
     wait: CudaFunction,
-    signal: CudaFunction,
     put: CudaFunction,
     /// With SM copies: the grid's CTAs, and each copy lane's arrival counter (two `u64`).
     sm_copies: Option<(u32, DeviceAlloc)>,
@@ -140,7 +141,6 @@ impl RingMatmul {
                 handle: heap.handle(pe),
                 value: heap.device_handle(pe)?,
                 wait: module.kernel("ferroccl_matmul_wait")?,
-                signal: module.kernel("ferroccl_matmul_signal")?,
                 put: module.kernel("ferroccl_matmul_put")?,
                 sm_copies: None,
                 status: HostMapped::zeroed(&ctx, 1)?,
@@ -401,12 +401,17 @@ impl RankLanes {
             .map_err(Error::cuda("cuLaunchKernel (collective matmul put)"))
     }
 
-    /// Queues the store of `value` into `peer`'s copy of the symmetric `word` on `stream`.
+    /// Queues the store of `value` into `peer`'s copy of the symmetric `word` on `stream`:
+    /// a `cuStreamWriteValue64` into the word as mapped here, with its default memory
+    /// barrier (release at system scope: everything the stream did before, and what the
+    /// events it waited for cover, is complete and visible to `peer` before the store).
     fn signal(&self, stream: &CudaStream, word: u64, value: u64, peer: Peer, nranks: u32) -> Result<()> {
-        let pe = peer.of(self.pe, nranks);
-        // SAFETY: the arguments match `ferroccl_matmul_signal`: the PE's handle, a word of
-        // its workspace, a value, a PE of the heap; one thread.
-        unsafe { stream.launch_builder(&self.signal).arg(&self.handle).arg(&word).arg(&value).arg(&pe).launch(one_thread()) }.map(|_| ()).map_err(Error::cuda("cuLaunchKernel (collective matmul signal)"))
+        let word = self.on_peer(word, peer, nranks)?;
+        let barrier = sys::CUstreamWriteValue_flags::CU_STREAM_WRITE_VALUE_DEFAULT as u32;
+        // SAFETY: `word` is an 8-byte-aligned `u64` of `peer`'s workspace, mapped on this
+        // PE's device for the heap's lifetime, which outlasts the stream's work (the ring
+        // frees its workspace only after its lanes have ended); `stream` is live.
+        unsafe { sys::cuStreamWriteValue64_v2(stream.cu_stream(), word, value, barrier) }.result().map_err(Error::cuda("cuStreamWriteValue64"))
     }
 }
 

@@ -1,7 +1,7 @@
 //! The collective matmuls' kernels (`device_rt::matmul`): a lane's bounded wait for a
 //! signal word of the symmetric workspace, so that a GEMM or a copy queued behind it on a
-//! stream starts once the data it reads has landed or the buffer it writes is free; a
-//! lane's signal; and a copy lane's put by SMs.
+//! stream starts once the data it reads has landed or the buffer it writes is free; and a
+//! copy lane's put by SMs. (A lane's signal is a stream memory operation, no kernel.)
 
 use device_rt::abi::ShmemHandle;
 use device_rt::matmul::lane::put_by_grid;
@@ -31,21 +31,6 @@ pub unsafe extern "gpu-kernel" fn ferroccl_matmul_wait(handle: *const ShmemHandl
             }
         }
     }
-}
-
-/// Sets PE `pe`'s copy of the symmetric `word` to `value` with one thread, after a
-/// `fence.acq_rel.sys`: everything the stream did before the kernel (GEMMs that read this
-/// PE's buffers, copies into `pe`'s) is complete when it starts, and ordered before the
-/// store for the PE that sees it.
-///
-/// # Safety
-/// `handle` is this PE's `ShmemHandle`; `word` a symmetric address of a `u64` accessed
-/// only atomically; `pe` a PE whose heap is mapped here; one CTA of one thread.
-#[unsafe(no_mangle)]
-pub unsafe extern "gpu-kernel" fn ferroccl_matmul_signal(handle: *const ShmemHandle, word: *mut u64, value: u64, pe: u32) {
-    device_rt::arch::fence_acq_rel_sys();
-    // SAFETY: this kernel's contract.
-    unsafe { Shmem::new(handle).signal_op(word, value, SignalOp::Set, pe) };
 }
 
 /// A copy lane's put by SMs: the grid copies `bytes` (a multiple of 16) from `src` to the
