@@ -6,8 +6,10 @@
 //
 // Build: g++ -O2 -shared -fPIC -I$CUDA/include kernel_trace.cpp -L$CUDA/lib -lcupti -o libkernel_trace.so
 // Run:   CUDA_INJECTION64_PATH=$PWD/libkernel_trace.so KERNEL_TRACE=trace.csv PROGRAM ...
-//        (KERNEL_TRACE gets ".PID" appended: one file per process)
-// Columns: kind, start_ns, end_ns, device, stream, bytes (copies and memsets), name (kernels).
+//        (KERNEL_TRACE gets ".PID" appended: one file per process; KERNEL_TRACE_DRIVER=1
+//        also records every driver API call the host makes, with its host time)
+// Columns: kind, start_ns, end_ns, device (the thread for driver calls), stream, bytes
+// (copies and memsets), name (kernels, driver calls).
 // A kernel that has not ended when the program exits (a persistent loop still running) has
 // no record.
 #include <cstdint>
@@ -59,6 +61,14 @@ static void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size
                 m->streamId, (unsigned long long)m->bytes, (unsigned)m->copyKind);
         break;
       }
+      case CUPTI_ACTIVITY_KIND_DRIVER: {
+        auto* a = reinterpret_cast<CUpti_ActivityAPI*>(record);
+        const char* name = nullptr;
+        cuptiGetCallbackName(CUPTI_CB_DOMAIN_DRIVER_API, a->cbid, &name);
+        fprintf(out, "driver,%llu,%llu,%u,0,0,%s\n", (unsigned long long)a->start, (unsigned long long)a->end, a->threadId,
+                name ? name : "?");
+        break;
+      }
       case CUPTI_ACTIVITY_KIND_MEMSET: {
         auto* m = reinterpret_cast<CUpti_ActivityMemset4*>(record);
         fprintf(out, "memset,%llu,%llu,%u,%u,%llu,\n", (unsigned long long)m->start, (unsigned long long)m->end, m->deviceId,
@@ -98,6 +108,8 @@ extern "C" int InitializeInjection(void) {
   CUPTI_CK(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
   CUPTI_CK(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY));
   CUPTI_CK(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMSET));
+  const char* driver = getenv("KERNEL_TRACE_DRIVER");
+  if (driver && strcmp(driver, "1") == 0) CUPTI_CK(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_DRIVER));
   atexit(flush_at_exit);
   return 1;
 }

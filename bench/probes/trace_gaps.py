@@ -3,7 +3,9 @@
 operations in order, the gap between one operation's end and the next one's start, grouped
 by the pair of operations (median, 10th and 90th percentile, in µs), and how busy the
 stream was from its first operation to its last. GEMM kernels (cuBLASLt's) are named
-`gemm`, others by their (shortened) kernel name, copies by kind and size."""
+`gemm`, others by their (shortened) kernel name, copies by kind and size. Driver calls
+(recorded with KERNEL_TRACE_DRIVER=1) are summed by function: the host's time per call of
+each, and in all."""
 import argparse
 import collections
 import csv
@@ -30,11 +32,15 @@ def main():
     p.add_argument("--skip", type=int, default=0, help="operations to skip at each stream's start (warm-up)")
     args = p.parse_args()
     streams = collections.defaultdict(list)
+    driver = collections.defaultdict(list)
     for path in args.trace:
         with open(path) as f:
             for row in csv.DictReader(f):
                 if row["kind"] == "dropped":
                     print(f"{path}: {row['bytes']} records dropped")
+                    continue
+                if row["kind"] == "driver":
+                    driver[row["name"]].append((int(row["end_ns"]) - int(row["start_ns"])) / 1e3)
                     continue
                 key = (path.rsplit(".", 1)[-1], row["device"], row["stream"])
                 streams[key].append((int(row["start_ns"]), int(row["end_ns"]), label(row)))
@@ -55,6 +61,11 @@ def main():
             gaps[(l0, l1)].append((s1 - e0) / 1e3)
         for (l0, l1), g in sorted(gaps.items(), key=lambda kv: -len(kv[1])):
             print(f"  gap {l0} -> {l1}: n {len(g)}, median {statistics.median(g):.2f} us, p10 {quantile(g, 0.1):.2f}, p90 {quantile(g, 0.9):.2f}")
+    if driver:
+        total = sum(sum(t) for t in driver.values())
+        print(f"driver calls: {sum(len(t) for t in driver.values())}, {total / 1e3:.1f} ms of host time in all")
+        for name, t in sorted(driver.items(), key=lambda kv: -sum(kv[1])):
+            print(f"  {name}: {len(t)} calls, {sum(t) / 1e3:.2f} ms, median {statistics.median(t):.2f} us")
 
 
 if __name__ == "__main__":
