@@ -17,7 +17,7 @@ mod order;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use cudarc::driver::{CudaEvent, CudaFunction, CudaStream, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg, result, sys};
+use cudarc::driver::{CudaContext, CudaEvent, CudaFunction, CudaStream, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg, result, sys};
 use device_rt::abi::ShmemHandle;
 use device_rt::matmul::{Addresses, Collective, Event, Lane, Op, Peer, RingPlan, Shape, Workspace};
 
@@ -130,7 +130,7 @@ impl RingMatmul {
                 Some(module) => module,
                 None => Module::load(&ctx)?,
             };
-            let streams = [compute.clone(), ctx.new_stream().map_err(Error::cuda("cuStreamCreate"))?, ctx.new_stream().map_err(Error::cuda("cuStreamCreate"))?];
+            let streams = [compute.clone(), copy_lane(&ctx)?, copy_lane(&ctx)?];
             let mut blas = Blas::new(&compute, &shape)?;
             for &(rows, accumulates) in &gemms {
                 blas.plan(rows, accumulates)?;
@@ -413,6 +413,16 @@ impl RankLanes {
         // frees its workspace only after its lanes have ended); `stream` is live.
         unsafe { sys::cuStreamWriteValue64_v2(stream.cu_stream(), word, value, barrier) }.result().map_err(Error::cuda("cuStreamWriteValue64"))
     }
+}
+
+/// A copy lane's stream, at the highest priority `ctx` allows: when a GEMM and a lane's
+/// one-thread wait (or its SM copy) become ready together, CUDA places the pending work of
+/// the higher-priority stream first as SMs free, so a GEMM that fills every SM does not
+/// hold the wait, and the copy behind it, until the GEMM ends.
+fn copy_lane(ctx: &Arc<CudaContext>) -> Result<Arc<CudaStream>> {
+    ctx.bind_to_thread().map_err(Error::cuda("cuCtxSetCurrent"))?;
+    let (_, greatest) = result::stream::get_priority_range().map_err(Error::cuda("cuCtxGetStreamPriorityRange"))?;
+    ctx.new_stream_with_priority(greatest).map_err(Error::cuda("cuStreamCreateWithPriority"))
 }
 
 /// Threads of each CTA of a put by SMs.
