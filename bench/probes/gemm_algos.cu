@@ -18,14 +18,7 @@
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
-#define CK(x)                                                                        \
-  do {                                                                               \
-    auto r_ = (x);                                                                   \
-    if (r_ != 0) {                                                                   \
-      fprintf(stderr, "%s:%d %s -> %d\n", __FILE__, __LINE__, #x, (int)r_);         \
-      exit(1);                                                                       \
-    }                                                                                \
-  } while (0)
+#include "check.h"
 
 static const size_t kWorkspace = 32u << 20;
 static const int kCandidates = 16;
