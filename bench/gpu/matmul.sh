@@ -4,12 +4,13 @@
 # (bench/gpu/matmul_torch.py under torchrun: NCCL's all-gather then cuBLAS, cuBLAS then
 # NCCL's reduce-scatter, cuBLAS alone on the gathered shape). Shapes: the seed's (every
 # shard M = 1024, K = N = 4096), M = 256, 512, 4096 per shard, and K = N = 8192.
-# Writes OUTDIR/raw/matmul/run-DATE.txt and OUTDIR/collective_matmul.json.
+# Writes OUTDIR/raw/matmul/run-DATE.txt, OUTDIR/raw/matmul/trace-DATE.txt (timelines) and
+# OUTDIR/collective_matmul.json.
 set -euo pipefail
 usage="usage: $0 FERROCCL FERROCCL_MATMUL OUTDIR
   FERROCCL: target/release/ferroccl (the launcher); FERROCCL_MATMUL: target/release/ferroccl-matmul
   env: NGPUS (default: every GPU) DTYPE (default f16) ITERS (default 20) SM_COPIES (CTAs of the SM-copy design, default 16)
-       SHAPES (default the seed's and the issue's)"
+       SHAPES (default the seed's and the issue's) TRACE (default 1: timelines at the seed's shape; 0: none)"
 [ $# -eq 3 ] || { echo "$usage" >&2; exit 2; }
 launcher=$(realpath "$1") ours=$(realpath "$2")
 source "$(dirname "$0")/env.sh"
@@ -33,6 +34,26 @@ for shape in $shapes; do
     timeout 300 "${runner[@]}" --collective "$c" --dtype "$dtype" -m "$m" -k "$k" -n "$n" --iters "$iters" --sm-copies "${SM_COPIES:-16}" >> "$f" 2>&1 || echo "exit status $?" >> "$f"
   done
 done
+# Timelines at the seed's shape (bench/probes/kernel_trace.cpp through CUDA's injection
+# hook, one file per process): each rank's lanes in order, the gaps between its GEMMs, where
+# its copies fell. TRACE=0 leaves them out; a tracer that does not build is said and skipped.
+t=$out/$rawdir/trace-$day.txt
+raws="\"bench/results/$rawdir/run-$day.txt\""
+tracer=${TMPDIR:-/tmp}/libkernel_trace.so
+if [ "${TRACE:-1}" != 0 ]; then
+  cuda=${CUDA_HOME:-/usr/local/cuda}
+  if g++ -O2 -shared -fPIC -I"$cuda/include" "$repo/bench/probes/kernel_trace.cpp" -L"$cuda/lib64" -lcupti -Xlinker -rpath="$cuda/lib64" -o "$tracer" >> "$t" 2>&1; then
+    for c in all-gather reduce-scatter; do
+      step "trace $c m=1024 k=4096 n=4096, $ngpus processes (--pes 2 on one GPU)" >> "$t"
+      rm -f "${TMPDIR:-/tmp}"/matmul-trace.csv.*
+      CUDA_INJECTION64_PATH=$tracer KERNEL_TRACE=${TMPDIR:-/tmp}/matmul-trace.csv timeout 300 "${runner[@]}" --collective "$c" --dtype "$dtype" -m 1024 -k 4096 -n 4096 --iters "$iters" >> "$t" 2>&1 || echo "exit status $?" >> "$t"
+      python3 "$repo/bench/probes/trace_gaps.py" --skip 30 "${TMPDIR:-/tmp}"/matmul-trace.csv.* >> "$t" 2>&1 || echo "trace_gaps.py: exit status $?" >> "$t"
+    done
+    raws="$raws, \"bench/results/$rawdir/trace-$day.txt\""
+  else
+    echo "kernel_trace.cpp did not build: no timelines" | tee -a "$log"
+  fi
+fi
 torchrun=/opt/torch/.venv/bin/torchrun
 step "baseline matmul_torch.py, $ngpus processes" >> "$f"
 timeout 600 "$torchrun" --nproc-per-node "$ngpus" "$repo/bench/gpu/matmul_torch.py" "$dtype" "$iters" 5 $shapes >> "$f" 2>&1 || echo "exit status $?" >> "$f"
@@ -40,6 +61,6 @@ timeout 600 "$torchrun" --nproc-per-node "$ngpus" "$repo/bench/gpu/matmul_torch.
   "command=bash bench/gpu/matmul.sh target/release/ferroccl target/release/ferroccl-matmul OUTDIR (NGPUS=$ngpus DTYPE=$dtype SM_COPIES=${SM_COPIES:-16})" \
   "device=$(device_line)" "date=$(date -u +%FT%TZ)" "build=$(build_of "$ours")" \
   "baseline=torch.distributed on NCCL (NCCL_NVLS_ENABLE=0) + torch.matmul (cuBLAS), same GPUs, same run" \
-  "raw=[\"bench/results/$rawdir/run-$day.txt\"]" "script=bench/gpu/matmul.sh" | tee -a "$log"
+  "raw=[$raws]" "script=bench/gpu/matmul.sh" | tee -a "$log"
 step "device: $(device_line)"
 step end

@@ -221,7 +221,10 @@ def matmul(raw, out, gpus, *pairs):
             continue
         b = base.get((m, k, n), {})
         against = b.get("gemm_then_reduce_scatter_us" if c == "reducescatter" else "all_gather_then_gemm_us")
-        alone = b.get("gemm_alone_us") or row.get("gemm_alone_us")
+        # The floor: the faster of cuBLAS alone (torch.matmul) and cuBLASLt alone
+        # (ferroccl-matmul --gemm-alone) on the gathered shape, same data distribution.
+        alones = {"cublas": b.get("gemm_alone_us"), "cublaslt": own_alone.get((m, k, n))}
+        alone = min((x for x in alones.values() if x), default=None)
         # The ring's own floor: its D steps' GEMMs of one shard's shape in series.
         ring_floor = b["gemm_shard_us"] * int(gpus) if b.get("gemm_shard_us") else None
         rows.append({"collective": c, "copies": copies, "gpus": int(gpus), "m": m, "k": k, "n": n,
@@ -229,10 +232,12 @@ def matmul(raw, out, gpus, *pairs):
                      "vs_nccl_cublas": against / row["time_us"] if against else None,
                      "vs_gemm_alone": row["time_us"] / alone if alone else None,
                      "vs_ring_floor": row["time_us"] / ring_floor if ring_floor else None,
-                     "nccl_cublas_us": against, "gemm_alone_us": alone, "ring_floor_us": ring_floor,
+                     "nccl_cublas_us": against, "gemm_alone_us": alone, "gemm_alone_cublas_us": alones["cublas"],
+                     "gemm_alone_cublaslt_us": alones["cublaslt"], "ring_floor_us": ring_floor,
                      "max_error_in_eps": row["max_error_in_eps"]})
     measures = ("ferroccl's collective matmuls (cuBLASLt GEMMs; the ring's copies by the copy engines, or by SMs) against "
-                "NCCL + cuBLAS and cuBLAS alone on the gathered shape, one process per GPU; tc_util = useful FLOPs / (time x dense peak); "
+                "NCCL + cuBLAS and the faster of cuBLAS and cuBLASLt alone on the gathered shape (gemm_alone_us), one process per GPU, "
+                "normal data on both sides; tc_util = useful FLOPs / (time x dense peak); "
                 "ring_floor_us = GPUs x cuBLAS alone on one shard's shape (the ring's GEMMs in series, no communication)")
     if int(gpus) == 1:
         measures = ("ferroccl's collective matmuls with every rank on one GPU (one process): the results checked and what the "
