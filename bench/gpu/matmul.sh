@@ -39,15 +39,16 @@ done
 # its copies fell. TRACE=0 leaves them out; a tracer that does not build is said and skipped.
 t=$out/$rawdir/trace-$day.txt
 raws="\"bench/results/$rawdir/run-$day.txt\""
-tracer=${TMPDIR:-/tmp}/libkernel_trace.so
+tmp=${TMPDIR:-/tmp}
+tracer=$tmp/libkernel_trace.so
 if [ "${TRACE:-1}" != 0 ]; then
   cuda=${CUDA_HOME:-/usr/local/cuda}
   if g++ -O2 -shared -fPIC -I"$cuda/include" "$repo/bench/probes/kernel_trace.cpp" -L"$cuda/lib64" -lcupti -Xlinker -rpath="$cuda/lib64" -o "$tracer" >> "$t" 2>&1; then
     for c in all-gather reduce-scatter; do
       step "trace $c m=1024 k=4096 n=4096, $ngpus processes (--pes 2 on one GPU)" >> "$t"
-      rm -f "${TMPDIR:-/tmp}"/matmul-trace.csv.*
-      CUDA_INJECTION64_PATH=$tracer KERNEL_TRACE=${TMPDIR:-/tmp}/matmul-trace.csv timeout 300 "${runner[@]}" --collective "$c" --dtype "$dtype" -m 1024 -k 4096 -n 4096 --iters "$iters" >> "$t" 2>&1 || echo "exit status $?" >> "$t"
-      python3 "$repo/bench/probes/trace_gaps.py" --skip 30 "${TMPDIR:-/tmp}"/matmul-trace.csv.* >> "$t" 2>&1 || echo "trace_gaps.py: exit status $?" >> "$t"
+      rm -f "$tmp"/matmul-trace.csv.*
+      CUDA_INJECTION64_PATH=$tracer KERNEL_TRACE=$tmp/matmul-trace.csv timeout 300 "${runner[@]}" --collective "$c" --dtype "$dtype" -m 1024 -k 4096 -n 4096 --iters "$iters" >> "$t" 2>&1 || echo "exit status $?" >> "$t"
+      python3 "$repo/bench/probes/trace_gaps.py" --skip 30 "$tmp"/matmul-trace.csv.* >> "$t" 2>&1 || echo "trace_gaps.py: exit status $?" >> "$t"
     done
     raws="$raws, \"bench/results/$rawdir/trace-$day.txt\""
   else
