@@ -33,6 +33,10 @@ for shape in $shapes; do
     step "ours $c m=$m k=$k n=$n, $ngpus processes, sm copies" >> "$f"
     timeout 300 "${runner[@]}" --collective "$c" --dtype "$dtype" -m "$m" -k "$k" -n "$n" --iters "$iters" --sm-copies "${SM_COPIES:-16}" >> "$f" 2>&1 || echo "exit status $?" >> "$f"
   done
+  # The reduce-scatter's other choice of pieces (two from 1024 rows by default, else one).
+  other=$([ "$m" -ge 1024 ] && echo 1 || echo 2)
+  step "ours reduce-scatter m=$m k=$k n=$n, $ngpus processes, $other piece(s)" >> "$f"
+  timeout 300 "${runner[@]}" --collective reduce-scatter --dtype "$dtype" -m "$m" -k "$k" -n "$n" --iters "$iters" --pieces "$other" >> "$f" 2>&1 || echo "exit status $?" >> "$f"
 done
 # Timelines at the seed's shape (bench/probes/kernel_trace.cpp through CUDA's injection
 # hook, one file per process): each rank's lanes in order, the gaps between its GEMMs, where

@@ -201,20 +201,20 @@ def matmul(raw, out, gpus, *pairs):
             base[shape] = row
             continue
         # The slowest rank's time is the call's.
-        key = (row["collective"], row["copies"]) + shape
+        key = (row["collective"], row["copies"], row.get("pieces", 1)) + shape
         if key not in ours or row["time_us"] > ours[key]["time_us"]:
             ours[key] = row
     rows = []
     # The gathered GEMM alone, as ferroccl-matmul --gemm-alone timed it (cuBLASLt), by shape.
-    own_alone = {(m, k, n): r["gemm_alone_us"] for (_, _, m, k, n), r in ours.items() if r.get("gemm_alone_us")}
-    for (c, copies, m, k, n), row in sorted(ours.items()):
+    own_alone = {(m, k, n): r["gemm_alone_us"] for (_, _, _, m, k, n), r in ours.items() if r.get("gemm_alone_us")}
+    for (c, copies, pieces, m, k, n), row in sorted(ours.items()):
         if int(gpus) == 1:
             # Every rank on the one GPU: NCCL's baselines ran one rank (nothing to
             # compare), and the floor is every rank's GEMM of the gathered shape one after
             # another on that GPU; tc_util counts all of the ranks' FLOPs.
             alone = own_alone.get((m, k, n))
             floor = alone * row["nranks"] if alone else None
-            rows.append({"collective": c, "copies": copies, "gpus": 1, "ranks": row["nranks"], "m": m, "k": k, "n": n,
+            rows.append({"collective": c, "copies": copies, "pieces": pieces, "gpus": 1, "ranks": row["nranks"], "m": m, "k": k, "n": n,
                          "time_us": row["time_us"], "host_us": row.get("host_us"), "tc_util_of_the_gpu": row["tc_util"] * row["nranks"],
                          "gemm_alone_us": alone, "vs_ranks_gemms_in_series": row["time_us"] / floor if floor else None,
                          "max_error_in_eps": row["max_error_in_eps"]})
@@ -227,7 +227,7 @@ def matmul(raw, out, gpus, *pairs):
         alone = min((x for x in alones.values() if x), default=None)
         # The ring's own floor: its D steps' GEMMs of one shard's shape in series.
         ring_floor = b["gemm_shard_us"] * int(gpus) if b.get("gemm_shard_us") else None
-        rows.append({"collective": c, "copies": copies, "gpus": int(gpus), "m": m, "k": k, "n": n,
+        rows.append({"collective": c, "copies": copies, "pieces": pieces, "gpus": int(gpus), "m": m, "k": k, "n": n,
                      "time_us": row["time_us"], "host_us": row.get("host_us"), "tc_util": row["tc_util"],
                      "vs_nccl_cublas": against / row["time_us"] if against else None,
                      "vs_gemm_alone": row["time_us"] / alone if alone else None,
@@ -238,7 +238,8 @@ def matmul(raw, out, gpus, *pairs):
     measures = ("ferroccl's collective matmuls (cuBLASLt GEMMs; the ring's copies by the copy engines, or by SMs) against "
                 "NCCL + cuBLAS and the faster of cuBLAS and cuBLASLt alone on the gathered shape (gemm_alone_us), one process per GPU, "
                 "normal data on both sides; tc_util = useful FLOPs / (time x dense peak); "
-                "ring_floor_us = GPUs x cuBLAS alone on one shard's shape (the ring's GEMMs in series, no communication)")
+                "ring_floor_us = GPUs x cuBLAS alone on one shard's shape (the ring's GEMMs in series, no communication); "
+                "pieces = the row ranges each reduce-scatter block is computed and sent in (docs/matmul.md)")
     if int(gpus) == 1:
         measures = ("ferroccl's collective matmuls with every rank on one GPU (one process): the results checked and what the "
                     "ring costs on top of the ranks' GEMMs; not the overlap of communication, which needs a GPU per rank. "

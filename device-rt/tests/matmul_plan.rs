@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 
 use device_rt::dtype::DataType;
-use device_rt::matmul::{Collective, Event, Lane, Matrix, Op, Peer, RingPlan, Rows, Shape, ShapeError, Word};
+use device_rt::matmul::{Collective, Event, LANES, Lane, Matrix, Op, Peer, RingPlan, Rows, Shape, ShapeError, Word};
 
 /// What a row of a buffer holds.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -25,7 +25,12 @@ enum Content {
     Sum { block: u32, seq: u64, row: u64, ranks: Vec<u32> },
 }
 
-const ALL: [Collective; 3] = [Collective::AllGatherMatmul { bidirectional: false }, Collective::AllGatherMatmul { bidirectional: true }, Collective::MatmulReduceScatter];
+const ALL: [Collective; 4] = [
+    Collective::AllGatherMatmul { bidirectional: false },
+    Collective::AllGatherMatmul { bidirectional: true },
+    Collective::MatmulReduceScatter { pieces: 1 },
+    Collective::MatmulReduceScatter { pieces: 2 },
+];
 
 fn shape(collective: Collective, nranks: u32, m: u64) -> Shape {
     Shape { collective, nranks, m, k: 8, n: 16, dtype: DataType::F16 }
@@ -34,7 +39,7 @@ fn shape(collective: Collective, nranks: u32, m: u64) -> Shape {
 /// Order `seed` of a ring of `nranks`: the odd ones uniform, each even one with one lane
 /// (of a rank and lane the seed picks) lagging.
 fn order(seed: u64, nranks: u32) -> (Rng, Option<(usize, usize)>) {
-    let lagging = seed.is_multiple_of(2).then(|| ((seed / 2 % u64::from(nranks)) as usize, (seed / 2 / u64::from(nranks) % 3) as usize));
+    let lagging = seed.is_multiple_of(2).then(|| ((seed / 2 % u64::from(nranks)) as usize, (seed / 2 / u64::from(nranks) % LANES.len() as u64) as usize));
     (Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15)), lagging)
 }
 
@@ -61,8 +66,8 @@ enum Step {
 }
 
 struct Rank {
-    lanes: [Vec<Step>; 3],
-    next: [usize; 3],
+    lanes: [Vec<Step>; LANES.len()],
+    next: [usize; LANES.len()],
     words: HashMap<Word, u64>,
     events: HashMap<u32, u64>,
     rows: HashMap<(MatrixKey, u64), Content>,
@@ -90,7 +95,7 @@ impl Ring {
     fn new(shape: Shape, calls: u64) -> Self {
         let ranks = (0..shape.nranks)
             .map(|rank| {
-                let mut lanes: [Vec<Step>; 3] = Default::default();
+                let mut lanes: [Vec<Step>; LANES.len()] = Default::default();
                 let mut recorded: HashMap<u32, Vec<u64>> = HashMap::new();
                 for seq in 1..=calls {
                     lanes[0].push(Step::Begin(seq));
@@ -108,7 +113,7 @@ impl Ring {
                     });
                     lanes[0].push(Step::End(seq));
                 }
-                Rank { lanes, next: [0; 3], words: HashMap::new(), events: HashMap::new(), rows: HashMap::new() }
+                Rank { lanes, next: [0; LANES.len()], words: HashMap::new(), events: HashMap::new(), rows: HashMap::new() }
             })
             .collect();
         Self { shape, ranks }
@@ -148,7 +153,7 @@ impl Ring {
                 for row in 0..rows.rows {
                     let c = match self.shape.collective {
                         Collective::AllGatherMatmul { .. } => Content::Shard { shard: rank, seq, row },
-                        Collective::MatmulReduceScatter => Content::Sum { block: (row / m) as u32, seq, row: row % m, ranks: vec![rank] },
+                        Collective::MatmulReduceScatter { .. } => Content::Sum { block: (row / m) as u32, seq, row: row % m, ranks: vec![rank] },
                     };
                     self.write(rank, rows, row, c);
                 }
@@ -158,7 +163,7 @@ impl Ring {
                 for row in 0..rows.rows {
                     let want = match self.shape.collective {
                         Collective::AllGatherMatmul { .. } => Content::Product { shard: (row / m) as u32, seq, row: row % m },
-                        Collective::MatmulReduceScatter => Content::Sum { block: rank, seq, row, ranks: (1..=d).map(|i| (rank + i) % d).collect() },
+                        Collective::MatmulReduceScatter { .. } => Content::Sum { block: rank, seq, row, ranks: (1..=d).map(|i| (rank + i) % d).collect() },
                     };
                     let got = self.read(rank, rows, row);
                     if got != want {
@@ -223,7 +228,7 @@ impl Ring {
     /// far behind the rest (uniform picks almost never make them).
     fn run(&mut self, rng: &mut Rng, lagging: Option<(usize, usize)>) -> Result<(), String> {
         loop {
-            let runnable: Vec<(usize, usize)> = (0..self.ranks.len()).flat_map(|r| (0..3).map(move |l| (r, l))).filter(|&(r, l)| self.ready(r, l)).collect();
+            let runnable: Vec<(usize, usize)> = (0..self.ranks.len()).flat_map(|r| (0..LANES.len()).map(move |l| (r, l))).filter(|&(r, l)| self.ready(r, l)).collect();
             let others: Vec<(usize, usize)> = runnable.iter().copied().filter(|&lane| Some(lane) != lagging).collect();
             let ready = if others.is_empty() { runnable } else { others };
             if ready.is_empty() {
@@ -231,7 +236,7 @@ impl Ring {
                     .ranks
                     .iter()
                     .enumerate()
-                    .flat_map(|(r, rank)| (0..3).filter_map(move |l| rank.lanes[l].get(rank.next[l]).map(|s| format!("rank {r} lane {l} at {s:?}"))))
+                    .flat_map(|(r, rank)| (0..LANES.len()).filter_map(move |l| rank.lanes[l].get(rank.next[l]).map(|s| format!("rank {r} lane {l} at {s:?}"))))
                     .collect();
                 return if left.is_empty() { Ok(()) } else { Err(format!("deadlock: {}", left.join("; "))) };
             }
@@ -263,19 +268,55 @@ fn every_schedule_computes_the_right_rows_in_any_order_the_waits_allow() {
 #[test]
 fn lanes_are_used_as_their_names_say() {
     for collective in ALL {
-        let mut lanes = [0; 3];
+        let mut lanes = [0; LANES.len()];
         RingPlan { shape: shape(collective, 4, 2), rank: 1, seq: 1 }.for_each(|lane, op| {
             lanes[lane as usize] += 1;
-            match op {
-                Op::Gemm { .. } => assert_eq!(lane, Lane::Compute, "{op:?}"),
-                Op::Put { to: Peer::Next, .. } => assert_eq!(lane, Lane::ToNext, "{op:?}"),
-                Op::Put { to: Peer::Prev, .. } => assert_eq!(lane, Lane::ToPrev, "{op:?}"),
-                _ => {}
+            match (lane, op) {
+                // The compute lane: GEMMs, and events only (nothing that costs a stream
+                // time between two GEMMs).
+                (Lane::Compute, Op::Gemm { .. } | Op::Record { .. } | Op::WaitEvent { .. }) => {}
+                // The watch lane: the call's start, then landed data and its events.
+                (Lane::Watch, Op::WaitEvent { event: Event::Start, .. } | Op::Wait { word: Word::Landed { .. }, .. } | Op::Record { event: Event::Arrived, .. }) => {}
+                (Lane::ToNext, Op::Put { to: Peer::Next, .. }) | (Lane::ToPrev, Op::Put { to: Peer::Prev, .. }) => {}
+                (Lane::ToNext | Lane::ToPrev, Op::Wait { .. } | Op::Signal { .. } | Op::Record { .. } | Op::WaitEvent { .. }) => {}
+                _ => panic!("{collective:?}: {op:?} on the {lane:?} lane"),
+            }
+            if matches!(op, Op::Record { event: Event::Arrived, .. }) {
+                assert_eq!(lane, Lane::Watch, "{op:?}");
             }
         });
         let both_ways = collective == Collective::AllGatherMatmul { bidirectional: true };
         assert_eq!(lanes[Lane::ToPrev as usize] > 0, both_ways, "{collective:?}");
+        assert!(lanes[Lane::Watch as usize] > 0, "{collective:?}");
     }
+}
+
+/// A block of 3 rows in 3 pieces (one row each), and in 2 (rows 0 and 1-2): on 1 to 5
+/// ranks, in any order the waits allow.
+#[test]
+fn the_reduce_scatter_computes_uneven_and_single_row_pieces() {
+    for pieces in [2, 3] {
+        for nranks in 1..=5 {
+            let shape = shape(Collective::MatmulReduceScatter { pieces }, nranks, 3);
+            shape.check().unwrap();
+            for seed in 1..=20u64 {
+                let (mut rng, lagging) = order(seed, nranks);
+                if let Err(e) = Ring::new(shape, 3).run(&mut rng, lagging) {
+                    panic!("{pieces} pieces on {nranks} ranks, order {seed}: {e}");
+                }
+            }
+        }
+    }
+    let s = shape(Collective::MatmulReduceScatter { pieces: 2 }, 2, 3);
+    assert_eq!([s.piece(0), s.piece(1)], [(0, 1), (1, 2)]);
+    assert_eq!(s.piece_rows(), 2);
+}
+
+#[test]
+fn the_reduce_scatter_splits_tall_blocks_in_two() {
+    let below = device_rt::matmul::TWO_PIECES_FROM_ROWS - 1;
+    assert_eq!(Collective::matmul_reduce_scatter(below), Collective::MatmulReduceScatter { pieces: 1 });
+    assert_eq!(Collective::matmul_reduce_scatter(below + 1), Collective::MatmulReduceScatter { pieces: 2 });
 }
 
 /// True when some order of the ring, without the steps `dropped` picks, fails.
@@ -298,9 +339,10 @@ fn every_wait_of_the_schedules_is_needed() {
     // reads or overwrites a buffer at the wrong time.
     let gather = shape(Collective::AllGatherMatmul { bidirectional: false }, 3, 2);
     let both_ways = shape(Collective::AllGatherMatmul { bidirectional: true }, 3, 2);
-    let scatter = shape(Collective::MatmulReduceScatter, 4, 2);
+    let scatter = shape(Collective::MatmulReduceScatter { pieces: 1 }, 4, 2);
+    let in_pieces = shape(Collective::MatmulReduceScatter { pieces: 2 }, 4, 2);
     type Case = (&'static str, Shape, fn(&Step) -> bool);
-    let cases: [Case; 8] = [
+    let cases: [Case; 14] = [
         ("the all-gather's free slots", gather, |s| matches!(s, Step::Op(Op::Wait { word: Word::Freed { .. }, .. }))),
         // The copy lanes signal that a call's slots are free only after the compute
         // lane's GEMMs (its `Computed` event, the all-gather's only use of it).
@@ -310,9 +352,16 @@ fn every_wait_of_the_schedules_is_needed() {
         // that its copy lane signals consumed only after the GEMM.
         ("the reduce-scatter's last GEMM before its consumed signal", scatter, |s| matches!(s, Step::Op(Op::WaitEvent { event: Event::Computed, at_least }) if at_least & 0xffff == 4)),
         ("the all-gather's landed shards", gather, |s| matches!(s, Step::Op(Op::Wait { word: Word::Landed { .. }, .. }))),
+        // The compute lane learns of landed data only from the watch lane's events.
+        ("the all-gather's arrivals", gather, |s| matches!(s, Step::Op(Op::WaitEvent { event: Event::Arrived, .. }))),
+        ("the bidirectional all-gather's arrivals", both_ways, |s| matches!(s, Step::Op(Op::WaitEvent { event: Event::Arrived, .. }))),
         ("the bidirectional all-gather's free slots", both_ways, |s| matches!(s, Step::Op(Op::Wait { word: Word::Freed { from: Peer::Prev }, .. }))),
+        ("the reduce-scatter's landed partial sums", scatter, |s| matches!(s, Step::Op(Op::Wait { word: Word::Landed { .. }, .. }))),
+        ("the reduce-scatter's arrivals", scatter, |s| matches!(s, Step::Op(Op::WaitEvent { event: Event::Arrived, .. }))),
         ("the reduce-scatter's consumed partial sums", scatter, |s| matches!(s, Step::Op(Op::Wait { word: Word::Consumed, .. }))),
         ("the reduce-scatter's sent slots", scatter, |s| matches!(s, Step::Op(Op::WaitEvent { event: Event::SentNext, .. }))),
+        ("the pieces' consumed partial sums", in_pieces, |s| matches!(s, Step::Op(Op::Wait { word: Word::Consumed, .. }))),
+        ("the pieces' arrivals", in_pieces, |s| matches!(s, Step::Op(Op::WaitEvent { event: Event::Arrived, .. }))),
     ];
     for (what, shape, dropped) in cases {
         assert!(caught_without(shape, dropped), "without the waits for {what} no order failed: the model cannot see the hazard");
@@ -321,7 +370,7 @@ fn every_wait_of_the_schedules_is_needed() {
 
 #[test]
 fn bad_shapes_are_refused_with_what_is_wrong() {
-    let good = shape(Collective::MatmulReduceScatter, 2, 4);
+    let good = shape(Collective::MatmulReduceScatter { pieces: 2 }, 2, 4);
     let cases = [
         (Shape { dtype: DataType::F32, ..good }, ShapeError::Dtype(DataType::F32)),
         (Shape { nranks: 0, ..good }, ShapeError::TooManyRanks(0)),
@@ -331,6 +380,9 @@ fn bad_shapes_are_refused_with_what_is_wrong() {
         (Shape { k: 4, ..good }, ShapeError::RowAlignment("A", 4)),
         (Shape { collective: Collective::AllGatherMatmul { bidirectional: true }, m: 1, ..good }, ShapeError::ShardTooShort(1)),
         (Shape { m: u64::MAX / 4, ..good }, ShapeError::TooLarge("A")),
+        (Shape { collective: Collective::MatmulReduceScatter { pieces: 0 }, ..good }, ShapeError::Pieces(0, 4)),
+        (Shape { collective: Collective::MatmulReduceScatter { pieces: 5 }, ..good }, ShapeError::Pieces(5, 4)),
+        (Shape { collective: Collective::MatmulReduceScatter { pieces: 2 }, nranks: 1 << 15, m: 8, ..good }, ShapeError::Pieces(2, 8)),
     ];
     for (shape, want) in cases {
         assert_eq!(shape.check(), Err(want), "{shape:?}");

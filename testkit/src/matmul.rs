@@ -9,7 +9,7 @@ use std::time::Duration;
 use device_rt::arch;
 use device_rt::dtype::DataType;
 use device_rt::matmul::lane::Call;
-use device_rt::matmul::{Addresses, Collective, Lane, Op, RingPlan, Rows, Shape, Workspace};
+use device_rt::matmul::{Addresses, Collective, LANES, Lane, Op, RingPlan, Rows, Shape, Workspace};
 use device_rt::shmem::{Shmem, Thread};
 use device_rt::spin::Interrupted;
 use half::{bf16, f16};
@@ -86,7 +86,7 @@ pub fn reference<T: Half>(shape: &Shape, a: &[Vec<T>], b: &[Vec<T>]) -> Vec<Vec<
             let gathered: Vec<T> = a.concat();
             b.iter().map(|b| gemm(&gathered, b, None, k, n)).collect()
         }
-        Collective::MatmulReduceScatter => (0..d)
+        Collective::MatmulReduceScatter { .. } => (0..d)
             .map(|r| {
                 let block = |q: usize| &a[q][r * m * k..(r + 1) * m * k];
                 let mut sum = gemm(block((r + 1) % d), &b[(r + 1) % d], None, k, n);
@@ -174,7 +174,7 @@ impl<T: Half> TwinMatmul<T> {
         self.seq += 1;
         let (seq, addrs) = (self.seq, &self.addrs);
         let ends = Mutex::new(Vec::new());
-        self.heap.run(3, |sh: Shmem| {
+        self.heap.run(LANES.len() as u32, |sh: Shmem| {
             let (rank, lane) = (sh.my_pe(), arch::thread_idx());
             let call = Call::new(RingPlan { shape, rank, seq }, addrs[rank as usize]);
             let ops = std::mem::take(&mut ops_by_lane(&call.plan)[lane as usize]);
@@ -186,7 +186,7 @@ impl<T: Half> TwinMatmul<T> {
                 // SAFETY: the workspace and matrices were allocated for this shape on every
                 // rank; this thread runs its lane's operations in the plan's order.
                 if let Err(e) = unsafe { call.run::<Thread>(sh, op, |a, c, acc| twin_gemm::<T>(&call, a, c, acc)) } {
-                    let lane = [Lane::Compute, Lane::ToNext, Lane::ToPrev][lane as usize];
+                    let lane = LANES[lane as usize];
                     ends.lock().unwrap_or_else(|p| p.into_inner()).push(LaneEnd { rank, lane, interrupted: Some(e) });
                     return;
                 }
@@ -221,8 +221,8 @@ fn twin_gemm<T: Half>(call: &Call, a: Rows, c: Rows, acc: Option<Rows>) {
 }
 
 /// A plan's operations, by lane, each in its lane's order.
-pub fn ops_by_lane(plan: &RingPlan) -> [Vec<Op>; 3] {
-    let mut lanes: [Vec<Op>; 3] = Default::default();
+pub fn ops_by_lane(plan: &RingPlan) -> [Vec<Op>; LANES.len()] {
+    let mut lanes: [Vec<Op>; LANES.len()] = Default::default();
     plan.for_each(|lane, op| lanes[lane as usize].push(op));
     lanes
 }

@@ -95,7 +95,8 @@ fn nccl_sh_runs_every_program_on_both_libraries_in_both_modes() {
 /// A carry folder (bench/gpu/pack.sh's layout) of stand-in programs: `ferroccl` (`test`,
 /// `coll` print what the real ones end with, `bench --json FILE` writes a sweep of one
 /// size back to back and in a graph; `run -n N PROGRAM …` runs PROGRAM N times with `RANK`
-/// set), `ferroccl-matmul` (one result line of the real one's form),
+/// set), `ferroccl-matmul` (one result line of the real one's form, its pieces as the
+/// real one chooses them),
 /// `jacobi` and `shift`.
 fn carry(root: &Path) -> PathBuf {
     let carry = root.join("carry");
@@ -105,7 +106,7 @@ fn carry(root: &Path) -> PathBuf {
     );
     write_program(
         &carry.join("bin/ferroccl-matmul"),
-        "#!/usr/bin/env bash\ncopies=engines alone=\nwhile [ $# -gt 0 ]; do case $1 in --collective) c=${2//-/}; shift 2;; -m) m=$2; shift 2;; -k) k=$2; shift 2;; -n) n=$2; shift 2;; --sm-copies) copies=sms:$2; shift 2;; --gemm-alone) alone=',\"gemm_alone_us\":80.0'; shift;; *) shift;; esac; done\nprintf '{\"checked\":1,\"collective\":\"%s\",\"copies\":\"%s\",\"dtype\":\"f16\",\"iters\":20,\"k\":%s,\"m\":%s,\"n\":%s,\"max_error_in_eps\":0.01,\"nranks\":2,\"rank\":%s,\"tc_util\":0.7,\"tflops\":1.0,\"time_us\":100.0%s}\\n' \"$c\" \"$copies\" \"$k\" \"$m\" \"$n\" \"${RANK:-0}\" \"$alone\"\n",
+        "#!/usr/bin/env bash\ncopies=engines alone= pieces=\nwhile [ $# -gt 0 ]; do case $1 in --collective) c=${2//-/}; shift 2;; -m) m=$2; shift 2;; -k) k=$2; shift 2;; -n) n=$2; shift 2;; --sm-copies) copies=sms:$2; shift 2;; --pieces) pieces=$2; shift 2;; --gemm-alone) alone=',\"gemm_alone_us\":80.0'; shift;; *) shift;; esac; done\n[ -n \"$pieces\" ] || { [ $c = reducescatter ] && [ $m -ge 1024 ] && pieces=2 || pieces=1; }\nprintf '{\"checked\":1,\"collective\":\"%s\",\"copies\":\"%s\",\"pieces\":%s,\"dtype\":\"f16\",\"iters\":20,\"k\":%s,\"m\":%s,\"n\":%s,\"max_error_in_eps\":0.01,\"nranks\":2,\"rank\":%s,\"tc_util\":0.7,\"tflops\":1.0,\"time_us\":100.0%s}\\n' \"$c\" \"$copies\" \"$pieces\" \"$k\" \"$m\" \"$n\" \"${RANK:-0}\" \"$alone\"\n",
     );
     for example in ["jacobi", "shift"] {
         write_program(&carry.join("bin").join(example), "#!/bin/sh\necho 'every check held'\n");
@@ -137,7 +138,10 @@ fn gpus_sh_parts_reach_every_step_and_write_their_results() {
     }
     let json: serde_json::Value = serde_json::from_str(&fs::read_to_string(out.join("collective_matmul.json")).expect("matmul.sh wrote no collective_matmul.json")).unwrap();
     let rows = json["rows"].as_array().expect("collective_matmul.json has no rows");
-    assert_eq!(rows.len(), 5 * 3 * 2, "5 shapes x 3 collectives x 2 copy designs:\n{json:#}");
+    assert_eq!(rows.len(), 5 * (3 * 2 + 1), "5 shapes x (3 collectives x 2 copy designs + the reduce-scatter's other pieces):\n{json:#}");
+    for pieces in [1, 2] {
+        assert_eq!(rows.iter().filter(|r| r["collective"] == "reducescatter" && r["copies"] == "engines" && r["pieces"] == pieces).count(), 5, "{pieces} piece(s), every shape:\n{json:#}");
+    }
     assert!(rows.iter().all(|r| r["gpus"] == 2 && r["time_us"] == 100.0), "{json:#}");
     for (file, timing) in [("ring.json", "back-to-back"), ("latency.json", "graph")] {
         let json: serde_json::Value = serde_json::from_str(&fs::read_to_string(out.join(file)).unwrap_or_else(|_| panic!("ring.sh wrote no {file}"))).unwrap();

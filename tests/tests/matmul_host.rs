@@ -21,7 +21,15 @@ use half::{bf16, f16};
 use host_shim::Error;
 
 const BUDGET: Duration = Duration::from_secs(60);
-const ALL: [Collective; 3] = [Collective::AllGatherMatmul { bidirectional: false }, Collective::AllGatherMatmul { bidirectional: true }, Collective::MatmulReduceScatter];
+const ALL: [Collective; 4] = [
+    Collective::AllGatherMatmul { bidirectional: false },
+    Collective::AllGatherMatmul { bidirectional: true },
+    Collective::MatmulReduceScatter { pieces: 1 },
+    Collective::MatmulReduceScatter { pieces: 2 },
+];
+
+/// The reduce-scatter in pieces of one row each (the most a 3-row block takes).
+const SINGLE_ROWS: Collective = Collective::MatmulReduceScatter { pieces: 3 };
 
 /// Values in eighths from -2 to 2, from a seed (an LCG).
 fn data<T: Half>(len: u64, seed: u64) -> Vec<T> {
@@ -64,6 +72,9 @@ fn every_collective_matmul_equals_the_reference_on_1_to_8_ranks() {
         }
         calls::<bf16>(collective, 3, 4, 16, 8);
     }
+    for nranks in [1, 2, 5] {
+        calls::<f16>(SINGLE_ROWS, nranks, 3, 8, 16);
+    }
 }
 
 #[test]
@@ -71,7 +82,7 @@ fn the_reduce_scatter_is_near_the_exact_sum() {
     // The reference's order is the ring's; it is still a sum of the products (to f16's
     // rounding at each of the ring's steps).
     let (d, m, k, n) = (4u32, 2u64, 8u64, 8u64);
-    let mut ring = TwinMatmul::<f16>::new(Collective::MatmulReduceScatter, d, m, k, n, BUDGET).unwrap();
+    let mut ring = TwinMatmul::<f16>::new(Collective::MatmulReduceScatter { pieces: 2 }, d, m, k, n, BUDGET).unwrap();
     let (a, b) = inputs(&ring, 7);
     let c = ring.call(&a, &b, None).unwrap().unwrap();
     let (m, k, n) = (m as usize, k as usize, n as usize);
@@ -102,7 +113,7 @@ fn a_rank_that_dies_mid_ring_times_the_others_out() {
 
 #[test]
 fn an_abort_ends_every_wait_mid_ring() {
-    let mut ring = TwinMatmul::<bf16>::new(Collective::MatmulReduceScatter, 3, 2, 8, 8, BUDGET).unwrap();
+    let mut ring = TwinMatmul::<bf16>::new(Collective::MatmulReduceScatter { pieces: 2 }, 3, 2, 8, 8, BUDGET).unwrap();
     let (a, b) = inputs(&ring, 1);
     let started = Instant::now();
     let ends = std::thread::scope(|s| {
@@ -127,8 +138,9 @@ fn bad_shapes_are_refused_before_anything_runs() {
         Err(e) => panic!("another error: {e}"),
         Ok(_) => panic!("a bad shape was taken"),
     };
-    assert!(refused(TwinMatmul::new(Collective::MatmulReduceScatter, 2, 0, 8, 8, BUDGET)).contains("m is 0"));
-    assert!(refused(TwinMatmul::new(Collective::MatmulReduceScatter, 2, 2, 8, 6, BUDGET)).contains("16 bytes"));
+    assert!(refused(TwinMatmul::new(Collective::MatmulReduceScatter { pieces: 1 }, 2, 0, 8, 8, BUDGET)).contains("m is 0"));
+    assert!(refused(TwinMatmul::new(Collective::MatmulReduceScatter { pieces: 1 }, 2, 2, 8, 6, BUDGET)).contains("16 bytes"));
+    assert!(refused(TwinMatmul::new(Collective::MatmulReduceScatter { pieces: 3 }, 2, 2, 8, 8, BUDGET)).contains("3 pieces"));
     assert!(refused(TwinMatmul::new(Collective::AllGatherMatmul { bidirectional: true }, 2, 1, 8, 8, BUDGET)).contains("halves"));
 }
 

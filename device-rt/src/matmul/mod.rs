@@ -14,8 +14,8 @@ pub mod shape;
 #[cfg(any(target_arch = "nvptx64", feature = "host-emu"))]
 pub mod lane;
 
-pub use plan::{Event, Lane, Matrix, Op, Peer, RingPlan, Rows, Word};
-pub use shape::{Collective, Shape, ShapeError};
+pub use plan::{Event, LANES, Lane, Matrix, Op, Peer, RingPlan, Rows, Word};
+pub use shape::{Collective, Shape, ShapeError, TWO_PIECES_FROM_ROWS};
 
 /// Where a ring's buffers and words lie in its symmetric workspace (byte offsets from the
 /// workspace's base, the same on every rank).
@@ -23,9 +23,10 @@ pub use shape::{Collective, Shape, ShapeError};
 pub struct Workspace {
     /// The all-gather's copies of the other ranks' shards: `nranks` slots of `m × k`.
     pub gathered: u64,
-    /// The reduce-scatter's two receive slots of `m × n`.
+    /// The reduce-scatter's receive slots ([`plan::receive_slots`]), each of a piece's
+    /// rows ([`Shape::piece_rows`]) of `n`.
     pub partial: u64,
-    /// The reduce-scatter's two send slots of `m × n`.
+    /// The reduce-scatter's two send slots, each of a piece's rows of `n`.
     pub out: u64,
     /// The signal words: [`Word::Landed`] slots, then `Freed` (from the next rank, from
     /// the previous), `Consumed`, then one word per [`Event`] (the twin's events).
@@ -41,10 +42,10 @@ impl Workspace {
         let (d, m, k, n) = (u64::from(shape.nranks), shape.m, shape.k, shape.n);
         let (gathered_bytes, slot_bytes) = match shape.collective {
             Collective::AllGatherMatmul { .. } => (d * m * k * es, 0),
-            Collective::MatmulReduceScatter => (0, m * n * es),
+            Collective::MatmulReduceScatter { .. } => (0, shape.piece_rows() * n * es),
         };
         let partial = gathered_bytes;
-        let out = partial + 2 * slot_bytes;
+        let out = partial + u64::from(plan::receive_slots(shape.pieces())) * slot_bytes;
         let words = (out + 2 * slot_bytes).next_multiple_of(16);
         let bytes = words + (landed_slots(shape) + 3 + plan::EVENTS as u64) * 8;
         Self { gathered: 0, partial, out, words, bytes }
@@ -68,12 +69,12 @@ impl Workspace {
     }
 }
 
-/// [`Word::Landed`] slots: two per shard (its halves) for the all-gather, the two receive
-/// slots for the reduce-scatter.
+/// [`Word::Landed`] slots: two per shard (its halves) for the all-gather, one per receive
+/// slot for the reduce-scatter.
 fn landed_slots(shape: &Shape) -> u64 {
     match shape.collective {
         Collective::AllGatherMatmul { .. } => 2 * u64::from(shape.nranks),
-        Collective::MatmulReduceScatter => 2,
+        Collective::MatmulReduceScatter { pieces } => u64::from(plan::receive_slots(pieces)),
     }
 }
 
@@ -98,8 +99,8 @@ impl Addresses {
             Matrix::A => (self.a, shape.k),
             Matrix::C => (self.c, shape.n),
             Matrix::Gathered { shard } => (self.workspace + layout.gathered + u64::from(shard) * shape.m * shape.k * es, shape.k),
-            Matrix::Partial { slot } => (self.workspace + layout.partial + u64::from(slot) * shape.m * shape.n * es, shape.n),
-            Matrix::Out { slot } => (self.workspace + layout.out + u64::from(slot) * shape.m * shape.n * es, shape.n),
+            Matrix::Partial { slot } => (self.workspace + layout.partial + u64::from(slot) * shape.piece_rows() * shape.n * es, shape.n),
+            Matrix::Out { slot } => (self.workspace + layout.out + u64::from(slot) * shape.piece_rows() * shape.n * es, shape.n),
         };
         (base + rows.row0 * width * es, rows.rows * width * es)
     }

@@ -2,8 +2,9 @@
 //! one rank: what a GPU enqueues on its streams and what the host twin runs on its
 //! threads, from the same list.
 //!
-//! Lanes are streams of one rank: [`Lane::Compute`] (the caller's stream: the GEMMs) and
-//! one copy lane per ring direction. Operations of one lane run in order, each finishing
+//! Lanes are streams of one rank: [`Lane::Compute`] (the caller's stream: the GEMMs), one
+//! copy lane per ring direction, and [`Lane::Watch`], which waits for the data the GEMMs
+//! read. Operations of one lane run in order, each finishing
 //! before the next starts; lanes meet only through [`Op::Record`] / [`Op::WaitEvent`]
 //! (this rank) and through signal words in the symmetric workspace (other ranks). Every
 //! word is monotonic across calls (values carry the call's sequence number), so no word
@@ -15,9 +16,10 @@ use super::shape::{Collective, Shape};
 #[repr(u32)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Lane {
-    /// The caller's stream: the GEMMs, the waits for the data they read, and events.
-    /// Nothing else: a signal (a kernel or a stream memory operation alike) costs a stream
-    /// 2 to 3 µs between two GEMMs on an H100, a wait for another lane's event nothing.
+    /// The caller's stream: the GEMMs and waits for other lanes' events, nothing else:
+    /// anything but an event between two GEMMs (a wait or a signal, a kernel or a stream
+    /// memory operation alike) costs a stream 2 to 3 µs on an H100, a wait for an event
+    /// that has happened nothing.
     Compute = 0,
     /// Copies to the next rank of the ring, and the signals that free this rank's
     /// buffers once the compute lane's GEMMs have read them.
@@ -25,7 +27,14 @@ pub enum Lane {
     /// Copies to the previous rank (the bidirectional all-gather only), and the signals
     /// that free the buffers that rank writes here.
     ToPrev = 2,
+    /// Waits for the data the compute lane's GEMMs read (a shard, a partial sum) to land
+    /// and records [`Event::Arrived`] for each: the compute lane waits for the event, and
+    /// its GEMMs follow each other with nothing between them once the data is there.
+    Watch = 3,
 }
+
+/// Every lane, in numbering order.
+pub const LANES: [Lane; 4] = [Lane::Compute, Lane::ToNext, Lane::ToPrev, Lane::Watch];
 
 /// A ring neighbour.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -56,10 +65,11 @@ pub enum Matrix {
     C,
     /// The all-gather's copy of rank `shard`'s `A` (`m` rows of `k`).
     Gathered { shard: u32 },
-    /// The reduce-scatter's receive slot `slot` (0 or 1): a partial block from the
-    /// previous rank (`m` rows of `n`).
+    /// The reduce-scatter's receive slot `slot` (below [`receive_slots`]): a piece of a
+    /// partial block from the previous rank (up to [`Shape::piece_rows`] rows of `n`).
     Partial { slot: u32 },
-    /// The reduce-scatter's send slot `slot` (0 or 1): a partial block for the next rank.
+    /// The reduce-scatter's send slot `slot` (0 or 1): a piece of a partial block for the
+    /// next rank.
     Out { slot: u32 },
 }
 
@@ -78,8 +88,8 @@ pub struct Rows {
 /// written by one rank only and waited for by its owner only).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Word {
-    /// Rows of a gathered shard (slot `2 × shard + half`) or a partial block (slot 0, 1)
-    /// have landed here. Written by the neighbour that sent them.
+    /// Rows of a gathered shard (slot `2 × shard + half`) or a piece of a partial block
+    /// (its receive slot) have landed here. Written by the neighbour that sent them.
     Landed { slot: u32 },
     /// The neighbour `from` has finished reading every buffer this rank writes into it
     /// for the call in the value (all-gather). Written by that neighbour.
@@ -104,10 +114,12 @@ pub enum Event {
     SentNext = 2,
     /// The copy lane to the previous rank has delivered a copy.
     SentPrev = 3,
+    /// The watch lane has seen data that a GEMM reads land.
+    Arrived = 4,
 }
 
 /// Events, in numbering order.
-pub const EVENTS: usize = 4;
+pub const EVENTS: usize = 5;
 
 /// One operation of a lane.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -156,7 +168,7 @@ impl RingPlan {
         match self.shape.collective {
             Collective::AllGatherMatmul { bidirectional: false } => self.all_gather(&mut f),
             Collective::AllGatherMatmul { bidirectional: true } => self.all_gather_both_ways(&mut f),
-            Collective::MatmulReduceScatter => self.reduce_scatter(&mut f),
+            Collective::MatmulReduceScatter { .. } => self.reduce_scatter(&mut f),
         }
     }
 
@@ -185,12 +197,31 @@ impl RingPlan {
         Rows { matrix, row0, rows }
     }
 
+    /// The compute lane's wait for `word` to reach `at_least` (data its next GEMM reads):
+    /// the watch lane waits for the word and records [`Event::Arrived`] at `value` (unique
+    /// within the call, growing), and the compute lane waits for that event.
+    fn arrival(&self, f: &mut impl FnMut(Lane, Op), word: Word, at_least: u64, value: u64) {
+        f(Lane::Watch, Op::Wait { word, at_least });
+        f(Lane::Watch, Op::Record { event: Event::Arrived, value });
+        f(Lane::Compute, Op::WaitEvent { event: Event::Arrived, at_least: value });
+    }
+
+    /// The start of a call: the compute lane marks its inputs ready, and each lane in
+    /// `lanes` waits for that before anything else (its waits are timed from the call's
+    /// start on the caller's stream, not from when it was enqueued).
+    fn start(&self, f: &mut impl FnMut(Lane, Op), lanes: &[Lane]) {
+        let value = tag(self.seq, 1);
+        f(Lane::Compute, Op::Record { event: Event::Start, value });
+        for &lane in lanes {
+            f(lane, Op::WaitEvent { event: Event::Start, at_least: value });
+        }
+    }
+
     /// `AllGather(A) × B`, one way round the ring: at step `s` this rank multiplies the
     /// shard of rank `r - s`, which it received at step `s - 1` and passes on.
     fn all_gather(&self, f: &mut impl FnMut(Lane, Op)) {
         let (d, m, seq) = (self.nranks(), self.shape.m, self.seq);
-        f(Lane::Compute, Op::Record { event: Event::Start, value: tag(seq, 1) });
-        f(Lane::ToNext, Op::WaitEvent { event: Event::Start, at_least: tag(seq, 1) });
+        self.start(f, if d > 1 { &[Lane::ToNext, Lane::Watch] } else { &[Lane::ToNext] });
         if d > 1 {
             // The next rank's slots are free once it has finished the previous call.
             f(Lane::ToNext, Op::Wait { word: Word::Freed { from: Peer::Next }, at_least: seq - 1 });
@@ -199,7 +230,7 @@ impl RingPlan {
             let shard = self.behind(s);
             let landed = Word::Landed { slot: 2 * shard };
             if s > 0 {
-                f(Lane::Compute, Op::Wait { word: landed, at_least: tag(seq, 1) });
+                self.arrival(f, landed, tag(seq, 1), tag(seq, u64::from(s)));
             }
             f(Lane::Compute, Op::Gemm { a: self.shard_rows(shard, 0, m), c: self.c_rows(shard, 0, m), acc: None });
             if s + 1 < d {
@@ -240,10 +271,9 @@ impl RingPlan {
     fn all_gather_both_ways(&self, f: &mut impl FnMut(Lane, Op)) {
         let (d, m, seq) = (self.nranks(), self.shape.m, self.seq);
         let top = m.div_ceil(2);
-        f(Lane::Compute, Op::Record { event: Event::Start, value: tag(seq, 1) });
-        for (lane, from) in [(Lane::ToNext, Peer::Next), (Lane::ToPrev, Peer::Prev)] {
-            f(lane, Op::WaitEvent { event: Event::Start, at_least: tag(seq, 1) });
-            if d > 1 {
+        self.start(f, if d > 1 { &[Lane::ToNext, Lane::ToPrev, Lane::Watch] } else { &[Lane::ToNext, Lane::ToPrev] });
+        if d > 1 {
+            for (lane, from) in [(Lane::ToNext, Peer::Next), (Lane::ToPrev, Peer::Prev)] {
                 f(lane, Op::Wait { word: Word::Freed { from }, at_least: seq - 1 });
             }
         }
@@ -252,7 +282,7 @@ impl RingPlan {
             for (shard, half, row0, rows, lane, to) in halves {
                 let landed = Word::Landed { slot: 2 * shard + half };
                 if s > 0 {
-                    f(Lane::Compute, Op::Wait { word: landed, at_least: tag(seq, 1) });
+                    self.arrival(f, landed, tag(seq, 1), tag(seq, u64::from(2 * s + half)));
                 }
                 f(Lane::Compute, Op::Gemm { a: self.shard_rows(shard, row0, rows), c: self.c_rows(shard, row0, rows), acc: None });
                 if s + 1 < d {
@@ -277,55 +307,75 @@ impl RingPlan {
     /// `b + 1` and collects one partial product per step, ending on rank `b`; at step
     /// `s` this rank adds its product of block `r - s - 1` to the partial sum that came
     /// from the previous rank. Each block is summed in the same order on every call.
+    ///
+    /// Each step runs in the shape's pieces (row ranges of the block, in order): the
+    /// partial sum of piece `j` leaves as soon as its GEMM is done, and the next rank
+    /// needs it only for its own piece `j` of the next step, so it travels while the
+    /// pieces after `j` are computed (with one piece, the next rank's step waits for the
+    /// whole block's transfer).
     fn reduce_scatter(&self, f: &mut impl FnMut(Lane, Op)) {
         let (d, m, seq) = (self.nranks(), self.shape.m, self.seq);
-        let per_call = u64::from(d - 1);
-        // Transfer `t` (counted over the communicator's calls) is received into slot
-        // `t % 2` and signalled with `t + 1`.
-        let transfer = |s: u32| (seq - 1) * per_call + u64::from(s);
-        f(Lane::Compute, Op::Record { event: Event::Start, value: tag(seq, 1) });
-        f(Lane::ToNext, Op::WaitEvent { event: Event::Start, at_least: tag(seq, 1) });
+        let pieces = self.shape.pieces();
+        let (p, slots) = (u64::from(pieces), u64::from(receive_slots(pieces)));
+        // Transfer `t` (counted over the communicator's calls, one per piece of every step
+        // but the last) is received into slot `t % slots` and signalled with `t + 1`.
+        let transfer = |u: u64| (seq - 1) * u64::from(d - 1) * p + u;
+        self.start(f, if d > 1 { &[Lane::ToNext, Lane::Watch] } else { &[Lane::ToNext] });
         for s in 0..d {
-            let block = self.behind(s + 1);
-            let a = Rows { matrix: Matrix::A, row0: u64::from(block) * m, rows: m };
-            let acc = (s > 0).then(|| {
-                let t = transfer(s - 1);
-                let slot = (t % 2) as u32;
-                f(Lane::Compute, Op::Wait { word: Word::Landed { slot }, at_least: t + 1 });
-                (t, Rows { matrix: Matrix::Partial { slot }, row0: 0, rows: m })
-            });
-            if s + 1 == d {
-                f(Lane::Compute, Op::Gemm { a, c: Rows { matrix: Matrix::C, row0: 0, rows: m }, acc: acc.map(|(_, rows)| rows) });
-                if let Some((t, _)) = acc {
-                    f(Lane::Compute, Op::Record { event: Event::Computed, value: tag(seq, u64::from(d)) });
-                    f(Lane::ToNext, Op::WaitEvent { event: Event::Computed, at_least: tag(seq, u64::from(d)) });
-                    f(Lane::ToNext, Op::Signal { word: Word::Consumed, on: Peer::Prev, value: t + 1 });
+            let block = u64::from(self.behind(s + 1));
+            for j in 0..pieces {
+                // This GEMM's place in the call.
+                let u = u64::from(s) * p + u64::from(j);
+                let (row0, rows) = self.shape.piece(j);
+                let a = Rows { matrix: Matrix::A, row0: block * m + row0, rows };
+                let acc = (s > 0).then(|| {
+                    let t = transfer(u - p);
+                    let slot = (t % slots) as u32;
+                    self.arrival(f, Word::Landed { slot }, t + 1, tag(seq, u + 1));
+                    (t, Rows { matrix: Matrix::Partial { slot }, row0: 0, rows })
+                });
+                if s + 1 == d {
+                    f(Lane::Compute, Op::Gemm { a, c: Rows { matrix: Matrix::C, row0, rows }, acc: acc.map(|(_, rows)| rows) });
+                    if let Some((t, _)) = acc {
+                        f(Lane::Compute, Op::Record { event: Event::Computed, value: tag(seq, u + 1) });
+                        f(Lane::ToNext, Op::WaitEvent { event: Event::Computed, at_least: tag(seq, u + 1) });
+                        f(Lane::ToNext, Op::Signal { word: Word::Consumed, on: Peer::Prev, value: t + 1 });
+                    }
+                } else {
+                    let out = Rows { matrix: Matrix::Out { slot: (u % 2) as u32 }, row0: 0, rows };
+                    if u >= 2 {
+                        // The copy that read this send slot two GEMMs ago is done.
+                        f(Lane::Compute, Op::WaitEvent { event: Event::SentNext, at_least: tag(seq, u - 1) });
+                    }
+                    f(Lane::Compute, Op::Gemm { a, c: out, acc: acc.map(|(_, rows)| rows) });
+                    f(Lane::Compute, Op::Record { event: Event::Computed, value: tag(seq, u + 1) });
+                    let t = transfer(u);
+                    f(Lane::ToNext, Op::WaitEvent { event: Event::Computed, at_least: tag(seq, u + 1) });
+                    if let Some((consumed, _)) = acc {
+                        // The GEMM has read the receive slot: the previous rank may refill it.
+                        f(Lane::ToNext, Op::Signal { word: Word::Consumed, on: Peer::Prev, value: consumed + 1 });
+                    }
+                    // The next rank has consumed the transfer that used this receive slot last.
+                    f(Lane::ToNext, Op::Wait { word: Word::Consumed, at_least: (t + 1).saturating_sub(slots) });
+                    let slot = (t % slots) as u32;
+                    let dst = Rows { matrix: Matrix::Partial { slot }, row0: 0, rows };
+                    f(Lane::ToNext, Op::Put { src: out, dst, to: Peer::Next, word: Word::Landed { slot }, value: t + 1 });
+                    f(Lane::ToNext, Op::Record { event: Event::SentNext, value: tag(seq, u + 1) });
                 }
-            } else {
-                let out = Rows { matrix: Matrix::Out { slot: s % 2 }, row0: 0, rows: m };
-                if s >= 2 {
-                    // The copy that read this send slot two steps ago is done.
-                    f(Lane::Compute, Op::WaitEvent { event: Event::SentNext, at_least: tag(seq, u64::from(s - 1)) });
-                }
-                f(Lane::Compute, Op::Gemm { a, c: out, acc: acc.map(|(_, rows)| rows) });
-                f(Lane::Compute, Op::Record { event: Event::Computed, value: tag(seq, u64::from(s + 1)) });
-                let t = transfer(s);
-                f(Lane::ToNext, Op::WaitEvent { event: Event::Computed, at_least: tag(seq, u64::from(s + 1)) });
-                if let Some((consumed, _)) = acc {
-                    // The GEMM has read the receive slot: the previous rank may refill it.
-                    f(Lane::ToNext, Op::Signal { word: Word::Consumed, on: Peer::Prev, value: consumed + 1 });
-                }
-                // The next rank has consumed the transfer that used this receive slot last.
-                f(Lane::ToNext, Op::Wait { word: Word::Consumed, at_least: t.saturating_sub(1) });
-                let dst = Rows { matrix: Matrix::Partial { slot: (t % 2) as u32 }, row0: 0, rows: m };
-                f(Lane::ToNext, Op::Put { src: out, dst, to: Peer::Next, word: Word::Landed { slot: (t % 2) as u32 }, value: t + 1 });
-                f(Lane::ToNext, Op::Record { event: Event::SentNext, value: tag(seq, u64::from(s + 1)) });
             }
         }
         if d > 1 {
             // Every copy of this call is done before the call is: the send slots are free
             // for the next call, and the caller's stream covers the whole call.
-            f(Lane::Compute, Op::WaitEvent { event: Event::SentNext, at_least: tag(seq, u64::from(d - 1)) });
+            f(Lane::Compute, Op::WaitEvent { event: Event::SentNext, at_least: tag(seq, u64::from(d - 1) * p) });
         }
     }
+}
+
+/// The reduce-scatter's receive slots for `pieces` pieces a step: a piece's partial sum
+/// is read one step (`pieces` transfers) after it was sent, so `pieces + 1` keep the
+/// sender from waiting when the ranks keep pace; twice `pieces` leaves room for drift
+/// (two, as many as whole blocks, with one piece).
+pub const fn receive_slots(pieces: u32) -> u32 {
+    2 * pieces
 }

@@ -14,8 +14,31 @@ pub enum Collective {
     AllGatherMatmul { bidirectional: bool },
     /// `C = ReduceScatter(A × B)`: each rank's `A` is `(nranks · m) × k`, `B` is `k × n`,
     /// and rank `r`'s `C` (`m × n`) is the sum over ranks of their products' block `r`
-    /// (rows `r·m ..`), summed in the same order on every call.
-    MatmulReduceScatter,
+    /// (rows `r·m ..`), summed in the same order on every call. `pieces` (1 to `m`): each
+    /// block is computed and sent in that many row ranges, so that a range's partial sum
+    /// travels while the next ones are computed ([`Collective::matmul_reduce_scatter`]
+    /// chooses).
+    MatmulReduceScatter { pieces: u32 },
+}
+
+/// Rows of a block from which [`Collective::matmul_reduce_scatter`] splits it in two.
+///
+/// On an H100 (f16, `k = n = 4096`, cuBLASLt): with one piece, each step after the first
+/// waits for the previous rank's whole partial block to cross NVLink (1024 rows: 8 MiB,
+/// 18 µs or more at NVLink 4's 450 GB/s a direction), and two pieces hide that behind the
+/// second piece's GEMM for the price of smaller GEMMs: two of 512 rows took 51.7 µs
+/// against 47.3 µs for one of 1024 (+4.4 µs a step), two of 2048 186.3 against 183.7 for
+/// 4096. At 512 rows two pieces cost 13.3 µs a step (two GEMMs of 256 rows, 19.6 µs each,
+/// against 25.9) against a transfer of 9 µs or more: one piece
+/// (`bench/results/raw/matmul/gemm-algos-1gpu-2026-12-06.txt`).
+pub const TWO_PIECES_FROM_ROWS: u64 = 1024;
+
+impl Collective {
+    /// The reduce-scatter for blocks of `m` rows, in the pieces that pay at that height:
+    /// two from [`TWO_PIECES_FROM_ROWS`] rows, else one.
+    pub const fn matmul_reduce_scatter(m: u64) -> Self {
+        Self::MatmulReduceScatter { pieces: if m >= TWO_PIECES_FROM_ROWS { 2 } else { 1 } }
+    }
 }
 
 /// A call's shape: every matrix row-major and dense.
@@ -47,6 +70,9 @@ pub enum ShapeError {
     RowAlignment(&'static str, u64),
     /// The bidirectional all-gather splits each shard in two: `m` below 2.
     ShardTooShort(u64),
+    /// The reduce-scatter's pieces (`pieces`, `m`): 0, more than the block's rows, or
+    /// more than a call's steps can number with the ranks.
+    Pieces(u32, u64),
     /// More ranks than a call's steps can number.
     TooManyRanks(u32),
     /// A matrix (named) larger than the address space.
@@ -60,6 +86,7 @@ impl fmt::Display for ShapeError {
             Self::Empty(dim) => write!(f, "dimension {dim} is 0"),
             Self::RowAlignment(matrix, len) => write!(f, "a row of {matrix} ({len} elements) is not a multiple of 16 bytes"),
             Self::ShardTooShort(m) => write!(f, "the bidirectional all-gather splits each shard's rows in two halves: m = {m} is below 2"),
+            Self::Pieces(p, m) => write!(f, "the reduce-scatter computes each block in {p} pieces: it takes 1 to m = {m}, and ranks × pieces at most {MAX_RANKS}"),
             Self::TooManyRanks(n) => write!(f, "{n} ranks: a collective matmul's ring takes 1 to {MAX_RANKS}"),
             Self::TooLarge(matrix) => write!(f, "{matrix} is larger than the address space"),
         }
@@ -75,8 +102,29 @@ impl Shape {
         let (d, m, k, n) = (u64::from(self.nranks), self.m, self.k, self.n);
         match self.collective {
             Collective::AllGatherMatmul { .. } => [(m, k), (k, n), (d * m, n)],
-            Collective::MatmulReduceScatter => [(d * m, k), (k, n), (m, n)],
+            Collective::MatmulReduceScatter { .. } => [(d * m, k), (k, n), (m, n)],
         }
+    }
+
+    /// The row ranges each step of the ring computes a block in: the reduce-scatter's
+    /// pieces, 1 for the all-gather.
+    pub fn pieces(&self) -> u32 {
+        match self.collective {
+            Collective::MatmulReduceScatter { pieces } => pieces,
+            Collective::AllGatherMatmul { .. } => 1,
+        }
+    }
+
+    /// Piece `j`'s first row within its block and its rows: `m` split as evenly as whole
+    /// rows allow, none empty (a checked shape has at most `m` pieces).
+    pub fn piece(&self, j: u32) -> (u64, u64) {
+        let at = |j: u32| u64::from(j) * self.m / u64::from(self.pieces());
+        (at(j), at(j + 1) - at(j))
+    }
+
+    /// The most rows of a piece.
+    pub fn piece_rows(&self) -> u64 {
+        self.m.div_ceil(u64::from(self.pieces()))
     }
 
     /// Elements of `A`, `B` and `C` on each rank.
@@ -106,6 +154,11 @@ impl Shape {
         }
         if self.collective == (Collective::AllGatherMatmul { bidirectional: true }) && self.m < 2 {
             return Err(ShapeError::ShardTooShort(self.m));
+        }
+        if let Collective::MatmulReduceScatter { pieces } = self.collective
+            && (pieces == 0 || u64::from(pieces) > self.m || self.nranks.saturating_mul(pieces) > MAX_RANKS)
+        {
+            return Err(ShapeError::Pieces(pieces, self.m));
         }
         let d = u64::from(self.nranks);
         let sizes = [

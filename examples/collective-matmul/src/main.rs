@@ -71,6 +71,10 @@ struct Args {
     /// Copies by a kernel of this many CTAs instead of the copy engines.
     #[arg(long)]
     sm_copies: Option<u32>,
+    /// The reduce-scatter's pieces a block is computed and sent in (1 to m); by default
+    /// two from 1024 rows, else one.
+    #[arg(long)]
+    pieces: Option<u32>,
     /// Also time one GEMM of the gathered shape alone.
     #[arg(long)]
     gemm_alone: bool,
@@ -139,11 +143,11 @@ fn main() -> Result<(), Box<dyn Error>> {
     }
 }
 
-fn collective(which: Which) -> Collective {
-    match which {
+fn collective(args: &Args) -> Collective {
+    match args.collective {
         Which::AllGather => Collective::AllGatherMatmul { bidirectional: false },
         Which::AllGatherBoth => Collective::AllGatherMatmul { bidirectional: true },
-        Which::ReduceScatter => Collective::MatmulReduceScatter,
+        Which::ReduceScatter => args.pieces.map_or(Collective::matmul_reduce_scatter(args.m), |pieces| Collective::MatmulReduceScatter { pieces }),
     }
 }
 
@@ -172,7 +176,10 @@ fn ranks(args: &Args) -> Outcome<Vec<Comm>> {
 }
 
 fn run<T: Elem>(args: &Args) -> Result<(), Box<dyn Error>> {
-    let collective = collective(args.collective);
+    if args.pieces.is_some() && !matches!(args.collective, Which::ReduceScatter) {
+        return Err("--pieces is the reduce-scatter's: the all-gathers run one piece a shard".into());
+    }
+    let collective = collective(args);
     // The floor first, before any communicator's loop runs on the device.
     let nranks_here = PeEnv::from_env()?.map_or(args.pes, |e| e.n_pes) as u32;
     let alone = if args.gemm_alone { Some(gemm_alone::<T>(args, nranks_here)?) } else { None };
@@ -217,6 +224,7 @@ fn run<T: Elem>(args: &Args) -> Result<(), Box<dyn Error>> {
             "collective": format!("{:?}", args.collective).to_lowercase(),
             "dtype": format!("{:?}", args.dtype).to_lowercase(),
             "copies": args.sm_copies.map_or("engines".to_string(), |n| format!("sms:{n}")),
+            "pieces": shape.pieces(),
             "nranks": nranks, "rank": rank, "m": args.m, "k": args.k, "n": args.n,
             "iters": args.iters, "time_us": us, "host_us": timed.host_us,
             "tflops": flops / us / 1e6,
@@ -249,7 +257,7 @@ fn check<T: Elem>(shape: &Shape, rank: u32, c: &[T]) -> Result<f64, Box<dyn Erro
         };
         match shape.collective {
             Collective::AllGatherMatmul { .. } => add((i / m) as u32, i % m, rank),
-            Collective::MatmulReduceScatter => (0..d as u32).for_each(|q| add(q, u64::from(rank) * m + i, q)),
+            Collective::MatmulReduceScatter { .. } => (0..d as u32).for_each(|q| add(q, u64::from(rank) * m + i, q)),
         }
         let err = (c[(i * n + j) as usize].to_f64() - exact).abs() / (T::EPS * size.max(1.0) * (d as f64).max(1.0));
         if err > 8.0 {

@@ -3,10 +3,11 @@
 //!
 //! The schedule is device-rt's (`device_rt::matmul::plan`), the same list of operations
 //! the host twin runs; here each lane of a rank is a stream: the caller's stream computes
-//! (cuBLASLt), one stream per ring direction copies with the copy engines
-//! (`cuMemcpyDtoDAsync` into the neighbour's mapped workspace, no SM taken from the
-//! GEMMs). A wait for a neighbour's signal is a one-thread kernel, bounded by the heap's
-//! abort flag and spin budget; a signal is a stream memory operation
+//! (cuBLASLt) and waits only for events, one stream per ring direction copies with the
+//! copy engines (`cuMemcpyDtoDAsync` into the neighbour's mapped workspace, no SM taken
+//! from the GEMMs), and a watch stream waits for the data the GEMMs read. A wait for a
+//! neighbour's signal is a one-thread kernel, bounded by the heap's abort flag and spin
+//! budget; a signal is a stream memory operation
 //! (`cuStreamWriteValue64` into the neighbour's mapped word, after a memory barrier: no
 //! SM, and it never waits); lanes of one rank meet through CUDA events. Nothing waits on
 //! the host during a call.
@@ -19,7 +20,7 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaContext, CudaEvent, CudaFunction, CudaStream, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg, result, sys};
 use device_rt::abi::ShmemHandle;
-use device_rt::matmul::{Addresses, Collective, Event, Lane, Op, Peer, RingPlan, Shape, Workspace};
+use device_rt::matmul::{Addresses, Collective, Event, LANES, Lane, Op, Peer, RingPlan, Shape, Workspace};
 
 use crate::memory::HostMapped;
 use crate::module::Module;
@@ -39,9 +40,9 @@ pub fn heap_bytes(shape: &Shape) -> u64 {
 /// One rank's streams, kernels and GEMM handle.
 struct RankLanes {
     pe: u32,
-    /// The caller's stream (the compute lane), then the copy lanes to the next and the
-    /// previous rank.
-    streams: [Arc<CudaStream>; 3],
+    /// By [`Lane`]: the caller's stream (the compute lane), the copy lanes to the next
+    /// and the previous rank, the watch lane.
+    streams: [Arc<CudaStream>; LANES.len()],
     /// Device address of the PE's `ShmemHandle`, and the handle's value (every PE's base).
     handle: u64,
     value: ShmemHandle,
@@ -130,7 +131,7 @@ impl RingMatmul {
                 Some(module) => module,
                 None => Module::load(&ctx)?,
             };
-            let streams = [compute.clone(), copy_lane(&ctx)?, copy_lane(&ctx)?];
+            let streams = [compute.clone(), side_lane(&ctx)?, side_lane(&ctx)?, side_lane(&ctx)?];
             let mut blas = Blas::new(&compute, &shape)?;
             for &(rows, accumulates) in &gemms {
                 blas.plan(rows, accumulates)?;
@@ -415,11 +416,11 @@ impl RankLanes {
     }
 }
 
-/// A copy lane's stream, at the highest priority `ctx` allows: when a GEMM and a lane's
-/// one-thread wait (or its SM copy) become ready together, CUDA places the pending work of
-/// the higher-priority stream first as SMs free, so a GEMM that fills every SM does not
-/// hold the wait, and the copy behind it, until the GEMM ends.
-fn copy_lane(ctx: &Arc<CudaContext>) -> Result<Arc<CudaStream>> {
+/// A copy or watch lane's stream, at the highest priority `ctx` allows: when a GEMM and a
+/// lane's one-thread wait (or its SM copy) become ready together, CUDA places the pending
+/// work of the higher-priority stream first as SMs free, so a GEMM that fills every SM
+/// does not hold the wait, and the copy or event behind it, until the GEMM ends.
+fn side_lane(ctx: &Arc<CudaContext>) -> Result<Arc<CudaStream>> {
     ctx.bind_to_thread().map_err(Error::cuda("cuCtxSetCurrent"))?;
     let (_, greatest) = result::stream::get_priority_range().map_err(Error::cuda("cuCtxGetStreamPriorityRange"))?;
     ctx.new_stream_with_priority(greatest).map_err(Error::cuda("cuStreamCreateWithPriority"))

@@ -19,7 +19,7 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use device_rt::matmul::{Event, Lane, Op, RingPlan, Shape, Word};
+use device_rt::matmul::{Event, LANES, Lane, Op, RingPlan, Shape, Word};
 
 /// The model of the ring's signal words across calls: the largest value each rank's word
 /// has been sent by the operations ordered so far (every call's, of every rank).
@@ -65,7 +65,7 @@ impl Submitted {
     /// that could not finish; the model is then left as it was).
     pub(crate) fn order(&mut self, shape: Shape, seq: u64) -> Result<Vec<Step>, String> {
         let n = shape.nranks;
-        let mut lanes: Vec<[VecDeque<Op>; 3]> = (0..n).map(|_| Default::default()).collect();
+        let mut lanes: Vec<[VecDeque<Op>; LANES.len()]> = (0..n).map(|_| Default::default()).collect();
         for (rank, queues) in (0..n).zip(lanes.iter_mut()) {
             RingPlan { shape, rank, seq }.for_each(|lane, op| queues[lane as usize].push_back(op));
         }
@@ -74,7 +74,7 @@ impl Submitted {
         loop {
             let mut moved = false;
             for (rank, queues) in (0..n).zip(lanes.iter_mut()) {
-                for (lane, queue) in [Lane::Compute, Lane::ToNext, Lane::ToPrev].into_iter().zip(queues.iter_mut()) {
+                for (lane, queue) in LANES.into_iter().zip(queues.iter_mut()) {
                     while let Some(&op) = queue.front().filter(|&&op| model.ready(rank, op)) {
                         model.run(rank, n, op);
                         queue.pop_front();
@@ -105,7 +105,12 @@ mod tests {
     use device_rt::matmul::Collective;
 
     fn shapes() -> impl Iterator<Item = Shape> {
-        let collectives = [Collective::AllGatherMatmul { bidirectional: false }, Collective::AllGatherMatmul { bidirectional: true }, Collective::MatmulReduceScatter];
+        let collectives = [
+            Collective::AllGatherMatmul { bidirectional: false },
+            Collective::AllGatherMatmul { bidirectional: true },
+            Collective::MatmulReduceScatter { pieces: 1 },
+            Collective::MatmulReduceScatter { pieces: 2 },
+        ];
         (1..=8).flat_map(move |nranks| collectives.map(|collective| Shape { collective, nranks, m: 16, k: 16, n: 16, dtype: DataType::F16 }))
     }
 
@@ -179,9 +184,9 @@ mod tests {
     }
 
     /// One process's streams on `queues` shared queues: `(rank, lane)`'s on queue
-    /// `(3 × rank + lane) mod queues`.
+    /// `(lanes × rank + lane) mod queues`.
     fn shared(queues: usize) -> impl Fn(u32, Lane) -> usize {
-        move |rank, lane| (3 * rank as usize + lane as usize) % queues
+        move |rank, lane| (LANES.len() * rank as usize + lane as usize) % queues
     }
 
     /// Each rank in a process (and on a GPU) of its own, its streams on `queues` queues of
@@ -225,10 +230,10 @@ mod tests {
                 let order = model.order(shape, seq).unwrap();
                 let mut plan_ops = 0;
                 for rank in 0..shape.nranks {
-                    let mut lanes: [Vec<Op>; 3] = Default::default();
+                    let mut lanes: [Vec<Op>; LANES.len()] = Default::default();
                     RingPlan { shape, rank, seq }.for_each(|lane, op| lanes[lane as usize].push(op));
                     plan_ops += lanes.iter().map(Vec::len).sum::<usize>();
-                    for lane in [Lane::Compute, Lane::ToNext, Lane::ToPrev] {
+                    for lane in LANES {
                         let got: Vec<Op> = order.iter().filter(|&&(r, l, _)| r == rank && l == lane).map(|&(_, _, op)| op).collect();
                         assert_eq!(got, lanes[lane as usize], "{shape:?} call {seq}: rank {rank}'s {lane:?} lane out of its order");
                     }

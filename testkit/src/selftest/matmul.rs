@@ -28,8 +28,8 @@ fn call(mm: &mut CommMatmul, a: &[CudaSlice<f16>], b: &[CudaSlice<f16>], c: &mut
     mm.call(&mut args)
 }
 
-/// Every collective (all-gather × matmul one way and both ways, matmul × reduce-scatter)
-/// on two ranks of one communicator: each rank's `C` is the reference's bit for bit, on
+/// Every collective (all-gather × matmul one way and both ways, matmul × reduce-scatter
+/// in one piece and in two) on two ranks of one communicator: each rank's `C` is the reference's bit for bit, on
 /// two calls in a row. Refused before anything is enqueued: one rank of two, a bad shape,
 /// a wrong length, a call on a stream capturing a CUDA graph. A call whose second rank never starts (its stream held behind a gate)
 /// ends when the communicator is aborted, says [`Error::Aborted`], and later calls are
@@ -39,11 +39,17 @@ pub(super) fn comm_matmul(fx: &Fixture) -> Outcome {
     let streams = vec![fx.ctx.new_stream().map_err(Error::cuda("cuStreamCreate"))?, fx.ctx.new_stream().map_err(Error::cuda("cuStreamCreate"))?];
     let comms = Comm::from_devices(streams.clone())?;
     let ranks: Vec<&Comm> = comms.iter().collect();
-    let one_of_two = Comm::matmul::<f16>(&ranks[1..], Collective::MatmulReduceScatter, m, k, n);
+    let one_of_two = Comm::matmul::<f16>(&ranks[1..], Collective::matmul_reduce_scatter(m), m, k, n);
     ensure(matches!(one_of_two, Err(Error::InvalidArgument(_))), || format!("a matmul on rank 1 of 2 alone: {:?}", one_of_two.err()))?;
-    let bad_shape = Comm::matmul::<f16>(&ranks, Collective::MatmulReduceScatter, m, k + 1, n);
+    let bad_shape = Comm::matmul::<f16>(&ranks, Collective::matmul_reduce_scatter(m), m, k + 1, n);
     ensure(matches!(bad_shape, Err(Error::InvalidArgument(_))), || format!("k = {}: {:?}", k + 1, bad_shape.err()))?;
-    for collective in [Collective::AllGatherMatmul { bidirectional: false }, Collective::AllGatherMatmul { bidirectional: true }, Collective::MatmulReduceScatter] {
+    let collectives = [
+        Collective::AllGatherMatmul { bidirectional: false },
+        Collective::AllGatherMatmul { bidirectional: true },
+        Collective::MatmulReduceScatter { pieces: 1 },
+        Collective::MatmulReduceScatter { pieces: 2 },
+    ];
+    for collective in collectives {
         let mut mm = Comm::matmul::<f16>(&ranks, collective, m, k, n)?;
         let shape: Shape = mm.shape();
         let [la, lb, lc] = shape.lens();
@@ -78,7 +84,7 @@ pub(super) fn comm_matmul(fx: &Fixture) -> Outcome {
         }
     }
     aborted_mid_call(fx, &comms, &streams, m, k, n)?;
-    println!("  3 collectives x 2 calls on 2 ranks exact; refusals and the abort held");
+    println!("  {} collectives x 2 calls on 2 ranks exact; refusals and the abort held", collectives.len());
     Ok(())
 }
 
@@ -87,7 +93,7 @@ pub(super) fn comm_matmul(fx: &Fixture) -> Outcome {
 /// [`Error::Aborted`].
 fn aborted_mid_call(fx: &Fixture, comms: &[Comm], streams: &[Arc<CudaStream>], m: u64, k: u64, n: u64) -> Outcome {
     let ranks: Vec<&Comm> = comms.iter().collect();
-    let mut mm = Comm::matmul::<f16>(&ranks, Collective::MatmulReduceScatter, m, k, n)?;
+    let mut mm = Comm::matmul::<f16>(&ranks, Collective::MatmulReduceScatter { pieces: 2 }, m, k, n)?;
     let [la, lb, lc] = mm.shape().lens();
     let zeros = |s: &Arc<CudaStream>, len: u64| s.alloc_zeros::<f16>(len as usize).map_err(Error::cuda("cuMemAlloc"));
     let a = vec![zeros(&streams[0], la)?, zeros(&streams[1], la)?];
