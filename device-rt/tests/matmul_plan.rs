@@ -390,3 +390,113 @@ fn bad_shapes_are_refused_with_what_is_wrong() {
     }
     assert_eq!(good.check(), Ok(()));
 }
+
+/// A timing model of the ring: every rank's lanes run their operations in order, each
+/// starting once its lane is free and what it waits for has happened; a GEMM takes
+/// `gemm` per row, a put `copy` per row, everything else no time. Returns when each
+/// rank's compute lane finished `calls` calls in a row.
+fn timed(shape: Shape, calls: u64, gemm: u64, copy: u64) -> Vec<u64> {
+    use std::collections::VecDeque;
+    let d = shape.nranks;
+    let mut lanes: Vec<[VecDeque<Op>; LANES.len()]> = (0..d).map(|_| Default::default()).collect();
+    for (rank, queues) in (0..d).zip(lanes.iter_mut()) {
+        for seq in 1..=calls {
+            RingPlan { shape, rank, seq }.for_each(|lane, op| queues[lane as usize].push_back(op));
+        }
+    }
+    let mut words: HashMap<(u32, Word), u64> = HashMap::new();
+    let mut events: HashMap<(u32, u32), u64> = HashMap::new();
+    let mut busy: Vec<[Option<(u64, Op)>; LANES.len()]> = vec![[None; LANES.len()]; d as usize];
+    let mut finished = vec![0; d as usize];
+    let mut now = 0;
+    let complete = |rank: u32, op: Op, words: &mut HashMap<(u32, Word), u64>, events: &mut HashMap<(u32, u32), u64>| match op {
+        Op::Signal { word, on: peer, value } | Op::Put { word, to: peer, value, .. } => {
+            let at = words.entry((peer.of(rank, d), word)).or_default();
+            *at = (*at).max(value);
+        }
+        Op::Record { event, value } => {
+            let at = events.entry((rank, event as u32)).or_default();
+            *at = (*at).max(value);
+        }
+        _ => {}
+    };
+    loop {
+        // Start (and end, if they take no time) whatever can run now.
+        let mut moved = true;
+        while moved {
+            moved = false;
+            for rank in 0..d {
+                for lane in 0..LANES.len() {
+                    let r = rank as usize;
+                    let Some(&op) = lanes[r][lane].front() else { continue };
+                    let ready = match op {
+                        Op::Wait { word, at_least } => words.get(&(rank, word)).copied().unwrap_or(0) >= at_least,
+                        Op::WaitEvent { event, at_least } => events.get(&(rank, event as u32)).copied().unwrap_or(0) >= at_least,
+                        _ => true,
+                    };
+                    if busy[r][lane].is_some() || !ready {
+                        continue;
+                    }
+                    lanes[r][lane].pop_front();
+                    moved = true;
+                    let takes = match op {
+                        Op::Gemm { a, .. } => a.rows * gemm,
+                        Op::Put { src, .. } => src.rows * copy,
+                        _ => 0,
+                    };
+                    if takes == 0 {
+                        complete(rank, op, &mut words, &mut events);
+                        if lane == Lane::Compute as usize {
+                            finished[r] = now;
+                        }
+                    } else {
+                        busy[r][lane] = Some((now + takes, op));
+                    }
+                }
+            }
+        }
+        let Some(next) = busy.iter().flatten().flatten().map(|&(end, _)| end).min() else {
+            assert!(lanes.iter().all(|q| q.iter().all(VecDeque::is_empty)), "{shape:?}: the timing model stopped with work left");
+            return finished;
+        };
+        now = next;
+        for (rank, lanes) in (0..d).zip(busy.iter_mut()) {
+            for (lane, slot) in lanes.iter_mut().enumerate() {
+                if let Some((end, op)) = *slot
+                    && end == now
+                {
+                    *slot = None;
+                    complete(rank, op, &mut words, &mut events);
+                    if lane == Lane::Compute as usize {
+                        finished[rank as usize] = now;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Where a copy of a block's rows takes less than half their GEMM (the seed's shape on an
+/// H100: 47 µs a 1024-row GEMM, about 21 µs for its 8 MiB over NVLink), the all-gathers
+/// and the reduce-scatter in two pieces take the ranks' GEMMs' time and not a moment
+/// more, call after call: every transfer hides behind a GEMM. The reduce-scatter in one
+/// piece waits for each step's whole partial block to cross (the negative control), and
+/// so does an all-gather whose copies are slower than its GEMMs.
+#[test]
+fn transfers_hide_behind_the_gemms_in_the_timing_model() {
+    let (gemm, copy, calls) = (20, 9, 3);
+    for nranks in 2..=8u32 {
+        for m in [4, 6] {
+            let gemms = calls * u64::from(nranks) * m * gemm;
+            for collective in [Collective::AllGatherMatmul { bidirectional: false }, Collective::AllGatherMatmul { bidirectional: true }, Collective::MatmulReduceScatter { pieces: 2 }] {
+                let ends = timed(shape(collective, nranks, m), calls, gemm, copy);
+                assert!(ends.iter().all(|&t| t == gemms), "{collective:?} on {nranks} ranks, m = {m}: {ends:?}, the GEMMs alone {gemms}");
+            }
+            let whole = timed(shape(Collective::MatmulReduceScatter { pieces: 1 }, nranks, m), calls, gemm, copy);
+            let waits = calls * u64::from(nranks - 1) * m * copy;
+            assert!(whole.iter().all(|&t| t == gemms + waits), "one piece on {nranks} ranks, m = {m}: {whole:?}, the GEMMs {gemms} and a block's transfer a step {waits}");
+            let slow = timed(shape(Collective::AllGatherMatmul { bidirectional: false }, nranks, m), calls, copy, gemm);
+            assert!(slow.iter().all(|&t| t > calls * u64::from(nranks) * m * copy), "copies slower than the GEMMs: {slow:?}");
+        }
+    }
+}
