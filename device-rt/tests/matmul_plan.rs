@@ -310,6 +310,18 @@ fn the_reduce_scatter_computes_uneven_and_single_row_pieces() {
     let s = shape(Collective::MatmulReduceScatter { pieces: 2 }, 2, 3);
     assert_eq!([s.piece(0), s.piece(1)], [(0, 1), (1, 2)]);
     assert_eq!(s.piece_rows(), 2);
+    // Pieces tile the block in order, none empty and none above `piece_rows`, up to the
+    // tallest blocks a shape may have.
+    for (m, pieces) in [(3, 3), (7, 2), (1000, 7), (1 << 59, 3), ((1 << 59) + 5, 1 << 14)] {
+        let s = Shape { collective: Collective::MatmulReduceScatter { pieces }, nranks: 2, m, k: 8, n: 8, dtype: DataType::F16 };
+        let mut next = 0;
+        for j in 0..pieces {
+            let (row0, rows) = s.piece(j);
+            assert!(row0 == next && rows > 0 && rows <= s.piece_rows(), "m = {m}, {pieces} pieces: piece {j} at {row0}, {rows} rows");
+            next += rows;
+        }
+        assert_eq!(next, m);
+    }
 }
 
 #[test]

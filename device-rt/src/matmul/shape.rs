@@ -118,7 +118,9 @@ impl Shape {
     /// Piece `j`'s first row within its block and its rows: `m` split as evenly as whole
     /// rows allow, none empty (a checked shape has at most `m` pieces).
     pub fn piece(&self, j: u32) -> (u64, u64) {
-        let at = |j: u32| u64::from(j) * self.m / u64::from(self.pieces());
+        let p = u64::from(self.pieces());
+        // `j × m / p` without the product (`m` may be near 2^60, `j` up to 2^15).
+        let at = |j: u32| u64::from(j) * (self.m / p) + u64::from(j) * (self.m % p) / p;
         (at(j), at(j + 1) - at(j))
     }
 
