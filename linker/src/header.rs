@@ -10,10 +10,11 @@ use host_shim::device_rt::abi::MAX_PES;
 /// The header, from the device-rt crate at `device_rt`.
 pub fn generate(device_rt: &Path) -> Result<String, cbindgen::Error> {
     let mut export = ExportConfig {
-        // The functions and what they name; device-rt's other public constants and its
-        // self-test types are not the surface's.
+        // The functions and what they name; device-rt's other public constants, its
+        // self-test types and the collective matmul's lanes (which its constant `LANES`
+        // would pull in) are not the surface's.
         item_types: vec![ItemType::Functions, ItemType::Enums, ItemType::Structs, ItemType::Typedefs],
-        exclude: vec!["PublishMode".into()],
+        exclude: vec!["PublishMode".into(), "Lane".into()],
         ..ExportConfig::default()
     };
     for (rust, c) in [("ShmemHandle", "ferroccl_heap"), ("Status", "ferroccl_status"), ("F16", "ferroccl_half"), ("Bf16", "ferroccl_bfloat16"), ("MAX_PES", "FERROCCL_MAX_PES")] {
