@@ -55,6 +55,16 @@ impl Rng {
     }
 }
 
+/// Whether what `op` waits for has come, a rank's words and events read by `word` and
+/// `event` (`None`: never set).
+fn waits_met(op: &Op, word: impl Fn(Word) -> Option<u64>, event: impl Fn(Event) -> Option<u64>) -> bool {
+    match *op {
+        Op::Wait { word: w, at_least } => word(w).unwrap_or(0) >= at_least,
+        Op::WaitEvent { event: e, at_least } => event(e).unwrap_or(0) >= at_least,
+        _ => true,
+    }
+}
+
 /// One queued operation, or a point where the caller's stream begins or ends a call.
 #[derive(Clone, Debug)]
 enum Step {
@@ -127,8 +137,7 @@ impl Ring {
         let r = &self.ranks[rank];
         match r.lanes[lane].get(r.next[lane]) {
             None => false,
-            Some(Step::Op(Op::Wait { word, at_least })) => r.words.get(word).copied().unwrap_or(0) >= *at_least,
-            Some(Step::Op(Op::WaitEvent { event, at_least })) => r.events.get(&(*event as u32)).copied().unwrap_or(0) >= *at_least,
+            Some(Step::Op(op)) => waits_met(op, |word| r.words.get(&word).copied(), |event| r.events.get(&(event as u32)).copied()),
             Some(_) => true,
         }
     }
@@ -441,12 +450,7 @@ fn timed(shape: Shape, calls: u64, gemm: u64, copy: u64) -> Vec<u64> {
                 for lane in 0..LANES.len() {
                     let r = rank as usize;
                     let Some(&op) = lanes[r][lane].front() else { continue };
-                    let ready = match op {
-                        Op::Wait { word, at_least } => words.get(&(rank, word)).copied().unwrap_or(0) >= at_least,
-                        Op::WaitEvent { event, at_least } => events.get(&(rank, event as u32)).copied().unwrap_or(0) >= at_least,
-                        _ => true,
-                    };
-                    if busy[r][lane].is_some() || !ready {
+                    if busy[r][lane].is_some() || !waits_met(&op, |word| words.get(&(rank, word)).copied(), |event| events.get(&(rank, event as u32)).copied()) {
                         continue;
                     }
                     lanes[r][lane].pop_front();

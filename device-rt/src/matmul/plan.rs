@@ -206,13 +206,15 @@ impl RingPlan {
         f(Lane::Compute, Op::WaitEvent { event: Event::Arrived, at_least: value });
     }
 
-    /// The start of a call: the compute lane marks its inputs ready, and each lane in
-    /// `lanes` waits for that before anything else (its waits are timed from the call's
-    /// start on the caller's stream, not from when it was enqueued).
-    fn start(&self, f: &mut impl FnMut(Lane, Op), lanes: &[Lane]) {
+    /// The start of a call: the compute lane marks its inputs ready, and each copy lane in
+    /// `copy_lanes`, and the watch lane where the ring has neighbours, waits for that before
+    /// anything else (its waits are timed from the call's start on the caller's stream, not
+    /// from when it was enqueued).
+    fn start(&self, f: &mut impl FnMut(Lane, Op), copy_lanes: &[Lane]) {
         let value = tag(self.seq, 1);
         f(Lane::Compute, Op::Record { event: Event::Start, value });
-        for &lane in lanes {
+        let watch: &[Lane] = if self.nranks() > 1 { &[Lane::Watch] } else { &[] };
+        for &lane in copy_lanes.iter().chain(watch) {
             f(lane, Op::WaitEvent { event: Event::Start, at_least: value });
         }
     }
@@ -221,7 +223,7 @@ impl RingPlan {
     /// shard of rank `r - s`, which it received at step `s - 1` and passes on.
     fn all_gather(&self, f: &mut impl FnMut(Lane, Op)) {
         let (d, m, seq) = (self.nranks(), self.shape.m, self.seq);
-        self.start(f, if d > 1 { &[Lane::ToNext, Lane::Watch] } else { &[Lane::ToNext] });
+        self.start(f, &[Lane::ToNext]);
         if d > 1 {
             // The next rank's slots are free once it has finished the previous call.
             f(Lane::ToNext, Op::Wait { word: Word::Freed { from: Peer::Next }, at_least: seq - 1 });
@@ -271,7 +273,7 @@ impl RingPlan {
     fn all_gather_both_ways(&self, f: &mut impl FnMut(Lane, Op)) {
         let (d, m, seq) = (self.nranks(), self.shape.m, self.seq);
         let top = m.div_ceil(2);
-        self.start(f, if d > 1 { &[Lane::ToNext, Lane::ToPrev, Lane::Watch] } else { &[Lane::ToNext, Lane::ToPrev] });
+        self.start(f, &[Lane::ToNext, Lane::ToPrev]);
         if d > 1 {
             for (lane, from) in [(Lane::ToNext, Peer::Next), (Lane::ToPrev, Peer::Prev)] {
                 f(lane, Op::Wait { word: Word::Freed { from }, at_least: seq - 1 });
@@ -320,7 +322,7 @@ impl RingPlan {
         // Transfer `t` (counted over the communicator's calls, one per piece of every step
         // but the last) is received into slot `t % slots` and signalled with `t + 1`.
         let transfer = |u: u64| (seq - 1) * u64::from(d - 1) * p + u;
-        self.start(f, if d > 1 { &[Lane::ToNext, Lane::Watch] } else { &[Lane::ToNext] });
+        self.start(f, &[Lane::ToNext]);
         for s in 0..d {
             let block = u64::from(self.behind(s + 1));
             for j in 0..pieces {
