@@ -11,6 +11,14 @@
 //   memop_write   cuStreamWriteValue64 to the word (the default: after a memory barrier)
 //   event_wait    cuStreamWaitEvent on an event another stream recorded (complete)
 //   event_record  cuEventRecord on this stream
+// and, apart from the GEMMs' stream, what waiting beside them costs (GEMM alone on its
+// stream while another stream of the highest priority waits through the timed steps, as
+// the collective matmuls' watch and copy lanes wait while the compute lane's GEMMs run):
+//   beside_kernel a one-thread kernel polling a host-mapped word (one resident CTA)
+//   beside_memop  cuStreamWaitValue64 on the same word (no SM)
+// Env: SPINNERS (default 1): beside_kernel's CTAs (one-thread each, as many side lanes
+// waiting at once); SM_TARGET: the GEMM planned for that many SMs
+// (CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, as when a concurrent stream takes some).
 // Build: nvcc -O2 -arch=sm_90 lane_gaps.cu -lcuda -lcublasLt -o lane_gaps
 // Run:   lane_gaps [ROWS K N]   (default 1024 4096 4096, f16)
 #include <algorithm>
@@ -41,8 +49,8 @@ __global__ void signal_kernel(unsigned long long* word, unsigned long long value
   asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(word), "l"(value) : "memory");
 }
 
-enum Mode { kGemm, kKernelWait, kKernelSignal, kMemopWait, kMemopWrite, kEventWait, kEventRecord, kModes };
-static const char* kNames[] = {"gemm", "kernel_wait", "kernel_signal", "memop_wait", "memop_write", "event_wait", "event_record"};
+enum Mode { kGemm, kKernelWait, kKernelSignal, kMemopWait, kMemopWrite, kEventWait, kEventRecord, kBesideKernel, kBesideMemop, kModes };
+static const char* kNames[] = {"gemm", "kernel_wait", "kernel_signal", "memop_wait", "memop_write", "event_wait", "event_record", "beside_kernel", "beside_memop"};
 
 struct Gemm {
   cublasLtHandle_t lt;
@@ -72,6 +80,11 @@ int main(int argc, char** argv) {
   CK(cublasLtMatrixLayoutCreate(&g.lb, CUDA_R_16F, n, k, n));
   CK(cublasLtMatrixLayoutCreate(&g.la, CUDA_R_16F, k, rows, k));
   CK(cublasLtMatrixLayoutCreate(&g.lc, CUDA_R_16F, n, rows, n));
+  const char* sm_target = getenv("SM_TARGET");
+  int32_t target = sm_target ? atoi(sm_target) : 0;
+  if (target > 0) CK(cublasLtMatmulDescSetAttribute(g.desc, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, &target, sizeof(target)));
+  const char* spinners_env = getenv("SPINNERS");
+  int spinners = spinners_env ? atoi(spinners_env) : 1;
   cublasLtMatmulPreference_t pref;
   CK(cublasLtMatmulPreferenceCreate(&pref));
   uint64_t wsb = kWorkspace;
@@ -85,9 +98,18 @@ int main(int argc, char** argv) {
   CK(cudaMalloc(&word, 8));
   unsigned long long one = 1;
   CK(cudaMemcpy(word, &one, 8, cudaMemcpyHostToDevice));
-  cudaStream_t s, other;
+  cudaStream_t s, other, side;
   CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   CK(cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking));
+  int least, greatest;
+  CK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+  CK(cudaStreamCreateWithPriority(&side, cudaStreamNonBlocking, greatest));
+  // The word the side stream waits for: host-mapped, set by the host after each timed run.
+  unsigned long long* released;
+  CK(cudaHostAlloc(&released, 8, cudaHostAllocMapped));
+  *(volatile unsigned long long*)released = 0;
+  unsigned long long* released_dev;
+  CK(cudaHostGetDevicePointer(&released_dev, released, 0));
   cudaEvent_t done, e0, e1, mark;
   CK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
   CK(cudaEventCreateWithFlags(&mark, cudaEventDisableTiming));
@@ -108,17 +130,28 @@ int main(int argc, char** argv) {
       default: break;
     }
   };
+  // Starts the side stream's wait for `released` to reach `value`, resident before the
+  // GEMMs are queued.
+  auto wait_beside = [&](int mode, unsigned long long value) {
+    if (mode == kBesideKernel) wait_kernel<<<spinners, 1, 0, side>>>(released_dev, value);
+    if (mode == kBesideMemop) CK(cuStreamWaitValue64((CUstream)side, (CUdeviceptr)released_dev, value, CU_STREAM_WAIT_VALUE_GEQ));
+    CK(cudaGetLastError());
+  };
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
-  printf("# %s; GEMM %ld x %ld x %ld f16; per step: median of %d rounds of %d steps, modes interleaved\n", prop.name, rows, k, n, kRounds, kIters);
+  printf("# %s; GEMM %ld x %ld x %ld f16 (SM target %d, 0: all); %d spinner(s) beside; per step: median of %d rounds of %d steps, modes interleaved\n", prop.name, rows, k, n, target, spinners, kRounds, kIters);
   std::vector<std::vector<float>> us(kModes);
   for (int r = 0; r < kRounds; r++) {
     for (int mode = 0; mode < kModes; mode++) {
+      unsigned long long value = (unsigned long long)r * kModes + mode + 1;
+      wait_beside(mode, value);
       for (int i = 0; i < 5; i++) step(mode);
       CK(cudaEventRecord(e0, s));
       for (int i = 0; i < kIters; i++) step(mode);
       CK(cudaEventRecord(e1, s));
       CK(cudaEventSynchronize(e1));
+      *(volatile unsigned long long*)released = value;
+      CK(cudaStreamSynchronize(side));
       float ms;
       CK(cudaEventElapsedTime(&ms, e0, e1));
       us[mode].push_back(ms * 1000.f / kIters);
