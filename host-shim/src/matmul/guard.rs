@@ -11,18 +11,31 @@
 //! `u64::MAX`, which meets every wait of every call: the lanes run to their end, the
 //! call's `C` is wrong and `RingMatmul::async_error` says why. It looks every [`TICK`]
 //! while calls are in flight, and sleeps while none is.
+//!
+//! The stores are queued on a stream of their own, and a GPU runs a process's streams
+//! through a few hardware queues, first in, first out across the streams mapped to each: a
+//! store whose stream shares a queue with a stuck wait would wait behind it. A store not
+//! done within [`STORE_TRY`] is queued again on a new stream (CUDA maps new streams to its
+//! queues in turn), up to [`STORE_TRIES`] streams.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use cudarc::driver::{CudaEvent, CudaStream, result};
+use cudarc::driver::{CudaContext, CudaEvent, CudaStream, result};
 
 use crate::shmem::HeapAbortHandle;
 
 /// How often the guard looks at the calls in flight: a timeout or an abort is acted on
 /// within this of happening.
 pub const TICK: Duration = Duration::from_millis(2);
+
+/// How long a release's stores may take on one stream before they are queued on another.
+pub const STORE_TRY: Duration = Duration::from_millis(50);
+
+/// Streams a release's stores are tried on: CUDA's hardware queues are at most 32
+/// (`CUDA_DEVICE_MAX_CONNECTIONS`, 8 by default).
+pub const STORE_TRIES: usize = 32;
 
 /// Why a PE's waits were released (its status word's value).
 #[repr(u32)]
@@ -67,9 +80,10 @@ pub fn judge(ended: bool, reached: bool, aborted: bool, since: &mut Option<Insta
 
 /// A PE's way out of its waits, shared by its ring and the guard.
 pub struct Release {
-    /// A stream of the PE's device that no call uses (its writes never queue behind a
-    /// wait).
-    stream: Arc<CudaStream>,
+    /// The PE's device.
+    ctx: Arc<CudaContext>,
+    /// Every stream a store was queued on (kept until the ring's workspace goes).
+    streams: Mutex<Vec<Arc<CudaStream>>>,
     /// 0, or the first [`Why`] its waits were released for.
     status: AtomicU32,
     abort: HeapAbortHandle,
@@ -77,10 +91,10 @@ pub struct Release {
 }
 
 impl Release {
-    /// The release of a PE's waits, by stores on `stream` (of the PE's device, used by
-    /// nothing else), for calls bounded by `budget` on the heap that `abort` aborts.
-    pub fn new(stream: Arc<CudaStream>, abort: HeapAbortHandle, budget: Duration) -> Self {
-        Self { stream, status: AtomicU32::new(0), abort, budget }
+    /// The release of the waits of a PE on `ctx`'s device, for calls bounded by `budget`
+    /// on the heap that `abort` aborts.
+    pub fn new(ctx: Arc<CudaContext>, abort: HeapAbortHandle, budget: Duration) -> Self {
+        Self { ctx, streams: Mutex::new(Vec::new()), status: AtomicU32::new(0), abort, budget }
     }
 
     /// Why the PE's waits were released, if they were. Ordering: an acquire load, paired
@@ -93,9 +107,11 @@ impl Release {
         }
     }
 
-    /// Waits, up to `timeout`, until the stores of a release queued so far are done.
+    /// Waits, up to `timeout` for each stream, until the stores of a release queued so far
+    /// are done.
     pub fn wait_for_stores(&self, timeout: Duration) -> crate::Result<()> {
-        crate::stream::wait(&self.stream, timeout, "a collective matmul's release of its waits")
+        let streams = self.streams.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        streams.iter().try_for_each(|s| crate::stream::wait(s, timeout, "a collective matmul's release of its waits"))
     }
 
     /// Records `why` (unless a reason is recorded already: the first stays), then queues
@@ -105,15 +121,32 @@ impl Release {
     fn release(&self, why: Why, words: u64, bytes: u64) {
         // Ordering: release, paired with `why`'s acquire load.
         let _ = self.status.compare_exchange(0, why as u32, Ordering::Release, Ordering::Relaxed);
-        let stored = self.stream.context().bind_to_thread().and_then(|()| {
-            // SAFETY: `words .. words + bytes` is the PE's signal words, device memory of
-            // the stream's context live while any call may run (`Watched::new`'s
-            // contract); the stream is live.
-            unsafe { result::memset_d8_async(words, 0xff, bytes as usize, self.stream.cu_stream()) }
-        });
-        if let Err(e) = stored {
-            log::error!("collective matmul: the release of a PE's waits ({why:?}) failed: {e}");
+        for _ in 0..STORE_TRIES {
+            match self.store(words, bytes) {
+                Ok(stream) => {
+                    let stored = crate::stream::wait(&stream, STORE_TRY, "a release's stores");
+                    self.streams.lock().unwrap_or_else(PoisonError::into_inner).push(stream);
+                    if stored.is_ok() {
+                        return;
+                    }
+                }
+                Err(e) => {
+                    log::error!("collective matmul: the release of a PE's waits ({why:?}) failed: {e}");
+                    return;
+                }
+            }
         }
+        log::error!("collective matmul: the release of a PE's waits ({why:?}) queued on {STORE_TRIES} streams, none done within {STORE_TRY:?}");
+    }
+
+    /// Queues the stores of `u64::MAX` into the words on a new stream of the PE's device.
+    fn store(&self, words: u64, bytes: u64) -> crate::Result<Arc<CudaStream>> {
+        let stream = super::side_lane(&self.ctx)?;
+        // SAFETY: `words .. words + bytes` is the PE's signal words, device memory of the
+        // context (current: `side_lane` bound it) live while any call may run
+        // (`Watched::new`'s contract); the stream is live.
+        unsafe { result::memset_d8_async(words, 0xff, bytes as usize, stream.cu_stream()) }.map_err(crate::Error::cuda("cuMemsetD8Async"))?;
+        Ok(stream)
     }
 }
 

@@ -137,7 +137,7 @@ impl RingMatmul {
                 blas.plan(rows, accumulates)?;
             }
             blas.warm_up(&compute)?;
-            let release = Release::new(side_lane(&ctx)?, heap.abort_handle(), heap.spin_budget());
+            let release = Release::new(ctx.clone(), heap.abort_handle(), heap.spin_budget());
             ranks.push(RankLanes {
                 pe: pe as u32,
                 handle: heap.handle(pe),
@@ -436,10 +436,10 @@ impl RankLanes {
     }
 }
 
-/// A copy or watch lane's stream, at the highest priority `ctx` allows: when a GEMM and a
-/// lane's one-thread wait (or its SM copy) become ready together, CUDA places the pending
-/// work of the higher-priority stream first as SMs free, so a GEMM that fills every SM
-/// does not hold the wait, and the copy or event behind it, until the GEMM ends.
+/// A copy or watch lane's stream (or a release's), at the highest priority `ctx` allows:
+/// when a GEMM and a lane's SM copy become ready together, CUDA places the pending work
+/// of the higher-priority stream first as SMs free, so a GEMM that fills every SM does not
+/// hold the copy, and the signal behind it, until the GEMM ends.
 fn side_lane(ctx: &Arc<CudaContext>) -> Result<Arc<CudaStream>> {
     ctx.bind_to_thread().map_err(Error::cuda("cuCtxSetCurrent"))?;
     let (_, greatest) = result::stream::get_priority_range().map_err(Error::cuda("cuCtxGetStreamPriorityRange"))?;
