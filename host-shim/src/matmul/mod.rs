@@ -7,7 +7,7 @@
 //! copy engines (`cuMemcpyDtoDAsync` into the neighbour's mapped workspace, no SM taken
 //! from the GEMMs), and a watch stream waits for the data the GEMMs read. A wait for a
 //! neighbour's signal is a stream memory operation (`cuStreamWaitValue64`: no SM taken
-//! from the GEMMs beside it), bounded by the [`guard`] (the heap's abort flag and spin
+//! from the GEMMs beside it), bounded by a guard thread (the heap's abort flag and spin
 //! budget); a signal is one too (`cuStreamWriteValue64` into the neighbour's mapped word,
 //! after a memory barrier: no SM, and it never waits); lanes of one rank meet through
 //! CUDA events. Nothing waits on the host during a call.
@@ -394,7 +394,7 @@ impl RankLanes {
     }
 
     /// Queues the wait for this PE's `word` to reach `at_least` on `stream`: a
-    /// `cuStreamWaitValue64` (no SM; the [`guard`] ends it on an abort or past the spin
+    /// `cuStreamWaitValue64` (no SM; the guard thread ends it on an abort or past the spin
     /// budget). Ordering: the neighbour set the word after a system-scope barrier over
     /// the data it covers (`signal`, or the put's release), and the stream's later work
     /// starts only once the wait has seen the word, so it reads that data.
