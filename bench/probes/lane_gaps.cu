@@ -4,8 +4,8 @@
 // (the GPU kept busy: calls queued before the first event), against GEMM alone. The flags
 // are set beforehand, so a wait costs only its own passage. X is:
 //   kernel_wait   a one-thread kernel that polls a device word (acquire, system scope)
-//                 until it is at least a value (as the collective matmuls' wait kernel
-//                 was, without its abort flag and spin budget)
+//                 until it is at least a value (as ferroccl_matmul_wait, without its abort
+//                 flag and spin budget)
 //   kernel_signal a one-thread kernel: fence.acq_rel.sys, then a relaxed store
 //   memop_wait    cuStreamWaitValue64 (>=) on the word
 //   memop_write   cuStreamWriteValue64 to the word (the default: after a memory barrier)

@@ -6,14 +6,13 @@
 //! (cuBLASLt) and waits only for events, one stream per ring direction copies with the
 //! copy engines (`cuMemcpyDtoDAsync` into the neighbour's mapped workspace, no SM taken
 //! from the GEMMs), and a watch stream waits for the data the GEMMs read. A wait for a
-//! neighbour's signal is a stream memory operation (`cuStreamWaitValue64`: no SM taken
-//! from the GEMMs beside it), bounded by a guard thread (the heap's abort flag and spin
-//! budget); a signal is one too (`cuStreamWriteValue64` into the neighbour's mapped word,
-//! after a memory barrier: no SM, and it never waits); lanes of one rank meet through
-//! CUDA events. Nothing waits on the host during a call.
+//! neighbour's signal is a one-thread kernel, bounded by the heap's abort flag and spin
+//! budget; a signal is a stream memory operation
+//! (`cuStreamWriteValue64` into the neighbour's mapped word, after a memory barrier: no
+//! SM, and it never waits); lanes of one rank meet through CUDA events. Nothing waits on
+//! the host during a call.
 
 mod blas;
-mod guard;
 mod order;
 
 use std::collections::HashMap;
@@ -23,13 +22,13 @@ use cudarc::driver::{CudaContext, CudaEvent, CudaFunction, CudaStream, DevicePtr
 use device_rt::abi::ShmemHandle;
 use device_rt::matmul::{Addresses, Collective, Event, LANES, Lane, Op, Peer, RingPlan, Shape, Workspace};
 
+use crate::memory::HostMapped;
 use crate::module::Module;
 use crate::op::Element;
 use crate::shmem::Heap;
 use crate::{DeviceAlloc, Error, Result};
 
 use blas::Blas;
-use guard::{Release, Watched, Why};
 use order::Submitted;
 
 /// Bytes of a symmetric heap that holds the workspace of `shape`'s ring (and the heap's
@@ -47,11 +46,12 @@ struct RankLanes {
     /// Device address of the PE's `ShmemHandle`, and the handle's value (every PE's base).
     handle: u64,
     value: ShmemHandle,
+    wait: CudaFunction,
     put: CudaFunction,
     /// With SM copies: the grid's CTAs, and each copy lane's arrival counter (two `u64`).
     sm_copies: Option<(u32, DeviceAlloc)>,
-    /// What ends the PE's waits on an abort or past the spin budget, and why it did.
-    release: Arc<Release>,
+    /// Written by a wait that ended early: 1 aborted, 2 timed out.
+    status: HostMapped<u32>,
     blas: Blas,
     /// The module the kernels are in, kept loaded.
     _module: Module,
@@ -137,14 +137,14 @@ impl RingMatmul {
                 blas.plan(rows, accumulates)?;
             }
             blas.warm_up(&compute)?;
-            let release = Release::new(ctx.clone(), heap.abort_handle(), heap.spin_budget());
             ranks.push(RankLanes {
                 pe: pe as u32,
                 handle: heap.handle(pe),
                 value: heap.device_handle(pe)?,
+                wait: module.kernel("ferroccl_matmul_wait")?,
                 put: module.kernel("ferroccl_matmul_put")?,
                 sm_copies: None,
-                release: Arc::new(release),
+                status: HostMapped::zeroed(&ctx, 1)?,
                 blas,
                 streams,
                 _module: module,
@@ -235,25 +235,13 @@ impl RingMatmul {
             held.push((ra, rb, rc));
         }
         let mut events: Vec<HashMap<(Event, u64), CudaEvent>> = (0..self.ranks.len()).map(|_| HashMap::new()).collect();
-        let reached = self.ranks.iter().map(|r| mark(&r.streams[0])).collect::<Result<Vec<_>>>()?;
-        let mut enqueued = Ok(());
         for (rank, lane, op) in order {
             let Some(i) = self.ranks.iter().position(|r| r.pe == rank) else { continue };
             // SAFETY: `A`, `B` and `C` hold the shape's sizes (checked above) and stay live
             // for the stream (cudarc's records, held above); the workspace is this ring's.
-            enqueued = unsafe { self.enqueue(i, at[i], lane, op, &mut events[i]) };
-            if enqueued.is_err() {
-                break;
-            }
+            unsafe { self.enqueue(i, at[i], lane, op, &mut events[i])? };
         }
-        // Whatever was enqueued is watched: its waits end on an abort or past the budget.
-        for ((rank, reached), &words) in self.ranks.iter().zip(reached).zip(&self.workspace) {
-            let ended = rank.streams.iter().map(|s| mark(s)).collect::<Result<Vec<_>>>()?;
-            // SAFETY: the words are this ring's workspace's, given back only by `free`,
-            // which first waits for every lane and has the guard forget the ring's calls.
-            guard::watch(unsafe { Watched::new(reached, ended, rank.release.clone(), words + self.layout.words, self.layout.bytes - self.layout.words) });
-        }
-        enqueued
+        Ok(())
     }
 
     /// Refuses a call of `args` that [`RingMatmul::call`] cannot take, before anything is
@@ -305,11 +293,6 @@ impl RingMatmul {
                 crate::stream::wait(stream, timeout, "a collective matmul's lane")?;
             }
         }
-        // No release stores into the workspace once it is given back.
-        for rank in &self.ranks {
-            guard::forget(&rank.release);
-            rank.release.wait_for_stores(timeout)?;
-        }
         heap.free(&std::mem::take(&mut self.workspace))
     }
 
@@ -317,10 +300,11 @@ impl RingMatmul {
     /// (the heap's abort flag), or [`Error::DeviceTimeout`] (a neighbour's signal did not
     /// come within the heap's spin budget; `seq` 0: not a work loop's item).
     pub fn async_error(&self) -> Option<Error> {
-        self.ranks.iter().find_map(|r| r.release.why()).map(|why| match why {
-            Why::Aborted => Error::Aborted,
-            Why::TimedOut => Error::DeviceTimeout { site: None, seq: 0 },
-        })
+        let status = self.ranks.iter().map(|r| {
+            // SAFETY: one live host-mapped `u32`, which the device writes at most once.
+            unsafe { r.status.host_ptr().read_volatile() }
+        });
+        status.into_iter().find(|&s| s != 0).map(|s| if s == 1 { Error::Aborted } else { Error::DeviceTimeout { site: None, seq: 0 } })
     }
 
     /// Enqueues local PE `i`'s operation `op` of the current call on its lane `lane`;
@@ -334,10 +318,11 @@ impl RingMatmul {
         rank.streams[0].context().bind_to_thread().map_err(Error::cuda("cuCtxSetCurrent"))?;
         let stream = rank.streams[lane as usize].clone();
         match op {
-            Op::Wait { word, at_least } => RankLanes::wait_for(&stream, at.workspace + layout.word(&shape, word), at_least)?,
+            Op::Wait { word, at_least } => rank.wait_for(&stream, at.workspace + layout.word(&shape, word), at_least)?,
             Op::Signal { word, on, value } => rank.signal(&stream, at.workspace + layout.word(&shape, word), value, on, shape.nranks)?,
             Op::Record { event, value } => {
-                events.insert((event, value), mark(&stream)?);
+                let e = stream.record_event(Some(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING)).map_err(Error::cuda("cuEventRecord"))?;
+                events.insert((event, value), e);
             }
             Op::WaitEvent { event, at_least } => {
                 let e = events.get(&(event, at_least)).ok_or(Error::InvalidState("a collective matmul's lane waits for an event never recorded"))?;
@@ -393,17 +378,12 @@ impl RankLanes {
         self.value.translate(addr, pe).ok_or_else(|| Error::InvalidArgument(format!("collective matmul: PE {pe}'s heap is not mapped on PE {}'s device", self.pe)))
     }
 
-    /// Queues the wait for this PE's `word` to reach `at_least` on `stream`: a
-    /// `cuStreamWaitValue64` (no SM; the guard thread ends it on an abort or past the spin
-    /// budget). Ordering: the neighbour set the word after a system-scope barrier over
-    /// the data it covers (`signal`, or the put's release), and the stream's later work
-    /// starts only once the wait has seen the word, so it reads that data.
-    fn wait_for(stream: &CudaStream, word: u64, at_least: u64) -> Result<()> {
-        let geq = sys::CUstreamWaitValue_flags::CU_STREAM_WAIT_VALUE_GEQ as u32;
-        // SAFETY: `word` is an 8-byte-aligned `u64` of this PE's workspace, live while the
-        // stream's work may run (the ring frees it only after its lanes have ended); the
-        // stream is live.
-        unsafe { sys::cuStreamWaitValue64_v2(stream.cu_stream(), word, at_least, geq) }.result().map_err(Error::cuda("cuStreamWaitValue64"))
+    /// Queues the bounded wait for this PE's `word` to reach `at_least` on `stream`.
+    fn wait_for(&self, stream: &CudaStream, word: u64, at_least: u64) -> Result<()> {
+        let status = self.status.device_ptr();
+        // SAFETY: the arguments match `ferroccl_matmul_wait`: the PE's handle, a word of its
+        // workspace, a value, its host-mapped status; one thread.
+        unsafe { stream.launch_builder(&self.wait).arg(&self.handle).arg(&word).arg(&at_least).arg(&status).launch(one_thread()) }.map(|_| ()).map_err(Error::cuda("cuLaunchKernel (collective matmul wait)"))
     }
 
     /// Queues a put by a grid of `ctas` CTAs on `stream`: `bytes` from `src` to this PE's
@@ -436,10 +416,10 @@ impl RankLanes {
     }
 }
 
-/// A copy or watch lane's stream (or a release's), at the highest priority `ctx` allows:
-/// when a GEMM and a lane's SM copy become ready together, CUDA places the pending work
-/// of the higher-priority stream first as SMs free, so a GEMM that fills every SM does not
-/// hold the copy, and the signal behind it, until the GEMM ends.
+/// A copy or watch lane's stream, at the highest priority `ctx` allows: when a GEMM and a
+/// lane's one-thread wait (or its SM copy) become ready together, CUDA places the pending
+/// work of the higher-priority stream first as SMs free, so a GEMM that fills every SM
+/// does not hold the wait, and the copy or event behind it, until the GEMM ends.
 fn side_lane(ctx: &Arc<CudaContext>) -> Result<Arc<CudaStream>> {
     ctx.bind_to_thread().map_err(Error::cuda("cuCtxSetCurrent"))?;
     let (_, greatest) = result::stream::get_priority_range().map_err(Error::cuda("cuCtxGetStreamPriorityRange"))?;
@@ -449,7 +429,6 @@ fn side_lane(ctx: &Arc<CudaContext>) -> Result<Arc<CudaStream>> {
 /// Threads of each CTA of a put by SMs.
 const PUT_THREADS: u32 = 512;
 
-/// An event recorded on `stream` now (no timing).
-fn mark(stream: &CudaStream) -> Result<CudaEvent> {
-    stream.record_event(Some(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING)).map_err(Error::cuda("cuEventRecord"))
+fn one_thread() -> LaunchConfig {
+    LaunchConfig { grid_dim: (1, 1, 1), block_dim: (1, 1, 1), shared_mem_bytes: 0 }
 }

@@ -257,11 +257,6 @@ impl Heap {
         self.abort.clone()
     }
 
-    /// The bound of every wait of the heap's device code and loops.
-    pub fn spin_budget(&self) -> Duration {
-        self.spin_budget
-    }
-
     /// Starts a work loop for each local PE (one resident channel of 256 threads: it
     /// holds one CTA of the PE's GPU until [`Heap::finalize`] or the heap's drop), which
     /// the stream-ordered calls hand their work to. `modules[i]` is the module loaded on
