@@ -7,6 +7,13 @@
 //! its output `C` (`n × rows`, leading dimension `n`), no transposes. One descriptor,
 //! layout set and algorithm (the heuristic's first) per distinct row count and
 //! accumulator, made once.
+//!
+//! Where a ring has neighbours, its watch lane's one-thread wait kernel stays resident
+//! while the GEMMs run: cuBLASLt, planning for every SM, then loses far more than one SM's
+//! share (its kernels run in clusters of two CTAs; a 4096-row GEMM took 1.26 times as
+//! long beside one resident wait kernel, `bench/NOTES.md`). Such GEMMs are planned for
+//! [`SMS_LEFT_TO_WAITS`] fewer SMs (`CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET`), which cost
+//! the GEMMs alone nothing measurable.
 
 use std::ffi::c_void;
 use std::sync::Arc;
@@ -20,6 +27,11 @@ use crate::{Error, Result};
 
 /// cuBLASLt's workspace (what cudarc gives Hopper).
 const WORKSPACE_BYTES: usize = 32 << 20;
+
+/// SMs a ring's GEMMs leave to the waits beside them: one cluster of two, for one wait
+/// kernel (one planned for 131 or 129 SMs ran beside one as fast as alone; three wait
+/// kernels at once still cost 1.5 times the GEMM's time at 129).
+pub const SMS_LEFT_TO_WAITS: u32 = 2;
 
 /// One GEMM's descriptor, layouts and algorithm.
 pub struct Plan {
@@ -38,6 +50,8 @@ pub struct Blas {
     k: u64,
     n: u64,
     dtype: sys::cudaDataType,
+    /// The SMs the GEMMs are planned for (`None`: every SM).
+    sm_target: Option<i32>,
     plans: Vec<Plan>,
 }
 
@@ -50,9 +64,14 @@ fn blas_error(call: &'static str) -> impl FnOnce(lt::CublasError) -> Error {
 }
 
 impl Blas {
-    /// A handle and workspace on `stream`'s device for `shape`'s GEMMs.
+    /// A handle and workspace on `stream`'s device for `shape`'s GEMMs, planned for
+    /// [`SMS_LEFT_TO_WAITS`] fewer SMs than the device has where the ring has neighbours.
     pub fn new(stream: &Arc<CudaStream>, shape: &Shape) -> Result<Self> {
         stream.context().bind_to_thread().map_err(Error::cuda("cuCtxSetCurrent"))?;
+        let sm_target = match shape.nranks {
+            1 => None,
+            _ => Some(crate::device::sm_count(stream.context())?.saturating_sub(SMS_LEFT_TO_WAITS).max(1) as i32),
+        };
         let dtype = match shape.dtype {
             DataType::F16 => sys::cudaDataType::CUDA_R_16F,
             DataType::Bf16 => sys::cudaDataType::CUDA_R_16BF,
@@ -61,7 +80,7 @@ impl Blas {
         let handle = lt::create_handle().map_err(blas_error("cublasLtCreate"))?;
         let workspace = stream.alloc_zeros::<u8>(WORKSPACE_BYTES).map_err(Error::cuda("cuMemAllocAsync"));
         match workspace {
-            Ok(workspace) => Ok(Self { handle, workspace, k: shape.k, n: shape.n, dtype, plans: Vec::new() }),
+            Ok(workspace) => Ok(Self { handle, workspace, k: shape.k, n: shape.n, dtype, sm_target, plans: Vec::new() }),
             Err(e) => {
                 // SAFETY: the handle was just made and is used nowhere else.
                 let _ = unsafe { lt::destroy_handle(handle) };
@@ -100,6 +119,14 @@ impl Blas {
         let (k, n) = (self.k, self.n);
         let desc = lt::create_matmul_desc(sys::cublasComputeType_t::CUBLAS_COMPUTE_32F, sys::cudaDataType::CUDA_R_32F).map_err(blas_error("cublasLtMatmulDescCreate"))?;
         let mut plan = Plan { rows, accumulates, desc, layouts: [std::ptr::null_mut(); 3], algo: sys::cublasLtMatmulAlgo_t { data: [0; 8] } };
+        if let Some(target) = self.sm_target {
+            // SAFETY: `desc` is live; the attribute is an `i32` of the size given.
+            let set = unsafe { lt::set_matmul_desc_attribute(desc, sys::cublasLtMatmulDescAttributes_t::CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, (&raw const target).cast(), size_of::<i32>()) };
+            if let Err(e) = set {
+                drop_plan(&plan);
+                return Err(blas_error("cublasLtMatmulDescSetAttribute")(e));
+            }
+        }
         let dims = [(n, k, n), (k, rows, k), (n, rows, n)];
         for (layout, (r, c, ld)) in plan.layouts.iter_mut().zip(dims) {
             *layout = match lt::create_matrix_layout(self.dtype, r, c, ld as i64) {
