@@ -293,6 +293,11 @@ fn lanes_are_used_as_their_names_say() {
             if matches!(op, Op::Record { event: Event::Arrived, .. }) {
                 assert_eq!(lane, Lane::Watch, "{op:?}");
             }
+            // Only the watch lane waits for landed data (a copy lane forwards a shard
+            // after the watch lane's event): one wait per rank beside the GEMMs.
+            if matches!(op, Op::Wait { word: Word::Landed { .. }, .. }) {
+                assert_eq!(lane, Lane::Watch, "{collective:?}: {op:?}");
+            }
         });
         let both_ways = collective == Collective::AllGatherMatmul { bidirectional: true };
         assert_eq!(lanes[Lane::ToPrev as usize] > 0, both_ways, "{collective:?}");
@@ -341,12 +346,12 @@ fn the_reduce_scatter_splits_tall_blocks_in_two() {
 }
 
 /// True when some order of the ring, without the steps `dropped` picks, fails.
-fn caught_without(shape: Shape, dropped: impl Fn(&Step) -> bool) -> bool {
+fn caught_without(shape: Shape, dropped: impl Fn(Lane, &Step) -> bool) -> bool {
     (1..=200u64).any(|seed| {
         let mut ring = Ring::new(shape, 3);
         for rank in &mut ring.ranks {
-            for lane in &mut rank.lanes {
-                lane.retain(|s| !dropped(s));
+            for (&lane, steps) in LANES.iter().zip(&mut rank.lanes) {
+                steps.retain(|s| !dropped(lane, s));
             }
         }
         let (mut rng, lagging) = order(seed, shape.nranks);
@@ -362,27 +367,29 @@ fn every_wait_of_the_schedules_is_needed() {
     let both_ways = shape(Collective::AllGatherMatmul { bidirectional: true }, 3, 2);
     let scatter = shape(Collective::MatmulReduceScatter { pieces: 1 }, 4, 2);
     let in_pieces = shape(Collective::MatmulReduceScatter { pieces: 2 }, 4, 2);
-    type Case = (&'static str, Shape, fn(&Step) -> bool);
-    let cases: [Case; 14] = [
-        ("the all-gather's free slots", gather, |s| matches!(s, Step::Op(Op::Wait { word: Word::Freed { .. }, .. }))),
+    type Case = (&'static str, Shape, fn(Lane, &Step) -> bool);
+    let cases: [Case; 15] = [
+        ("the all-gather's free slots", gather, |_, s| matches!(s, Step::Op(Op::Wait { word: Word::Freed { .. }, .. }))),
         // The copy lanes signal that a call's slots are free only after the compute
         // lane's GEMMs (its `Computed` event, the all-gather's only use of it).
-        ("the all-gather's GEMMs before its free-slot signal", gather, |s| matches!(s, Step::Op(Op::WaitEvent { event: Event::Computed, .. }))),
-        ("the bidirectional all-gather's GEMMs before its free-slot signals", both_ways, |s| matches!(s, Step::Op(Op::WaitEvent { event: Event::Computed, .. }))),
+        ("the all-gather's GEMMs before its free-slot signal", gather, |_, s| matches!(s, Step::Op(Op::WaitEvent { event: Event::Computed, .. }))),
+        ("the bidirectional all-gather's GEMMs before its free-slot signals", both_ways, |_, s| matches!(s, Step::Op(Op::WaitEvent { event: Event::Computed, .. }))),
         // The reduce-scatter's last GEMM (point 4 of 4 ranks' call) reads a receive slot
         // that its copy lane signals consumed only after the GEMM.
-        ("the reduce-scatter's last GEMM before its consumed signal", scatter, |s| matches!(s, Step::Op(Op::WaitEvent { event: Event::Computed, at_least }) if at_least & 0xffff == 4)),
-        ("the all-gather's landed shards", gather, |s| matches!(s, Step::Op(Op::Wait { word: Word::Landed { .. }, .. }))),
+        ("the reduce-scatter's last GEMM before its consumed signal", scatter, |_, s| matches!(s, Step::Op(Op::WaitEvent { event: Event::Computed, at_least }) if at_least & 0xffff == 4)),
+        ("the all-gather's landed shards", gather, |_, s| matches!(s, Step::Op(Op::Wait { word: Word::Landed { .. }, .. }))),
         // The compute lane learns of landed data only from the watch lane's events.
-        ("the all-gather's arrivals", gather, |s| matches!(s, Step::Op(Op::WaitEvent { event: Event::Arrived, .. }))),
-        ("the bidirectional all-gather's arrivals", both_ways, |s| matches!(s, Step::Op(Op::WaitEvent { event: Event::Arrived, .. }))),
-        ("the bidirectional all-gather's free slots", both_ways, |s| matches!(s, Step::Op(Op::Wait { word: Word::Freed { from: Peer::Prev }, .. }))),
-        ("the reduce-scatter's landed partial sums", scatter, |s| matches!(s, Step::Op(Op::Wait { word: Word::Landed { .. }, .. }))),
-        ("the reduce-scatter's arrivals", scatter, |s| matches!(s, Step::Op(Op::WaitEvent { event: Event::Arrived, .. }))),
-        ("the reduce-scatter's consumed partial sums", scatter, |s| matches!(s, Step::Op(Op::Wait { word: Word::Consumed, .. }))),
-        ("the reduce-scatter's sent slots", scatter, |s| matches!(s, Step::Op(Op::WaitEvent { event: Event::SentNext, .. }))),
-        ("the pieces' consumed partial sums", in_pieces, |s| matches!(s, Step::Op(Op::Wait { word: Word::Consumed, .. }))),
-        ("the pieces' arrivals", in_pieces, |s| matches!(s, Step::Op(Op::WaitEvent { event: Event::Arrived, .. }))),
+        ("the all-gather's arrivals", gather, |_, s| matches!(s, Step::Op(Op::WaitEvent { event: Event::Arrived, .. }))),
+        // A copy lane forwards a shard only after the watch lane saw it land.
+        ("the forwarded shards' arrivals", gather, |lane, s| lane == Lane::ToNext && matches!(s, Step::Op(Op::WaitEvent { event: Event::Arrived, .. }))),
+        ("the bidirectional all-gather's arrivals", both_ways, |_, s| matches!(s, Step::Op(Op::WaitEvent { event: Event::Arrived, .. }))),
+        ("the bidirectional all-gather's free slots", both_ways, |_, s| matches!(s, Step::Op(Op::Wait { word: Word::Freed { from: Peer::Prev }, .. }))),
+        ("the reduce-scatter's landed partial sums", scatter, |_, s| matches!(s, Step::Op(Op::Wait { word: Word::Landed { .. }, .. }))),
+        ("the reduce-scatter's arrivals", scatter, |_, s| matches!(s, Step::Op(Op::WaitEvent { event: Event::Arrived, .. }))),
+        ("the reduce-scatter's consumed partial sums", scatter, |_, s| matches!(s, Step::Op(Op::Wait { word: Word::Consumed, .. }))),
+        ("the reduce-scatter's sent slots", scatter, |_, s| matches!(s, Step::Op(Op::WaitEvent { event: Event::SentNext, .. }))),
+        ("the pieces' consumed partial sums", in_pieces, |_, s| matches!(s, Step::Op(Op::Wait { word: Word::Consumed, .. }))),
+        ("the pieces' arrivals", in_pieces, |_, s| matches!(s, Step::Op(Op::WaitEvent { event: Event::Arrived, .. }))),
     ];
     for (what, shape, dropped) in cases {
         assert!(caught_without(shape, dropped), "without the waits for {what} no order failed: the model cannot see the hazard");

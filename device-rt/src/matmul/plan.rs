@@ -22,7 +22,10 @@ pub enum Lane {
     /// that has happened nothing.
     Compute = 0,
     /// Copies to the next rank of the ring, and the signals that free this rank's
-    /// buffers once the compute lane's GEMMs have read them.
+    /// buffers once the compute lane's GEMMs have read them. A shard it forwards is
+    /// waited for through the watch lane's [`Event::Arrived`], not its word: one wait per
+    /// rank stays resident beside the GEMMs, the watch lane's (a GPU's GEMMs leave SMs
+    /// for one).
     ToNext = 1,
     /// Copies to the previous rank (the bidirectional all-gather only), and the signals
     /// that free the buffers that rank writes here.
@@ -231,13 +234,14 @@ impl RingPlan {
         for s in 0..d {
             let shard = self.behind(s);
             let landed = Word::Landed { slot: 2 * shard };
+            let arrived = tag(seq, u64::from(s));
             if s > 0 {
-                self.arrival(f, landed, tag(seq, 1), tag(seq, u64::from(s)));
+                self.arrival(f, landed, tag(seq, 1), arrived);
             }
             f(Lane::Compute, Op::Gemm { a: self.shard_rows(shard, 0, m), c: self.c_rows(shard, 0, m), acc: None });
             if s + 1 < d {
                 if s > 0 {
-                    f(Lane::ToNext, Op::Wait { word: landed, at_least: tag(seq, 1) });
+                    f(Lane::ToNext, Op::WaitEvent { event: Event::Arrived, at_least: arrived });
                 }
                 let dst = Rows { matrix: Matrix::Gathered { shard }, row0: 0, rows: m };
                 f(Lane::ToNext, Op::Put { src: self.shard_rows(shard, 0, m), dst, to: Peer::Next, word: landed, value: tag(seq, 1) });
@@ -283,13 +287,14 @@ impl RingPlan {
             let halves = [(self.behind(s), 0, 0, top, Lane::ToNext, Peer::Next), (self.ahead(s), 1, top, m - top, Lane::ToPrev, Peer::Prev)];
             for (shard, half, row0, rows, lane, to) in halves {
                 let landed = Word::Landed { slot: 2 * shard + half };
+                let arrived = tag(seq, u64::from(2 * s + half));
                 if s > 0 {
-                    self.arrival(f, landed, tag(seq, 1), tag(seq, u64::from(2 * s + half)));
+                    self.arrival(f, landed, tag(seq, 1), arrived);
                 }
                 f(Lane::Compute, Op::Gemm { a: self.shard_rows(shard, row0, rows), c: self.c_rows(shard, row0, rows), acc: None });
                 if s + 1 < d {
                     if s > 0 {
-                        f(lane, Op::Wait { word: landed, at_least: tag(seq, 1) });
+                        f(lane, Op::WaitEvent { event: Event::Arrived, at_least: arrived });
                     }
                     let dst = Rows { matrix: Matrix::Gathered { shard }, row0, rows };
                     f(lane, Op::Put { src: self.shard_rows(shard, row0, rows), dst, to, word: landed, value: tag(seq, 1) });
