@@ -857,8 +857,10 @@ pub(super) fn comm_refuses_buffers_past_their_allocation(fx: &Fixture) -> Outcom
 /// `Comm::init_rank` with two ranks of this process on the fixture's device, each on a
 /// thread of its own (as a program that drives several GPUs from one process calls
 /// `ncclCommInitRank`): the ranks meet at a fresh id, export and import each other's
-/// connection blocks, and all_reduce and all_gather in place are checked; one rank's
-/// abort then fails the other's next call with the reason that names it.
+/// connection blocks, and all_reduce and all_gather in place are checked (a rank whose
+/// loop stopped is reported as such, with the time its calls took, before any data is
+/// compared; wrong data names its first wrong element); one rank's abort then fails the
+/// other's next call with the reason that names it.
 pub(super) fn comm_init_rank_on_threads(fx: &Fixture) -> Outcome {
     use host_shim::comm::{Comm, CommConfig, CommId, ReduceOp};
     type Rank = Result<(Comm, Vec<f32>, Vec<f32>), Failure>;
@@ -874,24 +876,39 @@ pub(super) fn comm_init_rank_on_threads(fx: &Fixture) -> Outcome {
                     let comm = Comm::init_rank(&id, 2, rank, stream.clone(), cfg)?;
                     let input: Vec<f32> = (0..N).map(|i| (rank * N + i % 1000) as f32).collect();
                     let mut buf = stream.clone_htod(&input).map_err(Error::cuda("cuMemcpyHtoD"))?;
+                    let start = std::time::Instant::now();
                     comm.all_reduce_in_place(&mut buf, ReduceOp::Sum)?;
                     let reduced = stream.clone_dtoh(&buf).map_err(Error::cuda("cuMemcpyDtoH"))?;
                     let mut gathered = stream.alloc_zeros::<f32>(2 * N).map_err(Error::cuda("cuMemAlloc"))?;
                     comm.all_gather(&buf, &mut gathered)?;
                     let gathered = stream.clone_dtoh(&gathered).map_err(Error::cuda("cuMemcpyDtoH"))?;
                     stream::wait(&stream, LOOP_WAIT, "the ranks' collectives")?;
+                    // A loop that stopped (a timeout, an abort) ends its calls with their
+                    // data unwritten: said as such, not as wrong data.
+                    if let Some(e) = comm.async_error() {
+                        return Err(Failure(format!("rank {rank}'s loop stopped after {:?}: {e}", start.elapsed())));
+                    }
                     Ok((comm, reduced, gathered))
                 })
             })
             .collect();
         handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(Failure("a rank's thread panicked".into())))).collect()
     });
+    // Every rank's failure before any data is compared: a rank whose loop stopped leaves
+    // its peer's data unwritten too.
+    let ranks = ranks.into_iter().collect::<Result<Vec<_>, Failure>>()?;
     let mut comms = Vec::new();
-    for (rank, outcome) in ranks.into_iter().enumerate() {
-        let (comm, reduced, gathered) = outcome?;
+    for (rank, (comm, reduced, gathered)) in ranks.into_iter().enumerate() {
         let sum = |i: usize| (i % 1000 + N + i % 1000) as f32;
-        ensure((0..N).all(|i| reduced[i] == sum(i)), || format!("rank {rank}'s all_reduce is wrong"))?;
-        ensure((0..2 * N).all(|i| gathered[i] == sum(i % N)), || format!("rank {rank}'s all_gather is wrong"))?;
+        // The first wrong element and what it holds: zeros in one channel's range point at
+        // that channel, a rank's own input at a lost contribution.
+        let first_wrong = |got: &[f32], len: usize| (0..len).find(|&i| got[i] != sum(i % N)).map(|i| format!("element {i} holds {} for {}", got[i], sum(i % N)));
+        if let Some(what) = first_wrong(&reduced, N) {
+            return Err(Failure(format!("rank {rank}'s all_reduce is wrong: {what}")));
+        }
+        if let Some(what) = first_wrong(&gathered, 2 * N) {
+            return Err(Failure(format!("rank {rank}'s all_gather is wrong: {what}")));
+        }
         comms.push(comm);
     }
     comms[1].abort();
