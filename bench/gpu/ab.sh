@@ -13,10 +13,7 @@ source "$(dirname "$0")/env.sh"
 open_results "$1" ab
 shift
 args=${ARGS:-all_reduce all_gather reduce_scatter -b 64K -e 4M -f 2 -c 1 -n 100 -w 10 --devices 0 --ranks 2 --timing back-to-back,graph --latency-maxbytes 4M}
-declare -A bins
-order=()
-for nb in "$@"; do bins[${nb%%=*}]=$(realpath "${nb#*=}"); order+=("${nb%%=*}"); done
-names=("${order[@]}")
+read_builds "$@"
 for round in $(seq 1 "${ROUNDS:-3}"); do
   for b in "${order[@]}"; do
     step "$b round $round: ferroccl bench $args"

@@ -69,3 +69,13 @@ nccl_baseline() {
 
 # ndevices 0,1,2: how many devices a list names.
 ndevices() { local IFS=,; set -- $1; echo $#; }
+
+# read_builds NAME=BINARY...: for the scripts that compare builds, bins[NAME] the binary's
+# full path, and order and names the NAMEs as given (order rotates by round, names stays).
+read_builds() {
+  declare -gA bins
+  order=()
+  local nb
+  for nb in "$@"; do bins[${nb%%=*}]=$(realpath "${nb#*=}"); order+=("${nb%%=*}"); done
+  names=("${order[@]}")
+}

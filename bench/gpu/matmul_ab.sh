@@ -18,10 +18,7 @@ f=$out/$rawdir/ab-$day.txt
 ngpus=${NGPUS:-$(nvidia-smi -L | wc -l)}
 cases=${CASES:-"all-gather,1024,1 reduce-scatter,1024,1 reduce-scatter,1024,2 all-gather,4096,1 reduce-scatter,4096,1 reduce-scatter,4096,2"}
 export FERROCCL_TIMEOUT_MS=${FERROCCL_TIMEOUT_MS:-20000}
-declare -A bins
-order=()
-for nb in "$@"; do bins[${nb%%=*}]=$(realpath "${nb#*=}"); order+=("${nb%%=*}"); done
-names=("${order[@]}")
+read_builds "$@"
 for round in $(seq 1 "${ROUNDS:-3}"); do
   for b in "${order[@]}"; do
     if [ "$ngpus" = 1 ]; then runner=("${bins[$b]}" --pes 2); else runner=("$(realpath "${LAUNCHER:?LAUNCHER for NGPUS > 1}")" run -n "$ngpus" "${bins[$b]}"); fi
