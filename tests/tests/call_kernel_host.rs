@@ -354,3 +354,64 @@ fn an_abort_ends_call_channels_that_wait() {
         assert!(aborted.elapsed() < Duration::from_secs(30), "{algorithm:?}: {:?}", aborted.elapsed());
     }
 }
+
+/// An in-place all_reduce whose output the next call all-gathers (what a program does
+/// with a reduced tensor), two ranks of one resident and three call channels on the
+/// stream-ordered path, as the GPU self-test of `init_rank` on threads runs them: in weak
+/// memory with call kernels overlapping and not, and with loops that sleep after 1 ms
+/// while the host pauses 5 ms between the two calls (the GPU test copies the reduced data
+/// back in between); every rank's gathered blocks are the reduced data, exact. (With the
+/// twin's `griddepcontrol.wait` not ordering the waiting thread after the launch before
+/// it, the overlapping runs gathered unreduced elements in most runs.)
+#[test]
+fn an_all_gather_of_an_in_place_all_reduce_gathers_the_reduced_data() {
+    const N: usize = 1 << 16;
+    let two = shape(2, AlgorithmChoice::Auto);
+    let input = |rank: u32, i: usize| (rank as usize * N + i % 1000) as f32;
+    let sum = |i: usize| (0..two.nranks).map(|rank| input(rank, i)).sum::<f32>();
+    // (what, weak-memory seed or sleeping loops, call kernels overlapping)
+    let groups = [
+        ("weak memory, seed 1", Some(1), false),
+        ("weak memory, seed 2", Some(2), false),
+        ("weak memory, seed 3, overlapping call kernels", Some(3), true),
+        ("weak memory, seed 4, overlapping call kernels", Some(4), true),
+        ("weak memory, seed 5, overlapping call kernels", Some(5), true),
+        ("sleeping loops", None, false),
+        ("sleeping loops, overlapping call kernels", None, true),
+    ];
+    for (what, seed, overlapping) in groups {
+        let mut g = match (seed, overlapping) {
+            (Some(seed), false) => TwinGroup::start_with_call_channels(two, RESIDENT, THREADS, SPIN_BUDGET, Some(WeakMemory::new(seed))),
+            (Some(seed), true) => TwinGroup::start_with_overlapping_call_kernels(two, RESIDENT, THREADS, SPIN_BUDGET, Some(WeakMemory::new(seed))),
+            (None, overlapping) => TwinGroup::start_sleeping(two, THREADS, SPIN_BUDGET, Duration::from_millis(1), overlapping),
+        }
+        .unwrap();
+        let pause = if seed.is_none() { Duration::from_millis(5) } else { Duration::ZERO };
+        g.set_path(SubmitPath::Stream).unwrap();
+        let mut bufs = Vec::new();
+        for rank in 0..two.nranks {
+            let buf = g.alloc(rank, N * 4).unwrap();
+            g.write(buf, &(0..N).flat_map(|i| input(rank, i).to_le_bytes()).collect::<Vec<u8>>()).unwrap();
+            bufs.push((buf, g.alloc(rank, 2 * N * 4).unwrap()));
+        }
+        let item = |function, src: u64, dst: u64| WorkItem::collective(function, DataType::F32, RedOpKind::Sum, 0, src, dst, N as u64, 0);
+        for (rank, &(buf, _)) in (0..).zip(&bufs) {
+            g.submit(rank, item(CollFunction::AllReduce, buf.addr, buf.addr)).unwrap();
+        }
+        std::thread::sleep(pause);
+        let mut last = Vec::new();
+        for (rank, &(buf, gathered)) in (0..).zip(&bufs) {
+            last.push(g.submit(rank, item(CollFunction::AllGather, buf.addr, gathered.addr)).unwrap());
+        }
+        for (rank, submitted) in (0..).zip(last) {
+            g.wait_submitted(rank, submitted, TIMEOUT).unwrap();
+            g.health(rank).unwrap();
+        }
+        for (rank, &(_, gathered)) in (0..).zip(&bufs) {
+            let got = g.read(gathered, 2 * N * 4).unwrap();
+            let wrong = got.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).enumerate().find(|&(i, v)| v != sum(i % N));
+            assert_eq!(wrong, None, "{what}: rank {rank}'s first wrong gathered element (index, value)");
+        }
+        g.shutdown(TIMEOUT).unwrap();
+    }
+}

@@ -1135,13 +1135,16 @@ impl Arch for HostTwin {
     }
 
     /// Here: waits until the launch before this one has ended (a launch through
-    /// [`launch_after`]); returns at once otherwise. Unwinds when this launch is aborted.
+    /// [`launch_after`]), then, in weak memory, orders the thread after everything that
+    /// launch wrote (PTX: its writes are visible to this grid); returns at once otherwise.
+    /// Unwinds when this launch is aborted.
     fn grid_dependency_wait() {
-        with_context(|c| {
-            if let Some(prior) = &c.grid.prior {
-                prior.wait_ended(&c.grid);
-            }
+        let waited = with_context(|c| {
+            c.grid.prior.as_ref().map(|prior| prior.wait_ended(&c.grid)).is_some()
         });
+        if waited && weak::active() {
+            weak::after_prior_launch();
+        }
     }
 
     fn spin_pause() {

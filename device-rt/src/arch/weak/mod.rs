@@ -33,6 +33,10 @@
 //!   poll pattern); a barrier raises every participant's view to the largest of theirs.
 //!   Coherence: no thread of a CTA reads a word older than a value its CTA has read or
 //!   written there (one floor per word and CTA).
+//! - **A kernel boundary orders.** A launch's threads start ordered after every write
+//!   made before it (their view is the world's time then), and a launch that overlapped
+//!   the one before it on its stream is ordered after that one's writes once its
+//!   `griddepcontrol.wait` returns (PTX: the prior grid's writes are then visible).
 //! - **Vector accesses are sets of 8-byte accesses** (PTX's memory model says so): the
 //!   two halves of a 16-byte load may come from different times.
 //!
@@ -370,6 +374,17 @@ pub(super) fn barrier_arrive() -> u64 {
     with(|t| {
         t.hand_to_cta();
         t.view()
+    })
+}
+
+/// The launch before this thread's on its stream has ended (`griddepcontrol.wait` of a
+/// launch that overlapped it): the thread is ordered after every write of that launch,
+/// which its end put in memory, and everything before it, as a thread of a launch started
+/// after it would be (its view becomes the world's time now).
+pub(super) fn after_prior_launch() {
+    with(|t| {
+        let now = t.world().now();
+        t.join_view(now);
     })
 }
 
