@@ -28,7 +28,8 @@ pub enum Lane {
     /// for one).
     ToNext = 1,
     /// Copies to the previous rank (the bidirectional all-gather only), and the signals
-    /// that free the buffers that rank writes here.
+    /// that free the buffers that rank writes here; it forwards as [`Lane::ToNext`] does,
+    /// after the watch lane's event.
     ToPrev = 2,
     /// Waits for the data the compute lane's GEMMs read (a shard, a partial sum) to land
     /// and records [`Event::Arrived`] for each: the compute lane waits for the event, and
