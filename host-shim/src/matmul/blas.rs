@@ -19,11 +19,11 @@ use std::ffi::c_void;
 use std::sync::Arc;
 
 use cudarc::cublaslt::{result as lt, sys};
-use cudarc::driver::{CudaSlice, CudaStream, DevicePtr};
+use cudarc::driver::{CudaStream, DevicePtr};
 use device_rt::dtype::DataType;
 use device_rt::matmul::Shape;
 
-use crate::{Error, Result};
+use crate::{DeviceAlloc, Error, Result};
 
 /// cuBLASLt's workspace (what cudarc gives Hopper).
 const WORKSPACE_BYTES: usize = 32 << 20;
@@ -46,7 +46,9 @@ pub struct Plan {
 /// A rank's cuBLASLt handle, workspace and plans.
 pub struct Blas {
     handle: sys::cublasLtHandle_t,
-    workspace: CudaSlice<u8>,
+    /// Used only by the GEMMs, all on the rank's compute lane (so in stream order, with no
+    /// event of cudarc's to wait on or record per GEMM).
+    workspace: DeviceAlloc,
     k: u64,
     n: u64,
     dtype: sys::cudaDataType,
@@ -78,7 +80,7 @@ impl Blas {
             other => return Err(Error::InvalidArgument(format!("collective matmul of {}", other.short_name()))),
         };
         let handle = lt::create_handle().map_err(blas_error("cublasLtCreate"))?;
-        let workspace = stream.alloc_zeros::<u8>(WORKSPACE_BYTES).map_err(Error::cuda("cuMemAllocAsync"));
+        let workspace = DeviceAlloc::zeroed(stream.context(), WORKSPACE_BYTES);
         match workspace {
             Ok(workspace) => Ok(Self { handle, workspace, k: shape.k, n: shape.n, dtype, sm_target, plans: Vec::new() }),
             Err(e) => {
@@ -171,7 +173,7 @@ impl Blas {
             let plan = self.plan(rows, acc.is_some())?;
             (plan.desc, plan.layouts, plan.algo)
         };
-        let (handle, (ws, _record)) = (self.handle, self.workspace.device_ptr(stream));
+        let (handle, ws) = (self.handle, self.workspace.ptr());
         let (alpha, beta) = (1f32, if acc.is_some() { 1f32 } else { 0f32 });
         // SAFETY: the operands as this function's contract says, laid out as `plan`
         // describes; the workspace is this handle's.
