@@ -19,11 +19,11 @@ use std::ffi::c_void;
 use std::sync::Arc;
 
 use cudarc::cublaslt::{result as lt, sys};
-use cudarc::driver::{CudaStream, DevicePtr};
+use cudarc::driver::{CudaSlice, CudaStream, DevicePtr};
 use device_rt::dtype::DataType;
 use device_rt::matmul::Shape;
 
-use crate::{DeviceAlloc, Error, Result};
+use crate::{Error, Result};
 
 /// cuBLASLt's workspace (what cudarc gives Hopper).
 const WORKSPACE_BYTES: usize = 32 << 20;
@@ -46,9 +46,7 @@ pub struct Plan {
 /// A rank's cuBLASLt handle, workspace and plans.
 pub struct Blas {
     handle: sys::cublasLtHandle_t,
-    /// Used only by the GEMMs, all on the rank's compute lane (so in stream order, with no
-    /// event of cudarc's to wait on or record per GEMM).
-    workspace: DeviceAlloc,
+    workspace: CudaSlice<u8>,
     k: u64,
     n: u64,
     dtype: sys::cudaDataType,
@@ -80,7 +78,7 @@ impl Blas {
             other => return Err(Error::InvalidArgument(format!("collective matmul of {}", other.short_name()))),
         };
         let handle = lt::create_handle().map_err(blas_error("cublasLtCreate"))?;
-        let workspace = DeviceAlloc::zeroed(stream.context(), WORKSPACE_BYTES);
+        let workspace = stream.alloc_zeros::<u8>(WORKSPACE_BYTES).map_err(Error::cuda("cuMemAllocAsync"));
         match workspace {
             Ok(workspace) => Ok(Self { handle, workspace, k: shape.k, n: shape.n, dtype, sm_target, plans: Vec::new() }),
             Err(e) => {
@@ -173,7 +171,7 @@ impl Blas {
             let plan = self.plan(rows, acc.is_some())?;
             (plan.desc, plan.layouts, plan.algo)
         };
-        let (handle, ws) = (self.handle, self.workspace.ptr());
+        let (handle, (ws, _record)) = (self.handle, self.workspace.device_ptr(stream));
         let (alpha, beta) = (1f32, if acc.is_some() { 1f32 } else { 0f32 });
         // SAFETY: the operands as this function's contract says, laid out as `plan`
         // describes; the workspace is this handle's.

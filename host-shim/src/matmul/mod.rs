@@ -235,18 +235,10 @@ impl RingMatmul {
             held.push((ra, rb, rc));
         }
         let mut events: Vec<HashMap<(Event, u64), CudaEvent>> = (0..self.ranks.len()).map(|_| HashMap::new()).collect();
-        let mut bound = None;
         for (rank, lane, op) in order {
             let Some(i) = self.ranks.iter().position(|r| r.pe == rank) else { continue };
-            // The raw driver calls and cuBLASLt work in the current context: the rank's,
-            // made current where the order moves to another rank.
-            if bound != Some(i) {
-                self.ranks[i].streams[0].context().bind_to_thread().map_err(Error::cuda("cuCtxSetCurrent"))?;
-                bound = Some(i);
-            }
             // SAFETY: `A`, `B` and `C` hold the shape's sizes (checked above) and stay live
-            // for the stream (cudarc's records, held above); the workspace is this ring's;
-            // the rank's context is current.
+            // for the stream (cudarc's records, held above); the workspace is this ring's.
             unsafe { self.enqueue(i, at[i], lane, op, &mut events[i])? };
         }
         Ok(())
@@ -319,10 +311,11 @@ impl RingMatmul {
     /// `events` holds the events the PE's lanes recorded in this call.
     ///
     /// # Safety
-    /// `at` holds the call's matrices, live until the PE's stream has passed the call; the
-    /// PE's context is current on this thread.
+    /// `at` holds the call's matrices, live until the PE's stream has passed the call.
     unsafe fn enqueue(&mut self, i: usize, at: Addresses, lane: Lane, op: Op, events: &mut HashMap<(Event, u64), CudaEvent>) -> Result<()> {
         let (shape, layout, rank) = (self.shape, self.layout, &mut self.ranks[i]);
+        // The raw driver calls and cuBLASLt work in the current context: the rank's.
+        rank.streams[0].context().bind_to_thread().map_err(Error::cuda("cuCtxSetCurrent"))?;
         let stream = rank.streams[lane as usize].clone();
         match op {
             Op::Wait { word, at_least } => rank.wait_for(&stream, at.workspace + layout.word(&shape, word), at_least)?,
