@@ -123,6 +123,19 @@ fn stopped(load: impl Fn(HeaderWord) -> u64) -> Option<Error> {
     (load(HeaderWord::Abort) != 0).then_some(Error::Aborted)
 }
 
+/// [`Queue::health`] of a loop of `channels` channels whose header words `load` reads (in
+/// the order its ordering needs: the exit count before the status).
+fn health_of(load: impl Fn(HeaderWord) -> u64, channels: usize) -> Result<()> {
+    let left = load(HeaderWord::Exited) >= channels as u64;
+    if let Some(e) = stopped(&load) {
+        return Err(e);
+    }
+    if left {
+        return Err(Error::LoopClosed);
+    }
+    Ok(())
+}
+
 /// Launches a loop that slept again, on its own stream after the kernel that ended
 /// (see [`Queue::set_relaunch`]).
 pub type Relaunch = Box<dyn Fn() -> Result<()> + Send + Sync>;
@@ -266,14 +279,14 @@ impl Queue {
     /// set (before the loop has seen it: nothing more is enqueued); `Err(LoopClosed)` once
     /// every channel has left without an error (each channel publishes its completions
     /// before it leaves, so a completion check made after this returned is final).
+    ///
+    /// Ordering: the exit count is read first (acquire, paired with the last channel's
+    /// release store of it, which every channel's status store happens before), then the
+    /// status: a loop that stopped with an error and then left is reported with its error,
+    /// never as closed (read the other way round, the status could be read before the
+    /// error's store and the count after the exit).
     pub fn health(&self) -> Result<()> {
-        if let Some(e) = stopped(|which| self.load(which)) {
-            return Err(e);
-        }
-        if self.load(HeaderWord::Exited) >= self.channels as u64 {
-            return Err(Error::LoopClosed);
-        }
-        Ok(())
+        health_of(|which| self.load(which), self.channels)
     }
 
     /// Validates `item`, waits (up to `timeout`) for a free slot and writes it (the loop
@@ -500,6 +513,29 @@ mod tests {
         // loop runs.
         let queue = unsafe { Queue::new(header_ptr, ring.as_mut_ptr(), 1, 1, owner) }.unwrap();
         assert!(matches!(queue.health(), Err(Error::UnknownLoopStatus(0xdead_0000_00ff))), "{:?}", queue.health());
+    }
+
+    /// A loop that stops with an error and leaves between two of `health`'s reads is
+    /// reported with its error, not as closed: the header's words as the host reads them,
+    /// the loop's last channel storing its timeout and its exit right after the first read.
+    #[test]
+    fn a_loop_that_stops_with_an_error_while_health_reads_is_reported_with_it() {
+        use std::cell::Cell;
+        let reads = Cell::new(0);
+        let load = |which: HeaderWord| {
+            let stopped = reads.get() > 0;
+            reads.set(reads.get() + 1);
+            match which {
+                HeaderWord::Status if stopped => LoopError::Timeout as u64 | (WaitSite::ShmemBarrier as u64) << 32,
+                HeaderWord::ErrorSeq if stopped => 7,
+                HeaderWord::Exited if stopped => 1,
+                _ => 0,
+            }
+        };
+        let health = health_of(load, 1);
+        assert!(matches!(health, Err(Error::DeviceTimeout { site: Some(WaitSite::ShmemBarrier), seq: 7 })), "{health:?}");
+        let closed = health_of(|which| u64::from(matches!(which, HeaderWord::Exited)), 1);
+        assert!(matches!(closed, Err(Error::LoopClosed)), "a loop that left without an error: {closed:?}");
     }
 
     /// The host's half of the sleep handshake, with no loop: work that finds the loop
