@@ -254,6 +254,29 @@ impl Queue {
         self.word(HeaderWord::Awake).load(Ordering::Acquire) == LOOP_ASLEEP
     }
 
+    #[cfg(feature = "testing")]
+    /// The header's words as the host reads them now (acquire loads, one at a time, so not
+    /// one snapshot): what a failure report shows of a loop that stopped or hung.
+    pub fn header_report(&self) -> String {
+        let awake = match self.load(HeaderWord::Awake) {
+            LOOP_AWAKE => "awake".to_string(),
+            LOOP_LEAVING => "leaving".to_string(),
+            LOOP_ASLEEP => "asleep".to_string(),
+            other => format!("unknown ({other})"),
+        };
+        let completed: Vec<u64> = (0..self.channels).map(|c| self.load(HeaderWord::Completed(c))).collect();
+        format!(
+            "{awake}, submits {}, pinned {}, status {:#x}, error item {}, abort {}, exited {}, ring items published {}, completed per channel {completed:?}",
+            self.load(HeaderWord::Submits),
+            self.load(HeaderWord::Pinned),
+            self.load(HeaderWord::Status),
+            self.load(HeaderWord::ErrorSeq),
+            self.load(HeaderWord::Abort),
+            self.load(HeaderWord::Exited),
+            self.peek_next_seq() - 1,
+        )
+    }
+
     /// A handle that aborts the loop from any thread.
     pub fn abort_handle(&self) -> AbortHandle {
         AbortHandle { header: self.header, _owner: self.owner.clone() }
@@ -536,6 +559,25 @@ mod tests {
         assert!(matches!(health, Err(Error::DeviceTimeout { site: Some(WaitSite::ShmemBarrier), seq: 7 })), "{health:?}");
         let closed = health_of(|which| u64::from(matches!(which, HeaderWord::Exited)), 1);
         assert!(matches!(closed, Err(Error::LoopClosed)), "a loop that left without an error: {closed:?}");
+    }
+
+    /// The header report names the loop's sleep state, the host's counts and every
+    /// channel's completion as the header holds them.
+    #[cfg(feature = "testing")]
+    #[test]
+    fn the_header_report_says_what_the_header_holds() {
+        let mut header = Box::new(QueueHeader::new());
+        (header.submits, header.status, header.exited, header.awake) = (3, LoopError::Timeout as u64 | (WaitSite::MailboxSubmit as u64) << 32, 2, LOOP_ASLEEP);
+        header.cta_completed[1] = 5;
+        let header_ptr = &raw mut *header;
+        let mut ring = vec![RingSlot::default(); 4];
+        let owner: HeaderOwner = Arc::new(header);
+        // SAFETY: a header and a four-slot ring, alive for the test; no loop runs.
+        let queue = unsafe { Queue::new(header_ptr, ring.as_mut_ptr(), 4, 2, owner) }.unwrap();
+        let report = queue.header_report();
+        for part in ["asleep", "submits 3", "status 0x500000003", "exited 2", "ring items published 0", "completed per channel [0, 5]"] {
+            assert!(report.contains(part), "{part:?} not in {report:?}");
+        }
     }
 
     /// The host's half of the sleep handshake, with no loop: work that finds the loop

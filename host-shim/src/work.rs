@@ -1356,6 +1356,12 @@ impl WorkLoop {
     }
 
     #[cfg(feature = "testing")]
+    /// The loop's queue header as the host reads it now ([`Queue::header_report`]).
+    pub fn header_report(&self) -> String {
+        self.queue.header_report()
+    }
+
+    #[cfg(feature = "testing")]
     /// Stream-ordered calls that took the ring route ([`WorkLoop::enqueue_on_stream`]).
     pub fn ring_routed(&self) -> u64 {
         self.ring_routed.load(Ordering::Relaxed)

@@ -520,6 +520,13 @@ impl Comm {
     }
 
     #[cfg(feature = "testing")]
+    /// This rank's loop's queue header as the host reads it now: whether the loop is
+    /// awake or asleep, its submissions, status, exits and completions (failure reports).
+    pub fn loop_report(&self) -> String {
+        self.lp.header_report()
+    }
+
+    #[cfg(feature = "testing")]
     /// Whether this rank's call kernels overlap the kernel before them on its stream (where
     /// its device holds two call kernels of every rank: see `call_kernels_may_overlap`).
     pub fn call_kernels_overlap(&self) -> bool {

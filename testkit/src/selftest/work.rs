@@ -860,43 +860,102 @@ pub(super) fn comm_refuses_buffers_past_their_allocation(fx: &Fixture) -> Outcom
 /// connection blocks, and all_reduce and all_gather in place are checked (a rank whose
 /// loop stopped is reported as such, with the time its calls took, before any data is
 /// compared; wrong data names its first wrong element); one rank's abort then fails the
-/// other's next call with the reason that names it.
+/// other's next call with the reason that names it. A failure reports every rank's
+/// outcome, when each of its steps returned on the host, and its loop's header.
+///
+/// The threads allocate everything before either calls, meet, call, meet again once both
+/// streams have passed the calls, and only then copy the results back: with two ranks in
+/// one context, CUDA may make one thread's allocation or memset (or, loading lazily, the
+/// memset's kernel) wait until the context's running kernels end, and the other rank's
+/// call, waiting for this rank, then runs until its timeout (on an H100, a gather output
+/// allocated between the calls stopped 1 run of 45 with `CUDA_MODULE_LOADING=EAGER` and
+/// 11 of 45 without).
 pub(super) fn comm_init_rank_on_threads(fx: &Fixture) -> Outcome {
     use host_shim::comm::{Comm, CommConfig, CommId, ReduceOp};
+    use std::time::Instant;
+    /// When each step of a rank's thread returned, from the threads' common start.
+    struct Timeline {
+        start: Instant,
+        steps: Vec<(&'static str, Duration)>,
+    }
+    impl Timeline {
+        fn step(&mut self, what: &'static str) {
+            self.steps.push((what, self.start.elapsed()));
+        }
+        fn describe(&self) -> String {
+            self.steps.iter().map(|(what, at)| format!("{what} {:.1} ms", at.as_secs_f64() * 1e3)).collect::<Vec<_>>().join(", ")
+        }
+    }
     type Rank = Result<(Comm, Vec<f32>, Vec<f32>), Failure>;
     const N: usize = 1 << 16;
     let id = CommId::new()?;
     let mut cfg = CommConfig::default();
     (cfg.max_channels, cfg.timeout) = (4, Duration::from_secs(20));
-    let ranks: Vec<Rank> = std::thread::scope(|s| {
+    let start = Instant::now();
+    let (allocated, passed) = (std::sync::Barrier::new(2), std::sync::Barrier::new(2));
+    let (allocated, passed) = (&allocated, &passed);
+    let ranks: Vec<(Rank, String)> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..2)
             .map(|rank| {
-                s.spawn(move || -> Rank {
-                    let stream = fx.ctx.new_stream().map_err(Error::cuda("cuStreamCreate"))?;
-                    let comm = Comm::init_rank(&id, 2, rank, stream.clone(), cfg)?;
-                    let input: Vec<f32> = (0..N).map(|i| (rank * N + i % 1000) as f32).collect();
-                    let mut buf = stream.clone_htod(&input).map_err(Error::cuda("cuMemcpyHtoD"))?;
-                    let start = std::time::Instant::now();
-                    comm.all_reduce_in_place(&mut buf, ReduceOp::Sum)?;
-                    let reduced = stream.clone_dtoh(&buf).map_err(Error::cuda("cuMemcpyDtoH"))?;
-                    let mut gathered = stream.alloc_zeros::<f32>(2 * N).map_err(Error::cuda("cuMemAlloc"))?;
-                    comm.all_gather(&buf, &mut gathered)?;
-                    let gathered = stream.clone_dtoh(&gathered).map_err(Error::cuda("cuMemcpyDtoH"))?;
-                    stream::wait(&stream, LOOP_WAIT, "the ranks' collectives")?;
-                    // A loop that stopped (a timeout, an abort) ends its calls with their
-                    // data unwritten: said as such, not as wrong data.
-                    if let Some(e) = comm.async_error() {
-                        return Err(Failure(format!("rank {rank}'s loop stopped after {:?}: {e}", start.elapsed())));
-                    }
-                    Ok((comm, reduced, gathered))
+                s.spawn(move || {
+                    let mut timeline = Timeline { start, steps: Vec::new() };
+                    let mut comm = None;
+                    // Each phase's error is kept until this thread has met the other at
+                    // both meetings, which it always reaches (a thread that left early would
+                    // hold the other at a meeting for good).
+                    let prepared = (|| -> Result<_, Failure> {
+                        let stream = fx.ctx.new_stream().map_err(Error::cuda("cuStreamCreate"))?;
+                        let input: Vec<f32> = (0..N).map(|i| (rank * N + i % 1000) as f32).collect();
+                        comm = Some(Comm::init_rank(&id, 2, rank, stream.clone(), cfg)?);
+                        timeline.step("init_rank");
+                        let buf = stream.clone_htod(&input).map_err(Error::cuda("cuMemcpyHtoD"))?;
+                        let gathered = stream.alloc_zeros::<f32>(2 * N).map_err(Error::cuda("cuMemAlloc"))?;
+                        stream::wait(&stream, LOOP_WAIT, "the uploads")?;
+                        timeline.step("buffers allocated");
+                        Ok((stream, buf, gathered))
+                    })();
+                    allocated.wait();
+                    let called = prepared.and_then(|(stream, mut buf, mut gathered)| {
+                        let this = comm.as_ref().ok_or_else(|| Failure("no communicator after init_rank".into()))?;
+                        this.all_reduce_in_place(&mut buf, ReduceOp::Sum)?;
+                        timeline.step("all_reduce enqueued");
+                        this.all_gather(&buf, &mut gathered)?;
+                        timeline.step("all_gather enqueued");
+                        stream::wait(&stream, LOOP_WAIT, "the ranks' collectives")?;
+                        timeline.step("calls passed");
+                        Ok((stream, buf, gathered))
+                    });
+                    passed.wait();
+                    let outcome = called.and_then(|(stream, buf, gathered)| -> Rank {
+                        // A loop that stopped (a timeout, an abort) ends its calls with their
+                        // data unwritten: said as such, not as wrong data.
+                        if let Some(e) = comm.as_ref().and_then(Comm::async_error) {
+                            return Err(Failure(format!("rank {rank}'s loop stopped: {e}")));
+                        }
+                        let reduced = stream.clone_dtoh(&buf).map_err(Error::cuda("cuMemcpyDtoH"))?;
+                        let gathered = stream.clone_dtoh(&gathered).map_err(Error::cuda("cuMemcpyDtoH"))?;
+                        let comm = comm.take().ok_or_else(|| Failure("no communicator after init_rank".into()))?;
+                        Ok((comm, reduced, gathered))
+                    });
+                    let report = match &comm {
+                        Some(comm) => format!("rank {rank}: steps {}; loop {}", timeline.describe(), comm.loop_report()),
+                        None => format!("rank {rank}: steps {}", timeline.describe()),
+                    };
+                    (outcome, report)
                 })
             })
             .collect();
-        handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(Failure("a rank's thread panicked".into())))).collect()
+        handles.into_iter().map(|h| h.join().unwrap_or_else(|_| (Err(Failure("a rank's thread panicked".into())), String::new()))).collect()
     });
-    // Every rank's failure before any data is compared: a rank whose loop stopped leaves
-    // its peer's data unwritten too.
-    let ranks = ranks.into_iter().collect::<Result<Vec<_>, Failure>>()?;
+    // Every rank's failure before any data is compared (a rank whose loop stopped leaves
+    // its peer's data unwritten too), with every rank's steps and loop.
+    let reports: Vec<String> = ranks.iter().map(|(_, report)| report.clone()).collect();
+    let failed = |what: String| Failure(format!("{what} [{}]", reports.join("; ")));
+    let errors: Vec<String> = ranks.iter().filter_map(|(outcome, _)| outcome.as_ref().err().map(ToString::to_string)).collect();
+    if !errors.is_empty() {
+        return Err(failed(errors.join("; ")));
+    }
+    let ranks = ranks.into_iter().map(|(outcome, _)| outcome).collect::<Result<Vec<_>, Failure>>()?;
     let mut comms = Vec::new();
     for (rank, (comm, reduced, gathered)) in ranks.into_iter().enumerate() {
         let sum = |i: usize| (i % 1000 + N + i % 1000) as f32;
@@ -904,10 +963,10 @@ pub(super) fn comm_init_rank_on_threads(fx: &Fixture) -> Outcome {
         // that channel, a rank's own input at a lost contribution.
         let first_wrong = |got: &[f32], len: usize| (0..len).find(|&i| got[i] != sum(i % N)).map(|i| format!("element {i} holds {} for {}", got[i], sum(i % N)));
         if let Some(what) = first_wrong(&reduced, N) {
-            return Err(Failure(format!("rank {rank}'s all_reduce is wrong: {what}")));
+            return Err(failed(format!("rank {rank}'s all_reduce is wrong: {what}")));
         }
         if let Some(what) = first_wrong(&gathered, 2 * N) {
-            return Err(Failure(format!("rank {rank}'s all_gather is wrong: {what}")));
+            return Err(failed(format!("rank {rank}'s all_gather is wrong: {what}")));
         }
         comms.push(comm);
     }
