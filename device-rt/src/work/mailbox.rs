@@ -17,7 +17,7 @@ pub enum SubmitOutcome {
     Closed,
     /// The host set the abort flag while the item waited.
     Aborted,
-    /// The loop did not answer within the spin budget: the submitter recorded a
+    /// The loop did not answer within [`submit_budget_ns`]: the submitter recorded a
     /// `LoopError::Timeout` at [`WaitSite::MailboxSubmit`] (unless an error was recorded
     /// first) and set the abort flag, so the loop leaves and the host's next call fails.
     TimedOut,
@@ -48,9 +48,17 @@ pub(crate) unsafe fn update_state(word: *mut u64, site: Site, update: impl Fn(u6
     }
 }
 
+/// How long a submitter waits for its item, given the loop's spin budget: a quarter longer,
+/// so that a loop stuck in one of the item's waits (a peer's flag or data that never come)
+/// records that wait's timeout, which names it, before the submitter records its own; the
+/// submitter's timeout is left for a loop that never answers.
+pub const fn submit_budget_ns(spin_budget_ns: u64) -> u64 {
+    spin_budget_ns.saturating_add(spin_budget_ns / 4)
+}
+
 /// Submits `item` to the loop's mailbox and waits until the loop has run it, has left, the
-/// host aborts, or `spin_budget_ns` passes (then records a timeout and sets the abort
-/// flag: see [`SubmitOutcome::TimedOut`]). One thread runs this. A closed mailbox returns
+/// host aborts, or [`submit_budget_ns`] of `spin_budget_ns` passes (then records a timeout
+/// and sets the abort flag: see [`SubmitOutcome::TimedOut`]). One thread runs this. A closed mailbox returns
 /// at once (its item words written, nothing run).
 ///
 /// Ordering (the `queue` module's protocol), every access at GPU scope (the mailbox is in
@@ -95,7 +103,7 @@ pub unsafe fn submit_to_mailbox(state: *mut LoopState, header: *mut QueueHeader,
     let generation = mailbox_generation(before);
     // SAFETY: `abort` is an aligned `u64` of the live host-mapped header (the caller's
     // contract), read by the guard with volatile loads.
-    let mut guard = unsafe { SpinGuard::new(&raw const (*header).abort, spin_budget_ns) };
+    let mut guard = unsafe { SpinGuard::new(&raw const (*header).abort, submit_budget_ns(spin_budget_ns)) };
     loop {
         // SAFETY: as for the add.
         let now = unsafe { arch::ld_acquire_gpu_global(word) };

@@ -57,9 +57,11 @@
 //! - submitter: spins on 64-bit acquire loads of `state` until the generation has moved
 //!   past its item's or CLOSED is set (acquire: the item's writes are visible to the
 //!   submitter, so to what follows its kernel on the stream), checking the host's abort
-//!   flag and a spin budget ([`SpinGuard`]); past the budget it records a `Timeout` at
-//!   `WaitSite::MailboxSubmit` and sets the abort flag (release), so the loop leaves and
-//!   the host's next call fails: a timeout is never silent.
+//!   flag and a spin budget a quarter longer than the loop's waits' ([`SpinGuard`],
+//!   `submit_budget_ns`: a loop stuck in a wait of the item records that wait's timeout
+//!   first); past it the submitter records a `Timeout` at `WaitSite::MailboxSubmit` and
+//!   sets the abort flag (release), so the loop leaves and the host's next call fails: a
+//!   timeout is never silent.
 //! - a channel that leaves the loop for any reason sets CLOSED by a 64-bit acq_rel CAS
 //!   loop (an atomic OR), so a waiting submitter is released and later submissions return
 //!   at once; no channel takes an item from a closed word.

@@ -161,6 +161,12 @@ impl Comm {
         let nranks = nranks as u32;
         let layout = Layout::new(tuning.shape(nranks))?;
         let ranks_here = agreed.ranks_on_device[rank];
+        if ranks_here > 1 {
+            log::warn!(
+                "communicator: rank {rank} shares device {ordinal} with {} other rank(s) of this process: CUDA may make an allocation, memset or free on one rank's thread wait for another rank's running call, which waits for it until the timeout; allocate before the ranks' calls (docs/architecture.md)",
+                ranks_here - 1
+            );
+        }
         let loop_cfg = LoopConfig { placement: tuning.placement_on(ranks_here as usize, device::sm_count(&ctx)?), ..tuning.loop_cfg };
         let mut lp = WorkLoop::new(&ctx, &module, loop_cfg)?;
         if check_room(ordinal, ranks_here, room, &tuning.loop_cfg)? {

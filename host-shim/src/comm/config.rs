@@ -32,7 +32,9 @@ pub struct CommConfig {
     pub threads: u32,
     /// How long any wait inside a call may take before the rank's loop stops with a
     /// timeout ([`Error::DeviceTimeout`]: the communicator is done, every later call fails
-    /// with it; build a new one), and how long ranks across processes wait for each other
+    /// with it; build a new one; a stream-ordered call's wait for the loop to run it is
+    /// given a quarter more, so that the wait inside that ran out is the one named), and
+    /// how long ranks across processes wait for each other
     /// at init. Default 10 minutes, as PyTorch's NCCL watchdog: a rank may be that late (a
     /// checkpoint, a slow data loader) without stopping the job. A rank that fails is found
     /// sooner: an abort, or another process's rank whose process ends, stops the
