@@ -586,16 +586,19 @@ fn the_spin_budget_turns_a_missing_peer_into_a_timeout() {
     lp.join();
 }
 
-/// A stream-ordered item whose own wait never ends: the loop's wait times out within the
-/// spin budget and is what the host reads (the site that waited), while the submitter, whose
-/// budget is a quarter longer, finds the mailbox closed instead of recording its own.
+/// A stream-ordered item whose own wait never ends, the loop and the submitter given the same
+/// spin budget (as a communicator gives them): the loop's wait times out within the budget
+/// and is what the host reads (the site that waited), while the submitter, which waits a
+/// quarter longer (250 ms here, room for the twin's scheduling), finds the mailbox closed
+/// instead of recording its own.
 #[test]
 fn a_submitted_item_stuck_in_its_wait_reports_that_wait_not_the_submission() {
-    let mut lp = TwinLoop::start(1, 32, 4, Duration::from_millis(200));
+    const BUDGET: Duration = Duration::from_secs(1);
+    let mut lp = TwinLoop::start(1, 32, 4, BUDGET);
     let flag = AtomicU64::new(0);
     let start = Instant::now();
-    assert_eq!(lp.submit(WorkItem::call(DeviceFunction::WaitAtLeast, word(&flag), 1), Duration::from_millis(200)), SubmitOutcome::Closed);
-    assert!(start.elapsed() >= Duration::from_millis(200));
+    assert_eq!(lp.submit(WorkItem::call(DeviceFunction::WaitAtLeast, word(&flag), 1), BUDGET), SubmitOutcome::Closed);
+    assert!(start.elapsed() >= BUDGET);
     lp.join();
     let err = lp.queue.health();
     assert!(matches!(err, Err(Error::DeviceTimeout { site: Some(WaitSite::Flag), seq: 0 })), "{err:?}");

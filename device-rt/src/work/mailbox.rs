@@ -58,8 +58,8 @@ pub const fn submit_budget_ns(spin_budget_ns: u64) -> u64 {
 
 /// Submits `item` to the loop's mailbox and waits until the loop has run it, has left, the
 /// host aborts, or [`submit_budget_ns`] of `spin_budget_ns` passes (then records a timeout
-/// and sets the abort flag: see [`SubmitOutcome::TimedOut`]). One thread runs this. A closed mailbox returns
-/// at once (its item words written, nothing run).
+/// and sets the abort flag: see [`SubmitOutcome::TimedOut`]). One thread runs this. A
+/// closed mailbox returns at once (its item words written, nothing run).
 ///
 /// Ordering (the `queue` module's protocol), every access at GPU scope (the mailbox is in
 /// device memory, used by this GPU's threads alone; what peers wrote into the item's
