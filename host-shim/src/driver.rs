@@ -26,3 +26,21 @@ pub fn init() -> Result<usize> {
         Ok(n) => Ok(n),
     }
 }
+
+/// Whether CUDA loads kernels lazily in this process (`CUDA_MODULE_LOADING` unset or
+/// `LAZY`, the default since CUDA 12.2): a kernel's first launch then loads it, which may
+/// wait for every running kernel of its context, a persistent loop's included. Asked once;
+/// false where no driver answers.
+pub(crate) fn loads_lazily() -> bool {
+    static LAZY: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *LAZY.get_or_init(|| {
+        // SAFETY: only tries to dlopen the driver library; no CUDA call is made.
+        if !unsafe { sys::is_culib_present() } {
+            return false;
+        }
+        let mut mode = sys::CUmoduleLoadingMode::CU_MODULE_EAGER_LOADING;
+        // SAFETY: the driver writes the mode into `mode`, a live local.
+        let status = unsafe { sys::cuModuleGetLoadingMode(&mut mode) };
+        status == sys::cudaError_enum::CUDA_SUCCESS && mode == sys::CUmoduleLoadingMode::CU_MODULE_LAZY_LOADING
+    })
+}

@@ -202,7 +202,11 @@ impl Queue {
     /// the sleep handshake (`device_rt::work`'s `queue` module).
     pub fn announce_submit(&self, captured: bool) -> Result<()> {
         if captured {
-            self.word(HeaderWord::Pinned).swap(1, Ordering::SeqCst);
+            if self.word(HeaderWord::Pinned).swap(1, Ordering::SeqCst) == 0 && crate::driver::loads_lazily() {
+                log::warn!(
+                    "work loop: a call captured in a CUDA graph keeps this loop on its GPU until the communicator is shut down, and CUDA loads kernels lazily in this process: the first launch of any kernel on this device may wait for the loop as long (set CUDA_MODULE_LOADING=EAGER, or launch every kernel once before the capture)"
+                );
+            }
             return self.wake();
         }
         self.word(HeaderWord::Submits).fetch_add(1, Ordering::SeqCst);
