@@ -255,18 +255,17 @@ impl GridState {
         self.release_all();
     }
 
-    /// Sets `aborted` and wakes every waiter. Each waiter checks the flag under its mutex,
-    /// and the mutex is taken here after the flag is set, so no wake-up is lost.
+    /// Sets `aborted` and wakes every waiter. A waiter registers under its rendezvous's
+    /// mutex and then checks the flag before it parks; the mutex is taken here after the
+    /// flag is set, so a waiter either is in the list woken here or sees the flag.
     fn release_all(&self) {
         self.aborted.store(true, Relaxed);
         for cta in &self.ctas {
             for barrier in &cta.barriers {
-                drop(lock(&barrier.state));
-                barrier.changed.notify_all();
+                Parked::wake(std::mem::take(&mut lock(&barrier.state).parked));
             }
             for warp in &cta.warps {
-                drop(lock(&warp.state));
-                warp.changed.notify_all();
+                Parked::wake(std::mem::take(&mut lock(&warp.state).parked));
             }
         }
     }
@@ -374,46 +373,59 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// Waits on `changed` until `done` holds. Unwinds when the launch is aborted; panics
-/// with `describe`'s words once every thread of the caller's CTA has been waiting (here
-/// or in another barrier or warp operation) or ended for [`DEADLOCK_AFTER`]: while one of
-/// them runs it may still arrive, however long it takes (an idle work loop's warp 0 polls
-/// for as long as the loop lives, its other warps at a barrier), and a wait of the device
-/// code that never ends is its spin budget's to stop. With `idle`, calls it every
-/// [`WEAK_IDLE_DRAIN`] of waiting.
-fn wait_until<'a, T>(
-    context: &ThreadContext,
-    changed: &Condvar,
-    mut guard: MutexGuard<'a, T>,
-    done: impl Fn(&T) -> bool,
-    describe: impl Fn(&T) -> String,
-    idle: Option<fn()>,
-) -> MutexGuard<'a, T> {
+/// Parks this thread until `generation` moves past `seen` (it registered in the
+/// rendezvous's `parked` list under the rendezvous's mutex before calling this, so the
+/// thread that moves the generation, or an abort, unparks it). Unwinds when the launch is
+/// aborted; panics with `describe`'s words once every thread of the caller's CTA has been
+/// waiting (here or in another barrier or warp operation) or ended for
+/// [`DEADLOCK_AFTER`]: while one of them runs it may still arrive, however long it takes
+/// (an idle work loop's warp 0 polls for as long as the loop lives, its other warps at a
+/// barrier), and a wait of the device code that never ends is its spin budget's to stop.
+/// With `idle`, calls it every [`WEAK_IDLE_DRAIN`] of waiting.
+///
+/// Ordering: the acquire load that sees the new generation pairs with the release store
+/// that moved it, after the last arriving thread wrote what the waiters read next.
+/// Waiters take no lock on the way out, so the threads of one rendezvous leave it side by
+/// side rather than one after another through its mutex.
+fn wait_for_generation(context: &ThreadContext, generation: &AtomicU64, seen: u64, describe: impl Fn() -> String, idle: Option<fn()>) {
     let (grid, cta) = (&context.grid, context.cta());
     let _stalled = Stalled::enter(cta);
     let mut start = Instant::now();
-    while !done(&guard) {
-        if grid.aborted.load(Relaxed) {
-            drop(guard);
-            panic::resume_unwind(Box::new(Released));
-        }
+    while generation.load(Acquire) == seen {
+        grid.unwind_if_aborted();
         if cta.stalled.load(Acquire) < context.block_dim {
             start = Instant::now();
         }
         let waited = start.elapsed();
         if waited >= DEADLOCK_AFTER {
-            let what = describe(&guard);
-            drop(guard);
-            panic!("arch: deadlock: {what} for {} s, every thread of the CTA waiting or ended", waited.as_secs());
+            panic!("arch: deadlock: {} for {} s, every thread of the CTA waiting or ended", describe(), waited.as_secs());
         }
         let slice = if idle.is_some() { WEAK_IDLE_DRAIN } else { STALL_CHECK };
-        let (woken, timeout) = changed.wait_timeout(guard, slice.min(DEADLOCK_AFTER - waited)).unwrap_or_else(PoisonError::into_inner);
-        guard = woken;
-        if let (Some(idle), true) = (idle, timeout.timed_out()) {
+        let parked = Instant::now();
+        std::thread::park_timeout(slice.min(DEADLOCK_AFTER - waited));
+        if let Some(idle) = idle
+            && parked.elapsed() >= slice
+            && generation.load(Acquire) == seen
+        {
             idle();
         }
     }
-    guard
+}
+
+/// The threads parked in one rendezvous (a barrier's or a warp's), kept under its mutex.
+#[derive(Default)]
+struct Parked(Vec<std::thread::Thread>);
+
+impl Parked {
+    /// Registers this thread; call under the rendezvous's mutex, before its wait.
+    fn push_current(&mut self) {
+        self.0.push(std::thread::current());
+    }
+
+    /// Unparks every thread of `parked` (taken out of the rendezvous under its mutex).
+    fn wake(parked: Parked) {
+        parked.0.iter().for_each(std::thread::Thread::unpark);
+    }
 }
 
 /// How often a waiting thread looks whether every thread of its CTA is stalled.
@@ -447,7 +459,11 @@ impl Drop for Stalled<'_> {
 #[derive(Default)]
 struct NamedBarrier {
     state: Mutex<BarrierState>,
-    changed: Condvar,
+    /// Completed generations, moved under `state`'s mutex: a waiter leaves when it changes.
+    generation: AtomicU64,
+    /// In a weak-memory launch, the largest view of the threads that arrived so far (in
+    /// any generation: a larger view only orders more), raised under `state`'s mutex.
+    view: AtomicU64,
 }
 
 #[derive(Default)]
@@ -456,18 +472,17 @@ struct BarrierState {
     arrived: u32,
     /// The thread count the current generation's first thread passed.
     expected: u32,
-    /// Completed generations: a waiter leaves when it changes.
-    generation: u64,
-    /// In a weak-memory launch, the largest view of the threads that arrived so far (in
-    /// any generation: a larger view only orders more).
-    view: u64,
+    /// The threads waiting for the current generation to complete.
+    parked: Parked,
 }
 
 /// Arrives at named barrier `id` of this CTA, expecting `nthreads` threads, and waits
-/// until they have all arrived (generation-counted, so it can be reused at once). The
-/// barrier's mutex orders the participants' accesses before it before their accesses
-/// after it; in a weak-memory launch, each participant's buffered stores go to its CTA
-/// and every participant leaves with the largest view among them.
+/// until they have all arrived (generation-counted, so it can be reused at once).
+/// Ordering: each participant arrives under the barrier's mutex, and the last one moves
+/// the generation with a release store under it, which every waiter's acquire load sees
+/// before it leaves; so the participants' accesses before the barrier come before their
+/// accesses after it. In a weak-memory launch, each participant's buffered stores go to
+/// its CTA and every participant leaves with the largest view among them.
 fn arrive_and_wait(id: u32, nthreads: u32) {
     assert!((id as usize) < NAMED_BARRIERS, "arch::barrier_sync: barrier id {id} is not in 0..16");
     let view = weak::active().then(weak::barrier_arrive);
@@ -475,7 +490,7 @@ fn arrive_and_wait(id: u32, nthreads: u32) {
         let barrier = &context.cta().barriers[id as usize];
         let mut state = lock(&barrier.state);
         if let Some(view) = view {
-            state.view = state.view.max(view);
+            barrier.view.fetch_max(view, Relaxed);
         }
         if state.arrived == 0 {
             state.expected = nthreads;
@@ -487,20 +502,23 @@ fn arrive_and_wait(id: u32, nthreads: u32) {
         state.arrived += 1;
         if state.arrived == nthreads {
             state.arrived = 0;
-            state.generation += 1;
-            barrier.changed.notify_all();
-            return state.view;
+            barrier.generation.fetch_add(1, Release);
+            let parked = std::mem::take(&mut state.parked);
+            drop(state);
+            Parked::wake(parked);
+            return barrier.view.load(Relaxed);
         }
-        let generation = state.generation;
-        wait_until(
+        state.parked.push_current();
+        let generation = barrier.generation.load(Relaxed);
+        drop(state);
+        wait_for_generation(
             context,
-            &barrier.changed,
-            state,
-            |s| s.generation != generation,
-            |s| format!("thread {} of CTA {} waited at barrier {id} ({} of {nthreads} threads arrived)", context.thread_idx, context.block_idx, s.arrived),
+            &barrier.generation,
+            generation,
+            || format!("thread {} of CTA {} waited at barrier {id} ({} of {nthreads} threads arrived)", context.thread_idx, context.block_idx, lock(&barrier.state).arrived),
             view.is_some().then_some(weak::idle as fn()),
-        )
-        .view
+        );
+        barrier.view.load(Relaxed)
     });
     if view.is_some() {
         weak::barrier_leave(joined);
@@ -560,22 +578,24 @@ fn lanewise(a: u32, b: u32, op: fn(u16, u16) -> u16) -> u32 {
 #[derive(Default)]
 struct Warp {
     state: Mutex<WarpState>,
-    changed: Condvar,
+    /// Completed generations, moved under `state`'s mutex: a waiting lane leaves when it
+    /// changes.
+    generation: AtomicU64,
+    /// The last completed generation's words, written before `generation` moves: no lane
+    /// can complete the next generation before every lane has read these.
+    exchanged: [AtomicU32; WARP_SIZE as usize],
 }
 
 #[derive(Default)]
 struct WarpState {
     /// Lanes that arrived in the current generation.
     arrived: u32,
-    /// Completed generations: a waiting lane leaves when it changes.
-    generation: u64,
     /// The operation the current generation's first lane called.
     operation: &'static str,
     /// The current generation's words, by lane.
     offered: [u32; WARP_SIZE as usize],
-    /// The last completed generation's words: no lane can complete the next generation
-    /// before every lane has read these.
-    exchanged: [u32; WARP_SIZE as usize],
+    /// The lanes waiting for the current generation to complete.
+    parked: Parked,
 }
 
 /// Every lane's `word`, once all 32 lanes of this thread's warp have called `operation`.
@@ -599,21 +619,27 @@ fn warp_exchange(operation: &'static str, mask: u32, word: u32) -> [u32; WARP_SI
         state.arrived += 1;
         if state.arrived == WARP_SIZE {
             state.arrived = 0;
-            state.generation += 1;
-            state.exchanged = state.offered;
-            warp.changed.notify_all();
-            return state.exchanged;
+            for (exchanged, &offered) in warp.exchanged.iter().zip(&state.offered) {
+                exchanged.store(offered, Relaxed);
+            }
+            warp.generation.fetch_add(1, Release);
+            let parked = std::mem::take(&mut state.parked);
+            let words = state.offered;
+            drop(state);
+            Parked::wake(parked);
+            return words;
         }
-        let generation = state.generation;
-        wait_until(
+        state.parked.push_current();
+        let generation = warp.generation.load(Relaxed);
+        drop(state);
+        wait_for_generation(
             context,
-            &warp.changed,
-            state,
-            |s| s.generation != generation,
-            |s| format!("thread {} of CTA {} waited in {operation} ({} of 32 lanes arrived)", context.thread_idx, context.block_idx, s.arrived),
+            &warp.generation,
+            generation,
+            || format!("thread {} of CTA {} waited in {operation} ({} of 32 lanes arrived)", context.thread_idx, context.block_idx, lock(&warp.state).arrived),
             weak::active().then_some(weak::idle as fn()),
-        )
-        .exchanged
+        );
+        std::array::from_fn(|lane| warp.exchanged[lane].load(Relaxed))
     })
 }
 
