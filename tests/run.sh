@@ -61,10 +61,10 @@ fi
 
 echo "== tests/run.sh: step 4 $(date -u +%T)"; free_disk
 # 4. Every host test, the PTX build (host-shim's build script) and the ptxas checks of the
-#    work loop uncapped and under every register cap the runtime can give it
-#    (FERROCCL_PTXAS_EVERY_CAP=1, set here unless the caller set it: about three times
-#    the ptxas time of the uncapped, loosest, a middle and the tightest cap alone; see
-#    docs/tuning.md, FERROCCL_PTXAS_EVERY_CAP). The whole collective matrix
+#    work loop uncapped and under the loosest, a middle and the tightest register cap
+#    (every cap the runtime can give it with FERROCCL_PTXAS_EVERY_CAP=1, by hand after a
+#    change to the loop: about three times the ptxas time; see docs/tuning.md,
+#    FERROCCL_PTXAS_EVERY_CAP). The whole collective matrix
 #    (FERROCCL_FULL_MATRIX=1) adds about 7-9 minutes and the host-twin tests' time
 #    swings by half between runs on CI's 2 cores, so CI runs the reduced matrix; the
 #    whole one by hand after a change to device code.
@@ -75,7 +75,6 @@ echo "== tests/run.sh: step 4 $(date -u +%T)"; free_disk
 #    the machine has it) before the script fails.
 ulimit -c unlimited 2>/dev/null || true
 started=$(mktemp)
-export FERROCCL_PTXAS_EVERY_CAP="${FERROCCL_PTXAS_EVERY_CAP:-1}"
 if ! cargo test --workspace --all-features; then
   command -v gdb > /dev/null || { echo "== tests/run.sh: no gdb, so no backtrace of a crash"; exit 1; }
   find "$root" -path "$root/target" -prune -o -type f -name 'core*' -newer "$started" -print | while read -r core; do

@@ -59,8 +59,8 @@ fn launch_shapes() -> Vec<Option<u32>> {
 /// cap (224, 152 and 128 registers: 288, 416 and 512 threads); every shape with
 /// `FERROCCL_PTXAS_EVERY_CAP=1`. Spills need not grow monotonically as a cap tightens,
 /// but a growth has so far shown at several caps at once. Each capped shape costs about a
-/// CPU minute of ptxas: a plain `cargo test` runs these four, CI (`tests/run.sh`) every
-/// one (see docs/tuning.md, `checked_shapes`).
+/// CPU minute of ptxas: `cargo test` and CI (`tests/run.sh`) run these four, every one
+/// by hand after a change to the loop (see docs/tuning.md, `checked_shapes`).
 fn checked_shapes(every: &[Option<u32>]) -> Vec<Option<u32>> {
     if std::env::var_os("FERROCCL_PTXAS_EVERY_CAP").is_some_and(|v| v == "1") {
         return every.to_vec();
