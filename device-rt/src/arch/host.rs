@@ -38,6 +38,7 @@ use std::time::{Duration, Instant};
 
 use half::{bf16, f16};
 
+use super::pool;
 use super::weak::{self, CtaWeak, Load, Scope, WeakMemory};
 use super::{Arch, AtomicWord, FULL_MASK, GlobalWord, Site, SiteKind, WARP_SIZE};
 
@@ -168,33 +169,20 @@ fn launch_with(memory: Option<&WeakMemory>, prior: Option<Arc<GridDependency>>, 
         own,
     });
     let mut spawn_error = None;
-    std::thread::scope(|scope| {
-        // Every thread is joined, none detached: a detached thread frees its own stack as it
-        // exits, and the twin's runs of call_kernel_host died in `pthread_detach` on a
-        // thread just started whose stack was already unmapped (it shows most often with
-        // `GLIBC_TUNABLES=glibc.malloc.mmap_threshold=0:glibc.pthread.stack_cache_size=0`
-        // and `--test-threads=2`).
-        let mut threads = Vec::with_capacity((grid * block) as usize);
+    // Every GPU thread runs on a pool thread (`pool.rs`: starting OS threads would cost
+    // more than most launches run), and the scope returns once every one has ended.
+    pool::scope(|scope| {
         'spawn: for block_idx in 0..grid {
             for thread_idx in 0..block {
                 let context = ThreadContext { thread_idx, block_idx, block_dim: block, grid_dim: grid, grid: Arc::clone(&state), released: Cell::new(false) };
                 let kernel = &kernel;
-                let spawned = std::thread::Builder::new()
-                    .name(format!("cta{block_idx}.t{thread_idx}"))
-                    .stack_size(THREAD_STACK_BYTES)
-                    .spawn_scoped(scope, move || run_thread(context, kernel));
-                match spawned {
-                    Ok(thread) => threads.push(thread),
-                    Err(e) => {
-                        spawn_error = Some(format!("arch::launch: could not start thread {thread_idx} of CTA {block_idx}: {e}"));
-                        state.release_all();
-                        break 'spawn;
-                    }
+                if let Err(e) = scope.spawn(THREAD_STACK_BYTES, move || run_thread(context, kernel)) {
+                    spawn_error = Some(format!("arch::launch: could not start thread {thread_idx} of CTA {block_idx}: {e}"));
+                    state.release_all();
+                    break 'spawn;
                 }
             }
         }
-        // A thread's panic is caught in `run_thread` and kept in `first_panic`.
-        threads.into_iter().for_each(|thread| drop(thread.join()));
     });
     if let Some(memory) = memory {
         state.ctas.iter().for_each(|cta| memory.drain_cta(&cta.weak));
@@ -223,6 +211,8 @@ fn run_thread(context: ThreadContext, kernel: &(impl Fn() + Sync)) {
         Err(payload) if !payload.is::<Released>() => grid.abort(payload),
         Err(_) => {}
     }
+    // The OS thread runs threads of later launches (`pool.rs`): nothing of this one stays.
+    weak::forget_thread();
     with_context(|context| {
         context.cta().stalled.fetch_add(1, AcqRel);
         context.release_dependents();

@@ -23,6 +23,8 @@
 mod imp;
 
 #[cfg(not(target_arch = "nvptx64"))]
+mod pool;
+#[cfg(not(target_arch = "nvptx64"))]
 mod weak;
 
 #[cfg(not(target_arch = "nvptx64"))]

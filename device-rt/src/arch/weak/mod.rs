@@ -310,6 +310,17 @@ pub(super) fn leave() {
     }
 }
 
+/// Clears this thread's state at the end of its part in a launch, before its OS thread
+/// runs a thread of another launch: a thread that left through `leave` has none left but
+/// perhaps a site named last; one that unwound (it trapped, or its launch was released)
+/// drops its buffered stores unwritten (`ThreadWeak`'s drop), as a GPU thread that traps
+/// may.
+pub(super) fn forget_thread() {
+    ACTIVE.set(false);
+    THREAD.set(None);
+    MARKED.set(None);
+}
+
 /// Names this thread's next ordering operation (`arch::site`).
 pub(super) fn mark(site: Site) {
     if let Some(before) = MARKED.replace(Some(site)) {
