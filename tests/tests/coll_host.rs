@@ -36,7 +36,21 @@ fn run_matrix(nranks: u32, nchannels: u32, direct: bool, filter: impl Fn(&CollCa
 
 /// Runs the matrix on a communicator of `shape`.
 fn run_matrix_on(shape: Shape, filter: impl Fn(&CollCase) -> bool) {
-    if let Err(why) = try_matrix(shape, None, &[], filter) {
+    run_matrix_part(shape, (0, 1), filter);
+}
+
+/// Runs the `part.0`-th of every `part.1` cases `filter` keeps on a communicator of
+/// `shape` (all of them with `FERROCCL_FULL_MATRIX=1`).
+fn run_matrix_part(shape: Shape, part: (usize, usize), filter: impl Fn(&CollCase) -> bool) {
+    let (k, of) = if full_matrix() { (0, 1) } else { part };
+    let mut kept = 0;
+    let in_part = |c: &CollCase| {
+        filter(c) && {
+            kept += 1;
+            (kept - 1) % of == k
+        }
+    };
+    if let Err(why) = try_matrix(shape, None, &[], in_part) {
         panic!("{why}");
     }
 }
@@ -44,7 +58,7 @@ fn run_matrix_on(shape: Shape, filter: impl Fn(&CollCase) -> bool) {
 /// Runs the matrix cases `filter` keeps on a communicator of `shape`, in `memory`'s
 /// weak-memory world if given (else as `TwinGroup::start_in` says), the outputs of
 /// `unmapped` ranks not mapped for their peers; `Err` says which cases went wrong.
-fn try_matrix(shape: Shape, memory: Option<WeakMemory>, unmapped: &[u32], filter: impl Fn(&CollCase) -> bool) -> Result<(), String> {
+fn try_matrix(shape: Shape, memory: Option<WeakMemory>, unmapped: &[u32], mut filter: impl FnMut(&CollCase) -> bool) -> Result<(), String> {
     let (nranks, nchannels) = (shape.nranks, shape.nchannels);
     let mut g = TwinGroup::start_in(shape, 128, Duration::from_secs(60), memory).map_err(|e| e.to_string())?;
     g.set_unmapped_outputs(unmapped);
@@ -96,60 +110,73 @@ fn matrix_four_ranks_direct_some_outputs_unmapped() {
 }
 
 /// Paired channels on 2 ranks: reduce-scatter sends on the first half of the channels
-/// and receives on the second; every other function runs on the first half.
+/// and receives on the second, each of its cases run; every other function runs on the
+/// first half, as unpaired channels do, its cases out of place (in place too with
+/// `FERROCCL_FULL_MATRIX=1`).
 #[test]
 fn matrix_two_ranks_paired() {
-    run_matrix_on(Shape { paired: true, ..shape(2, 4, false) }, sum_or_f32);
+    run_matrix_on(Shape { paired: true, ..shape(2, 4, false) }, |c| if c.function == CollFunction::ReduceScatter { sum_or_f32(c) } else { sum_or_f32_placed(false)(c) });
 }
 
-/// Paired channels on 3 ranks: every function, reduce-scatter included, runs on the
-/// first half.
+/// Paired channels on 3 ranks, direct: every function, reduce-scatter included, runs on
+/// the first half; the cases in place (all with `FERROCCL_FULL_MATRIX=1`), those out of
+/// place in part in `matrix_weak_memory_three_ranks_direct_paired`.
 #[test]
 fn matrix_three_ranks_paired() {
-    run_matrix_on(Shape { paired: true, ..shape(3, 4, true) }, sum_or_f32);
+    run_matrix_on(Shape { paired: true, ..shape(3, 4, true) }, sum_or_f32_placed(true));
 }
 
 #[test]
 fn matrix_four_ranks() {
-    run_matrix(4, 1, true, |_| true);
+    run_matrix(4, 1, true, sum_or_f32);
 }
 
-/// The cases the matrices of 5 to 8 ranks and of paired channels run: every type under
-/// Sum and every operator in f32 (the operators whose result depends on the rank count,
-/// PreMulSum and SumPostDiv, included), a quarter of the matrix; all of it with
-/// `FERROCCL_FULL_MATRIX=1`. The full matrix always runs on 1 to 4 ranks (unpaired); CI
-/// (2 cores, under 45 minutes) runs these reduced: the whole takes about 1.6 times as long
-/// there (see docs/tuning.md, `sum_or_f32`).
+/// `FERROCCL_FULL_MATRIX=1`: every matrix runs whole.
+fn full_matrix() -> bool {
+    std::env::var_os("FERROCCL_FULL_MATRIX").is_some_and(|v| v == "1")
+}
+
+/// The cases the matrices of 3 to 8 ranks run: every type under Sum and every operator in
+/// f32 (the operators whose result depends on the rank count, PreMulSum and SumPostDiv,
+/// included), a quarter of the matrix; all of it with `FERROCCL_FULL_MATRIX=1`. The full
+/// matrix always runs on 1 and 2 ranks (unpaired), and every operator on every type in
+/// `reduce_copy_host`; CI (2 cores, under 45 minutes) runs these reduced (see
+/// docs/tuning.md, `sum_or_f32`).
 fn sum_or_f32(c: &CollCase) -> bool {
-    std::env::var_os("FERROCCL_FULL_MATRIX").is_some_and(|v| v == "1") || c.op == RedOpKind::Sum || c.dtype == DataType::F32
+    full_matrix() || c.op == RedOpKind::Sum || c.dtype == DataType::F32
 }
 
-/// Of [`sum_or_f32`]'s cases, those in place (`true`) or out of place: of 5 and 7 ranks,
-/// and of 6 and 8, one runs each half, so that each pair covers it (each whole with
-/// `FERROCCL_FULL_MATRIX=1`): with two of them whole, CI took about 45 minutes (see
-/// docs/tuning.md, `sum_or_f32_placed`).
+/// Of [`sum_or_f32`]'s cases, those in place (`true`) or out of place (each whole with
+/// `FERROCCL_FULL_MATRIX=1`).
 fn sum_or_f32_placed(in_place: bool) -> impl Fn(&CollCase) -> bool {
-    move |c| sum_or_f32(c) && (c.in_place == in_place || std::env::var_os("FERROCCL_FULL_MATRIX").is_some_and(|v| v == "1"))
+    move |c| sum_or_f32(c) && (c.in_place == in_place || full_matrix())
+}
+
+/// 5 to 8 ranks: each runs a quarter of [`sum_or_f32`]'s cases (every fourth, from its
+/// own), so the four together run every one of them (each all of them with
+/// `FERROCCL_FULL_MATRIX=1`); see docs/tuning.md, `sum_or_f32` on 5 to 8 ranks.
+fn matrix_quarter(nranks: u32, direct: bool) {
+    run_matrix_part(shape(nranks, 1, direct), (nranks as usize - 5, 4), sum_or_f32);
 }
 
 #[test]
 fn matrix_five_ranks() {
-    run_matrix(5, 1, true, sum_or_f32_placed(false));
+    matrix_quarter(5, true);
 }
 
 #[test]
 fn matrix_six_ranks() {
-    run_matrix(6, 1, false, sum_or_f32_placed(false));
+    matrix_quarter(6, false);
 }
 
 #[test]
 fn matrix_seven_ranks() {
-    run_matrix(7, 1, true, sum_or_f32_placed(true));
+    matrix_quarter(7, true);
 }
 
 #[test]
 fn matrix_eight_ranks() {
-    run_matrix(8, 1, false, sum_or_f32_placed(true));
+    matrix_quarter(8, false);
 }
 
 /// Hands `p`'s items to every rank, then waits for all of them.
@@ -378,13 +405,13 @@ fn matrix_weak_memory_two_ranks() {
 }
 
 /// The reduced matrix in a weak-memory world, with direct operations and paired channels
-/// on 3 ranks × 4 channels, every rank's output mapped for its peers (two seeds); then
-/// rank 1's not (rank 0 sends to it through the FIFO, rank 1 receives there and sends
-/// direct on; one seed, for CI's time: see docs/tuning.md, the seeds of
+/// on 3 ranks × 4 channels, every rank's output mapped for its peers; then rank 1's not
+/// (rank 0 sends to it through the FIFO, rank 1 receives there and sends direct on); one
+/// seed each, for CI's time (see docs/tuning.md, the seeds of
 /// `matrix_weak_memory_three_ranks_direct_paired`).
 #[test]
 fn matrix_weak_memory_three_ranks_direct_paired() {
-    WeakMemory::every_seed_passes(0..2, |memory| try_matrix(Shape { paired: true, ..shape(3, 4, true) }, Some(memory.clone()), &[], reduced));
+    WeakMemory::every_seed_passes(0..1, |memory| try_matrix(Shape { paired: true, ..shape(3, 4, true) }, Some(memory.clone()), &[], reduced));
     WeakMemory::every_seed_passes(0..1, |memory| try_matrix(Shape { paired: true, ..shape(3, 4, true) }, Some(memory.clone()), &[1], reduced));
 }
 

@@ -66,12 +66,13 @@ fn try_cases(shape: Shape, memory: Option<WeakMemory>, unmapped: &[u32], cases: 
     })
 }
 
-/// `choice`'s matrix on 2 to 8 ranks: the grid spread over the rank counts, the
+/// `choice`'s matrix on 2 to 8 ranks: the grid spread over the rank counts (`grid`), the
 /// threshold cases (up to `max_bytes`) on every one.
-fn run_matrix(choice: AlgorithmChoice, staging_bytes: u64, max_bytes: usize) {
+fn run_matrix(choice: AlgorithmChoice, staging_bytes: u64, max_bytes: usize, grid: bool) {
     for nranks in 2..=8 {
         let shape = shape(nranks, choice, staging_bytes);
-        let mut cases = matrix(shape.staging(), choice, (nranks as usize - 2, 7));
+        let part = if grid { (nranks as usize - 2, 7) } else { (0, usize::MAX) };
+        let mut cases = matrix(shape.staging(), choice, part);
         cases.retain(|c| {
             let (input, output) = c.extents(nranks);
             input.max(output) * c.dtype.size() <= max_bytes
@@ -84,12 +85,12 @@ fn run_matrix(choice: AlgorithmChoice, staging_bytes: u64, max_bytes: usize) {
 
 #[test]
 fn one_shot_matrix_on_2_to_8_ranks() {
-    run_matrix(AlgorithmChoice::OneShot, 1 << 20, 1 << 20);
+    run_matrix(AlgorithmChoice::OneShot, 1 << 20, 1 << 20, true);
 }
 
 #[test]
 fn two_shot_matrix_on_2_to_8_ranks() {
-    run_matrix(AlgorithmChoice::TwoShot, 1 << 20, 1 << 20);
+    run_matrix(AlgorithmChoice::TwoShot, 1 << 20, 1 << 20, true);
 }
 
 /// Two-shot on communicators that allow direct writes: each rank pushes its reduced
@@ -111,9 +112,24 @@ fn two_shot_pushes_into_the_outputs_peers_may_write() {
     }
 }
 
+/// The automatic choice at every threshold of its plan on 2 to 8 ranks. Its grid (counts
+/// up to 1021) is the one-shot matrix's, case for case, planned as one-shot's (checked
+/// here for every rank count), so it runs only with `FERROCCL_FULL_MATRIX=1` (CI's time:
+/// docs/tuning.md, the automatic choice's grid).
 #[test]
 fn automatic_choice_matrix_on_2_to_8_ranks() {
-    run_matrix(AlgorithmChoice::Auto, 1 << 20, 2 << 20);
+    for nranks in 2..=8 {
+        let staging = shape(nranks, AlgorithmChoice::Auto, 1 << 20).staging();
+        let one_shot = matrix(staging, AlgorithmChoice::OneShot, (0, 1));
+        let grid: Vec<CollCase> = matrix(staging, AlgorithmChoice::Auto, (0, 1)).into_iter().filter(|c| c.count <= 1021).collect();
+        assert!(!grid.is_empty());
+        for case in &grid {
+            assert!(one_shot.contains(case), "{nranks} ranks: {} is not in the one-shot matrix", case.describe());
+            assert_eq!(plan_of(case, staging, AlgorithmChoice::Auto), plan_of(case, staging, AlgorithmChoice::OneShot), "{nranks} ranks: {}", case.describe());
+        }
+    }
+    let full = std::env::var_os("FERROCCL_FULL_MATRIX").is_some_and(|v| v == "1");
+    run_matrix(AlgorithmChoice::Auto, 1 << 20, 2 << 20, full);
 }
 
 /// A burst of collectives on every rank, with no host synchronisation between them (each
