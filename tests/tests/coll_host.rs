@@ -154,7 +154,7 @@ fn sum_or_f32_placed(in_place: bool) -> impl Fn(&CollCase) -> bool {
 
 /// 5 to 8 ranks: each runs a quarter of [`sum_or_f32`]'s cases (every fourth, from its
 /// own), so the four together run every one of them (each all of them with
-/// `FERROCCL_FULL_MATRIX=1`); see docs/tuning.md, `sum_or_f32` on 5 to 8 ranks.
+/// `FERROCCL_FULL_MATRIX=1`); see docs/tuning.md, `matrix_quarter`.
 fn matrix_quarter(nranks: u32, direct: bool) {
     run_matrix_part(shape(nranks, 1, direct), (nranks as usize - 5, 4), sum_or_f32);
 }
