@@ -13,6 +13,7 @@ use device_rt::work::{BadItem, WorkItem};
 use host_shim::Error;
 use host_shim::comm::{ReduceOp, in_place_item};
 use ferroccl_testkit::coll::check::{Prepared, matrix, run_case};
+use ferroccl_testkit::coll::full_matrix;
 use ferroccl_testkit::coll::expect::{CollCase, Inputs, ReduceOrder};
 use ferroccl_testkit::coll::group::RankGroup;
 use ferroccl_testkit::coll::twin::TwinGroup;
@@ -129,11 +130,6 @@ fn matrix_three_ranks_paired() {
 #[test]
 fn matrix_four_ranks() {
     run_matrix(4, 1, true, sum_or_f32);
-}
-
-/// `FERROCCL_FULL_MATRIX=1`: every matrix runs whole.
-fn full_matrix() -> bool {
-    std::env::var_os("FERROCCL_FULL_MATRIX").is_some_and(|v| v == "1")
 }
 
 /// The cases the matrices of 3 to 8 ranks run: every type under Sum and every operator in

@@ -128,8 +128,7 @@ fn automatic_choice_matrix_on_2_to_8_ranks() {
             assert_eq!(plan_of(case, staging, AlgorithmChoice::Auto), plan_of(case, staging, AlgorithmChoice::OneShot), "{nranks} ranks: {}", case.describe());
         }
     }
-    let full = std::env::var_os("FERROCCL_FULL_MATRIX").is_some_and(|v| v == "1");
-    run_matrix(AlgorithmChoice::Auto, 1 << 20, 2 << 20, full);
+    run_matrix(AlgorithmChoice::Auto, 1 << 20, 2 << 20, ferroccl_testkit::coll::full_matrix());
 }
 
 /// A burst of collectives on every rank, with no host synchronisation between them (each

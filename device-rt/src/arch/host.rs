@@ -359,7 +359,7 @@ fn with_context<R>(f: impl FnOnce(&ThreadContext) -> R) -> R {
 }
 
 /// Locks `mutex`, ignoring poison: a panicking thread aborts the whole launch anyway.
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(super) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 

@@ -11,7 +11,9 @@
 use std::marker::PhantomData;
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::mpsc::{Sender, channel};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+
+use super::imp::lock;
 
 /// One GPU thread's work, its borrows checked by [`Scope::spawn`], and the count of its
 /// scope's jobs not ended yet.
@@ -22,10 +24,6 @@ struct Job {
 
 /// The idle pool threads, each as the sender of its job channel.
 static IDLE: Mutex<Vec<Sender<Job>>> = Mutex::new(Vec::new());
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
 
 /// Jobs of one scope not ended yet.
 #[derive(Default)]
